@@ -1,0 +1,32 @@
+# Per-target settings for cuflight's own targets: warnings (as errors) and sanitizers.
+# Third-party code never sees these flags.
+
+function(cuflight_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wunused
+    -Woverloaded-virtual -Wnull-dereference -Wformat=2 -Wimplicit-fallthrough)
+  if(CUFLIGHT_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(CUFLIGHT_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${CUFLIGHT_SANITIZE} -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${CUFLIGHT_SANITIZE})
+  endif()
+endfunction()
+
+# A GoogleTest executable with its tests discovered by CTest.
+# Usage: cuflight_add_gtest(NAME name SOURCES ... LIBS ... [LABELS ...])
+function(cuflight_add_gtest)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  cuflight_target_defaults(${ARG_NAME})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  set(labels unit)
+  if(ARG_LABELS)
+    set(labels ${ARG_LABELS})
+  endif()
+  gtest_discover_tests(${ARG_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${labels}" ENVIRONMENT "CUFLIGHT_SOURCE_DIR=${PROJECT_SOURCE_DIR};CUFLIGHT_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()

@@ -1,0 +1,108 @@
+// Occupancy engine: how many blocks of a launch fit on one SM, which resource binds, and what
+// change would fit one more. Pure arithmetic, no CUDA runtime or driver calls; the per-SM
+// arithmetic is NVIDIA's reference calculator (cuda_occupancy.h), so the numbers equal
+// cudaOccMaxActiveBlocksPerMultiprocessor / cuOccupancyMaxActiveBlocksPerMultiprocessor.
+//
+// Thread safety: DeviceContext is immutable after Make(); Compute() is reentrant and
+// allocation-free, so any number of threads may call it on a shared context.
+#ifndef CUFLIGHT_OCCUPANCY_ENGINE_H_
+#define CUFLIGHT_OCCUPANCY_ENGINE_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "cuflight/occupancy/device_limits.h"
+#include "cuflight/schema/occupancy_fields.h"
+
+namespace cuflight::occupancy {
+
+using schema::Resource;
+using schema::kResourceCount;
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  uint64_t count() const { return uint64_t{x} * y * z; }
+};
+
+// One launch of one function. Function attributes are the values cuFuncGetAttribute reports.
+struct LaunchConfig {
+  int regs_per_thread = 0;              // CU_FUNC_ATTRIBUTE_NUM_REGS
+  int64_t static_smem = 0;              // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+  int64_t dyn_smem = 0;                 // dynamic shared memory of the launch
+  Dim3 block;
+  Dim3 grid;
+  // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (__launch_bounds__); 0 = the device's limit.
+  int func_max_threads_per_block = 0;
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; -1 = the driver's default,
+  // sharedMemPerBlock - static_smem.
+  int64_t func_max_dyn_smem = -1;
+  // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: -1 (no preference) or 0..100 percent.
+  int carveout = -1;
+  // Cluster dimensions; all 1 (or any 0) = not a cluster launch.
+  Dim3 cluster{0, 0, 0};
+  bool non_portable_cluster_size_allowed = false;
+  // cuOccupancyMaxActiveClusters for this launch when the caller has it (a GPU is present);
+  // 0 = unknown. Cluster placement across GPCs cannot be derived from device properties alone.
+  int max_active_clusters = 0;
+
+  bool is_cluster() const {
+    return cluster.x && cluster.y && cluster.z && cluster.count() > 1;
+  }
+};
+
+enum class Status : uint8_t {
+  kOk = 0,
+  kUnsupportedDevice,  // compute capability the reference calculator does not know
+  kInvalidDevice,      // a device limit is zero or negative
+  kInvalidLaunch,      // a block dimension is 0, or a count or size is negative
+};
+std::string_view StatusMessage(Status s);
+
+// Blocks per SM when a resource places no limit at all (e.g. a kernel with no shared memory).
+inline constexpr int32_t kUnlimited = INT32_MAX;
+
+struct Result {
+  schema::OccupancyFields fields;
+  // Blocks per SM each resource alone allows, indexed by Resource; kUnlimited when unconstrained.
+  // For kCluster it is the GPU-wide average max_active_clusters * cluster_size / sm_count.
+  std::array<int32_t, kResourceCount> blocks_per_sm{};
+  int32_t warps_per_block = 0;
+  int64_t smem_config_bytes = 0;    // shared memory per SM in the carveout the launch gets
+  int64_t smem_limit_per_block = 0; // per-block shared memory ceiling for this function
+};
+
+// Immutable per-device data: the reference calculator's device description plus values the
+// engine derives once (the shared-memory carveout steps), so Compute() does no repeated setup.
+class DeviceContext {
+ public:
+  // Returns nullopt when the limits are unusable (see Validate()).
+  static std::optional<DeviceContext> Make(const DeviceLimits& limits);
+  // kOk, kInvalidDevice or kUnsupportedDevice.
+  static Status Validate(const DeviceLimits& limits);
+
+  const DeviceLimits& limits() const { return limits_; }
+  // Shared-memory carveout sizes (bytes per SM) the architecture offers, ascending.
+  const int64_t* smem_configs() const { return smem_configs_.data(); }
+  int smem_config_count() const { return smem_config_count_; }
+
+ private:
+  DeviceContext() = default;
+  DeviceLimits limits_{};
+  std::array<int64_t, 16> smem_configs_{};
+  int smem_config_count_ = 0;
+};
+
+// Computes the full result for one launch. Never allocates, never throws.
+// On a non-kOk status `out` is left zeroed apart from its defaults.
+Status Compute(const DeviceContext& device, const LaunchConfig& launch, Result* out) noexcept;
+
+// Fills f->waves and f->tail_utilization for `launch.grid` from f->max_active_blocks (or, when
+// the cluster binds, from launch.max_active_clusters). Both are 0 when nothing can be resident.
+// Separate from Compute() because waves depend on the grid, which occupancy caches leave out.
+void ComputeWaves(int sm_count, const LaunchConfig& launch, schema::OccupancyFields* f) noexcept;
+
+}  // namespace cuflight::occupancy
+
+#endif  // CUFLIGHT_OCCUPANCY_ENGINE_H_

@@ -150,6 +150,8 @@ std::string_view StatusMessage(Status s) {
     case Status::kOk: return "ok";
     case Status::kUnsupportedDevice: return "compute capability not known to the occupancy calculator";
     case Status::kInvalidDevice: return "device limits must all be positive";
+    case Status::kInvalidSmemPerSm:
+      return "shared memory per SM is above the architecture's largest carveout";
     case Status::kInvalidLaunch: return "launch has a zero block dimension or a negative size";
   }
   return "unknown status";
@@ -173,7 +175,7 @@ Status DeviceContext::Validate(const DeviceLimits& d) {
   }
   cudaOccDeviceState s;
   if (cudaOccSMemPerMultiprocessor(&smem, &p, &s) != CUDA_OCC_SUCCESS) {
-    return Status::kInvalidDevice;  // smem_per_sm beyond every carveout the architecture has
+    return Status::kInvalidSmemPerSm;
   }
   return Status::kOk;
 }
@@ -255,9 +257,11 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
         l.non_portable_cluster_size_allowed ? std::max(d.max_cluster_size_non_portable,
                                                        d.max_cluster_size)
                                             : d.max_cluster_size;
+    const bool grid_known = l.grid.count() > 0;
     const bool placeable = d.cc_major >= 9 && max_size > 0 && cluster_size <= max_size &&
-                           l.grid.x % l.cluster.x == 0 && l.grid.y % l.cluster.y == 0 &&
-                           l.grid.z % l.cluster.z == 0;
+                           (!grid_known || (l.grid.x % l.cluster.x == 0 &&
+                                            l.grid.y % l.cluster.y == 0 &&
+                                            l.grid.z % l.cluster.z == 0));
     if (!placeable) blocks[static_cast<int>(Resource::kCluster)] = 0;
   }
 

@@ -32,7 +32,8 @@ struct LaunchConfig {
   int64_t static_smem = 0;              // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
   int64_t dyn_smem = 0;                 // dynamic shared memory of the launch
   Dim3 block;
-  Dim3 grid;
+  // Grid dimensions; any 0 = unknown (no waves, and the cluster divisibility rule is skipped).
+  Dim3 grid{0, 0, 0};
   // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (__launch_bounds__); 0 = the device's limit.
   int func_max_threads_per_block = 0;
   // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES; -1 = the driver's default,
@@ -56,6 +57,7 @@ enum class Status : uint8_t {
   kOk = 0,
   kUnsupportedDevice,  // compute capability the reference calculator does not know
   kInvalidDevice,      // a device limit is zero or negative
+  kInvalidSmemPerSm,   // shared memory per SM above the architecture's largest carveout
   kInvalidLaunch,      // a block dimension is 0, or a count or size is negative
 };
 std::string_view StatusMessage(Status s);

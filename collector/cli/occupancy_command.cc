@@ -1,0 +1,451 @@
+#include "occupancy_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "arg_parse.h"
+#include "cuflight/occupancy/device_presets.h"
+#include "cuflight/occupancy/engine.h"
+#include "occupancy_json.h"
+#include "occupancy_text.h"
+#include "usage_error.h"
+
+namespace cuflight::cli {
+namespace {
+
+using occupancy::DeviceLimits;
+using occupancy::Dim3;
+using occupancy::LaunchConfig;
+using occupancy::Resource;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// maxThreadsDim and maxGridSize are the same on every GPU since compute capability 3.0.
+constexpr std::array<int64_t, 3> kMaxBlockDim = {1024, 1024, 64};
+constexpr std::array<int64_t, 3> kMaxGridDim = {kInt32Max, 65535, 65535};
+// Register counts ptxas can assign to one thread.
+constexpr int64_t kMaxRegsPerThread = 255;
+// Generous sanity ceilings for device-limit overrides; the engine rejects what its
+// architecture tables cannot model.
+constexpr int64_t kMaxOverrideBytes = int64_t{16} << 20;
+constexpr int64_t kMaxOverrideRegs = int64_t{1} << 20;
+constexpr int kMaxDeviceOrdinal = 1023;
+
+// A device limit settable from the command line on top of the preset.
+struct LimitFlag {
+  const char* name;
+  const char* help;
+  std::string_view unit;
+  int64_t min;
+  int64_t max;
+  bool bytes;
+  void (*apply)(DeviceLimits*, int64_t);
+};
+
+const LimitFlag kLimitFlags[] = {
+    {"--sm-count", "Multiprocessors on the device (multiProcessorCount)", "SMs", 1, 65535, false,
+     [](DeviceLimits* l, int64_t v) { l->sm_count = static_cast<int>(v); }},
+    {"--device-max-threads-per-block", "Threads per block the device allows (maxThreadsPerBlock)",
+     "threads per block", 1, 65536, false,
+     [](DeviceLimits* l, int64_t v) { l->max_threads_per_block = static_cast<int>(v); }},
+    {"--max-threads-per-sm", "Resident threads per SM (maxThreadsPerMultiProcessor)",
+     "threads per SM", 1, 65536, false,
+     [](DeviceLimits* l, int64_t v) { l->max_threads_per_sm = static_cast<int>(v); }},
+    {"--max-blocks-per-sm", "Resident blocks per SM (maxBlocksPerMultiProcessor)", "blocks per SM",
+     1, 1024, false,
+     [](DeviceLimits* l, int64_t v) { l->max_blocks_per_sm = static_cast<int>(v); }},
+    {"--regs-per-sm", "32-bit registers per SM (regsPerMultiprocessor)", "registers per SM", 1,
+     kMaxOverrideRegs, false,
+     [](DeviceLimits* l, int64_t v) { l->regs_per_sm = static_cast<int>(v); }},
+    {"--regs-per-block", "32-bit registers per block (regsPerBlock)", "registers per block", 1,
+     kMaxOverrideRegs, false,
+     [](DeviceLimits* l, int64_t v) { l->regs_per_block = static_cast<int>(v); }},
+    {"--smem-per-sm", "Shared memory per SM, bytes (sharedMemPerMultiprocessor)", "bytes per SM", 1,
+     kMaxOverrideBytes, true, [](DeviceLimits* l, int64_t v) { l->smem_per_sm = v; }},
+    {"--smem-per-block", "Shared memory per block without opt-in, bytes (sharedMemPerBlock)",
+     "bytes per block", 1, kMaxOverrideBytes, true,
+     [](DeviceLimits* l, int64_t v) { l->smem_per_block = v; }},
+    {"--smem-per-block-optin", "Opt-in shared memory per block, bytes (sharedMemPerBlockOptin)",
+     "bytes per block", 0, kMaxOverrideBytes, true,
+     [](DeviceLimits* l, int64_t v) { l->smem_per_block_optin = v; }},
+    {"--reserved-smem", "Shared memory the driver reserves per block, bytes", "bytes per block", 0,
+     kMaxOverrideBytes, true, [](DeviceLimits* l, int64_t v) { l->reserved_smem_per_block = v; }},
+    {"--warp-size", "Threads per warp (warpSize)", "threads per warp", 1, 1024, false,
+     [](DeviceLimits* l, int64_t v) { l->warp_size = static_cast<int>(v); }},
+    {"--max-cluster-size", "Largest portable thread block cluster, blocks", "blocks per cluster", 0,
+     64, false, [](DeviceLimits* l, int64_t v) { l->max_cluster_size = static_cast<int>(v); }},
+    {"--max-cluster-size-non-portable", "Largest cluster with the non-portable attribute, blocks",
+     "blocks per cluster", 0, 64, false,
+     [](DeviceLimits* l, int64_t v) { l->max_cluster_size_non_portable = static_cast<int>(v); }},
+};
+constexpr size_t kLimitFlagCount = std::size(kLimitFlags);
+
+struct NamedDevice {
+  std::string key;
+  std::string name;
+  DeviceLimits limits;
+};
+
+std::string PresetKeys() {
+  std::string keys;
+  for (const occupancy::DevicePreset& p : occupancy::DevicePresets()) {
+    keys += p.key;
+    keys += ", ";
+  }
+  return keys + "current[:N]";
+}
+
+NamedDevice ResolveDevice(std::string_view spec, DeviceQuery& query) {
+  constexpr std::string_view kCurrent = "current";
+  if (spec.starts_with(kCurrent) &&
+      (spec.size() == kCurrent.size() || spec[kCurrent.size()] == ':')) {
+    int ordinal = 0;
+    if (spec.size() > kCurrent.size()) {
+      try {
+        ordinal = static_cast<int>(
+            ParseInteger("--device", spec.substr(kCurrent.size() + 1), {0, kMaxDeviceOrdinal, ""}));
+      } catch (const UsageError&) {
+        throw UsageError(fmt::format("--device {} is not a device: N in current:N must be 0..{}",
+                                     spec, kMaxDeviceOrdinal));
+      }
+    }
+    QueriedDevice queried;
+    std::string error;
+    if (!query.Query(ordinal, &queried, &error)) {
+      throw UsageError(fmt::format("--device {}: {}", spec, error));
+    }
+    return {fmt::format("current:{}", ordinal), queried.name, queried.limits};
+  }
+  const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(spec);
+  if (preset == nullptr) {
+    throw UsageError(
+        fmt::format("--device {} is not a known device: use one of {}", spec, PresetKeys()));
+  }
+  return {std::string(preset->key), std::string(preset->name), preset->limits};
+}
+
+std::string DeviceOwner(const NamedDevice& device) {
+  return fmt::format("device {} allows", device.key);
+}
+
+Dim3 ToDim3(const std::array<int64_t, 3>& parts) {
+  return {static_cast<uint32_t>(parts[0]), static_cast<uint32_t>(parts[1]),
+          static_cast<uint32_t>(parts[2])};
+}
+
+// Why no block of the launch can be resident, for a launch the engine gave 0 blocks per SM.
+std::string ExplainFailure(const OccupancyReport& report) {
+  const LaunchConfig& l = report.launch;
+  const DeviceLimits& d = report.limits;
+  const occupancy::Result& r = report.result;
+  const uint64_t threads = l.block.count();
+  if (l.func_max_threads_per_block > 0 &&
+      threads > static_cast<uint64_t>(l.func_max_threads_per_block)) {
+    return fmt::format(
+        "a block of {} threads exceeds the function's limit of {} (--max-threads-per-block, "
+        "__launch_bounds__)",
+        threads, l.func_max_threads_per_block);
+  }
+  if (l.func_max_dyn_smem >= 0 && l.dyn_smem > l.func_max_dyn_smem) {
+    return fmt::format(
+        "{} B of dynamic shared memory exceed the function's limit of {} B (--max-dyn-smem)",
+        l.dyn_smem, l.func_max_dyn_smem);
+  }
+  if (l.func_max_dyn_smem < 0 && l.static_smem + l.dyn_smem > d.smem_per_block) {
+    return fmt::format(
+        "{} B of shared memory per block exceed the {} B allowed without opt-in; raise the "
+        "function's limit with --max-dyn-smem (cudaFuncSetAttribute "
+        "MaxDynamicSharedMemorySize)",
+        l.static_smem + l.dyn_smem, d.smem_per_block);
+  }
+  if (r.blocks_per_sm[static_cast<int>(Resource::kRegisters)] == 0) {
+    return fmt::format(
+        "{} regs/thread x {} threads need {} registers per block after allocation; the device "
+        "has {} per block and {} per SM",
+        l.regs_per_thread, threads, r.fields.allocated_regs_per_block, d.regs_per_block,
+        d.regs_per_sm);
+  }
+  std::string zero;
+  for (int i = 0; i < schema::kResourceCount; ++i) {
+    if (r.blocks_per_sm[i] != 0) continue;
+    if (!zero.empty()) zero += ", ";
+    zero += schema::ResourceName(static_cast<Resource>(i));
+  }
+  return fmt::format("no block fits on an SM ({} allow{} none)", zero,
+                     zero.find(',') == std::string::npos ? "s" : "");
+}
+
+}  // namespace
+
+OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCount) {
+  app_ = parent->add_subcommand(
+      "occupancy",
+      "Occupancy calculator: how many blocks of a launch fit on one SM, what limits it, and what "
+      "change would fit one more. Runs on any machine; no GPU needed.");
+  app_->footer(
+      "Examples:\n"
+      "  cuflight occupancy --device a100 --regs 40 --threads 256\n"
+      "  cuflight occupancy --device h100 --regs 128 --block 128,2,1 --dyn-smem 96K "
+      "--max-dyn-smem 96K --grid 1320\n"
+      "  cuflight occupancy --device current --regs 32 --threads 512 --json\n"
+      "  cuflight occupancy --list-devices\n"
+      "Exit status: 0 with a result (even one that says the launch cannot run), 2 on bad input.");
+  auto text = [&](TextFlag* flag, const char* name, const char* type, const char* help,
+                  const char* group) {
+    flag->option = app_->add_option(name, flag->text, help)->type_name(type)->group(group);
+  };
+  constexpr const char* kDevice = "Device";
+  constexpr const char* kLaunch = "Launch";
+  constexpr const char* kFunction = "Function attributes";
+  constexpr const char* kOverrides = "Device limit overrides (applied on top of --device)";
+  constexpr const char* kOutput = "Output";
+
+  text(&device_, "--device", "KEY",
+       "GPU: a preset key or alias (see --list-devices), or current[:N] for GPU N of this "
+       "machine, read through the CUDA driver",
+       kDevice);
+  app_->add_flag("--list-devices", list_devices_, "List the device presets and exit")
+      ->group(kDevice);
+
+  text(&regs_, "--regs", "N", "Registers per thread, 0..255 (CU_FUNC_ATTRIBUTE_NUM_REGS)",
+       kFunction);
+  text(&static_smem_, "--static-smem", "BYTES",
+       "Static shared memory per block, bytes; K suffix for KiB (default 0)", kFunction);
+  text(&max_threads_per_block_, "--max-threads-per-block", "N",
+       "The function's thread limit from __launch_bounds__ (default: the device's)", kFunction);
+  text(&max_dyn_smem_, "--max-dyn-smem", "BYTES",
+       "The function's MaxDynamicSharedMemorySize attribute, bytes (default: the device's "
+       "per-block limit without opt-in minus --static-smem)",
+       kFunction);
+  text(&carveout_, "--carveout", "PCT",
+       "PreferredSharedMemoryCarveout, percent 0..100, or -1 for no preference (default)",
+       kFunction);
+
+  text(&threads_, "--threads", "N", "Threads per block, shorthand for --block N,1,1", kLaunch);
+  text(&block_, "--block", "X,Y,Z", "Block dimensions X[,Y[,Z]]", kLaunch);
+  text(&dyn_smem_, "--dyn-smem", "BYTES", "Dynamic shared memory per block, bytes (default 0)",
+       kLaunch);
+  text(&grid_, "--grid", "N|X,Y,Z", "Grid size N or X,Y,Z: adds waves and tail utilization",
+       kLaunch);
+  text(&cluster_, "--cluster", "X,Y,Z", "Thread block cluster dimensions X[,Y[,Z]] (cc 9.0+)",
+       kLaunch);
+  app_->add_flag("--non-portable-cluster", non_portable_cluster_,
+                 "The function allows non-portable cluster sizes (up to 16 on cc 9.0 and 10.0)")
+      ->group(kLaunch);
+  text(&max_active_clusters_, "--max-active-clusters", "N",
+       "cuOccupancyMaxActiveClusters for this launch, when known from a GPU", kLaunch);
+
+  text(&cc_, "--cc", "M.m", "Compute capability MAJOR.MINOR", kOverrides);
+  for (size_t i = 0; i < kLimitFlagCount; ++i) {
+    text(&limit_flags_[i], kLimitFlags[i].name, kLimitFlags[i].bytes ? "BYTES" : "N",
+         kLimitFlags[i].help, kOverrides);
+  }
+
+  app_->add_flag("--json", json_, "Print one JSON object (or, with --list-devices, an array)")
+      ->group(kOutput);
+}
+
+bool OccupancyCommand::Selected() const { return app_->parsed(); }
+
+OccupancyReport OccupancyCommand::Compute(DeviceQuery& device_query) const {
+  if (!device_.Given()) {
+    throw UsageError(
+        "--device is required: a preset key (see --list-devices) or current[:N] for a GPU of this "
+        "machine");
+  }
+  if (!regs_.Given()) {
+    throw UsageError("--regs is required: registers per thread, 0..255 (from ptxas -v)");
+  }
+  if (threads_.Given() == block_.Given()) {
+    throw UsageError(threads_.Given()
+                         ? "--threads and --block both given: use one of them"
+                         : "--threads or --block is required: the number of threads per block");
+  }
+  NamedDevice device = ResolveDevice(device_.text, device_query);
+  OccupancyReport report;
+
+  // Device: the preset or queried limits, then each override on top.
+  DeviceLimits& d = device.limits;
+  if (cc_.Given()) {
+    const ComputeCapability cc = ParseComputeCapability("--cc", cc_.text);
+    d.cc_major = cc.major;
+    d.cc_minor = cc.minor;
+    SetClusterLimits(&d);  // explicit --max-cluster-size* below still win
+    report.overrides.push_back(fmt::format("--cc {}", cc_.text));
+  }
+  for (size_t i = 0; i < kLimitFlagCount; ++i) {
+    if (!limit_flags_[i].Given()) continue;
+    const LimitFlag& flag = kLimitFlags[i];
+    const Allowed allowed{flag.min, flag.max, flag.unit, "allowed"};
+    const int64_t value = flag.bytes ? ParseBytes(flag.name, limit_flags_[i].text, allowed)
+                                     : ParseInteger(flag.name, limit_flags_[i].text, allowed);
+    flag.apply(&d, value);
+    report.overrides.push_back(fmt::format("{} {}", flag.name, value));
+  }
+  if (const occupancy::Status s = occupancy::DeviceContext::Validate(d);
+      s != occupancy::Status::kOk) {
+    throw UsageError(fmt::format("--device {}{}{}: unusable device limits: {}", device_.text,
+                                 report.overrides.empty() ? "" : " with ",
+                                 fmt::join(report.overrides, " "), occupancy::StatusMessage(s)));
+  }
+  const std::string owner = DeviceOwner(device);
+
+  // Launch: every value checked against the device, each error naming its flag.
+  LaunchConfig l;
+  l.regs_per_thread = static_cast<int>(
+      ParseInteger("--regs", regs_.text, {0, kMaxRegsPerThread, "registers per thread"}));
+
+  const int64_t max_threads = d.max_threads_per_block;
+  if (threads_.Given()) {
+    const int64_t n =
+        ParseInteger("--threads", threads_.text,
+                     {1, std::min(max_threads, kMaxBlockDim[0]), "threads per block", owner});
+    l.block = {static_cast<uint32_t>(n), 1, 1};
+  } else {
+    const std::string allowed =
+        fmt::format("{} blocks of X 1..{}, Y 1..{}, Z 1..{} and 1..{} threads in all", owner,
+                    kMaxBlockDim[0], kMaxBlockDim[1], kMaxBlockDim[2], max_threads);
+    const auto dims = ParseTriple("--block", block_.text, allowed);
+    int64_t product = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 1 || dims[i] > kMaxBlockDim[i]) {
+        ThrowOutOfRange("--block", block_.text, allowed);
+      }
+      product *= dims[i];
+    }
+    if (product > max_threads) {
+      ThrowOutOfRange("--block", fmt::format("{} ({} threads)", block_.text, product), allowed);
+    }
+    l.block = ToDim3(dims);
+  }
+
+  const int64_t optin = std::max(d.smem_per_block, d.smem_per_block_optin);
+  if (static_smem_.Given()) {
+    l.static_smem =
+        ParseBytes("--static-smem", static_smem_.text,
+                   {0, d.smem_per_block, "bytes of static shared memory per block", owner});
+  }
+  const std::string dyn_unit =
+      l.static_smem == 0 ? std::string("bytes per block (the opt-in limit)")
+                         : fmt::format("bytes per block (opt-in limit {} B - {} B --static-smem)",
+                                       optin, l.static_smem);
+  if (dyn_smem_.Given()) {
+    l.dyn_smem =
+        ParseBytes("--dyn-smem", dyn_smem_.text, {0, optin - l.static_smem, dyn_unit, owner});
+  }
+  if (max_dyn_smem_.Given()) {
+    l.func_max_dyn_smem = ParseBytes("--max-dyn-smem", max_dyn_smem_.text,
+                                     {0, optin - l.static_smem, dyn_unit, owner});
+  }
+  if (max_threads_per_block_.Given()) {
+    l.func_max_threads_per_block =
+        static_cast<int>(ParseInteger("--max-threads-per-block", max_threads_per_block_.text,
+                                      {1, max_threads, "threads per block", owner}));
+  }
+  if (carveout_.Given()) {
+    l.carveout = static_cast<int>(
+        ParseInteger("--carveout", carveout_.text, {-1, 100, "percent (-1 for no preference)"}));
+  }
+
+  if (grid_.Given()) {
+    const std::string allowed = fmt::format("allowed N or X,Y,Z with X 1..{}, Y 1..{}, Z 1..{}",
+                                            kMaxGridDim[0], kMaxGridDim[1], kMaxGridDim[2]);
+    const auto dims = ParseTriple("--grid", grid_.text, allowed);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 1 || dims[i] > kMaxGridDim[i]) ThrowOutOfRange("--grid", grid_.text, allowed);
+    }
+    l.grid = ToDim3(dims);
+    report.has_grid = true;
+  }
+
+  l.non_portable_cluster_size_allowed = non_portable_cluster_;
+  if (cluster_.Given()) {
+    if (d.max_cluster_size <= 0) {
+      throw UsageError(fmt::format(
+          "--cluster {} needs thread block clusters (compute capability 9.0 or newer): device {} "
+          "is {}.{}",
+          cluster_.text, device.key, d.cc_major, d.cc_minor));
+    }
+    const int64_t max_size = non_portable_cluster_
+                                 ? std::max(d.max_cluster_size, d.max_cluster_size_non_portable)
+                                 : d.max_cluster_size;
+    std::string allowed = fmt::format("{} 1..{} blocks per cluster", owner, max_size);
+    if (!non_portable_cluster_ && d.max_cluster_size_non_portable > d.max_cluster_size) {
+      allowed += fmt::format(" ({} with --non-portable-cluster)", d.max_cluster_size_non_portable);
+    }
+    const auto dims = ParseTriple("--cluster", cluster_.text, allowed);
+    int64_t product = 1;
+    for (int64_t dim : dims) {
+      if (dim < 1 || dim > max_size) ThrowOutOfRange("--cluster", cluster_.text, allowed);
+      product *= dim;
+    }
+    if (product > max_size) {
+      ThrowOutOfRange("--cluster", fmt::format("{} ({} blocks)", cluster_.text, product), allowed);
+    }
+    l.cluster = ToDim3(dims);
+    if (report.has_grid && (l.grid.x % l.cluster.x != 0 || l.grid.y % l.cluster.y != 0 ||
+                            l.grid.z % l.cluster.z != 0)) {
+      throw UsageError(fmt::format(
+          "--grid {} is not a multiple of --cluster {}: each grid dimension must divide evenly",
+          grid_.text, cluster_.text));
+    }
+  } else if (non_portable_cluster_) {
+    throw UsageError("--non-portable-cluster needs --cluster");
+  }
+  if (max_active_clusters_.Given()) {
+    if (!cluster_.Given()) throw UsageError("--max-active-clusters needs --cluster");
+    l.max_active_clusters =
+        static_cast<int>(ParseInteger("--max-active-clusters", max_active_clusters_.text,
+                                      {1, kInt32Max, "clusters (cuOccupancyMaxActiveClusters)"}));
+  }
+
+  const std::optional<occupancy::DeviceContext> context = occupancy::DeviceContext::Make(d);
+  if (!context) {
+    throw UsageError(fmt::format("--device {}: unusable device limits", device_.text));
+  }
+  if (const occupancy::Status s = occupancy::Compute(*context, l, &report.result);
+      s != occupancy::Status::kOk) {
+    throw UsageError(
+        fmt::format("the occupancy engine rejected the launch: {}", occupancy::StatusMessage(s)));
+  }
+  if (report.result.fields.best_block_size > 0) {
+    LaunchConfig best = l;
+    best.block = {static_cast<uint32_t>(report.result.fields.best_block_size), 1, 1};
+    occupancy::Result best_result;
+    if (occupancy::Compute(*context, best, &best_result) == occupancy::Status::kOk) {
+      report.best_block_occupancy = best_result.fields.occupancy;
+    }
+  }
+
+  report.device_key = std::move(device.key);
+  report.device_name = std::move(device.name);
+  report.limits = d;
+  report.launch = l;
+  if (report.result.fields.max_active_blocks == 0) report.launch_failure = ExplainFailure(report);
+  return report;
+}
+
+int OccupancyCommand::Run(DeviceQuery& device_query, std::ostream& out) const {
+  if (list_devices_) {
+    if (json_) {
+      out << DevicePresetsToJson().dump() << '\n';
+    } else {
+      out << RenderDevicePresetsText();
+    }
+    return kExitOk;
+  }
+  const OccupancyReport report = Compute(device_query);
+  if (json_) {
+    out << OccupancyReportToJson(report).dump() << '\n';
+  } else {
+    out << RenderOccupancyText(report);
+  }
+  return kExitOk;
+}
+
+}  // namespace cuflight::cli

@@ -1,0 +1,24 @@
+// Runs a program to completion and captures what it wrote, for tests that drive the real
+// `cuflight` binary.
+#ifndef CUFLIGHT_TESTS_CLI_SUBPROCESS_H_
+#define CUFLIGHT_TESTS_CLI_SUBPROCESS_H_
+
+#include <string>
+#include <vector>
+
+namespace cuflight::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // exit status, or 128 + signal number when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Runs `path` with `args` (argv[1..]) with an empty stdin and the test's environment, reading
+// stdout and stderr concurrently so neither pipe can fill and block the child. Returns
+// exit_code -1 when the program cannot be started.
+ProcessResult RunProcess(const std::string& path, const std::vector<std::string>& args);
+
+}  // namespace cuflight::testing
+
+#endif  // CUFLIGHT_TESTS_CLI_SUBPROCESS_H_

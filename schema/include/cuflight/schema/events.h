@@ -1,0 +1,262 @@
+// Event schema v1: the typed form of every line cuflight writes.
+//
+// 1. One event is one JSON object on one line, ending in '\n' (newline-delimited JSON).
+// 2. The JSON Schema files in schema/v1/ are the contract; these structs mirror them field for
+//    field, with the JSON names as member names.
+// 3. Each struct is a template over its string storage: View (std::string_view / std::span, the
+//    caller owns the bytes; what the injector encodes from, without allocating) and Owned
+//    (std::string / std::vector; what Decode returns). The aliases below name both.
+#ifndef CUFLIGHT_SCHEMA_EVENTS_H_
+#define CUFLIGHT_SCHEMA_EVENTS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cuflight/schema/occupancy_fields.h"
+
+namespace cuflight::schema {
+
+// The `version` every event carries. It changes only on an incompatible change (a field removed,
+// renamed, retyped or given a narrower range); new event types and new fields keep it.
+inline constexpr int kSchemaVersion = 1;
+
+enum class EventType : uint8_t {
+  kProcessStart = 0,
+  kDevice = 1,
+  kKernel = 2,
+  kKernelTime = 3,
+  kApiError = 4,
+  kStats = 5,
+  kProcessEnd = 6,
+};
+inline constexpr int kEventTypeCount = 7;
+
+// Wire names (`type`), indexed by EventType.
+inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
+    "process_start", "device", "kernel", "kernel_time", "api_error", "stats", "process_end"};
+
+// Wire name of `type`, which must be one of the enumerators.
+constexpr std::string_view EventTypeName(EventType type) {
+  return kEventTypeNames[static_cast<size_t>(type)];
+}
+
+// Inverse of EventTypeName; nullopt for a name this build does not know.
+constexpr std::optional<EventType> EventTypeFromName(std::string_view name) {
+  for (int i = 0; i < kEventTypeCount; ++i) {
+    if (kEventTypeNames[static_cast<size_t>(i)] == name) return static_cast<EventType>(i);
+  }
+  return std::nullopt;
+}
+
+// Fields every event carries besides `type` and `version`.
+struct Header {
+  int64_t ts_ns = 0;  // host CLOCK_REALTIME when the event was built, ns since the Unix epoch
+  int32_t pid = 0;
+  // Per process, from 0, one per event of any type in the order the process built them. Events
+  // dropped before reaching the collector still used their number, so a gap means loss.
+  uint64_t seq = 0;
+
+  bool operator==(const Header&) const = default;
+};
+
+struct Dim3 {
+  uint32_t x = 1;
+  uint32_t y = 1;
+  uint32_t z = 1;
+
+  bool operator==(const Dim3&) const = default;
+};
+
+struct View {
+  using String = std::string_view;
+  using StringList = std::span<const std::string_view>;
+  using IdList = std::span<const uint64_t>;
+};
+
+struct Owned {
+  using String = std::string;
+  using StringList = std::vector<std::string>;
+  using IdList = std::vector<uint64_t>;
+};
+
+// First event of a process.
+template <class S>
+struct BasicProcessStartEvent {
+  static constexpr EventType kType = EventType::kProcessStart;
+  Header header;
+  typename S::String exe;  // path of the executable
+  typename S::StringList argv;
+  typename S::String hostname;
+  int64_t start_ns = 0;  // when the process started, host CLOCK_REALTIME ns; 0 if unknown
+  typename S::String cuflight_version;
+  int32_t cuda_driver_version = 0;  // cuDriverGetVersion (e.g. 12040); 0 if unknown
+  int32_t cupti_version = 0;        // cuptiGetVersion; 0 if unknown
+
+  bool operator==(const BasicProcessStartEvent&) const = default;
+};
+
+// One per device the process uses, before its first kernel event. The limits mirror
+// cuflight::occupancy::DeviceLimits, name for name.
+template <class S>
+struct BasicDeviceEvent {
+  static constexpr EventType kType = EventType::kDevice;
+  Header header;
+  int32_t device = 0;  // CUDA device ordinal in the process
+  typename S::String name;
+  typename S::String
+      uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints, or ""
+  int32_t cc_major = 0;
+  int32_t cc_minor = 0;
+  int32_t sm_count = 0;
+  int32_t max_threads_per_block = 0;
+  int32_t max_threads_per_sm = 0;
+  int32_t max_blocks_per_sm = 0;
+  int32_t regs_per_sm = 0;
+  int32_t regs_per_block = 0;
+  int64_t smem_per_sm = 0;  // bytes, like every smem_* field
+  int64_t smem_per_block = 0;
+  int64_t smem_per_block_optin = 0;
+  int64_t reserved_smem_per_block = 0;
+  int32_t warp_size = 32;
+  int32_t max_cluster_size = 0;  // largest portable cluster, blocks; 0 without clusters (< sm_90)
+
+  bool operator==(const BasicDeviceEvent&) const = default;
+};
+
+// One per kernel launch.
+template <class S>
+struct BasicKernelEvent {
+  static constexpr EventType kType = EventType::kKernel;
+  Header header;
+  int32_t tid = 0;               // launching thread (gettid)
+  int32_t device = 0;            // CUDA device ordinal
+  uint64_t context = 0;          // opaque CUcontext handle
+  uint64_t stream = 0;           // opaque CUstream handle; 0 is the legacy default stream
+  uint64_t correlation_id = 0;   // CUPTI correlation id; joins the kernel_time event
+  typename S::String api;        // launch API, e.g. "cuLaunchKernel", "cudaLaunchKernel"
+  typename S::String name;       // mangled
+  typename S::String demangled;  // "" when demangling failed
+  Dim3 grid;
+  Dim3 block;
+  std::optional<Dim3> cluster;  // set for launches that set a cluster dimension
+  int32_t num_regs = 0;         // registers per thread
+  int64_t static_shared_bytes = 0;
+  int64_t dyn_shared_bytes = 0;
+  int64_t local_bytes = 0;  // per thread
+  int64_t const_bytes = 0;
+  int32_t max_threads_per_block = 0;  // the function's limit (__launch_bounds__ or the device's)
+  int32_t carveout = -1;              // preferred smem carveout percent 0..100; -1: no preference
+  // Encoded at the top level of the object, not nested. `cluster_occupancy` is written only when
+  // `cluster` is set and occupancy.has_cluster is true.
+  OccupancyFields occupancy;
+
+  bool operator==(const BasicKernelEvent&) const = default;
+};
+
+// GPU execution time of one launch (CUPTI activity), joined to its kernel event by
+// correlation_id. Timestamps are CUPTI's GPU timestamps in ns.
+template <class S>
+struct BasicKernelTimeEvent {
+  static constexpr EventType kType = EventType::kKernelTime;
+  Header header;
+  uint64_t correlation_id = 0;
+  int32_t device = 0;
+  uint64_t context = 0;
+  uint64_t stream = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t duration_ns = 0;  // end_ns - start_ns
+
+  bool operator==(const BasicKernelTimeEvent&) const = default;
+};
+
+// A CUDA driver or runtime call that returned an error.
+template <class S>
+struct BasicApiErrorEvent {
+  static constexpr EventType kType = EventType::kApiError;
+  Header header;
+  typename S::String api;                   // e.g. "cuLaunchKernel"
+  int32_t code = 0;                         // CUresult or cudaError_t value
+  typename S::String error_name;            // e.g. "CUDA_ERROR_INVALID_VALUE"
+  typename S::String message;               // the driver's description
+  int32_t device = -1;                      // -1 if unknown
+  uint64_t context = 0;                     // 0 if unknown
+  uint64_t stream = 0;                      // 0 if unknown or the legacy default stream
+  typename S::IdList last_correlation_ids;  // the thread's latest launches, oldest first
+
+  bool operator==(const BasicApiErrorEvent&) const = default;
+};
+
+// Periodic health of the event pipeline in the process. Counters are cumulative from process
+// start and do not count this event.
+template <class S>
+struct BasicStatsEvent {
+  static constexpr EventType kType = EventType::kStats;
+  Header header;
+  uint64_t emitted = 0;        // events handed to the transport
+  uint64_t dropped = 0;        // events lost (ring full or send failure)
+  uint64_t ring_capacity = 0;  // event slots in the ring
+  int64_t interval_ns = 0;     // period between stats events
+
+  bool operator==(const BasicStatsEvent&) const = default;
+};
+
+// Last event of a process that exits normally. Counters as in stats.
+template <class S>
+struct BasicProcessEndEvent {
+  static constexpr EventType kType = EventType::kProcessEnd;
+  Header header;
+  std::optional<int32_t> exit_code;  // nullopt (JSON null) if unknown
+  uint64_t emitted = 0;
+  uint64_t dropped = 0;
+
+  bool operator==(const BasicProcessEndEvent&) const = default;
+};
+
+using ProcessStartEvent = BasicProcessStartEvent<View>;
+using DeviceEvent = BasicDeviceEvent<View>;
+using KernelEvent = BasicKernelEvent<View>;
+using KernelTimeEvent = BasicKernelTimeEvent<View>;
+using ApiErrorEvent = BasicApiErrorEvent<View>;
+using StatsEvent = BasicStatsEvent<View>;
+using ProcessEndEvent = BasicProcessEndEvent<View>;
+
+using OwnedProcessStartEvent = BasicProcessStartEvent<Owned>;
+using OwnedDeviceEvent = BasicDeviceEvent<Owned>;
+using OwnedKernelEvent = BasicKernelEvent<Owned>;
+using OwnedKernelTimeEvent = BasicKernelTimeEvent<Owned>;
+using OwnedApiErrorEvent = BasicApiErrorEvent<Owned>;
+using OwnedStatsEvent = BasicStatsEvent<Owned>;
+using OwnedProcessEndEvent = BasicProcessEndEvent<Owned>;
+
+// Any event; the alternative index is the EventType.
+template <class S>
+using BasicEvent = std::variant<BasicProcessStartEvent<S>, BasicDeviceEvent<S>, BasicKernelEvent<S>,
+                                BasicKernelTimeEvent<S>, BasicApiErrorEvent<S>, BasicStatsEvent<S>,
+                                BasicProcessEndEvent<S>>;
+using Event = BasicEvent<View>;
+using OwnedEvent = BasicEvent<Owned>;
+static_assert(std::variant_size_v<Event> == kEventTypeCount);
+
+// Type of the event held; `event` must not be valueless.
+template <class S>
+constexpr EventType TypeOf(const BasicEvent<S>& event) {
+  return static_cast<EventType>(event.index());
+}
+
+// Common fields of the event held; `event` must not be valueless.
+template <class S>
+constexpr const Header& HeaderOf(const BasicEvent<S>& event) {
+  return std::visit([](const auto& e) -> const Header& { return e.header; }, event);
+}
+
+}  // namespace cuflight::schema
+
+#endif  // CUFLIGHT_SCHEMA_EVENTS_H_

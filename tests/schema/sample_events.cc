@@ -1,0 +1,397 @@
+#include "sample_events.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cuflight/schema/encoder.h"
+
+namespace cuflight::schema::testing {
+namespace {
+
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int32_t kI32Max = std::numeric_limits<int32_t>::max();
+constexpr int32_t kI32Min = std::numeric_limits<int32_t>::min();
+constexpr uint32_t kU32Max = std::numeric_limits<uint32_t>::max();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Header MakeHeader(uint64_t seq) { return {1'732'000'000'123'456'789 + int64_t(seq), 4242, seq}; }
+
+std::string AllControlCharacters() {
+  std::string s;
+  for (int c = 0; c < 0x20; ++c) s += static_cast<char>(c);
+  s += '\x7f';
+  return s;
+}
+
+OccupancyFields SampleOccupancy() {
+  OccupancyFields o;
+  o.max_active_blocks = 3;
+  o.active_warps = 24;
+  o.max_warps = 64;
+  o.occupancy = 0.375;
+  o.reg_occupancy = 0.375;
+  o.smem_occupancy = 2.0 / 3.0;
+  o.warp_occupancy = 1;
+  o.block_occupancy = 1;
+  o.barrier_occupancy = 1;
+  o.limiting_resource = Resource::kRegisters;
+  o.limiting_resources = MaskOf(Resource::kRegisters);
+  o.allocated_regs_per_block = 21504;
+  o.allocated_smem_per_block = 74752;
+  o.waves = 1.2345679012345678;
+  o.tail_utilization = 0.1;
+  o.regs_for_next_block = 80;
+  o.smem_for_next_block = 48128;
+  o.best_block_size = 128;
+  return o;
+}
+
+OwnedKernelEvent SampleKernel(uint64_t seq) {
+  OwnedKernelEvent k;
+  k.header = MakeHeader(seq);
+  k.tid = 4243;
+  k.device = 1;
+  k.context = 0x5555'5555'a0b0'c0d0;
+  k.stream = 0x7fff'1234'5678;
+  k.correlation_id = 991;
+  k.api = "cuLaunchKernel";
+  k.name = "_Z6kernelPfi";
+  k.demangled = "kernel(float*, int)";
+  k.grid = {1024, 2, 1};
+  k.block = {256, 1, 1};
+  k.num_regs = 84;
+  k.static_shared_bytes = 16384;
+  k.dyn_shared_bytes = 49152;
+  k.local_bytes = 8;
+  k.const_bytes = 512;
+  k.max_threads_per_block = 1024;
+  k.carveout = -1;
+  k.occupancy = SampleOccupancy();
+  return k;
+}
+
+template <class T>
+T WithHeader(T event, uint64_t seq) {
+  event.header = MakeHeader(seq);
+  return event;
+}
+
+}  // namespace
+
+std::vector<std::string> HostileValidStrings() {
+  return {
+      "",
+      "quote\" and backslash\\ and both \\\"",
+      AllControlCharacters(),
+      "line\nbreak\r\n\ttab",
+      std::string("nul\0inside", 10),
+      "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80",  // é 日本 😀
+      "\xC2\x80 \xEF\xBF\xBF \xF4\x8F\xBF\xBF \xEF\xBF\xBD",    // U+0080 U+FFFF U+10FFFF U+FFFD
+      "sep\xE2\x80\xA8para\xE2\x80\xA9"
+      "end",  // U+2028 U+2029
+      "</script><!-- {\"type\":\"kernel\"} -->",
+      std::string(500, 'x') + "\"" + std::string(500, '\\'),
+  };
+}
+
+std::vector<InvalidUtf8Case> InvalidUtf8Cases() {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  return {
+      {"\x80", r},  // lone continuation byte
+      {"a\xBF"
+       "b",
+       "a" + r + "b"},
+      {"\x80\x80\x80", r + r + r},
+      {"\xC0\xAF", r + r},  // overlong '/'
+      {"\xC1\xBF", r + r},
+      {"\xE0\x80\xAF", r + r + r},          // overlong, 3 bytes
+      {"\xF0\x80\x80\xAF", r + r + r + r},  // overlong, 4 bytes
+      {"\xED\xA0\x80", r + r + r},          // surrogate U+D800
+      {"\xED\xBF\xBF", r + r + r},          // surrogate U+DFFF
+      {"\xF4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"\xF5\x80", r + r},
+      {"\xFE\xFF", r + r},
+      {"ab\xC3", "ab" + r},  // truncated at the end
+      {"ab\xE6\x97", "ab" + r},
+      {"ab\xF0\x9F\x98", "ab" + r},
+      {"\xE6\x97"
+       "a",
+       r + "a"},                                 // truncated in the middle
+      {"\xF0\x9F\x98\xC3\xA9", r + "\xC3\xA9"},  // truncated, then a valid é
+      {"\xC3\xA9\x80\xE6\x97\xA5", "\xC3\xA9" + r + "\xE6\x97\xA5"},
+  };
+}
+
+std::vector<OwnedEvent> RoundTripEvents() {
+  std::vector<OwnedEvent> events;
+  uint64_t seq = 0;
+  const std::vector<std::string> hostile = HostileValidStrings();
+
+  OwnedProcessStartEvent start;
+  start.header = MakeHeader(seq++);
+  start.exe = "/usr/bin/python3.11";
+  start.argv = {"python3", "train.py", "--lr=3e-4", "a b", ""};
+  start.hostname = "gpu-node-17";
+  start.start_ns = 1'732'000'000'000'000'000;
+  start.cuflight_version = "0.1.0";
+  start.cuda_driver_version = 12040;
+  start.cupti_version = 22;
+  events.emplace_back(start);
+  start.argv = hostile;
+  start.exe = hostile[5];
+  start.cuda_driver_version = 0;
+  start.cupti_version = 0;
+  events.emplace_back(WithHeader(start, seq++));
+  start.argv.clear();
+  events.emplace_back(WithHeader(start, seq++));
+
+  OwnedDeviceEvent device;
+  device.header = MakeHeader(seq++);
+  device.device = 0;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.uuid = "GPU-8f6a7b3e-1c2d-4e5f-9a0b-123456789abc";
+  device.cc_major = 9;
+  device.cc_minor = 0;
+  device.sm_count = 132;
+  device.max_threads_per_block = 1024;
+  device.max_threads_per_sm = 2048;
+  device.max_blocks_per_sm = 32;
+  device.regs_per_sm = 65536;
+  device.regs_per_block = 65536;
+  device.smem_per_sm = 233472;
+  device.smem_per_block = 49152;
+  device.smem_per_block_optin = 232448;
+  device.reserved_smem_per_block = 1024;
+  device.warp_size = 32;
+  device.max_cluster_size = 8;
+  events.emplace_back(device);
+  device.uuid = "";
+  device.max_cluster_size = 0;
+  device.smem_per_block_optin = kI64Max;
+  events.emplace_back(WithHeader(device, seq++));
+
+  OwnedKernelEvent kernel = SampleKernel(seq++);
+  events.emplace_back(kernel);
+  kernel.occupancy.regs_for_next_block = -1;
+  kernel.occupancy.smem_for_next_block = -1;
+  kernel.occupancy.limiting_resources = 0;
+  kernel.carveout = 100;
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.cluster = Dim3{2, 1, 1};
+  kernel.occupancy.has_cluster = true;
+  kernel.occupancy.cluster_occupancy = 0.25;
+  kernel.occupancy.limiting_resource = Resource::kCluster;
+  kernel.occupancy.limiting_resources = 0x3F;
+  kernel.api = "cuLaunchKernelEx";
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.occupancy.has_cluster = false;  // cluster set, no cluster occupancy computed
+  kernel.occupancy.cluster_occupancy = 0;
+  events.emplace_back(WithHeader(kernel, seq++));
+  for (const std::string& s : hostile) {
+    kernel.name = s;
+    kernel.demangled = s + s;
+    kernel.api = s;
+    events.emplace_back(WithHeader(kernel, seq++));
+  }
+  OwnedKernelEvent extreme = SampleKernel(seq++);
+  extreme.header.ts_ns = kI64Max;
+  extreme.header.pid = kI32Max;
+  extreme.header.seq = kU64Max;
+  extreme.tid = kI32Max;
+  extreme.device = kI32Max;
+  extreme.context = kU64Max;
+  extreme.stream = 0;
+  extreme.correlation_id = kU64Max;
+  extreme.grid = {kU32Max, kU32Max, kU32Max};
+  extreme.block = {0, 0, 0};
+  extreme.cluster = Dim3{kU32Max, 0, 1};
+  extreme.static_shared_bytes = kI64Max;
+  extreme.dyn_shared_bytes = 0;
+  extreme.local_bytes = kI64Max;
+  extreme.const_bytes = kI64Max;
+  OccupancyFields& o = extreme.occupancy;
+  o = OccupancyFields{};
+  o.max_active_blocks = kI32Max;
+  o.occupancy = std::numeric_limits<double>::denorm_min();
+  o.reg_occupancy = 1e-300;
+  o.smem_occupancy = std::nextafter(1.0, 0.0);
+  o.warp_occupancy = 0.1 + 0.2;
+  o.block_occupancy = 1e-7;
+  o.has_cluster = true;
+  o.cluster_occupancy = 1;
+  o.waves = 1.7976931348623157e308;
+  o.allocated_smem_per_block = kI64Max;
+  o.regs_for_next_block = kI32Max;
+  o.smem_for_next_block = kI64Max;
+  o.limiting_resource = Resource::kBarriers;
+  events.emplace_back(extreme);
+
+  OwnedKernelTimeEvent time;
+  time.header = MakeHeader(seq++);
+  time.correlation_id = 991;
+  time.device = 1;
+  time.context = 0x5555'5555'a0b0'c0d0;
+  time.stream = 0x7fff'1234'5678;
+  time.start_ns = 1'732'000'000'200'000'000;
+  time.end_ns = 1'732'000'000'200'512'000;
+  time.duration_ns = 512'000;
+  events.emplace_back(time);
+  time.start_ns = kU64Max - 1;
+  time.end_ns = kU64Max;
+  time.duration_ns = 1;
+  events.emplace_back(WithHeader(time, seq++));
+
+  OwnedApiErrorEvent error;
+  error.header = MakeHeader(seq++);
+  error.api = "cuLaunchKernel";
+  error.code = 1;
+  error.error_name = "CUDA_ERROR_INVALID_VALUE";
+  error.message = "invalid argument";
+  error.device = 0;
+  error.context = 0x5555'5555'a0b0'c0d0;
+  error.stream = 0;
+  error.last_correlation_ids = {988, 989, 990, kU64Max};
+  events.emplace_back(error);
+  error.device = -1;
+  error.code = kI32Min;
+  error.context = 0;
+  error.message = hostile[2];
+  error.last_correlation_ids.clear();
+  events.emplace_back(WithHeader(error, seq++));
+
+  OwnedStatsEvent stats;
+  stats.header = MakeHeader(seq++);
+  stats.emitted = 123456;
+  stats.dropped = 7;
+  stats.ring_capacity = 65536;
+  stats.interval_ns = 1'000'000'000;
+  events.emplace_back(stats);
+
+  OwnedProcessEndEvent end;
+  end.header = MakeHeader(seq++);
+  end.exit_code = 0;
+  end.emitted = 123999;
+  end.dropped = 7;
+  events.emplace_back(end);
+  end.exit_code = std::nullopt;
+  events.emplace_back(WithHeader(end, seq++));
+  end.exit_code = kI32Min;
+  end.emitted = kU64Max;
+  end.dropped = kU64Max;
+  events.emplace_back(WithHeader(end, seq++));
+  return events;
+}
+
+std::vector<OwnedEvent> LossyEvents() {
+  std::vector<OwnedEvent> events;
+  uint64_t seq = 1000;
+  for (const InvalidUtf8Case& c : InvalidUtf8Cases()) {
+    OwnedProcessStartEvent start;
+    start.header = MakeHeader(seq++);
+    start.exe = c.input;
+    start.argv = {c.input, "ok", c.input + c.input};
+    start.hostname = c.input;
+    start.cuflight_version = c.input;
+    events.emplace_back(start);
+
+    OwnedKernelEvent kernel = SampleKernel(seq++);
+    kernel.api = c.input;
+    kernel.name = c.input;
+    kernel.demangled = "void f<" + c.input + ">()";
+    events.emplace_back(kernel);
+
+    OwnedApiErrorEvent error;
+    error.header = MakeHeader(seq++);
+    error.api = c.input;
+    error.error_name = c.input;
+    error.message = c.input;
+    events.emplace_back(error);
+
+    OwnedDeviceEvent device;
+    device.header = MakeHeader(seq++);
+    device.name = c.input;
+    device.uuid = c.input;
+    events.emplace_back(device);
+  }
+  for (const double bad : {kNaN, kInf, -kInf, -0.5, 1.5, -0.0}) {
+    OwnedKernelEvent kernel = SampleKernel(seq++);
+    kernel.cluster = Dim3{2, 1, 1};
+    OccupancyFields& o = kernel.occupancy;
+    o.has_cluster = true;
+    o.occupancy = o.reg_occupancy = o.smem_occupancy = o.warp_occupancy = bad;
+    o.block_occupancy = o.barrier_occupancy = o.cluster_occupancy = bad;
+    o.waves = o.tail_utilization = bad;
+    o.regs_for_next_block = -7;
+    o.smem_for_next_block = std::numeric_limits<int64_t>::min();
+    events.emplace_back(kernel);
+  }
+  return events;
+}
+
+OwnedKernelEvent RealisticKernel() {
+  OwnedKernelEvent k = SampleKernel(17);
+  k.name =
+      "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedIfEENS_8epilogue"
+      "EEEEEvNT_6ParamsE";
+  k.demangled =
+      "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
+      "MmaPipelined<float>, cutlass::epilogue::threadblock::Epilogue<float, 128, 4>, "
+      "true>>(cutlass::gemm::kernel::Gemm::Params)";
+  return k;
+}
+
+std::string EncodeLine(const OwnedEvent& event) {
+  std::string line(1 << 20, '\0');
+  size_t n = 0;
+  if (const auto* start = std::get_if<OwnedProcessStartEvent>(&event)) {
+    // The injector's view of argv is an array of string_views into memory it owns.
+    const std::vector<std::string_view> argv(start->argv.begin(), start->argv.end());
+    ProcessStartEvent view{start->header,
+                           start->exe,
+                           argv,
+                           start->hostname,
+                           start->start_ns,
+                           start->cuflight_version,
+                           start->cuda_driver_version,
+                           start->cupti_version};
+    n = Encode(view, line.data(), line.size());
+  } else if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) {
+    KernelEvent view{k->header,
+                     k->tid,
+                     k->device,
+                     k->context,
+                     k->stream,
+                     k->correlation_id,
+                     k->api,
+                     k->name,
+                     k->demangled,
+                     k->grid,
+                     k->block,
+                     k->cluster,
+                     k->num_regs,
+                     k->static_shared_bytes,
+                     k->dyn_shared_bytes,
+                     k->local_bytes,
+                     k->const_bytes,
+                     k->max_threads_per_block,
+                     k->carveout,
+                     k->occupancy};
+    n = Encode(view, line.data(), line.size());
+  } else {
+    n = Encode(event, line.data(), line.size());
+  }
+  EXPECT_GT(n, 0u) << "event type " << EventTypeName(TypeOf(event));
+  line.resize(n);
+  return line;
+}
+
+}  // namespace cuflight::schema::testing

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "cuflight/occupancy/device_presets.h"
+#include "cuflight/schema/encoder.h"
 
 namespace cuflight::cli {
 namespace {
@@ -52,34 +53,10 @@ ordered_json LaunchToJson(const OccupancyReport& report) {
 }  // namespace
 
 ordered_json OccupancyFieldsToJson(const schema::OccupancyFields& f) {
-  ordered_json j;
-  j["max_active_blocks"] = f.max_active_blocks;
-  j["active_warps"] = f.active_warps;
-  j["max_warps"] = f.max_warps;
-  j["occupancy"] = f.occupancy;
-  j["reg_occupancy"] = f.reg_occupancy;
-  j["smem_occupancy"] = f.smem_occupancy;
-  j["warp_occupancy"] = f.warp_occupancy;
-  j["block_occupancy"] = f.block_occupancy;
-  j["barrier_occupancy"] = f.barrier_occupancy;
-  if (f.has_cluster) j["cluster_occupancy"] = f.cluster_occupancy;
-  j["limiting_resource"] = schema::ResourceName(f.limiting_resource);
-  ordered_json names = ordered_json::array();
-  for (int i = 0; i < schema::kResourceCount; ++i) {
-    const auto r = static_cast<Resource>(i);
-    if ((f.limiting_resources & schema::MaskOf(r)) != 0) names.push_back(schema::ResourceName(r));
-  }
-  j["limiting_resources"] = std::move(names);
-  j["allocated_regs_per_block"] = f.allocated_regs_per_block;
-  j["allocated_smem_per_block"] = f.allocated_smem_per_block;
-  j["waves"] = f.waves;
-  j["tail_utilization"] = f.tail_utilization;
-  j["regs_for_next_block"] =
-      f.regs_for_next_block < 0 ? ordered_json(nullptr) : ordered_json(f.regs_for_next_block);
-  j["smem_for_next_block"] =
-      f.smem_for_next_block < 0 ? ordered_json(nullptr) : ordered_json(f.smem_for_next_block);
-  j["best_block_size"] = f.best_block_size;
-  return j;
+  // The wire encoder is the one place that names and formats these fields.
+  char line[2048];
+  const size_t n = schema::EncodeOccupancyFields(f, line, sizeof(line));
+  return ordered_json::parse(std::string_view(line, n));
 }
 
 ordered_json DeviceLimitsToJson(const occupancy::DeviceLimits& l) {

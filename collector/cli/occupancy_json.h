@@ -14,8 +14,8 @@ namespace cuflight::cli {
 // Every OccupancyFields member under its `kernel` event JSON name: cluster_occupancy only when
 // has_cluster (and has_cluster itself not at all), limiting_resource as a name,
 // limiting_resources as an array of names in Resource order, regs_for_next_block and
-// smem_for_next_block null when -1. The only place the CLI encodes these fields; meant to be
-// replaced by the schema codec's kernel-event encoder.
+// smem_for_next_block null when -1. Produced by the wire encoder (schema::EncodeOccupancyFields),
+// so the names and number formats are the kernel event's own.
 nlohmann::ordered_json OccupancyFieldsToJson(const schema::OccupancyFields& fields);
 
 // Each DeviceLimits member under its C++ name, plus max_warps_per_sm.

@@ -471,6 +471,17 @@ size_t EncodeAny(const BasicEvent<S>& event, char* buf, size_t cap) noexcept {
 
 }  // namespace
 
+size_t EncodeOccupancyFields(const OccupancyFields& o, char* buf, size_t cap) noexcept {
+  Writer w(buf, cap);
+  w.Char('{');
+  WriteOccupancy(w, o, /*cluster=*/true);  // starts with ',' after the '{'
+  w.Char('}');
+  const size_t n = w.Finish();
+  if (n < 3) return 0;
+  std::memmove(buf + 1, buf + 2, n - 2);  // drop the leading ','
+  return n - 1;
+}
+
 template <class S>
 size_t Encode(const BasicProcessStartEvent<S>& e, char* buf, size_t cap) noexcept {
   Writer w(buf, cap);

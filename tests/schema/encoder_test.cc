@@ -304,3 +304,40 @@ TEST(EncoderTest, NullBufferWithZeroCapacity) {
 
 }  // namespace
 }  // namespace cuflight::schema
+
+namespace cuflight::schema {
+namespace {
+
+// The stand-alone occupancy object carries exactly the kernel event's occupancy members, with
+// the same values, and nothing else.
+TEST(EncodeOccupancyFields, SameMembersAsTheKernelEvent) {
+  for (bool cluster : {false, true}) {
+    OwnedKernelEvent k = testing::RealisticKernel();
+    if (cluster) {
+      k.cluster = Dim3{2, 1, 1};
+      k.occupancy.has_cluster = true;
+      k.occupancy.cluster_occupancy = 0.25;
+    }
+    const nlohmann::json event = nlohmann::json::parse(testing::EncodeLine(OwnedEvent(k)));
+    char buf[2048];
+    const size_t n = EncodeOccupancyFields(k.occupancy, buf, sizeof(buf));
+    ASSERT_GT(n, 0u);
+    ASSERT_EQ(buf[n - 1], '\n');
+    const nlohmann::json occ = nlohmann::json::parse(std::string_view(buf, n));
+    ASSERT_TRUE(occ.is_object());
+    EXPECT_EQ(occ.size(), cluster ? 19u : 18u);  // 18 occupancy members + cluster_occupancy
+    for (const auto& [key, value] : occ.items()) {
+      ASSERT_TRUE(event.contains(key)) << key;
+      EXPECT_EQ(event[key], value) << key;
+    }
+    EXPECT_TRUE(occ.contains("limiting_resources"));
+    EXPECT_EQ(occ.contains("cluster_occupancy"), cluster);
+    // Too small a buffer: 0, never a partial object.
+    for (size_t cap = 0; cap < n; ++cap) {
+      EXPECT_EQ(EncodeOccupancyFields(k.occupancy, buf, cap), 0u) << cap;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuflight::schema

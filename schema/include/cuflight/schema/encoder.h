@@ -46,6 +46,11 @@ size_t Encode(const BasicStatsEvent<S>& event, char* buf, size_t cap) noexcept;
 template <class S>
 size_t Encode(const BasicProcessEndEvent<S>& event, char* buf, size_t cap) noexcept;
 
+// The occupancy fields alone, as one JSON object line with the `kernel` event's names and
+// formatting (`cluster_occupancy` only when o.has_cluster), for tools that print a calculation
+// rather than an event. Same return and buffer contract as Encode.
+size_t EncodeOccupancyFields(const OccupancyFields& o, char* buf, size_t cap) noexcept;
+
 // The event held, as above; 0 also when `event` is valueless.
 size_t Encode(const Event& event, char* buf, size_t cap) noexcept;
 size_t Encode(const OwnedEvent& event, char* buf, size_t cap) noexcept;

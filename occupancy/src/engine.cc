@@ -162,7 +162,9 @@ Status DeviceContext::Validate(const DeviceLimits& d) {
       d.max_blocks_per_sm <= 0 || d.regs_per_sm <= 0 || d.regs_per_block <= 0 ||
       d.smem_per_sm <= 0 || d.smem_per_block <= 0 || d.smem_per_block_optin < 0 ||
       d.reserved_smem_per_block < 0 || d.warp_size <= 0 || d.max_cluster_size < 0 ||
-      d.max_threads_per_sm < d.warp_size) {
+      d.max_threads_per_sm < d.warp_size || d.smem_per_sm > kMaxSmemBytes ||
+      d.smem_per_block > kMaxSmemBytes || d.smem_per_block_optin > kMaxSmemBytes ||
+      d.reserved_smem_per_block > kMaxSmemBytes) {
     return Status::kInvalidDevice;
   }
   cudaOccDeviceProp p = MakeDeviceProp(d);
@@ -205,7 +207,9 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   const DeviceLimits& d = device.limits();
   if (l.block.x == 0 || l.block.y == 0 || l.block.z == 0 || l.regs_per_thread < 0 ||
       l.static_smem < 0 || l.dyn_smem < 0 || l.func_max_threads_per_block < 0 ||
-      l.carveout < -1 || l.carveout > 100 || l.max_active_clusters < 0) {
+      l.carveout < -1 || l.carveout > 100 || l.max_active_clusters < 0 ||
+      l.regs_per_thread > kMaxRegsPerThread || l.static_smem > kMaxSmemBytes ||
+      l.dyn_smem > kMaxSmemBytes || l.func_max_dyn_smem > kMaxSmemBytes) {
     return Status::kInvalidLaunch;
   }
   const cudaOccDeviceProp p = MakeDeviceProp(d);
@@ -223,7 +227,8 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   }
 
   const int32_t max_warps = d.max_warps_per_sm();
-  const int32_t wpb = static_cast<int32_t>((threads + d.warp_size - 1) / d.warp_size);
+  const int32_t wpb =
+      static_cast<int32_t>((int64_t{block_size} + d.warp_size - 1) / d.warp_size);
   auto& blocks = out->blocks_per_sm;
   blocks[static_cast<int>(Resource::kRegisters)] = ref.blockLimitRegs;
   blocks[static_cast<int>(Resource::kSharedMem)] = ref.blockLimitSharedMem;
@@ -286,6 +291,11 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
       f.limiting_resource = static_cast<Resource>(r);
       break;
     }
+  }
+  // A block above the device's or the function's limit cannot launch whatever else it uses: the
+  // block size itself is the cause, whichever other resources also come out at 0.
+  if (threads > static_cast<uint64_t>(std::min(p.maxThreadsPerBlock, a.maxThreadsPerBlock))) {
+    f.limiting_resource = Resource::kWarps;
   }
 
   // Cluster placement across GPCs: known only from the driver. When it yields fewer resident

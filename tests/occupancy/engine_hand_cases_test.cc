@@ -229,6 +229,18 @@ TEST(EngineHandCases, InvalidInput) {
   l.carveout = 101;
   EXPECT_EQ(Compute(*ctx, l, &r), Status::kInvalidLaunch);
 
+  // Sizes beyond any GPU are refused rather than fed to int arithmetic.
+  l = Launch(70000, 32);
+  EXPECT_EQ(Compute(*ctx, l, &r), Status::kInvalidLaunch);
+  l = Launch(32, 32, int64_t{1} << 31);
+  EXPECT_EQ(Compute(*ctx, l, &r), Status::kInvalidLaunch);
+  // A block whose thread count overflows 64 bits is simply too large: 0 blocks, warps.
+  l = Launch(32, 32);
+  l.block = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  ASSERT_EQ(Compute(*ctx, l, &r), Status::kOk);
+  EXPECT_EQ(r.fields.max_active_blocks, 0);
+  EXPECT_EQ(r.fields.limiting_resource, Resource::kWarps);
+
   DeviceLimits bad = FindDevicePreset("a100")->limits;
   bad.cc_major = 2;
   EXPECT_EQ(DeviceContext::Validate(bad), Status::kUnsupportedDevice);

@@ -23,7 +23,12 @@ using schema::kResourceCount;
 
 struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
-  uint64_t count() const { return uint64_t{x} * y * z; }
+  // x * y * z, saturating at UINT64_MAX.
+  uint64_t count() const {
+    const uint64_t xy = uint64_t{x} * y;  // < 2^64: both factors < 2^32
+    if (z != 0 && xy > UINT64_MAX / z) return UINT64_MAX;
+    return xy * z;
+  }
 };
 
 // One launch of one function. Function attributes are the values cuFuncGetAttribute reports.
@@ -58,9 +63,14 @@ enum class Status : uint8_t {
   kUnsupportedDevice,  // compute capability the reference calculator does not know
   kInvalidDevice,      // a device limit is zero or negative
   kInvalidSmemPerSm,   // shared memory per SM above the architecture's largest carveout
-  kInvalidLaunch,      // a block dimension is 0, or a count or size is negative
+  kInvalidLaunch,      // a block dimension is 0, a count or size is negative, or a size is
+                       // beyond any device (regs/thread > kMaxRegsPerThread, smem > kMaxSmemBytes)
 };
 std::string_view StatusMessage(Status s);
+
+// Input bounds beyond every GPU, which keep the reference's int arithmetic from overflowing.
+inline constexpr int kMaxRegsPerThread = 65536;
+inline constexpr int64_t kMaxSmemBytes = int64_t{1} << 30;
 
 // Blocks per SM when a resource places no limit at all (e.g. a kernel with no shared memory).
 inline constexpr int32_t kUnlimited = INT32_MAX;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
-#include <cstring>
 
 #include <cuda_occupancy.h>
 
@@ -89,15 +87,15 @@ SizeDependent BlockSizeLimits(const cudaOccDeviceProp& p, const cudaOccFuncAttri
   return out;
 }
 
-int SmemLimit(const cudaOccDeviceProp& p, const cudaOccFuncAttributes& a,
-              const cudaOccDeviceState& s, int block_size, size_t dyn, size_t* allocated) {
+// Blocks per SM the shared-memory limit alone allows for a function whose whole footprint is
+// static (no dynamic shared memory); -1 when the reference rejects the input.
+int SmemBlocks(const cudaOccDeviceProp& p, const cudaOccFuncAttributes& a,
+               const cudaOccDeviceState& s, int block_size) {
   int limit = 0;
   cudaOccResult r{};
-  if (cudaOccMaxBlocksPerSMSmemLimit(&limit, &r, &p, &a, &s, block_size, dyn) !=
-      CUDA_OCC_SUCCESS) {
+  if (cudaOccMaxBlocksPerSMSmemLimit(&limit, &r, &p, &a, &s, block_size, 0) != CUDA_OCC_SUCCESS) {
     return -1;
   }
-  if (allocated) *allocated = r.allocatedSharedMemPerBlock;
   return limit;
 }
 
@@ -376,7 +374,7 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
       if (alloc < reserved) return;
       size_t total = std::min(alloc - reserved, per_block_max);
       probe.sharedSizeBytes = total;
-      if (SmemLimit(p, probe, s, block_size, 0, nullptr) >= target) {
+      if (SmemBlocks(p, probe, s, block_size) >= target) {
         best = std::max(best, static_cast<int64_t>(total));
       }
     };

@@ -4,11 +4,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "cuflight/occupancy/device_attributes.h"
+
 namespace cuflight::cli {
 namespace {
-
-constexpr int kPortableClusterSize = 8;
-constexpr int kNonPortableClusterSize = 16;
 
 // The driver entry points used, resolved by name from libcuda.so.1. None of these names is
 // redirected to a versioned symbol (_v2...) by cuda.h, so the plain name is the right symbol.
@@ -40,62 +39,29 @@ class DriverDeviceQuery final : public DeviceQuery {
     }
     CUdevice dev = 0;
     if (!Check(api_.get(&dev, ordinal), "cuDeviceGet", error)) return false;
+    device_ = dev;
     char name[256] = {};
     if (!Check(api_.get_name(name, sizeof(name) - 1, dev), "cuDeviceGetName", error)) return false;
     device->name = name;
 
-    occupancy::DeviceLimits& l = device->limits;
-    int64_t smem_per_sm = 0;
-    int64_t smem_per_block = 0;
-    int64_t smem_per_block_optin = 0;
-    int64_t reserved = 0;
-    const struct {
-      CUdevice_attribute attribute;
-      const char* name;
-      int* int_value;
-      int64_t* wide_value;
-    } kAttributes[] = {
-        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "COMPUTE_CAPABILITY_MAJOR", &l.cc_major,
-         nullptr},
-        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "COMPUTE_CAPABILITY_MINOR", &l.cc_minor,
-         nullptr},
-        {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "MULTIPROCESSOR_COUNT", &l.sm_count, nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "MAX_THREADS_PER_BLOCK",
-         &l.max_threads_per_block, nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, "MAX_THREADS_PER_MULTIPROCESSOR",
-         &l.max_threads_per_sm, nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, "MAX_BLOCKS_PER_MULTIPROCESSOR",
-         &l.max_blocks_per_sm, nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, "MAX_REGISTERS_PER_MULTIPROCESSOR",
-         &l.regs_per_sm, nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, "MAX_REGISTERS_PER_BLOCK", &l.regs_per_block,
-         nullptr},
-        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-         "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", nullptr, &smem_per_sm},
-        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "MAX_SHARED_MEMORY_PER_BLOCK", nullptr,
-         &smem_per_block},
-        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
-         nullptr, &smem_per_block_optin},
-        {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, "RESERVED_SHARED_MEMORY_PER_BLOCK",
-         nullptr, &reserved},
-        {CU_DEVICE_ATTRIBUTE_WARP_SIZE, "WARP_SIZE", &l.warp_size, nullptr},
-    };
-    for (const auto& a : kAttributes) {
-      int value = 0;
-      const std::string call = fmt::format("cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_{})", a.name);
-      if (!Check(api_.get_attribute(&value, a.attribute, dev), call.c_str(), error)) return false;
-      if (a.int_value != nullptr) *a.int_value = value;
-      if (a.wide_value != nullptr) *a.wide_value = value;
+    occupancy::DeviceAttributeError attribute_error;
+    if (!occupancy::ReadDeviceLimits(&DriverDeviceQuery::GetAttribute, this, &device->limits,
+                                     &attribute_error)) {
+      const std::string call =
+          fmt::format("cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_{})", attribute_error.attribute);
+      Check(static_cast<CUresult>(attribute_error.result), call.c_str(), error);
+      return false;
     }
-    l.smem_per_sm = smem_per_sm;
-    l.smem_per_block = smem_per_block;
-    l.smem_per_block_optin = smem_per_block_optin;
-    l.reserved_smem_per_block = reserved;
-    SetClusterLimits(&l);
     return true;
   }
 
  private:
+  static int GetAttribute(void* self, int attribute, int* value) {
+    auto* query = static_cast<DriverDeviceQuery*>(self);
+    return static_cast<int>(query->api_.get_attribute(
+        value, static_cast<CUdevice_attribute>(attribute), query->device_));
+  }
+
   bool Load(std::string* error) {
     if (loaded_) return true;
     if (library_ == nullptr) {
@@ -135,6 +101,7 @@ class DriverDeviceQuery final : public DeviceQuery {
 
   void* library_ = nullptr;
   bool loaded_ = false;
+  CUdevice device_ = 0;
   DriverApi api_;
 };
 
@@ -144,17 +111,6 @@ std::unique_ptr<DeviceQuery> MakeDriverDeviceQuery() {
   return std::make_unique<DriverDeviceQuery>();
 }
 
-void SetClusterLimits(occupancy::DeviceLimits* limits) {
-  if (limits->cc_major < 9) {
-    limits->max_cluster_size = 0;
-    limits->max_cluster_size_non_portable = 0;
-    return;
-  }
-  limits->max_cluster_size = kPortableClusterSize;
-  const bool non_portable_16 =
-      limits->cc_minor == 0 && (limits->cc_major == 9 || limits->cc_major == 10);
-  limits->max_cluster_size_non_portable =
-      non_portable_16 ? kNonPortableClusterSize : kPortableClusterSize;
-}
+void SetClusterLimits(occupancy::DeviceLimits* limits) { occupancy::SetClusterLimits(limits); }
 
 }  // namespace cuflight::cli

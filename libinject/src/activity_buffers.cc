@@ -1,0 +1,62 @@
+#include "activity_buffers.h"
+
+#include <bit>
+
+namespace cuflight::inject {
+namespace {
+
+constexpr size_t kAlign = 8;  // CUPTI requires 8-byte aligned activity buffers
+
+}  // namespace
+
+ActivityBuffers::ActivityBuffers(size_t count, size_t size)
+    : count_(count == 0 ? 1 : count),
+      size_((size + kAlign - 1) / kAlign * kAlign),
+      storage_(new uint8_t[count_ * size_ + kAlign]),
+      in_use_(new std::atomic<bool>[count_]),
+      completed_(std::bit_ceil(count_ < 2 ? size_t{2} : count_)) {
+  for (size_t i = 0; i < count_; ++i) in_use_[i].store(false, std::memory_order_relaxed);
+}
+
+int ActivityBuffers::IndexOf(const uint8_t* buffer) const noexcept {
+  const uint8_t* base = storage_.get();
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(base) + kAlign - 1) / kAlign * kAlign;
+  const auto offset = reinterpret_cast<uintptr_t>(buffer) - aligned;
+  if (reinterpret_cast<uintptr_t>(buffer) < aligned || offset % size_ != 0) return -1;
+  const size_t index = offset / size_;
+  return index < count_ ? static_cast<int>(index) : -1;
+}
+
+void ActivityBuffers::Request(uint8_t** buffer, size_t* size, size_t* max_records) noexcept {
+  *max_records = 0;  // as many as fit
+  const uintptr_t aligned =
+      (reinterpret_cast<uintptr_t>(storage_.get()) + kAlign - 1) / kAlign * kAlign;
+  for (size_t i = 0; i < count_; ++i) {
+    bool expected = false;
+    if (in_use_[i].compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+      *buffer = reinterpret_cast<uint8_t*>(aligned + i * size_);
+      *size = size_;
+      return;
+    }
+  }
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  *buffer = nullptr;
+  *size = 0;
+}
+
+void ActivityBuffers::Complete(uint8_t* buffer, size_t valid_size) noexcept {
+  if (buffer == nullptr) return;
+  if (valid_size == 0 || !completed_.TryPush(Completed{buffer, valid_size})) {
+    // Nothing to parse, or (impossible: the queue holds every buffer) no room: free it.
+    Release(buffer);
+  }
+}
+
+bool ActivityBuffers::PopCompleted(Completed* out) noexcept { return completed_.TryPop(out); }
+
+void ActivityBuffers::Release(uint8_t* buffer) noexcept {
+  const int index = IndexOf(buffer);
+  if (index >= 0) in_use_[index].store(false, std::memory_order_release);
+}
+
+}  // namespace cuflight::inject

@@ -1,0 +1,39 @@
+// The CUDA driver entry points the injected library calls, as a table of function pointers: the
+// seam between the library and the driver. In a process, LoadDriverApi() fills it from the
+// libcuda.so.1 the application already loaded; tests fill it with fakes.
+//
+// Member names leave out the `cu` prefix because cuda.h redefines many `cu*` names as macros.
+#ifndef CUFLIGHT_LIBINJECT_SRC_DRIVER_API_H_
+#define CUFLIGHT_LIBINJECT_SRC_DRIVER_API_H_
+
+#include <cuda.h>
+
+#include <string>
+
+namespace cuflight::inject {
+
+struct DriverApi {
+  CUresult (*FuncGetAttribute)(int* value, CUfunction_attribute attribute, CUfunction f) = nullptr;
+  // Optional (CUDA 12.0+): the CUfunction of a CUkernel in the current context. cuLaunchKernel
+  // accepts a CUkernel in place of a CUfunction, and the runtime launches that way.
+  CUresult (*KernelGetFunction)(CUfunction* f, CUkernel kernel) = nullptr;
+  CUresult (*FuncGetModule)(CUmodule* module, CUfunction f) = nullptr;  // optional
+  CUresult (*CtxGetDevice)(CUdevice* device) = nullptr;
+  CUresult (*DeviceGet)(CUdevice* device, int ordinal) = nullptr;
+  CUresult (*StreamGetCtx)(CUstream stream, CUcontext* context) = nullptr;  // optional
+  CUresult (*DeviceGetAttribute)(int* value, CUdevice_attribute attribute, CUdevice d) = nullptr;
+  CUresult (*DeviceGetName)(char* name, int len, CUdevice d) = nullptr;
+  CUresult (*DeviceGetUuid)(CUuuid* uuid, CUdevice d) = nullptr;  // optional
+  CUresult (*DriverGetVersion)(int* version) = nullptr;
+  CUresult (*StreamIsCapturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
+  CUresult (*GetErrorName)(CUresult error, const char** name) = nullptr;  // optional
+};
+
+// Resolves the table from the process's libcuda.so.1 (already loaded by the application when the
+// driver calls InitializeInjection). Returns false with *error set when a required entry is
+// missing; optional entries stay nullptr.
+bool LoadDriverApi(DriverApi* api, std::string* error);
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_DRIVER_API_H_

@@ -1,0 +1,152 @@
+#include "event_builder.h"
+
+namespace cuflight::inject {
+namespace {
+
+uint32_t Clamp32(int32_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
+
+}  // namespace
+
+bool EventBuilder::Occupancy(uint64_t function_key, const DeviceInfo& device,
+                             const occupancy::LaunchConfig& launch,
+                             schema::OccupancyFields* out) noexcept {
+  if (!device.engine) return false;
+  occupancy::CacheKey key;
+  key.function = function_key;
+  key.device = static_cast<uint32_t>(device.ordinal);
+  key.block_x = launch.block.x;
+  key.block_y = launch.block.y;
+  key.block_z = launch.block.z;
+  key.dyn_smem = static_cast<uint32_t>(launch.dyn_smem);
+  key.carveout = launch.carveout;
+  key.cluster_x = launch.cluster.x;
+  key.cluster_y = launch.cluster.y;
+  key.cluster_z = launch.cluster.z;
+  if (cache_.Lookup(key, out)) {
+    ++hits_;
+  } else {
+    ++misses_;
+    occupancy::Result result;
+    if (occupancy::Compute(*device.engine, launch, &result) != occupancy::Status::kOk) {
+      return false;
+    }
+    *out = result.fields;
+    cache_.Insert(key, *out);
+  }
+  occupancy::ComputeWaves(device.limits.sm_count, launch, out);
+  return true;
+}
+
+bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
+                               schema::KernelEvent* out) noexcept {
+  const FunctionInfo* f = record.function;
+  if (f == nullptr || !f->attributes_ok) return false;
+  occupancy::LaunchConfig launch;
+  launch.regs_per_thread = f->num_regs;
+  launch.static_smem = f->static_smem;
+  launch.dyn_smem = record.dyn_smem;
+  launch.block = {record.block[0], record.block[1], record.block[2]};
+  launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
+  launch.func_max_threads_per_block = f->max_threads_per_block;
+  launch.func_max_dyn_smem = f->max_dyn_smem;
+  launch.carveout = f->carveout;
+  launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
+  launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
+  // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
+  // FunctionInfo and so a new cache key.
+  if (!Occupancy(reinterpret_cast<uintptr_t>(f), device, launch, &out->occupancy)) return false;
+
+  out->tid = record.tid;
+  out->device = record.device;
+  out->context = record.context;
+  out->stream = record.stream;
+  out->correlation_id = record.correlation_id;
+  out->api = LaunchApiName(record.api);
+  out->name = f->name;
+  out->demangled = f->demangled;
+  out->grid = {record.grid[0], record.grid[1], record.grid[2]};
+  out->block = {record.block[0], record.block[1], record.block[2]};
+  if (launch.is_cluster()) {
+    out->cluster = schema::Dim3{record.cluster[0], record.cluster[1], record.cluster[2]};
+  } else {
+    out->cluster.reset();
+  }
+  out->num_regs = f->num_regs;
+  out->static_shared_bytes = f->static_smem;
+  out->dyn_shared_bytes = record.dyn_smem;
+  out->local_bytes = f->local_bytes;
+  out->const_bytes = f->const_bytes;
+  out->max_threads_per_block = f->max_threads_per_block;
+  out->carveout = f->carveout;
+  out->cooperative = record.cooperative;
+  out->graph_id.reset();
+  out->graph_node_id.reset();
+  return true;
+}
+
+bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& device,
+                                    std::string_view name, std::string_view demangled,
+                                    schema::KernelEvent* out) noexcept {
+  occupancy::LaunchConfig launch;
+  launch.regs_per_thread = a.registersPerThread;
+  launch.static_smem = a.staticSharedMemory;
+  launch.dyn_smem = a.dynamicSharedMemory;
+  launch.block = {Clamp32(a.blockX), Clamp32(a.blockY), Clamp32(a.blockZ)};
+  launch.grid = {Clamp32(a.gridX), Clamp32(a.gridY), Clamp32(a.gridZ)};
+  // The record does not carry __launch_bounds__; the launch ran, so its block fits whatever the
+  // bound was, and the per-SM arithmetic does not depend on it.
+  launch.func_max_threads_per_block = 0;
+  // An opted-in function may use up to the device's opt-in limit.
+  launch.func_max_dyn_smem =
+      a.shmemLimitConfig == CUPTI_FUNC_SHMEM_LIMIT_OPTIN
+          ? device.limits.smem_per_block_optin - a.staticSharedMemory
+          : -1;
+  launch.carveout = a.isSharedMemoryCarveoutRequested ? a.sharedMemoryCarveoutRequested : -1;
+  launch.cluster = {a.clusterX, a.clusterY, a.clusterZ};
+  launch.max_active_clusters = static_cast<int>(a.maxActiveClusters);
+  // Graph kernels have no stable function handle here: key the cache by the name's address,
+  // which the caller keeps interned per distinct name for the life of the sender.
+  if (!Occupancy(reinterpret_cast<uintptr_t>(name.data()) ^ (uint64_t{1} << 63), device, launch,
+                 &out->occupancy)) {
+    return false;
+  }
+  out->tid = 0;
+  out->device = static_cast<int32_t>(a.deviceId);
+  out->context = a.contextId;
+  out->stream = a.streamId;
+  out->correlation_id = a.correlationId;
+  out->api = LaunchApiName(LaunchApi::kGraphLaunch);
+  out->name = name;
+  out->demangled = demangled;
+  out->grid = {launch.grid.x, launch.grid.y, launch.grid.z};
+  out->block = {launch.block.x, launch.block.y, launch.block.z};
+  if (launch.is_cluster()) {
+    out->cluster = schema::Dim3{a.clusterX, a.clusterY, a.clusterZ};
+  } else {
+    out->cluster.reset();
+  }
+  out->num_regs = a.registersPerThread;
+  out->static_shared_bytes = a.staticSharedMemory;
+  out->dyn_shared_bytes = a.dynamicSharedMemory;
+  out->local_bytes = a.localMemoryPerThread;
+  out->const_bytes = 0;
+  out->max_threads_per_block = device.limits.max_threads_per_block;
+  out->carveout = launch.carveout;
+  out->cooperative = a.launchType == CUPTI_ACTIVITY_LAUNCH_TYPE_COOPERATIVE_SINGLE_DEVICE ||
+                     a.launchType == CUPTI_ACTIVITY_LAUNCH_TYPE_COOPERATIVE_MULTI_DEVICE;
+  out->graph_id = a.graphId;
+  out->graph_node_id = a.graphNodeId;
+  return true;
+}
+
+void EventBuilder::BuildKernelTime(const KernelActivity& a, schema::KernelTimeEvent* out) noexcept {
+  out->correlation_id = a.correlationId;
+  out->device = static_cast<int32_t>(a.deviceId);
+  out->context = a.contextId;
+  out->stream = a.streamId;
+  out->start_ns = a.start;
+  out->end_ns = a.end;
+  out->duration_ns = a.end >= a.start ? a.end - a.start : 0;
+}
+
+}  // namespace cuflight::inject

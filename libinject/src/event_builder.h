@@ -1,0 +1,56 @@
+// Sender-thread side of a launch: LaunchRecord (or a CUPTI kernel activity record of a graph
+// node) + FunctionInfo + DeviceInfo -> the kernel event, with occupancy from the engine through
+// the occupancy cache. Runs on the sender thread only; allocation-free.
+#ifndef CUFLIGHT_LIBINJECT_SRC_EVENT_BUILDER_H_
+#define CUFLIGHT_LIBINJECT_SRC_EVENT_BUILDER_H_
+
+#include <cupti.h>
+
+#include <cstdint>
+
+#include "cuflight/occupancy/engine.h"
+#include "cuflight/occupancy/occupancy_cache.h"
+#include "cuflight/schema/events.h"
+#include "device_table.h"
+#include "function_table.h"
+#include "launch_record.h"
+
+namespace cuflight::inject {
+
+// The CUPTI kernel activity record this build reads (CUPTI 13).
+using KernelActivity = CUpti_ActivityKernel10;
+
+class EventBuilder {
+ public:
+  explicit EventBuilder(size_t cache_capacity = 4096) : cache_(cache_capacity) {}
+
+  // Fills *out (whose header the caller sets) for a recorded launch. The string views point into
+  // the FunctionInfo. Returns false when occupancy cannot be computed (the device or function
+  // lacks the facts; the recorder does not record such launches).
+  bool BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
+                   schema::KernelEvent* out) noexcept;
+
+  // Fills *out for a kernel that ran as a node of a graph, from its activity record. `name` and
+  // `demangled` are views the caller keeps alive while the event is encoded.
+  bool BuildGraphKernel(const KernelActivity& activity, const DeviceInfo& device,
+                        std::string_view name, std::string_view demangled,
+                        schema::KernelEvent* out) noexcept;
+
+  // The kernel_time event of any kernel activity record.
+  static void BuildKernelTime(const KernelActivity& activity, schema::KernelTimeEvent* out) noexcept;
+
+  uint64_t cache_hits() const { return hits_; }
+  uint64_t cache_misses() const { return misses_; }
+
+ private:
+  bool Occupancy(uint64_t function_key, const DeviceInfo& device,
+                 const occupancy::LaunchConfig& launch, schema::OccupancyFields* out) noexcept;
+
+  occupancy::OccupancyCache cache_;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_EVENT_BUILDER_H_

@@ -1,0 +1,285 @@
+#include "injector.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuflight/transport/collector_path.h"
+#include "log.h"
+
+namespace cuflight::inject {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kFunctionTableCapacity = 1 << 16;
+constexpr size_t kActivityBufferCount = 8;
+constexpr size_t kActivityBufferBytes = 1 << 20;
+constexpr auto kExitFlushLimit = std::chrono::seconds(1);
+
+// CUpti_SubscriberParams as CUPTI 13.2 extended it: `allowMultipleSubscribers` asks CUPTI to let
+// this subscriber coexist with others. Older CUPTI versions get the 13.0 struct size.
+struct SubscriberParamsV2 {
+  size_t structSize;
+  const char* subscriberName;
+  char* oldSubscriberName;
+  size_t oldSubscriberSize;
+  uint8_t allowMultipleSubscribers;
+};
+constexpr uint32_t kCuptiVersionWithMultipleSubscribers = 130200;
+
+spdlog::level::level_enum ToSpdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarn:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+    case LogLevel::kOff:
+      return spdlog::level::off;
+  }
+  return spdlog::level::warn;
+}
+
+std::string CuptiError(const CuptiApi& cupti, CUptiResult result) {
+  const char* text = nullptr;
+  if (cupti.GetResultString != nullptr && cupti.GetResultString(result, &text) == CUPTI_SUCCESS &&
+      text != nullptr) {
+    return text;
+  }
+  return "CUPTI error " + std::to_string(static_cast<int>(result));
+}
+
+}  // namespace
+
+Injector& Injector::Instance() noexcept {
+  // Never destroyed: CUPTI callbacks and atexit handlers may run during static destruction.
+  static Injector* instance = new Injector();
+  return *instance;
+}
+
+void Injector::Initialize() noexcept {
+  bool expected = false;
+  if (!initialized_.compare_exchange_strong(expected, true)) return;
+  try {
+    if (!InitializeOrExplain()) return;
+  } catch (const std::exception& e) {
+    Log().error("set-up failed ({}); the application runs without cuflight", e.what());
+  } catch (...) {
+    Log().error("set-up failed; the application runs without cuflight");
+  }
+}
+
+bool Injector::InitializeOrExplain() noexcept {
+  ParsedConfig parsed = ParseConfig([](const char* name) { return std::getenv(name); },
+                                    transport::DefaultCollectorPath());
+  config_ = std::move(parsed.config);
+  SetLogLevel(ToSpdlog(config_.log_level));
+  for (const std::string& warning : parsed.warnings) Log().warn("{}", warning);
+
+  std::string error;
+  if (!LoadDriverApi(&driver_, &error)) {
+    Log().error("{}; the application runs without cuflight", error);
+    return false;
+  }
+  std::string cupti_path;
+  if (!LoadCuptiApi(&cupti_, &cupti_path, &error)) {
+    Log().error("{}; the application runs without cuflight", error);
+    return false;
+  }
+  Log().debug("libcupti from {}", cupti_path);
+  int driver_version = 0;
+  if (driver_.DriverGetVersion(&driver_version) == CUDA_SUCCESS) driver_version_ = driver_version;
+  cupti_.GetVersion(&cupti_version_);
+
+  std::vector<std::string> filter_warnings;
+  filter_ = std::make_unique<NameFilter>(NameFilter::Make(config_, &filter_warnings));
+  for (const std::string& warning : filter_warnings) Log().warn("{}", warning);
+  functions_ = std::make_unique<FunctionTable>(kFunctionTableCapacity);
+  devices_ = std::make_unique<DeviceTable>();
+  if (config_.timing) {
+    activity_ = std::make_unique<ActivityBuffers>(kActivityBufferCount, kActivityBufferBytes);
+  }
+
+  Pipeline* pipeline = MakePipeline(/*with_activity=*/config_.timing);
+  if (pipeline == nullptr) {
+    Log().error("cannot start the sender thread; the application runs without cuflight");
+    return false;
+  }
+  if (!Subscribe()) return false;  // Subscribe explains
+  if (config_.timing) EnableTiming();
+
+  std::atexit([] { Instance().OnExit(); });
+  pthread_atfork(nullptr, nullptr, [] { Instance().OnForkChild(); });
+  Log().info("recording kernel launches to {}", config_.collector_path);
+  return true;
+}
+
+bool Injector::Subscribe() noexcept {
+  CUptiResult result;
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  if (cupti_.SubscribeV2 != nullptr) {
+    SubscriberParamsV2 params{};
+    params.subscriberName = "cuflight";
+    params.oldSubscriberName = holder;
+    params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
+    if (cupti_version_ >= kCuptiVersionWithMultipleSubscribers) {
+      params.structSize = offsetof(SubscriberParamsV2, allowMultipleSubscribers) + 1;
+      params.allowMultipleSubscribers = 1;
+    } else {
+      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    }
+    result = cupti_.SubscribeV2(&subscriber_, &Injector::Callback, this,
+                                reinterpret_cast<CUpti_SubscriberParams*>(&params));
+  } else {
+    result = cupti_.Subscribe(&subscriber_, &Injector::Callback, this);
+  }
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    Log().error("another CUPTI tool{}{} already holds the CUPTI subscriber; the application runs "
+                "without cuflight",
+                holder[0] != '\0' ? " (" : "", holder[0] != '\0' ? std::string(holder) + ")" : "");
+    return false;
+  }
+  if (result != CUPTI_SUCCESS) {
+    Log().error("cuptiSubscribe failed ({}); the application runs without cuflight",
+                CuptiError(cupti_, result));
+    return false;
+  }
+  for (CUpti_CallbackId cbid : Recorder::DriverCallbacks()) {
+    // A callback id this driver does not know fails to enable; the rest still work.
+    cupti_.EnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  }
+  return true;
+}
+
+void Injector::EnableTiming() noexcept {
+  CUptiResult result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
+                                                        &Injector::BufferCompleted);
+  if (result == CUPTI_SUCCESS) result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (result != CUPTI_SUCCESS) {
+    Log().warn("kernel timing unavailable ({}); kernel events are still recorded",
+               CuptiError(cupti_, result));
+  }
+}
+
+Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
+  try {
+    auto pipeline = std::make_unique<Pipeline>();
+    pipeline->ring = std::make_unique<LaunchRing>(config_.ring_slots);
+    RecorderOptions options;
+    options.sample_every = config_.sample_every;
+    options.on_full = config_.on_full;
+    if (filter_ != nullptr && filter_->active()) {
+      const NameFilter* filter = filter_.get();
+      options.accept = [filter](std::string_view demangled, std::string_view mangled) {
+        return filter->Accept(demangled, mangled);
+      };
+    }
+    pipeline->recorder = std::make_unique<Recorder>(&driver_, &cupti_, pipeline->ring.get(),
+                                                    functions_.get(), devices_.get(),
+                                                    std::move(options));
+    SenderThreadOptions sender_options;
+    sender_options.transport.socket_path = config_.collector_path;
+    sender_options.transport.buffer_bytes = config_.buffer_bytes;
+    sender_options.transport.flush_interval = std::chrono::milliseconds(config_.flush_ms);
+    sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
+    sender_options.timing = with_activity;
+    ProcessFacts facts = ReadProcessFacts();
+    facts.cuda_driver_version = driver_version_;
+    facts.cupti_version = static_cast<int32_t>(cupti_version_);
+    facts.config = Describe(config_);
+    pipeline->sender = std::make_unique<SenderThread>(
+        std::move(sender_options), std::move(facts), pipeline->ring.get(),
+        pipeline->recorder.get(), functions_.get(), devices_.get(),
+        with_activity ? activity_.get() : nullptr, with_activity ? &cupti_ : nullptr);
+    if (!pipeline->sender->Start()) return nullptr;
+    Pipeline* raw = pipeline.release();  // lives until the process ends
+    pipeline_pid_.store(static_cast<int>(getpid()), std::memory_order_release);
+    pipeline_.store(raw, std::memory_order_release);
+    return raw;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+Injector::Pipeline* Injector::PipelineForThisProcess() noexcept {
+  Pipeline* pipeline = pipeline_.load(std::memory_order_acquire);
+  if (pipeline != nullptr) return pipeline;
+  if (exiting_.load(std::memory_order_acquire)) return nullptr;
+  // A fork()ed child launching kernels: its own pipeline, connection and pid (slow path, once).
+  std::lock_guard<std::mutex> lock(pipeline_mu_);
+  pipeline = pipeline_.load(std::memory_order_acquire);
+  if (pipeline != nullptr) return pipeline;
+  return MakePipeline(/*with_activity=*/false);
+}
+
+void Injector::Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                        const void* data) {
+  auto* self = static_cast<Injector*>(userdata);
+  Pipeline* pipeline = self->pipeline_.load(std::memory_order_acquire);
+  if (pipeline == nullptr) {
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !LaunchApiOf(cbid)) return;
+    pipeline = self->PipelineForThisProcess();
+    if (pipeline == nullptr) return;
+  }
+  pipeline->recorder->OnCallback(domain, cbid, static_cast<const CUpti_CallbackData*>(data));
+}
+
+void Injector::BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Injector& self = Instance();
+  if (self.activity_ == nullptr) {
+    *buffer = nullptr;
+    *size = 0;
+    *max_records = 0;
+    return;
+  }
+  self.activity_->Request(buffer, size, max_records);
+}
+
+void Injector::BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
+  Injector& self = Instance();
+  if (self.activity_ != nullptr) self.activity_->Complete(buffer, valid_size);
+}
+
+void Injector::OnExit() noexcept {
+  exiting_.store(true, std::memory_order_release);
+  Pipeline* pipeline = pipeline_.load(std::memory_order_acquire);
+  if (pipeline == nullptr ||
+      pipeline_pid_.load(std::memory_order_acquire) != static_cast<int>(getpid())) {
+    return;
+  }
+  const Clock::time_point deadline = Clock::now() + kExitFlushLimit;
+  if (activity_ != nullptr && cupti_.ActivityFlushAll != nullptr) {
+    // Completes the records of kernels that ran; their buffers reach BufferCompleted now.
+    cupti_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+  pipeline->ring->Close();  // a producer blocked on a full ring (on_full=block) gives up
+  if (!pipeline->sender->Stop(deadline)) {
+    Log().warn("exit: {} events were not acknowledged by the collector at {} within 1 s",
+               pipeline->sender->transport().unacked_lines(), config_.collector_path);
+  }
+  // cuptiFinalize is not called: other threads may still be inside CUDA calls while the process
+  // exits, and CUPTI forbids finalizing from a callback or concurrently with one.
+}
+
+void Injector::OnForkChild() noexcept {
+  // Only this thread exists in the child: the parent's sender thread and socket are not ours.
+  // Forget the parent's pipeline (leaked on purpose: its thread object must not be joined) and
+  // let the first launch in the child build a fresh one with the child's pid.
+  pipeline_.store(nullptr, std::memory_order_release);
+  pipeline_pid_.store(0, std::memory_order_release);
+  new (&pipeline_mu_) std::mutex();  // the parent may have held it at the fork
+  if (devices_ != nullptr) devices_->ForgetContexts();
+  if (functions_ != nullptr) functions_->InvalidateAll();
+}
+
+}  // namespace cuflight::inject

@@ -1,0 +1,77 @@
+// The injected library as a whole: set-up from InitializeInjection, the CUPTI callbacks, exit and
+// fork handling. One instance per process, created on first use and never destroyed (CUPTI may
+// call back until the process ends).
+//
+// Failure policy: anything that cannot be set up (libcupti missing, another CUPTI subscriber,
+// no sender thread) prints one line on stderr and leaves the application untouched.
+#ifndef CUFLIGHT_LIBINJECT_SRC_INJECTOR_H_
+#define CUFLIGHT_LIBINJECT_SRC_INJECTOR_H_
+
+#include <cupti.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "activity_buffers.h"
+#include "cuflight/inject/config.h"
+#include "cupti_api.h"
+#include "device_table.h"
+#include "driver_api.h"
+#include "function_table.h"
+#include "launch_ring.h"
+#include "recorder.h"
+#include "sender_thread.h"
+
+namespace cuflight::inject {
+
+class Injector {
+ public:
+  static Injector& Instance() noexcept;
+
+  // Sets everything up; called once from InitializeInjection. Never throws.
+  void Initialize() noexcept;
+
+ private:
+  // What a process (the original one, or a fork()ed child that launches kernels) sends through.
+  struct Pipeline {
+    std::unique_ptr<LaunchRing> ring;
+    std::unique_ptr<Recorder> recorder;
+    std::unique_ptr<SenderThread> sender;
+  };
+
+  Injector() = default;
+  bool InitializeOrExplain() noexcept;
+  bool Subscribe() noexcept;
+  void EnableTiming() noexcept;
+  Pipeline* MakePipeline(bool with_activity) noexcept;
+  Pipeline* PipelineForThisProcess() noexcept;
+  void OnExit() noexcept;
+  void OnForkChild() noexcept;
+
+  static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void* data);
+  static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                       size_t size, size_t valid_size);
+
+  Config config_;
+  DriverApi driver_;
+  CuptiApi cupti_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::unique_ptr<FunctionTable> functions_;
+  std::unique_ptr<DeviceTable> devices_;
+  std::unique_ptr<NameFilter> filter_;
+  std::unique_ptr<ActivityBuffers> activity_;
+  std::atomic<Pipeline*> pipeline_{nullptr};
+  std::atomic<int> pipeline_pid_{0};
+  std::mutex pipeline_mu_;  // creating a pipeline (slow path, once per process)
+  std::atomic<bool> initialized_{false};
+  std::atomic<bool> exiting_{false};
+  int32_t driver_version_ = 0;
+  uint32_t cupti_version_ = 0;
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_INJECTOR_H_

@@ -1,0 +1,61 @@
+// Launch decoding: the CUPTI driver-domain parameter struct of a launch callback -> the launch's
+// function, grid, block, dynamic shared memory, stream, cluster and cooperative flag.
+//
+// Covers cuLaunchKernel(_ptsz), cuLaunchKernelEx(_ptsz) (grid, block, smem and stream from the
+// CUlaunchConfig; cluster dimension and cooperative from its attributes),
+// cuLaunchCooperativeKernel(_ptsz), cuLaunchCooperativeKernelMultiDevice (one launch per entry of
+// its list) and the legacy cuLaunch / cuLaunchGrid / cuLaunchGridAsync (whose block shape and
+// shared memory come from earlier cuFuncSetBlockShape / cuFuncSetSharedSize calls, which the
+// caller tracks and passes in through `legacy`). Runtime launches (<<<>>>, cudaLaunchKernel,
+// cudaLaunchKernelExC, cudaLaunchCooperativeKernel) reach the driver as one of these calls.
+//
+// Pure functions over the parameter structs: no driver call, no allocation, noexcept.
+#ifndef CUFLIGHT_LIBINJECT_SRC_LAUNCH_DECODER_H_
+#define CUFLIGHT_LIBINJECT_SRC_LAUNCH_DECODER_H_
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "launch_record.h"
+
+namespace cuflight::inject {
+
+struct DecodedLaunch {
+  uint64_t function = 0;  // CUfunction (or CUkernel) handle
+  LaunchApi api = LaunchApi::kLaunchKernel;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t cluster[3] = {0, 0, 0};  // from CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; 0s: none given
+  uint32_t dyn_smem = 0;
+  uint64_t stream = 0;
+  bool cooperative = false;
+};
+
+// Block shape and shared memory set by cuFuncSetBlockShape / cuFuncSetSharedSize for a function,
+// used by the legacy cuLaunch* calls.
+struct LegacyLaunchState {
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t smem = 0;
+};
+
+// The launch API of a driver callback id, or nullopt when the callback is not a kernel launch.
+std::optional<LaunchApi> LaunchApiOf(CUpti_CallbackId cbid) noexcept;
+
+// Number of launches a callback carries: 1 for every launch API except the multi-device one,
+// whose `numDevices` it returns; 0 when `cbid` is not a launch or `params` is null.
+int LaunchCount(CUpti_CallbackId cbid, const void* params) noexcept;
+
+// Decodes launch `index` (< LaunchCount) of the callback. For the legacy calls, *legacy must hold
+// the function's state (the caller looks it up by LegacyFunction() first); otherwise it may be
+// null. Returns false when the parameters are unusable (null pointers).
+bool DecodeLaunch(CUpti_CallbackId cbid, const void* params, int index,
+                  const LegacyLaunchState* legacy, DecodedLaunch* out) noexcept;
+
+// The function a legacy launch (cuLaunch, cuLaunchGrid, cuLaunchGridAsync) names, or 0.
+uint64_t LegacyFunction(CUpti_CallbackId cbid, const void* params) noexcept;
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_LAUNCH_DECODER_H_

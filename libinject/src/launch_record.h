@@ -1,0 +1,70 @@
+// The fixed-size record the CUPTI callback copies into the ring for each recorded launch: all the
+// sender thread needs to build the kernel event, nothing that must be freed.
+#ifndef CUFLIGHT_LIBINJECT_SRC_LAUNCH_RECORD_H_
+#define CUFLIGHT_LIBINJECT_SRC_LAUNCH_RECORD_H_
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace cuflight::inject {
+
+struct FunctionInfo;
+
+// The driver entry point that launched the kernel; runtime launches arrive through these too.
+enum class LaunchApi : uint8_t {
+  kLaunchKernel = 0,
+  kLaunchKernelPtsz,
+  kLaunchKernelEx,
+  kLaunchKernelExPtsz,
+  kLaunchCooperativeKernel,
+  kLaunchCooperativeKernelPtsz,
+  kLaunchCooperativeKernelMultiDevice,
+  kLaunch,
+  kLaunchGrid,
+  kLaunchGridAsync,
+  kGraphLaunch,  // a kernel node of a graph, seen through its activity record
+};
+inline constexpr int kLaunchApiCount = 11;
+
+inline constexpr std::array<std::string_view, kLaunchApiCount> kLaunchApiNames = {
+    "cuLaunchKernel",
+    "cuLaunchKernel_ptsz",
+    "cuLaunchKernelEx",
+    "cuLaunchKernelEx_ptsz",
+    "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz",
+    "cuLaunchCooperativeKernelMultiDevice",
+    "cuLaunch",
+    "cuLaunchGrid",
+    "cuLaunchGridAsync",
+    "cuGraphLaunch",
+};
+
+constexpr std::string_view LaunchApiName(LaunchApi api) {
+  return kLaunchApiNames[static_cast<size_t>(api)];
+}
+
+struct LaunchRecord {
+  int64_t ts_ns = 0;  // host CLOCK_REALTIME at the callback
+  uint64_t context = 0;
+  uint64_t stream = 0;
+  uint64_t correlation_id = 0;
+  // Immutable and alive until the library unloads (FunctionTable never frees one).
+  const FunctionInfo* function = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t cluster[3] = {0, 0, 0};  // all 0: not a cluster launch
+  uint32_t dyn_smem = 0;
+  int32_t tid = 0;
+  int32_t device = 0;
+  LaunchApi api = LaunchApi::kLaunchKernel;
+  bool cooperative = false;
+};
+static_assert(std::is_trivially_copyable_v<LaunchRecord>);
+static_assert(sizeof(LaunchRecord) <= 128);
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_LAUNCH_RECORD_H_

@@ -1,0 +1,394 @@
+#include "recorder.h"
+
+#include "cuflight/occupancy/device_attributes.h"
+
+#include <cupti.h>
+#include <cxxabi.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace cuflight::inject {
+namespace {
+
+constexpr CUpti_CallbackId kDriverCallbacks[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuModuleUnload,
+    CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
+};
+
+// Cached per thread: gettid is a syscall.
+thread_local int32_t t_tid = 0;
+
+int32_t ThreadId() noexcept {
+  if (t_tid == 0) t_tid = static_cast<int32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+int64_t NowRealtimeNs() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+CUresult ReturnValue(const CUpti_CallbackData* data) noexcept {
+  if (data->functionReturnValue == nullptr) return CUDA_SUCCESS;
+  return *static_cast<const CUresult*>(data->functionReturnValue);
+}
+
+int GetDeviceAttribute(void* context, int attribute, int* value) {
+  const auto* args = static_cast<const std::pair<const DriverApi*, CUdevice>*>(context);
+  return static_cast<int>(args->first->DeviceGetAttribute(
+      value, static_cast<CUdevice_attribute>(attribute), args->second));
+}
+
+std::string FormatUuid(const CUuuid& uuid) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
+                                               const char* symbol_name) {
+  auto info = std::make_unique<FunctionInfo>();
+  info->handle = handle;
+  CUfunction function = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(handle));
+  auto get = [&](CUfunction_attribute attribute, int* value) {
+    return driver.FuncGetAttribute(value, attribute, function);
+  };
+  int value = 0;
+  CUresult result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
+  if (result != CUDA_SUCCESS && driver.KernelGetFunction != nullptr) {
+    // A CUkernel (context-independent loading, how the runtime launches): use its CUfunction
+    // in the current context.
+    CUfunction resolved = nullptr;
+    if (driver.KernelGetFunction(&resolved, reinterpret_cast<CUkernel>(function)) ==
+            CUDA_SUCCESS &&
+        resolved != nullptr) {
+      function = resolved;
+      result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
+    }
+  }
+  bool ok = result == CUDA_SUCCESS;
+  info->num_regs = value;
+  struct Wide {
+    CUfunction_attribute attribute;
+    int64_t* out;
+  };
+  const Wide wide[] = {
+      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &info->static_smem},
+      {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &info->local_bytes},
+      {CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, &info->const_bytes},
+      {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &info->max_dyn_smem},
+  };
+  for (const Wide& w : wide) {
+    value = 0;
+    ok = ok && get(w.attribute, &value) == CUDA_SUCCESS;
+    *w.out = value;
+  }
+  value = 0;
+  ok = ok && get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &value) == CUDA_SUCCESS;
+  info->max_threads_per_block = value;
+  value = -1;
+  ok = ok && get(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, &value) == CUDA_SUCCESS;
+  info->carveout = value;
+  // Cluster attributes exist only on sm_90+ drivers; absent means "no cluster requirement".
+  const CUfunction_attribute cluster[3] = {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+                                           CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+                                           CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH};
+  for (int i = 0; i < 3; ++i) {
+    value = 0;
+    if (get(cluster[i], &value) == CUDA_SUCCESS && value > 0) {
+      info->required_cluster[i] = static_cast<uint32_t>(value);
+    }
+  }
+  value = 0;
+  if (get(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, &value) == CUDA_SUCCESS) {
+    info->non_portable_cluster_allowed = value != 0;
+  }
+  info->attributes_ok = ok;
+
+  if (symbol_name != nullptr) {
+    info->name = symbol_name;
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(symbol_name, nullptr, nullptr, &status);
+    if (status == 0 && demangled != nullptr) info->demangled = demangled;
+    std::free(demangled);
+  }
+  return info;
+}
+
+std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal) {
+  auto info = std::make_unique<DeviceInfo>();
+  info->ordinal = ordinal;
+  CUdevice device = 0;
+  if (driver.DeviceGet(&device, ordinal) != CUDA_SUCCESS) {
+    info->problem = "cuDeviceGet failed";
+    return info;
+  }
+  char name[256] = {};
+  if (driver.DeviceGetName(name, sizeof(name) - 1, device) == CUDA_SUCCESS) info->name = name;
+  CUuuid uuid{};
+  if (driver.DeviceGetUuid != nullptr && driver.DeviceGetUuid(&uuid, device) == CUDA_SUCCESS) {
+    info->uuid = FormatUuid(uuid);
+  }
+  std::pair<const DriverApi*, CUdevice> args{&driver, device};
+  occupancy::DeviceAttributeError error;
+  if (!occupancy::ReadDeviceLimits(&GetDeviceAttribute, &args, &info->limits, &error)) {
+    info->problem = std::string("cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_") + error.attribute +
+                    ") failed with CUresult " + std::to_string(error.result);
+    return info;
+  }
+  const occupancy::Status status = occupancy::DeviceContext::Validate(info->limits);
+  if (status != occupancy::Status::kOk) {
+    info->problem = "compute capability " + std::to_string(info->limits.cc_major) + "." +
+                    std::to_string(info->limits.cc_minor) + ": " +
+                    std::string(occupancy::StatusMessage(status));
+    return info;
+  }
+  info->engine = occupancy::DeviceContext::Make(info->limits);
+  return info;
+}
+
+Recorder::Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* ring,
+                   FunctionTable* functions, DeviceTable* devices, RecorderOptions options)
+    : driver_(driver),
+      cupti_(cupti),
+      ring_(ring),
+      functions_(functions),
+      devices_(devices),
+      options_(std::move(options)) {
+  if (options_.sample_every == 0) options_.sample_every = 1;
+}
+
+std::span<const CUpti_CallbackId> Recorder::DriverCallbacks() { return kDriverCallbacks; }
+
+void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const CUpti_CallbackData* data) noexcept {
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
+  if (data->callbackSite != CUPTI_API_EXIT) return;
+  if (LaunchApiOf(cbid)) {
+    if (ReturnValue(data) == CUDA_SUCCESS) OnLaunch(cbid, data);
+    return;
+  }
+  const bool ok = ReturnValue(data) == CUDA_SUCCESS;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape: {
+      const auto* p = static_cast<const cuFuncSetBlockShape_params*>(data->functionParams);
+      if (!ok || p == nullptr) return;
+      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc));
+      if (slot == nullptr) return;
+      slot->legacy_block[0].store(static_cast<uint32_t>(p->x), std::memory_order_relaxed);
+      slot->legacy_block[1].store(static_cast<uint32_t>(p->y), std::memory_order_relaxed);
+      slot->legacy_block[2].store(static_cast<uint32_t>(p->z), std::memory_order_relaxed);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize: {
+      const auto* p = static_cast<const cuFuncSetSharedSize_params*>(data->functionParams);
+      if (!ok || p == nullptr) return;
+      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc));
+      if (slot != nullptr) slot->legacy_smem.store(p->bytes, std::memory_order_relaxed);
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute: {
+      const auto* p = static_cast<const cuFuncSetAttribute_params*>(data->functionParams);
+      if (ok && p != nullptr) functions_->Invalidate(reinterpret_cast<uintptr_t>(p->hfunc));
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleUnload:
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload:
+      // The unloaded functions' handles may be reused: read every function again.
+      if (ok) functions_->InvalidateAll();
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2:
+      devices_->ForgetContexts();
+      functions_->InvalidateAll();
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+      if (ok) captures_active_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz: {
+      // A capture ends with this call whatever it returns (an invalidated capture reports an
+      // error but is over). Never below zero: over-checking is safe, under-checking is not.
+      int32_t active = captures_active_.load(std::memory_order_acquire);
+      while (active > 0 && !captures_active_.compare_exchange_weak(
+                               active, active - 1, std::memory_order_acq_rel)) {
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept {
+  const void* params = data->functionParams;
+  const int count = LaunchCount(cbid, params);
+  const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+  LegacyLaunchState legacy;
+  const LegacyLaunchState* legacy_ptr = nullptr;
+  if (const uint64_t f = LegacyFunction(cbid, params); f != 0) {
+    if (FunctionTable::Slot* slot = functions_->FindOrClaim(f); slot != nullptr) {
+      for (int i = 0; i < 3; ++i) legacy.block[i] = slot->legacy_block[i].load(std::memory_order_relaxed);
+      legacy.smem = slot->legacy_smem.load(std::memory_order_relaxed);
+    }
+    legacy_ptr = &legacy;
+  }
+  for (int i = 0; i < count; ++i) {
+    DecodedLaunch launch;
+    if (!DecodeLaunch(cbid, params, i, legacy_ptr, &launch)) continue;
+    uint64_t launch_context = context;
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice &&
+        driver_->StreamGetCtx != nullptr && launch.stream != 0) {
+      // Each entry runs on its own device: its stream's context, not the current one.
+      CUcontext stream_context = nullptr;
+      if (driver_->StreamGetCtx(reinterpret_cast<CUstream>(launch.stream), &stream_context) ==
+          CUDA_SUCCESS) {
+        launch_context = reinterpret_cast<uintptr_t>(stream_context);
+      }
+    }
+    RecordOne(launch, data, launch_context);
+  }
+}
+
+bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {
+  if (captures_active_.load(std::memory_order_acquire) == 0) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (driver_->StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
+    return false;
+  }
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+const FunctionInfo* Recorder::ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
+                                              const char* symbol_name) noexcept {
+  const FunctionInfo* info = slot->info.load(std::memory_order_acquire);
+  if (info != nullptr) return info;
+  try {
+    std::unique_ptr<FunctionInfo> fresh = ReadFunctionInfo(*driver_, handle, symbol_name);
+    if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
+    return functions_->Publish(slot, std::move(fresh));
+  } catch (...) {  // std::bad_alloc, or a throwing filter: record nothing for this launch
+    return nullptr;
+  }
+}
+
+int Recorder::ResolveDevice(uint64_t context) noexcept {
+  int ordinal = devices_->DeviceOf(context);
+  if (ordinal >= 0 && devices_->Get(ordinal) != nullptr) return ordinal;
+  uint32_t id = 0;
+  if (cupti_->GetDeviceId(reinterpret_cast<CUcontext>(context), &id) != CUPTI_SUCCESS) {
+    CUdevice device = 0;
+    if (driver_->CtxGetDevice(&device) != CUDA_SUCCESS) return -1;
+    id = static_cast<uint32_t>(device);
+  }
+  ordinal = static_cast<int>(id);
+  if (ordinal < 0 || ordinal >= DeviceTable::kMaxDevices) return -1;
+  devices_->RememberContext(context, ordinal);
+  if (devices_->Get(ordinal) == nullptr) {
+    try {
+      devices_->Publish(ReadDeviceInfo(*driver_, ordinal));
+    } catch (...) {
+      return -1;
+    }
+  }
+  return ordinal;
+}
+
+void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
+                         uint64_t context) noexcept {
+  if (StreamIsCapturing(launch.stream)) {
+    captured_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  FunctionTable::Slot* slot = functions_->FindOrClaim(launch.function);
+  if (slot == nullptr) {
+    untracked_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t n = slot->launches.fetch_add(1, std::memory_order_relaxed);
+  const FunctionInfo* info = ResolveFunction(slot, launch.function, data->symbolName);
+  const int device = ResolveDevice(context);
+  const DeviceInfo* device_info = device < 0 ? nullptr : devices_->Get(device);
+  if (info == nullptr || device_info == nullptr || !info->attributes_ok || !device_info->engine) {
+    unresolved_.fetch_add(1, std::memory_order_relaxed);
+    slot->filtered.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!info->accepted || n % options_.sample_every != 0) {
+    slot->filtered.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  LaunchRecord record;
+  record.ts_ns = NowRealtimeNs();
+  record.context = context;
+  record.stream = launch.stream;
+  record.correlation_id = data->correlationId;
+  record.function = info;
+  for (int i = 0; i < 3; ++i) {
+    record.grid[i] = launch.grid[i];
+    record.block[i] = launch.block[i];
+    record.cluster[i] = launch.cluster[i];
+  }
+  if (record.cluster[0] == 0 && info->required_cluster[0] != 0) {
+    // __cluster_dims__: a cluster launch even without the launch attribute.
+    for (int i = 0; i < 3; ++i) record.cluster[i] = info->required_cluster[i];
+  }
+  record.dyn_smem = launch.dyn_smem;
+  record.tid = ThreadId();
+  record.device = device;
+  record.api = launch.api;
+  record.cooperative = launch.cooperative;
+  ring_->Push(record, options_.on_full);  // a refused record is counted by the ring
+}
+
+}  // namespace cuflight::inject

@@ -1,0 +1,94 @@
+// The CUPTI callback handler: turns each kernel launch into a LaunchRecord in the ring.
+//
+// Hot path (a launch of a function, device and context seen before): decode the parameter
+// struct, find the function's slot, count the launch, apply the name filter and sampling, copy a
+// fixed-size record into the ring. No allocation, no lock, no I/O, no logging, no JSON; when the
+// ring is full the record is dropped and counted (CUFLIGHT_ON_FULL=drop) or the thread waits
+// (block). The first launch of a function, device or context takes a slow path that asks the
+// driver and allocates once.
+//
+// Launches made while their stream is being captured into a graph do not execute; they are not
+// recorded (the graph's kernel nodes are, from their activity records, when it runs).
+#ifndef CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
+#define CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "cupti_api.h"
+#include "device_table.h"
+#include "driver_api.h"
+#include "function_table.h"
+#include "launch_decoder.h"
+#include "launch_ring.h"
+
+namespace cuflight::inject {
+
+struct RecorderOptions {
+  uint32_t sample_every = 1;  // record every Nth launch of each function
+  OnFull on_full = OnFull::kDrop;
+  // Name filter, called once per function on the slow path; empty = accept all.
+  std::function<bool(std::string_view demangled, std::string_view mangled)> accept;
+};
+
+class Recorder {
+ public:
+  Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* ring,
+           FunctionTable* functions, DeviceTable* devices, RecorderOptions options);
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // The body of the CUPTI callback. Never throws.
+  void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                  const CUpti_CallbackData* data) noexcept;
+
+  // Driver-domain callback ids the recorder needs enabled: the launches and the calls that
+  // change what it caches (function attributes, module unloads, context teardown, capture).
+  static std::span<const CUpti_CallbackId> DriverCallbacks();
+
+  // Launches the ring refused (full, or closed at exit).
+  uint64_t dropped_ring_full() const { return ring_->dropped(); }
+  uint64_t captured() const { return captured_.load(std::memory_order_relaxed); }
+  // Launches seen that could not be recorded for want of driver facts (function attributes,
+  // device limits): also counted in `filtered` of their function when it has a slot.
+  uint64_t unresolved() const { return unresolved_.load(std::memory_order_relaxed); }
+  // Launches of functions beyond the function table's capacity (not recorded).
+  uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
+
+ private:
+  void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
+  void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
+                 uint64_t context) noexcept;
+  const FunctionInfo* ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
+                                      const char* symbol_name) noexcept;
+  int ResolveDevice(uint64_t context) noexcept;
+  bool StreamIsCapturing(uint64_t stream) noexcept;
+
+  const DriverApi* driver_;
+  const CuptiApi* cupti_;
+  LaunchRing* ring_;
+  FunctionTable* functions_;
+  DeviceTable* devices_;
+  RecorderOptions options_;
+
+  std::atomic<int32_t> captures_active_{0};
+  std::atomic<uint64_t> captured_{0};
+  std::atomic<uint64_t> unresolved_{0};
+  std::atomic<uint64_t> untracked_{0};
+};
+
+// Reads a function's attributes and names from the driver (the recorder's slow path; exposed
+// for tests). `symbol_name` is CUPTI's name for the launch (may be null).
+std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
+                                               const char* symbol_name);
+// Reads a device's limits, name and UUID (slow path; exposed for tests).
+std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal);
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_RECORDER_H_

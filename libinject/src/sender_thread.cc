@@ -1,0 +1,352 @@
+#include "sender_thread.h"
+
+#include <cxxabi.h>
+#include <poll.h>
+#include <time.h>
+
+#include <cstdlib>
+
+#include "cuflight/schema/encoder.h"
+#include "log.h"
+
+namespace cuflight::inject {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kLineBytes = 1 << 20;     // longest event line (names can be very long)
+constexpr size_t kRoomForRecord = 8 << 10; // room asked of the transport before a ring record
+constexpr int kMaxRecordsPerStep = 4096;
+constexpr auto kActivityFlushInterval = std::chrono::milliseconds(500);
+
+int64_t NowRealtimeNs() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t ThreadCpuNs() noexcept {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
+                           const Recorder* recorder, const FunctionTable* functions,
+                           const DeviceTable* devices, ActivityBuffers* activity,
+                           const CuptiApi* cupti)
+    : options_(std::move(options)),
+      facts_(std::move(facts)),
+      ring_(ring),
+      recorder_(recorder),
+      functions_(functions),
+      devices_(devices),
+      activity_(activity),
+      cupti_(cupti),
+      transport_(options_.transport),
+      line_(kLineBytes) {}
+
+SenderThread::~SenderThread() {
+  if (thread_.joinable()) {
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+}
+
+bool SenderThread::Start() noexcept {
+  try {
+    thread_ = std::thread([this] { Run(); });
+    return true;
+  } catch (...) {
+    Log().warn("cannot start the sender thread; no events will be sent");
+    return false;
+  }
+}
+
+bool SenderThread::Stop(Clock::time_point deadline) noexcept {
+  if (thread_.joinable()) {
+    stop_.store(true, std::memory_order_release);
+    thread_.join();
+  }
+  return Finish(deadline);
+}
+
+void SenderThread::Run() noexcept {
+  while (!stop_.load(std::memory_order_acquire)) {
+    const Clock::time_point now = Clock::now();
+    const bool busy = Step(now);
+    if (busy) continue;
+    // Idle: sleep on the socket until the transport's next deadline, at most 10 ms, so new
+    // ring records wait at most that long (the ring itself never wakes this thread).
+    Clock::time_point wake = std::min(transport_.NextDeadline(), now + std::chrono::milliseconds(10));
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now());
+    const int timeout = static_cast<int>(std::max<int64_t>(0, wait.count()));
+    pollfd pfd{transport_.fd(), static_cast<short>(POLLIN | (transport_.WantsWrite() ? POLLOUT : 0)), 0};
+    if (pfd.fd >= 0) {
+      poll(&pfd, 1, timeout);
+    } else if (timeout > 0) {
+      poll(nullptr, 0, timeout);
+    }
+  }
+  cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
+}
+
+uint64_t SenderThread::NextSeq() noexcept {
+  // process_start is always seq 0; drops before it show as the gap after it.
+  if (next_seq_ == 0) return next_seq_++;
+  const uint64_t drops = recorder_ != nullptr ? recorder_->dropped_ring_full() : 0;
+  next_seq_ += drops - ring_drops_seen_;
+  ring_drops_seen_ = drops;
+  return next_seq_++;
+}
+
+schema::Header SenderThread::MakeHeader() noexcept {
+  schema::Header header;
+  header.ts_ns = NowRealtimeNs();
+  header.pid = facts_.pid;
+  header.seq = NextSeq();
+  return header;
+}
+
+template <typename Event>
+void SenderThread::Send(Event& event, bool preamble) noexcept {
+  event.header.pid = facts_.pid;
+  const size_t n = schema::Encode(event, line_.data(), line_.size());
+  const std::string_view line(line_.data(), n);
+  const bool taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)
+                                         : transport_.Enqueue(event.header.seq, line));
+  if (taken) {
+    emitted_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void SenderThread::SendProcessStart() noexcept {
+  started_process_ = true;
+  std::vector<std::string_view> argv;
+  std::vector<std::pair<std::string_view, std::string_view>> config;
+  try {
+    argv.reserve(facts_.argv.size());
+    for (const std::string& a : facts_.argv) argv.emplace_back(a);
+    config.reserve(facts_.config.size());
+    for (const auto& [k, v] : facts_.config) config.emplace_back(k, v);
+  } catch (...) {
+    argv.clear();
+    config.clear();
+  }
+  schema::ProcessStartEvent event;
+  event.header = MakeHeader();
+  event.exe = facts_.exe;
+  event.argv = argv;
+  event.hostname = facts_.hostname;
+  event.start_ns = facts_.start_ns;
+  event.cuflight_version = CUFLIGHT_VERSION;
+  event.cuda_driver_version = facts_.cuda_driver_version;
+  event.cupti_version = facts_.cupti_version;
+  event.ppid = facts_.ppid;
+  event.uid = facts_.uid;
+  event.config = config;
+  Send(event, /*preamble=*/true);
+}
+
+void SenderThread::EnsureDeviceEvent(int ordinal) noexcept {
+  if (ordinal < 0 || ordinal >= DeviceTable::kMaxDevices || device_sent_[ordinal]) return;
+  const DeviceInfo* info = devices_->Get(ordinal);
+  if (info == nullptr) return;
+  device_sent_[ordinal] = true;
+  const occupancy::DeviceLimits& l = info->limits;
+  schema::DeviceEvent event;
+  event.header = MakeHeader();
+  event.device = ordinal;
+  event.name = info->name;
+  event.uuid = info->uuid;
+  event.cc_major = l.cc_major;
+  event.cc_minor = l.cc_minor;
+  event.sm_count = l.sm_count;
+  event.max_threads_per_block = l.max_threads_per_block;
+  event.max_threads_per_sm = l.max_threads_per_sm;
+  event.max_blocks_per_sm = l.max_blocks_per_sm;
+  event.regs_per_sm = l.regs_per_sm;
+  event.regs_per_block = l.regs_per_block;
+  event.smem_per_sm = l.smem_per_sm;
+  event.smem_per_block = l.smem_per_block;
+  event.smem_per_block_optin = l.smem_per_block_optin;
+  event.reserved_smem_per_block = l.reserved_smem_per_block;
+  event.warp_size = l.warp_size;
+  event.max_cluster_size = l.max_cluster_size;
+  Send(event, /*preamble=*/true);
+}
+
+void SenderThread::HandleRecord(const LaunchRecord& record) noexcept {
+  const DeviceInfo* device = devices_->Get(record.device);
+  if (device == nullptr) return;  // the recorder only records launches on known devices
+  EnsureDeviceEvent(record.device);
+  schema::KernelEvent event;
+  if (!builder_.BuildKernel(record, *device, &event)) {
+    // The recorder checked the same facts; reaching here means the engine refused the launch
+    // (the driver accepted it). Its seq stays unused: the collector counts it lost.
+    NextSeq();
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  event.header = MakeHeader();
+  event.header.ts_ns = record.ts_ns;
+  Send(event, /*preamble=*/false);
+}
+
+std::string_view SenderThread::Intern(const char* name, std::string_view* demangled) {
+  const std::string key = name != nullptr ? name : "";
+  auto it = names_.find(key);
+  if (it == names_.end()) {
+    std::string pretty;
+    int status = 0;
+    char* d = abi::__cxa_demangle(key.c_str(), nullptr, nullptr, &status);
+    if (status == 0 && d != nullptr) pretty = d;
+    std::free(d);
+    it = names_.emplace(key, std::move(pretty)).first;
+  }
+  *demangled = it->second;
+  return it->first;
+}
+
+void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept {
+  if (cupti_ == nullptr) return;
+  CUpti_Activity* record = nullptr;
+  while (cupti_->ActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+        record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
+      continue;
+    }
+    const auto& kernel = *reinterpret_cast<const KernelActivity*>(record);
+    if (kernel.graphId != 0) {
+      // A graph's kernel node: no launch callback saw it, so its kernel event comes from here.
+      const DeviceInfo* device = devices_->Get(static_cast<int>(kernel.deviceId));
+      if (device != nullptr && device->engine) {
+        EnsureDeviceEvent(device->ordinal);
+        try {
+          std::string_view demangled;
+          const std::string_view name = Intern(kernel.name, &demangled);
+          schema::KernelEvent event;
+          if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event)) {
+            event.header = MakeHeader();
+            Send(event, /*preamble=*/false);
+          }
+        } catch (...) {
+          rejected_.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
+    if (options_.timing) {
+      schema::KernelTimeEvent event;
+      EventBuilder::BuildKernelTime(kernel, &event);
+      event.header = MakeHeader();
+      Send(event, /*preamble=*/false);
+    }
+  }
+}
+
+bool SenderThread::Step(Clock::time_point now) noexcept {
+  bool busy = false;
+  if (!started_process_) SendProcessStart();
+  for (int i = 0; i < kMaxRecordsPerStep; ++i) {
+    // Leave records in the ring rather than make the transport drop: the ring then drops the
+    // newest launches and counts them, exactly.
+    if (!transport_.HasRoom(kRoomForRecord)) break;
+    LaunchRecord record;
+    if (!ring_->TryPop(&record)) break;
+    HandleRecord(record);
+    busy = true;
+  }
+  ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
+  if (activity_ != nullptr) {
+    if (cupti_ != nullptr && now >= next_activity_flush_) {
+      // Hands over buffers CUPTI holds partly filled, so timing is never older than this.
+      cupti_->ActivityFlushAll(0);
+      next_activity_flush_ = now + kActivityFlushInterval;
+    }
+    ActivityBuffers::Completed completed;
+    while (transport_.HasRoom(kRoomForRecord) && activity_->PopCompleted(&completed)) {
+      HandleActivityBuffer(completed.buffer, completed.valid_size);
+      activity_->Release(completed.buffer);
+      busy = true;
+    }
+  }
+  if (next_stats_ == Clock::time_point{}) {
+    next_stats_ = now + options_.stats_interval;
+  } else if (now >= next_stats_) {
+    cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
+    SendStats();
+    next_stats_ = now + options_.stats_interval;
+  }
+  transport_.Poll(now);
+  return busy;
+}
+
+PipelineCounters SenderThread::counters() const noexcept {
+  PipelineCounters c;
+  c.emitted = emitted_.load(std::memory_order_relaxed);
+  c.dropped_ring_full = recorder_ != nullptr ? recorder_->dropped_ring_full() : 0;
+  c.dropped_disconnected =
+      transport_.stats().dropped_disconnected + rejected_.load(std::memory_order_relaxed);
+  const uint64_t untracked = recorder_ != nullptr ? recorder_->untracked() : 0;
+  c.launches = functions_->TotalLaunches() + untracked;
+  c.filtered = functions_->TotalFiltered() + untracked;
+  c.ring_high_water = ring_high_water_.load(std::memory_order_relaxed);
+  c.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
+  return c;
+}
+
+void SenderThread::SendStats() noexcept {
+  schema::StatsEvent event;
+  event.header = MakeHeader();
+  const PipelineCounters c = counters();
+  event.emitted = c.emitted;
+  event.dropped_ring_full = c.dropped_ring_full;
+  event.dropped_disconnected = c.dropped_disconnected;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.launches = c.launches;
+  event.filtered = c.filtered;
+  event.ring_capacity = ring_->capacity();
+  event.ring_high_water = c.ring_high_water;
+  event.cpu_ns = c.cpu_ns;
+  event.interval_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
+  Send(event, /*preamble=*/false);
+}
+
+void SenderThread::SendProcessEnd() noexcept {
+  schema::ProcessEndEvent event;
+  event.header = MakeHeader();
+  const PipelineCounters c = counters();
+  event.exit_code.reset();
+  event.emitted = c.emitted;
+  event.dropped_ring_full = c.dropped_ring_full;
+  event.dropped_disconnected = c.dropped_disconnected;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.launches = c.launches;
+  event.filtered = c.filtered;
+  Send(event, /*preamble=*/false);
+}
+
+bool SenderThread::Finish(Clock::time_point deadline) noexcept {
+  if (finished_) return transport_.unacked_lines() == 0;
+  finished_ = true;
+  if (!started_process_) SendProcessStart();
+  // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
+  LaunchRecord record;
+  while (ring_->TryPop(&record)) HandleRecord(record);
+  if (activity_ != nullptr) {
+    ActivityBuffers::Completed completed;
+    while (activity_->PopCompleted(&completed)) {
+      HandleActivityBuffer(completed.buffer, completed.valid_size);
+      activity_->Release(completed.buffer);
+    }
+  }
+  SendProcessEnd();
+  return transport_.Flush(deadline);
+}
+
+}  // namespace cuflight::inject

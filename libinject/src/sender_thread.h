@@ -1,0 +1,126 @@
+// The background thread of the injected library: drains the launch ring and the completed CUPTI
+// activity buffers, builds and encodes the events, assigns their seq numbers and hands them to
+// the transport; sends process_start and device events as the connection preamble, stats on an
+// interval, and process_end at exit.
+//
+// Seq numbers are assigned here, in send order, so they increase along the stream. A launch the
+// ring dropped still uses a number: before numbering the next event the thread skips as many
+// numbers as the ring dropped since, so the collector sees every loss as a gap.
+#ifndef CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
+#define CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "activity_buffers.h"
+#include "cuflight/schema/events.h"
+#include "cuflight/transport/sender.h"
+#include "cupti_api.h"
+#include "device_table.h"
+#include "event_builder.h"
+#include "function_table.h"
+#include "launch_ring.h"
+#include "process_facts.h"
+#include "recorder.h"
+
+namespace cuflight::inject {
+
+struct SenderThreadOptions {
+  transport::SenderOptions transport;
+  std::chrono::milliseconds stats_interval{5000};
+  bool timing = true;  // kernel_time events from activity records
+};
+
+// Totals of the event pipeline, as in the stats and process_end events.
+struct PipelineCounters {
+  uint64_t emitted = 0;  // events handed to the transport
+  uint64_t dropped_ring_full = 0;
+  uint64_t dropped_disconnected = 0;
+  uint64_t launches = 0;
+  uint64_t filtered = 0;
+  uint64_t ring_high_water = 0;
+  int64_t cpu_ns = 0;
+};
+
+class SenderThread {
+ public:
+  // `activity` and `cupti` may be null (no timing, no graph kernels).
+  SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
+               const Recorder* recorder, const FunctionTable* functions,
+               const DeviceTable* devices, ActivityBuffers* activity, const CuptiApi* cupti);
+  ~SenderThread();
+  SenderThread(const SenderThread&) = delete;
+  SenderThread& operator=(const SenderThread&) = delete;
+
+  // Starts the thread. Returns false (and the library runs without sending) if it cannot.
+  bool Start() noexcept;
+  // Stops the thread: drains the ring and completed activity buffers, sends process_end, and
+  // waits until the collector acknowledged everything or `deadline`. Returns true when all was
+  // acknowledged. Idempotent.
+  bool Stop(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  // One iteration of the thread's loop at `now`; returns true if it moved any event. Tests call
+  // it directly instead of Start().
+  bool Step(std::chrono::steady_clock::time_point now) noexcept;
+  // What Stop does after the thread ended; tests call it directly.
+  bool Finish(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  PipelineCounters counters() const noexcept;
+  const transport::Sender& transport() const { return transport_; }
+
+ private:
+  void Run() noexcept;
+  uint64_t NextSeq() noexcept;
+  schema::Header MakeHeader() noexcept;
+  // Encodes and queues one event; the preamble ones go to the transport's preamble.
+  template <typename Event>
+  void Send(Event& event, bool preamble) noexcept;
+  void SendProcessStart() noexcept;
+  void EnsureDeviceEvent(int ordinal) noexcept;
+  void HandleRecord(const LaunchRecord& record) noexcept;
+  void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
+  void SendStats() noexcept;
+  void SendProcessEnd() noexcept;
+  std::string_view Intern(const char* name, std::string_view* demangled);
+
+  SenderThreadOptions options_;
+  ProcessFacts facts_;
+  LaunchRing* ring_;
+  const Recorder* recorder_;
+  const FunctionTable* functions_;
+  const DeviceTable* devices_;
+  ActivityBuffers* activity_;
+  const CuptiApi* cupti_;
+
+  transport::Sender transport_;
+  EventBuilder builder_;
+  std::vector<char> line_;  // encode buffer, sized once
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  bool started_process_ = false;
+  bool finished_ = false;
+  bool device_sent_[DeviceTable::kMaxDevices] = {};
+  bool device_warned_[DeviceTable::kMaxDevices] = {};
+
+  uint64_t next_seq_ = 0;
+  uint64_t ring_drops_seen_ = 0;
+  std::atomic<uint64_t> emitted_{0};
+  std::atomic<uint64_t> rejected_{0};       // Enqueue refused or encode failed: seq used
+  std::atomic<uint64_t> ring_high_water_{0};
+  std::atomic<int64_t> cpu_ns_{0};
+  std::chrono::steady_clock::time_point next_stats_{};
+  std::chrono::steady_clock::time_point next_activity_flush_{};
+  // Interned kernel names of graph-node activity records: mangled -> demangled.
+  std::unordered_map<std::string, std::string> names_;
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_

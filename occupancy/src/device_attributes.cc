@@ -1,0 +1,84 @@
+#include "cuflight/occupancy/device_attributes.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace cuflight::occupancy {
+namespace {
+
+constexpr int kPortableClusterSize = 8;
+constexpr int kNonPortableClusterSize = 16;
+
+}  // namespace
+
+bool ReadDeviceLimits(DeviceAttributeGetter getter, void* context, DeviceLimits* limits,
+                      DeviceAttributeError* error) noexcept {
+  DeviceLimits& l = *limits;
+  int64_t smem_per_sm = 0;
+  int64_t smem_per_block = 0;
+  int64_t smem_per_block_optin = 0;
+  int64_t reserved = 0;
+  const struct {
+    CUdevice_attribute attribute;
+    const char* name;
+    int* int_value;
+    int64_t* wide_value;
+  } kAttributes[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "COMPUTE_CAPABILITY_MAJOR", &l.cc_major,
+       nullptr},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "COMPUTE_CAPABILITY_MINOR", &l.cc_minor,
+       nullptr},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "MULTIPROCESSOR_COUNT", &l.sm_count, nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "MAX_THREADS_PER_BLOCK",
+       &l.max_threads_per_block, nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, "MAX_THREADS_PER_MULTIPROCESSOR",
+       &l.max_threads_per_sm, nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, "MAX_BLOCKS_PER_MULTIPROCESSOR",
+       &l.max_blocks_per_sm, nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, "MAX_REGISTERS_PER_MULTIPROCESSOR",
+       &l.regs_per_sm, nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, "MAX_REGISTERS_PER_BLOCK", &l.regs_per_block,
+       nullptr},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+       "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", nullptr, &smem_per_sm},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "MAX_SHARED_MEMORY_PER_BLOCK", nullptr,
+       &smem_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+       nullptr, &smem_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, "RESERVED_SHARED_MEMORY_PER_BLOCK",
+       nullptr, &reserved},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, "WARP_SIZE", &l.warp_size, nullptr},
+  };
+  for (const auto& a : kAttributes) {
+    int value = 0;
+    const int result = getter(context, static_cast<int>(a.attribute), &value);
+    if (result != 0) {
+      if (error != nullptr) *error = {a.name, result};
+      return false;
+    }
+    if (a.int_value != nullptr) *a.int_value = value;
+    if (a.wide_value != nullptr) *a.wide_value = value;
+  }
+  l.smem_per_sm = smem_per_sm;
+  l.smem_per_block = smem_per_block;
+  l.smem_per_block_optin = smem_per_block_optin;
+  l.reserved_smem_per_block = reserved;
+  SetClusterLimits(&l);
+  return true;
+}
+
+void SetClusterLimits(DeviceLimits* limits) noexcept {
+  if (limits->cc_major < 9) {
+    limits->max_cluster_size = 0;
+    limits->max_cluster_size_non_portable = 0;
+    return;
+  }
+  limits->max_cluster_size = kPortableClusterSize;
+  const bool non_portable_16 =
+      limits->cc_minor == 0 && (limits->cc_major == 9 || limits->cc_major == 10);
+  limits->max_cluster_size_non_portable =
+      non_portable_16 ? kNonPortableClusterSize : kPortableClusterSize;
+}
+
+}  // namespace cuflight::occupancy

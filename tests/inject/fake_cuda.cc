@@ -1,0 +1,135 @@
+#include "fake_cuda.h"
+
+#include <cstring>
+
+namespace cuflight::inject::testing {
+
+FakeCuda* FakeCuda::current = nullptr;
+
+namespace {
+
+uint64_t H(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction f) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->attribute_queries;
+  auto it = fake->functions.find(H(f));
+  if (it == fake->functions.end() || it->second.fail) return CUDA_ERROR_INVALID_HANDLE;
+  const FakeFunction& fn = it->second;
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = fn.num_regs; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = fn.static_smem; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *value = fn.local_bytes; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *value = fn.const_bytes; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = fn.max_threads_per_block; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = fn.max_dyn_smem; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *value = fn.carveout; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *value = fn.cluster[0]; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *value = fn.cluster[1]; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *value = fn.cluster[2]; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *value = fn.non_portable; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CtxGetDevice(CUdevice* device) {
+  *device = FakeCuda::current->current_device;
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceGet(CUdevice* device, int ordinal) {
+  if (FakeCuda::current->devices.count(ordinal) == 0) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d) {
+  auto it = FakeCuda::current->devices.find(d);
+  if (it == FakeCuda::current->devices.end()) return CUDA_ERROR_INVALID_DEVICE;
+  const occupancy::DeviceLimits& l = it->second;
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = l.cc_major; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = l.cc_minor; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = l.sm_count; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = l.max_threads_per_block; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = l.max_threads_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *value = l.max_blocks_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *value = l.regs_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *value = l.regs_per_block; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *value = static_cast<int>(l.smem_per_sm); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = static_cast<int>(l.smem_per_block); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = static_cast<int>(l.smem_per_block_optin); break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *value = static_cast<int>(l.reserved_smem_per_block); break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = l.warp_size; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceGetName(char* name, int len, CUdevice d) {
+  std::snprintf(name, static_cast<size_t>(len), "Fake GPU %d", d);
+  return CUDA_SUCCESS;
+}
+
+CUresult DeviceGetUuid(CUuuid* uuid, CUdevice d) {
+  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(i * 16 + d);
+  return CUDA_SUCCESS;
+}
+
+CUresult DriverGetVersion(int* version) {
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->capture_queries;
+  *status = fake->capturing_streams.count(H(stream)) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                     : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUptiResult GetDeviceId(CUcontext context, uint32_t* id) {
+  auto it = FakeCuda::current->context_device.find(H(context));
+  if (it == FakeCuda::current->context_device.end()) return CUPTI_ERROR_INVALID_CONTEXT;
+  *id = static_cast<uint32_t>(it->second);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult ActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity** record) {
+  FakeCuda* fake = FakeCuda::current;
+  if (fake->activity_next >= fake->activity_records.size()) {
+    fake->activity_next = 0;
+    fake->activity_records.clear();
+    return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  }
+  *record = fake->activity_records[fake->activity_next++];
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult ActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
+
+}  // namespace
+
+DriverApi FakeCuda::driver() const {
+  DriverApi api;
+  api.FuncGetAttribute = &FuncGetAttribute;
+  api.CtxGetDevice = &CtxGetDevice;
+  api.DeviceGet = &DeviceGet;
+  api.DeviceGetAttribute = &DeviceGetAttribute;
+  api.DeviceGetName = &DeviceGetName;
+  api.DeviceGetUuid = &DeviceGetUuid;
+  api.DriverGetVersion = &DriverGetVersion;
+  api.StreamIsCapturing = &StreamIsCapturing;
+  return api;
+}
+
+CuptiApi FakeCuda::cupti() const {
+  CuptiApi api;
+  api.GetDeviceId = &GetDeviceId;
+  api.ActivityGetNextRecord = &ActivityGetNextRecord;
+  api.ActivityFlushAll = &ActivityFlushAll;
+  return api;
+}
+
+}  // namespace cuflight::inject::testing

@@ -1,0 +1,67 @@
+// The launch hot path makes no heap allocation: every operator new in this binary is counted
+// while 10,000 launches of a known function go through the recorder into the ring.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "inject_test_support.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t size) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void* operator new[](size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+
+namespace cuflight::inject::testing {
+namespace {
+
+TEST(HotPath, CachedLaunchesAllocateNothing) {
+  Harness h(16384);
+  h.fake.functions[0x1000] = FakeFunction{};
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = 2;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig config{132, 1, 1, 128, 1, 1, 0, St(kStream), &attr, 1};
+  cuLaunchKernelEx_params ex{&config, Fn(0x1000), nullptr, nullptr};
+  cuLaunchKernel_params plain{Fn(0x1000), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  // First launch: the slow path reads the driver and allocates, once.
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", 0);
+
+  g_allocations = 0;
+  g_counting = true;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", i);
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &ex, "_Z1kv", i);
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(h.ring->SizeApprox(), 10001u);
+}
+
+TEST(HotPath, TheCounterSeesAllocations) {
+  // The instrument works: a known allocation is counted.
+  g_allocations = 0;
+  g_counting = true;
+  auto* p = new int(5);
+  g_counting = false;
+  delete p;
+  EXPECT_EQ(g_allocations.load(), 1);
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing

@@ -1,0 +1,140 @@
+// libcuflight_inject.so as the driver loads it: only InitializeInjection exported, no shared
+// dependency besides libc, one clear line on stderr when it cannot work, and the whole path
+// (entry -> CUPTI subscription -> callbacks -> sender thread -> socket -> atexit process_end)
+// with stand-in libcuda.so.1 and libcupti.so.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cuflight/schema/decoder.h"
+#include "subprocess.h"
+#include "test_collector.h"
+
+namespace cuflight::inject::testing {
+namespace {
+
+using cuflight::testing::RunProcess;
+
+std::string Shell(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+int CountLines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+class Injection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("FAKE_CUPTI_MODE");
+    unsetenv("CUFLIGHT_CUPTI_PATH");
+    unsetenv("CUFLIGHT_COLLECTOR");
+    unsetenv("CUFLIGHT_RING_SIZE");
+    setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
+  }
+  void UseFakes() {
+    setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
+    setenv("CUFLIGHT_CUPTI_PATH", CUFLIGHT_FAKE_LIBCUPTI, 1);
+  }
+};
+
+TEST_F(Injection, ExportsOnlyInitializeInjection) {
+  const std::string symbols =
+      Shell(std::string("nm -D --defined-only ") + CUFLIGHT_INJECT_SO + " | awk '{print $3}'");
+  EXPECT_EQ(symbols, "InitializeInjection\n");
+}
+
+TEST_F(Injection, NeedsNoSharedLibraryBesidesLibc) {
+  const std::string needed = Shell(std::string("readelf -d ") + CUFLIGHT_INJECT_SO +
+                                 " | grep NEEDED | sed 's/.*\\[\\(.*\\)\\]/\\1/'");
+  std::istringstream lines(needed);
+  std::string lib;
+  int count = 0;
+  while (std::getline(lines, lib)) {
+    ++count;
+    EXPECT_TRUE(lib == "libc.so.6" || lib == "libm.so.6" || lib == "ld-linux-x86-64.so.2")
+        << "unexpected dependency " << lib;
+  }
+  EXPECT_GT(count, 0);
+}
+
+TEST_F(Injection, WithoutADriverItSaysSoOnceAndTheAppRunsOn) {
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("init=1"), std::string::npos);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cuflight: error: cannot open libcuda.so.1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("runs without cuflight"), std::string::npos);
+}
+
+TEST_F(Injection, AnotherCuptiSubscriberMeansOneLineAndNoRecording) {
+  UseFakes();
+  setenv("FAKE_CUPTI_MODE", "taken", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("init=1"), std::string::npos);
+  EXPECT_NE(r.out.find("fired=0"), std::string::npos);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("already holds the CUPTI subscriber"), std::string::npos) << r.err;
+}
+
+TEST_F(Injection, ABadSettingFallsBackWithOneWarning) {
+  UseFakes();
+  setenv("CUFLIGHT_RING_SIZE", "lots", 1);
+  setenv("CUFLIGHT_COLLECTOR", "/nonexistent/dir/c.sock", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("fired=3"), std::string::npos);
+  EXPECT_NE(r.err.find("CUFLIGHT_RING_SIZE"), std::string::npos) << r.err;
+  // The bad value, and the exit without a collector (at most 1 s), each get one line.
+  EXPECT_LE(CountLines(r.err), 2) << r.err;
+}
+
+TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
+  UseFakes();
+  const std::string path = TempSocketPath("inject");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "25"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("fired=25"), std::string::npos);
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  int kernels = 0;
+  uint64_t expected_seq = 0;
+  for (const std::string& line : collector.Lines()) {
+    const schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    EXPECT_EQ(d.header->seq, expected_seq++);
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event)) {
+      ++kernels;
+      EXPECT_EQ(k->demangled, "vecadd(float const*, float const*, float*, int)");
+      // By hand, H100: 64 regs x 256 threads = 16384 regs/block -> 4 blocks by registers;
+      // smem 8 KiB static + 1 KiB reserved = 9 KiB/block; warps: 2048/256 = 8 blocks.
+      EXPECT_EQ(k->occupancy.max_active_blocks, 4);
+      EXPECT_EQ(k->occupancy.limiting_resource, schema::Resource::kRegisters);
+    }
+    if (const auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) {
+      EXPECT_EQ(e->launches, 25u);
+      EXPECT_EQ(e->dropped, 0u);
+    }
+  }
+  EXPECT_EQ(kernels, 25);
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing

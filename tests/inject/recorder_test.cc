@@ -1,0 +1,344 @@
+// The CUPTI callback handler fed hand-made CUpti_CallbackData around real driver parameter
+// structs, with a fake driver.
+#include "recorder.h"
+
+#include <gtest/gtest.h>
+
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "event_builder.h"
+#include "inject_test_support.h"
+
+namespace cuflight::inject::testing {
+namespace {
+
+constexpr uint64_t kF = 0x1000;
+constexpr const char* kMangled = "_Z6kernelPfi";
+
+std::vector<LaunchRecord> Drain(LaunchRing& ring) {
+  std::vector<LaunchRecord> out;
+  LaunchRecord r;
+  while (ring.TryPop(&r)) out.push_back(r);
+  return out;
+}
+
+TEST(Recorder, RecordsALaunchWithItsFunctionAttributes) {
+  Harness h;
+  FakeFunction f;
+  f.num_regs = 64;
+  f.static_smem = 1024;
+  f.local_bytes = 16;
+  f.const_bytes = 128;
+  f.max_threads_per_block = 512;
+  f.max_dyn_smem = 100000;
+  f.carveout = 50;
+  h.fake.functions[kF] = f;
+  cuLaunchKernel_params p{Fn(kF), 132, 1, 1, 256, 1, 1, 2048, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 42);
+
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  const LaunchRecord& r = records[0];
+  EXPECT_EQ(r.correlation_id, 42u);
+  EXPECT_EQ(r.context, kContext);
+  EXPECT_EQ(r.stream, kStream);
+  EXPECT_EQ(r.device, 0);
+  EXPECT_EQ(r.grid[0], 132u);
+  EXPECT_EQ(r.block[0], 256u);
+  EXPECT_EQ(r.dyn_smem, 2048u);
+  EXPECT_EQ(r.api, LaunchApi::kLaunchKernel);
+  EXPECT_GT(r.tid, 0);
+  EXPECT_GT(r.ts_ns, 1700000000LL * 1000000000LL);  // a 2023+ wall clock
+  ASSERT_NE(r.function, nullptr);
+  EXPECT_TRUE(r.function->attributes_ok);
+  EXPECT_EQ(r.function->num_regs, 64);
+  EXPECT_EQ(r.function->static_smem, 1024);
+  EXPECT_EQ(r.function->local_bytes, 16);
+  EXPECT_EQ(r.function->const_bytes, 128);
+  EXPECT_EQ(r.function->max_threads_per_block, 512);
+  EXPECT_EQ(r.function->max_dyn_smem, 100000);
+  EXPECT_EQ(r.function->carveout, 50);
+  EXPECT_EQ(r.function->name, kMangled);
+  EXPECT_EQ(r.function->demangled, "kernel(float*, int)");
+  const DeviceInfo* device = h.devices.Get(0);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->name, "Fake GPU 0");
+  EXPECT_EQ(device->uuid, "GPU-00102030-4050-6070-8090-a0b0c0d0e0f0");
+  EXPECT_TRUE(device->engine.has_value());
+  EXPECT_EQ(h.functions.TotalLaunches(), 1u);
+  EXPECT_EQ(h.functions.TotalFiltered(), 0u);
+}
+
+TEST(Recorder, ReadsAttributesOncePerFunctionAndAgainAfterSetAttribute) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  const int queries_after_first = h.fake.attribute_queries;
+  EXPECT_GT(queries_after_first, 0);
+  for (uint32_t i = 0; i < 100; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 2 + i);
+  EXPECT_EQ(h.fake.attribute_queries, queries_after_first);
+
+  // cudaFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) reaches the driver as cuFuncSetAttribute.
+  h.fake.functions[kF].max_dyn_smem = 200000;
+  cuFuncSetAttribute_params set{Fn(kF), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200000};
+  Callback cb(&set, nullptr, 500);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+                         &cb.data);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1000);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 102u);
+  EXPECT_EQ(records.front().function->max_dyn_smem, 48 * 1024);
+  EXPECT_EQ(records.back().function->max_dyn_smem, 200000);
+  EXPECT_GT(h.fake.attribute_queries, queries_after_first);
+}
+
+TEST(Recorder, OnlySuccessfulLaunchesAtApiExitAreRecorded) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  Callback failed(&p, kMangled, 1);
+  failed.result = CUDA_ERROR_INVALID_VALUE;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                         &failed.data);
+  Callback enter(&p, kMangled, 2);
+  enter.data.callbackSite = CUPTI_API_ENTER;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                         &enter.data);
+  EXPECT_TRUE(Drain(*h.ring).empty());
+}
+
+TEST(Recorder, ARuntimeLaunchYieldsExactlyOneRecord) {
+  // cudaLaunchKernel: CUPTI reports the runtime call, then the driver call it makes. Only the
+  // driver domain is recorded, so the pair gives one record.
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cudaLaunchKernel_v7000_params rt{};
+  Callback runtime(&rt, kMangled, 7);
+  runtime.data.functionName = "cudaLaunchKernel";
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_RUNTIME_API,
+                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &runtime.data);
+  cuLaunchKernel_params p{Fn(kF), 4, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 7);
+  EXPECT_EQ(Drain(*h.ring).size(), 1u);
+}
+
+TEST(Recorder, SamplesEveryNthLaunchPerFunctionAndCountsEveryLaunch) {
+  RecorderOptions options;
+  options.sample_every = 4;
+  Harness h(1024, options);
+  h.fake.functions[kF] = FakeFunction{};
+  h.fake.functions[kF + 1] = FakeFunction{};
+  cuLaunchKernel_params a{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  cuLaunchKernel_params b{Fn(kF + 1), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 10; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a, "_Z1av", i);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &b, "_Z1bv", 100);  // a rare kernel still shows
+  // a: launches 0, 4, 8 recorded; b: its first launch.
+  EXPECT_EQ(Drain(*h.ring).size(), 4u);
+  EXPECT_EQ(h.functions.TotalLaunches(), 11u);
+  EXPECT_EQ(h.functions.TotalFiltered(), 7u);
+}
+
+TEST(Recorder, NameFilterDecidesOncePerFunction) {
+  RecorderOptions options;
+  int calls = 0;
+  options.accept = [&calls](std::string_view demangled, std::string_view) {
+    ++calls;
+    return demangled.find("gemm") != std::string_view::npos;
+  };
+  Harness h(1024, options);
+  h.fake.functions[kF] = FakeFunction{};
+  h.fake.functions[kF + 1] = FakeFunction{};
+  cuLaunchKernel_params gemm{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  cuLaunchKernel_params other{Fn(kF + 1), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 5; ++i) {
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &gemm, "_Z4gemmv", i);
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &other, "_Z6reducev", 10 + i);
+  }
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 5u);
+  for (const LaunchRecord& r : records) EXPECT_EQ(r.function->demangled, "gemm()");
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(h.functions.TotalLaunches(), 10u);
+  EXPECT_EQ(h.functions.TotalFiltered(), 5u);
+}
+
+TEST(Recorder, LaunchesIntoACapturingStreamAreNotRecorded) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  EXPECT_EQ(h.fake.capture_queries, 0);  // no capture anywhere: no driver query
+
+  cuStreamBeginCapture_v2_params begin{St(kStream), CU_STREAM_CAPTURE_MODE_GLOBAL};
+  Callback begin_cb(&begin, nullptr, 2);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API,
+                         CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &begin_cb.data);
+  h.fake.capturing_streams[kStream] = 1;
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 3);  // captured, not run
+  cuLaunchKernel_params elsewhere{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(0x999), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &elsewhere, kMangled, 4);  // runs
+  EXPECT_EQ(h.recorder->captured(), 1u);
+
+  cuStreamEndCapture_params end{St(kStream), nullptr};
+  Callback end_cb(&end, nullptr, 5);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+                         &end_cb.data);
+  h.fake.capturing_streams.clear();
+  const int queries = h.fake.capture_queries;
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 6);
+  EXPECT_EQ(h.fake.capture_queries, queries);
+
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].correlation_id, 1u);
+  EXPECT_EQ(records[1].correlation_id, 4u);
+  EXPECT_EQ(records[2].correlation_id, 6u);
+}
+
+TEST(Recorder, LegacyLaunchUsesBlockShapeAndSharedSize) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuFuncSetBlockShape_params shape{Fn(kF), 16, 16, 2};
+  Callback shape_cb(&shape, nullptr, 1);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape,
+                         &shape_cb.data);
+  cuFuncSetSharedSize_params smem{Fn(kF), 3000};
+  Callback smem_cb(&smem, nullptr, 2);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize,
+                         &smem_cb.data);
+  cuLaunchGrid_params launch{Fn(kF), 7, 9};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, &launch, kMangled, 3);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].api, LaunchApi::kLaunchGrid);
+  EXPECT_EQ(records[0].block[0], 16u);
+  EXPECT_EQ(records[0].block[1], 16u);
+  EXPECT_EQ(records[0].block[2], 2u);
+  EXPECT_EQ(records[0].dyn_smem, 3000u);
+  EXPECT_EQ(records[0].grid[0], 7u);
+  EXPECT_EQ(records[0].grid[1], 9u);
+}
+
+TEST(Recorder, CompileTimeClusterDimsMakeAClusterLaunch) {
+  Harness h;
+  FakeFunction f;
+  f.cluster[0] = 2;
+  f.cluster[1] = 1;
+  f.cluster[2] = 1;
+  h.fake.functions[kF] = f;
+  cuLaunchKernel_params p{Fn(kF), 132, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].cluster[0], 2u);
+  EXPECT_EQ(records[0].cluster[1], 1u);
+}
+
+TEST(Recorder, FunctionsWithoutAttributesAreCountedNotRecorded) {
+  Harness h;
+  FakeFunction broken;
+  broken.fail = true;
+  h.fake.functions[kF] = broken;
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  EXPECT_TRUE(Drain(*h.ring).empty());
+  EXPECT_EQ(h.recorder->unresolved(), 1u);
+  EXPECT_EQ(h.functions.TotalLaunches(), 1u);
+  EXPECT_EQ(h.functions.TotalFiltered(), 1u);
+}
+
+TEST(Recorder, AFullRingDropsAndCountsExactly) {
+  Harness h(64);
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 100; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, i);
+  const size_t kept = Drain(*h.ring).size();
+  EXPECT_EQ(kept, h.ring->capacity());
+  EXPECT_EQ(kept + h.recorder->dropped_ring_full(), 100u);
+}
+
+TEST(Recorder, ManyThreadsLoseNothingUncounted) {
+  Harness h(256);
+  h.fake.functions[kF] = FakeFunction{};
+  // Warm the caches on this thread: the fake driver is not thread-safe, the hot path is.
+  cuLaunchKernel_params warm{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &warm, kMangled, 0);
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 20000;
+  std::atomic<bool> done{false};
+  size_t popped = 0;
+  std::thread consumer([&] {
+    LaunchRecord r;
+    while (!done.load(std::memory_order_acquire)) {
+      while (h.ring->TryPop(&r)) ++popped;
+    }
+    while (h.ring->TryPop(&r)) ++popped;
+  });
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t) {
+    producers.emplace_back([&h, t] {
+      cuLaunchKernel_params p{Fn(kF), static_cast<unsigned>(t + 1), 1, 1, 128, 1, 1, 0,
+                              St(kStream), nullptr, nullptr};
+      for (int i = 0; i < kPerThread; ++i) {
+        Callback cb(&p, kMangled, static_cast<uint32_t>(i));
+        h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                               &cb.data);
+      }
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  done.store(true, std::memory_order_release);
+  consumer.join();
+  EXPECT_EQ(popped + h.recorder->dropped_ring_full(), 1u + kThreads * kPerThread);
+  EXPECT_EQ(h.functions.TotalLaunches(), 1u + kThreads * kPerThread);
+}
+
+TEST(EventBuilder, OccupancyEqualsTheReferenceCalculatorForEveryLaunch) {
+  // 2,000 random functions and launches on three devices; the expected block counts come from
+  // cudaOccMaxActiveBlocksPerMultiprocessor, not from the engine.
+  std::mt19937_64 rng(20261121);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int checked = 0;
+  for (const char* device : {"h100-sxm", "a100", "t4"}) {
+    Harness h(4096, {}, device);
+    EventBuilder builder;
+    const occupancy::DeviceLimits& limits = h.fake.devices[0];
+    for (int i = 0; i < 700; ++i) {
+      FakeFunction f;
+      f.num_regs = uniform(0, 3) == 0 ? uniform(1, 255) : uniform(16, 96);
+      f.static_smem = uniform(0, 2) == 0 ? 0 : uniform(0, 40) * 1024;
+      f.max_threads_per_block = uniform(0, 3) == 0 ? uniform(1, 32) * 32 : 1024;
+      const bool opted_in = uniform(0, 2) == 0;
+      f.max_dyn_smem = opted_in ? static_cast<int>(limits.smem_per_block_optin) - f.static_smem
+                                : std::max(0, static_cast<int>(limits.smem_per_block) - f.static_smem);
+      f.carveout = uniform(0, 2) == 0 ? uniform(0, 100) : -1;
+      const uint64_t handle = 0x10000 + static_cast<uint64_t>(i);
+      h.fake.functions[handle] = f;
+      const int block = std::min(f.max_threads_per_block, uniform(1, 32) * 32);
+      const unsigned dyn = static_cast<unsigned>(uniform(0, std::max(0, f.max_dyn_smem)));
+      cuLaunchKernel_params p{Fn(handle), static_cast<unsigned>(uniform(1, 5000)), 1, 1,
+                              static_cast<unsigned>(block), 1, 1, dyn, St(kStream), nullptr, nullptr};
+      h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", static_cast<uint32_t>(i));
+      LaunchRecord record;
+      ASSERT_TRUE(h.ring->TryPop(&record));
+      schema::KernelEvent event;
+      const int expected = ReferenceBlocks(limits, f, block, dyn);
+      if (expected < 0) continue;  // the reference refuses the configuration
+      ASSERT_TRUE(builder.BuildKernel(record, *h.devices.Get(0), &event));
+      EXPECT_EQ(event.occupancy.max_active_blocks, expected)
+          << device << " regs=" << f.num_regs << " smem=" << f.static_smem << "+" << dyn
+          << " block=" << block << " carveout=" << f.carveout;
+      EXPECT_EQ(event.num_regs, f.num_regs);
+      EXPECT_EQ(event.dyn_shared_bytes, dyn);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1500);
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing

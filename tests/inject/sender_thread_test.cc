@@ -1,0 +1,246 @@
+// The injector's pipeline end to end without a GPU: hand-made callbacks -> recorder -> ring ->
+// sender thread -> a real Unix socket collector, with the lines checked by the schema decoder.
+#include "sender_thread.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "cuflight/schema/decoder.h"
+#include "inject_test_support.h"
+#include "test_collector.h"
+
+namespace cuflight::inject::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kF = 0x1000;
+
+std::vector<schema::OwnedEvent> DecodeAll(const std::vector<std::string>& lines) {
+  std::vector<schema::OwnedEvent> out;
+  for (const std::string& line : lines) {
+    schema::DecodeResult r = schema::Decode(line);
+    EXPECT_TRUE(r.ok()) << r.message << "\n" << line;
+    if (r.ok()) out.push_back(std::move(r.event));
+  }
+  return out;
+}
+
+bool HasProcessEnd(const std::vector<std::string>& lines) {
+  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("\"type\":\"process_end\"") != std::string::npos;
+  });
+}
+
+struct Pipeline {
+  Harness h;
+  SenderThread sender;
+
+  Pipeline(const std::string& socket, size_t ring_slots, RecorderOptions options = {},
+           ActivityBuffers* activity = nullptr)
+      : h(ring_slots, std::move(options)),
+        sender(MakeOptions(socket), Facts(), h.ring.get(), h.recorder.get(), &h.functions,
+               &h.devices, activity, activity != nullptr ? &h.cupti : nullptr) {}
+
+  static SenderThreadOptions MakeOptions(const std::string& socket) {
+    SenderThreadOptions o;
+    o.transport.socket_path = socket;
+    o.transport.backoff_min = std::chrono::milliseconds(1);
+    o.transport.backoff_max = std::chrono::milliseconds(20);
+    o.stats_interval = std::chrono::milliseconds(10);
+    return o;
+  }
+  static ProcessFacts Facts() {
+    ProcessFacts f = ReadProcessFacts();
+    f.config = {{"ring_size", "64"}};
+    return f;
+  }
+};
+
+TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
+  const std::string path = TempSocketPath("e2e");
+  TestCollector collector(path);
+  Pipeline p(path, 1024);
+  FakeFunction f;
+  f.num_regs = 72;
+  f.static_smem = 4096;
+  p.h.fake.functions[kF] = f;
+  for (uint32_t i = 0; i < 3; ++i) {
+    cuLaunchKernel_params params{Fn(kF), 264, 1, 1, 256, 1, 1, 16384 * i, St(kStream), nullptr, nullptr};
+    p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z4gemmPKfPf", 100 + i);
+  }
+  p.sender.Step(Clock::now());
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  ASSERT_EQ(events.size(), 6u);  // process_start, device, 3 x kernel, process_end
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(std::visit([](const auto& e) { return e.header.seq; }, events[i]), i);
+    EXPECT_EQ(std::visit([](const auto& e) { return e.header.pid; }, events[i]), getpid());
+  }
+  const auto& start = std::get<schema::OwnedProcessStartEvent>(events[0]);
+  EXPECT_EQ(start.ppid, getppid());
+  EXPECT_FALSE(start.exe.empty());
+  ASSERT_EQ(start.config.size(), 1u);
+  const auto& device = std::get<schema::OwnedDeviceEvent>(events[1]);
+  EXPECT_EQ(device.sm_count, 132);
+  EXPECT_EQ(device.cc_major, 9);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto& k = std::get<schema::OwnedKernelEvent>(events[2 + i]);
+    EXPECT_EQ(k.correlation_id, 100u + i);
+    EXPECT_EQ(k.api, "cuLaunchKernel");
+    EXPECT_EQ(k.name, "_Z4gemmPKfPf");
+    EXPECT_EQ(k.demangled, "gemm(float const*, float*)");
+    EXPECT_EQ(k.num_regs, 72);
+    EXPECT_EQ(k.static_shared_bytes, 4096);
+    EXPECT_EQ(k.dyn_shared_bytes, 16384 * i);
+    EXPECT_FALSE(k.graph_id.has_value());
+    EXPECT_EQ(k.occupancy.max_active_blocks,
+              ReferenceBlocks(p.h.fake.devices[0], f, 256, 16384 * i));
+  }
+  const auto& end = std::get<schema::OwnedProcessEndEvent>(events[5]);
+  EXPECT_EQ(end.launches, 3u);
+  EXPECT_EQ(end.dropped, 0u);
+  EXPECT_EQ(end.emitted, 5u);  // the events before it
+}
+
+TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
+  const std::string path = TempSocketPath("gaps");
+  TestCollector collector(path);
+  Pipeline p(path, 64);
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 100; ++i) p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", i);
+  const uint64_t dropped = p.h.recorder->dropped_ring_full();
+  ASSERT_EQ(dropped, 100u - p.h.ring->capacity());
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  uint64_t last_seq = 0;
+  uint64_t gaps = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const uint64_t seq = std::visit([](const auto& e) { return e.header.seq; }, events[i]);
+    if (i > 0) gaps += seq - last_seq - 1;
+    last_seq = seq;
+  }
+  EXPECT_EQ(gaps, dropped);
+  const auto& end = std::get<schema::OwnedProcessEndEvent>(events.back());
+  EXPECT_EQ(end.dropped_ring_full, dropped);
+  EXPECT_EQ(end.launches, 100u);
+  EXPECT_EQ(end.emitted + end.dropped, last_seq);  // every seq before process_end accounted
+}
+
+TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
+  const std::string path = TempSocketPath("graph");
+  TestCollector collector(path);
+  ActivityBuffers buffers(2, 4096);
+  Pipeline p(path, 64, {}, &buffers);
+  // A launch first, so the device is known (graphs run on devices the process uses).
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 1);
+
+  KernelActivity node{};
+  node.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  node.registersPerThread = 40;
+  node.staticSharedMemory = 2048;
+  node.dynamicSharedMemory = 1024;
+  node.blockX = 256;
+  node.blockY = 1;
+  node.blockZ = 1;
+  node.gridX = 1000;
+  node.gridY = 1;
+  node.gridZ = 1;
+  node.deviceId = 0;
+  node.correlationId = 77;
+  node.start = 1000;
+  node.end = 4500;
+  node.graphId = 3;
+  node.graphNodeId = 0x1234567890ULL;
+  node.name = "_Z9graphnodev";
+  KernelActivity plain = node;  // the direct launch's timing record
+  plain.graphId = 0;
+  plain.graphNodeId = 0;
+  plain.correlationId = 1;
+  plain.name = "_Z1kv";
+  p.h.fake.activity_records = {reinterpret_cast<CUpti_Activity*>(&plain),
+                               reinterpret_cast<CUpti_Activity*>(&node)};
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&buffer, &size, &max_records);
+  ASSERT_NE(buffer, nullptr);
+  buffers.Complete(buffer, 2 * sizeof(KernelActivity));
+
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  int graph_kernels = 0;
+  int times = 0;
+  for (const auto& e : events) {
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e); k != nullptr && k->graph_id) {
+      ++graph_kernels;
+      EXPECT_EQ(*k->graph_id, 3u);
+      EXPECT_EQ(*k->graph_node_id, 0x1234567890ULL);
+      EXPECT_EQ(k->name, "_Z9graphnodev");
+      EXPECT_EQ(k->demangled, "graphnode()");
+      EXPECT_EQ(k->num_regs, 40);
+      EXPECT_EQ(k->api, "cuGraphLaunch");
+      FakeFunction as_function;
+      as_function.num_regs = 40;
+      as_function.static_smem = 2048;
+      as_function.max_dyn_smem = 48 * 1024 - 2048;
+      EXPECT_EQ(k->occupancy.max_active_blocks,
+                ReferenceBlocks(p.h.fake.devices[0], as_function, 256, 1024));
+    }
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&e)) {
+      ++times;
+      EXPECT_EQ(t->duration_ns, 3500u);
+    }
+  }
+  EXPECT_EQ(graph_kernels, 1);
+  EXPECT_EQ(times, 2);
+}
+
+TEST(SenderThread, StatsCountEveryLaunch) {
+  const std::string path = TempSocketPath("stats");
+  TestCollector collector(path);
+  RecorderOptions options;
+  options.sample_every = 10;
+  Pipeline p(path, 1024, options);
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 25; ++i) p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", i);
+  const Clock::time_point t0 = Clock::now();
+  p.sender.Step(t0);
+  p.sender.Step(t0 + std::chrono::milliseconds(50));  // past the 10 ms stats interval
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  int stats = 0;
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<schema::OwnedStatsEvent>(&e)) {
+      ++stats;
+      EXPECT_EQ(s->launches, 25u);
+      EXPECT_EQ(s->filtered, 22u);  // launches 0, 10, 20 recorded
+      EXPECT_EQ(s->ring_capacity, 1024u);
+    }
+  }
+  EXPECT_EQ(stats, 1);
+}
+
+TEST(SenderThread, ExitWithoutACollectorWaitsAtMostItsDeadline) {
+  Pipeline p(TempSocketPath("absent"), 64);
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 1);
+  ASSERT_TRUE(p.sender.Start());
+  const Clock::time_point start = Clock::now();
+  EXPECT_FALSE(p.sender.Stop(start + std::chrono::seconds(1)));
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing

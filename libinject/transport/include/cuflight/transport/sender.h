@@ -1,0 +1,175 @@
+// The producer side of the wire (docs/protocol.md): newline-delimited events out over a Unix
+// stream socket (or TCP), cumulative acks back, every event either acked or counted as dropped.
+//
+// Design:
+//  1. One object, driven by one owner thread (the injector's sender thread, or a test/tool) that
+//     calls Poll() with its clock. Nothing blocks except Flush(), which sleeps in poll(2) until
+//     its deadline. Every socket is SOCK_NONBLOCK | SOCK_CLOEXEC, every send MSG_NOSIGNAL.
+//  2. Memory is allocated once, in the constructor: a byte ring for lines never sent (`buffer`),
+//     a second ring of at most `window_bytes` for lines sent but not acked (`window`), and fixed
+//     storage for the preamble. After that nothing allocates, grows or throws.
+//  3. A line moves from the buffer into the window when it is written for the first time (one
+//     copy); the window is what a new connection retransmits. So "the oldest line never sent" is
+//     always the buffer's front, and dropping it for room is O(1); lines in the window are never
+//     dropped. buffer_bytes bounds the two together.
+//  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting or the oldest
+//     has waited `flush_interval` (measured from the first Poll() that saw it), then everything
+//     the window admits goes out with as few sendmsg(2) calls as the socket allows; partial
+//     writes resume where they stopped. Retransmissions and preamble lines are not delayed.
+//  5. On every connection the stream is the preamble and the held lines merged in seq order:
+//     process_start (the lowest seq) is always first, and a preamble line added later (a device
+//     seen mid-run) goes out after the held lines with lower seqs, never before them, because
+//     the collector drops a line whose seq is not above the highest it stored.
+//  6. An ack N releases every held line with seq <= N. N is first clamped to the highest seq
+//     this sender has completely written, so a confused peer cannot make it forget unsent lines.
+//     A line half written on the current connection is finished before it is released (the
+//     stream stays whole), and window lines an ack covers are not written again.
+//     Ack lines are parsed with schema::ParseAck from a fixed buffer; a line split across reads
+//     is reassembled; anything else is counted as garbage and skipped.
+//  7. A write error (EPIPE, ECONNRESET, ...), EOF or a read error closes the connection; the
+//     next connection starts over with the preamble and retransmits the whole window. Connect
+//     failures (ENOENT, ECONNREFUSED, ...) wait a capped exponential backoff with jitter;
+//     a connection that got an ack (or lived longer than backoff_max) resets the backoff.
+#ifndef CUFLIGHT_TRANSPORT_SENDER_H_
+#define CUFLIGHT_TRANSPORT_SENDER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace cuflight::transport {
+
+struct SenderOptions {
+  // Unix socket path, or "tcp:HOST:PORT" with a numeric host, "[v6]" or "localhost" (no name
+  // resolution). An invalid address never connects; lines are still buffered and dropped as
+  // for an absent collector (see Sender::address_valid()).
+  std::string socket_path;
+  // Bound on the bytes of every held line, sent-but-unacked plus never-sent (at most 1 GiB).
+  size_t buffer_bytes = 8 << 20;
+  // At most this many bytes are sent and not yet acked (clamped to [1, buffer_bytes]). Also the
+  // longest line that can be sent.
+  size_t window_bytes = 1 << 20;
+  // Lines waiting to be sent go out at least this often...
+  std::chrono::milliseconds flush_interval{100};
+  // ... or as soon as this many bytes are waiting.
+  size_t batch_bytes = 64 << 10;
+  // Reconnect delay after a failure: doubles from min to max, each drawn from [d/2, d].
+  std::chrono::milliseconds backoff_min{10};
+  std::chrono::milliseconds backoff_max{1000};
+  // Most never-sent lines held at once (descriptor slots, 16 bytes each); a full set of slots
+  // is "no room" like full bytes. The window has its own slots, min(max_lines, window_bytes/32).
+  size_t max_lines = 1 << 17;
+  // Storage for the preamble lines (process_start and device events), fixed at construction,
+  // and the most preamble lines.
+  size_t preamble_bytes = 64 << 10;
+  size_t max_preamble_lines = 256;
+};
+
+// Counters since construction (or ResetAfterFork). Accounting identity, at any time:
+//   enqueued + preamble_lines == acked + dropped_disconnected + Sender::unacked_lines()
+// rejected_* lines were never taken (Enqueue returned false): the caller counts those.
+struct SenderStats {
+  uint64_t enqueued = 0;              // lines Enqueue() took
+  uint64_t preamble_lines = 0;        // lines AddPreamble() took
+  uint64_t acked = 0;                 // held lines (preamble included) released by an ack
+  uint64_t dropped_disconnected = 0;  // taken, never sent, dropped to make room
+  uint64_t rejected_no_room = 0;      // Enqueue() false: everything held is sent-unacked
+  uint64_t rejected_too_large = 0;    // Enqueue() false: longer than min(window, buffer)
+  uint64_t rejected_invalid = 0;      // Enqueue()/AddPreamble() false: empty, no final '\n',
+                                      // seq not increasing, or no preamble space
+  uint64_t retransmitted = 0;         // lines written again on a later connection
+  uint64_t connects = 0;              // connections established
+  uint64_t connect_failures = 0;      // attempts that failed (no collector, refused, ...)
+  uint64_t disconnects = 0;           // established connections lost
+  uint64_t write_errors = 0;          // sends that failed with an error (EPIPE, ECONNRESET, ...)
+  uint64_t partial_writes = 0;        // sends that took less than offered
+  uint64_t bytes_written = 0;
+  uint64_t bytes_read = 0;
+  uint64_t acks = 0;           // well-formed ack lines read
+  uint64_t garbage_lines = 0;  // other lines read from the peer, ignored
+};
+
+class Sender {
+ public:
+  // Allocates every buffer. Never throws: if an allocation fails the sender holds nothing and
+  // refuses every line (ok() is false). Does not connect; the first Poll() does.
+  explicit Sender(SenderOptions options) noexcept;
+  ~Sender();  // closes the socket; unacked lines are lost (see unacked_lines()).
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  // Adds a preamble line (process_start, then one device event per device): sent on every
+  // connection, never dropped, kept for the life of the sender, counted as acked once an ack
+  // covers its seq. `line` is one complete line ending in '\n'; `seq` must be above every seq
+  // given so far (preamble or not). Returns false (counted in rejected_invalid) if it is not,
+  // or if the preamble storage is full.
+  bool AddPreamble(uint64_t seq, std::string_view line) noexcept;
+
+  // Queues one complete line (ending in '\n') with its seq, which must be above every seq given
+  // so far. Never blocks. When the line does not fit, the oldest lines never sent are dropped
+  // until it does (counted in dropped_disconnected, exactly; their seqs leave a gap the collector
+  // sees). Returns false, dropping nothing, when the line cannot be taken: longer than
+  // min(window_bytes, buffer_bytes) (rejected_too_large), or not fitting even with every
+  // never-sent line dropped because the rest is sent-unacked (rejected_no_room), or malformed
+  // (rejected_invalid). The caller counts a false return as its own drop: the seq is used.
+  bool Enqueue(uint64_t seq, std::string_view line) noexcept;
+
+  // True if a line of `bytes` would be taken now without dropping anything: the owner can stop
+  // draining its ring instead (so that the ring drops, newest first, rather than this buffer).
+  bool HasRoom(size_t bytes) const noexcept;
+
+  // Does the I/O due at `now` (the owner's steady clock; only this and Flush's clock are used):
+  // connects (after the backoff if the last attempt failed), sends the preamble on a new
+  // connection, writes what is due and what the socket takes, reads acks, and on a lost
+  // connection prepares the retransmission. Never blocks.
+  void Poll(std::chrono::steady_clock::time_point now) noexcept;
+
+  // Polls until every held line (preamble included) is acked, or until `deadline`, sleeping in
+  // poll(2) on the socket or until the next reconnect attempt, not spinning. Lines waiting for
+  // their batch go out at once. Returns true when everything was acked (also when nothing is
+  // held). Used at exit (deadline now+1s) and by tests; returns within about 1 ms of the
+  // deadline.
+  bool Flush(std::chrono::steady_clock::time_point deadline) noexcept;
+
+  // When the owner should call Poll() next at the latest if fd() shows nothing: the next
+  // reconnect attempt, or when the oldest waiting line is due. steady_clock::time_point::max()
+  // when only the socket can make progress (waiting for acks or writability), or a time in the
+  // past when a Poll() is needed now.
+  std::chrono::steady_clock::time_point NextDeadline() const noexcept;
+  // True when the owner should wait for fd() to become writable (POLLOUT): bytes are pending
+  // that the socket did not take, or a TCP connect is in progress. Always wait for POLLIN.
+  bool WantsWrite() const noexcept;
+
+  // Lines held and not yet acked, preamble included: what would be lost if the process died now.
+  uint64_t unacked_lines() const noexcept;
+  // Bytes of held lines (sent-unacked plus never-sent; the preamble is not counted).
+  size_t held_bytes() const noexcept;
+  bool connected() const noexcept;
+  // The socket, also while a TCP connect is in progress; -1 when there is none.
+  int fd() const noexcept;
+  // Buffers allocated (false: every line is refused).
+  bool ok() const noexcept;
+  // The socket address parsed (false: never connects).
+  bool address_valid() const noexcept;
+
+  // A snapshot of the counters. The only member that may be called from any thread (each
+  // counter is read atomically; the snapshot as a whole is not).
+  SenderStats stats() const noexcept;
+
+  // For a fork()ed child: closes the inherited socket (sending nothing, so the parent's stream is
+  // untouched) and starts over with no lines, no preamble, zero counters and a fresh backoff,
+  // keeping the options and the memory. Reads none of the old state, so it is safe even if
+  // another thread of the parent was inside this object at the fork. Async-signal-safe.
+  void ResetAfterFork() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cuflight::transport
+
+#endif  // CUFLIGHT_TRANSPORT_SENDER_H_

@@ -1,0 +1,90 @@
+// A bounded FIFO of lines, each tagged with its seq, over one byte ring and one descriptor ring
+// that are both allocated once.
+//
+// Design:
+//  1. Lines are stored in order, back to back, in a circular byte buffer; a line may wrap around
+//     the end, so its bytes are one or two contiguous pieces (Pieces()).
+//  2. Descriptors (seq, offset, length, a "written" flag) sit in a second circular array and are
+//     addressed by monotonic indices: head_index() <= i < tail_index(). An index stays valid for
+//     a line until that line is popped.
+//  3. Push() requires Fits(); nothing grows, allocates or throws after Allocate().
+// Not thread-safe: one owner thread.
+#ifndef CUFLIGHT_TRANSPORT_SRC_LINE_QUEUE_H_
+#define CUFLIGHT_TRANSPORT_SRC_LINE_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace cuflight::transport::internal {
+
+class LineQueue {
+ public:
+  // Largest byte capacity (descriptor offsets are 32-bit).
+  static constexpr size_t kMaxByteCapacity = size_t{1} << 30;
+
+  struct Line {
+    uint64_t seq;
+    uint32_t offset;       // physical offset of the first byte in the byte ring
+    uint32_t len : 31;     // bytes, including the final '\n'
+    uint32_t written : 1;  // set by the owner once any byte of it went out on some connection
+  };
+  static_assert(sizeof(Line) == 16, "Line descriptors are 16 bytes");
+
+  // A line's bytes from some offset on: `first` then `second` (empty unless the line wraps).
+  struct Pieces {
+    std::string_view first;
+    std::string_view second;
+  };
+
+  LineQueue() = default;
+  LineQueue(const LineQueue&) = delete;
+  LineQueue& operator=(const LineQueue&) = delete;
+
+  // Allocates room for `byte_capacity` bytes (1..kMaxByteCapacity) and `line_capacity` lines
+  // (at least 1; more than byte_capacity is pointless and is cut to it). Returns false, holding
+  // no memory, if a size is out of range or the allocation fails. Call once.
+  bool Allocate(size_t byte_capacity, size_t line_capacity) noexcept;
+
+  // Forgets every line; keeps the memory.
+  void Clear() noexcept;
+
+  bool Fits(size_t len) const noexcept {
+    return len > 0 && lines() < line_capacity_ && bytes_ + len <= byte_capacity_;
+  }
+  // Appends a line whose bytes are `a` followed by `b`. Requires Fits(a.size() + b.size()).
+  void Push(uint64_t seq, std::string_view a, std::string_view b = {}) noexcept;
+  // Removes the oldest line. Requires !empty().
+  void PopFront() noexcept;
+
+  bool empty() const noexcept { return head_ == tail_; }
+  size_t lines() const noexcept { return static_cast<size_t>(tail_ - head_); }
+  size_t bytes() const noexcept { return bytes_; }
+  size_t byte_capacity() const noexcept { return byte_capacity_; }
+  size_t line_capacity() const noexcept { return line_capacity_; }
+
+  uint64_t head_index() const noexcept { return head_; }
+  uint64_t tail_index() const noexcept { return tail_; }
+  // The descriptor at monotonic index i, head_index() <= i < tail_index().
+  Line& at(uint64_t i) noexcept { return descs_[i % line_capacity_]; }
+  const Line& at(uint64_t i) const noexcept { return descs_[i % line_capacity_]; }
+  const Line& front() const noexcept { return at(head_); }
+
+  // The bytes of `line` from byte `from` (< line.len) to its end.
+  Pieces BytesOf(const Line& line, size_t from) const noexcept;
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::unique_ptr<Line[]> descs_;
+  size_t byte_capacity_ = 0;
+  size_t line_capacity_ = 0;
+  uint64_t head_ = 0;       // monotonic index of the oldest line
+  uint64_t tail_ = 0;       // monotonic index one past the newest line
+  size_t head_offset_ = 0;  // physical offset of the oldest line's first byte
+  size_t bytes_ = 0;
+};
+
+}  // namespace cuflight::transport::internal
+
+#endif  // CUFLIGHT_TRANSPORT_SRC_LINE_QUEUE_H_

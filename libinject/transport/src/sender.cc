@@ -1,0 +1,626 @@
+#include "cuflight/transport/sender.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "backoff.h"
+#include "cuflight/schema/ack.h"
+#include "line_queue.h"
+#include "socket_address.h"
+
+namespace cuflight::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using internal::LineQueue;
+
+// Ack lines are at most schema::kMaxAckLineBytes; a line this long without a '\n' is garbage
+// and is skipped up to its end.
+constexpr size_t kAckBufferBytes = 256;
+static_assert(kAckBufferBytes > schema::kMaxAckLineBytes);
+// Per Poll(): bounds on reading (a flooding peer cannot hold the owner thread) and on writing
+// (the owner gets back to draining its ring at least every few MiB).
+constexpr size_t kMaxReadPerPoll = 64 << 10;
+constexpr int kMaxWritesPerPoll = 16;
+// One sendmsg(2) carries at most this many pieces and bytes; a line needs at most two pieces
+// (it may wrap around its ring).
+constexpr int kMaxIov = 64;
+constexpr size_t kMaxWriteBytes = 256 << 10;
+// A TCP connect that has not completed by then is abandoned and retried after the backoff.
+constexpr std::chrono::seconds kConnectTimeout{2};
+// Window descriptor slots: one per 32 bytes of window (lines are JSON events, hundreds of bytes).
+constexpr size_t kWindowBytesPerSlot = 32;
+
+// A counter written by the owner thread only, readable from any thread.
+class Counter {
+ public:
+  void Add(uint64_t n = 1) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t Get() const noexcept { return v_.load(std::memory_order_relaxed); }
+  void Zero() noexcept { v_.store(0, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+uint64_t SeedFor(const void* self) noexcept {
+  return (static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(self);
+}
+
+}  // namespace
+
+struct Sender::Impl {
+  explicit Impl(SenderOptions o) noexcept;
+  ~Impl() {
+    if (fd >= 0) close(fd);
+  }
+
+  // Position of the current connection's stream: the next preamble line and the next window
+  // line to write, each with the bytes of it already written (at most one of the two is > 0).
+  struct Cursor {
+    uint64_t pre = 0;
+    size_t pre_off = 0;
+    uint64_t win = 0;
+    size_t win_off = 0;
+  };
+  // The line the stream continues with.
+  struct Item {
+    bool preamble;
+    uint64_t index;
+    size_t off;
+  };
+
+  bool NextItem(const Cursor& c, Item* it) const noexcept;
+  LineQueue& QueueOf(const Item& it) noexcept { return it.preamble ? preamble : window; }
+  const LineQueue& QueueOf(const Item& it) const noexcept {
+    return it.preamble ? preamble : window;
+  }
+  static void Step(Cursor* c, const Item& it, size_t take, size_t len) noexcept;
+  int BuildIov(iovec* iov, size_t* total) const noexcept;
+  void Advance(size_t n) noexcept;
+
+  bool IsDue(Clock::time_point now) const noexcept;
+  void StampOldest(Clock::time_point now) noexcept;
+  void MoveDue(Clock::time_point now) noexcept;
+  void TryConnect(Clock::time_point now) noexcept;
+  void CheckConnect(Clock::time_point now) noexcept;
+  void OnConnected(Clock::time_point now) noexcept;
+  void Disconnect(Clock::time_point now) noexcept;
+  void ReadAcks(Clock::time_point now) noexcept;
+  void ConsumeAckBytes(size_t n) noexcept;
+  void ApplyAck(uint64_t seq) noexcept;
+  void ReleaseAcked() noexcept;
+  void WriteDue(Clock::time_point now) noexcept;
+  bool FitsUnsent(size_t len) const noexcept {
+    return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
+  }
+  bool Connected() const noexcept { return fd >= 0 && !connecting; }
+  uint64_t Unacked() const noexcept {
+    return window.lines() + unsent.lines() + (preamble.lines() - preamble_acked);
+  }
+  void Reset() noexcept;
+
+  SenderOptions opts;
+  internal::SocketAddress addr;
+  size_t buffer_bytes = 0;
+  size_t max_line = 0;
+  bool buffers_ok = false;
+  LineQueue unsent;    // never written to any connection, in seq order
+  LineQueue window;    // written (at least partly) to some connection, not acked, in seq order
+  LineQueue preamble;  // never popped, so never wraps
+  internal::Backoff backoff;
+
+  int fd = -1;
+  bool connecting = false;
+  Clock::time_point connect_started{};
+  Clock::time_point connected_since{};
+  Clock::time_point next_connect = Clock::time_point::min();
+  bool conn_got_ack = false;
+  Cursor cur;
+
+  bool has_oldest = false;  // oldest_since is when a Poll() first saw the unsent front waiting
+  Clock::time_point oldest_since{};
+  bool force = false;  // Flush() in progress: everything waiting is due
+
+  std::optional<uint64_t> last_seq;     // highest seq given to Enqueue/AddPreamble
+  std::optional<uint64_t> max_written;  // highest seq written completely on some connection
+  std::optional<uint64_t> acked_seq;    // highest ack applied (clamped to max_written)
+  uint64_t preamble_acked = 0;          // preamble lines covered by acked_seq
+
+  char ack_buf[kAckBufferBytes];
+  size_t ack_len = 0;
+  bool ack_discarding = false;  // inside an over-long garbage line
+
+  Counter enqueued, preamble_lines, acked, dropped_disconnected, rejected_no_room,
+      rejected_too_large, rejected_invalid, retransmitted, connects, connect_failures, disconnects,
+      write_errors, partial_writes, bytes_written, bytes_read, acks, garbage_lines;
+};
+
+Sender::Impl::Impl(SenderOptions o) noexcept
+    : opts(std::move(o)), backoff(opts.backoff_min, opts.backoff_max, SeedFor(this)) {
+  (void)internal::ParseSocketAddress(opts.socket_path, &addr);
+  buffer_bytes = std::min(opts.buffer_bytes, LineQueue::kMaxByteCapacity);
+  max_line = std::clamp<size_t>(opts.window_bytes, 1, std::max<size_t>(buffer_bytes, 1));
+  const size_t window_slots =
+      std::min(opts.max_lines, std::max<size_t>(1, opts.window_bytes / kWindowBytesPerSlot));
+  buffers_ok = buffer_bytes > 0 && unsent.Allocate(buffer_bytes, opts.max_lines) &&
+               window.Allocate(max_line, window_slots) &&
+               preamble.Allocate(std::max<size_t>(opts.preamble_bytes, 1),
+                                 std::max<size_t>(opts.max_preamble_lines, 1));
+}
+
+bool Sender::Impl::NextItem(const Cursor& c, Item* it) const noexcept {
+  if (c.pre_off > 0) {
+    *it = {true, c.pre, c.pre_off};
+    return true;
+  }
+  if (c.win_off > 0) {
+    *it = {false, c.win, c.win_off};
+    return true;
+  }
+  // Window lines an ack already covers (a restarted collector acking what it had stored) are
+  // not sent again; they are released once the cursor has passed them.
+  uint64_t win = c.win;
+  if (acked_seq) {
+    while (win < window.tail_index() && window.at(win).seq <= *acked_seq) ++win;
+  }
+  const bool have_win = win < window.tail_index();
+  if (c.pre < preamble.tail_index()) {
+    // A preamble line goes out only after every held line with a lower seq.
+    const uint64_t seq = preamble.at(c.pre).seq;
+    bool first = true;
+    if (have_win) {
+      first = seq < window.at(win).seq;
+    } else if (!unsent.empty()) {
+      first = seq < unsent.front().seq;
+    }
+    if (first) {
+      *it = {true, c.pre, 0};
+      return true;
+    }
+  }
+  if (have_win) {
+    *it = {false, win, 0};
+    return true;
+  }
+  return false;
+}
+
+void Sender::Impl::Step(Cursor* c, const Item& it, size_t take, size_t len) noexcept {
+  uint64_t& index = it.preamble ? c->pre : c->win;
+  size_t& off = it.preamble ? c->pre_off : c->win_off;
+  index = it.index;
+  off += take;
+  if (off == len) {
+    ++index;
+    off = 0;
+  }
+}
+
+int Sender::Impl::BuildIov(iovec* iov, size_t* total) const noexcept {
+  int n = 0;
+  *total = 0;
+  Cursor c = cur;
+  Item it{};
+  while (n + 2 <= kMaxIov && *total < kMaxWriteBytes && NextItem(c, &it)) {
+    const LineQueue& q = QueueOf(it);
+    const LineQueue::Line& line = q.at(it.index);
+    const LineQueue::Pieces pieces = q.BytesOf(line, it.off);
+    for (std::string_view piece : {pieces.first, pieces.second}) {
+      if (piece.empty()) continue;
+      if (n > 0 &&
+          static_cast<const char*>(iov[n - 1].iov_base) + iov[n - 1].iov_len == piece.data()) {
+        iov[n - 1].iov_len += piece.size();  // contiguous with the previous line
+      } else {
+        iov[n].iov_base = const_cast<char*>(piece.data());
+        iov[n].iov_len = piece.size();
+        ++n;
+      }
+      *total += piece.size();
+    }
+    Step(&c, it, line.len - it.off, line.len);
+  }
+  return n;
+}
+
+void Sender::Impl::Advance(size_t n) noexcept {
+  Item it{};
+  while (n > 0 && NextItem(cur, &it)) {
+    LineQueue::Line& line = QueueOf(it).at(it.index);
+    const size_t remaining = line.len - it.off;
+    const size_t take = std::min(n, remaining);
+    if (!it.preamble && it.off == 0) {
+      if (line.written) retransmitted.Add();
+      line.written = 1;
+    }
+    const uint64_t seq = line.seq;
+    Step(&cur, it, take, line.len);
+    n -= take;
+    if (take == remaining && (!max_written || seq > *max_written)) max_written = seq;
+  }
+}
+
+void Sender::Impl::StampOldest(Clock::time_point now) noexcept {
+  if (unsent.empty()) {
+    has_oldest = false;
+  } else if (!has_oldest) {
+    has_oldest = true;
+    oldest_since = now;
+  }
+}
+
+bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
+  return force || unsent.bytes() >= opts.batch_bytes ||
+         (has_oldest && now - oldest_since >= opts.flush_interval);
+}
+
+void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
+  StampOldest(now);
+  if (unsent.empty() || !IsDue(now)) return;
+  while (!unsent.empty()) {
+    const LineQueue::Line& front = unsent.front();
+    if (!window.Fits(front.len)) break;  // the window is full: wait for acks
+    const LineQueue::Pieces p = unsent.BytesOf(front, 0);
+    window.Push(front.seq, p.first, p.second);
+    unsent.PopFront();
+  }
+  if (unsent.empty()) has_oldest = false;
+}
+
+void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
+  bool in_progress = false;
+  const int s = internal::StartConnect(addr, &in_progress);
+  if (s < 0) {
+    connect_failures.Add();
+    next_connect = now + backoff.Next();
+    return;
+  }
+  fd = s;
+  if (in_progress) {
+    connecting = true;
+    connect_started = now;
+    return;
+  }
+  OnConnected(now);
+}
+
+void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
+  const int err = internal::FinishConnect(fd);
+  if (err == 0) {
+    connecting = false;
+    OnConnected(now);
+    return;
+  }
+  if (err == EINPROGRESS && now - connect_started < kConnectTimeout) return;
+  close(fd);
+  fd = -1;
+  connecting = false;
+  connect_failures.Add();
+  next_connect = now + backoff.Next();
+}
+
+void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
+  connects.Add();
+  connected_since = now;
+  conn_got_ack = false;
+  // The stream starts over: preamble first, then the whole window again (merged by seq).
+  cur = Cursor{preamble.head_index(), 0, window.head_index(), 0};
+  ack_len = 0;
+  ack_discarding = false;
+}
+
+void Sender::Impl::Disconnect(Clock::time_point now) noexcept {
+  close(fd);
+  fd = -1;
+  connecting = false;
+  disconnects.Add();
+  // A connection that worked (acked, or lived a while) is retried at once; one that the peer
+  // dropped straight away keeps growing the backoff, so a broken collector is not hammered.
+  if (conn_got_ack || now - connected_since >= opts.backoff_max) {
+    backoff.Reset();
+    next_connect = now;
+  } else {
+    next_connect = now + backoff.Next();
+  }
+}
+
+void Sender::Impl::ReadAcks(Clock::time_point now) noexcept {
+  size_t total = 0;
+  while (total < kMaxReadPerPoll) {
+    const ssize_t n = recv(fd, ack_buf + ack_len, kAckBufferBytes - ack_len, MSG_DONTWAIT);
+    if (n > 0) {
+      bytes_read.Add(static_cast<uint64_t>(n));
+      total += static_cast<size_t>(n);
+      ConsumeAckBytes(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Disconnect(now);  // EOF, ECONNRESET, ...
+    break;
+  }
+  ReleaseAcked();
+}
+
+void Sender::Impl::ConsumeAckBytes(size_t n) noexcept {
+  const size_t end = ack_len + n;
+  size_t start = 0;
+  for (size_t i = ack_len; i < end; ++i) {
+    if (ack_buf[i] != '\n') continue;
+    if (ack_discarding) {
+      ack_discarding = false;  // the end of an over-long line, already counted
+    } else if (const std::optional<uint64_t> seq =
+                   schema::ParseAck(std::string_view(ack_buf + start, i + 1 - start))) {
+      acks.Add();
+      ApplyAck(*seq);
+    } else {
+      garbage_lines.Add();
+    }
+    start = i + 1;
+  }
+  size_t rest = end - start;
+  if (ack_discarding) {
+    rest = 0;
+  } else if (rest == kAckBufferBytes) {
+    garbage_lines.Add();
+    ack_discarding = true;
+    rest = 0;
+  }
+  std::memmove(ack_buf, ack_buf + start, rest);
+  ack_len = rest;
+}
+
+void Sender::Impl::ApplyAck(uint64_t seq) noexcept {
+  conn_got_ack = true;
+  if (!max_written) return;  // nothing was written: nothing can be stored
+  seq = std::min(seq, *max_written);
+  if (!acked_seq || seq > *acked_seq) acked_seq = seq;
+}
+
+void Sender::Impl::ReleaseAcked() noexcept {
+  if (!acked_seq) return;
+  while (!window.empty() && window.front().seq <= *acked_seq) {
+    const uint64_t index = window.head_index();
+    if (Connected() && index == cur.win && cur.win_off > 0) break;  // finish writing it first
+    window.PopFront();
+    acked.Add();
+    if (cur.win < window.head_index()) {
+      cur.win = window.head_index();
+      cur.win_off = 0;
+    }
+  }
+  while (preamble_acked < preamble.lines() && preamble.at(preamble_acked).seq <= *acked_seq) {
+    ++preamble_acked;
+    acked.Add();
+  }
+}
+
+void Sender::Impl::WriteDue(Clock::time_point now) noexcept {
+  MoveDue(now);
+  for (int round = 0; round < kMaxWritesPerPoll; ++round) {
+    iovec iov[kMaxIov];
+    size_t total = 0;
+    const int n = BuildIov(iov, &total);
+    if (n == 0) return;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      write_errors.Add();
+      Disconnect(now);
+      return;
+    }
+    bytes_written.Add(static_cast<uint64_t>(w));
+    Advance(static_cast<size_t>(w));
+    ReleaseAcked();  // a line held back because it was half written may be released now
+    if (static_cast<size_t>(w) < total) {
+      partial_writes.Add();
+      return;
+    }
+  }
+}
+
+void Sender::Impl::Reset() noexcept {
+  if (fd >= 0) close(fd);
+  fd = -1;
+  connecting = false;
+  unsent.Clear();
+  window.Clear();
+  preamble.Clear();
+  cur = Cursor{};
+  next_connect = Clock::time_point::min();
+  conn_got_ack = false;
+  has_oldest = false;
+  force = false;
+  last_seq.reset();
+  max_written.reset();
+  acked_seq.reset();
+  preamble_acked = 0;
+  ack_len = 0;
+  ack_discarding = false;
+  backoff.Reset();
+  backoff.Reseed(SeedFor(this));
+  for (Counter* c : {&enqueued, &preamble_lines, &acked, &dropped_disconnected, &rejected_no_room,
+                     &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
+                     &connect_failures, &disconnects, &write_errors, &partial_writes,
+                     &bytes_written, &bytes_read, &acks, &garbage_lines}) {
+    c->Zero();
+  }
+}
+
+Sender::Sender(SenderOptions options) noexcept
+    : impl_(new (std::nothrow) Impl(std::move(options))) {}
+
+Sender::~Sender() = default;
+
+bool Sender::AddPreamble(uint64_t seq, std::string_view line) noexcept {
+  if (!impl_) return false;
+  Impl& s = *impl_;
+  if (!s.buffers_ok || line.empty() || line.back() != '\n' || (s.last_seq && seq <= *s.last_seq) ||
+      !s.preamble.Fits(line.size())) {
+    s.rejected_invalid.Add();
+    return false;
+  }
+  s.preamble.Push(seq, line);
+  s.preamble_lines.Add();
+  s.last_seq = seq;
+  return true;
+}
+
+bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
+  if (!impl_) return false;
+  Impl& s = *impl_;
+  if (line.empty() || line.back() != '\n' || (s.last_seq && seq <= *s.last_seq)) {
+    s.rejected_invalid.Add();
+    return false;
+  }
+  s.last_seq = seq;
+  if (s.buffers_ok && line.size() > s.max_line) {
+    s.rejected_too_large.Add();
+    return false;
+  }
+  // Dropping never-sent lines cannot make room taken by the window.
+  if (!s.buffers_ok || s.window.bytes() + line.size() > s.buffer_bytes) {
+    s.rejected_no_room.Add();
+    return false;
+  }
+  while (!s.FitsUnsent(line.size())) {
+    s.unsent.PopFront();  // not empty: the window alone leaves room for the line
+    s.dropped_disconnected.Add();
+  }
+  if (s.unsent.empty()) s.has_oldest = false;
+  s.unsent.Push(seq, line);
+  s.enqueued.Add();
+  return true;
+}
+
+bool Sender::HasRoom(size_t bytes) const noexcept {
+  return impl_ && impl_->buffers_ok && bytes <= impl_->max_line && impl_->FitsUnsent(bytes);
+}
+
+void Sender::Poll(std::chrono::steady_clock::time_point now) noexcept {
+  if (!impl_ || !impl_->buffers_ok) return;
+  Impl& s = *impl_;
+  s.StampOldest(now);
+  if (s.fd < 0) {
+    if (!s.addr.valid() || now < s.next_connect) return;
+    s.TryConnect(now);
+    if (s.fd < 0) return;
+  }
+  if (s.connecting) {
+    s.CheckConnect(now);
+    if (!s.Connected()) return;
+  }
+  s.ReadAcks(now);
+  if (s.fd < 0) return;
+  s.WriteDue(now);
+}
+
+bool Sender::Flush(std::chrono::steady_clock::time_point deadline) noexcept {
+  if (!impl_) return true;
+  Impl& s = *impl_;
+  s.force = true;
+  bool all_acked = false;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    Poll(now);
+    if (s.Unacked() == 0) {
+      all_acked = true;
+      break;
+    }
+    if (now >= deadline) break;
+    const Clock::time_point wake = std::min(deadline, NextDeadline());
+    int timeout_ms = 1;
+    if (wake > now) {
+      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 1, INT_MAX));
+    }
+    if (s.fd >= 0) {
+      pollfd p{s.fd, static_cast<short>(POLLIN | (WantsWrite() ? POLLOUT : 0)), 0};
+      (void)poll(&p, 1, timeout_ms);
+    } else {
+      (void)poll(nullptr, 0, timeout_ms);
+    }
+  }
+  s.force = false;
+  return all_acked;
+}
+
+std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  if (!impl_ || !impl_->buffers_ok) return kNever;
+  const Impl& s = *impl_;
+  if (s.fd < 0) return s.addr.valid() ? s.next_connect : kNever;
+  if (s.connecting) return s.connect_started + kConnectTimeout;
+  if (s.unsent.empty() || !s.window.Fits(s.unsent.front().len)) return kNever;
+  if (!s.has_oldest || s.force || s.unsent.bytes() >= s.opts.batch_bytes) {
+    return Clock::time_point::min();
+  }
+  return s.oldest_since + s.opts.flush_interval;
+}
+
+bool Sender::WantsWrite() const noexcept {
+  if (!impl_ || impl_->fd < 0) return false;
+  if (impl_->connecting) return true;
+  Impl::Item it{};
+  return impl_->NextItem(impl_->cur, &it);
+}
+
+uint64_t Sender::unacked_lines() const noexcept { return impl_ ? impl_->Unacked() : 0; }
+
+size_t Sender::held_bytes() const noexcept {
+  return impl_ ? impl_->window.bytes() + impl_->unsent.bytes() : 0;
+}
+
+bool Sender::connected() const noexcept { return impl_ && impl_->Connected(); }
+
+int Sender::fd() const noexcept { return impl_ ? impl_->fd : -1; }
+
+bool Sender::ok() const noexcept { return impl_ && impl_->buffers_ok; }
+
+bool Sender::address_valid() const noexcept { return impl_ && impl_->addr.valid(); }
+
+SenderStats Sender::stats() const noexcept {
+  SenderStats out;
+  if (!impl_) return out;
+  const Impl& s = *impl_;
+  out.enqueued = s.enqueued.Get();
+  out.preamble_lines = s.preamble_lines.Get();
+  out.acked = s.acked.Get();
+  out.dropped_disconnected = s.dropped_disconnected.Get();
+  out.rejected_no_room = s.rejected_no_room.Get();
+  out.rejected_too_large = s.rejected_too_large.Get();
+  out.rejected_invalid = s.rejected_invalid.Get();
+  out.retransmitted = s.retransmitted.Get();
+  out.connects = s.connects.Get();
+  out.connect_failures = s.connect_failures.Get();
+  out.disconnects = s.disconnects.Get();
+  out.write_errors = s.write_errors.Get();
+  out.partial_writes = s.partial_writes.Get();
+  out.bytes_written = s.bytes_written.Get();
+  out.bytes_read = s.bytes_read.Get();
+  out.acks = s.acks.Get();
+  out.garbage_lines = s.garbage_lines.Get();
+  return out;
+}
+
+void Sender::ResetAfterFork() noexcept {
+  if (impl_) impl_->Reset();
+}
+
+}  // namespace cuflight::transport

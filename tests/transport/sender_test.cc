@@ -1,0 +1,763 @@
+#include "cuflight/transport/sender.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuflight/schema/ack.h"
+#include "fake_collector.h"
+#include "test_lines.h"
+
+namespace cuflight::transport {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+using testing::FakeCollector;
+using testing::MakeLine;
+using testing::Store;
+
+constexpr auto kTimeout = seconds(20);
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t last) {  // [first, last]
+  std::vector<uint64_t> v(last - first + 1);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+std::string Ack(uint64_t seq) {
+  char buf[schema::kMaxAckLineBytes];
+  return std::string(buf, schema::EncodeAck(seq, buf, sizeof(buf)));
+}
+
+// Drives the sender with the real clock until done() holds or the timeout passes; between
+// polls it waits (at most 2 ms) in poll(2) on the sender's socket.
+template <typename Done>
+bool Pump(Sender& s, Done&& done, steady_clock::duration timeout = kTimeout) {
+  const auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    s.Poll(steady_clock::now());
+    if (done()) return true;
+    if (steady_clock::now() > deadline) return false;
+    if (s.fd() >= 0) {
+      pollfd p{s.fd(), static_cast<short>(POLLIN | (s.WantsWrite() ? POLLOUT : 0)), 0};
+      (void)poll(&p, 1, 2);
+    } else {
+      (void)poll(nullptr, 0, 2);
+    }
+  }
+}
+
+// The accounting identity of SenderStats.
+void ExpectBalanced(const Sender& s) {
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.enqueued + st.preamble_lines,
+            st.acked + st.dropped_disconnected + s.unacked_lines());
+}
+
+class SenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cuflight-transport-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/collector.sock";
+    store_ = std::make_shared<Store>();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Options for fast tests: send at once, reconnect quickly.
+  SenderOptions Options() const {
+    SenderOptions o;
+    o.socket_path = path_;
+    o.flush_interval = milliseconds(1);
+    o.backoff_min = milliseconds(1);
+    o.backoff_max = milliseconds(20);
+    return o;
+  }
+  std::unique_ptr<FakeCollector> StartCollector() {
+    return std::make_unique<FakeCollector>(path_, store_);
+  }
+  std::vector<uint64_t> Stored(pid_t pid = getpid()) const {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    auto it = store_->stored.find(pid);
+    return it == store_->stored.end() ? std::vector<uint64_t>{} : it->second;
+  }
+  uint64_t Duplicates() const {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    return store_->duplicates;
+  }
+
+  std::string dir_;
+  std::string path_;
+  std::shared_ptr<Store> store_;
+};
+
+TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
+  Sender s(Options());
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.address_valid());
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(1, MakeLine(1, 90, "device")));
+  for (uint64_t seq = 2; seq < 202; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().connect_failures >= 3; }));
+  EXPECT_FALSE(s.connected());
+  EXPECT_EQ(s.fd(), -1);
+  EXPECT_EQ(s.unacked_lines(), 202u);
+  EXPECT_EQ(s.stats().connects, 0u);
+
+  auto collector = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  const auto conns = collector->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0].pid, getpid());
+  ASSERT_EQ(conns[0].seqs, Range(0, 201));
+  EXPECT_EQ(conns[0].lines[0], MakeLine(0, 70, "process_start"));
+  EXPECT_EQ(conns[0].lines[1], MakeLine(1, 90, "device"));
+  for (uint64_t seq = 2; seq < 202; ++seq) EXPECT_EQ(conns[0].lines[seq], MakeLine(seq, 100));
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.acked, 202u);
+  EXPECT_EQ(st.enqueued, 200u);
+  EXPECT_EQ(st.preamble_lines, 2u);
+  EXPECT_EQ(st.dropped_disconnected, 0u);
+  EXPECT_EQ(st.connects, 1u);
+  EXPECT_EQ(st.retransmitted, 0u);
+  EXPECT_TRUE(s.connected());
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, CollectorKilledMidStreamAndRestarted) {
+  Sender s(Options());
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(1, MakeLine(1, 90, "device")));
+  auto a = StartCollector();
+  for (uint64_t seq = 2; seq <= 101; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  // The collector stores 102..151 but dies before acking them.
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 102; seq <= 151; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 151; }));
+  EXPECT_EQ(s.unacked_lines(), 50u);
+  a->Kill();
+
+  // Lines made while no collector exists wait.
+  for (uint64_t seq = 152; seq <= 201; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().connect_failures >= 1; }));
+  EXPECT_EQ(s.unacked_lines(), 100u);
+
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  const auto conns = b->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  // Preamble first again, then the unacked lines (retransmitted), then the waiting ones.
+  std::vector<uint64_t> expected = {0, 1};
+  for (uint64_t seq = 102; seq <= 201; ++seq) expected.push_back(seq);
+  EXPECT_EQ(conns[0].seqs, expected);
+  EXPECT_EQ(Stored(), Range(0, 201));
+  EXPECT_EQ(Duplicates(), 52u);  // the preamble and 102..151
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.retransmitted, 50u);
+  EXPECT_EQ(st.dropped_disconnected, 0u);
+  EXPECT_EQ(st.acked, 202u);
+  EXPECT_EQ(st.connects, 2u);
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, LinesUnreadWhenTheCollectorDiesAreSentAgain) {
+  Sender s(Options());
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  auto a = StartCollector();
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  // Written into the socket, never read: lost with the collector.
+  a->SetPaused(true);
+  for (uint64_t seq = 11; seq <= 40; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_written == 70 + 40 * 100; }));
+  a->Kill();
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(Stored(), Range(0, 40));
+  EXPECT_EQ(s.stats().retransmitted, 30u);
+  EXPECT_EQ(Duplicates(), 1u);  // the preamble
+  ExpectBalanced(s);
+}
+
+// A restarted collector may ack (from its log) lines the sender is still retransmitting, one of
+// them half written: that line is finished before it is released, so the stream stays whole.
+TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4 << 20;
+  o.window_bytes = 1 << 20;
+  Sender s(o);
+  auto size_of = [](uint64_t seq) { return 4001 + seq % 7; };
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 1; seq <= 250; ++seq)
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, size_of(seq))));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 250; }));
+  a->Kill();
+  for (uint64_t seq = 251; seq <= 260; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, size_of(seq))));
+  }
+
+  // The new collector reads nothing yet: the retransmission stops when the socket is full.
+  auto b = std::make_unique<FakeCollector>(path_, store_);
+  b->SetPaused(true);
+  const uint64_t written_before = s.stats().bytes_written;
+  ASSERT_TRUE(Pump(s, [&] {
+    return s.connected() && s.WantsWrite() && s.stats().bytes_written > written_before + 50000 &&
+           b->connection_count() == 1;
+  }));
+  for (int i = 0; i < 10; ++i) s.Poll(steady_clock::now());
+  b->SendRaw(0, Ack(250));  // everything A stored
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acks == 1; }));
+  // Lines behind a half-written one wait for it (the window is a FIFO).
+  EXPECT_GT(s.stats().acked, 0u);
+
+  b->SetPaused(false);
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  const auto conns = b->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_FALSE(conns[0].seqs.empty());
+  EXPECT_EQ(conns[0].seqs.front(), 0u);
+  EXPECT_EQ(conns[0].seqs.back(), 260u);
+  EXPECT_LT(conns[0].seqs.size(), 200u);  // acked lines not yet written were skipped
+  for (size_t i = 1; i < conns[0].seqs.size(); ++i) {
+    const uint64_t seq = conns[0].seqs[i];
+    ASSERT_EQ(conns[0].lines[i], MakeLine(seq, size_of(seq))) << "line " << i;
+  }
+  EXPECT_EQ(Stored(), Range(0, 260));
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4096;
+  o.window_bytes = 1000;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  auto a = StartCollector();
+  for (uint64_t seq = 1; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  // 21..30 fill the window exactly (10 x 100 bytes) and are never acked.
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 21; seq <= 30; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 30; }));
+  EXPECT_EQ(s.held_bytes(), 1000u);
+  a->Kill();
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
+
+  // 100 more lines while nothing listens: the window keeps its 1000 bytes, never-sent lines
+  // get the other 3096 bytes, so 30 of them fit and the 70 oldest (31..100) are dropped.
+  for (uint64_t seq = 31; seq <= 130; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    s.Poll(steady_clock::now());
+  }
+  EXPECT_FALSE(s.connected());
+  EXPECT_EQ(s.stats().dropped_disconnected, 70u);
+  EXPECT_EQ(s.held_bytes(), 4000u);
+  EXPECT_EQ(s.unacked_lines(), 40u);
+  EXPECT_FALSE(s.HasRoom(100));
+  EXPECT_TRUE(s.HasRoom(96));
+  ExpectBalanced(s);
+
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  std::vector<uint64_t> expected = Range(0, 30);
+  for (uint64_t seq = 101; seq <= 130; ++seq) expected.push_back(seq);
+  EXPECT_EQ(Stored(), expected);
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.dropped_disconnected, 70u);
+  EXPECT_EQ(st.retransmitted, 10u);
+  EXPECT_EQ(st.acked, 61u);
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 1000;
+  o.window_bytes = 1000;
+  Sender s(o);
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10 && !s.WantsWrite(); }));
+  EXPECT_EQ(s.held_bytes(), 1000u);
+  EXPECT_FALSE(s.HasRoom(1));
+
+  EXPECT_FALSE(s.Enqueue(10, MakeLine(10, 100)));
+  SenderStats st = s.stats();
+  EXPECT_EQ(st.rejected_no_room, 1u);
+  EXPECT_EQ(st.dropped_disconnected, 0u);
+  EXPECT_EQ(s.unacked_lines(), 10u);
+
+  a->SendRaw(0, Ack(4));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 5; }));
+  EXPECT_TRUE(s.HasRoom(500));
+  EXPECT_FALSE(s.HasRoom(501));
+  EXPECT_TRUE(s.Enqueue(11, MakeLine(11, 100)));
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, RefusesLinesTooLargeOrMalformed) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4096;
+  o.window_bytes = 1000;
+  Sender s(o);
+  EXPECT_FALSE(s.Enqueue(0, MakeLine(0, 1001)));
+  EXPECT_EQ(s.stats().rejected_too_large, 1u);
+  EXPECT_FALSE(s.HasRoom(1001));
+  EXPECT_TRUE(s.Enqueue(1, MakeLine(1, 1000)));
+  EXPECT_FALSE(s.Enqueue(2, "no newline"));
+  EXPECT_FALSE(s.Enqueue(3, ""));
+  EXPECT_FALSE(s.Enqueue(1, MakeLine(1, 100)));  // seq not increasing
+  EXPECT_FALSE(s.AddPreamble(1, MakeLine(1, 100)));
+  EXPECT_EQ(s.stats().rejected_invalid, 4u);
+  EXPECT_TRUE(s.Enqueue(4, MakeLine(4, 100)));
+  EXPECT_EQ(s.stats().enqueued, 2u);
+  EXPECT_EQ(s.unacked_lines(), 2u);
+
+  SenderOptions small = Options();
+  small.preamble_bytes = 100;
+  Sender p(small);
+  EXPECT_TRUE(p.AddPreamble(0, MakeLine(0, 100)));
+  EXPECT_FALSE(p.AddPreamble(1, MakeLine(1, 64)));  // preamble storage full
+  EXPECT_EQ(p.stats().preamble_lines, 1u);
+}
+
+TEST_F(SenderTest, PartialWritesWithSmallSendBufferAndSlowReader) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 2 << 20;
+  o.window_bytes = 1 << 20;
+  Sender s(o);
+  auto a = StartCollector();
+  a->SetReadChunk(200);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
+  const int small = 4096;
+  ASSERT_EQ(setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+
+  constexpr uint64_t kLines = 300;
+  for (uint64_t seq = 1; seq <= kLines; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 1000 + (seq * 37) % 3000)));
+  }
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  const auto conns = a->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_EQ(conns[0].seqs, Range(0, kLines));
+  for (uint64_t seq = 1; seq <= kLines; ++seq) {
+    ASSERT_EQ(conns[0].lines[seq], MakeLine(seq, 1000 + (seq * 37) % 3000)) << seq;
+  }
+  EXPECT_GT(s.stats().partial_writes, 0u);
+  EXPECT_EQ(s.stats().disconnects, 0u);
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, AckSplitAcrossReads) {
+  Sender s(Options());
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 5; }));
+
+  const std::string ack = Ack(4);
+  a->SendRaw(0, ack.substr(0, 7));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_read == 7; }));
+  EXPECT_EQ(s.stats().acked, 0u);
+  a->SendRaw(0, ack.substr(7, ack.size() - 8));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_read == ack.size() - 1; }));
+  EXPECT_EQ(s.stats().acked, 0u);
+  EXPECT_EQ(s.unacked_lines(), 5u);
+  a->SendRaw(0, ack.substr(ack.size() - 1));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 5; }));
+  EXPECT_EQ(s.unacked_lines(), 0u);
+
+  // Two acks in one read: the later one wins.
+  for (uint64_t seq = 5; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10; }));
+  a->SendRaw(0, Ack(6) + Ack(9));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 10; }));
+  EXPECT_EQ(s.stats().acks, 3u);
+  EXPECT_EQ(s.stats().garbage_lines, 0u);
+}
+
+TEST_F(SenderTest, GarbageFromThePeerIsIgnored) {
+  Sender s(Options());
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10; }));
+
+  a->SendRaw(0, "hello\n");
+  a->SendRaw(0, R"({"type":"ack","seq":01})"
+                "\n");
+  a->SendRaw(0, std::string(600, 'x'));  // longer than any ack, split over reads
+  a->SendRaw(0, std::string(300, 'y') + "\n" + Ack(2));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 3; }));
+  EXPECT_EQ(s.stats().garbage_lines, 3u);
+  EXPECT_EQ(s.stats().acks, 1u);
+  EXPECT_TRUE(s.connected());
+  EXPECT_EQ(s.unacked_lines(), 7u);
+
+  // An ack beyond anything written only covers what was written: later lines stay held.
+  a->SendRaw(0, Ack(1000));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 10; }));
+  for (uint64_t seq = 10; seq < 15; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 15 && !s.WantsWrite(); }));
+  s.Poll(steady_clock::now());
+  EXPECT_EQ(s.unacked_lines(), 5u);
+  a->SendRaw(0, Ack(14));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(s.stats().disconnects, 0u);
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, WindowLimitsUnackedBytes) {
+  SenderOptions o = Options();
+  o.window_bytes = 1000;
+  Sender s(o);
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 11 && !s.WantsWrite(); }));
+
+  // However late the clock, nothing more goes out until an ack.
+  const auto now = steady_clock::now();
+  for (int i = 1; i <= 20; ++i) s.Poll(now + seconds(i));
+  EXPECT_EQ(s.stats().bytes_written, 70u + 1000u);
+  EXPECT_EQ(s.NextDeadline(), steady_clock::time_point::max());
+  EXPECT_EQ(s.unacked_lines(), 51u);
+
+  a->SendRaw(0, Ack(5));  // releases 0..5: 500 bytes of window
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 16 && !s.WantsWrite(); }));
+  for (int i = 21; i <= 40; ++i) s.Poll(now + seconds(i));
+  EXPECT_EQ(s.stats().bytes_written, 70u + 1500u);
+  EXPECT_EQ(a->last_seq(0), 15);
+
+  a->SetAckMode(FakeCollector::AckMode::kAuto);
+  a->SendRaw(0, Ack(15));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(Stored(), Range(0, 50));
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, BatchesUntilFlushIntervalOrBatchBytes) {
+  SenderOptions o = Options();
+  o.flush_interval = milliseconds(100);
+  o.batch_bytes = 1000;
+  Sender s(o);
+  auto a = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
+  const auto t0 = steady_clock::now();
+  s.Poll(t0);
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  s.Poll(t0);  // first seen waiting at t0
+  s.Poll(t0 + milliseconds(99));
+  EXPECT_EQ(s.stats().bytes_written, 0u);
+  EXPECT_EQ(s.NextDeadline(), t0 + milliseconds(100));
+  s.Poll(t0 + milliseconds(100));
+  EXPECT_EQ(s.stats().bytes_written, 500u);
+
+  // batch_bytes waiting go out at once.
+  for (uint64_t seq = 5; seq < 14; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  s.Poll(t0 + milliseconds(101));
+  EXPECT_EQ(s.stats().bytes_written, 500u);
+  ASSERT_TRUE(s.Enqueue(14, MakeLine(14, 100)));
+  s.Poll(t0 + milliseconds(102));
+  EXPECT_EQ(s.stats().bytes_written, 1500u);
+  EXPECT_TRUE(s.Flush(steady_clock::now() + kTimeout));
+  EXPECT_EQ(Stored(), Range(0, 14));
+}
+
+TEST_F(SenderTest, PreambleLineAddedLaterKeepsSeqOrderOnEveryConnection) {
+  Sender s(Options());
+  auto a = StartCollector();
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq <= 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 6; seq <= 8; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(9, MakeLine(9, 90, "device")));
+  for (uint64_t seq = 10; seq <= 11; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 11; }));
+  EXPECT_EQ(a->connections()[0].seqs, Range(0, 11));
+  a->Kill();
+
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  // process_start first; the device line after the held lines below its seq.
+  ASSERT_EQ(b->connections()[0].seqs, (std::vector<uint64_t>{0, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(b->connections()[0].lines[4], MakeLine(9, 90, "device"));
+  EXPECT_EQ(Stored(), Range(0, 11));
+  b->Kill();
+
+  // Everything acked: a new connection carries the preamble alone.
+  auto c = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return c->received(0) == 2; }));
+  EXPECT_EQ(c->connections()[0].seqs, (std::vector<uint64_t>{0, 9}));
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, FlushReturnsByItsDeadlineWithoutCollector) {
+  SenderOptions o;  // default backoff and flush interval
+  o.socket_path = path_;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  const auto t0 = steady_clock::now();
+  EXPECT_FALSE(s.Flush(t0 + seconds(1)));
+  const auto elapsed = steady_clock::now() - t0;
+  EXPECT_GE(elapsed, seconds(1));
+  EXPECT_LT(elapsed, milliseconds(1200));
+  EXPECT_EQ(s.unacked_lines(), 11u);
+  EXPECT_GE(s.stats().connect_failures, 3u);   // backoff 10 ms doubling: attempts kept going
+  EXPECT_LE(s.stats().connect_failures, 12u);  // ... but not spinning
+
+  Sender empty(o);
+  const auto t1 = steady_clock::now();
+  EXPECT_TRUE(empty.Flush(t1 + seconds(1)));
+  EXPECT_LT(steady_clock::now() - t1, milliseconds(100));
+}
+
+TEST_F(SenderTest, NoSigpipeWhenThePeerStopsReadingOrCloses) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGPIPE, &dfl, &old), 0);
+
+  Sender s(Options());
+  auto a = StartCollector();
+  ASSERT_TRUE(s.Enqueue(0, MakeLine(0, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 1; }));
+  a->ShutdownRead(0);  // our next send gets EPIPE (a SIGPIPE without MSG_NOSIGNAL)
+  uint64_t seq = 1;
+  ASSERT_TRUE(Pump(s, [&] {
+    (void)s.Enqueue(seq, MakeLine(seq, 100));
+    ++seq;
+    return s.stats().write_errors >= 1;
+  }));
+  EXPECT_GE(s.stats().disconnects, 1u);
+
+  // Reconnected; now the collector goes away with lines unread.
+  ASSERT_TRUE(Pump(s, [&] { return a->connection_count() == 2 && a->received(1) > 0; }));
+  a->SetPaused(true);
+  for (int i = 0; i < 100; ++i, ++seq) (void)s.Enqueue(seq, MakeLine(seq, 1000));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_written > 50000; }));
+  const uint64_t disconnects = s.stats().disconnects;
+  a->Kill();
+  ASSERT_TRUE(Pump(s, [&] {
+    (void)s.Enqueue(seq, MakeLine(seq, 100));
+    ++seq;
+    return s.stats().disconnects > disconnects;
+  }));
+  ASSERT_EQ(sigaction(SIGPIPE, &old, nullptr), 0);
+  ExpectBalanced(s);
+}
+
+TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
+  Sender s(Options());
+  auto a = StartCollector();
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "parent")));
+  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  // Everything the child uses is built before fork(): it allocates nothing.
+  std::vector<std::string> child_lines;
+  for (uint64_t seq = 0; seq <= 100; ++seq) child_lines.push_back(MakeLine(seq, 120, "child"));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    s.ResetAfterFork();
+    if (s.fd() != -1 || s.unacked_lines() != 0 || s.stats().connects != 0) _exit(2);
+    if (!s.AddPreamble(0, child_lines[0])) _exit(3);
+    for (uint64_t seq = 1; seq <= 100; ++seq) {
+      if (!s.Enqueue(seq, child_lines[seq])) _exit(4);
+    }
+    if (!s.Flush(steady_clock::now() + kTimeout)) _exit(5);
+    const SenderStats st = s.stats();
+    _exit(st.acked == 101 && st.connects == 1 ? 0 : 6);
+  }
+
+  // The parent keeps using its connection meanwhile.
+  for (uint64_t seq = 51; seq <= 150; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  int status = 0;
+  bool reaped = false;
+  ASSERT_TRUE(Pump(s, [&] {
+    if (!reaped) reaped = waitpid(child, &status, WNOHANG) == child;
+    return reaped && s.unacked_lines() == 0;
+  }));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.connects, 1u);
+  EXPECT_EQ(st.disconnects, 0u);
+  size_t parent_conns = 0, child_conns = 0;
+  for (const auto& c : a->connections()) {
+    if (c.pid == getpid()) {
+      ++parent_conns;
+      ASSERT_EQ(c.seqs, Range(0, 150));
+      EXPECT_EQ(c.lines[0], MakeLine(0, 70, "parent"));
+      for (uint64_t seq = 1; seq <= 150; ++seq) EXPECT_EQ(c.lines[seq], MakeLine(seq, 100));
+    } else {
+      ++child_conns;
+      EXPECT_EQ(c.pid, child);
+      ASSERT_EQ(c.seqs, Range(0, 100));
+      for (uint64_t seq = 0; seq <= 100; ++seq) EXPECT_EQ(c.lines[seq], child_lines[seq]);
+    }
+  }
+  EXPECT_EQ(parent_conns, 1u);
+  EXPECT_EQ(child_conns, 1u);
+  EXPECT_EQ(Stored(child), Range(0, 100));
+}
+
+TEST_F(SenderTest, StatsReadableFromAnotherThread) {
+  Sender s(Options());
+  auto a = StartCollector();
+  std::atomic<bool> done{false};
+  uint64_t last_seen = 0;
+  bool monotonic = true;
+  std::thread reader([&] {
+    while (!done.load()) {
+      const uint64_t acked = s.stats().acked;
+      monotonic = monotonic && acked >= last_seen;
+      last_seen = acked;
+    }
+  });
+  for (uint64_t seq = 0; seq < 2000; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    if (seq % 100 == 0) s.Poll(steady_clock::now());
+  }
+  const bool flushed = s.Flush(steady_clock::now() + kTimeout);
+  done.store(true);
+  reader.join();
+  EXPECT_TRUE(flushed);
+  EXPECT_TRUE(monotonic);
+  EXPECT_EQ(s.stats().acked, 2000u);
+}
+
+TEST_F(SenderTest, TcpLoopback) {
+  FakeCollector a(store_);
+  SenderOptions o = Options();
+  o.socket_path = "tcp:127.0.0.1:" + std::to_string(a.port());
+  Sender s(o);
+  ASSERT_TRUE(s.address_valid());
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq <= 100; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 300)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  ASSERT_EQ(a.connections().size(), 1u);
+  EXPECT_EQ(a.connections()[0].seqs, Range(0, 100));
+}
+
+TEST_F(SenderTest, InvalidAddressesNeverConnect) {
+  const std::vector<std::string> bad_addresses = {
+      "",           "tcp:example.com:80", "tcp:127.0.0.1:0", "tcp:127.0.0.1:x", "tcp:127.0.0.1",
+      "tcp:[::1:9", std::string(200, 'a')};
+  for (const std::string& bad : bad_addresses) {
+    SenderOptions o = Options();
+    o.socket_path = bad;
+    Sender s(o);
+    EXPECT_FALSE(s.address_valid()) << bad;
+    EXPECT_TRUE(s.Enqueue(1, MakeLine(1, 100)));
+    s.Poll(steady_clock::now());
+    EXPECT_EQ(s.stats().connect_failures, 0u);
+    EXPECT_FALSE(s.Flush(steady_clock::now() + milliseconds(20)));
+  }
+  for (const char* good : {"tcp:localhost:9", "tcp:[::1]:9", "/x/y.sock"}) {
+    SenderOptions o = Options();
+    o.socket_path = good;
+    EXPECT_TRUE(Sender(o).address_valid()) << good;
+  }
+}
+
+// Many kills and restarts, paused readers, a small buffer and random line sizes: every accepted
+// seq is stored exactly once or counted as dropped, and nothing else.
+TEST_F(SenderTest, RestartsKeepExactAccounting) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 8 << 10;
+  o.window_bytes = 4 << 10;
+  Sender s(o);
+  std::mt19937_64 rng(12345);  // NOLINT(cert-msc32-c,cert-msc51-cpp): reproducible schedule
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  std::set<uint64_t> accepted = {0};
+  uint64_t seq = 1;
+  auto collector = StartCollector();
+  for (int round = 0; round < 8; ++round) {
+    // At least 150 lines of at least 64 bytes: more than the 4 KiB a full window leaves.
+    const int lines = 150 + static_cast<int>(rng() % 150);
+    for (int i = 0; i < lines; ++i, ++seq) {
+      if (s.Enqueue(seq, MakeLine(seq, 64 + rng() % 400))) accepted.insert(seq);
+      if (rng() % 4 == 0) s.Poll(steady_clock::now());
+    }
+    if (collector) {
+      switch (round == 0 ? 0 : rng() % 3) {
+        case 0: {
+          // Stored, never acked: sent again on the next connection.
+          ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+          collector->SetAckMode(FakeCollector::AckMode::kNone);
+          const uint64_t marker = seq++;
+          ASSERT_TRUE(s.Enqueue(marker, MakeLine(marker, 100)));
+          accepted.insert(marker);
+          ASSERT_TRUE(Pump(s, [&] {
+            const auto stored = Stored();
+            return !stored.empty() && stored.back() == marker;
+          }));
+          break;
+        }
+        case 1:
+          collector->SetPaused(true);
+          break;
+        default:
+          break;
+      }
+      ASSERT_TRUE(Pump(s, [&] { return s.held_bytes() == 0 || !s.WantsWrite(); }));
+      collector->Kill();
+      collector.reset();
+    } else {
+      collector = StartCollector();
+    }
+  }
+  if (!collector) collector = StartCollector();
+  ASSERT_TRUE(s.Flush(steady_clock::now() + kTimeout));
+
+  const std::vector<uint64_t> stored = Stored();
+  const std::set<uint64_t> stored_set(stored.begin(), stored.end());
+  ASSERT_EQ(stored_set.size(), stored.size());  // each at most once
+  for (uint64_t v : stored) EXPECT_TRUE(accepted.count(v)) << v;
+  const SenderStats st = s.stats();
+  EXPECT_EQ(accepted.size() - stored.size(), st.dropped_disconnected);
+  EXPECT_EQ(st.enqueued + 1, accepted.size());
+  EXPECT_EQ(st.acked, stored.size());
+  EXPECT_GT(st.dropped_disconnected, 0u);
+  EXPECT_GT(st.retransmitted, 0u);
+  ExpectBalanced(s);
+}
+
+}  // namespace
+}  // namespace cuflight::transport

@@ -1,21 +1,24 @@
 #include "process_facts.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace cuflight::inject {
 namespace {
 
 std::string ReadFile(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::string out;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
 }
 
 // Process start from /proc/self/stat field 22 (clock ticks after boot) and /proc/stat btime.

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -134,6 +135,60 @@ TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
     }
   }
   EXPECT_EQ(kernels, 25);
+}
+
+// Splits the collector's lines by the pid in their header.
+std::map<int, std::vector<schema::OwnedEvent>> ByPid(const std::vector<std::string>& lines) {
+  std::map<int, std::vector<schema::OwnedEvent>> out;
+  for (const std::string& line : lines) {
+    schema::DecodeResult d = schema::Decode(line);
+    EXPECT_TRUE(d.ok()) << d.message;
+    if (d.ok()) out[d.header->pid].push_back(std::move(d.event));
+  }
+  return out;
+}
+
+size_t ProcessEnds(const std::vector<std::string>& lines) {
+  return static_cast<size_t>(std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("\"process_end\"") != std::string::npos;
+  }));
+}
+
+TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
+  UseFakes();
+  const std::string path = TempSocketPath("fork");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "fork"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
+  const auto streams = ByPid(collector.Lines());
+  ASSERT_EQ(streams.size(), 2u);
+  for (const auto& [pid, events] : streams) {
+    ASSERT_FALSE(events.empty());
+    // Each process: its own process_start (seq 0, its own pid), its 4 kernels, its process_end.
+    const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&events.front());
+    ASSERT_NE(start, nullptr);
+    EXPECT_EQ(start->header.seq, 0u);
+    EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const schema::OwnedEvent& e) {
+                return std::holds_alternative<schema::OwnedKernelEvent>(e);
+              }), 4);
+    EXPECT_TRUE(std::holds_alternative<schema::OwnedProcessEndEvent>(events.back()));
+  }
+}
+
+TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
+  UseFakes();
+  const std::string path = TempSocketPath("forkexec");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "forkexec"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
+  const auto streams = ByPid(collector.Lines());
+  EXPECT_EQ(streams.size(), 1u);  // only the parent
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+// The injected library's configuration: the CUFLIGHT_* environment variables, read once at
+// injection time (libinject/config/README.md lists them). A bad value never stops anything: the
+// variable falls back to its default and ParseConfig returns one warning line for it, which the
+// caller prints. Nothing here throws, and nothing runs on the launch hot path.
+#ifndef CUFLIGHT_INJECT_CONFIG_H_
+#define CUFLIGHT_INJECT_CONFIG_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cuflight/inject/on_full.h"
+
+namespace cuflight::inject {
+
+using OnFullPolicy = OnFull;
+
+enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+// Accepted ranges (inclusive) and defaults.
+inline constexpr uint32_t kDefaultRingSlots = 16384;
+inline constexpr uint32_t kMinRingSlots = 64;
+inline constexpr uint32_t kMaxRingSlots = uint32_t{1} << 22;
+inline constexpr uint32_t kDefaultFlushMs = 100;
+inline constexpr uint32_t kMinFlushMs = 1;
+inline constexpr uint32_t kMaxFlushMs = 10'000;
+inline constexpr uint32_t kDefaultStatsMs = 5'000;
+inline constexpr uint32_t kMinStatsMs = 100;
+inline constexpr uint32_t kMaxStatsMs = 3'600'000;
+inline constexpr uint64_t kDefaultBufferBytes = uint64_t{8} << 20;
+inline constexpr uint64_t kMinBufferBytes = uint64_t{64} << 10;
+inline constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 30;
+inline constexpr uint32_t kDefaultSampleEvery = 1;
+inline constexpr uint32_t kMinSampleEvery = 1;
+inline constexpr uint32_t kMaxSampleEvery = 1'000'000;
+
+// Every variable ParseConfig reads, in the order Describe lists them.
+inline constexpr std::array<std::string_view, 11> kConfigVariables = {
+    "CUFLIGHT_COLLECTOR", "CUFLIGHT_TIMING",   "CUFLIGHT_RING_SIZE",    "CUFLIGHT_ON_FULL",
+    "CUFLIGHT_FLUSH_MS",  "CUFLIGHT_STATS_MS", "CUFLIGHT_BUFFER_BYTES", "CUFLIGHT_INCLUDE",
+    "CUFLIGHT_EXCLUDE",   "CUFLIGHT_SAMPLE",   "CUFLIGHT_LOG_LEVEL"};
+
+struct Config {
+  // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
+  // given to ParseConfig by the caller.
+  std::string collector_path;
+  // CUFLIGHT_TIMING: also record GPU start/end times through the CUPTI activity API.
+  bool timing = true;
+  // CUFLIGHT_RING_SIZE: launch records the ring holds; a power of two in
+  // [kMinRingSlots, kMaxRingSlots].
+  uint32_t ring_slots = kDefaultRingSlots;
+  // CUFLIGHT_ON_FULL: what a launch does when the ring is full.
+  OnFull on_full = OnFull::kDrop;
+  // CUFLIGHT_FLUSH_MS: longest time a record waits in the library before it is sent.
+  uint32_t flush_ms = kDefaultFlushMs;
+  // CUFLIGHT_STATS_MS: interval of the `stats` events.
+  uint32_t stats_ms = kDefaultStatsMs;
+  // CUFLIGHT_BUFFER_BYTES: encoded events kept while the collector is unreachable or has not
+  // acknowledged them.
+  uint64_t buffer_bytes = kDefaultBufferBytes;
+  // CUFLIGHT_INCLUDE / CUFLIGHT_EXCLUDE: ECMAScript patterns searched for in the kernel name (see
+  // NameFilter); empty: no filter. ParseConfig leaves only valid patterns here.
+  std::string include_regex;
+  std::string exclude_regex;
+  // CUFLIGHT_SAMPLE: record the 1st, (N+1)th, (2N+1)th, ... launch of each function.
+  uint32_t sample_every = kDefaultSampleEvery;
+  // CUFLIGHT_LOG_LEVEL: the library's own messages on stderr.
+  LogLevel log_level = LogLevel::kWarn;
+
+  bool operator==(const Config&) const = default;
+};
+
+struct ParsedConfig {
+  Config config;
+  // One line per rejected or adjusted variable, naming the variable, the value given and the value
+  // used instead; no prefix and no newline.
+  std::vector<std::string> warnings;
+};
+
+// Reads every CUFLIGHT_* variable through `getenv_fn` (which returns nullptr for an unset
+// variable). An unset variable, or one set to an empty or all-blank value, takes its default
+// silently; surrounding blanks are ignored. Never throws: should memory run out, returns the
+// defaults (collector_path = default_collector_path) with at most one warning saying so.
+ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
+                         std::string default_collector_path) noexcept;
+
+// The effective configuration as (key, value) pairs for process_start's `config` object, in
+// kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
+// ("collector", "timing", "ring_size", ...); each value, given back to ParseConfig as the
+// variable's value, yields the same Config. Returns an empty vector if memory runs out.
+std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;
+
+// "trace", "debug", "info", "warn", "error", "off".
+std::string_view LogLevelName(LogLevel level) noexcept;
+// "drop", "block".
+std::string_view OnFullName(OnFull on_full) noexcept;
+
+// The include/exclude kernel-name filter, compiled once. A name is accepted when it contains a
+// match of the include pattern (or there is none) and no match of the exclude pattern: patterns
+// are searched for anywhere in the name (anchor with ^ and $ for a whole-name match), in the
+// ECMAScript grammar without back-references. Matching time is linear in the name's length (the
+// patterns run on libstdc++'s breadth-first matcher, which neither recurses per character nor
+// backtracks exponentially). Immutable after Make: Accept may be called from any thread.
+class NameFilter {
+ public:
+  // Inactive: accepts every name.
+  NameFilter() = default;
+
+  // Compiles config.include_regex and config.exclude_regex. A pattern that does not compile (or
+  // memory running out) appends one warning line to *warnings (when not null) and leaves that side
+  // without a filter.
+  static NameFilter Make(const Config& config, std::vector<std::string>* warnings) noexcept;
+
+  // Applies the filter to `demangled`, or to `mangled` when `demangled` is empty (demangling
+  // failed). Allocates (the regex engine's state); meant to run once per function, with the result
+  // cached by the caller. Should matching fail (memory, regex engine limits), accepts.
+  bool Accept(std::string_view demangled, std::string_view mangled) const noexcept;
+
+  // True when at least one pattern is in force.
+  bool active() const noexcept { return include_ != nullptr || exclude_ != nullptr; }
+
+ private:
+  struct Pattern;
+  std::shared_ptr<const Pattern> include_;
+  std::shared_ptr<const Pattern> exclude_;
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_INJECT_CONFIG_H_

@@ -1,0 +1,300 @@
+// Bounded lock-free ring of fixed-size records: many producers (the CUPTI callbacks, on any
+// application thread), one consumer (the sender thread). Linux only: the consumer parks on a
+// futex.
+//
+// Design:
+//  1. Dmitry Vyukov's bounded queue. Positions count up from 0 and never wrap (64 bits); position p
+//     lives in slot p % capacity. Each slot carries a sequence number saying whose turn it is: seq
+//     == p means free for the producer of p, seq == p + 1 means it holds that producer's record,
+//     and the consumer hands the slot to the next lap with seq = p + capacity.
+//  2. One allocation (the slots), in the constructor. A push or a pop never allocates, locks or
+//     makes a system call, with two exceptions: the one futex wake of (5), and the waiting of
+//     OnFull::kBlock while the ring is full.
+//  3. A producer claims a position with a CAS on the producer index, copies its record into the
+//     slot and publishes it with a release store of seq. The consumer reads seq with acquire,
+//     copies the record out and frees the slot with a release store. Each producer's records come
+//     out in the order it pushed them (its claims increase; the consumer pops in position order).
+//     A producer pre-empted between its claim and its publish holds the consumer back at that
+//     position: the records behind it wait, none is lost or reordered.
+//  4. The producer index, the consumer index, the high-water mark and the drop counter each own a
+//     cache line (kIndexAlign bytes, two 64-byte lines, against false sharing and the
+//     adjacent-line prefetcher), and each slot starts on a 64-byte line.
+//  5. The consumer may park in ConsumerWait(timeout), a futex wait with a timeout. A producer
+//     never makes a system call to report a single record: it wakes the parked consumer only
+//     when, right after its push, the ring is at least half full (kWakeNumerator /
+//     kWakeDenominator), and only the producer that switches the consumer from parked to awake (an
+//     exchange) makes the one FUTEX_WAKE. Below half full the consumer sleeps until its timeout
+//     (the sender's flush interval). The consumer publishes "parked" and then reads the producer
+//     index; a producer claims (seq_cst CAS) and then reads the consumer state (seq_cst load): one
+//     of the two sees the other, so the consumer never sleeps while the ring is at least half full
+//     and no producer is going to wake it.
+//  6. Close() (at process exit): from then on every push fails and is counted as dropped, a
+//     producer waiting under OnFull::kBlock gives up within one back-off step (about 50 us), and a
+//     parked consumer is woken. Records already in the ring can still be popped.
+//  7. The ring must outlive every thread that uses it: destroy it only after the producers and the
+//     consumer are done (Close() and joined, or never started).
+#ifndef CUFLIGHT_INJECT_RING_H_
+#define CUFLIGHT_INJECT_RING_H_
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "cuflight/inject/on_full.h"
+
+namespace cuflight::inject {
+
+template <typename T>
+class MpscRing {
+  static_assert(std::is_trivially_copyable_v<T>, "ring records are copied with memcpy");
+  static_assert(std::atomic<uint64_t>::is_always_lock_free);
+  static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                    sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
+                "the consumer state is used as a futex word");
+
+ public:
+  static constexpr size_t kMinCapacity = 2;
+  static constexpr size_t kMaxCapacity = size_t{1} << 31;
+  // A producer wakes a parked consumer once the ring is at least this full.
+  static constexpr size_t kWakeNumerator = 1;
+  static constexpr size_t kWakeDenominator = 2;
+
+  // Room for `capacity` records, rounded up to a power of two and clamped to
+  // [kMinCapacity, kMaxCapacity]. Allocates capacity slots once (a slot is sizeof(T) + 8 bytes
+  // rounded up to a multiple of 64: 256 bytes for a 192-byte record) and touches them all; throws
+  // std::bad_alloc if that fails, and nothing else. Construct the ring before handing it to other
+  // threads (thread creation or a release store publishes it).
+  explicit MpscRing(size_t capacity)
+      : mask_(std::bit_ceil(std::clamp(capacity, kMinCapacity, kMaxCapacity)) - 1),
+        wake_threshold_((mask_ + 1) * kWakeNumerator / kWakeDenominator),
+        slots_(new Slot[mask_ + 1]) {
+    for (uint64_t i = 0; i <= mask_; ++i) slots_[i].seq.store(i, std::memory_order_relaxed);
+  }
+  MpscRing(const MpscRing&) = delete;
+  MpscRing& operator=(const MpscRing&) = delete;
+
+  // Copies `record` into the ring. Returns false, and counts a drop, when the ring is full or
+  // closed. Any thread; lock-free, no allocation, no system call except the one wake of design
+  // point 5.
+  bool TryPush(const T& record) noexcept {
+    if (!closed_.load(std::memory_order_relaxed) && PushOnce(record)) return true;
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  // OnFull::kDrop: TryPush. OnFull::kBlock: waits while the ring is full (spins 64 times, yields
+  // 16 times, then sleeps 50 us per try) and returns false, counting a drop, only when the ring is
+  // or becomes closed. Any thread.
+  bool Push(const T& record, OnFull policy) noexcept {
+    if (policy == OnFull::kDrop) return TryPush(record);
+    for (uint32_t attempt = 0; !closed_.load(std::memory_order_acquire); ++attempt) {
+      if (PushOnce(record)) return true;
+      Backoff(attempt);
+    }
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  // Moves the oldest record into *out and returns true; false when the ring is empty, or when the
+  // oldest position is claimed but still being written (design point 3). Consumer thread only.
+  bool TryPop(T* out) noexcept {
+    const uint64_t pos = dequeue_pos_.load(std::memory_order_relaxed);
+    Slot& slot = slots_[pos & mask_];
+    if (slot.seq.load(std::memory_order_acquire) != pos + 1) return false;
+    std::memcpy(static_cast<void*>(out), slot.data, sizeof(T));
+    slot.seq.store(pos + mask_ + 1, std::memory_order_release);
+    dequeue_pos_.store(pos + 1, std::memory_order_release);
+    return true;
+  }
+
+  // Parks the consumer until a producer finds the ring at least half full, WakeConsumer() or
+  // Close() is called, or `timeout` passes; returns at once if one of these already holds or
+  // timeout <= 0. May return early (a signal, a racing wake-up): callers loop on their own
+  // deadline. Consumer thread only.
+  void ConsumerWait(std::chrono::nanoseconds timeout) noexcept {
+    if (timeout.count() <= 0 || wake_requested_.exchange(false, std::memory_order_acq_rel)) return;
+    consumer_state_.store(kParked, std::memory_order_seq_cst);
+    const uint64_t claimed = enqueue_pos_.load(std::memory_order_seq_cst);
+    const bool stay_awake =
+        closed_.load(std::memory_order_seq_cst) ||
+        wake_requested_.exchange(false, std::memory_order_seq_cst) ||
+        claimed - dequeue_pos_.load(std::memory_order_relaxed) >= wake_threshold_;
+    if (!stay_awake) FutexWait(timeout);
+    consumer_state_.store(kAwake, std::memory_order_relaxed);
+  }
+
+  // Ends the current ConsumerWait, or the next one if the consumer is not parked. Any thread; one
+  // futex wake system call when the consumer is parked, none otherwise.
+  void WakeConsumer() noexcept {
+    wake_requested_.store(true, std::memory_order_seq_cst);
+    WakeIfParked();
+  }
+
+  // Makes every later push fail (counted as dropped), releases producers waiting under
+  // OnFull::kBlock and wakes the consumer. Idempotent; any thread. A push that had already passed
+  // its closed check when Close() ran may still complete; pop until TryPop fails after Close() to
+  // take everything.
+  void Close() noexcept {
+    closed_.store(true, std::memory_order_seq_cst);
+    WakeIfParked();
+  }
+
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
+  // Records pushed (or being pushed) and not yet popped, clamped to [0, capacity]; exact only
+  // while no other thread pushes or pops. Any thread.
+  size_t SizeApprox() const noexcept {
+    const uint64_t popped = dequeue_pos_.load(std::memory_order_acquire);
+    const uint64_t claimed = enqueue_pos_.load(std::memory_order_acquire);
+    return static_cast<size_t>(std::min<uint64_t>(claimed - popped, mask_ + 1));
+  }
+
+  size_t capacity() const noexcept { return mask_ + 1; }
+
+  // The largest occupancy seen so far, in [0, capacity]. Maintained by producers: after each push,
+  // a producer computes (its position + 1 - the consumer index it then reads), clamped to the
+  // capacity, and raises the mark if that is higher (a relaxed load; a CAS only when the mark
+  // moves, at most capacity times in all). A push that finds the ring full sets it to capacity.
+  // Exact with one thread, and exact at capacity (a full ring always shows). With concurrent pushes
+  // and pops each sample can be off, either way, by the pops that ran during that push (the
+  // consumer index is read without waiting for the latest value). Any thread.
+  size_t high_water() const noexcept {
+    return static_cast<size_t>(high_water_.load(std::memory_order_relaxed));
+  }
+
+  // Pushes that returned false (ring full or closed), over the ring's lifetime. Any thread.
+  uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr size_t kSlotAlign = std::max<size_t>(64, alignof(T));
+  static constexpr size_t kIndexAlign = 128;
+  static constexpr uint32_t kAwake = 0;
+  static constexpr uint32_t kParked = 1;
+  static constexpr uint32_t kSpinAttempts = 64;
+  static constexpr uint32_t kYieldAttempts = 16;
+  static constexpr long kBlockedSleepNs = 50'000;
+
+  struct alignas(kSlotAlign) Slot {
+    std::atomic<uint64_t> seq{0};
+    alignas(T) unsigned char data[sizeof(T)];
+  };
+
+  // One attempt: claims a free position and publishes `record` there, or returns false when the
+  // ring is full.
+  bool PushOnce(const T& record) noexcept {
+    uint64_t pos = enqueue_pos_.load(std::memory_order_relaxed);
+    Slot* slot;
+    for (;;) {
+      slot = &slots_[pos & mask_];
+      // Acquire: the consumer's copy-out of the previous lap happens before our overwrite.
+      const uint64_t seq = slot->seq.load(std::memory_order_acquire);
+      const auto lag = static_cast<int64_t>(seq - pos);
+      if (lag == 0) {
+        // seq_cst on success: ordered before the consumer-state load of design point 5.
+        if (enqueue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                               std::memory_order_relaxed)) {
+          break;
+        }
+      } else if (lag < 0) {
+        // The slot still holds the record of position pos - capacity: the ring is full.
+        RaiseHighWater(mask_ + 1);
+        return false;
+      } else {
+        pos = enqueue_pos_.load(std::memory_order_relaxed);  // another producer took pos
+      }
+    }
+    std::memcpy(slot->data, static_cast<const void*>(&record), sizeof(T));
+    slot->seq.store(pos + 1, std::memory_order_release);
+
+    // The consumer frees a slot before it advances its index, so this can read one above the
+    // capacity (and never more: the acquire load of seq above saw the slot freed).
+    const uint64_t popped = dequeue_pos_.load(std::memory_order_relaxed);
+    const uint64_t occupancy = pos + 1 > popped ? std::min(pos + 1 - popped, mask_ + 1) : 0;
+    if (occupancy > high_water_.load(std::memory_order_relaxed)) RaiseHighWater(occupancy);
+    if (occupancy >= wake_threshold_) WakeIfParked();
+    return true;
+  }
+
+  void RaiseHighWater(uint64_t occupancy) noexcept {
+    uint64_t mark = high_water_.load(std::memory_order_relaxed);
+    while (occupancy > mark &&
+           !high_water_.compare_exchange_weak(mark, occupancy, std::memory_order_relaxed)) {
+    }
+  }
+
+  void WakeIfParked() noexcept {
+    if (consumer_state_.load(std::memory_order_seq_cst) == kParked &&
+        consumer_state_.exchange(kAwake, std::memory_order_seq_cst) == kParked) {
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&consumer_state_), FUTEX_WAKE_PRIVATE, 1,
+              nullptr, nullptr, 0);
+    }
+  }
+
+  void FutexWait(std::chrono::nanoseconds timeout) noexcept {
+    constexpr int64_t kNsPerS = 1'000'000'000;
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(timeout.count() / kNsPerS);
+    ts.tv_nsec = static_cast<long>(timeout.count() % kNsPerS);
+    // Returns at once (EAGAIN) if a producer already switched the state back to kAwake.
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&consumer_state_), FUTEX_WAIT_PRIVATE, kParked,
+            &ts, nullptr, 0);
+  }
+
+  void Backoff(uint32_t attempt) noexcept {
+    if (attempt < kSpinAttempts) {
+      CpuRelax();
+    } else if (attempt < kSpinAttempts + kYieldAttempts) {
+      sched_yield();
+    } else {
+      WakeIfParked();  // a full ring is past the wake threshold
+      timespec ts{0, kBlockedSleepNs};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+  static void CpuRelax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
+
+  // Read-only after construction, except closed_ (written once).
+  const uint64_t mask_;
+  const uint64_t wake_threshold_;
+  const std::unique_ptr<Slot[]> slots_;
+  std::atomic<bool> closed_{false};
+
+  // Producers.
+  alignas(kIndexAlign) std::atomic<uint64_t> enqueue_pos_{0};
+
+  // Written by the consumer; read by producers once per push (dequeue_pos_) or only past the wake
+  // threshold (consumer_state_).
+  alignas(kIndexAlign) std::atomic<uint64_t> dequeue_pos_{0};
+  std::atomic<uint32_t> consumer_state_{kAwake};
+  std::atomic<bool> wake_requested_{false};
+
+  // Read by every push, written only when the mark moves.
+  alignas(kIndexAlign) std::atomic<uint64_t> high_water_{0};
+
+  // Written only by failed pushes, apart from high_water_ so that a burst of drops does not slow
+  // the pushes that succeed.
+  alignas(kIndexAlign) std::atomic<uint64_t> dropped_{0};
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_INJECT_RING_H_

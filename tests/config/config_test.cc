@@ -1,0 +1,322 @@
+#include "cuflight/inject/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cuflight::inject {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDefaultPath[] = "/run/user/1000/cuflight/collector.sock";
+
+ParsedConfig Parse(const std::map<std::string, std::string>& env) {
+  return ParseConfig(
+      [&env](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      kDefaultPath);
+}
+
+// The defaults as documented in libinject/config/README.md.
+Config Documented() {
+  Config c;
+  c.collector_path = kDefaultPath;
+  c.timing = true;
+  c.ring_slots = 16384;
+  c.on_full = OnFull::kDrop;
+  c.flush_ms = 100;
+  c.stats_ms = 5000;
+  c.buffer_bytes = 8 * 1024 * 1024;
+  c.include_regex = "";
+  c.exclude_regex = "";
+  c.sample_every = 1;
+  c.log_level = LogLevel::kWarn;
+  return c;
+}
+
+// `value` for `variable` alone must be rejected: everything stays at its default and exactly one
+// warning names the variable, the value and the default.
+void ExpectRejected(const std::string& variable, const std::string& value,
+                    const std::string& default_text) {
+  SCOPED_TRACE(variable + "=" + value);
+  const ParsedConfig parsed = Parse({{variable, value}});
+  EXPECT_EQ(parsed.config, Documented());
+  ASSERT_EQ(parsed.warnings.size(), 1u);
+  EXPECT_THAT(parsed.warnings[0], HasSubstr(variable));
+  EXPECT_THAT(parsed.warnings[0], HasSubstr("'" + value + "'"));
+  EXPECT_THAT(parsed.warnings[0], HasSubstr("default " + default_text));
+}
+
+// `value` for `variable` alone is accepted, without a warning; returns the configuration.
+Config Accepted(const std::string& variable, const std::string& value) {
+  const ParsedConfig parsed = Parse({{variable, value}});
+  EXPECT_TRUE(parsed.warnings.empty()) << variable << "=" << value << ": " << parsed.warnings[0];
+  return parsed.config;
+}
+
+TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
+  const ParsedConfig parsed = Parse({});
+  EXPECT_EQ(parsed.config, Documented());
+  EXPECT_TRUE(parsed.warnings.empty());
+}
+
+TEST(ConfigTest, BlankValuesMeanUnset) {
+  const ParsedConfig parsed = Parse({{"CUFLIGHT_COLLECTOR", ""},
+                                     {"CUFLIGHT_TIMING", " "},
+                                     {"CUFLIGHT_RING_SIZE", "\t"},
+                                     {"CUFLIGHT_BUFFER_BYTES", ""},
+                                     {"CUFLIGHT_INCLUDE", "  "}});
+  EXPECT_EQ(parsed.config, Documented());
+  EXPECT_TRUE(parsed.warnings.empty());
+}
+
+TEST(ConfigTest, IgnoresOtherVariables) {
+  const ParsedConfig parsed = Parse({{"CUDA_VISIBLE_DEVICES", "1"}, {"RING_SIZE", "abc"}});
+  EXPECT_EQ(parsed.config, Documented());
+  EXPECT_TRUE(parsed.warnings.empty());
+}
+
+TEST(ConfigTest, Collector) {
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR", "/tmp/c.sock").collector_path, "/tmp/c.sock");
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR", "  /tmp/d.sock \n").collector_path, "/tmp/d.sock");
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR", "127.0.0.1:7700").collector_path, "127.0.0.1:7700");
+}
+
+TEST(ConfigTest, Timing) {
+  for (const char* yes : {"1", "true", "TRUE", "True", "on", "ON", "yes", "Yes", " 1 "}) {
+    EXPECT_TRUE(Accepted("CUFLIGHT_TIMING", yes).timing) << yes;
+  }
+  for (const char* no : {"0", "false", "FALSE", "off", "Off", "no", "NO", "\tno"}) {
+    EXPECT_FALSE(Accepted("CUFLIGHT_TIMING", no).timing) << no;
+  }
+  for (const char* bad : {"2", "-1", "maybe", "t", "y", "enable", "truee", "1 0"}) {
+    ExpectRejected("CUFLIGHT_TIMING", bad, "true");
+  }
+}
+
+TEST(ConfigTest, RingSize) {
+  EXPECT_EQ(Accepted("CUFLIGHT_RING_SIZE", "64").ring_slots, 64u);
+  EXPECT_EQ(Accepted("CUFLIGHT_RING_SIZE", "1024").ring_slots, 1024u);
+  EXPECT_EQ(Accepted("CUFLIGHT_RING_SIZE", " 65536 ").ring_slots, 65536u);
+  EXPECT_EQ(Accepted("CUFLIGHT_RING_SIZE", "4194304").ring_slots, 4194304u);
+  for (const char* bad : {"0", "32", "63", "4194305", "8388608", "99999999999999999999999", "abc",
+                          "-64", "+64", "1e3", "0x100", "64k", "1024.0", "10 24"}) {
+    ExpectRejected("CUFLIGHT_RING_SIZE", bad, "16384");
+  }
+}
+
+TEST(ConfigTest, RingSizeNotAPowerOfTwoIsRoundedUpWithOneWarning) {
+  const std::pair<const char*, uint32_t> cases[] = {
+      {"65", 128}, {"100", 128}, {"10000", 16384}, {"4194303", 4194304}};
+  for (const auto& [value, rounded] : cases) {
+    const ParsedConfig parsed = Parse({{"CUFLIGHT_RING_SIZE", value}});
+    EXPECT_EQ(parsed.config.ring_slots, rounded) << value;
+    ASSERT_EQ(parsed.warnings.size(), 1u) << value;
+    EXPECT_THAT(parsed.warnings[0], HasSubstr("CUFLIGHT_RING_SIZE"));
+    EXPECT_THAT(parsed.warnings[0], HasSubstr(std::string("'") + value + "'"));
+    EXPECT_THAT(parsed.warnings[0], HasSubstr("power of two"));
+    EXPECT_THAT(parsed.warnings[0], HasSubstr(std::to_string(rounded)));
+  }
+}
+
+TEST(ConfigTest, OnFull) {
+  EXPECT_EQ(Accepted("CUFLIGHT_ON_FULL", "drop").on_full, OnFull::kDrop);
+  EXPECT_EQ(Accepted("CUFLIGHT_ON_FULL", "DROP").on_full, OnFull::kDrop);
+  EXPECT_EQ(Accepted("CUFLIGHT_ON_FULL", "block").on_full, OnFull::kBlock);
+  EXPECT_EQ(Accepted("CUFLIGHT_ON_FULL", " Block ").on_full, OnFull::kBlock);
+  for (const char* bad : {"wait", "1", "dropp", "blocking", "drop,block"}) {
+    ExpectRejected("CUFLIGHT_ON_FULL", bad, "drop");
+  }
+}
+
+TEST(ConfigTest, FlushMs) {
+  EXPECT_EQ(Accepted("CUFLIGHT_FLUSH_MS", "1").flush_ms, 1u);
+  EXPECT_EQ(Accepted("CUFLIGHT_FLUSH_MS", "250").flush_ms, 250u);
+  EXPECT_EQ(Accepted("CUFLIGHT_FLUSH_MS", "10000").flush_ms, 10000u);
+  for (const char* bad : {"0", "10001", "-5", "abc", "1.5", "100ms", "+100", "4294967396"}) {
+    ExpectRejected("CUFLIGHT_FLUSH_MS", bad, "100");
+  }
+}
+
+TEST(ConfigTest, StatsMs) {
+  EXPECT_EQ(Accepted("CUFLIGHT_STATS_MS", "100").stats_ms, 100u);
+  EXPECT_EQ(Accepted("CUFLIGHT_STATS_MS", "60000").stats_ms, 60000u);
+  EXPECT_EQ(Accepted("CUFLIGHT_STATS_MS", "3600000").stats_ms, 3600000u);
+  for (const char* bad : {"99", "0", "3600001", "5s", "x"}) {
+    ExpectRejected("CUFLIGHT_STATS_MS", bad, "5000");
+  }
+}
+
+TEST(ConfigTest, BufferBytes) {
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"65536", 65536},      {"64K", 65536},        {"64k", 65536},
+      {"64KB", 65536},       {"64KiB", 65536},      {"64 kib", 65536},
+      {"1048576B", 1048576}, {"8M", 8388608},       {"8m", 8388608},
+      {"16MiB", 16777216},   {"100MB", 104857600},  {"1G", 1073741824},
+      {"1gib", 1073741824},  {"1024M", 1073741824}, {"1073741824", 1073741824},
+      {" 512K ", 524288}};
+  for (const auto& [value, bytes] : cases) {
+    EXPECT_EQ(Accepted("CUFLIGHT_BUFFER_BYTES", value).buffer_bytes, bytes) << value;
+  }
+  for (const char* bad : {"65535", "63K", "2G", "1025M", "1073741825", "abc", "1.5M", "M", "-1M",
+                          "10T", "8MBB", "8 M B", "18446744073709551616", "17179869184G", "0"}) {
+    ExpectRejected("CUFLIGHT_BUFFER_BYTES", bad, "8388608");
+  }
+}
+
+TEST(ConfigTest, IncludeAndExclude) {
+  EXPECT_EQ(Accepted("CUFLIGHT_INCLUDE", "gemm").include_regex, "gemm");
+  EXPECT_EQ(Accepted("CUFLIGHT_INCLUDE", "^void (cutlass|cub)::").include_regex,
+            "^void (cutlass|cub)::");
+  EXPECT_EQ(Accepted("CUFLIGHT_EXCLUDE", "nccl|[Rr]educe").exclude_regex, "nccl|[Rr]educe");
+  for (const char* variable : {"CUFLIGHT_INCLUDE", "CUFLIGHT_EXCLUDE"}) {
+    for (const char* bad : {"(", "gemm)", "[a-", "a{2,1}", "*x", "(a)\\1"}) {
+      SCOPED_TRACE(std::string(variable) + "=" + bad);
+      const ParsedConfig parsed = Parse({{variable, bad}});
+      EXPECT_EQ(parsed.config, Documented());  // the pattern is dropped: no filter
+      ASSERT_EQ(parsed.warnings.size(), 1u);
+      EXPECT_THAT(parsed.warnings[0], HasSubstr(variable));
+      EXPECT_THAT(parsed.warnings[0], HasSubstr(std::string("'") + bad + "'"));
+      EXPECT_THAT(parsed.warnings[0], HasSubstr("filter"));
+    }
+  }
+}
+
+TEST(ConfigTest, Sample) {
+  EXPECT_EQ(Accepted("CUFLIGHT_SAMPLE", "1").sample_every, 1u);
+  EXPECT_EQ(Accepted("CUFLIGHT_SAMPLE", "10").sample_every, 10u);
+  EXPECT_EQ(Accepted("CUFLIGHT_SAMPLE", "1000000").sample_every, 1000000u);
+  for (const char* bad : {"0", "1000001", "x", "-1", "1/10"}) {
+    ExpectRejected("CUFLIGHT_SAMPLE", bad, "1");
+  }
+}
+
+TEST(ConfigTest, LogLevel) {
+  const std::pair<const char*, LogLevel> cases[] = {
+      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug},  {"info", LogLevel::kInfo},
+      {"warn", LogLevel::kWarn},   {"error", LogLevel::kError},  {"off", LogLevel::kOff},
+      {"DEBUG", LogLevel::kDebug}, {" Error ", LogLevel::kError}};
+  for (const auto& [value, level] : cases) {
+    EXPECT_EQ(Accepted("CUFLIGHT_LOG_LEVEL", value).log_level, level) << value;
+  }
+  for (const char* bad : {"verbose", "warning", "3", "err", "none"}) {
+    ExpectRejected("CUFLIGHT_LOG_LEVEL", bad, "warn");
+  }
+}
+
+TEST(ConfigTest, OneWarningPerBadVariableAndGoodOnesStillApply) {
+  const ParsedConfig parsed = Parse({{"CUFLIGHT_FLUSH_MS", "0"},
+                                     {"CUFLIGHT_SAMPLE", "zero"},
+                                     {"CUFLIGHT_LOG_LEVEL", "loud"},
+                                     {"CUFLIGHT_STATS_MS", "1000"},
+                                     {"CUFLIGHT_ON_FULL", "block"}});
+  Config expected = Documented();
+  expected.stats_ms = 1000;
+  expected.on_full = OnFull::kBlock;
+  EXPECT_EQ(parsed.config, expected);
+  ASSERT_EQ(parsed.warnings.size(), 3u);
+  std::string all;
+  for (const std::string& w : parsed.warnings) all += w + "\n";
+  EXPECT_THAT(all, HasSubstr("CUFLIGHT_FLUSH_MS"));
+  EXPECT_THAT(all, HasSubstr("CUFLIGHT_SAMPLE"));
+  EXPECT_THAT(all, HasSubstr("CUFLIGHT_LOG_LEVEL"));
+}
+
+TEST(ConfigTest, WarningQuotesControlCharactersSafelyAndCutsLongValues) {
+  const ParsedConfig bell = Parse({{"CUFLIGHT_SAMPLE", "1\a2"}});
+  ASSERT_EQ(bell.warnings.size(), 1u);
+  EXPECT_THAT(bell.warnings[0], HasSubstr("'1?2'"));
+
+  const ParsedConfig huge = Parse({{"CUFLIGHT_ON_FULL", std::string(10000, 'x')}});
+  ASSERT_EQ(huge.warnings.size(), 1u);
+  EXPECT_LT(huge.warnings[0].size(), 400u);
+  EXPECT_THAT(huge.warnings[0], HasSubstr("..."));
+}
+
+TEST(ConfigTest, NeverThrowsAndFallsBackToDefaults) {
+  const ParsedConfig thrown = ParseConfig(
+      [](const char*) -> const char* { throw std::runtime_error("getenv failed"); }, kDefaultPath);
+  EXPECT_EQ(thrown.config, Documented());
+  EXPECT_EQ(thrown.warnings.size(), 1u);
+
+  const ParsedConfig empty_function = ParseConfig({}, kDefaultPath);
+  EXPECT_EQ(empty_function.config, Documented());
+  EXPECT_EQ(empty_function.warnings.size(), 1u);
+}
+
+TEST(ConfigTest, DescribeKeysAndDefaultValues) {
+  const std::vector<std::pair<std::string, std::string>> expected = {{"collector", kDefaultPath},
+                                                                     {"timing", "true"},
+                                                                     {"ring_size", "16384"},
+                                                                     {"on_full", "drop"},
+                                                                     {"flush_ms", "100"},
+                                                                     {"stats_ms", "5000"},
+                                                                     {"buffer_bytes", "8388608"},
+                                                                     {"include", ""},
+                                                                     {"exclude", ""},
+                                                                     {"sample", "1"},
+                                                                     {"log_level", "warn"}};
+  EXPECT_EQ(Describe(Documented()), expected);
+  ASSERT_EQ(expected.size(), kConfigVariables.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    std::string key = "CUFLIGHT_";
+    for (char c : expected[i].first) key += static_cast<char>(std::toupper(c));
+    EXPECT_EQ(key, kConfigVariables[i]);
+  }
+}
+
+// Each Describe value, given back as the variable's value, yields the same configuration.
+void ExpectRoundTrip(const Config& config) {
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : Describe(config)) {
+    std::string name = "CUFLIGHT_";
+    for (char c : key) name += static_cast<char>(std::toupper(c));
+    env[name] = value;
+  }
+  ASSERT_EQ(env.size(), 11u);
+  const ParsedConfig parsed = Parse(env);
+  EXPECT_TRUE(parsed.warnings.empty()) << parsed.warnings[0];
+  EXPECT_EQ(parsed.config, config);
+}
+
+TEST(ConfigTest, DescribeRoundTrips) {
+  ExpectRoundTrip(Documented());
+
+  Config c;
+  c.collector_path = "/tmp/cuflight-test/other.sock";
+  c.timing = false;
+  c.ring_slots = 1 << 20;
+  c.on_full = OnFull::kBlock;
+  c.flush_ms = 7;
+  c.stats_ms = 3600000;
+  c.buffer_bytes = 3 * 1024 * 1024 + 17;
+  c.include_regex = "^void (gemm|conv)<";
+  c.exclude_regex = "fp16";
+  c.sample_every = 1000;
+  c.log_level = LogLevel::kTrace;
+  ExpectRoundTrip(c);
+
+  for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {
+    c.log_level = level;
+    ExpectRoundTrip(c);
+  }
+}
+
+TEST(ConfigTest, NamesOfEnums) {
+  EXPECT_EQ(LogLevelName(LogLevel::kTrace), "trace");
+  EXPECT_EQ(LogLevelName(LogLevel::kOff), "off");
+  EXPECT_EQ(OnFullName(OnFull::kDrop), "drop");
+  EXPECT_EQ(OnFullName(OnFull::kBlock), "block");
+}
+
+}  // namespace
+}  // namespace cuflight::inject

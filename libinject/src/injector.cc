@@ -273,9 +273,13 @@ void Injector::OnExit() noexcept {
 
 void Injector::OnForkChild() noexcept {
   // Only this thread exists in the child: the parent's sender thread and socket are not ours.
-  // Forget the parent's pipeline (leaked on purpose: its thread object must not be joined) and
+  // Set the parent's pipeline aside (never destroyed: its thread object must not be joined) and
   // let the first launch in the child build a fresh one with the child's pid.
-  pipeline_.store(nullptr, std::memory_order_release);
+  Pipeline* parent = pipeline_.exchange(nullptr, std::memory_order_acq_rel);
+  if (parent != nullptr) {
+    parent->previous = inherited_;
+    inherited_ = parent;
+  }
   pipeline_pid_.store(0, std::memory_order_release);
   new (&pipeline_mu_) std::mutex();  // the parent may have held it at the fork
   if (devices_ != nullptr) devices_->ForgetContexts();

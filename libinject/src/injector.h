@@ -38,6 +38,7 @@ class Injector {
     std::unique_ptr<LaunchRing> ring;
     std::unique_ptr<Recorder> recorder;
     std::unique_ptr<SenderThread> sender;
+    Pipeline* previous = nullptr;  // chain of pipelines inherited through fork()
   };
 
   Injector() = default;
@@ -64,6 +65,9 @@ class Injector {
   std::unique_ptr<NameFilter> filter_;
   std::unique_ptr<ActivityBuffers> activity_;
   std::atomic<Pipeline*> pipeline_{nullptr};
+  // Pipelines inherited from parent processes: never used or freed in the child (their threads
+  // do not exist here), kept reachable.
+  Pipeline* inherited_ = nullptr;
   std::atomic<int> pipeline_pid_{0};
   std::mutex pipeline_mu_;  // creating a pipeline (slow path, once per process)
   std::atomic<bool> initialized_{false};

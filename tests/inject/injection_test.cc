@@ -58,6 +58,7 @@ TEST_F(Injection, ExportsOnlyInitializeInjection) {
 }
 
 TEST_F(Injection, NeedsNoSharedLibraryBesidesLibc) {
+  if (CUFLIGHT_SANITIZED) GTEST_SKIP() << "a sanitizer build links the sanitizer runtime";
   const std::string needed = Shell(std::string("readelf -d ") + CUFLIGHT_INJECT_SO +
                                  " | grep NEEDED | sed 's/.*\\[\\(.*\\)\\]/\\1/'");
   std::istringstream lines(needed);
@@ -161,7 +162,8 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "fork"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err, "");
+  // LeakSanitizer notes the parent's threads missing in the child on stderr; nothing of ours.
+  if (!CUFLIGHT_SANITIZED) EXPECT_EQ(r.err, "");
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
   const auto streams = ByPid(collector.Lines());
   ASSERT_EQ(streams.size(), 2u);

@@ -26,7 +26,17 @@ function(cuflight_add_gtest)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
-  gtest_discover_tests(${ARG_NAME}
-    DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${labels}" ENVIRONMENT "CUFLIGHT_SOURCE_DIR=${PROJECT_SOURCE_DIR};CUFLIGHT_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60)
+  # gtest_discover_tests (CMake 3.25) keeps only the first element of a list-valued PROPERTIES
+  # value, so the labels and the environment are set by a script CTest runs after it has defined
+  # the discovered tests (${ARG_NAME}_TESTS).
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_properties.cmake)
+  file(GENERATE OUTPUT ${script} CONTENT "
+foreach(test IN LISTS ${ARG_NAME}_TESTS)
+  set_tests_properties(\"\${test}\" PROPERTIES
+    LABELS \"${labels}\"
+    ENVIRONMENT \"CUFLIGHT_SOURCE_DIR=${PROJECT_SOURCE_DIR};CUFLIGHT_BINARY_DIR=${PROJECT_BINARY_DIR}\")
+endforeach()
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()

@@ -163,7 +163,9 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "fork"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // LeakSanitizer notes the parent's threads missing in the child on stderr; nothing of ours.
-  if (!CUFLIGHT_SANITIZED) EXPECT_EQ(r.err, "");
+  if (!CUFLIGHT_SANITIZED) {
+    EXPECT_EQ(r.err, "");
+  }
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
   const auto streams = ByPid(collector.Lines());
   ASSERT_EQ(streams.size(), 2u);

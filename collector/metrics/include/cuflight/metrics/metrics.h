@@ -1,0 +1,100 @@
+// The collector's Prometheus metrics: counters the daemon updates as it ingests events, rendered
+// in the Prometheus text exposition format 0.0.4 for GET /metrics. docs/metrics.md lists every
+// series.
+//
+// Design:
+//  1. Updates are cheap enough for millions of events/s on the daemon's ingest thread: fixed
+//     arrays of relaxed atomics, no allocation and no lock, except the first sight of a new
+//     kernel name or reason (a mutex, at most a bounded number of times per object's life; the
+//     only place an update allocates, so the only one that can throw, std::bad_alloc).
+//  2. Every label has a bounded set of values, so the number of series is bounded whatever
+//     producers send: devices 0..63 (others as "other"), the six limiting resources (others as
+//     "unknown"), the schema's event types (others as "other"), at most 32 rejection reasons and
+//     16 drop reasons (further ones as "other"), and `top_kernel_names` kernel names.
+//  3. Kernel names: the first `top_kernel_names` distinct names get their own label value for
+//     the object's life; later names are summed under kernel="other". A series, once exported,
+//     is never removed or moved, so every counter is monotonic (a sketch that evicted names
+//     would have to drop or freeze series). Names are cut to kMaxKernelNameBytes at a UTF-8
+//     boundary (the label then ends in "..."), invalid UTF-8 bytes become '?', a name equal to
+//     a reserved value ("other", "unknown") is counted as "other" and an empty one as "unknown".
+//  4. Kernel GPU time joins KernelTime to Kernel by (process_id, correlation_id) in a fixed-size
+//     set-associative table; a full set evicts its oldest entry (counted). Time whose kernel is
+//     unknown (lost, evicted or never sent) is counted under its device and kernel="unknown".
+//  5. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
+//     event, rejection, loss, drop and byte counts) may be called from any thread. Kernel(),
+//     KernelTime() and ProcessGone() share the join table and must be called from one thread at
+//     a time (the daemon's ingest thread); they may run concurrently with every other method.
+#ifndef CUFLIGHT_METRICS_METRICS_H_
+#define CUFLIGHT_METRICS_METRICS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace cuflight::collector {
+
+class Metrics {
+ public:
+  // Longest kernel name kept in a label value, in bytes (before the "..." mark of a cut name).
+  static constexpr size_t kMaxKernelNameBytes = 256;
+  // Join table entries when none is given: 2^18 launches awaiting their kernel_time (6 MiB).
+  static constexpr size_t kDefaultJoinCapacity = size_t{1} << 18;
+
+  // `top_kernel_names`: kernel names with their own label value, clamped to [0, 10000].
+  // `join_capacity`: launches remembered while their kernel_time is pending, rounded up to a
+  // power of two, at least 64.
+  explicit Metrics(int top_kernel_names = 50, size_t join_capacity = kDefaultJoinCapacity);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // A producer connection was accepted / has closed (pairs with ProducerConnected).
+  void ProducerConnected();
+  void ProducerDisconnected();
+
+  // One event line that passed validation, by its `type` (a schema event type name).
+  void EventReceived(std::string_view type);
+  // One event line written to the log, by its `type`.
+  void EventStored(std::string_view type);
+  // One line refused, by reason: schema::ReasonName(...) or a daemon reason such as
+  // "line_too_long", "duplicate", "connection_limit".
+  void Rejected(std::string_view reason);
+  // `n` events the collector never received (gaps in a producer's seq).
+  void Lost(uint64_t n);
+  // `delta` events a producer reports it dropped itself (from stats / process_end deltas), by
+  // reason such as "ring_full" or "disconnected".
+  void ProducerDropped(std::string_view reason, uint64_t delta);
+  // `n` bytes written to the event log.
+  void BytesWritten(uint64_t n);
+
+  // One kernel launch. `name`: the label for the kernel (the daemon passes the demangled name,
+  // or the mangled one when demangling failed). `limiting_resource`: a schema resource name.
+  // `occupancy`: in [0, 1]; a value outside [0, 1] is clamped, a NaN is left out of the
+  // occupancy histogram and summary (the launch is still counted).
+  // Remembers (process_id, correlation_id) for KernelTime. Join-table thread rule (above).
+  void Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name, int32_t device,
+              std::string_view limiting_resource, double occupancy);
+  // The GPU execution time of one launch: added to the device's GPU seconds and to the kernel
+  // name's (joined by (process_id, correlation_id); kernel="unknown" when no launch matches).
+  // Join-table thread rule (above).
+  void KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
+                  uint64_t duration_ns);
+  // Forgets the join state of a process that has gone (its pending launches are dropped
+  // without being counted as evicted). Scans the join table: O(join_capacity).
+  // Join-table thread rule (above).
+  void ProcessGone(uint64_t process_id);
+
+  // Every series in the Prometheus text exposition format 0.0.4 (HELP and TYPE lines, then the
+  // samples; families in a fixed order). Any thread; allocates the returned string only.
+  std::string Render() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_METRICS_METRICS_H_

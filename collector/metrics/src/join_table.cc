@@ -1,0 +1,104 @@
+#include "join_table.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace cuflight::collector {
+
+namespace {
+
+// splitmix64's finaliser: every input bit affects every output bit, so consecutive
+// correlation ids spread over all sets.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace
+
+JoinTable::JoinTable(size_t capacity) {
+  const size_t n = std::bit_ceil(std::max<size_t>(capacity, 64));
+  entries_ = std::make_unique<Entry[]>(n);
+  mask_ = n - 1;
+}
+
+size_t JoinTable::SetIndex(uint64_t process_id, uint64_t correlation_id) const {
+  const uint64_t h = Mix(correlation_id ^ Mix(process_id + 0x9E3779B97F4A7C15ull));
+  return static_cast<size_t>(h) & (mask_ / kWays);  // capacity / kWays sets, a power of two
+}
+
+JoinTable::Entry* JoinTable::SetOf(uint64_t process_id, uint64_t correlation_id) {
+  return &entries_[SetIndex(process_id, correlation_id) * kWays];
+}
+
+uint32_t JoinTable::NextStamp() {
+  if (++clock_ == 0) clock_ = 1;
+  return clock_;
+}
+
+bool JoinTable::Insert(uint64_t process_id, uint64_t correlation_id, uint32_t value) {
+  Entry* set = SetOf(process_id, correlation_id);
+  Entry* target = nullptr;
+  Entry* oldest = nullptr;
+  uint32_t oldest_age = 0;
+  for (size_t w = 0; w < kWays; ++w) {
+    Entry& e = set[w];
+    if (e.stamp == 0) {
+      if (target == nullptr) target = &e;
+      continue;
+    }
+    if (e.process_id == process_id && e.correlation_id == correlation_id) {
+      e.value = value;
+      e.stamp = NextStamp();
+      return false;
+    }
+    // Unsigned distance from the clock: correct across the stamp's wrap-around.
+    const uint32_t age = clock_ - e.stamp;
+    if (oldest == nullptr || age > oldest_age) {
+      oldest = &e;
+      oldest_age = age;
+    }
+  }
+  bool evicted = false;
+  if (target == nullptr) {
+    target = oldest;
+    evicted = true;
+  } else {
+    ++size_;
+  }
+  *target = Entry{process_id, correlation_id, value, NextStamp()};
+  return evicted;
+}
+
+std::optional<uint32_t> JoinTable::Take(uint64_t process_id, uint64_t correlation_id) {
+  Entry* set = SetOf(process_id, correlation_id);
+  for (size_t w = 0; w < kWays; ++w) {
+    Entry& e = set[w];
+    if (e.stamp != 0 && e.process_id == process_id && e.correlation_id == correlation_id) {
+      const uint32_t value = e.value;
+      e = Entry{};
+      --size_;
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+size_t JoinTable::ForgetProcess(uint64_t process_id) {
+  size_t removed = 0;
+  for (size_t i = 0; i <= mask_; ++i) {
+    Entry& e = entries_[i];
+    if (e.stamp != 0 && e.process_id == process_id) {
+      e = Entry{};
+      ++removed;
+    }
+  }
+  size_ -= removed;
+  return removed;
+}
+
+}  // namespace cuflight::collector

@@ -1,0 +1,65 @@
+// Launches awaiting their kernel_time: (process_id, correlation_id) -> a 32-bit value (the
+// kernel name's series), in a fixed amount of memory.
+//
+// Design:
+//  1. One allocation, in the constructor; Insert() and Take() never allocate.
+//  2. Set-associative: a key hashes to one set of kWays entries. Insert into a full set evicts
+//     the set's oldest entry (by a 32-bit insertion stamp), so the table as a whole forgets
+//     roughly the oldest launches first while costing O(kWays) per operation. With at most a
+//     quarter of the entries in use, a given set overflows with probability below 3e-4
+//     (Poisson, mean 2 per set of 8).
+//  3. Not thread-safe: one thread at a time (Metrics calls it from the ingest thread only).
+#ifndef CUFLIGHT_METRICS_JOIN_TABLE_H_
+#define CUFLIGHT_METRICS_JOIN_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace cuflight::collector {
+
+class JoinTable {
+ public:
+  static constexpr size_t kWays = 8;
+
+  // Room for `capacity` entries, rounded up to a power of two, at least 64.
+  explicit JoinTable(size_t capacity);
+  JoinTable(const JoinTable&) = delete;
+  JoinTable& operator=(const JoinTable&) = delete;
+
+  // Remembers key -> value (replacing the value of an equal key). Returns true when an older
+  // entry was evicted to make room.
+  bool Insert(uint64_t process_id, uint64_t correlation_id, uint32_t value);
+  // Removes the key and returns its value; nullopt if absent.
+  std::optional<uint32_t> Take(uint64_t process_id, uint64_t correlation_id);
+  // Removes every entry of `process_id`; returns how many. O(capacity).
+  size_t ForgetProcess(uint64_t process_id);
+
+  // The set `key` maps to, in [0, capacity() / kWays).
+  size_t SetIndex(uint64_t process_id, uint64_t correlation_id) const;
+
+  size_t size() const { return size_; }
+  size_t capacity() const { return mask_ + 1; }
+
+ private:
+  struct Entry {
+    uint64_t process_id = 0;
+    uint64_t correlation_id = 0;
+    uint32_t value = 0;
+    uint32_t stamp = 0;  // insertion order; 0 = empty
+  };
+  static_assert(sizeof(Entry) == 24);
+
+  Entry* SetOf(uint64_t process_id, uint64_t correlation_id);
+  uint32_t NextStamp();
+
+  std::unique_ptr<Entry[]> entries_;
+  size_t mask_ = 0;  // capacity - 1
+  size_t size_ = 0;
+  uint32_t clock_ = 0;
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_METRICS_JOIN_TABLE_H_

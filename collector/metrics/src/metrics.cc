@@ -1,0 +1,367 @@
+#include "cuflight/metrics/metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuflight/schema/events.h"
+#include "cuflight/schema/occupancy_fields.h"
+#include "exposition.h"
+#include "join_table.h"
+#include "label_table.h"
+
+namespace cuflight::collector {
+
+namespace {
+
+using Counter = std::atomic<uint64_t>;
+
+// Devices 0..63 have their own label value; any other ordinal (negative included) is "other".
+// 64 is beyond any single host today (NVIDIA's largest nodes have 8 or 16 GPUs).
+constexpr int kMaxDevices = 64;
+constexpr int kDeviceSlots = kMaxDevices + 1;
+constexpr int kOtherDevice = kMaxDevices;
+
+// The schema's resources, then "unknown" for any other string.
+constexpr int kResourceSlots = schema::kResourceCount + 1;
+constexpr int kUnknownResource = schema::kResourceCount;
+
+// The schema's event types, then "other".
+constexpr int kTypeSlots = schema::kEventTypeCount + 1;
+constexpr int kOtherType = schema::kEventTypeCount;
+
+// Occupancy histogram: upper bounds 1/8, 2/8, ..., 8/8. Occupancy is active warps over the
+// SM's warp slots, so eighths separate the usual steps (64 warp slots: 8 warps per eighth).
+constexpr int kOccupancyBuckets = 8;
+constexpr std::array<std::string_view, kOccupancyBuckets> kBucketBounds = {
+    "0.125", "0.25", "0.375", "0.5", "0.625", "0.75", "0.875", "1"};
+
+constexpr size_t kMaxRejectReasons = 32;
+constexpr size_t kMaxDropReasons = 16;
+constexpr size_t kMaxReasonBytes = 64;
+
+// Series of the kernel-name table's reserved value "unknown" (LabelTable::kOther is "other").
+constexpr uint32_t kUnknownName = 1;
+
+constexpr int kMaxTopKernelNames = 10000;
+
+void Add(Counter& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+uint64_t Get(const Counter& c) { return c.load(std::memory_order_relaxed); }
+
+int DeviceSlot(int32_t device) {
+  return device >= 0 && device < kMaxDevices ? device : kOtherDevice;
+}
+
+int ResourceSlot(std::string_view name) {
+  const std::optional<schema::Resource> r = schema::ResourceFromName(name);
+  return r ? static_cast<int>(*r) : kUnknownResource;
+}
+
+std::string_view ResourceLabel(int slot) {
+  return slot == kUnknownResource ? "unknown"
+                                  : schema::ResourceName(static_cast<schema::Resource>(slot));
+}
+
+int TypeSlot(std::string_view type) {
+  const std::optional<schema::EventType> t = schema::EventTypeFromName(type);
+  return t ? static_cast<int>(*t) : kOtherType;
+}
+
+std::string_view TypeLabel(int slot) {
+  return slot == kOtherType ? "other" : schema::EventTypeName(static_cast<schema::EventType>(slot));
+}
+
+// Index of the first bucket whose upper bound holds `occupancy` (in [0, 1]).
+int BucketOf(double occupancy) {
+  const int k = static_cast<int>(std::ceil(occupancy * kOccupancyBuckets));
+  return std::clamp(k, 1, kOccupancyBuckets) - 1;
+}
+
+double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+struct DeviceSeries {
+  std::atomic<bool> seen{false};  // a launch or a kernel_time named this device
+  Counter launches[kResourceSlots] = {};
+  Counter occupancy_buckets[kOccupancyBuckets] = {};  // per bucket, not cumulative
+  std::atomic<double> occupancy_sum{0};
+  Counter gpu_ns{0};
+};
+
+struct NameSeries {
+  Counter launches[kResourceSlots] = {};
+  Counter occupancy_count{0};  // launches with an occupancy (not NaN)
+  std::atomic<double> occupancy_sum{0};
+  Counter gpu_ns{0};
+};
+
+}  // namespace
+
+struct Metrics::State {
+  State(int top_kernel_names, size_t join_capacity)
+      : top_names(static_cast<size_t>(std::clamp(top_kernel_names, 0, kMaxTopKernelNames))),
+        rejected_reasons({"other"}, kMaxRejectReasons, kMaxReasonBytes),
+        dropped_reasons({"other"}, kMaxDropReasons, kMaxReasonBytes),
+        kernel_names({"other", "unknown"}, top_names, kMaxKernelNameBytes, kUnknownName),
+        rejected(std::make_unique<Counter[]>(rejected_reasons.capacity())),
+        dropped(std::make_unique<Counter[]>(dropped_reasons.capacity())),
+        names(std::make_unique<NameSeries[]>(kernel_names.capacity())),
+        join(join_capacity) {
+    for (int d = 0; d < kMaxDevices; ++d) device_labels[d] = std::to_string(d);
+    device_labels[kOtherDevice] = "other";
+  }
+
+  const size_t top_names;
+
+  std::atomic<int64_t> producers_connected{0};
+  Counter producer_connections{0};
+  Counter received[kTypeSlots] = {};
+  Counter stored[kTypeSlots] = {};
+  Counter lost{0};
+  Counter bytes_written{0};
+
+  LabelTable rejected_reasons;
+  LabelTable dropped_reasons;
+  LabelTable kernel_names;
+  std::unique_ptr<Counter[]> rejected;  // by rejected_reasons series
+  std::unique_ptr<Counter[]> dropped;   // by dropped_reasons series
+  std::unique_ptr<NameSeries[]> names;  // by kernel_names series
+
+  DeviceSeries devices[kDeviceSlots];
+  std::string device_labels[kDeviceSlots];
+
+  // Join state: written by the ingest thread only (see the header); the counters are read by
+  // Render.
+  JoinTable join;
+  Counter time_unmatched{0};
+  Counter join_evicted{0};
+  std::atomic<uint64_t> join_pending{0};
+
+  DeviceSeries& Device(int32_t device) {
+    DeviceSeries& d = devices[DeviceSlot(device)];
+    if (!d.seen.load(std::memory_order_relaxed)) d.seen.store(true, std::memory_order_relaxed);
+    return d;
+  }
+
+  void Render(std::string* out) const;
+};
+
+Metrics::Metrics(int top_kernel_names, size_t join_capacity)
+    : state_(std::make_unique<State>(top_kernel_names, join_capacity)) {}
+
+Metrics::~Metrics() = default;
+
+void Metrics::ProducerConnected() {
+  state_->producers_connected.fetch_add(1, std::memory_order_relaxed);
+  Add(state_->producer_connections);
+}
+
+void Metrics::ProducerDisconnected() {
+  state_->producers_connected.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Metrics::EventReceived(std::string_view type) { Add(state_->received[TypeSlot(type)]); }
+
+void Metrics::EventStored(std::string_view type) { Add(state_->stored[TypeSlot(type)]); }
+
+void Metrics::Rejected(std::string_view reason) {
+  Add(state_->rejected[state_->rejected_reasons.Index(reason)]);
+}
+
+void Metrics::Lost(uint64_t n) { Add(state_->lost, n); }
+
+void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
+  Add(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
+}
+
+void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
+
+void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name,
+                     int32_t device, std::string_view limiting_resource, double occupancy) {
+  State& s = *state_;
+  DeviceSeries& d = s.Device(device);
+  const int resource = ResourceSlot(limiting_resource);
+  const uint32_t name_series = s.kernel_names.Index(name);
+  NameSeries& n = s.names[name_series];
+  Add(d.launches[resource]);
+  Add(n.launches[resource]);
+  if (!std::isnan(occupancy)) {
+    const double occ = std::clamp(occupancy, 0.0, 1.0);
+    Add(d.occupancy_buckets[BucketOf(occ)]);
+    d.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
+    Add(n.occupancy_count);
+    n.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
+  }
+  if (s.join.Insert(process_id, correlation_id, name_series)) Add(s.join_evicted);
+  s.join_pending.store(s.join.size(), std::memory_order_relaxed);
+}
+
+void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
+                         uint64_t duration_ns) {
+  State& s = *state_;
+  Add(s.Device(device).gpu_ns, duration_ns);
+  const std::optional<uint32_t> name_series = s.join.Take(process_id, correlation_id);
+  if (!name_series) Add(s.time_unmatched);
+  Add(s.names[name_series.value_or(kUnknownName)].gpu_ns, duration_ns);
+  s.join_pending.store(s.join.size(), std::memory_order_relaxed);
+}
+
+void Metrics::ProcessGone(uint64_t process_id) {
+  State& s = *state_;
+  s.join.ForgetProcess(process_id);
+  s.join_pending.store(s.join.size(), std::memory_order_relaxed);
+}
+
+std::string Metrics::Render() const {
+  std::string out;
+  out.reserve(16384);
+  state_->Render(&out);
+  return out;
+}
+
+void Metrics::State::Render(std::string* out) const {
+  ExpositionWriter w(out);
+
+  w.Family("cuflight_producers_connected", "gauge", "Producer connections open now.");
+  w.Sample("cuflight_producers_connected", {}, producers_connected.load(std::memory_order_relaxed));
+
+  w.Family("cuflight_producer_connections_total", "counter", "Producer connections accepted.");
+  w.Sample("cuflight_producer_connections_total", {}, Get(producer_connections));
+
+  w.Family("cuflight_events_received_total", "counter",
+           "Event lines that passed validation, by event type.");
+  for (int t = 0; t < kTypeSlots; ++t) {
+    if (t == kOtherType && Get(received[t]) == 0) continue;
+    w.Sample("cuflight_events_received_total", {{"type", TypeLabel(t)}}, Get(received[t]));
+  }
+
+  w.Family("cuflight_events_stored_total", "counter",
+           "Event lines written to the event log, by event type.");
+  for (int t = 0; t < kTypeSlots; ++t) {
+    if (t == kOtherType && Get(stored[t]) == 0) continue;
+    w.Sample("cuflight_events_stored_total", {{"type", TypeLabel(t)}}, Get(stored[t]));
+  }
+
+  w.Family("cuflight_events_rejected_total", "counter",
+           "Lines refused by the collector, by reason.");
+  for (size_t i = 0, n = rejected_reasons.size(); i < n; ++i) {
+    const uint64_t v = Get(rejected[i]);
+    if (i < rejected_reasons.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_events_rejected_total", {{"reason", rejected_reasons.label(i)}}, v);
+  }
+
+  w.Family("cuflight_events_lost_total", "counter",
+           "Events the collector never received: gaps in the producers' sequence numbers.");
+  w.Sample("cuflight_events_lost_total", {}, Get(lost));
+
+  w.Family("cuflight_events_dropped_total", "counter",
+           "Events the producers report they dropped before sending, by reason.");
+  for (size_t i = 0, n = dropped_reasons.size(); i < n; ++i) {
+    const uint64_t v = Get(dropped[i]);
+    if (i < dropped_reasons.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_events_dropped_total", {{"reason", dropped_reasons.label(i)}}, v);
+  }
+
+  w.Family("cuflight_log_written_bytes_total", "counter", "Bytes written to the event log.");
+  w.Sample("cuflight_log_written_bytes_total", {}, Get(bytes_written));
+
+  w.Family("cuflight_kernel_launches_total", "counter",
+           "Kernel launches, by device and the per-SM resource that limits their occupancy.");
+  for (int d = 0; d < kDeviceSlots; ++d) {
+    const DeviceSeries& dev = devices[d];
+    if (!dev.seen.load(std::memory_order_relaxed)) continue;
+    for (int r = 0; r < kResourceSlots; ++r) {
+      const uint64_t v = Get(dev.launches[r]);
+      if (r == kUnknownResource && v == 0) continue;
+      w.Sample("cuflight_kernel_launches_total",
+               {{"device", device_labels[d]}, {"limiting_resource", ResourceLabel(r)}}, v);
+    }
+  }
+
+  w.Family("cuflight_kernel_occupancy_ratio", "histogram",
+           "Theoretical occupancy of kernel launches (active warps / warp slots per SM), by "
+           "device.");
+  for (int d = 0; d < kDeviceSlots; ++d) {
+    const DeviceSeries& dev = devices[d];
+    if (!dev.seen.load(std::memory_order_relaxed)) continue;
+    // One read per bucket; the cumulative counts, +Inf and _count all come from these reads,
+    // so they agree within a scrape even while launches are being added.
+    uint64_t cumulative = 0;
+    for (int b = 0; b < kOccupancyBuckets; ++b) {
+      cumulative += Get(dev.occupancy_buckets[b]);
+      w.Sample("cuflight_kernel_occupancy_ratio_bucket",
+               {{"device", device_labels[d]}, {"le", kBucketBounds[b]}}, cumulative);
+    }
+    w.Sample("cuflight_kernel_occupancy_ratio_bucket",
+             {{"device", device_labels[d]}, {"le", "+Inf"}}, cumulative);
+    w.Sample("cuflight_kernel_occupancy_ratio_sum", {{"device", device_labels[d]}},
+             dev.occupancy_sum.load(std::memory_order_relaxed));
+    w.Sample("cuflight_kernel_occupancy_ratio_count", {{"device", device_labels[d]}}, cumulative);
+  }
+
+  w.Family("cuflight_kernel_gpu_seconds_total", "counter",
+           "GPU execution time of kernels (CUPTI activity), by device.");
+  for (int d = 0; d < kDeviceSlots; ++d) {
+    const DeviceSeries& dev = devices[d];
+    if (!dev.seen.load(std::memory_order_relaxed)) continue;
+    w.Sample("cuflight_kernel_gpu_seconds_total", {{"device", device_labels[d]}},
+             Seconds(Get(dev.gpu_ns)));
+  }
+
+  const size_t name_count = kernel_names.size();
+  const size_t reserved_names = kernel_names.reserved_count();
+  w.Family("cuflight_kernel_name_launches_total", "counter",
+           "Kernel launches by kernel name (the first N distinct names; later names as "
+           "\"other\") and limiting resource.");
+  for (size_t i = 0; i < name_count; ++i) {
+    for (int r = 0; r < kResourceSlots; ++r) {
+      const uint64_t v = Get(names[i].launches[r]);
+      if (v == 0) continue;
+      w.Sample("cuflight_kernel_name_launches_total",
+               {{"kernel", kernel_names.label(i)}, {"limiting_resource", ResourceLabel(r)}}, v);
+    }
+  }
+
+  w.Family("cuflight_kernel_name_occupancy_ratio", "summary",
+           "Theoretical occupancy of kernel launches by kernel name: _sum / _count is the mean.");
+  for (size_t i = 0; i < name_count; ++i) {
+    const uint64_t count = Get(names[i].occupancy_count);
+    if (count == 0) continue;
+    w.Sample("cuflight_kernel_name_occupancy_ratio_sum", {{"kernel", kernel_names.label(i)}},
+             names[i].occupancy_sum.load(std::memory_order_relaxed));
+    w.Sample("cuflight_kernel_name_occupancy_ratio_count", {{"kernel", kernel_names.label(i)}},
+             count);
+  }
+
+  w.Family("cuflight_kernel_name_gpu_seconds_total", "counter",
+           "GPU execution time of kernels by kernel name (\"unknown\": no launch event joined).");
+  for (size_t i = 0; i < name_count; ++i) {
+    const uint64_t ns = Get(names[i].gpu_ns);
+    if (i < reserved_names && ns == 0) continue;
+    w.Sample("cuflight_kernel_name_gpu_seconds_total", {{"kernel", kernel_names.label(i)}},
+             Seconds(ns));
+  }
+
+  w.Family("cuflight_kernel_names_tracked", "gauge",
+           "Distinct kernel names with their own label value.");
+  w.Sample("cuflight_kernel_names_tracked", {}, static_cast<uint64_t>(name_count - reserved_names));
+
+  w.Family("cuflight_kernel_names_limit", "gauge",
+           "Most kernel names with their own label value; later names count as \"other\".");
+  w.Sample("cuflight_kernel_names_limit", {}, static_cast<uint64_t>(top_names));
+
+  w.Family("cuflight_kernel_time_unmatched_total", "counter",
+           "kernel_time events with no launch to join (lost, evicted or never sent).");
+  w.Sample("cuflight_kernel_time_unmatched_total", {}, Get(time_unmatched));
+
+  w.Family("cuflight_kernel_join_evicted_total", "counter",
+           "Launches forgotten before their kernel_time arrived (join table set full).");
+  w.Sample("cuflight_kernel_join_evicted_total", {}, Get(join_evicted));
+
+  w.Family("cuflight_kernel_join_pending", "gauge", "Launches waiting for their kernel_time.");
+  w.Sample("cuflight_kernel_join_pending", {}, join_pending.load(std::memory_order_relaxed));
+}
+
+}  // namespace cuflight::collector

@@ -1,0 +1,448 @@
+// Metrics: exact values after scripted calls, read back through an independent parser of the
+// exposition format. Expected values are worked out by hand from the calls in each test.
+#include "cuflight/metrics/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "exposition_parser.h"
+
+namespace cuflight::collector {
+namespace {
+
+using testing::Exposition;
+using testing::Labels;
+using testing::ParseExposition;
+
+Exposition Parse(const Metrics& m) {
+  Exposition e;
+  std::string error;
+  const std::string text = m.Render();
+  EXPECT_TRUE(ParseExposition(text, &e, &error)) << error << "\n" << text;
+  return e;
+}
+
+// The value of a series that must exist.
+double V(const Exposition& e, std::string_view name, const Labels& labels = {}) {
+  const std::optional<double> v = e.Value(name, labels);
+  EXPECT_TRUE(v.has_value()) << name << " with the given labels is missing";
+  return v.value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
+  Metrics m(3);
+  m.ProducerConnected();
+  m.ProducerConnected();
+  m.ProducerConnected();
+  m.ProducerDisconnected();
+  for (int i = 0; i < 5; ++i) m.EventReceived("kernel");
+  m.EventReceived("kernel_time");
+  m.EventReceived("kernel_time");
+  m.EventReceived("process_start");
+  m.EventReceived("no_such_type");
+  for (int i = 0; i < 4; ++i) m.EventStored("kernel");
+  m.Rejected("malformed_json");
+  m.Rejected("malformed_json");
+  m.Rejected("line_too_long");
+  m.Lost(7);
+  m.Lost(3);
+  m.ProducerDropped("ring_full", 5);
+  m.ProducerDropped("disconnected", 2);
+  m.ProducerDropped("ring_full", 1);
+  m.BytesWritten(100);
+  m.BytesWritten(23);
+  m.Kernel(1, 10, "gemm", 0, "registers", 0.5);
+  m.Kernel(1, 11, "gemm", 0, "registers", 0.25);
+  m.Kernel(1, 12, "softmax", 1, "shared_mem", 1.0);
+  m.Kernel(2, 10, "gemm", 0, "warps", 0.75);  // same correlation id, another process
+  m.KernelTime(1, 10, 0, 1'500'000'000);
+  m.KernelTime(2, 10, 0, 250'000'000);
+  m.KernelTime(1, 12, 1, 2'000'000);
+  m.KernelTime(1, 99, 1, 1'000'000);  // no launch with this id
+
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_producers_connected"), 2);
+  EXPECT_EQ(V(e, "cuflight_producer_connections_total"), 3);
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "kernel"}}), 5);
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "kernel_time"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "process_start"}}), 1);
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "other"}}), 1);
+  // Known types are exported from zero.
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "api_error"}}), 0);
+  EXPECT_EQ(V(e, "cuflight_events_stored_total", {{"type", "kernel"}}), 4);
+  EXPECT_EQ(V(e, "cuflight_events_stored_total", {{"type", "stats"}}), 0);
+  EXPECT_FALSE(e.Value("cuflight_events_stored_total", {{"type", "other"}}).has_value());
+  EXPECT_EQ(V(e, "cuflight_events_rejected_total", {{"reason", "malformed_json"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_events_rejected_total", {{"reason", "line_too_long"}}), 1);
+  EXPECT_EQ(e.SamplesNamed("cuflight_events_rejected_total").size(), 2u);
+  EXPECT_EQ(V(e, "cuflight_events_lost_total"), 10);
+  EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "ring_full"}}), 6);
+  EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "disconnected"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_log_written_bytes_total"), 123);
+
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "registers"}}),
+      2);
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "warps"}}), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
+              {{"device", "0"}, {"limiting_resource", "shared_mem"}}),
+            0);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
+              {{"device", "1"}, {"limiting_resource", "shared_mem"}}),
+            1);
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "1"}, {"limiting_resource", "cluster"}}),
+      0);
+  // Six resources for each of the two devices seen; no "unknown" resource was named.
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_launches_total").size(), 12u);
+
+  // Device 0 observed 0.5, 0.25, 0.75; device 1 observed 1.0.
+  const char* bounds[] = {"0.125", "0.25", "0.375", "0.5", "0.625", "0.75", "0.875", "1", "+Inf"};
+  const double dev0[] = {0, 1, 1, 2, 2, 3, 3, 3, 3};
+  const double dev1[] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "0"}, {"le", bounds[i]}}),
+              dev0[i])
+        << bounds[i];
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "1"}, {"le", bounds[i]}}),
+              dev1[i])
+        << bounds[i];
+  }
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "0"}}), 1.5);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "0"}}), 3);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "1"}}), 1.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "1"}}), 1);
+
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), 1.75);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "1"}}), 0.003);
+
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "gemm"}, {"limiting_resource", "registers"}}),
+            2);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "gemm"}, {"limiting_resource", "warps"}}),
+            1);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "softmax"}, {"limiting_resource", "shared_mem"}}),
+            1);
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_launches_total").size(), 3u);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_sum", {{"kernel", "gemm"}}), 1.5);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_count", {{"kernel", "gemm"}}), 3);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_sum", {{"kernel", "softmax"}}), 1.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_count", {{"kernel", "softmax"}}), 1);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "gemm"}}), 1.75);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "softmax"}}), 0.002);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "unknown"}}), 0.001);
+  EXPECT_FALSE(
+      e.Value("cuflight_kernel_name_gpu_seconds_total", {{"kernel", "other"}}).has_value());
+
+  EXPECT_EQ(V(e, "cuflight_kernel_names_tracked"), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_names_limit"), 3);
+  EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_evicted_total"), 0);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 1);  // (1, 11) has no time yet
+}
+
+TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
+  Metrics m;
+  m.Kernel(1, 1, "k", 0, "warps", 0.5);
+  m.KernelTime(1, 1, 0, 10);
+  m.Rejected("duplicate");
+  m.ProducerDropped("ring_full", 1);
+  const std::string text = m.Render();
+  const Exposition e = Parse(m);
+  const std::set<std::string> expected = {
+      "cuflight_producers_connected",         "cuflight_producer_connections_total",
+      "cuflight_events_received_total",       "cuflight_events_stored_total",
+      "cuflight_events_rejected_total",       "cuflight_events_lost_total",
+      "cuflight_events_dropped_total",        "cuflight_log_written_bytes_total",
+      "cuflight_kernel_launches_total",       "cuflight_kernel_occupancy_ratio",
+      "cuflight_kernel_gpu_seconds_total",    "cuflight_kernel_name_launches_total",
+      "cuflight_kernel_name_occupancy_ratio", "cuflight_kernel_name_gpu_seconds_total",
+      "cuflight_kernel_names_tracked",        "cuflight_kernel_names_limit",
+      "cuflight_kernel_time_unmatched_total", "cuflight_kernel_join_evicted_total",
+      "cuflight_kernel_join_pending"};
+  std::set<std::string> seen;
+  for (const testing::Family& f : e.families) {
+    seen.insert(f.name);
+    EXPECT_TRUE(f.name.starts_with("cuflight_")) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    const bool total = f.name.ends_with("_total");
+    EXPECT_EQ(total, f.type == "counter") << f.name << " is a " << f.type;
+    if (f.name.find("seconds") != std::string::npos) {
+      EXPECT_TRUE(f.name.ends_with("_seconds_total")) << f.name;
+    }
+    if (f.name.find("bytes") != std::string::npos) {
+      EXPECT_TRUE(f.name.ends_with("_bytes_total")) << f.name;
+    }
+    EXPECT_FALSE(f.name.find("millis") != std::string::npos ||
+                 f.name.find("_ns") != std::string::npos)
+        << f.name << " is not in base units";
+  }
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(e.FindFamily("cuflight_kernel_occupancy_ratio")->type, "histogram");
+  EXPECT_EQ(e.FindFamily("cuflight_kernel_name_occupancy_ratio")->type, "summary");
+  EXPECT_EQ(e.FindFamily("cuflight_producers_connected")->type, "gauge");
+  EXPECT_NE(text.find("# TYPE cuflight_kernel_launches_total counter\n"), std::string::npos);
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  Metrics m;
+  const std::string name = "k<\"quoted\">\\path\nline2";
+  m.Kernel(1, 1, name, 0, "warps", 0.5);
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("kernel=\"k<\\\"quoted\\\">\\\\path\\nline2\""), std::string::npos) << text;
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", name}, {"limiting_resource", "warps"}}),
+            1);
+}
+
+TEST(MetricsTest, HistogramBucketsAreCumulativeAndInfEqualsCount) {
+  Metrics m;
+  // One launch at each bucket's upper bound, one just above each, and the extremes.
+  int launches = 0;
+  double sum = 0;
+  for (int k = 1; k <= 8; ++k) {
+    m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", k / 8.0);
+    sum += k / 8.0;
+  }
+  for (int k = 0; k < 8; ++k) {
+    m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", k / 8.0 + 0.01);
+    sum += k / 8.0 + 0.01;
+  }
+  m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", 0.0);
+  m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", 1.5);   // clamped to 1
+  m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", -0.5);  // clamped to 0
+  sum += 1.0;
+  m.Kernel(1, static_cast<uint64_t>(launches++), "k", 2, "blocks", std::nan(""));  // not observed
+
+  const Exposition e = Parse(m);
+  // Per bucket le=k/8: its bound (1), the value just above the previous bound (1), and for
+  // le=0.125 also 0.0 and the clamped -0.5; le=1 also the clamped 1.5.
+  const double per_bucket[] = {4, 2, 2, 2, 2, 2, 2, 3};
+  const char* bounds[] = {"0.125", "0.25", "0.375", "0.5", "0.625", "0.75", "0.875", "1"};
+  double cumulative = 0;
+  for (int i = 0; i < 8; ++i) {
+    cumulative += per_bucket[i];
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "2"}, {"le", bounds[i]}}),
+              cumulative)
+        << bounds[i];
+  }
+  EXPECT_EQ(cumulative, 19);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "2"}, {"le", "+Inf"}}), 19);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "2"}}), 19);
+  EXPECT_NEAR(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "2"}}), sum, 1e-12);
+  // The NaN launch is still a launch.
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "2"}, {"limiting_resource", "blocks"}}),
+      20);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_count", {{"kernel", "k"}}), 19);
+
+  // Bucket order in the text: le ascending, +Inf last, then _sum and _count.
+  const auto samples = e.FindFamily("cuflight_kernel_occupancy_ratio")->samples;
+  ASSERT_EQ(samples.size(), 11u);
+  double previous = -1;
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(samples[i].name, "cuflight_kernel_occupancy_ratio_bucket");
+    EXPECT_EQ(samples[i].labels.at("le"), i < 8 ? bounds[i] : "+Inf");
+    EXPECT_GE(samples[i].value, previous);
+    previous = samples[i].value;
+  }
+  EXPECT_EQ(samples[9].name, "cuflight_kernel_occupancy_ratio_sum");
+  EXPECT_EQ(samples[10].name, "cuflight_kernel_occupancy_ratio_count");
+}
+
+TEST(MetricsTest, TopNamesAreBoundedAndTheRestSumAsOther) {
+  constexpr int kTop = 5;
+  constexpr int kNames = 10 * kTop;
+  Metrics m(kTop);
+  // Name i is launched i + 1 times, interleaved so names 0..4 are the first five seen.
+  uint64_t corr = 0;
+  for (int round = 0; round < kNames; ++round) {
+    for (int i = round; i < kNames; ++i) {
+      m.Kernel(1, corr++, "kernel_" + std::to_string(i), 0, "registers", 0.5);
+    }
+  }
+  const Exposition e = Parse(m);
+  for (int i = 0; i < kTop; ++i) {
+    EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+                {{"kernel", "kernel_" + std::to_string(i)}, {"limiting_resource", "registers"}}),
+              i + 1);
+  }
+  // Names 5..49: 6 + 7 + ... + 50.
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "other"}, {"limiting_resource", "registers"}}),
+            1260);
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_launches_total").size(),
+            static_cast<size_t>(kTop + 1));
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_gpu_seconds_total").size(),
+            static_cast<size_t>(kTop));
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_occupancy_ratio_count").size(),
+            static_cast<size_t>(kTop + 1));
+  EXPECT_EQ(V(e, "cuflight_kernel_names_tracked"), kTop);
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "registers"}}),
+      kNames * (kNames + 1) / 2);
+
+  // A name keeps its series after the table filled; a new name still goes to "other".
+  m.Kernel(1, corr++, "kernel_0", 0, "registers", 0.5);
+  m.Kernel(1, corr++, "kernel_new", 0, "registers", 0.5);
+  const Exposition after = Parse(m);
+  EXPECT_EQ(V(after, "cuflight_kernel_name_launches_total",
+              {{"kernel", "kernel_0"}, {"limiting_resource", "registers"}}),
+            2);
+  EXPECT_EQ(V(after, "cuflight_kernel_name_launches_total",
+              {{"kernel", "other"}, {"limiting_resource", "registers"}}),
+            1261);
+}
+
+TEST(MetricsTest, ZeroTopNamesCountsEverythingAsOther) {
+  Metrics m(0);
+  m.Kernel(1, 1, "a", 0, "warps", 0.5);
+  m.Kernel(1, 2, "b", 0, "warps", 0.5);
+  m.KernelTime(1, 1, 0, 1'000'000'000);
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "other"}, {"limiting_resource", "warps"}}),
+            2);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "other"}}), 1.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_names_tracked"), 0);
+}
+
+TEST(MetricsTest, LongOddAndReservedNamesGetSafeBoundedLabels) {
+  Metrics m(20);
+  const std::string long_ascii(300, 'a');
+  const std::string exact(Metrics::kMaxKernelNameBytes, 'a');  // not cut
+  // 255 ASCII bytes, then a 2-byte character across the cut at 256 bytes.
+  const std::string utf8_cut = std::string(255, 'b') + "\xC3\xA9" + "tail";
+  m.Kernel(1, 1, long_ascii, 0, "warps", 0.5);
+  m.Kernel(1, 2, long_ascii + "different_tail", 0, "warps", 0.5);  // same first 256 bytes
+  m.Kernel(1, 3, exact, 0, "warps", 0.5);
+  m.Kernel(1, 4, utf8_cut, 0, "warps", 0.5);
+  m.Kernel(1, 5, "bad\xFF", 0, "warps", 0.5);
+  m.Kernel(1, 6, "bad\xFE", 0, "warps", 0.5);         // same label after replacement: same series
+  m.Kernel(1, 7, "other", 0, "warps", 0.5);           // reserved value: counted as other
+  m.Kernel(1, 8, "unknown", 0, "warps", 0.5);         // reserved value: counted as other
+  m.Kernel(1, 9, "", 0, "warps", 0.5);                // no name: unknown
+  m.Kernel(1, 10, "\xED\xA0\x80x", 0, "warps", 0.5);  // a UTF-16 surrogate is not UTF-8
+
+  const Exposition e = Parse(m);
+  auto launches = [&](const std::string& kernel) {
+    return V(e, "cuflight_kernel_name_launches_total",
+             {{"kernel", kernel}, {"limiting_resource", "warps"}});
+  };
+  EXPECT_EQ(launches(std::string(256, 'a') + "..."), 2);
+  EXPECT_EQ(launches(exact), 1);
+  EXPECT_EQ(launches(std::string(255, 'b') + "..."), 1);
+  EXPECT_EQ(launches("bad?"), 2);
+  EXPECT_EQ(launches("other"), 2);
+  EXPECT_EQ(launches("unknown"), 1);
+  EXPECT_EQ(launches("???x"), 1);
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_launches_total").size(), 7u);
+  EXPECT_EQ(V(e, "cuflight_kernel_names_tracked"), 5);
+  for (const testing::Sample* s : e.SamplesNamed("cuflight_kernel_name_launches_total")) {
+    EXPECT_LE(s->labels.at("kernel").size(), Metrics::kMaxKernelNameBytes + 3);
+  }
+}
+
+TEST(MetricsTest, OutOfRangeDevicesAndUnknownResourcesHaveBoundedLabels) {
+  Metrics m;
+  m.Kernel(1, 1, "k", 63, "registers", 0.5);
+  m.Kernel(1, 2, "k", 64, "registers", 0.5);
+  m.Kernel(1, 3, "k", -1, "registers", 0.5);
+  m.Kernel(1, 4, "k", 63, "flux_capacitor", 0.5);
+  m.KernelTime(1, 2, 1000, 2'000'000'000);
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
+              {{"device", "63"}, {"limiting_resource", "registers"}}),
+            1);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
+              {{"device", "other"}, {"limiting_resource", "registers"}}),
+            2);
+  EXPECT_EQ(
+      V(e, "cuflight_kernel_launches_total", {{"device", "63"}, {"limiting_resource", "unknown"}}),
+      1);
+  EXPECT_FALSE(e.Value("cuflight_kernel_launches_total",
+                       {{"device", "other"}, {"limiting_resource", "unknown"}})
+                   .has_value());
+  EXPECT_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "other"}}), 2.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "k"}}), 2.0);
+}
+
+TEST(MetricsTest, ReasonsAreBounded) {
+  Metrics m;
+  for (int i = 0; i < 40; ++i) m.Rejected("reason_" + std::to_string(i));
+  for (int i = 0; i < 20; ++i) m.ProducerDropped("drop_" + std::to_string(i), 2);
+  m.Rejected("");
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_events_rejected_total", {{"reason", "reason_31"}}), 1);
+  EXPECT_FALSE(e.Value("cuflight_events_rejected_total", {{"reason", "reason_32"}}).has_value());
+  EXPECT_EQ(V(e, "cuflight_events_rejected_total", {{"reason", "other"}}), 9);  // 8 + the empty one
+  EXPECT_EQ(e.SamplesNamed("cuflight_events_rejected_total").size(), 33u);
+  EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "drop_15"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "other"}}), 8);
+  EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 17u);
+}
+
+TEST(MetricsTest, ProcessGoneForgetsPendingLaunches) {
+  Metrics m;
+  m.Kernel(1, 1, "a", 0, "warps", 0.5);
+  m.Kernel(1, 2, "a", 0, "warps", 0.5);
+  m.Kernel(2, 1, "b", 0, "warps", 0.5);
+  EXPECT_EQ(V(Parse(m), "cuflight_kernel_join_pending"), 3);
+  m.ProcessGone(1);
+  Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_evicted_total"), 0);
+  m.KernelTime(1, 1, 0, 1'000'000'000);  // its launch was forgotten
+  m.KernelTime(2, 1, 0, 2'000'000'000);
+  e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "unknown"}}), 1.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "b"}}), 2.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "a"}}), 0.0);
+  EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
+}
+
+TEST(MetricsTest, JoinEvictionIsCountedAndEvictedTimeIsUnknown) {
+  // 64 entries: more launches than that must evict.
+  Metrics m(50, 64);
+  constexpr int kLaunches = 200;
+  for (int i = 0; i < kLaunches; ++i) m.Kernel(7, static_cast<uint64_t>(i), "k", 0, "warps", 0.5);
+  Exposition e = Parse(m);
+  const double evicted = V(e, "cuflight_kernel_join_evicted_total");
+  const double pending = V(e, "cuflight_kernel_join_pending");
+  EXPECT_GE(evicted, kLaunches - 64);
+  EXPECT_LE(pending, 64);
+  EXPECT_EQ(evicted + pending, kLaunches);
+  for (int i = 0; i < kLaunches; ++i) m.KernelTime(7, static_cast<uint64_t>(i), 0, 1'000'000);
+  e = Parse(m);
+  // Every time is counted once: under "k" if its launch was still pending, else "unknown".
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "k"}}),
+                   pending * 0.001);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "unknown"}}),
+                   evicted * 0.001);
+  EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), evicted);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), kLaunches * 0.001);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
+}
+
+TEST(MetricsTest, FreshObjectRendersValidTextWithZeroes) {
+  Metrics m;
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_producers_connected"), 0);
+  EXPECT_EQ(V(e, "cuflight_events_lost_total"), 0);
+  EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "kernel"}}), 0);
+  EXPECT_EQ(V(e, "cuflight_kernel_names_limit"), 50);
+  EXPECT_TRUE(e.SamplesNamed("cuflight_kernel_launches_total").empty());
+  EXPECT_TRUE(e.SamplesNamed("cuflight_kernel_name_gpu_seconds_total").empty());
+}
+
+}  // namespace
+}  // namespace cuflight::collector

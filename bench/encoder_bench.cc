@@ -1,7 +1,9 @@
-// Encoder throughput on the injector's hot path (target: >= 3 M kernel events/s on one core), and
-// decoder throughput for reference (the collector's side).
+// Encoder throughput on the injector's hot path (target: >= 3 M kernel events/s on one core), the
+// validator's on the collector's ingest path (target: >= 1.5 M events/s on one core for a 1:1 mix
+// of kernel and kernel_time lines), and the decoder's for reference.
 //
-//   build/release/bin/encoder_bench --benchmark_min_time=1
+//   build/release/bin/encoder_bench --benchmark_min_time=0.5 --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -13,6 +15,7 @@
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/validator.h"
 
 namespace cuflight::schema {
 namespace {
@@ -137,6 +140,125 @@ void BM_DecodeKernel(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * line.size()));
 }
 BENCHMARK(BM_DecodeKernel);
+
+// The collector's mix: kernel and kernel_time lines 1:1, as the encoder writes them, with varied
+// names (8 kernels, 30 to 250 characters), ids, handles and numbers, so that no two consecutive
+// lines are the same. 1024 lines, about 600 KB.
+struct IngestLines {
+  std::vector<std::string> kernel;
+  std::vector<std::string> kernel_time;
+  std::vector<std::string> mix;  // kernel, kernel_time, kernel, ...
+  size_t mix_bytes = 0;
+};
+
+const IngestLines& Lines() {
+  static const IngestLines lines = [] {
+    static const std::array<std::string, 8> names = {
+        "_Z6kernelPfi",
+        "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+        "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedIfEEEEEvNT_6ParamsE",
+        "ampere_sgemm_128x64_nn",
+        "_ZN5flash12flash_fwd_kernelI23Flash_fwd_kernel_traitsILi128ELi128ELi64ELi4ELb0ELb0EN7cutlass6half_tE"
+        "EEvNS_16Flash_fwd_paramsE",
+        "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffEEjfLi4EEEEEvT1_",
+        "_ZN3cub18DeviceRadixSortOnesweepKernelINS_21DeviceRadixSortPolicyIjNS_8NullTypeEjE9Policy800EEbjS3_jiEEvPT1_",
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT",
+    };
+    IngestLines out;
+    KernelEvent k = RealisticKernel();
+    KernelTimeEvent t;
+    std::array<char, 4096> buf;
+    for (uint64_t i = 0; i < 512; ++i) {
+      const std::string& name = names[i % names.size()];
+      const std::string demangled = "void " + name.substr(0, name.size() * 3 / 2) + "(" +
+                                    std::string(name.rbegin(), name.rend()) + ")";
+      k.header.seq = 2 * i;
+      k.header.ts_ns += 15'731 * static_cast<int64_t>(i);
+      k.correlation_id = 734211 + i;
+      k.stream = 0x55d1c0f41230 + 0x100 * (i % 5);
+      k.name = name;
+      k.demangled = demangled;
+      k.grid = {static_cast<uint32_t>(1 + i * 37 % 4096), static_cast<uint32_t>(1 + i % 3), 1};
+      k.occupancy.occupancy = static_cast<double>(1 + i % 8) / 8;
+      k.occupancy.waves = static_cast<double>(k.grid.x) / 132;
+      k.cooperative = i % 16 == 0;
+      k.graph_id.reset();
+      k.graph_node_id.reset();
+      if (i % 4 == 0) {
+        k.graph_id = 7;
+        k.graph_node_id = 0x7f0012340000 + i;
+      }
+      out.kernel.emplace_back(buf.data(), Encode(k, buf.data(), buf.size()));
+      t.header = {k.header.ts_ns + 2'000'000, k.header.pid, 2 * i + 1};
+      t.correlation_id = k.correlation_id;
+      t.context = k.context;
+      t.stream = k.stream;
+      t.start_ns = 1732000000200000000 + 1'000'000 * i;
+      t.end_ns = t.start_ns + 1000 + i * 977;
+      t.duration_ns = t.end_ns - t.start_ns;
+      out.kernel_time.emplace_back(buf.data(), Encode(t, buf.data(), buf.size()));
+      out.mix.push_back(out.kernel.back());
+      out.mix.push_back(out.kernel_time.back());
+      out.mix_bytes += out.kernel.back().size() + out.kernel_time.back().size();
+    }
+    return out;
+  }();
+  return lines;
+}
+
+double MeanSize(const std::vector<std::string>& lines) {
+  size_t bytes = 0;
+  for (const std::string& line : lines) bytes += line.size();
+  return static_cast<double>(bytes) / static_cast<double>(lines.size());
+}
+
+void ValidateLines(benchmark::State& state, const std::vector<std::string>& lines) {
+  LineInfo info;
+  ValidateError error;
+  size_t i = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string& line = lines[i];
+    i = i + 1 == lines.size() ? 0 : i + 1;
+    const Reason reason = Validate(line, &info, &error);
+    benchmark::DoNotOptimize(reason);
+    benchmark::DoNotOptimize(info.header.seq);
+    if (reason != Reason::kOk) state.SkipWithError(std::string(error.message()).c_str());
+    bytes += line.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["line_bytes"] = MeanSize(lines);
+}
+
+void BM_ValidateKernel(benchmark::State& state) { ValidateLines(state, Lines().kernel); }
+BENCHMARK(BM_ValidateKernel);
+
+void BM_ValidateKernelTime(benchmark::State& state) { ValidateLines(state, Lines().kernel_time); }
+BENCHMARK(BM_ValidateKernelTime);
+
+// The figure for the collector's target: kernel and kernel_time 1:1.
+void BM_ValidateMix(benchmark::State& state) { ValidateLines(state, Lines().mix); }
+BENCHMARK(BM_ValidateMix);
+
+// The same mix through Decode, for comparison.
+void BM_DecodeMix(benchmark::State& state) {
+  const std::vector<std::string>& lines = Lines().mix;
+  size_t i = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string& line = lines[i];
+    i = i + 1 == lines.size() ? 0 : i + 1;
+    DecodeResult result = Decode(line);
+    benchmark::DoNotOptimize(result);
+    if (!result.ok()) state.SkipWithError(result.message.c_str());
+    bytes += line.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["line_bytes"] = MeanSize(lines);
+}
+BENCHMARK(BM_DecodeMix);
 
 }  // namespace
 }  // namespace cuflight::schema

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cuflight::schema {
@@ -130,6 +131,77 @@ class Reader {
       return;
     }
     ReadInt(key, *v, range, "an integer or null", out);
+  }
+
+  // Absent: *out keeps its value.
+  template <class T>
+  void OptionalInt(const char* key, const IntRange& range, T* out) {
+    const json* v = Find(key);
+    if (v != nullptr && ok()) ReadInt(key, *v, range, "an integer", out);
+  }
+
+  // Absent: *out is reset.
+  template <class T>
+  void OptionalInt(const char* key, const IntRange& range, std::optional<T>* out) {
+    const json* v = Find(key);
+    if (v == nullptr || !ok()) {
+      out->reset();
+      return;
+    }
+    T value{};
+    ReadInt(key, *v, range, "an integer", &value);
+    *out = value;
+  }
+
+  // Absent or JSON null: `null_value`.
+  template <class T>
+  void OptionalIntOrNull(const char* key, const IntRange& range, T null_value, T* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    if (v == nullptr || v->is_null()) {
+      *out = null_value;
+      return;
+    }
+    ReadInt(key, *v, range, "an integer or null", out);
+  }
+
+  // Absent: false.
+  void OptionalBool(const char* key, bool* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    if (v == nullptr) {
+      *out = false;
+      return;
+    }
+    if (!v->is_boolean()) return Fail(Reason::kWrongType, key, "must be a boolean", v);
+    *out = v->get<bool>();
+  }
+
+  // An object of strings; absent: empty. The members come out sorted by name (the JSON object's
+  // order here), a repeated name with its last value.
+  void OptionalStringMap(const char* key, std::vector<std::pair<std::string, std::string>>* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    out->clear();
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an object of strings";
+    if (!v->is_object()) return Fail(Reason::kWrongType, key, kWhat, v);
+    out->reserve(v->size());
+    for (const auto& [name, value] : v->items()) {
+      if (!value.is_string()) return Fail(Reason::kWrongType, key, kWhat, v);
+      out->emplace_back(name, value.get_ref<const std::string&>());
+    }
+  }
+
+  void OneLostReason(const char* key, LostReason* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_string()) return Fail(Reason::kWrongType, key, "must be a string", v);
+    const std::optional<LostReason> r = LostReasonFromName(v->get_ref<const std::string&>());
+    if (!r) {
+      return Fail(Reason::kOutOfRange, key, "must be one of disconnected, collector_shutdown", v);
+    }
+    *out = *r;
   }
 
   template <class T>
@@ -354,6 +426,9 @@ void Read(Reader& r, OwnedProcessStartEvent* e) {
   r.String("cuflight_version", &e->cuflight_version);
   r.Int("cuda_driver_version", kCount32, &e->cuda_driver_version);
   r.Int("cupti_version", kCount32, &e->cupti_version);
+  r.OptionalInt("ppid", kCount32, &e->ppid);
+  r.OptionalIntOrNull("uid", kUint32, int64_t{-1}, &e->uid);
+  r.OptionalStringMap("config", &e->config);
 }
 
 void Read(Reader& r, OwnedDeviceEvent* e) {
@@ -395,6 +470,11 @@ void Read(Reader& r, OwnedKernelEvent* e) {
   r.Int("const_bytes", kCount64, &e->const_bytes);
   r.Int("max_threads_per_block", kCount32, &e->max_threads_per_block);
   r.Int("carveout", kCarveout, &e->carveout);
+  r.OptionalBool("cooperative", &e->cooperative);
+  r.OptionalInt("graph_id", kUint64, &e->graph_id);
+  r.OptionalInt("graph_node_id", kUint64, &e->graph_node_id);
+  r.RequiredWith("graph_node_id", "graph_id");
+  r.RequiredWith("graph_id", "graph_node_id");
   OccupancyFields& o = e->occupancy;
   r.Int("max_active_blocks", kCount32, &o.max_active_blocks);
   r.Int("active_warps", kCount32, &o.active_warps);
@@ -439,17 +519,37 @@ void Read(Reader& r, OwnedApiErrorEvent* e) {
   r.Ids("last_correlation_ids", &e->last_correlation_ids);
 }
 
+// Counters added to stats and process_end in a minor version: optional, 0 when absent.
+template <class E>
+void ReadLaunchCounters(Reader& r, E* e) {
+  r.OptionalInt("launches", kUint64, &e->launches);
+  r.OptionalInt("filtered", kUint64, &e->filtered);
+  r.OptionalInt("dropped_ring_full", kUint64, &e->dropped_ring_full);
+  r.OptionalInt("dropped_disconnected", kUint64, &e->dropped_disconnected);
+}
+
 void Read(Reader& r, OwnedStatsEvent* e) {
   r.Int("emitted", kUint64, &e->emitted);
   r.Int("dropped", kUint64, &e->dropped);
   r.Int("ring_capacity", kUint64, &e->ring_capacity);
   r.Int("interval_ns", kCount64, &e->interval_ns);
+  ReadLaunchCounters(r, e);
+  r.OptionalInt("ring_high_water", kUint64, &e->ring_high_water);
+  r.OptionalInt("cpu_ns", kUint64, &e->cpu_ns);
 }
 
 void Read(Reader& r, OwnedProcessEndEvent* e) {
   r.IntOrNull("exit_code", kInt32, &e->exit_code);
   r.Int("emitted", kUint64, &e->emitted);
   r.Int("dropped", kUint64, &e->dropped);
+  ReadLaunchCounters(r, e);
+}
+
+void Read(Reader& r, OwnedProcessLostEvent* e) {
+  r.IntOrNull("last_seq", kUint64, &e->last_seq);
+  r.OneLostReason("reason", &e->reason);
+  r.Int("events_stored", kUint64, &e->events_stored);
+  r.Int("events_lost", kUint64, &e->events_lost);
 }
 
 template <class T>
@@ -474,11 +574,44 @@ std::string ParseErrorText(const char* what) {
   return out;
 }
 
+// Limits nlohmann does not enforce: no NUL byte anywhere (its lexer reads one as the end of the
+// input and would accept `{...}\0garbage`), arrays and objects nested at most kMaxNestingDepth
+// deep. Returns the problem, or nullptr. Brackets inside strings do not count; on a line that is
+// not JSON the count may be off, but such a line is malformed either way.
+const char* CheckLimits(std::string_view line) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '\0') return "NUL byte";
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+        if (i < line.size() && line[i] == '\0') return "NUL byte";
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNestingDepth) return "nested too deep";
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return nullptr;
+}
+
 void DecodeInto(std::string_view line, DecodeResult* result) {
+  if (const char* problem = CheckLimits(line)) {
+    result->reason = Reason::kMalformedJson;
+    result->message = std::string("malformed JSON: ") + problem;
+    return;
+  }
   json doc;
   try {
     doc = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double
     result->reason = Reason::kMalformedJson;
     result->message = ParseErrorText(e.what());
     return;
@@ -521,6 +654,8 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
       return ReadEvent<OwnedStatsEvent>(r, header, &result->event);
     case EventType::kProcessEnd:
       return ReadEvent<OwnedProcessEndEvent>(r, header, &result->event);
+    case EventType::kProcessLost:
+      return ReadEvent<OwnedProcessLostEvent>(r, header, &result->event);
   }
 }
 

@@ -337,6 +337,26 @@ class Writer {
     Char(']');
   }
 
+  // An object of string members, in the order given.
+  template <class Map>
+  void StringMap(const Map& map) {
+    Char('{');
+    bool first = true;
+    for (const auto& [key, value] : map) {
+      if (!first) Char(',');
+      first = false;
+      String(key);
+      Char(':');
+      String(value);
+    }
+    Char('}');
+  }
+
+  void Bool(bool value) {
+    if (value) return Raw("true", 4);
+    Raw("false", 5);
+  }
+
   void Resources(ResourceMask mask) {
     Char('[');
     bool first = true;
@@ -463,6 +483,19 @@ void WriteOccupancy(Writer& w, const OccupancyFields& o, bool cluster) {
   w.Int(o.best_block_size);
 }
 
+// The launch and drop counters stats and process_end share, after `dropped`.
+template <class E>
+void WriteLaunchCounters(Writer& w, const E& e) {
+  w.Key(R"(,"launches":)");
+  w.Int(e.launches);
+  w.Key(R"(,"filtered":)");
+  w.Int(e.filtered);
+  w.Key(R"(,"dropped_ring_full":)");
+  w.Int(e.dropped_ring_full);
+  w.Key(R"(,"dropped_disconnected":)");
+  w.Int(e.dropped_disconnected);
+}
+
 template <class S>
 size_t EncodeAny(const BasicEvent<S>& event, char* buf, size_t cap) noexcept {
   if (event.valueless_by_exception()) return 0;
@@ -500,6 +533,12 @@ size_t Encode(const BasicProcessStartEvent<S>& e, char* buf, size_t cap) noexcep
   w.Int(e.cuda_driver_version);
   w.Key(R"(,"cupti_version":)");
   w.Int(e.cupti_version);
+  w.Key(R"(,"ppid":)");
+  w.Int(e.ppid);
+  w.Key(R"(,"uid":)");
+  w.IntOrNull(e.uid);
+  w.Key(R"(,"config":)");
+  w.StringMap(e.config);
   w.Char('}');
   return w.Finish();
 }
@@ -588,6 +627,16 @@ size_t Encode(const BasicKernelEvent<S>& e, char* buf, size_t cap) noexcept {
   w.Int(e.max_threads_per_block);
   w.Key(R"(,"carveout":)");
   w.Int(e.carveout);
+  w.Key(R"(,"cooperative":)");
+  w.Bool(e.cooperative);
+  if (e.graph_id) {
+    w.Key(R"(,"graph_id":)");
+    w.Int(*e.graph_id);
+  }
+  if (e.graph_node_id) {
+    w.Key(R"(,"graph_node_id":)");
+    w.Int(*e.graph_node_id);
+  }
   WriteOccupancy(w, e.occupancy, e.cluster.has_value());
   w.Char('}');
   return w.Finish();
@@ -651,6 +700,11 @@ size_t Encode(const BasicStatsEvent<S>& e, char* buf, size_t cap) noexcept {
   w.Int(e.ring_capacity);
   w.Key(R"(,"interval_ns":)");
   w.Int(e.interval_ns);
+  WriteLaunchCounters(w, e);
+  w.Key(R"(,"ring_high_water":)");
+  w.Int(e.ring_high_water);
+  w.Key(R"(,"cpu_ns":)");
+  w.Int(e.cpu_ns);
   w.Char('}');
   return w.Finish();
 }
@@ -669,6 +723,30 @@ size_t Encode(const BasicProcessEndEvent<S>& e, char* buf, size_t cap) noexcept 
   w.Int(e.emitted);
   w.Key(R"(,"dropped":)");
   w.Int(e.dropped);
+  WriteLaunchCounters(w, e);
+  w.Char('}');
+  return w.Finish();
+}
+
+template <class S>
+size_t Encode(const BasicProcessLostEvent<S>& e, char* buf, size_t cap) noexcept {
+  Writer w(buf, cap);
+  WriteHeader(w, R"({"type":"process_lost","version":1,"ts_ns":)", e.header);
+  w.Key(R"(,"last_seq":)");
+  if (e.last_seq) {
+    w.Int(*e.last_seq);
+  } else {
+    w.Key("null");
+  }
+  w.Key(R"(,"reason":)");
+  w.Char('"');
+  const std::string_view reason = LostReasonName(e.reason);
+  w.Raw(reason.data(), reason.size());
+  w.Char('"');
+  w.Key(R"(,"events_stored":)");
+  w.Int(e.events_stored);
+  w.Key(R"(,"events_lost":)");
+  w.Int(e.events_lost);
   w.Char('}');
   return w.Finish();
 }
@@ -695,5 +773,7 @@ template size_t Encode(const BasicStatsEvent<View>&, char*, size_t) noexcept;
 template size_t Encode(const BasicStatsEvent<Owned>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessEndEvent<View>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessEndEvent<Owned>&, char*, size_t) noexcept;
+template size_t Encode(const BasicProcessLostEvent<View>&, char*, size_t) noexcept;
+template size_t Encode(const BasicProcessLostEvent<Owned>&, char*, size_t) noexcept;
 
 }  // namespace cuflight::schema

@@ -7,7 +7,9 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "sample_events.h"
 
@@ -59,7 +61,76 @@ TEST(DecoderTest, MalformedJsonMessageIsAscii) {
 TEST(DecoderTest, DeepNestingIsRejectedWithoutRecursion) {
   const std::string deep(200'000, '[');
   EXPECT_EQ(Decode(deep).reason, Reason::kMalformedJson);
-  EXPECT_EQ(Decode(deep + std::string(200'000, ']')).reason, Reason::kNotAnObject);
+  EXPECT_EQ(Decode(deep + std::string(200'000, ']')).reason, Reason::kMalformedJson);
+}
+
+// The event object is depth 1; kMaxNestingDepth levels are allowed, one more is malformed.
+TEST(DecoderTest, NestingDepthLimit) {
+  const auto nested = [](int depth) {
+    return std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']');
+  };
+  EXPECT_EQ(Decode(nested(kMaxNestingDepth)).reason, Reason::kNotAnObject);
+  EXPECT_EQ(Decode(nested(kMaxNestingDepth + 1)).reason, Reason::kMalformedJson);
+  std::string line = EncodeLine(RealisticKernel());
+  line.pop_back();  // '\n'
+  line.pop_back();  // '}'
+  const DecodeResult at_limit = Decode(line + R"(,"later":)" + nested(kMaxNestingDepth - 1) + "}");
+  EXPECT_TRUE(at_limit.ok()) << at_limit.message;
+  const DecodeResult beyond = Decode(line + R"(,"later":)" + nested(kMaxNestingDepth) + "}");
+  EXPECT_EQ(beyond.reason, Reason::kMalformedJson);
+  // Brackets inside strings do not count.
+  const DecodeResult in_string =
+      Decode(line + R"(,"later":")" + std::string(100, '[') + R"(\"{{"})");
+  EXPECT_TRUE(in_string.ok()) << in_string.message;
+}
+
+// nlohmann's lexer takes a NUL byte for the end of the input; Decode rejects every NUL instead.
+TEST(DecoderTest, NulByteIsMalformedAnywhere) {
+  const std::string line = EncodeLine(RealisticKernel());
+  const std::string object = line.substr(0, line.size() - 1);
+  for (const std::string& bad :
+       {object + std::string(1, '\0'), object + std::string("\0garbage", 8),
+        object + " " + std::string(1, '\0') + "\n", std::string(1, '\0') + object}) {
+    const DecodeResult result = Decode(bad);
+    EXPECT_EQ(result.reason, Reason::kMalformedJson);
+    EXPECT_THAT(result.message, HasSubstr("NUL"));
+  }
+}
+
+// strtod overflows to infinity beyond DBL_MAX; nlohmann reports that as out_of_range, which
+// Decode reports as malformed (not an internal error).
+TEST(DecoderTest, NumberBeyondDoubleIsMalformed) {
+  std::string line = EncodeLine(RealisticKernel());
+  line.pop_back();
+  line.pop_back();
+  for (const char* number : {"1e400", "-1e400", "1.7976931348623159e308", "1e999999999999"}) {
+    EXPECT_EQ(Decode(line + R"(,"later":)" + number + "}").reason, Reason::kMalformedJson)
+        << number;
+  }
+  for (const char* number : {"1.7976931348623157e308", "1e-400", "-1e-99999999999999", "0e999"}) {
+    EXPECT_TRUE(Decode(line + R"(,"later":)" + number + "}").ok()) << number;
+  }
+}
+
+TEST(DecoderTest, ByteOrderMarkOnlyAtTheStart) {
+  const std::string line = EncodeLine(RealisticKernel());
+  EXPECT_TRUE(Decode("\xEF\xBB\xBF" + line).ok());
+  EXPECT_EQ(Decode(" \xEF\xBB\xBF" + line).reason, Reason::kMalformedJson);
+  EXPECT_EQ(Decode("\xEF\xBB" + line).reason, Reason::kMalformedJson);
+}
+
+TEST(DecoderTest, DuplicateKeysLastOneCounts) {
+  std::string line = EncodeLine(RealisticKernel());
+  line.pop_back();
+  line.pop_back();
+  const DecodeResult later_tid = Decode(line + R"(,"tid":5})");
+  ASSERT_TRUE(later_tid.ok()) << later_tid.message;
+  EXPECT_EQ(std::get<OwnedKernelEvent>(later_tid.event).tid, 5);
+  EXPECT_EQ(Decode(line + R"(,"tid":-5})").reason, Reason::kOutOfRange);
+  // An escaped name is the same name.
+  EXPECT_EQ(Decode(line + R"(,"t\u0069d":"x"})").reason, Reason::kWrongType);
+  const DecodeResult type_again = Decode(line + R"(,"type":"kernel_time"})");
+  EXPECT_EQ(type_again.reason, Reason::kMissingField);  // a kernel_time without end_ns
 }
 
 TEST(DecoderTest, NotAnObject) {
@@ -72,9 +143,9 @@ TEST(DecoderTest, NotAnObject) {
 
 TEST(DecoderTest, UnknownTypeKeepsTheHeader) {
   const DecodeResult result =
-      Decode(R"({"type":"process_lost","version":1,"ts_ns":5,"pid":6,"seq":7,"why":"x"})");
+      Decode(R"({"type":"process_crash","version":1,"ts_ns":5,"pid":6,"seq":7,"why":"x"})");
   EXPECT_EQ(result.reason, Reason::kUnknownType);
-  EXPECT_EQ(result.message, R"(event: unknown type "process_lost")");
+  EXPECT_EQ(result.message, R"(event: unknown type "process_crash")");
   ASSERT_TRUE(result.header.has_value());
   EXPECT_EQ(*result.header, (Header{5, 6, 7}));
 }
@@ -117,6 +188,7 @@ TEST(DecoderTest, MissingField) {
 TEST(DecoderTest, MissingFieldOfEveryRequiredKernelField) {
   const json full = KernelDoc();
   for (const auto& [key, value] : full.items()) {
+    if (key == "cooperative") continue;  // optional (added in a minor version)
     json doc = full;
     doc.erase(key);
     const DecodeResult result = DecodeDoc(doc);
@@ -270,6 +342,113 @@ TEST(DecoderTest, FirstFaultWins) {
   EXPECT_EQ(DecodeDoc(doc).reason, Reason::kOutOfRange);
 }
 
+// Lines written before the minor additions (no cooperative, ppid, uid, config or the new
+// counters) still decode, with the documented defaults.
+TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
+  json kernel = KernelDoc();
+  kernel.erase("cooperative");
+  const DecodeResult k = DecodeDoc(kernel);
+  ASSERT_TRUE(k.ok()) << k.message;
+  EXPECT_FALSE(std::get<OwnedKernelEvent>(k.event).cooperative);
+  EXPECT_FALSE(std::get<OwnedKernelEvent>(k.event).graph_id.has_value());
+
+  const DecodeResult start = Decode(
+      R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"
+      R"("argv":["x"],"hostname":"h","start_ns":0,"cuflight_version":"0.1.0",)"
+      R"("cuda_driver_version":0,"cupti_version":0})");
+  ASSERT_TRUE(start.ok()) << start.message;
+  const auto& s = std::get<OwnedProcessStartEvent>(start.event);
+  EXPECT_EQ(s.ppid, 0);
+  EXPECT_EQ(s.uid, -1);
+  EXPECT_TRUE(s.config.empty());
+
+  const DecodeResult stats = Decode(
+      R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
+      R"("ring_capacity":6,"interval_ns":7})");
+  ASSERT_TRUE(stats.ok()) << stats.message;
+  const auto& st = std::get<OwnedStatsEvent>(stats.event);
+  EXPECT_EQ(st.emitted, 4u);
+  EXPECT_EQ(st.launches + st.filtered + st.dropped_ring_full + st.dropped_disconnected +
+                st.ring_high_water + st.cpu_ns,
+            0u);
+
+  const DecodeResult end = Decode(
+      R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":null,)"
+      R"("emitted":4,"dropped":5})");
+  ASSERT_TRUE(end.ok()) << end.message;
+  EXPECT_EQ(std::get<OwnedProcessEndEvent>(end.event).launches, 0u);
+}
+
+TEST(DecoderTest, GraphIdsComeTogether) {
+  json doc = KernelDoc();
+  doc["graph_id"] = 3;
+  DecodeResult result = DecodeDoc(doc);
+  EXPECT_EQ(result.reason, Reason::kMissingField);
+  EXPECT_EQ(result.message,
+            R"(kernel: field "graph_node_id" is required when "graph_id" is present)");
+  doc["graph_node_id"] = 4;
+  result = DecodeDoc(doc);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(std::get<OwnedKernelEvent>(result.event).graph_id, 3u);
+  EXPECT_EQ(std::get<OwnedKernelEvent>(result.event).graph_node_id, 4u);
+  doc.erase("graph_id");
+  result = DecodeDoc(doc);
+  EXPECT_EQ(result.reason, Reason::kMissingField);
+  EXPECT_EQ(result.message,
+            R"(kernel: field "graph_id" is required when "graph_node_id" is present)");
+  doc["graph_id"] = -3;
+  EXPECT_EQ(DecodeDoc(doc).reason, Reason::kOutOfRange);
+  doc = KernelDoc();
+  doc["cooperative"] = 1;
+  result = DecodeDoc(doc);
+  EXPECT_EQ(result.reason, Reason::kWrongType);
+  EXPECT_EQ(result.message, R"(kernel: field "cooperative" must be a boolean, got 1)");
+}
+
+// JSON object semantics: Decode returns config sorted by name, a repeated name with its last value
+// (which alone must be a string).
+TEST(DecoderTest, ConfigIsSortedAndLastValueWins) {
+  const std::string head =
+      R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"
+      R"("argv":[],"hostname":"h","start_ns":0,"cuflight_version":"0.1.0",)"
+      R"("cuda_driver_version":0,"cupti_version":0,"ppid":1,"uid":0,"config":)";
+  const DecodeResult result =
+      Decode(head + R"({"CUFLIGHT_Z":"1","CUFLIGHT_A":7,"CUFLIGHT_A":"2","CUFLIGHT_M":"3"}})");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& start = std::get<OwnedProcessStartEvent>(result.event);
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_EQ(start.config,
+            (std::vector<Pair>{{"CUFLIGHT_A", "2"}, {"CUFLIGHT_M", "3"}, {"CUFLIGHT_Z", "1"}}));
+  EXPECT_EQ(start.uid, 0);
+  EXPECT_EQ(Decode(head + R"({"CUFLIGHT_A":"2","CUFLIGHT_A":7}})").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"(["CUFLIGHT_A"]})").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"(null})").reason, Reason::kWrongType);
+}
+
+TEST(DecoderTest, ProcessLost) {
+  const DecodeResult result = Decode(
+      R"({"type":"process_lost","version":1,"ts_ns":5,"pid":6,"seq":7,"last_seq":7,)"
+      R"("reason":"collector_shutdown","events_stored":8,"events_lost":0})");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& lost = std::get<OwnedProcessLostEvent>(result.event);
+  EXPECT_EQ(lost.header, (Header{5, 6, 7}));
+  EXPECT_EQ(lost.last_seq, 7u);
+  EXPECT_EQ(lost.reason, LostReason::kCollectorShutdown);
+  EXPECT_EQ(lost.events_stored, 8u);
+  const DecodeResult bad_reason = Decode(
+      R"({"type":"process_lost","version":1,"ts_ns":5,"pid":6,"seq":0,"last_seq":null,)"
+      R"("reason":"crashed","events_stored":0,"events_lost":0})");
+  EXPECT_EQ(bad_reason.reason, Reason::kOutOfRange);
+  EXPECT_THAT(bad_reason.message, HasSubstr(R"(process_lost: field "reason")"));
+  const DecodeResult no_seq = Decode(
+      R"({"type":"process_lost","version":1,"ts_ns":5,"pid":6,"seq":0,)"
+      R"("reason":"disconnected","events_stored":0,"events_lost":0})");
+  EXPECT_EQ(no_seq.reason, Reason::kMissingField);
+  EXPECT_EQ(LostReasonFromName("disconnected"), LostReason::kDisconnected);
+  EXPECT_EQ(LostReasonName(LostReason::kCollectorShutdown), "collector_shutdown");
+  EXPECT_EQ(LostReasonFromName("Disconnected"), std::nullopt);
+}
+
 TEST(DecoderTest, ReasonNamesAreStableAndDistinct) {
   EXPECT_EQ(ReasonName(Reason::kOk), "ok");
   EXPECT_EQ(ReasonName(Reason::kMalformedJson), "malformed_json");
@@ -293,6 +472,8 @@ TEST(DecoderTest, EventTypeNames) {
   }
   EXPECT_EQ(EventTypeFromName("kernel "), std::nullopt);
   EXPECT_EQ(EventTypeName(EventType::kKernelTime), "kernel_time");
+  EXPECT_EQ(EventTypeName(EventType::kProcessLost), "process_lost");
+  EXPECT_EQ(static_cast<int>(EventType::kProcessLost), 7);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sample_events.h"
@@ -45,11 +46,81 @@ TEST(EncoderTest, StatsLineIsExact) {
   stats.dropped = 0;
   stats.ring_capacity = 65536;
   stats.interval_ns = 1000000000;
+  stats.launches = 10;
+  stats.filtered = 4;
+  stats.dropped_ring_full = 3;
+  stats.dropped_disconnected = 2;
+  stats.ring_high_water = 65535;
+  stats.cpu_ns = 123456789;
   EXPECT_EQ(EncodeToString(stats),
             R"({"type":"stats","version":1,"ts_ns":1732000000123456789,"pid":4242,"seq":17,)"
             R"("emitted":18446744073709551615,"dropped":0,"ring_capacity":65536,)"
-            R"("interval_ns":1000000000})"
+            R"("interval_ns":1000000000,"launches":10,"filtered":4,"dropped_ring_full":3,)"
+            R"("dropped_disconnected":2,"ring_high_water":65535,"cpu_ns":123456789})"
             "\n");
+}
+
+TEST(EncoderTest, ProcessEndLineIsExact) {
+  ProcessEndEvent end;
+  end.header = {1, 2, 3};
+  end.exit_code = -11;
+  end.emitted = 4;
+  end.dropped = 5;
+  end.launches = 6;
+  end.filtered = 7;
+  end.dropped_ring_full = 1;
+  end.dropped_disconnected = 4;
+  EXPECT_EQ(EncodeToString(end),
+            R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":-11,)"
+            R"("emitted":4,"dropped":5,"launches":6,"filtered":7,"dropped_ring_full":1,)"
+            R"("dropped_disconnected":4})"
+            "\n");
+}
+
+TEST(EncoderTest, ProcessLostLineIsExact) {
+  ProcessLostEvent lost;
+  lost.header = {1732000000123456789, 4242, 99};
+  lost.last_seq = 99;
+  lost.reason = LostReason::kCollectorShutdown;
+  lost.events_stored = 97;
+  lost.events_lost = 2;
+  EXPECT_EQ(EncodeToString(lost),
+            R"({"type":"process_lost","version":1,"ts_ns":1732000000123456789,"pid":4242,)"
+            R"("seq":99,"last_seq":99,"reason":"collector_shutdown","events_stored":97,)"
+            R"("events_lost":2})"
+            "\n");
+  lost.header.seq = 0;
+  lost.last_seq.reset();
+  lost.reason = LostReason::kDisconnected;
+  EXPECT_NE(EncodeToString(lost).find(R"(,"last_seq":null,"reason":"disconnected",)"),
+            std::string::npos);
+}
+
+TEST(EncoderTest, ProcessStartLineIsExact) {
+  const std::vector<std::string_view> argv = {"a"};
+  const std::vector<std::pair<std::string_view, std::string_view>> config = {
+      {"CUFLIGHT_SAMPLE", "10"}, {"CUFLIGHT_FILTER", "gemm\""}};
+  ProcessStartEvent start;
+  start.header = {1, 2, 0};
+  start.exe = "/x";
+  start.argv = argv;
+  start.hostname = "h";
+  start.start_ns = 3;
+  start.cuflight_version = "0.1.0";
+  start.cuda_driver_version = 13000;
+  start.cupti_version = 26;
+  start.ppid = 1;
+  start.uid = 1000;
+  start.config = config;
+  EXPECT_EQ(EncodeToString(start),
+            R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/x",)"
+            R"("argv":["a"],"hostname":"h","start_ns":3,"cuflight_version":"0.1.0",)"
+            R"("cuda_driver_version":13000,"cupti_version":26,"ppid":1,"uid":1000,)"
+            R"("config":{"CUFLIGHT_SAMPLE":"10","CUFLIGHT_FILTER":"gemm\""}})"
+            "\n");
+  start.uid = -1;
+  start.config = {};
+  EXPECT_NE(EncodeToString(start).find(R"(,"uid":null,"config":{}})"), std::string::npos);
 }
 
 TEST(EncoderTest, KernelLineIsExact) {
@@ -73,6 +144,9 @@ TEST(EncoderTest, KernelLineIsExact) {
   k.const_bytes = 4;
   k.max_threads_per_block = 1024;
   k.carveout = 50;
+  k.cooperative = true;
+  k.graph_id = 9;
+  k.graph_node_id = 10;
   OccupancyFields& o = k.occupancy;
   o.max_active_blocks = 16;
   o.active_warps = 64;
@@ -100,7 +174,8 @@ TEST(EncoderTest, KernelLineIsExact) {
       R"("context":18446744073709551615,"stream":2,"correlation_id":3,"api":"cuLaunchKernelEx",)"
       R"j("name":"_Z1fv","demangled":"f()","grid":[4,5,6],"block":[128,1,1],"cluster":[2,1,1],)j"
       R"("num_regs":32,"static_shared_bytes":1,"dyn_shared_bytes":2,"local_bytes":3,)"
-      R"("const_bytes":4,"max_threads_per_block":1024,"carveout":50,"max_active_blocks":16,)"
+      R"("const_bytes":4,"max_threads_per_block":1024,"carveout":50,"cooperative":true,)"
+      R"("graph_id":9,"graph_node_id":10,"max_active_blocks":16,)"
       R"("active_warps":64,"max_warps":64,"occupancy":1,"reg_occupancy":1,"smem_occupancy":0.5,)"
       R"("warp_occupancy":1,"block_occupancy":0.6666666666666666,"barrier_occupancy":1e-07,)"
       R"("cluster_occupancy":0.25,"limiting_resource":"warps",)"
@@ -108,6 +183,19 @@ TEST(EncoderTest, KernelLineIsExact) {
       R"("allocated_smem_per_block":1024,"waves":0.1,"tail_utilization":0.1,)"
       R"("regs_for_next_block":null,"smem_for_next_block":4096,"best_block_size":256})"
       "\n");
+}
+
+TEST(EncoderTest, GraphIdsOnlyWhenSetCooperativeAlways) {
+  OwnedKernelEvent k = RealisticKernel();
+  std::string line = EncodeLine(k);
+  EXPECT_EQ(line.find(R"("graph_)"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"(,"cooperative":false,)"), std::string::npos) << line;
+  k.graph_id = 0;
+  k.graph_node_id = 18446744073709551615u;
+  line = EncodeLine(k);
+  EXPECT_NE(line.find(R"(,"graph_id":0,"graph_node_id":18446744073709551615,)"),
+            std::string::npos)
+      << line;
 }
 
 TEST(EncoderTest, ClusterFieldsOnlyWithACluster) {
@@ -192,18 +280,20 @@ TEST(EncoderTest, IntegersMatchToString) {
   }
   std::mt19937_64 rng(7);
   for (int i = 0; i < 20000; ++i) values.push_back(rng() >> (rng() % 64));
-  char line[512];
+  char line[1024];
   for (const uint64_t v : values) {
     StatsEvent stats;
     stats.emitted = v;
     stats.interval_ns = static_cast<int64_t>(v >> 1);
+    stats.cpu_ns = v;
     ApiErrorEvent error;
     error.code = static_cast<int32_t>(static_cast<uint32_t>(v));
     error.device = static_cast<int32_t>(v % 3) - 1;
     std::string text(line, Encode(stats, line, sizeof(line)));
     EXPECT_NE(text.find(",\"emitted\":" + std::to_string(v) + ","), std::string::npos) << text;
-    EXPECT_NE(text.find(",\"interval_ns\":" + std::to_string(v >> 1) + "}"), std::string::npos)
+    EXPECT_NE(text.find(",\"interval_ns\":" + std::to_string(v >> 1) + ","), std::string::npos)
         << text;
+    EXPECT_NE(text.find(",\"cpu_ns\":" + std::to_string(v) + "}"), std::string::npos) << text;
     text.assign(line, Encode(error, line, sizeof(line)));
     EXPECT_NE(text.find(",\"code\":" + std::to_string(error.code) + ","), std::string::npos)
         << text;

@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cuflight/schema/encoder.h"
 
@@ -145,13 +149,27 @@ std::vector<OwnedEvent> RoundTripEvents() {
   start.cuflight_version = "0.1.0";
   start.cuda_driver_version = 12040;
   start.cupti_version = 22;
+  start.ppid = 4100;
+  start.uid = 1000;
+  start.config = {{"CUFLIGHT_OUTPUT", "/var/lib/cuflight"}, {"CUFLIGHT_SAMPLE", "1"}};
   events.emplace_back(start);
   start.argv = hostile;
   start.exe = hostile[5];
   start.cuda_driver_version = 0;
   start.cupti_version = 0;
+  start.ppid = 0;
+  start.uid = -1;  // unknown: null
+  // Decode returns the members sorted by name, so the sample is sorted (and unique) too.
+  start.config.clear();
+  for (size_t i = 0; i < hostile.size(); ++i) {
+    start.config.emplace_back(hostile[i], hostile[(i + 1) % hostile.size()]);
+  }
+  std::sort(start.config.begin(), start.config.end());
   events.emplace_back(WithHeader(start, seq++));
   start.argv.clear();
+  start.config.clear();
+  start.ppid = kI32Max;
+  start.uid = kU32Max;
   events.emplace_back(WithHeader(start, seq++));
 
   OwnedDeviceEvent device;
@@ -196,6 +214,14 @@ std::vector<OwnedEvent> RoundTripEvents() {
   kernel.occupancy.has_cluster = false;  // cluster set, no cluster occupancy computed
   kernel.occupancy.cluster_occupancy = 0;
   events.emplace_back(WithHeader(kernel, seq++));
+  kernel.cluster.reset();  // a node of a CUDA graph, launched cooperatively
+  kernel.cooperative = true;
+  kernel.graph_id = 12;
+  kernel.graph_node_id = 0x7f00'0000'1234;
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.cooperative = false;
+  kernel.graph_id.reset();
+  kernel.graph_node_id.reset();
   for (const std::string& s : hostile) {
     kernel.name = s;
     kernel.demangled = s + s;
@@ -218,6 +244,9 @@ std::vector<OwnedEvent> RoundTripEvents() {
   extreme.dyn_shared_bytes = 0;
   extreme.local_bytes = kI64Max;
   extreme.const_bytes = kI64Max;
+  extreme.cooperative = true;
+  extreme.graph_id = kU64Max;
+  extreme.graph_node_id = 0;
   OccupancyFields& o = extreme.occupancy;
   o = OccupancyFields{};
   o.max_active_blocks = kI32Max;
@@ -274,20 +303,55 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.dropped = 7;
   stats.ring_capacity = 65536;
   stats.interval_ns = 1'000'000'000;
+  stats.launches = 250000;
+  stats.filtered = 126001;
+  stats.dropped_ring_full = 5;
+  stats.dropped_disconnected = 2;
+  stats.ring_high_water = 61000;
+  stats.cpu_ns = 2'500'000'000;
   events.emplace_back(stats);
+  stats.emitted = stats.dropped = stats.ring_capacity = kU64Max;
+  stats.interval_ns = kI64Max;
+  stats.launches = stats.filtered = stats.dropped_ring_full = kU64Max;
+  stats.dropped_disconnected = stats.ring_high_water = stats.cpu_ns = kU64Max;
+  events.emplace_back(WithHeader(stats, seq++));
 
   OwnedProcessEndEvent end;
   end.header = MakeHeader(seq++);
   end.exit_code = 0;
   end.emitted = 123999;
   end.dropped = 7;
+  end.launches = 251000;
+  end.filtered = 126001;
+  end.dropped_ring_full = 5;
+  end.dropped_disconnected = 2;
   events.emplace_back(end);
   end.exit_code = std::nullopt;
   events.emplace_back(WithHeader(end, seq++));
   end.exit_code = kI32Min;
   end.emitted = kU64Max;
   end.dropped = kU64Max;
+  end.launches = end.filtered = end.dropped_ring_full = end.dropped_disconnected = kU64Max;
   events.emplace_back(WithHeader(end, seq++));
+
+  OwnedProcessLostEvent lost;
+  lost.header = MakeHeader(seq - 1);
+  lost.last_seq = seq - 1;
+  lost.reason = LostReason::kDisconnected;
+  lost.events_stored = seq - 3;
+  lost.events_lost = 2;
+  events.emplace_back(lost);
+  lost.header.seq = 0;
+  lost.last_seq.reset();  // nothing received
+  lost.reason = LostReason::kCollectorShutdown;
+  lost.events_stored = 0;
+  lost.events_lost = 0;
+  events.emplace_back(lost);
+  lost.header.seq = kU64Max;
+  lost.last_seq = kU64Max;
+  lost.events_stored = kU64Max;
+  lost.events_lost = kU64Max;
+  events.emplace_back(lost);
   return events;
 }
 
@@ -301,6 +365,7 @@ std::vector<OwnedEvent> LossyEvents() {
     start.argv = {c.input, "ok", c.input + c.input};
     start.hostname = c.input;
     start.cuflight_version = c.input;
+    start.config = {{c.input, c.input}};
     events.emplace_back(start);
 
     OwnedKernelEvent kernel = SampleKernel(seq++);
@@ -349,12 +414,101 @@ OwnedKernelEvent RealisticKernel() {
   return k;
 }
 
+std::vector<std::string> SampleLines() {
+  std::vector<std::string> lines;
+  for (const OwnedEvent& event : RoundTripEvents()) lines.push_back(EncodeLine(event));
+  for (const OwnedEvent& event : LossyEvents()) lines.push_back(EncodeLine(event));
+  lines.push_back(EncodeLine(RealisticKernel()));
+  return lines;
+}
+
+std::vector<std::string> MutatedLines() {
+  using nlohmann::json;
+  const std::vector<json> values = {nullptr,
+                                    true,
+                                    false,
+                                    "x",
+                                    "",
+                                    "registers",
+                                    "disconnected",
+                                    "collector_shutdown",
+                                    json::array(),
+                                    json::object(),
+                                    json::object({{"CUFLIGHT_SAMPLE", "1"}}),
+                                    json::object({{"CUFLIGHT_SAMPLE", 1}}),
+                                    json::array({"registers"}),
+                                    json::array({"registers", "registers"}),
+                                    json::array({"bogus"}),
+                                    json::array({"a", "b"}),
+                                    json::array({1, 2, 3}),
+                                    json::array({0, 0, 0}),
+                                    json::array({1, 2, -1}),
+                                    json::array({4294967295u, 1, 1}),
+                                    json::array({4294967296u, 1, 1}),
+                                    json::array({1.5, 1, 1}),
+                                    json::array({1, 2}),
+                                    json::array({1, "x"}),
+                                    json::array({18446744073709551615u}),
+                                    -1,
+                                    0,
+                                    1,
+                                    2,
+                                    100,
+                                    101,
+                                    -2,
+                                    0.5,
+                                    1.5,
+                                    2.0,
+                                    -0.5,
+                                    1.0,
+                                    2147483647,
+                                    2147483648LL,
+                                    -2147483648LL,
+                                    -2147483649LL,
+                                    4294967295LL,
+                                    4294967296LL,
+                                    9223372036854775807LL,
+                                    9223372036854775808ULL,
+                                    18446744073709551615ULL,
+                                    1.8446744073709552e19,
+                                    1e300,
+                                    -1e300};
+  std::vector<json> samples;
+  for (const OwnedEvent& event : RoundTripEvents()) {
+    const json doc = json::parse(EncodeLine(event));
+    // One sample per type, plus the kernel with a cluster and the kernel in a graph.
+    bool seen = false;
+    for (const json& s : samples) {
+      seen |= s["type"] == doc["type"] && s.contains("cluster") == doc.contains("cluster") &&
+              s.contains("graph_id") == doc.contains("graph_id");
+    }
+    if (!seen) samples.push_back(doc);
+  }
+  std::vector<std::string> lines;
+  for (const json& sample : samples) {
+    lines.push_back(sample.dump() + "\n");
+    for (const auto& [key, unused] : sample.items()) {
+      json removed = sample;
+      removed.erase(key);
+      lines.push_back(removed.dump() + "\n");
+      for (const json& value : values) {
+        json changed = sample;
+        changed[key] = value;
+        lines.push_back(changed.dump() + "\n");
+      }
+    }
+  }
+  return lines;
+}
+
 std::string EncodeLine(const OwnedEvent& event) {
   std::string line(1 << 20, '\0');
   size_t n = 0;
   if (const auto* start = std::get_if<OwnedProcessStartEvent>(&event)) {
-    // The injector's view of argv is an array of string_views into memory it owns.
+    // The injector's view of argv and config: arrays of string_views into memory it owns.
     const std::vector<std::string_view> argv(start->argv.begin(), start->argv.end());
+    const std::vector<std::pair<std::string_view, std::string_view>> config(
+        start->config.begin(), start->config.end());
     ProcessStartEvent view{start->header,
                            start->exe,
                            argv,
@@ -362,7 +516,10 @@ std::string EncodeLine(const OwnedEvent& event) {
                            start->start_ns,
                            start->cuflight_version,
                            start->cuda_driver_version,
-                           start->cupti_version};
+                           start->cupti_version,
+                           start->ppid,
+                           start->uid,
+                           config};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) {
     KernelEvent view{k->header,
@@ -384,6 +541,9 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->const_bytes,
                      k->max_threads_per_block,
                      k->carveout,
+                     k->cooperative,
+                     k->graph_id,
+                     k->graph_node_id,
                      k->occupancy};
     n = Encode(view, line.data(), line.size());
   } else {

@@ -33,6 +33,15 @@ std::vector<OwnedEvent> LossyEvents();
 // A realistic kernel event (a CUTLASS GEMM launch on an H100).
 OwnedKernelEvent RealisticKernel();
 
+// The encoded lines of RoundTripEvents(), LossyEvents() and RealisticKernel().
+std::vector<std::string> SampleLines();
+
+// One sample line of every type (and of the kernel with a cluster, and in a CUDA graph), each also
+// with every member in turn removed, or replaced by each of about 50 JSON values that break or
+// stretch it (wrong types, range edges, enum names): about 13,500 lines, each ending in '\n'; most
+// are rejected, never for their syntax.
+std::vector<std::string> MutatedLines();
+
 // Encodes `event` (through the View structs, as the injector does); fails the test on 0.
 std::string EncodeLine(const OwnedEvent& event);
 

@@ -72,8 +72,15 @@ struct DecodeResult {
   bool ok() const { return reason == Reason::kOk; }
 };
 
-// Decodes one line. Leading and trailing JSON whitespace (a final "\n" or "\r\n") is allowed;
-// anything else after the object is kMalformedJson. Never throws; thread-safe.
+// Arrays and objects may nest this deep (the event object itself is depth 1); a deeper line is
+// kMalformedJson, for Decode and Validate alike.
+inline constexpr int kMaxNestingDepth = 64;
+
+// Decodes one line. Leading and trailing JSON whitespace (a final "\n" or "\r\n") is allowed, and
+// so is a UTF-8 byte order mark as the very first bytes; anything else after the object is
+// kMalformedJson, as are a NUL byte anywhere, nesting beyond kMaxNestingDepth, and a number that
+// rounds to infinity as a double. Duplicate keys: the last one counts (everywhere,
+// nested objects included). Never throws; thread-safe.
 DecodeResult Decode(std::string_view line) noexcept;
 
 }  // namespace cuflight::schema

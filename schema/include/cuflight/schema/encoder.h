@@ -19,7 +19,12 @@
 //   - doubles are written shortest round-trip (std::to_chars), so Decode returns the same value;
 //     NaN and infinities are written as 0; occupancy fractions are clamped to [0, 1] and `waves`
 //     to >= 0, so floating-point noise never makes a line fail validation;
-//   - the what-if fields (`regs_for_next_block`, `smem_for_next_block`) are null when negative.
+//   - the what-if fields (`regs_for_next_block`, `smem_for_next_block`) and process_start's
+//     `uid` are null when negative.
+// Optional members: `cluster` (and `cluster_occupancy`, when occupancy.has_cluster) only when
+// the kernel's `cluster` is set; `graph_id` and `graph_node_id` each only when set. Every other
+// member, `cooperative`, `config` and the counters added in later minor versions included, is
+// always written.
 // Integer fields outside the ranges of the JSON Schema (a negative `tid`, a carveout of 200) are
 // written as given; Decode rejects such a line with kOutOfRange.
 #ifndef CUFLIGHT_SCHEMA_ENCODER_H_
@@ -45,6 +50,8 @@ template <class S>
 size_t Encode(const BasicStatsEvent<S>& event, char* buf, size_t cap) noexcept;
 template <class S>
 size_t Encode(const BasicProcessEndEvent<S>& event, char* buf, size_t cap) noexcept;
+template <class S>
+size_t Encode(const BasicProcessLostEvent<S>& event, char* buf, size_t cap) noexcept;
 
 // The occupancy fields alone, as one JSON object line with the `kernel` event's names and
 // formatting (`cluster_occupancy` only when o.has_cluster), for tools that print a calculation

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -35,12 +36,14 @@ enum class EventType : uint8_t {
   kApiError = 4,
   kStats = 5,
   kProcessEnd = 6,
+  kProcessLost = 7,
 };
-inline constexpr int kEventTypeCount = 7;
+inline constexpr int kEventTypeCount = 8;
 
 // Wire names (`type`), indexed by EventType.
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
-    "process_start", "device", "kernel", "kernel_time", "api_error", "stats", "process_end"};
+    "process_start", "device", "kernel",     "kernel_time",
+    "api_error",     "stats",  "process_end", "process_lost"};
 
 // Wire name of `type`, which must be one of the enumerators.
 constexpr std::string_view EventTypeName(EventType type) {
@@ -78,13 +81,40 @@ struct View {
   using String = std::string_view;
   using StringList = std::span<const std::string_view>;
   using IdList = std::span<const uint64_t>;
+  using StringMap = std::span<const std::pair<std::string_view, std::string_view>>;
 };
 
 struct Owned {
   using String = std::string;
   using StringList = std::vector<std::string>;
   using IdList = std::vector<uint64_t>;
+  using StringMap = std::vector<std::pair<std::string, std::string>>;
 };
+
+// Why the collector wrote a process_lost event (wire names "disconnected", "collector_shutdown").
+enum class LostReason : uint8_t {
+  kDisconnected = 0,       // the producer's connection ended without a process_end
+  kCollectorShutdown = 1,  // the collector stopped while the producer was still connected
+};
+inline constexpr int kLostReasonCount = 2;
+
+constexpr std::string_view LostReasonName(LostReason reason) {
+  switch (reason) {
+    case LostReason::kDisconnected:
+      return "disconnected";
+    case LostReason::kCollectorShutdown:
+      return "collector_shutdown";
+  }
+  return "unknown";
+}
+
+// Inverse of LostReasonName; nullopt for any other string.
+constexpr std::optional<LostReason> LostReasonFromName(std::string_view name) {
+  for (int i = 0; i < kLostReasonCount; ++i) {
+    if (LostReasonName(static_cast<LostReason>(i)) == name) return static_cast<LostReason>(i);
+  }
+  return std::nullopt;
+}
 
 // First event of a process.
 template <class S>
@@ -98,6 +128,12 @@ struct BasicProcessStartEvent {
   typename S::String cuflight_version;
   int32_t cuda_driver_version = 0;  // cuDriverGetVersion (e.g. 12040); 0 if unknown
   int32_t cupti_version = 0;        // cuptiGetVersion; 0 if unknown
+  int32_t ppid = 0;                 // parent process id; 0 if unknown
+  int64_t uid = -1;                 // real user id (0..2^32-1); -1 if unknown (JSON null)
+  // The effective CUFLIGHT_* configuration, variable name -> value. Encode writes the pairs in
+  // the order given (names should be unique); Decode returns them sorted by name (bytewise), a
+  // repeated name keeping its last value, as JSON object semantics say.
+  typename S::StringMap config;
 
   bool operator==(const BasicProcessStartEvent&) const = default;
 };
@@ -153,6 +189,11 @@ struct BasicKernelEvent {
   int64_t const_bytes = 0;
   int32_t max_threads_per_block = 0;  // the function's limit (__launch_bounds__ or the device's)
   int32_t carveout = -1;              // preferred smem carveout percent 0..100; -1: no preference
+  bool cooperative = false;           // a cooperative launch (cuLaunchCooperativeKernel, ...)
+  // Set only for a kernel executed as a node of a CUDA graph (CUPTI's graphId/graphNodeId): both
+  // or neither; a line with one of them alone is rejected.
+  std::optional<uint64_t> graph_id;
+  std::optional<uint64_t> graph_node_id;
   // Encoded at the top level of the object, not nested. `cluster_occupancy` is written only when
   // `cluster` is set and occupancy.has_cluster is true.
   OccupancyFields occupancy;
@@ -195,20 +236,28 @@ struct BasicApiErrorEvent {
 };
 
 // Periodic health of the event pipeline in the process. Counters are cumulative from process
-// start and do not count this event.
+// start and do not count this event. The fields after interval_ns are optional on the wire (lines
+// written before they existed lack them): Decode gives 0 for an absent one.
 template <class S>
 struct BasicStatsEvent {
   static constexpr EventType kType = EventType::kStats;
   Header header;
   uint64_t emitted = 0;        // events handed to the transport
-  uint64_t dropped = 0;        // events lost (ring full or send failure)
+  uint64_t dropped = 0;        // events lost: dropped_ring_full + dropped_disconnected
   uint64_t ring_capacity = 0;  // event slots in the ring
   int64_t interval_ns = 0;     // period between stats events
+  uint64_t launches = 0;       // kernel launches seen, sent or not (sampling, name filters)
+  uint64_t filtered = 0;       // launches not sent because of sampling or name filters
+  uint64_t dropped_ring_full = 0;     // events lost because the ring was full
+  uint64_t dropped_disconnected = 0;  // events lost because the collector was unreachable
+  uint64_t ring_high_water = 0;       // most ring slots ever in use at once
+  uint64_t cpu_ns = 0;                // CPU time of the library's own threads, ns
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
 
-// Last event of a process that exits normally. Counters as in stats.
+// Last event of a process that exits normally. Counters as in stats (the four after `dropped`
+// optional on the wire, 0 when absent).
 template <class S>
 struct BasicProcessEndEvent {
   static constexpr EventType kType = EventType::kProcessEnd;
@@ -216,8 +265,27 @@ struct BasicProcessEndEvent {
   std::optional<int32_t> exit_code;  // nullopt (JSON null) if unknown
   uint64_t emitted = 0;
   uint64_t dropped = 0;
+  uint64_t launches = 0;
+  uint64_t filtered = 0;
+  uint64_t dropped_ring_full = 0;
+  uint64_t dropped_disconnected = 0;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
+};
+
+// Written by the collector, not the process: the producer's connection ended without a
+// process_end. header.ts_ns is when the collector wrote it, header.pid the producer's pid and
+// header.seq its last_seq (0 when none was seen).
+template <class S>
+struct BasicProcessLostEvent {
+  static constexpr EventType kType = EventType::kProcessLost;
+  Header header;
+  std::optional<uint64_t> last_seq;  // highest seq received from the process; nullopt (null): none
+  LostReason reason = LostReason::kDisconnected;
+  uint64_t events_stored = 0;  // events of the process the collector stored
+  uint64_t events_lost = 0;    // events missing from the seq numbers the collector saw (gaps)
+
+  bool operator==(const BasicProcessLostEvent&) const = default;
 };
 
 using ProcessStartEvent = BasicProcessStartEvent<View>;
@@ -227,6 +295,7 @@ using KernelTimeEvent = BasicKernelTimeEvent<View>;
 using ApiErrorEvent = BasicApiErrorEvent<View>;
 using StatsEvent = BasicStatsEvent<View>;
 using ProcessEndEvent = BasicProcessEndEvent<View>;
+using ProcessLostEvent = BasicProcessLostEvent<View>;
 
 using OwnedProcessStartEvent = BasicProcessStartEvent<Owned>;
 using OwnedDeviceEvent = BasicDeviceEvent<Owned>;
@@ -235,12 +304,13 @@ using OwnedKernelTimeEvent = BasicKernelTimeEvent<Owned>;
 using OwnedApiErrorEvent = BasicApiErrorEvent<Owned>;
 using OwnedStatsEvent = BasicStatsEvent<Owned>;
 using OwnedProcessEndEvent = BasicProcessEndEvent<Owned>;
+using OwnedProcessLostEvent = BasicProcessLostEvent<Owned>;
 
 // Any event; the alternative index is the EventType.
 template <class S>
 using BasicEvent = std::variant<BasicProcessStartEvent<S>, BasicDeviceEvent<S>, BasicKernelEvent<S>,
                                 BasicKernelTimeEvent<S>, BasicApiErrorEvent<S>, BasicStatsEvent<S>,
-                                BasicProcessEndEvent<S>>;
+                                BasicProcessEndEvent<S>, BasicProcessLostEvent<S>>;
 using Event = BasicEvent<View>;
 using OwnedEvent = BasicEvent<Owned>;
 static_assert(std::variant_size_v<Event> == kEventTypeCount);

@@ -1,0 +1,1668 @@
+#include "cuflight/schema/validator.h"
+
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace cuflight::schema {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Known member names: the union over every event type. One slot per name.
+
+// X-macro: the name list is written once and gives both the enum and the name table.
+#define CUFLIGHT_SCHEMA_KNOWN_KEYS(X)                                                            \
+  X(type) X(version) X(ts_ns) X(pid) X(seq)                                                      \
+  X(exe) X(argv) X(hostname) X(start_ns) X(cuflight_version) X(cuda_driver_version)              \
+  X(cupti_version) X(ppid) X(uid) X(config)                                                      \
+  X(device) X(name) X(uuid) X(cc_major) X(cc_minor) X(sm_count) X(max_threads_per_block)        \
+  X(max_threads_per_sm) X(max_blocks_per_sm) X(regs_per_sm) X(regs_per_block) X(smem_per_sm)    \
+  X(smem_per_block) X(smem_per_block_optin) X(reserved_smem_per_block) X(warp_size)             \
+  X(max_cluster_size)                                                                            \
+  X(tid) X(context) X(stream) X(correlation_id) X(api) X(demangled) X(grid) X(block) X(cluster) \
+  X(num_regs) X(static_shared_bytes) X(dyn_shared_bytes) X(local_bytes) X(const_bytes)          \
+  X(carveout) X(cooperative) X(graph_id) X(graph_node_id)                                        \
+  X(max_active_blocks) X(active_warps) X(max_warps) X(occupancy) X(reg_occupancy)               \
+  X(smem_occupancy) X(warp_occupancy) X(block_occupancy) X(barrier_occupancy)                   \
+  X(cluster_occupancy) X(limiting_resource) X(limiting_resources) X(allocated_regs_per_block)   \
+  X(allocated_smem_per_block) X(waves) X(tail_utilization) X(regs_for_next_block)               \
+  X(smem_for_next_block) X(best_block_size)                                                      \
+  X(end_ns) X(duration_ns)                                                                       \
+  X(code) X(error_name) X(message) X(last_correlation_ids)                                      \
+  X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
+  X(dropped_ring_full) X(dropped_disconnected) X(ring_high_water) X(cpu_ns)                     \
+  X(exit_code)                                                                                   \
+  X(last_seq) X(reason) X(events_stored) X(events_lost)
+
+#define CUFLIGHT_SCHEMA_KEY_ENUM(name) k_##name,
+#define CUFLIGHT_SCHEMA_KEY_NAME(name) #name,
+
+enum Key : uint8_t { CUFLIGHT_SCHEMA_KNOWN_KEYS(CUFLIGHT_SCHEMA_KEY_ENUM) kKeyCount };
+
+constexpr std::string_view kKeyNames[] = {CUFLIGHT_SCHEMA_KNOWN_KEYS(CUFLIGHT_SCHEMA_KEY_NAME)};
+
+#undef CUFLIGHT_SCHEMA_KEY_NAME
+#undef CUFLIGHT_SCHEMA_KEY_ENUM
+#undef CUFLIGHT_SCHEMA_KNOWN_KEYS
+
+static_assert(kKeyCount <= 128, "the seen-set below has 128 bits");
+static_assert(std::size(kKeyNames) == kKeyCount);
+
+constexpr size_t kMaxKeyLength = [] {
+  size_t n = 0;
+  for (const std::string_view name : kKeyNames) n = name.size() > n ? name.size() : n;
+  return n;
+}();
+static_assert(kMaxKeyLength <= 24, "NameWords below covers names of at most 24 bytes");
+static_assert([] {
+  for (const std::string_view name : kKeyNames) {
+    if (name.size() < 3) return false;
+  }
+  return true;
+}(), "LookupKey below assumes names of at least 3 bytes");
+
+// A member name as three 8-byte words: its first 8 bytes, bytes [8, 16) (0 when shorter than 16)
+// and its last 8 bytes (overlapping the others when shorter than 24). A name under 8 bytes is
+// zero-padded and all three words are the same. Every known name is 3 to 24 bytes, so equal
+// words and lengths mean equal names.
+struct NameWords {
+  uint64_t first;
+  uint64_t middle;
+  uint64_t last;
+};
+
+// Little-endian value of s[0, n), n <= 8 (constexpr twin of the runtime loads below).
+constexpr uint64_t WordOf(const char* s, size_t n) {
+  uint64_t w = 0;
+  for (size_t i = 0; i < n; ++i) w |= uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
+  return w;
+}
+
+constexpr NameWords WordsOf(const char* s, size_t n) {
+  if (n < 8) {
+    const uint64_t w = WordOf(s, n);
+    return {w, w, w};
+  }
+  return {WordOf(s, 8), n >= 16 ? WordOf(s + 8, 8) : 0, WordOf(s + n - 8, 8)};
+}
+
+// The hash of a name, into kKeyTableSize entries: the multiplier is searched (below, at compile
+// time) so that no two known names share an entry, so a lookup is one probe and one comparison.
+constexpr size_t kKeyTableBits = 10;
+constexpr size_t kKeyTableSize = size_t{1} << kKeyTableBits;
+
+constexpr size_t NameHash(const NameWords& w, size_t n, uint64_t multiplier) {
+  const uint64_t mixed =
+      (w.first ^ (w.last * 0x9E3779B97F4A7C15u) ^ (w.middle * 0xC2B2AE3D27D4EB4Fu) ^ n) *
+      multiplier;
+  return static_cast<size_t>(mixed >> (64 - kKeyTableBits));
+}
+
+constexpr bool IsPerfect(uint64_t multiplier) {
+  std::array<bool, kKeyTableSize> used{};
+  for (const std::string_view name : kKeyNames) {
+    const size_t h = NameHash(WordsOf(name.data(), name.size()), name.size(), multiplier);
+    if (used[h]) return false;
+    used[h] = true;
+  }
+  return true;
+}
+
+constexpr uint64_t kKeyHashMultiplier = [] {
+  uint64_t m = 0x2545F4914F6CDD1Du;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (IsPerfect(m | 1)) return m | 1;
+    m = m * 6364136223846793005u + 1442695040888963407u;  // next candidate (an LCG)
+  }
+  return uint64_t{0};
+}();
+static_assert(kKeyHashMultiplier != 0, "no collision-free multiplier found: enlarge the table");
+
+constexpr uint8_t kNoKey = 0xFF;
+
+// Hash -> Key (or kNoKey), and each Key's words and length.
+constexpr std::array<uint8_t, kKeyTableSize> kKeyTable = [] {
+  std::array<uint8_t, kKeyTableSize> table{};
+  for (uint8_t& entry : table) entry = kNoKey;
+  for (size_t k = 0; k < kKeyCount; ++k) {
+    const std::string_view name = kKeyNames[k];
+    table[NameHash(WordsOf(name.data(), name.size()), name.size(), kKeyHashMultiplier)] =
+        static_cast<uint8_t>(k);
+  }
+  return table;
+}();
+
+struct KeyWords {
+  NameWords words;
+  size_t length;
+};
+
+constexpr std::array<KeyWords, kKeyCount> kKeyWords = [] {
+  std::array<KeyWords, kKeyCount> words{};
+  for (size_t k = 0; k < kKeyCount; ++k) {
+    words[k] = {WordsOf(kKeyNames[k].data(), kKeyNames[k].size()), kKeyNames[k].size()};
+  }
+  return words;
+}();
+
+inline uint64_t Load8(const char* s) {
+  uint64_t w;
+  std::memcpy(&w, s, 8);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+  return w;
+}
+
+// The Key named s[0, n), or kNoKey. s[0, n) must be readable; nothing past it is read.
+inline uint8_t LookupKey(const char* s, size_t n) {
+  if (n < 3 || n > kMaxKeyLength) return kNoKey;
+  NameWords w;
+  if (n >= 8) {
+    w.first = Load8(s);
+    w.middle = n >= 16 ? Load8(s + 8) : 0;
+    w.last = Load8(s + n - 8);
+  } else {
+    // 3 to 7 bytes: two overlapping 4-byte loads, or 3 single bytes.
+    uint64_t v;
+    if (n >= 4) {
+      uint32_t lo;
+      uint32_t hi;
+      std::memcpy(&lo, s, 4);
+      std::memcpy(&hi, s + n - 4, 4);
+      if constexpr (std::endian::native == std::endian::big) {
+        lo = __builtin_bswap32(lo);
+        hi = __builtin_bswap32(hi);
+      }
+      v = lo | (uint64_t{hi} << (8 * (n - 4)));
+    } else {
+      v = WordOf(s, n);
+    }
+    w = {v, v, v};
+  }
+  const uint8_t k = kKeyTable[NameHash(w, n, kKeyHashMultiplier)];
+  if (k == kNoKey) return kNoKey;
+  const KeyWords& e = kKeyWords[k];
+  if (e.length != n || e.words.first != w.first || e.words.last != w.last ||
+      e.words.middle != w.middle) {
+    return kNoKey;
+  }
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// String escapes (on text already checked by the lexer).
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The 4 hex digits at s[0, 4) as a number, or -1.
+int Hex4(const char* s) {
+  int value = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int h = HexValue(s[i]);
+    if (h < 0) return -1;
+    value = value * 16 + h;
+  }
+  return value;
+}
+
+// Decodes the escape at raw[*i] == '\\' of checked string text into out[0, 4); returns the number
+// of bytes and moves *i past the escape.
+size_t DecodeEscape(std::string_view raw, size_t* i, char out[4]) {
+  const char c = raw[*i + 1];
+  *i += 2;
+  switch (c) {
+    case 'b':
+      out[0] = '\b';
+      return 1;
+    case 'f':
+      out[0] = '\f';
+      return 1;
+    case 'n':
+      out[0] = '\n';
+      return 1;
+    case 'r':
+      out[0] = '\r';
+      return 1;
+    case 't':
+      out[0] = '\t';
+      return 1;
+    case 'u':
+      break;
+    default:  // '"', '\\', '/'
+      out[0] = c;
+      return 1;
+  }
+  auto code = static_cast<uint32_t>(Hex4(raw.data() + *i));
+  *i += 4;
+  if (code >= 0xD800 && code <= 0xDBFF) {  // a high surrogate; the lexer checked its low half
+    const auto low = static_cast<uint32_t>(Hex4(raw.data() + *i + 2));
+    *i += 6;
+    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+  }
+  if (code < 0x80) {
+    out[0] = static_cast<char>(code);
+    return 1;
+  }
+  if (code < 0x800) {
+    out[0] = static_cast<char>(0xC0 | (code >> 6));
+    out[1] = static_cast<char>(0x80 | (code & 0x3F));
+    return 2;
+  }
+  if (code < 0x10000) {
+    out[0] = static_cast<char>(0xE0 | (code >> 12));
+    out[1] = static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out[2] = static_cast<char>(0x80 | (code & 0x3F));
+    return 3;
+  }
+  out[0] = static_cast<char>(0xF0 | (code >> 18));
+  out[1] = static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+  out[2] = static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+  out[3] = static_cast<char>(0x80 | (code & 0x3F));
+  return 4;
+}
+
+// True when the checked string text `raw` (between its quotes) unescapes to `want`.
+bool UnescapedEquals(std::string_view raw, std::string_view want) {
+  size_t i = 0;
+  size_t j = 0;
+  while (i < raw.size()) {
+    if (raw[i] != '\\') {
+      if (j == want.size() || raw[i] != want[j]) return false;
+      ++i;
+      ++j;
+      continue;
+    }
+    char bytes[4];
+    const size_t n = DecodeEscape(raw, &i, bytes);
+    if (want.size() - j < n || std::memcmp(want.data() + j, bytes, n) != 0) return false;
+    j += n;
+  }
+  return j == want.size();
+}
+
+// Unescapes checked string text into out[0, cap); returns the length, or nullopt if it does not
+// fit.
+std::optional<size_t> Unescape(std::string_view raw, char* out, size_t cap) {
+  size_t n = 0;
+  size_t i = 0;
+  while (i < raw.size()) {
+    if (raw[i] != '\\') {
+      if (n == cap) return std::nullopt;
+      out[n++] = raw[i++];
+      continue;
+    }
+    char bytes[4];
+    const size_t k = DecodeEscape(raw, &i, bytes);
+    if (cap - n < k) return std::nullopt;
+    std::memcpy(out + n, bytes, k);
+    n += k;
+  }
+  return n;
+}
+
+// Two checked member names (raw text, each with its escaped flag) that unescape to the same bytes.
+bool SameName(std::string_view a, bool a_escaped, std::string_view b, bool b_escaped) {
+  if (!a_escaped && !b_escaped) return a == b;
+  if (!a_escaped) return UnescapedEquals(b, a);
+  if (!b_escaped) return UnescapedEquals(a, b);
+  // Compare unescaped unit by unit (a byte, or the bytes of one escape).
+  size_t i = 0;
+  size_t j = 0;
+  char ca[4];
+  char cb[4];
+  size_t na = 0;
+  size_t nb = 0;
+  size_t pa = 0;
+  size_t pb = 0;
+  while (true) {
+    if (pa == na && i < a.size()) {
+      pa = 0;
+      if (a[i] == '\\') {
+        na = DecodeEscape(a, &i, ca);
+      } else {
+        ca[0] = a[i++];
+        na = 1;
+      }
+    }
+    if (pb == nb && j < b.size()) {
+      pb = 0;
+      if (b[j] == '\\') {
+        nb = DecodeEscape(b, &j, cb);
+      } else {
+        cb[0] = b[j++];
+        nb = 1;
+      }
+    }
+    const bool a_done = pa == na;
+    const bool b_done = pb == nb;
+    if (a_done || b_done) return a_done && b_done;
+    if (ca[pa++] != cb[pb++]) return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexer: checks JSON syntax the way nlohmann/json reads it.
+
+enum class Kind : uint8_t { kString, kNumber, kObject, kArray, kTrue, kFalse, kNull };
+
+// A value in the line. No default member initializers: arrays of them stay uninitialized.
+struct Value {
+  const char* begin;  // the JSON text [begin, end); a string's quotes included
+  const char* end;
+  Kind kind;
+  bool escaped;   // string: has a backslash escape
+  bool integral;  // number: no fraction or exponent, and within int64 (negative) or uint64
+  bool negative;  // number: written with '-' (and, when integral, nonzero)
+  bool unit_fraction;  // number: written "0.ddd" (no sign, no exponent), so in [0, 1)
+  uint64_t magnitude;  // number, when integral
+
+  std::string_view text() const { return {begin, static_cast<size_t>(end - begin)}; }
+  // A string's text between its quotes.
+  std::string_view inner() const { return {begin + 1, static_cast<size_t>(end - begin - 2)}; }
+};
+
+inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
+// Whether the 8 bytes of w (first byte lowest) are all ASCII digits; and their decimal value.
+// SWAR tricks as in simdjson's parse_eight_digits_unrolled.
+inline bool AllDigits(uint64_t w) {
+  return ((w & 0xF0F0F0F0F0F0F0F0u) |
+          (((w + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) >> 4)) == 0x3333333333333333u;
+}
+
+// How many of the bytes of w, from the lowest, are ASCII digits before the first that is not (8:
+// all). A carry out of a non-digit byte only changes the bytes after it, which do not count.
+inline int LeadingDigits(uint64_t w) {
+  const uint64_t high = (w & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
+  const uint64_t high6 = ((w + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
+  const uint64_t other = high | high6;  // a nonzero byte: not a digit
+  const uint64_t marks =
+      (((other & 0x7F7F7F7F7F7F7F7Fu) + 0x7F7F7F7F7F7F7F7Fu) | other) & 0x8080808080808080u;
+  if (marks == 0) return 8;
+  return __builtin_ctzll(marks) / 8;
+}
+
+constexpr uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+inline uint64_t EightDigitsValue(uint64_t w) {
+  constexpr uint64_t kMask = 0x000000FF000000FFu;
+  constexpr uint64_t kMul1 = 100 + (uint64_t{1000000} << 32);
+  constexpr uint64_t kMul2 = 1 + (uint64_t{10000} << 32);
+  w -= 0x3030303030303030u;
+  w = (w * 10) + (w >> 8);
+  return (((w & kMask) * kMul1) + (((w >> 16) & kMask) * kMul2)) >> 32;
+}
+
+inline bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// kStringByte[c]: 0 for a byte copied as is inside a string (0x20..0x7F but '"' and '\\').
+constexpr std::array<uint8_t, 256> kStringByte = [] {
+  std::array<uint8_t, 256> table{};
+  for (size_t c = 0; c < 256; ++c) table[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
+  return table;
+}();
+
+// Length of the well-formed UTF-8 sequence at s (s[0] >= 0x80), or 0 (Table 3-7 of the Unicode
+// standard, as nlohmann checks it).
+inline size_t Utf8Length(const unsigned char* s, const unsigned char* end) {
+  const unsigned char lead = s[0];
+  size_t len;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (static_cast<size_t>(end - s) < len || s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; ++i) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
+class Lexer {
+ public:
+  explicit Lexer(const char* end) : end_(end) {}
+
+  const char* fail_at() const { return fail_at_; }
+  const char* fail_what() const { return fail_what_; }
+
+  // The encoder writes no whitespace, so the first test usually ends it.
+  const char* SkipSpace(const char* p) const {
+    while (p < end_ && static_cast<unsigned char>(*p) <= ' ' && IsSpace(*p)) ++p;
+    return p;
+  }
+
+  // p is just past an opening quote. Returns the end of the string (past its closing quote), or
+  // nullptr. Sets *escaped when the string holds a backslash escape.
+  [[gnu::always_inline]] const char* ScanString(const char* p, bool* escaped) {
+    while (true) {
+#if defined(__SSE2__)
+      const __m128i quote = _mm_set1_epi8('"');
+      const __m128i backslash = _mm_set1_epi8('\\');
+      const __m128i space = _mm_set1_epi8(0x20);
+      while (end_ - p >= 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        // Signed compare: control characters and every byte >= 0x80 are below 0x20.
+        const __m128i special = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+            _mm_cmplt_epi8(v, space));
+        const int mask = _mm_movemask_epi8(special);
+        if (mask != 0) {
+          p += __builtin_ctz(static_cast<unsigned>(mask));
+          break;
+        }
+        p += 16;
+      }
+#endif
+      while (p < end_ && kStringByte[static_cast<unsigned char>(*p)] == 0) ++p;
+      if (p == end_) return Fail(p, "string without its closing quote");
+      const auto c = static_cast<unsigned char>(*p);
+      if (c == '"') return p + 1;
+      if (c == '\\') {
+        p = ScanEscape(p);
+        if (p == nullptr) return nullptr;
+        *escaped = true;
+      } else if (c < 0x20) {
+        return Fail(p, "control character in a string");
+      } else {
+        const size_t len = Utf8Length(reinterpret_cast<const unsigned char*>(p),
+                                      reinterpret_cast<const unsigned char*>(end_));
+        if (len == 0) return Fail(p, "invalid UTF-8 in a string");
+        p += len;
+      }
+    }
+  }
+
+  // p at '-' or a digit. Returns the end of the number, or nullptr. Fills v's number fields.
+  [[gnu::always_inline]] const char* ScanNumber(const char* p, Value* v) {
+    const char* const start = p;
+    const bool negative = *p == '-';
+    if (negative && ++p == end_) return Fail(p, "invalid number");
+    uint64_t magnitude = 0;
+    bool overflow = false;
+    int64_t int_digits = 0;  // significant digits before the point
+    if (*p == '0') {
+      ++p;
+    } else if (IsDigit(*p)) {
+      // One pass; the sum wraps past 19 digits, which the count below catches.
+      const char* digits = p;
+      while (end_ - p >= 8) {
+        const uint64_t w = Load8(p);
+        const int n = LeadingDigits(w);
+        if (n < 8) {
+          // n >= 1 after the first round (*p is a digit); 0 ends the run.
+          if (n > 0) {
+            // The n digits moved to the top bytes, '0's below: the same value.
+            const uint64_t shifted = (w << (8 * (8 - n))) | (0x3030303030303030u >> (8 * n));
+            magnitude = magnitude * kPow10[n] + EightDigitsValue(shifted);
+            p += n;
+          }
+          break;
+        }
+        magnitude = magnitude * 100'000'000 + EightDigitsValue(w);
+        p += 8;
+      }
+      if (end_ - p < 8) {
+        while (p < end_ && IsDigit(*p)) {
+          magnitude = magnitude * 10 + static_cast<uint64_t>(*p++ - '0');
+        }
+      }
+      int_digits = p - digits;
+      if (int_digits == 20) {
+        magnitude = 0;
+        for (const char* q = digits; q < p - 1; ++q) magnitude = magnitude * 10 + (*q - '0');
+        overflow = __builtin_mul_overflow(magnitude, uint64_t{10}, &magnitude) ||
+                   __builtin_add_overflow(magnitude, static_cast<uint64_t>(p[-1] - '0'), &magnitude);
+      } else if (int_digits > 20) {
+        overflow = true;
+      }
+    } else {
+      return Fail(p, "invalid number");
+    }
+    bool fraction = false;
+    int64_t fraction_zeros = 0;  // leading zeros after the point, when the integer part is 0
+    bool fraction_nonzero = false;
+    if (p < end_ && *p == '.') {
+      ++p;
+      if (p == end_ || !IsDigit(*p)) return Fail(p, "invalid number");
+      fraction = true;
+      const char* digits = p;
+      while (p < end_ && IsDigit(*p)) ++p;
+      if (int_digits == 0) {
+        const char* q = digits;
+        while (q < p && *q == '0') ++q;
+        fraction_zeros = q - digits;
+        fraction_nonzero = q < p;
+      }
+    }
+    bool exponent_part = false;
+    int64_t exponent = 0;
+    if (p < end_ && (*p == 'e' || *p == 'E')) {
+      exponent_part = true;
+      ++p;
+      bool exponent_negative = false;
+      if (p < end_ && (*p == '+' || *p == '-')) {
+        exponent_negative = *p == '-';
+        ++p;
+      }
+      if (p == end_ || !IsDigit(*p)) return Fail(p, "invalid number");
+      constexpr int64_t kSaturated = 1'000'000'000;  // far beyond any double's exponent
+      while (p < end_ && IsDigit(*p)) {
+        if (exponent < kSaturated) exponent = exponent * 10 + (*p - '0');
+        ++p;
+      }
+      if (exponent_negative) exponent = -exponent;
+    }
+    v->kind = Kind::kNumber;
+    v->end = p;
+    if (!fraction && !exponent_part && !overflow &&
+        (!negative || magnitude <= (uint64_t{1} << 63))) {
+      v->integral = true;
+      v->negative = negative && magnitude != 0;
+      v->unit_fraction = false;
+      v->magnitude = magnitude;
+      return p;
+    }
+    // A double (what nlohmann makes of it with strtod): it must be finite. The decimal exponent of
+    // the leading digit decides, except within [1e308, 1e309), where rounding does.
+    v->integral = false;
+    v->negative = negative;
+    v->unit_fraction = !negative && int_digits == 0 && !exponent_part;
+    v->magnitude = 0;
+    int64_t decimal_exponent;
+    if (int_digits > 0) {
+      decimal_exponent = int_digits - 1 + exponent;
+    } else if (fraction_nonzero) {
+      decimal_exponent = exponent - fraction_zeros - 1;
+    } else {
+      return p;  // zero
+    }
+    if (decimal_exponent < 308) return p;
+    if (decimal_exponent == 308) {
+      double d = 0;
+      if (std::from_chars(start, p, d).ec != std::errc::result_out_of_range) return p;
+    }
+    return Fail(start, "number beyond the range of a double");
+  }
+
+  // p at '{' or '[' at nesting depth `depth` (the event object is at 1). Returns the end of the
+  // container, or nullptr. Iterative: bit i of `objects` tells whether the container open at
+  // level i is an object.
+  const char* ScanContainer(const char* p, int depth) {
+    uint64_t objects = 0;
+    int level = 0;
+    bool in_object = false;
+    while (true) {
+      // p at an opening bracket.
+      if (depth + level > kMaxNestingDepth) return Fail(p, "nested too deep");
+      in_object = *p == '{';
+      if (in_object) objects |= uint64_t{1} << level;
+      ++level;
+      p = SkipSpace(p + 1);
+      if (p == end_) return Fail(p, "unexpected end");
+      bool closed = *p == (in_object ? '}' : ']');
+      if (closed) ++p;
+      while (true) {
+        if (closed) {
+          --level;
+          if (level == 0) return p;
+          objects &= ~(uint64_t{1} << level);
+          in_object = (objects >> (level - 1)) & 1;
+        } else {
+          // p at an element (in an object: its name).
+          if (in_object) {
+            if (*p != '"') return Fail(p, "expected a member name");
+            bool escaped = false;
+            p = ScanString(p + 1, &escaped);
+            if (p == nullptr) return nullptr;
+            p = SkipSpace(p);
+            if (p == end_ || *p != ':') return Fail(p, "expected ':'");
+            p = SkipSpace(p + 1);
+            if (p == end_) return Fail(p, "unexpected end");
+          }
+          if (*p == '{' || *p == '[') break;  // open it
+          Value scalar;
+          p = ScanScalar(p, &scalar);
+          if (p == nullptr) return nullptr;
+        }
+        // After an element or a closed container.
+        p = SkipSpace(p);
+        if (p == end_) return Fail(p, "unexpected end");
+        if (*p == ',') {
+          p = SkipSpace(p + 1);
+          if (p == end_) return Fail(p, "unexpected end");
+          closed = false;
+          if (in_object && *p != '"') return Fail(p, "expected a member name");
+          continue;
+        }
+        if (*p != (in_object ? '}' : ']')) return Fail(p, "expected ',' or a closing bracket");
+        ++p;
+        closed = true;
+      }
+    }
+  }
+
+  // A string, number or literal at p (p < end). Returns its end, or nullptr.
+  [[gnu::always_inline]] const char* ScanScalar(const char* p, Value* v) {
+    v->begin = p;
+    switch (*p) {
+      case '"':
+        v->kind = Kind::kString;
+        v->escaped = false;
+        p = ScanString(p + 1, &v->escaped);
+        break;
+      case 't':
+        v->kind = Kind::kTrue;
+        p = Literal(p, "true", 4);
+        break;
+      case 'f':
+        v->kind = Kind::kFalse;
+        p = Literal(p, "false", 5);
+        break;
+      case 'n':
+        v->kind = Kind::kNull;
+        p = Literal(p, "null", 4);
+        break;
+      case '-':
+      case '0':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7':
+      case '8':
+      case '9':
+        return ScanNumber(p, v);
+      default:
+        return Fail(p, "expected a value");
+    }
+    v->end = p;
+    return p;
+  }
+
+  // Any value at p (p < end) at nesting depth `depth`.
+  [[gnu::always_inline]] const char* ScanValue(const char* p, int depth, Value* v) {
+    if (*p == '{' || *p == '[') {
+      v->begin = p;
+      v->kind = *p == '{' ? Kind::kObject : Kind::kArray;
+      const char* flat = *p == '[' && depth <= kMaxNestingDepth ? ScanFlatArray(p) : nullptr;
+      p = flat != nullptr ? flat : ScanContainer(p, depth);
+      v->end = p;
+      return p;
+    }
+    return ScanScalar(p, v);
+  }
+
+  // The common array shape: numbers and strings, no whitespace (`[264,8,1]`, `["registers"]`).
+  // Returns its end, or nullptr for anything else (ScanContainer then decides).
+  const char* ScanFlatArray(const char* p) {
+    ++p;
+    if (p < end_ && *p == ']') return p + 1;
+    while (p < end_) {
+      Value element;
+      if (*p == '"') {
+        bool escaped = false;
+        p = ScanString(p + 1, &escaped);
+      } else if (*p == '-' || IsDigit(*p)) {
+        p = ScanNumber(p, &element);
+      } else {
+        return nullptr;
+      }
+      if (p == nullptr || p == end_) return nullptr;
+      if (*p == ']') return p + 1;
+      if (*p != ',') return nullptr;
+      ++p;
+    }
+    return nullptr;
+  }
+
+ private:
+  const char* Literal(const char* p, const char* text, size_t n) {
+    if (static_cast<size_t>(end_ - p) < n || std::memcmp(p, text, n) != 0) {
+      return Fail(p, "invalid literal");
+    }
+    return p + n;
+  }
+
+  // p at a backslash.
+  const char* ScanEscape(const char* p) {
+    if (end_ - p < 2) return Fail(p, "string without its closing quote");
+    switch (p[1]) {
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        return p + 2;
+      case 'u':
+        break;
+      default:
+        return Fail(p, "invalid escape");
+    }
+    if (end_ - p < 6) return Fail(p, "\\u without 4 hex digits");
+    const int code = Hex4(p + 2);
+    if (code < 0) return Fail(p, "\\u without 4 hex digits");
+    if (code >= 0xDC00 && code <= 0xDFFF) return Fail(p, "lone low surrogate");
+    if (code < 0xD800 || code > 0xDBFF) return p + 6;
+    if (end_ - p < 12 || p[6] != '\\' || p[7] != 'u') return Fail(p, "lone high surrogate");
+    const int low = Hex4(p + 8);
+    if (low < 0) return Fail(p + 6, "\\u without 4 hex digits");
+    if (low < 0xDC00 || low > 0xDFFF) return Fail(p, "lone high surrogate");
+    return p + 12;
+  }
+
+  std::nullptr_t Fail(const char* at, const char* what) {
+    fail_at_ = at;
+    fail_what_ = what;
+    return nullptr;
+  }
+
+  const char* end_;
+  const char* fail_at_ = nullptr;
+  const char* fail_what_ = "";
+};
+
+// Iterates the elements of a checked array, or the members of a checked object.
+class ElementReader {
+ public:
+  explicit ElementReader(const Value& container)
+      : lexer_(container.end), p_(container.begin + 1) {}
+
+  // The next element (and, in an object, its name); false after the last.
+  bool Next(Value* v, std::string_view* name = nullptr, bool* name_escaped = nullptr) {
+    p_ = lexer_.SkipSpace(p_);
+    if (*p_ == ',') p_ = lexer_.SkipSpace(p_ + 1);
+    if (*p_ == ']' || *p_ == '}') return false;
+    if (*p_ == '"' && name != nullptr) {
+      bool escaped = false;
+      const char* end = lexer_.ScanString(p_ + 1, &escaped);
+      *name = std::string_view(p_ + 1, static_cast<size_t>(end - p_ - 2));
+      *name_escaped = escaped;
+      p_ = lexer_.SkipSpace(lexer_.SkipSpace(end) + 1);  // past ':'
+    }
+    p_ = lexer_.ScanValue(p_, 2, v);
+    return true;
+  }
+
+ private:
+  Lexer lexer_;
+  const char* p_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Numbers as Decode sees them.
+
+double DoubleOf(const Value& v) {
+  if (v.integral) {
+    if (v.negative) return static_cast<double>(static_cast<int64_t>(0 - v.magnitude));
+    return static_cast<double>(v.magnitude);
+  }
+  double d = 0;
+  // The lexer rejected overflow, so out_of_range means underflow, which strtod rounds to zero.
+  if (std::from_chars(v.begin, v.end, d).ec != std::errc()) d = v.negative ? -0.0 : 0.0;
+  return d;
+}
+
+struct IntRange {
+  int64_t lo;
+  uint64_t hi;
+};
+constexpr IntRange kUint64{0, std::numeric_limits<uint64_t>::max()};
+constexpr IntRange kUint32{0, std::numeric_limits<uint32_t>::max()};
+constexpr IntRange kInt32{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+constexpr IntRange kInt64{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+constexpr IntRange kCount32{0, std::numeric_limits<int32_t>::max()};
+constexpr IntRange kCount64{0, std::numeric_limits<int64_t>::max()};
+constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max()};
+constexpr IntRange kCarveout{-1, 100};
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+struct Integral {
+  bool negative = false;
+  uint64_t magnitude = 0;
+};
+
+enum class IntegralKind { kOk, kNotInteger, kTooLarge };
+
+IntegralKind ToIntegral(const Value& v, Integral* out) {
+  if (v.kind != Kind::kNumber) return IntegralKind::kNotInteger;
+  if (v.integral) {
+    *out = {v.negative, v.magnitude};
+    return IntegralKind::kOk;
+  }
+  const double d = DoubleOf(v);
+  if (!std::isfinite(d) || std::trunc(d) != d) return IntegralKind::kNotInteger;
+  if (std::fabs(d) >= 18446744073709551616.0) return IntegralKind::kTooLarge;  // 2^64
+  *out = {d < 0, static_cast<uint64_t>(std::fabs(d))};
+  return IntegralKind::kOk;
+}
+
+bool InRange(const Integral& x, const IntRange& r) {
+  if (x.negative) return r.lo < 0 && x.magnitude <= 0 - static_cast<uint64_t>(r.lo);
+  return x.magnitude <= r.hi && (r.lo <= 0 || x.magnitude >= static_cast<uint64_t>(r.lo));
+}
+
+template <class T>
+T ValueOf(const Integral& x) {
+  if (x.negative) return static_cast<T>(static_cast<int64_t>(0 - x.magnitude));
+  return static_cast<T>(x.magnitude);
+}
+
+// A number in [lo, hi] for lo == 0 and hi in {1, infinity}, as Decode compares doubles.
+bool NumberInRange(const Value& v, double lo, double hi) {
+  if (lo == 0 && !v.negative) {
+    if (hi == kInfinity) return true;  // finite (the lexer checked) and not negative
+    if (v.unit_fraction) return hi >= 1;
+    if (v.integral) return static_cast<double>(v.magnitude) <= hi;
+  }
+  const double d = DoubleOf(v);
+  return d >= lo && d <= hi;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages, in fixed storage.
+
+class MessageBuilder {
+ public:
+  explicit MessageBuilder(ValidateError* error) : error_(error) {
+    if (error_ != nullptr) error_->size = 0;
+  }
+
+  MessageBuilder& Add(std::string_view s) {
+    if (error_ == nullptr) return *this;
+    for (const char c : s) {
+      if (error_->size + 1 >= ValidateError::kCapacity) break;
+      const auto u = static_cast<unsigned char>(c);
+      error_->text[error_->size++] = (u < 0x20 || u >= 0x7F) ? '?' : c;
+    }
+    error_->text[error_->size] = '\0';
+    return *this;
+  }
+
+  MessageBuilder& Number(uint64_t v) {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof(digits), v);
+    return Add(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
+  }
+
+  MessageBuilder& SignedNumber(int64_t v) {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof(digits), v);
+    return Add(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
+  }
+
+  // At most 40 bytes of a value's JSON text.
+  MessageBuilder& Excerpt(std::string_view text) {
+    constexpr size_t kMaxExcerpt = 40;
+    if (text.size() <= kMaxExcerpt) return Add(text);
+    return Add(text.substr(0, kMaxExcerpt - 3)).Add("...");
+  }
+
+ private:
+  ValidateError* error_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The parsed line: one slot per known name (the last occurrence), and the set of names seen.
+
+struct Slots {
+  std::array<Value, kKeyCount> value;  // uninitialized; meaningful where `seen` says
+  uint64_t seen[2] = {0, 0};
+
+  bool Has(Key k) const { return (seen[k >> 6] >> (k & 63)) & 1; }
+  void Set(Key k, const Value& v) {
+    value[k] = v;
+    seen[k >> 6] |= uint64_t{1} << (k & 63);
+  }
+};
+
+// The type-specific rules over the slots, in Decode's order (see decoder.cc); the first failure
+// is kept and every later check is a no-op.
+class Checker {
+ public:
+  Checker(const Slots& slots, std::string_view prefix, ValidateError* error)
+      : slots_(slots), prefix_(prefix), error_(error) {}
+
+  bool ok() const { return reason_ == Reason::kOk; }
+  Reason reason() const { return reason_; }
+
+  template <class T>
+  void Int(Key k, const IntRange& range, T* out = nullptr) {
+    if (const Value* v = Get(k)) ReadInt(k, *v, range, "an integer", out);
+  }
+
+  void IntOrNull(Key k, const IntRange& range) {
+    const Value* v = Get(k);
+    if (v == nullptr || v->kind == Kind::kNull) return;
+    ReadInt<int64_t>(k, *v, range, "an integer or null", nullptr);
+  }
+
+  void OptionalInt(Key k, const IntRange& range) {
+    const Value* v = Find(k);
+    if (v != nullptr && ok()) ReadInt<int64_t>(k, *v, range, "an integer", nullptr);
+  }
+
+  void OptionalIntOrNull(Key k, const IntRange& range) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr || v->kind == Kind::kNull) return;
+    ReadInt<int64_t>(k, *v, range, "an integer or null", nullptr);
+  }
+
+  void OptionalBool(Key k) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr) return;
+    if (v->kind != Kind::kTrue && v->kind != Kind::kFalse) {
+      Fail(Reason::kWrongType, k, "must be a boolean", v);
+    }
+  }
+
+  void Number(Key k, double lo, double hi) {
+    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, hi);
+  }
+
+  void OptionalNumber(Key k, double lo, double hi) {
+    const Value* v = Find(k);
+    if (v != nullptr && ok()) ReadNumber(k, *v, lo, hi);
+  }
+
+  void String(Key k) {
+    const Value* v = Get(k);
+    if (v != nullptr && v->kind != Kind::kString) Fail(Reason::kWrongType, k, "must be a string", v);
+  }
+
+  void Strings(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an array of strings";
+    if (v->kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, v);
+    ElementReader items(*v);
+    Value item{};
+    while (items.Next(&item)) {
+      if (item.kind != Kind::kString) return Fail(Reason::kWrongType, k, kWhat, v);
+    }
+  }
+
+  void Ids(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an array of unsigned integers";
+    if (v->kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, v);
+    ElementReader items(*v);
+    Value item{};
+    while (items.Next(&item)) {
+      Integral x;
+      const IntegralKind kind = ToIntegral(item, &x);
+      if (kind == IntegralKind::kNotInteger) return Fail(Reason::kWrongType, k, kWhat, v);
+      if (kind == IntegralKind::kTooLarge || !InRange(x, kUint64)) {
+        return Fail(Reason::kOutOfRange, k, "must be an array of integers in [0, 2^64-1]", v);
+      }
+    }
+  }
+
+  void Dim(Key k) {
+    if (const Value* v = Get(k)) ReadDim(k, *v);
+  }
+
+  void OptionalDim(Key k) {
+    const Value* v = Find(k);
+    if (v != nullptr && ok()) ReadDim(k, *v);
+  }
+
+  void OneResource(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    if (ResourceOf(*v) < 0) {
+      Fail(Reason::kOutOfRange, k,
+           "must be one of registers, shared_mem, warps, blocks, barriers, cluster", v);
+    }
+  }
+
+  void ResourceSet(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an array of resource names";
+    if (v->kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, v);
+    unsigned mask = 0;
+    ElementReader items(*v);
+    Value item{};
+    while (items.Next(&item)) {
+      if (item.kind != Kind::kString) return Fail(Reason::kWrongType, k, kWhat, v);
+      const int r = ResourceOf(item);
+      if (r < 0) return Fail(Reason::kOutOfRange, k, "must hold only resource names", v);
+      if (mask & (1u << r)) return Fail(Reason::kOutOfRange, k, "must not repeat a resource", v);
+      mask |= 1u << r;
+    }
+  }
+
+  void OneLostReason(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    for (int i = 0; i < kLostReasonCount; ++i) {
+      if (StringIs(*v, LostReasonName(static_cast<LostReason>(i)))) return;
+    }
+    Fail(Reason::kOutOfRange, k, "must be one of disconnected, collector_shutdown", v);
+  }
+
+  // An object whose members are strings; a member overridden by a later one of the same name
+  // does not count (Decode keeps the last).
+  void OptionalStringMap(Key k) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr) return;
+    constexpr const char* kWhat = "must be an object of strings";
+    if (v->kind != Kind::kObject) return Fail(Reason::kWrongType, k, kWhat, v);
+    ElementReader members(*v);
+    Value item{};
+    std::string_view name;
+    bool escaped = false;
+    while (members.Next(&item, &name, &escaped)) {
+      if (item.kind == Kind::kString) continue;
+      ElementReader later = members;  // the members after this one
+      Value other{};
+      std::string_view other_name;
+      bool other_escaped = false;
+      bool overridden = false;
+      while (!overridden && later.Next(&other, &other_name, &other_escaped)) {
+        overridden = SameName(name, escaped, other_name, other_escaped);
+      }
+      if (!overridden) return Fail(Reason::kWrongType, k, kWhat, v);
+    }
+  }
+
+  void RequiredWith(Key k, Key trigger) {
+    if (ok() && Find(trigger) != nullptr && Find(k) == nullptr) {
+      reason_ = Reason::kMissingField;
+      Message(k).Add("is required when \"").Add(kKeyNames[trigger]).Add("\" is present");
+    }
+  }
+
+  void Version() {
+    const Value* v = Get(k_version);
+    if (v == nullptr) return;
+    Integral x;
+    const IntegralKind kind = ToIntegral(*v, &x);
+    if (kind == IntegralKind::kNotInteger) {
+      return Fail(Reason::kWrongType, k_version, "must be an integer", v);
+    }
+    if (kind == IntegralKind::kTooLarge || x.negative ||
+        x.magnitude != static_cast<uint64_t>(kSchemaVersion)) {
+      reason_ = Reason::kUnsupportedVersion;
+      if (error_ != nullptr) error_->field = kKeyNames[k_version];
+      MessageBuilder(error_)
+          .Add(prefix_)
+          .Add(": version ")
+          .Excerpt(v->text())
+          .Add(" is not supported (this build reads version ")
+          .Number(kSchemaVersion)
+          .Add(")");
+    }
+  }
+
+  // Whether the string value unescapes to `want`.
+  static bool StringIs(const Value& v, std::string_view want) {
+    return v.escaped ? UnescapedEquals(v.inner(), want) : v.inner() == want;
+  }
+
+ private:
+  const Value* Find(Key k) const { return slots_.Has(k) ? &slots_.value[k] : nullptr; }
+
+  const Value* Get(Key k) {
+    if (!ok()) return nullptr;
+    const Value* v = Find(k);
+    if (v == nullptr) {
+      reason_ = Reason::kMissingField;
+      Message(k).Add("is missing");
+    }
+    return v;
+  }
+
+  MessageBuilder Message(Key k) {
+    if (error_ != nullptr) error_->field = kKeyNames[k];
+    MessageBuilder m(error_);
+    m.Add(prefix_).Add(": field \"").Add(kKeyNames[k]).Add("\" ");
+    return m;
+  }
+
+  void Fail(Reason reason, Key k, std::string_view what, const Value* got) {
+    reason_ = reason;
+    MessageBuilder m = Message(k);
+    m.Add(what);
+    if (got != nullptr) m.Add(", got ").Excerpt(got->text());
+  }
+
+  // The common case inline: an integer written as such, in range.
+  template <class T>
+  [[gnu::always_inline]] void ReadInt(Key k, const Value& v, const IntRange& range,
+                                      const char* what, T* out) {
+    if (v.kind == Kind::kNumber && v.integral && InRange({v.negative, v.magnitude}, range)) {
+      if (out != nullptr) *out = ValueOf<T>({v.negative, v.magnitude});
+      return;
+    }
+    SlowReadInt(k, v, range, what, out);
+  }
+
+  template <class T>
+  [[gnu::noinline]] void SlowReadInt(Key k, const Value& v, const IntRange& range,
+                                     const char* what, T* out) {
+    Integral x;
+    const IntegralKind kind = ToIntegral(v, &x);
+    if (kind == IntegralKind::kNotInteger) {
+      reason_ = Reason::kWrongType;
+      Message(k).Add("must be ").Add(what).Add(", got ").Excerpt(v.text());
+      return;
+    }
+    if (kind == IntegralKind::kTooLarge || !InRange(x, range)) {
+      reason_ = Reason::kOutOfRange;
+      Message(k)
+          .Add("must be an integer in [")
+          .SignedNumber(range.lo)
+          .Add(", ")
+          .Number(range.hi)
+          .Add("], got ")
+          .Excerpt(v.text());
+      return;
+    }
+    if (out != nullptr) *out = ValueOf<T>(x);
+  }
+
+  void ReadNumber(Key k, const Value& v, double lo, double hi) {
+    if (v.kind == Kind::kNumber && NumberInRange(v, lo, hi)) return;
+    Fail(v.kind == Kind::kNumber ? Reason::kOutOfRange : Reason::kWrongType, k,
+         hi == kInfinity ? "must be a number >= 0" : "must be a number in [0, 1]", &v);
+  }
+
+  // `[x,y,z]` as the encoder writes it (no space, no sign, no fraction), else the general path.
+  void ReadDim(Key k, const Value& v) {
+    if (v.kind == Kind::kArray) {
+      const char* p = v.begin + 1;
+      bool plain = true;
+      for (int i = 0; i < 3 && plain; ++i) {
+        uint64_t x = 0;
+        const char* digits = p;
+        while (IsDigit(*p) && p - digits < 11) x = x * 10 + static_cast<uint64_t>(*p++ - '0');
+        const auto n = p - digits;
+        plain = n > 0 && n <= 10 && (n == 1 || *digits != '0') && x <= kUint32.hi &&
+                *p == (i < 2 ? ',' : ']');
+        ++p;
+      }
+      if (plain && p == v.end) return;
+    }
+    SlowReadDim(k, v);
+  }
+
+  [[gnu::noinline]] void SlowReadDim(Key k, const Value& v) {
+    constexpr const char* kWhat = "must be an array of 3 unsigned integers";
+    if (v.kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, &v);
+    Value items[3]{};
+    int count = 0;
+    ElementReader reader(v);
+    Value item{};
+    while (reader.Next(&item)) {
+      if (count == 3) return Fail(Reason::kWrongType, k, kWhat, &v);
+      items[count++] = item;
+    }
+    if (count != 3) return Fail(Reason::kWrongType, k, kWhat, &v);
+    for (const Value& element : items) {
+      Integral x;
+      const IntegralKind kind = ToIntegral(element, &x);
+      if (kind == IntegralKind::kNotInteger) return Fail(Reason::kWrongType, k, kWhat, &v);
+      if (kind == IntegralKind::kTooLarge || !InRange(x, kUint32)) {
+        return Fail(Reason::kOutOfRange, k, "must be an array of 3 integers in [0, 4294967295]",
+                    &v);
+      }
+    }
+  }
+
+  // The Resource a string value names, or -1.
+  static int ResourceOf(const Value& v) {
+    for (int i = 0; i < kResourceCount; ++i) {
+      if (StringIs(v, ResourceName(static_cast<Resource>(i)))) return i;
+    }
+    return -1;
+  }
+
+  const Slots& slots_;
+  std::string_view prefix_;
+  ValidateError* error_;
+  Reason reason_ = Reason::kOk;
+};
+
+void CheckProcessStart(Checker& c) {
+  c.String(k_exe);
+  c.Strings(k_argv);
+  c.String(k_hostname);
+  c.Int<int64_t>(k_start_ns, kCount64);
+  c.String(k_cuflight_version);
+  c.Int<int64_t>(k_cuda_driver_version, kCount32);
+  c.Int<int64_t>(k_cupti_version, kCount32);
+  c.OptionalInt(k_ppid, kCount32);
+  c.OptionalIntOrNull(k_uid, kUint32);
+  c.OptionalStringMap(k_config);
+}
+
+void CheckDevice(Checker& c) {
+  c.Int<int64_t>(k_device, kCount32);
+  c.String(k_name);
+  c.String(k_uuid);
+  for (const Key k : {k_cc_major, k_cc_minor, k_sm_count, k_max_threads_per_block,
+                      k_max_threads_per_sm, k_max_blocks_per_sm, k_regs_per_sm, k_regs_per_block}) {
+    c.Int<int64_t>(k, kCount32);
+  }
+  for (const Key k :
+       {k_smem_per_sm, k_smem_per_block, k_smem_per_block_optin, k_reserved_smem_per_block}) {
+    c.Int<int64_t>(k, kCount64);
+  }
+  c.Int<int64_t>(k_warp_size, kCount32);
+  c.Int<int64_t>(k_max_cluster_size, kCount32);
+}
+
+void CheckKernel(Checker& c) {
+  c.Int<int64_t>(k_tid, kCount32);
+  c.Int<int64_t>(k_device, kCount32);
+  c.Int<int64_t>(k_context, kUint64);
+  c.Int<int64_t>(k_stream, kUint64);
+  c.Int<int64_t>(k_correlation_id, kUint64);
+  c.String(k_api);
+  c.String(k_name);
+  c.String(k_demangled);
+  c.Dim(k_grid);
+  c.Dim(k_block);
+  c.OptionalDim(k_cluster);
+  c.Int<int64_t>(k_num_regs, kCount32);
+  for (const Key k : {k_static_shared_bytes, k_dyn_shared_bytes, k_local_bytes, k_const_bytes}) {
+    c.Int<int64_t>(k, kCount64);
+  }
+  c.Int<int64_t>(k_max_threads_per_block, kCount32);
+  c.Int<int64_t>(k_carveout, kCarveout);
+  c.OptionalBool(k_cooperative);
+  c.OptionalInt(k_graph_id, kUint64);
+  c.OptionalInt(k_graph_node_id, kUint64);
+  c.RequiredWith(k_graph_node_id, k_graph_id);
+  c.RequiredWith(k_graph_id, k_graph_node_id);
+  c.Int<int64_t>(k_max_active_blocks, kCount32);
+  c.Int<int64_t>(k_active_warps, kCount32);
+  c.Int<int64_t>(k_max_warps, kCount32);
+  for (const Key k : {k_occupancy, k_reg_occupancy, k_smem_occupancy, k_warp_occupancy,
+                      k_block_occupancy, k_barrier_occupancy}) {
+    c.Number(k, 0, 1);
+  }
+  c.OptionalNumber(k_cluster_occupancy, 0, 1);
+  c.RequiredWith(k_cluster, k_cluster_occupancy);
+  c.OneResource(k_limiting_resource);
+  c.ResourceSet(k_limiting_resources);
+  c.Int<int64_t>(k_allocated_regs_per_block, kCount32);
+  c.Int<int64_t>(k_allocated_smem_per_block, kCount64);
+  c.Number(k_waves, 0, kInfinity);
+  c.Number(k_tail_utilization, 0, 1);
+  c.IntOrNull(k_regs_for_next_block, kCount32);
+  c.IntOrNull(k_smem_for_next_block, kCount64);
+  c.Int<int64_t>(k_best_block_size, kCount32);
+}
+
+void CheckKernelTime(Checker& c) {
+  c.Int<int64_t>(k_correlation_id, kUint64);
+  c.Int<int64_t>(k_device, kCount32);
+  for (const Key k : {k_context, k_stream, k_start_ns, k_end_ns, k_duration_ns}) {
+    c.Int<int64_t>(k, kUint64);
+  }
+}
+
+void CheckApiError(Checker& c) {
+  c.String(k_api);
+  c.Int<int64_t>(k_code, kInt32);
+  c.String(k_error_name);
+  c.String(k_message);
+  c.Int<int64_t>(k_device, kDeviceOrUnknown);
+  c.Int<int64_t>(k_context, kUint64);
+  c.Int<int64_t>(k_stream, kUint64);
+  c.Ids(k_last_correlation_ids);
+}
+
+void CheckLaunchCounters(Checker& c) {
+  for (const Key k : {k_launches, k_filtered, k_dropped_ring_full, k_dropped_disconnected}) {
+    c.OptionalInt(k, kUint64);
+  }
+}
+
+void CheckStats(Checker& c) {
+  c.Int<int64_t>(k_emitted, kUint64);
+  c.Int<int64_t>(k_dropped, kUint64);
+  c.Int<int64_t>(k_ring_capacity, kUint64);
+  c.Int<int64_t>(k_interval_ns, kCount64);
+  CheckLaunchCounters(c);
+  c.OptionalInt(k_ring_high_water, kUint64);
+  c.OptionalInt(k_cpu_ns, kUint64);
+}
+
+void CheckProcessEnd(Checker& c) {
+  c.IntOrNull(k_exit_code, kInt32);
+  c.Int<int64_t>(k_emitted, kUint64);
+  c.Int<int64_t>(k_dropped, kUint64);
+  CheckLaunchCounters(c);
+}
+
+void CheckProcessLost(Checker& c) {
+  c.IntOrNull(k_last_seq, kUint64);
+  c.OneLostReason(k_reason);
+  c.Int<int64_t>(k_events_stored, kUint64);
+  c.Int<int64_t>(k_events_lost, kUint64);
+}
+
+// The EventType a `type` string value names, or nullopt.
+std::optional<EventType> TypeOfValue(const Value& v) {
+  if (!v.escaped) return EventTypeFromName(v.inner());
+  for (int i = 0; i < kEventTypeCount; ++i) {
+    const auto type = static_cast<EventType>(i);
+    if (UnescapedEquals(v.inner(), EventTypeName(type))) return type;
+  }
+  return std::nullopt;
+}
+
+Reason Malformed(const Lexer& lexer, std::string_view line, const char* at, const char* what,
+                 LineInfo* info, ValidateError* error) {
+  info->member_count = 0;
+  info->members_truncated = false;
+  if (error != nullptr) {
+    if (at == nullptr) {
+      at = lexer.fail_at();
+      what = lexer.fail_what();
+    }
+    error->field = {};
+    error->offset = at == nullptr ? line.size() : static_cast<size_t>(at - line.data());
+    MessageBuilder(error)
+        .Add("malformed JSON at byte ")
+        .Number(error->offset)
+        .Add(": ")
+        .Add(what);
+  }
+  return Reason::kMalformedJson;
+}
+
+// The members after the first kMaxMembers, for Find: the value of the last member named `key`
+// at or after byte `offset` of the checked line, or nullopt.
+std::optional<std::string_view> FindInTail(std::string_view line, size_t offset,
+                                           std::string_view key) {
+  Lexer lexer(line.data() + line.size());
+  const char* p = line.data() + offset;
+  std::optional<std::string_view> found;
+  while (true) {
+    p = lexer.SkipSpace(p);
+    if (*p == ',') p = lexer.SkipSpace(p + 1);
+    if (*p != '"') return found;
+    bool escaped = false;
+    const char* name_end = lexer.ScanString(p + 1, &escaped);
+    const std::string_view name(p + 1, static_cast<size_t>(name_end - p - 2));
+    p = lexer.SkipSpace(lexer.SkipSpace(name_end) + 1);
+    Value value{};
+    p = lexer.ScanValue(p, 2, &value);
+    if (escaped ? UnescapedEquals(name, key) : name == key) found = value.text();
+  }
+}
+
+Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error);
+
+// A checked value's text as a Value (for the typed reads).
+Value ValueOfText(std::string_view text) {
+  Lexer lexer(text.data() + text.size());
+  Value v{};
+  lexer.ScanValue(text.data(), 2, &v);
+  return v;
+}
+
+// Validate with a LineInfo to fill.
+Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error) {
+  info->line = line;
+  info->type_known = false;
+  info->header_valid = false;
+  info->member_count = 0;
+  info->members_truncated = false;
+
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  Lexer lexer(end);
+  if (line.size() >= 3 && std::memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // as nlohmann does
+  p = lexer.SkipSpace(p);
+  if (p == end) return Malformed(lexer, line, p, "no JSON value", info, error);
+  if (*p != '{') {
+    Value v{};
+    p = lexer.ScanValue(p, 1, &v);
+    if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+    p = lexer.SkipSpace(p);
+    if (p != end) return Malformed(lexer, line, p, "text after the JSON value", info, error);
+    if (error != nullptr) {
+      error->field = {};
+      MessageBuilder(error).Add("event is not a JSON object");
+    }
+    return Reason::kNotAnObject;
+  }
+
+  Slots slots;
+  int count = 0;
+  bool truncated = false;
+  p = lexer.SkipSpace(p + 1);
+  if (p < end && *p == '}') {
+    ++p;
+  } else {
+    while (true) {
+      if (p == end || *p != '"') return Malformed(lexer, line, p, "expected a member name", info,
+                                                  error);
+      const char* const key_begin = p + 1;
+      bool key_escaped = false;
+      p = lexer.ScanString(key_begin, &key_escaped);
+      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+      const std::string_view key(key_begin, static_cast<size_t>(p - 1 - key_begin));
+      // Fast paths for the encoder's layout (no whitespace) before each SkipSpace.
+      if (p == end || *p != ':') {
+        p = lexer.SkipSpace(p);
+        if (p == end || *p != ':') return Malformed(lexer, line, p, "expected ':'", info, error);
+      }
+      ++p;
+      if (p == end || static_cast<unsigned char>(*p) <= ' ') {
+        p = lexer.SkipSpace(p);
+        if (p == end) return Malformed(lexer, line, p, "unexpected end", info, error);
+      }
+      Value v;
+      p = lexer.ScanValue(p, 2, &v);
+      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+
+      if (count < LineInfo::kMaxMembers) {
+        Member& m = info->members[static_cast<size_t>(count++)];
+        m.key = key;
+        m.raw = v.text();
+        m.key_escaped = key_escaped;
+      } else {
+        truncated = true;
+      }
+      uint8_t k;
+      if (!key_escaped) {
+        k = LookupKey(key.data(), key.size());
+      } else {
+        char name[kMaxKeyLength];
+        const std::optional<size_t> n = Unescape(key, name, sizeof(name));
+        k = n ? LookupKey(name, *n) : kNoKey;
+      }
+      if (k != kNoKey) slots.Set(static_cast<Key>(k), v);
+
+      if (p < end && *p == ',') {
+        ++p;
+        if (p == end || *p != '"') p = lexer.SkipSpace(p);
+        continue;
+      }
+      p = lexer.SkipSpace(p);
+      if (p == end) return Malformed(lexer, line, p, "unexpected end", info, error);
+      if (*p == ',') {
+        p = lexer.SkipSpace(p + 1);
+        continue;
+      }
+      if (*p != '}') return Malformed(lexer, line, p, "expected ',' or '}'", info, error);
+      ++p;
+      break;
+    }
+  }
+  p = lexer.SkipSpace(p);
+  if (p != end) return Malformed(lexer, line, p, "text after the JSON object", info, error);
+  info->member_count = count;
+  info->members_truncated = truncated;
+
+  // The common fields, then the type, then its own fields: Decode's order.
+  Checker event(slots, "event", error);
+  event.String(k_type);
+  if (!event.ok()) return event.reason();
+  const std::optional<EventType> type = TypeOfValue(slots.value[k_type]);
+  Checker c(slots, type ? EventTypeName(*type) : "event", error);
+  c.Version();
+  Header header;
+  c.Int(k_ts_ns, kCount64, &header.ts_ns);
+  c.Int(k_pid, kCount32, &header.pid);
+  c.Int(k_seq, kUint64, &header.seq);
+  if (!c.ok()) return c.reason();
+  info->header = header;
+  info->header_valid = true;
+  if (!type) {
+    if (error != nullptr) {
+      error->field = {};
+      MessageBuilder(error).Add("event: unknown type ").Excerpt(slots.value[k_type].text());
+    }
+    return Reason::kUnknownType;
+  }
+  info->type = *type;
+  info->type_known = true;
+  switch (*type) {
+    case EventType::kProcessStart:
+      CheckProcessStart(c);
+      break;
+    case EventType::kDevice:
+      CheckDevice(c);
+      break;
+    case EventType::kKernel:
+      CheckKernel(c);
+      break;
+    case EventType::kKernelTime:
+      CheckKernelTime(c);
+      break;
+    case EventType::kApiError:
+      CheckApiError(c);
+      break;
+    case EventType::kStats:
+      CheckStats(c);
+      break;
+    case EventType::kProcessEnd:
+      CheckProcessEnd(c);
+      break;
+    case EventType::kProcessLost:
+      CheckProcessLost(c);
+      break;
+  }
+  return c.reason();
+}
+
+}  // namespace
+
+std::optional<std::string_view> LineInfo::Find(std::string_view key) const {
+  if (members_truncated) {
+    const Member& last = members[kMaxMembers - 1];
+    const auto offset = static_cast<size_t>(last.raw.data() + last.raw.size() - line.data());
+    if (std::optional<std::string_view> found = FindInTail(line, offset, key)) return found;
+  }
+  for (int i = member_count - 1; i >= 0; --i) {
+    const Member& m = members[static_cast<size_t>(i)];
+    if (m.key_escaped ? UnescapedEquals(m.key, key) : m.key == key) return m.raw;
+  }
+  return std::nullopt;
+}
+
+bool LineInfo::GetUint(std::string_view key, uint64_t* out) const {
+  const std::optional<std::string_view> raw = Find(key);
+  if (!raw) return false;
+  Integral x;
+  if (ToIntegral(ValueOfText(*raw), &x) != IntegralKind::kOk || !InRange(x, kUint64)) return false;
+  *out = ValueOf<uint64_t>(x);
+  return true;
+}
+
+bool LineInfo::GetInt(std::string_view key, int64_t* out) const {
+  const std::optional<std::string_view> raw = Find(key);
+  if (!raw) return false;
+  Integral x;
+  if (ToIntegral(ValueOfText(*raw), &x) != IntegralKind::kOk || !InRange(x, kInt64)) return false;
+  *out = ValueOf<int64_t>(x);
+  return true;
+}
+
+bool LineInfo::GetDouble(std::string_view key, double* out) const {
+  const std::optional<std::string_view> raw = Find(key);
+  if (!raw) return false;
+  const Value v = ValueOfText(*raw);
+  if (v.kind != Kind::kNumber) return false;
+  *out = DoubleOf(v);
+  return true;
+}
+
+bool LineInfo::GetBool(std::string_view key, bool* out) const {
+  const std::optional<std::string_view> raw = Find(key);
+  if (!raw || (*raw != "true" && *raw != "false")) return false;
+  *out = *raw == "true";
+  return true;
+}
+
+bool LineInfo::IsNull(std::string_view key) const {
+  const std::optional<std::string_view> raw = Find(key);
+  return raw && *raw == "null";
+}
+
+bool LineInfo::GetString(std::string_view key, char* scratch, size_t cap,
+                         std::string_view* out) const {
+  const std::optional<std::string_view> raw = Find(key);
+  if (!raw || raw->empty() || raw->front() != '"') return false;
+  const std::string_view inner = raw->substr(1, raw->size() - 2);
+  if (inner.find('\\') == std::string_view::npos) {
+    *out = inner;
+    return true;
+  }
+  const std::optional<size_t> n = Unescape(inner, scratch, cap);
+  if (!n) return false;
+  *out = std::string_view(scratch, *n);
+  return true;
+}
+
+Reason Validate(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
+  if (info == nullptr) {
+    LineInfo local;
+    return ValidateInto(line, &local, error);
+  }
+  return ValidateInto(line, info, error);
+}
+
+}  // namespace cuflight::schema

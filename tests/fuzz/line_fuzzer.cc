@@ -1,0 +1,110 @@
+// libFuzzer target: arbitrary bytes as one line, through Validate and through Decode (the
+// reference). abort() when they disagree on:
+//   - the Reason (Validate promises Decode's Reason for every line),
+//   - whether the header is valid, and its value,
+//   - the event type of an accepted line,
+//   - any top-level member of a line that is one object (Find's raw text parses, with nlohmann,
+//     to the value nlohmann gives that member).
+// An accepted line must also survive Encode(Decode(line)): the new line is accepted by both, and
+// decodes to the same event.
+//
+// Build and run: scripts/fuzz (clang++ -fsanitize=fuzzer,address,undefined).
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cuflight/schema/decoder.h"
+#include "cuflight/schema/encoder.h"
+#include "cuflight/schema/validator.h"
+
+namespace {
+
+using cuflight::schema::Decode;
+using cuflight::schema::DecodeResult;
+using cuflight::schema::LineInfo;
+using cuflight::schema::Reason;
+using cuflight::schema::ReasonName;
+using cuflight::schema::Validate;
+using cuflight::schema::ValidateError;
+
+[[noreturn]] void Disagree(std::string_view line, const char* what, std::string_view detail) {
+  std::fprintf(stderr, "line_fuzzer: %s: %.*s\nline (%zu bytes): ", what,
+               static_cast<int>(detail.size()), detail.data(), line.size());
+  for (const char c : line.substr(0, 2000)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) {
+      std::fputc(c, stderr);
+    } else {
+      std::fprintf(stderr, "\\x%02x", u);
+    }
+  }
+  std::fputc('\n', stderr);
+  std::abort();
+}
+
+void CheckMembers(std::string_view line, const LineInfo& info) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    Disagree(line, "Validate saw an object nlohmann cannot parse", e.what());
+  }
+  if (!doc.is_object()) Disagree(line, "Validate saw an object, nlohmann not", doc.type_name());
+  for (const auto& [key, value] : doc.items()) {
+    const std::optional<std::string_view> raw = info.Find(key);
+    if (!raw) Disagree(line, "Find missed a member", key);
+    nlohmann::json member;
+    try {
+      member = nlohmann::json::parse(*raw);
+    } catch (const nlohmann::json::exception& e) {
+      Disagree(line, "a member's raw text does not parse", e.what());
+    }
+    if (member != value) Disagree(line, "a member's raw text holds another value", key);
+  }
+}
+
+void CheckRoundTrip(std::string_view line, const DecodeResult& decoded) {
+  std::vector<char> buf(4 * line.size() + 4096);
+  const size_t n = cuflight::schema::Encode(decoded.event, buf.data(), buf.size());
+  if (n == 0) Disagree(line, "Encode failed on a decoded event", "");
+  const std::string_view again(buf.data(), n);
+  const DecodeResult redecoded = Decode(again);
+  if (!redecoded.ok()) Disagree(line, "the re-encoded line is rejected", redecoded.message);
+  if (!(redecoded.event == decoded.event)) Disagree(line, "the re-encoded line differs", again);
+  if (Validate(again, nullptr, nullptr) != Reason::kOk) {
+    Disagree(line, "Validate rejects the re-encoded line", again);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view line(reinterpret_cast<const char*>(data), size);
+  const DecodeResult decoded = Decode(line);
+  LineInfo info;
+  ValidateError error;
+  const Reason reason = Validate(line, &info, &error);
+  if (reason != decoded.reason) {
+    const std::string detail = "Validate " + std::string(ReasonName(reason)) + " (" +
+                               std::string(error.message()) + "), Decode " +
+                               std::string(ReasonName(decoded.reason)) + " (" + decoded.message +
+                               ")";
+    Disagree(line, "verdicts differ", detail);
+  }
+  if (info.header_valid != decoded.header.has_value()) Disagree(line, "header validity differs", "");
+  if (decoded.header && !(info.header == *decoded.header)) Disagree(line, "headers differ", "");
+  if (decoded.ok() && (!info.type_known || info.type != TypeOf(decoded.event))) {
+    Disagree(line, "event types differ", "");
+  }
+  if (reason != Reason::kMalformedJson && reason != Reason::kNotAnObject) {
+    CheckMembers(line, info);
+  }
+  if (decoded.ok()) CheckRoundTrip(line, decoded);
+  return 0;
+}

@@ -1,0 +1,576 @@
+// Validate against Decode, the reference: the same verdict and Reason on every line, the same
+// header, and members that hold what nlohmann parses.
+#include "cuflight/schema/validator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cuflight/schema/decoder.h"
+#include "sample_events.h"
+
+// Counts the allocations of the calling thread, so a test can check that a call makes none.
+namespace {
+thread_local int64_t g_allocations = 0;
+}  // namespace
+
+void* operator new(size_t size) {
+  ++g_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace cuflight::schema {
+namespace {
+
+using nlohmann::json;
+using testing::EncodeLine;
+using ::testing::HasSubstr;
+using testing::RealisticKernel;
+
+std::string Printable(std::string_view line) {
+  std::string out;
+  for (const char c : line.substr(0, 400)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) {
+      out += c;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+// Validate and Decode agree on `line`; with `members`, for a line that is one object, every
+// member nlohmann sees is found with the same value. Returns the Reason.
+Reason ExpectAgreement(std::string_view line, bool members = true) {
+  const DecodeResult decoded = Decode(line);
+  LineInfo info;
+  ValidateError error;
+  const Reason reason = Validate(line, &info, &error);
+  EXPECT_EQ(ReasonName(reason), ReasonName(decoded.reason))
+      << "line: " << Printable(line) << "\nDecode: " << decoded.message
+      << "\nValidate: " << error.message();
+  EXPECT_EQ(info.header_valid, decoded.header.has_value()) << Printable(line);
+  if (info.header_valid && decoded.header) {
+    EXPECT_EQ(info.header, *decoded.header) << Printable(line);
+  }
+  if (decoded.ok()) {
+    EXPECT_TRUE(info.type_known);
+    EXPECT_EQ(info.type, TypeOf(decoded.event)) << Printable(line);
+  }
+  if (reason != Reason::kOk) {
+    EXPECT_FALSE(error.message().empty()) << Printable(line);
+    EXPECT_LT(error.size, ValidateError::kCapacity);
+  }
+  if (reason == Reason::kMalformedJson || reason == Reason::kNotAnObject) {
+    EXPECT_EQ(info.member_count, 0);
+    return reason;
+  }
+  if (!members) return reason;
+  // One object: compare every member with nlohmann's view of it.
+  const json doc = json::parse(line);
+  for (const auto& [key, value] : doc.items()) {
+    const std::optional<std::string_view> raw = info.Find(key);
+    if (!raw) {
+      ADD_FAILURE() << "Find(\"" << key << "\") found nothing in " << Printable(line);
+      continue;
+    }
+    EXPECT_EQ(json::parse(*raw), value) << key << " in " << Printable(line);
+    if (value.is_number_unsigned()) {
+      uint64_t u = 0;
+      EXPECT_TRUE(info.GetUint(key, &u)) << key;
+      EXPECT_EQ(u, value.get<uint64_t>()) << key;
+    } else if (value.is_number_integer()) {
+      int64_t i = 0;
+      EXPECT_TRUE(info.GetInt(key, &i)) << key;
+      EXPECT_EQ(i, value.get<int64_t>()) << key;
+    } else if (value.is_number_float()) {
+      double d = 0;
+      EXPECT_TRUE(info.GetDouble(key, &d)) << key;
+      EXPECT_EQ(d, value.get<double>()) << key;
+    } else if (value.is_string()) {
+      char scratch[4096];
+      std::string_view s;
+      if (value.get_ref<const std::string&>().size() <= sizeof(scratch)) {
+        EXPECT_TRUE(info.GetString(key, scratch, sizeof(scratch), &s)) << key;
+        EXPECT_EQ(s, value.get_ref<const std::string&>()) << key;
+      }
+    } else if (value.is_boolean()) {
+      bool b = !value.get<bool>();
+      EXPECT_TRUE(info.GetBool(key, &b)) << key;
+      EXPECT_EQ(b, value.get<bool>()) << key;
+    } else if (value.is_null()) {
+      EXPECT_TRUE(info.IsNull(key)) << key;
+    }
+  }
+  if (!info.members_truncated) {
+    EXPECT_GE(static_cast<size_t>(info.member_count), doc.size());
+  }
+  return reason;
+}
+
+std::string WithoutNewline(std::string line) {
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+// A kernel line with `tail` added as the last members: `{..., <tail>}`.
+std::string KernelWith(std::string_view tail) {
+  std::string line = WithoutNewline(EncodeLine(RealisticKernel()));
+  line.pop_back();  // '}'
+  return line + "," + std::string(tail) + "}";
+}
+
+TEST(ValidatorTest, SampleLinesAgree) {
+  for (const std::string& line : testing::SampleLines()) {
+    EXPECT_EQ(ExpectAgreement(line), Reason::kOk) << Printable(line);
+  }
+}
+
+// The schema tests' mutations: every member of a sample of every type removed, or replaced by
+// each of about 50 values.
+TEST(ValidatorTest, MutatedLinesAgree) {
+  int rejected = 0;
+  int i = 0;
+  for (const std::string& line : testing::MutatedLines()) {
+    // Members compared on every 8th line (they come from the same few samples).
+    rejected += ExpectAgreement(line, i++ % 8 == 0) != Reason::kOk;
+  }
+  EXPECT_GT(rejected, 1000);
+}
+
+// Byte-level damage to samples of several types: every prefix, and at every position the byte
+// deleted, replaced by each of a set of structural and hostile bytes, or one of a few inserted.
+// (The fuzzer in tests/fuzz/ goes much further.)
+TEST(ValidatorTest, ByteMutationsAgree) {
+  std::vector<std::string> lines;
+  for (const std::string& line : testing::SampleLines()) {
+    const json doc = json::parse(line);
+    bool seen = false;
+    for (const std::string& l : lines) seen |= json::parse(l)["type"] == doc["type"];
+    if (!seen) lines.push_back(line);
+  }
+  const std::string replacements = std::string("\"\\}],0 \x80", 8) + '\0';
+  const std::string insertions = "\",";
+  for (const std::string& line : lines) {
+    for (size_t i = 0; i <= line.size(); ++i) {
+      ExpectAgreement(std::string_view(line).substr(0, i), false);
+      if (i == line.size()) break;
+      std::string changed = line;
+      changed.erase(i, 1);
+      ExpectAgreement(changed, false);
+      changed = line;
+      for (const char b : replacements) {
+        changed[i] = b;
+        ExpectAgreement(changed, false);
+      }
+      for (const char b : insertions) {
+        changed = line;
+        changed.insert(i, 1, b);
+        ExpectAgreement(changed, false);
+      }
+    }
+  }
+}
+
+struct HostileCase {
+  std::string line;
+  Reason expected;
+};
+
+void ExpectCases(const std::vector<HostileCase>& cases) {
+  for (const HostileCase& c : cases) {
+    EXPECT_EQ(ReasonName(ExpectAgreement(c.line)), ReasonName(c.expected)) << Printable(c.line);
+  }
+}
+
+TEST(ValidatorTest, DeepNesting) {
+  const auto nested = [](int depth, char open, char close) {
+    return std::string(static_cast<size_t>(depth), open) +
+           std::string(static_cast<size_t>(depth), close);
+  };
+  std::string deep_objects;
+  for (int i = 0; i < kMaxNestingDepth - 1; ++i) deep_objects += R"({"a":)";
+  deep_objects += "1";
+  deep_objects += std::string(kMaxNestingDepth - 1, '}');
+  ExpectCases({
+      {nested(kMaxNestingDepth, '[', ']'), Reason::kNotAnObject},
+      {nested(kMaxNestingDepth + 1, '[', ']'), Reason::kMalformedJson},
+      {std::string(200'000, '['), Reason::kMalformedJson},
+      {nested(200'000, '[', ']'), Reason::kMalformedJson},
+      {KernelWith(R"("x":)" + nested(kMaxNestingDepth - 1, '[', ']')), Reason::kOk},
+      {KernelWith(R"("x":)" + nested(kMaxNestingDepth, '[', ']')), Reason::kMalformedJson},
+      {KernelWith(R"("x":)" + deep_objects), Reason::kOk},
+      {KernelWith(R"("x":[)" + deep_objects + "]"), Reason::kMalformedJson},
+      {KernelWith(R"("x":")" + std::string(1000, '[') + "\""), Reason::kOk},
+      // Too deep and otherwise broken: still malformed.
+      {KernelWith(R"("grid":)" + nested(kMaxNestingDepth, '[', ']')), Reason::kMalformedJson},
+  });
+}
+
+TEST(ValidatorTest, HugeAndOddNumbers) {
+  ExpectCases({
+      {KernelWith(R"("x":1e400)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":-1e400)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":1.7976931348623157e308)"), Reason::kOk},
+      {KernelWith(R"("x":1.7976931348623158e308)"), Reason::kOk},  // rounds to DBL_MAX
+      {KernelWith(R"("x":1.7976931348623159e308)"), Reason::kMalformedJson},
+      // DBL_MAX + half an ulp, exactly: rounds (to even) to infinity; a tenth less rounds down.
+      {KernelWith(R"("x":179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497791.9)"), Reason::kOk},
+      {KernelWith(R"("x":1e-400)"), Reason::kOk},
+      {KernelWith(R"("x":-0.0e-99999999999999999999)"), Reason::kOk},
+      {KernelWith(R"("x":0e99999999999999999999)"), Reason::kOk},
+      {KernelWith(R"("x":)" + std::string(308, '9')), Reason::kOk},
+      {KernelWith(R"("x":)" + std::string(309, '9')), Reason::kMalformedJson},
+      {KernelWith(R"("x":-)" + std::string(400, '1')), Reason::kMalformedJson},
+      {KernelWith(R"("x":0.)" + std::string(400, '0') + "1e708"), Reason::kOk},  // 1e307
+      {KernelWith(R"("x":0.)" + std::string(400, '0') + "1e710"), Reason::kMalformedJson},
+      {KernelWith(R"("x":0.)" + std::string(400, '0') + "1e300"), Reason::kOk},
+      {KernelWith(R"("tid":18446744073709551616)"), Reason::kOutOfRange},
+      {KernelWith(R"("context":18446744073709551615)"), Reason::kOk},
+      {KernelWith(R"("context":18446744073709551615.0)"), Reason::kOutOfRange},  // 2^64
+      {KernelWith(R"("context":1.8446744073709550e19)"), Reason::kOk},
+      {KernelWith(R"("tid":-9223372036854775808)"), Reason::kOutOfRange},
+      {KernelWith(R"("tid":-9223372036854775809)"), Reason::kOutOfRange},
+      {KernelWith(R"("tid":-0)"), Reason::kOk},
+      {KernelWith(R"("tid":-0.0)"), Reason::kOk},
+      {KernelWith(R"("tid":1e2)"), Reason::kOk},
+      {KernelWith(R"("tid":1.5e1)"), Reason::kOk},  // 15
+      {KernelWith(R"("tid":1.5e0)"), Reason::kWrongType},
+      {KernelWith(R"("tid":12.0000000000000000001)"), Reason::kOk},  // rounds to 12
+      {KernelWith(R"("occupancy":1.0000000000000000001)"), Reason::kOk},
+      {KernelWith(R"("occupancy":1.0000000000000002)"), Reason::kOutOfRange},
+      {KernelWith(R"("occupancy":-0)"), Reason::kOk},
+      {KernelWith(R"("occupancy":-1e-400)"), Reason::kOk},
+      {KernelWith(R"("occupancy":-1e-300)"), Reason::kOutOfRange},
+      {KernelWith(R"("waves":1e308)"), Reason::kOk},
+      {KernelWith(R"("waves":-0.0)"), Reason::kOk},
+      {KernelWith(R"("version":1.0)"), Reason::kOk},
+      {KernelWith(R"("version":-0)"), Reason::kUnsupportedVersion},
+      {KernelWith(R"("version":1e20)"), Reason::kUnsupportedVersion},
+      {KernelWith(R"("version":1.5)"), Reason::kWrongType},
+      {KernelWith(R"("x":01)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":1.)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":.5)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":+1)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":1e)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":1e+)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":-)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":1-2)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":NaN)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":Infinity)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":0x10)"), Reason::kMalformedJson},
+  });
+}
+
+TEST(ValidatorTest, InvalidUtf8) {
+  std::vector<HostileCase> cases;
+  for (const testing::InvalidUtf8Case& c : testing::InvalidUtf8Cases()) {
+    cases.push_back({KernelWith(R"("x":")" + c.input + "\""), Reason::kMalformedJson});
+    cases.push_back({KernelWith("\"" + c.input + R"(":1)"), Reason::kMalformedJson});
+    cases.push_back({KernelWith(R"("x":)" + c.input), Reason::kMalformedJson});
+  }
+  for (const std::string& s : testing::HostileValidStrings()) {
+    json doc = json::parse(EncodeLine(RealisticKernel()));
+    doc["name"] = s;
+    doc[s] = s;
+    cases.push_back({doc.dump(), Reason::kOk});
+  }
+  cases.push_back({KernelWith("\"x\":\"\xEF\xBF\xBF\xF4\x8F\xBF\xBF\""), Reason::kOk});
+  cases.push_back({KernelWith("\"x\":\"\x7F\""), Reason::kOk});  // DEL may appear raw
+  cases.push_back({KernelWith("\"x\":\"tab\there\""), Reason::kMalformedJson});
+  cases.push_back({KernelWith("\"x\":\"\x1F\""), Reason::kMalformedJson});
+  ExpectCases(cases);
+}
+
+TEST(ValidatorTest, NulBytes) {
+  const std::string line = WithoutNewline(EncodeLine(RealisticKernel()));
+  const std::string nul(1, '\0');
+  ExpectCases({
+      {line + nul, Reason::kMalformedJson},
+      {line + nul + "garbage", Reason::kMalformedJson},
+      {line + " " + nul, Reason::kMalformedJson},
+      {nul + line, Reason::kMalformedJson},
+      {nul, Reason::kMalformedJson},
+      {KernelWith("\"x\":\"a" + nul + "b\""), Reason::kMalformedJson},
+      {KernelWith("\"x\":1" + nul), Reason::kMalformedJson},
+      {KernelWith(R"("x":"a\u0000b")"), Reason::kOk},  // an escaped NUL is fine
+  });
+}
+
+TEST(ValidatorTest, SurrogatesAndEscapes) {
+  ExpectCases({
+      {KernelWith(R"("x":"\ud800")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\udc00")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\ud800\u0041")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\ud800\ud800")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\ud800x")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\ud800\")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\ud800\u")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\udbff\udfff")"), Reason::kOk},
+      {KernelWith(R"("x":"\uD83D\uDE00")"), Reason::kOk},
+      {KernelWith(R"("x":"\u12")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\u12g4")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\x41")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\'")"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\/\b\f\n\r\t\"\\")"), Reason::kOk},
+      {KernelWith(R"("\ud800":1)"), Reason::kMalformedJson},
+      {KernelWith(R"("x":"\)"), Reason::kMalformedJson},
+  });
+}
+
+TEST(ValidatorTest, DuplicateKeysLastOneCounts) {
+  ExpectCases({
+      {KernelWith(R"("tid":5)"), Reason::kOk},
+      {KernelWith(R"("tid":-5)"), Reason::kOutOfRange},
+      {KernelWith(R"("t\u0069d":"x")"), Reason::kWrongType},
+      {KernelWith(R"("type":"kernel_time")"), Reason::kMissingField},
+      {KernelWith(R"("type":"k\u0065rnel")"), Reason::kOk},
+      {KernelWith(R"("\u0074ype":"process_crash")"), Reason::kUnknownType},
+      {KernelWith(R"("version":2,"version":1)"), Reason::kOk},
+      {KernelWith(R"("seq":-1,"seq":3)"), Reason::kOk},
+      {KernelWith(R"("grid":[1,2,3],"grid":"x")"), Reason::kWrongType},
+      {KernelWith(R"("limiting_resources":["warps","w\u0061rps"])"), Reason::kOutOfRange},
+      {KernelWith(R"("limiting_resource":"w\u0061rps")"), Reason::kOk},
+  });
+  // The header takes the last seq.
+  LineInfo info;  // refers to the line: keep it alive
+  const std::string line = KernelWith(R"("seq":-1,"seq":3)");
+  ASSERT_EQ(Validate(line, &info, nullptr), Reason::kOk);
+  EXPECT_EQ(info.header.seq, 3u);
+  const std::optional<std::string_view> tid = info.Find("tid");
+  ASSERT_TRUE(tid.has_value());
+  EXPECT_EQ(*tid, std::to_string(RealisticKernel().tid));
+}
+
+TEST(ValidatorTest, ConfigObjectRules) {
+  const std::string head =
+      R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"
+      R"("argv":[],"hostname":"h","start_ns":0,"cuflight_version":"0.1.0",)"
+      R"("cuda_driver_version":0,"cupti_version":0,"config":)";
+  ExpectCases({
+      {head + R"({}})", Reason::kOk},
+      {head + R"({"A":"1","B":"2"}})", Reason::kOk},
+      {head + R"({"A":1,"A":"2"}})", Reason::kOk},
+      {head + R"({"A":"2","A":1}})", Reason::kWrongType},
+      {head + R"({"\u0041":1,"A":"2"}})", Reason::kOk},
+      {head + R"({"A":1,"\u0041":"2"}})", Reason::kOk},
+      {head + R"({"\u0041B":1,"A\u0042":"2"}})", Reason::kOk},
+      {head + R"({"\u0041B":1,"A\u0043":"2"}})", Reason::kWrongType},
+      {head + R"({"A":[],"B":"x"}})", Reason::kWrongType},
+      {head + R"({"A":{"B":"x"}}})", Reason::kWrongType},
+      {head + R"(null})", Reason::kWrongType},
+      {head + R"("A=1"})", Reason::kWrongType},
+  });
+}
+
+TEST(ValidatorTest, TrailingGarbageAndWhitespace) {
+  const std::string line = WithoutNewline(EncodeLine(RealisticKernel()));
+  ExpectCases({
+      {line, Reason::kOk},
+      {" \t\r\n" + line + " \t\r\n", Reason::kOk},
+      {line + "\r\n", Reason::kOk},
+      {"\xEF\xBB\xBF" + line, Reason::kOk},
+      {" \xEF\xBB\xBF" + line, Reason::kMalformedJson},
+      {"\xEF\xBB" + line, Reason::kMalformedJson},
+      {line + "x", Reason::kMalformedJson},
+      {line + "}", Reason::kMalformedJson},
+      {line + ",", Reason::kMalformedJson},
+      {line + line, Reason::kMalformedJson},
+      {line + "\n" + line, Reason::kMalformedJson},
+      {line + " 1", Reason::kMalformedJson},
+      {line + "\v", Reason::kMalformedJson},
+      {line + "\xC2\xA0", Reason::kMalformedJson},
+      {"", Reason::kMalformedJson},
+      {"  \n", Reason::kMalformedJson},
+      {"{", Reason::kMalformedJson},
+      {"{}", Reason::kMissingField},
+      {"{,}", Reason::kMalformedJson},
+      {R"({"a":1,})", Reason::kMalformedJson},
+      {R"({"a" 1})", Reason::kMalformedJson},
+      {R"({"a":1 "b":2})", Reason::kMalformedJson},
+      {R"({a:1})", Reason::kMalformedJson},
+      {R"({"a":tru})", Reason::kMalformedJson},
+      {R"({"a":truex})", Reason::kMalformedJson},
+      {R"({"a":nul})", Reason::kMalformedJson},
+      {R"({"a":[1,]})", Reason::kMalformedJson},
+      {R"({"a":[,1]})", Reason::kMalformedJson},
+      {R"({"a":{"b"}})", Reason::kMalformedJson},
+      {R"({"a":{"b":1,}})", Reason::kMalformedJson},
+      {R"({"a":]})", Reason::kMalformedJson},
+      {"[]", Reason::kNotAnObject},
+      {" 42 ", Reason::kNotAnObject},
+      {R"("kernel")", Reason::kNotAnObject},
+      {"null", Reason::kNotAnObject},
+      {"[1,2", Reason::kMalformedJson},
+      {R"({"type":"kernel"})", Reason::kMissingField},
+      {R"({"type":1})", Reason::kWrongType},
+      {R"({"type":"x","version":"1"})", Reason::kWrongType},
+      {R"({"type":"x","version":2})", Reason::kUnsupportedVersion},
+      {R"({"type":"x","version":1,"ts_ns":0,"pid":0,"seq":0})", Reason::kUnknownType},
+  });
+}
+
+// Several faults in one line: the first in Decode's order wins, for both.
+TEST(ValidatorTest, MultiFaultLinesGetDecodesReason) {
+  ExpectCases({
+      {KernelWith(R"("version":3,"grid":"x","tid":-1)"), Reason::kUnsupportedVersion},
+      {KernelWith(R"("tid":-1,"grid":"x")"), Reason::kOutOfRange},
+      {KernelWith(R"("grid":"x","tid":"y")"), Reason::kWrongType},
+      {KernelWith(R"("seq":"x","type":3)"), Reason::kWrongType},
+      {KernelWith(R"("type":"zzz","pid":-1)"), Reason::kOutOfRange},
+      {KernelWith(R"("type":"zzz","best_block_size":-1)"), Reason::kUnknownType},
+      {KernelWith(R"("cluster_occupancy":2,"carveout":500)"), Reason::kOutOfRange},
+      {KernelWith(R"("grid":[1,2,-3],"block":[1,"x",3])"), Reason::kOutOfRange},
+      {KernelWith(R"("grid":[-1,"x",3])"), Reason::kOutOfRange},
+      {KernelWith(R"("grid":["x",-1,3])"), Reason::kWrongType},
+      {KernelWith(R"("limiting_resources":["bogus",1])"), Reason::kOutOfRange},
+      {KernelWith(R"("limiting_resources":[1,"bogus"])"), Reason::kWrongType},
+  });
+}
+
+TEST(ValidatorTest, ErrorNamesTheField) {
+  ValidateError error;
+  LineInfo info;
+  EXPECT_EQ(Validate(KernelWith(R"("grid":[1,2])"), &info, &error), Reason::kWrongType);
+  EXPECT_EQ(error.field, "grid");
+  EXPECT_EQ(error.message(),
+            R"(kernel: field "grid" must be an array of 3 unsigned integers, got [1,2])");
+  EXPECT_TRUE(info.header_valid);
+  EXPECT_TRUE(info.type_known);
+  EXPECT_EQ(info.type, EventType::kKernel);
+
+  json doc = json::parse(EncodeLine(RealisticKernel()));
+  doc.erase("best_block_size");
+  EXPECT_EQ(Validate(doc.dump(), &info, &error), Reason::kMissingField);
+  EXPECT_EQ(error.field, "best_block_size");
+  EXPECT_EQ(error.message(), R"(kernel: field "best_block_size" is missing)");
+
+  EXPECT_EQ(Validate(R"({"a":1,"b":[1,2,}")", &info, &error), Reason::kMalformedJson);
+  EXPECT_EQ(error.offset, 16u);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("malformed JSON at byte 16"));
+  EXPECT_TRUE(error.field.empty());
+
+  EXPECT_EQ(Validate(KernelWith(R"("name":")" + std::string(1000, '\x01') + "\""), &info, &error),
+            Reason::kMalformedJson);
+  for (const char c : error.message()) {
+    EXPECT_GE(static_cast<unsigned char>(c), 0x20u);
+    EXPECT_LT(static_cast<unsigned char>(c), 0x7Fu);
+  }
+
+  EXPECT_EQ(Validate(KernelWith(R"("tid":")" + std::string(1000, 'x') + "\""), &info, &error),
+            Reason::kWrongType);
+  EXPECT_LT(error.size, 120u);
+  EXPECT_THAT(std::string(error.message()), HasSubstr("..."));
+  EXPECT_EQ(error.message().size(), error.size);
+}
+
+TEST(ValidatorTest, NullInfoAndErrorAreAllowed) {
+  EXPECT_EQ(Validate(EncodeLine(RealisticKernel()), nullptr, nullptr), Reason::kOk);
+  EXPECT_EQ(Validate("{", nullptr, nullptr), Reason::kMalformedJson);
+  EXPECT_EQ(Validate(KernelWith(R"("tid":-1)"), nullptr, nullptr), Reason::kOutOfRange);
+}
+
+// More members than LineInfo stores: still validated, and Find sees the ones not stored.
+TEST(ValidatorTest, ManyMembers) {
+  std::string tail;
+  for (int i = 0; i < 100; ++i) tail += R"("extra)" + std::to_string(i) + R"(":)" + std::to_string(i) + ",";
+  tail += R"("tid":77,"t\u0069d":78,"last":"end")";
+  const std::string line = KernelWith(tail);
+  EXPECT_EQ(ExpectAgreement(line), Reason::kOk);
+  LineInfo info;
+  ASSERT_EQ(Validate(line, &info, nullptr), Reason::kOk);
+  EXPECT_TRUE(info.members_truncated);
+  EXPECT_EQ(info.member_count, LineInfo::kMaxMembers);
+  int64_t tid = 0;
+  EXPECT_TRUE(info.GetInt("tid", &tid));
+  EXPECT_EQ(tid, 78);
+  EXPECT_EQ(info.Find("extra99"), "99");
+  EXPECT_EQ(info.Find("type"), R"("kernel")");
+  EXPECT_FALSE(info.Find("extra100").has_value());
+  EXPECT_EQ(Validate(KernelWith(tail + R"(,"tid":-1)"), &info, nullptr), Reason::kOutOfRange);
+}
+
+TEST(ValidatorTest, TypedReads) {
+  const std::string line = KernelWith(
+      R"("s":"a\"b\u00e9\ud83d\ude00","plain":"xyz","neg":-5,"big":18446744073709551615,)"
+      R"("f":2.5,"i":3.0,"t":true,"n":null,"esc\u0061ped":"v")");
+  LineInfo info;
+  ASSERT_EQ(Validate(line, &info, nullptr), Reason::kOk);
+  char scratch[16];
+  std::string_view s;
+  ASSERT_TRUE(info.GetString("s", scratch, sizeof(scratch), &s));
+  EXPECT_EQ(s, "a\"b\xC3\xA9\xF0\x9F\x98\x80");
+  EXPECT_FALSE(info.GetString("s", scratch, 8, &s));  // needs 9 bytes
+  ASSERT_TRUE(info.GetString("plain", scratch, 0, &s));  // no escape: points into the line
+  EXPECT_EQ(s, "xyz");
+  EXPECT_GE(s.data(), line.data());
+  EXPECT_LT(s.data(), line.data() + line.size());
+  EXPECT_FALSE(info.GetString("neg", scratch, sizeof(scratch), &s));
+  int64_t i = 0;
+  uint64_t u = 0;
+  double d = 0;
+  bool b = false;
+  EXPECT_TRUE(info.GetInt("neg", &i));
+  EXPECT_EQ(i, -5);
+  EXPECT_FALSE(info.GetUint("neg", &u));
+  EXPECT_TRUE(info.GetUint("big", &u));
+  EXPECT_EQ(u, 18446744073709551615u);
+  EXPECT_FALSE(info.GetInt("big", &i));
+  EXPECT_TRUE(info.GetUint("i", &u));
+  EXPECT_EQ(u, 3u);
+  EXPECT_FALSE(info.GetUint("f", &u));
+  EXPECT_TRUE(info.GetDouble("f", &d));
+  EXPECT_EQ(d, 2.5);
+  EXPECT_TRUE(info.GetBool("t", &b));
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(info.GetBool("n", &b));
+  EXPECT_TRUE(info.IsNull("n"));
+  EXPECT_FALSE(info.IsNull("t"));
+  EXPECT_FALSE(info.IsNull("absent"));
+  EXPECT_EQ(info.Find("escaped"), R"("v")");
+  EXPECT_FALSE(info.GetDouble("absent", &d));
+  EXPECT_EQ(info.header, RealisticKernel().header);
+}
+
+TEST(ValidatorTest, MakesNoAllocation) {
+  std::vector<std::string> lines = testing::SampleLines();
+  lines.push_back(KernelWith(R"("x":1.7976931348623157e308,"y":0.)" + std::string(2000, '0') +
+                             "1,\"z\":" + std::string(1000, '7') + ".5e-700"));
+  lines.push_back(KernelWith(R"("grid":[1,2,-1])"));
+  lines.push_back(KernelWith(R"("occupancy":0.99999999999999999999999999999999999999999)"));
+  lines.push_back("{\"a\":\"\xC3\"}");
+  lines.push_back(std::string(100'000, '['));
+  LineInfo info;
+  ValidateError error;
+  for (const std::string& line : lines) {
+    const int64_t before = g_allocations;
+    Validate(line, &info, &error);
+    uint64_t u = 0;
+    double d = 0;
+    info.GetUint("seq", &u);
+    info.GetDouble("x", &d);
+    info.Find("zzz");
+    EXPECT_EQ(g_allocations, before) << Printable(line);
+  }
+  EXPECT_GT(g_allocations, 0);  // the counter works
+}
+
+}  // namespace
+}  // namespace cuflight::schema

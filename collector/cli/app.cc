@@ -3,7 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "collector_main.h"
 #include "occupancy_command.h"
 #include "usage_error.h"
 
@@ -25,10 +28,20 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
            DeviceQuery& device_query) noexcept {
   std::string prefix = "cuflight";
   try {
+    // `cuflight collect ...` is the collector daemon with its own flags (cuflight-collector).
+    if (argc > 1 && std::string_view(argv[1]) == "collect") {
+      std::vector<const char*> collect_argv = {"cuflight collect"};
+      for (int i = 2; i < argc; ++i) collect_argv.push_back(argv[i]);
+      return collector::RunCollectorMain(static_cast<int>(collect_argv.size()), collect_argv.data(),
+                                         "cuflight collect", out, err);
+    }
     CLI::App app("cuflight: flight recorder for CUDA kernels", "cuflight");
     app.set_version_flag("--version", "cuflight " CUFLIGHT_VERSION);
     app.require_subcommand(1);
     OccupancyCommand occupancy(&app);
+    // Listed for --help only: dispatched above, before parsing.
+    app.add_subcommand("collect",
+                       "Run the collector daemon in the foreground (cuflight collect --help)");
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -40,8 +53,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
-                   ? std::string("unknown command '") + argv[1] + "' (commands: occupancy)"
-                   : std::string("a command is required (commands: occupancy)");
+                   ? std::string("unknown command '") + argv[1] + "' (commands: occupancy, collect)"
+                   : std::string("a command is required (commands: occupancy, collect)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';

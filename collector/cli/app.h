@@ -1,6 +1,7 @@
 // The `cuflight` command line: subcommand dispatch and error reporting. Subcommands today:
-// `occupancy`; `run`, `report`, `export` and `collect` are to come, each as its own
-// <name>_command.{h,cc} registered in app.cc.
+// `occupancy`, and `collect` (the collector daemon, collector/daemon/, with its own flags);
+// `run`, `report` and `export` are to come, each as its own <name>_command.{h,cc} registered in
+// app.cc.
 #ifndef CUFLIGHT_COLLECTOR_CLI_APP_H_
 #define CUFLIGHT_COLLECTOR_CLI_APP_H_
 

@@ -1,0 +1,525 @@
+// The collector's ingest rate: events/s per core of its single event-loop thread, with framing,
+// validation, dedup/seq accounting, metrics and file writing, next to a raw byte copy of the same
+// stream from the same producers (read(2) -> write(2), one file per connection, same epoll
+// structure), and the collector binary's peak RSS under the same load.
+//
+//   build/release/bin/ingest_bench --benchmark_repetitions=5
+//   --benchmark_report_aggregates_only=true
+//
+// Workload: kProducers producer threads, each one connection sending process_start, a device,
+// then 250,000 events: with argument 0, launches as pairs of `kernel` (a CUTLASS GEMM with 84-byte
+// mangled and 147-byte demangled names, ~1.1 KB) and `kernel_time` (~0.3 KB) lines; with
+// argument 1 (kernel_time_only), `kernel_time` lines only. Lines are made from an encoded template
+// by patching seq and correlation_id, so the producers cost little next to the server. Logs go to
+// $CUFLIGHT_BENCH_DIR (default /tmp). Per-core rates divide events by the CPU time of the server's
+// loop thread (pthread_getcpuclockid), so producers sharing the cores do not count against it.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "collector.h"
+#include "cuflight/metrics/metrics.h"
+#include "cuflight/schema/ack.h"
+#include "cuflight/schema/encoder.h"
+#include "cuflight/schema/events.h"
+
+extern char** environ;
+
+namespace cuflight::collector {
+namespace {
+
+constexpr int kProducers = 4;
+constexpr uint64_t kLaunchesPerProducer = 125000;  // 2 events each: 1 M events per run
+constexpr size_t kSendBatchBytes = 256 << 10;
+
+// ---- the stream ----
+
+// An encoded line split around the digits of seq and correlation_id.
+struct Template {
+  std::string a, b, c;  // a <seq> b <correlation_id> c
+};
+
+Template Split(const std::string& line, uint64_t seq_mark, uint64_t corr_mark) {
+  const std::string seq_text = "\"seq\":" + std::to_string(seq_mark);
+  const std::string corr_text = "\"correlation_id\":" + std::to_string(corr_mark);
+  const size_t s = line.find(seq_text);
+  const size_t c = line.find(corr_text);
+  Template t;
+  t.a = line.substr(0, s + 6);
+  t.b = line.substr(s + seq_text.size(), c + 17 - (s + seq_text.size()));
+  t.c = line.substr(c + corr_text.size());
+  return t;
+}
+
+template <class E>
+std::string Encode(const E& e) {
+  std::string buf(8192, '\0');
+  buf.resize(schema::Encode(e, buf.data(), buf.size()));
+  return buf;
+}
+
+struct Stream {
+  std::string preamble;  // process_start (seq 0) and device (seq 1)
+  Template kernel;
+  Template kernel_time;
+  uint64_t last_seq = 0;
+};
+
+Stream MakeStream(int producer) {
+  const int32_t pid = static_cast<int32_t>(getpid());
+  const schema::Header h{1732000000123456789, pid, 0};
+  schema::ProcessStartEvent start;
+  start.header = h;
+  start.exe = "/opt/bench/trainer";
+  static const std::array<std::string_view, 1> kArgv = {"trainer"};
+  start.argv = kArgv;
+  start.hostname = "bench";
+  start.start_ns = 1000 + producer;
+  start.cuflight_version = "0.1.0";
+  schema::DeviceEvent device;
+  device.header = h;
+  device.header.seq = 1;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.sm_count = 132;
+  schema::KernelEvent k;
+  k.header = h;
+  k.header.seq = 7777777;
+  k.tid = pid;
+  k.context = 0x55d1c0a3b2e0;
+  k.stream = 0x55d1c0f41230;
+  k.correlation_id = 8888888;
+  k.api = "cuLaunchKernel";
+  k.name =
+      "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedIfEEEEEvNT_6ParamsE";
+  k.demangled =
+      "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
+      "MmaPipelined<float>, cutlass::epilogue::Epilogue, true>>(Gemm::Params)";
+  k.grid = {264, 8, 1};
+  k.block = {256, 1, 1};
+  k.num_regs = 168;
+  k.static_shared_bytes = 49152;
+  k.dyn_shared_bytes = 32768;
+  k.const_bytes = 616;
+  k.max_threads_per_block = 256;
+  schema::OccupancyFields& o = k.occupancy;
+  o.max_active_blocks = 1;
+  o.active_warps = 8;
+  o.max_warps = 64;
+  o.occupancy = 0.125;
+  o.reg_occupancy = 0.125;
+  o.smem_occupancy = 0.25;
+  o.warp_occupancy = 1;
+  o.block_occupancy = 1;
+  o.barrier_occupancy = 1;
+  o.limiting_resource = schema::Resource::kRegisters;
+  o.limiting_resources = schema::MaskOf(schema::Resource::kRegisters);
+  o.allocated_regs_per_block = 43008;
+  o.allocated_smem_per_block = 82944;
+  o.waves = 16.0 / 1.1;
+  o.tail_utilization = 2.0 / 3.0;
+  o.regs_for_next_block = 128;
+  o.smem_for_next_block = 115712;
+  o.best_block_size = 128;
+  schema::KernelTimeEvent t;
+  t.header = h;
+  t.header.seq = 7777777;
+  t.correlation_id = 8888888;
+  t.context = k.context;
+  t.stream = k.stream;
+  t.start_ns = 1732000000223456789;
+  t.end_ns = 1732000000223556789;
+  t.duration_ns = 100000;
+  Stream s;
+  s.preamble = Encode(start) + Encode(device);
+  s.kernel = Split(Encode(k), 7777777, 8888888);
+  s.kernel_time = Split(Encode(t), 7777777, 8888888);
+  s.last_seq = 1 + 2 * kLaunchesPerProducer;
+  return s;
+}
+
+void AppendLine(std::string* out, const Template& t, uint64_t seq, uint64_t corr) {
+  char digits[24];
+  *out += t.a;
+  out->append(digits, std::to_chars(digits, digits + sizeof(digits), seq).ptr);
+  *out += t.b;
+  out->append(digits, std::to_chars(digits, digits + sizeof(digits), corr).ptr);
+  *out += t.c;
+}
+
+int Connect(const std::filesystem::path& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Reads acks until one covers `seq`.
+bool WaitAck(int fd, uint64_t seq) {
+  std::string in;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    in.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = in.find('\n')) != std::string::npos) {
+      const auto ack = schema::ParseAck(std::string_view(in).substr(0, nl + 1));
+      in.erase(0, nl + 1);
+      if (ack && *ack >= seq) return true;
+    }
+  }
+}
+
+// The event mix, the benchmarks' argument.
+enum Mix : int64_t {
+  kLaunches = 0,        // kernel + kernel_time per launch (~0.7 KB per event)
+  kKernelTimeOnly = 1,  // kernel_time events only (~0.3 KB per event)
+};
+
+// One producer: the whole stream, then (when `wait_ack`) the ack of its last seq, then close.
+// Returns the bytes sent.
+uint64_t Produce(const std::filesystem::path& socket, const Stream& s, Mix mix, bool wait_ack) {
+  const int fd = Connect(socket);
+  if (fd < 0) return 0;
+  std::string batch = s.preamble;
+  batch.reserve(kSendBatchBytes + 4096);
+  uint64_t bytes = 0;
+  uint64_t seq = 2;
+  for (uint64_t launch = 0; launch < kLaunchesPerProducer; ++launch) {
+    AppendLine(&batch, mix == kLaunches ? s.kernel : s.kernel_time, seq++, 2 * launch);
+    AppendLine(&batch, s.kernel_time, seq++, mix == kLaunches ? 2 * launch : 2 * launch + 1);
+    if (batch.size() >= kSendBatchBytes) {
+      SendAll(fd, batch);
+      bytes += batch.size();
+      batch.clear();
+    }
+  }
+  SendAll(fd, batch);
+  bytes += batch.size();
+  if (wait_ack) WaitAck(fd, s.last_seq);
+  close(fd);
+  return bytes;
+}
+
+// ---- measurement helpers ----
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* base = std::getenv("CUFLIGHT_BENCH_DIR");
+    std::string templ = std::string(base != nullptr ? base : "/tmp") + "/cuflight-bench-XXXXXX";
+    if (mkdtemp(templ.data()) != nullptr) path_ = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+double ThreadCpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Runs the producers; returns the wall seconds and the bytes they sent.
+struct ProducersResult {
+  double wall_s = 0;
+  uint64_t bytes = 0;
+};
+
+ProducersResult RunProducers(const std::filesystem::path& socket,
+                             const std::vector<Stream>& streams, Mix mix, bool wait_ack) {
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> bytes{0};
+  const auto start = std::chrono::steady_clock::now();
+  for (const Stream& s : streams) {
+    threads.emplace_back([&, p = &s] { bytes += Produce(socket, *p, mix, wait_ack); });
+  }
+  for (auto& t : threads) t.join();
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          bytes.load()};
+}
+
+uint64_t EventsPerRun() { return kProducers * (2 + 2 * kLaunchesPerProducer); }
+
+std::vector<Stream> Streams() {
+  std::vector<Stream> streams;
+  for (int i = 0; i < kProducers; ++i) streams.push_back(MakeStream(i));
+  return streams;
+}
+
+void Report(benchmark::State& state, double events, double cpu_s, double wall_s, double bytes) {
+  state.counters["events_per_s_per_core"] = benchmark::Counter(events / cpu_s);
+  state.counters["events_per_s_wall"] = benchmark::Counter(events / wall_s);
+  state.counters["server_cpu_s"] = benchmark::Counter(cpu_s);
+  state.counters["MB_per_s_per_core"] = benchmark::Counter(bytes / cpu_s / 1e6);
+}
+
+// ---- the collector, in process ----
+
+void BM_CollectorIngest(benchmark::State& state) {
+  const std::vector<Stream> streams = Streams();
+  for (auto _ : state) {
+    ScratchDir dir;
+    CollectorOptions options;
+    options.socket = dir.path() / "c.sock";
+    options.log_dir = dir.path() / "logs";
+    // Argument 1: with the Prometheus metrics (--metrics given), or without (the default).
+    const bool with_metrics = state.range(1) != 0;
+    Metrics metrics;
+    auto quiet = std::make_shared<spdlog::logger>("bench");
+    quiet->set_level(spdlog::level::off);
+    StartupError error;
+    auto collector = Collector::Create(options, with_metrics ? &metrics : nullptr, quiet, &error);
+    if (!collector) {
+      state.SkipWithError(error.line.c_str());
+      return;
+    }
+    std::atomic<clockid_t> clock{0};
+    std::atomic<bool> clock_ready{false};
+    std::thread loop([&] {
+      pthread_setname_np(pthread_self(), "collector");
+      clockid_t id;
+      pthread_getcpuclockid(pthread_self(), &id);
+      clock = id;
+      clock_ready = true;
+      collector->Run();
+    });
+    while (!clock_ready) std::this_thread::yield();
+    const double cpu0 = ThreadCpuSeconds(clock);
+    const ProducersResult r =
+        RunProducers(options.socket, streams, static_cast<Mix>(state.range(0)), true);
+    const double cpu1 = ThreadCpuSeconds(clock);
+    collector->RequestStop();
+    loop.join();
+    const IngestStats stats = collector->stats();
+    if (stats.lines_stored != EventsPerRun()) {
+      state.SkipWithError("not every event was stored");
+      return;
+    }
+    state.SetIterationTime(r.wall_s);
+    Report(state, static_cast<double>(EventsPerRun()), cpu1 - cpu0, r.wall_s,
+           static_cast<double>(r.bytes));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun()));
+}
+BENCHMARK(BM_CollectorIngest)
+    ->ArgNames({"kernel_time_only", "metrics"})
+    ->Args({kLaunches, 0})
+    ->Args({kLaunches, 1})
+    ->Args({kKernelTimeOnly, 0})
+    ->Args({kKernelTimeOnly, 1})
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---- raw byte copy: the same epoll loop shape without framing or validation ----
+
+class RawCopyServer {
+ public:
+  RawCopyServer(const std::filesystem::path& socket, const std::filesystem::path& dir, int expected)
+      : dir_(dir), expected_(expected) {
+    std::filesystem::create_directories(dir);
+    listen_fd_ = socket_fd(socket);
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = listen_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
+  ~RawCopyServer() {
+    close(listen_fd_);
+    close(epoll_fd_);
+  }
+
+  // Until `expected` connections have come and gone.
+  void Run() {
+    std::vector<char> buf(Collector::kReadChunkBytes);
+    std::array<epoll_event, 256> events{};
+    int finished = 0;
+    while (finished < expected_) {
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), 1000);
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[static_cast<size_t>(i)].data.fd;
+        if (fd == listen_fd_) {
+          const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) continue;
+          const std::string name = (dir_ / ("conn" + std::to_string(c) + ".jsonl")).string();
+          files_[c] = open(name.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+          epoll_event ev{};
+          ev.events = EPOLLIN;
+          ev.data.fd = c;
+          epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c, &ev);
+          continue;
+        }
+        const ssize_t got = recv(fd, buf.data(), buf.size(), 0);
+        if (got > 0) {
+          const char* p = buf.data();
+          size_t left = static_cast<size_t>(got);
+          while (left > 0) {
+            const ssize_t w = write(files_[fd], p, left);
+            if (w <= 0) break;
+            p += w;
+            left -= static_cast<size_t>(w);
+          }
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+          close(files_[fd]);
+          files_.erase(fd);
+          close(fd);
+          ++finished;
+        }
+      }
+    }
+  }
+
+ private:
+  static int socket_fd(const std::filesystem::path& path) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd, SOMAXCONN);
+    return fd;
+  }
+
+  std::filesystem::path dir_;
+  int expected_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::unordered_map<int, int> files_;
+};
+
+void BM_RawCopy(benchmark::State& state) {
+  const std::vector<Stream> streams = Streams();
+  for (auto _ : state) {
+    ScratchDir dir;
+    RawCopyServer server(dir.path() / "raw.sock", dir.path() / "logs", kProducers);
+    std::atomic<clockid_t> clock{0};
+    std::atomic<bool> clock_ready{false};
+    std::atomic<double> cpu_end{0};
+    std::thread loop([&] {
+      pthread_setname_np(pthread_self(), "raw-copy");
+      clockid_t id;
+      pthread_getcpuclockid(pthread_self(), &id);
+      clock = id;
+      clock_ready = true;
+      server.Run();
+      cpu_end = ThreadCpuSeconds(id);
+    });
+    while (!clock_ready) std::this_thread::yield();
+    const double cpu0 = ThreadCpuSeconds(clock);
+    const ProducersResult r =
+        RunProducers(dir.path() / "raw.sock", streams, static_cast<Mix>(state.range(0)), false);
+    loop.join();  // every connection copied to its end
+    const double wall = r.wall_s;
+    state.SetIterationTime(wall);
+    Report(state, static_cast<double>(EventsPerRun()), cpu_end - cpu0, wall,
+           static_cast<double>(r.bytes));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun()));
+}
+BENCHMARK(BM_RawCopy)
+    ->ArgName("kernel_time_only")
+    ->Arg(kLaunches)
+    ->Arg(kKernelTimeOnly)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---- the cuflight-collector binary: peak RSS under the same load ----
+
+uint64_t PeakRssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+void BM_CollectorProcessPeakRss(benchmark::State& state) {
+  const std::vector<Stream> streams = Streams();
+  for (auto _ : state) {
+    ScratchDir dir;
+    const std::string socket = (dir.path() / "c.sock").string();
+    const std::string logs = (dir.path() / "logs").string();
+    std::vector<const char*> argv = {
+        CUFLIGHT_COLLECTOR_PATH, "--socket", socket.c_str(), "--log-dir", logs.c_str(),
+        "--log-level",           "warn",     nullptr};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, CUFLIGHT_COLLECTOR_PATH, nullptr, nullptr,
+                    const_cast<char* const*>(argv.data()), environ) != 0) {
+      state.SkipWithError("cannot start cuflight-collector");
+      return;
+    }
+    int fd = -1;
+    for (int i = 0; i < 2000 && fd < 0; ++i) {
+      fd = Connect(socket);
+      if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (fd >= 0) close(fd);
+    const ProducersResult r = RunProducers(socket, streams, kLaunches, true);
+    const uint64_t rss = PeakRssBytes(pid);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    state.SetIterationTime(r.wall_s);
+    state.counters["peak_rss_MiB"] = benchmark::Counter(static_cast<double>(rss) / 1048576.0);
+    state.counters["events_per_s_wall"] =
+        benchmark::Counter(static_cast<double>(EventsPerRun()) / r.wall_s);
+  }
+}
+BENCHMARK(BM_CollectorProcessPeakRss)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace cuflight::collector
+
+BENCHMARK_MAIN();

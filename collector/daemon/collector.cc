@@ -1,0 +1,900 @@
+#include "collector.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "connection.h"
+#include "cuflight/metrics/metrics.h"
+#include "cuflight/schema/ack.h"
+#include "line_validator.h"
+#include "listen_sockets.h"
+#include "log_rate_limiter.h"
+#include "pid_rewrite.h"
+#include "process_lost.h"
+#include "producer_process.h"
+
+namespace cuflight::collector {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Epoll tokens below kFirstConnectionId are the collector's own descriptors.
+constexpr uint64_t kTokenUnix = 1;
+constexpr uint64_t kTokenTcp = 2;
+constexpr uint64_t kTokenWake = 3;
+constexpr uint64_t kFirstConnectionId = 16;
+
+// Periodic work (LogSink::Tick, timeouts, the published stats) runs at least this often.
+constexpr auto kTickInterval = std::chrono::milliseconds(100);
+// Connections accepted per listener and loop turn, so accepting cannot starve reading.
+constexpr int kAcceptsPerTurn = 64;
+constexpr int kMaxEpollEvents = 256;
+// At shutdown, reads per connection at most (kDrainReadsPerConnection * kReadChunkBytes bytes).
+constexpr int kDrainReadsPerConnection = 64;
+// Rejected-line log lines: at most this many per reason per window, then a count.
+constexpr int kLogBurst = 5;
+constexpr auto kLogWindow = std::chrono::seconds(10);
+// Slot of the rate limiter for connection-level warnings (limit reached, timeouts).
+constexpr int kLogKeyConnection = kRejectReasonSlots;
+
+std::string Errno(int err) { return std::strerror(err); }  // NOLINT(concurrency-mt-unsafe)
+
+int64_t RealtimeNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string MapKey(const ProcessKey& key) {
+  std::string k;
+  k.reserve(key.hostname.size() + key.exe.size() + 48);
+  k += key.hostname;
+  k += '\0';
+  k += key.exe;
+  k += '\0';
+  k += std::to_string(key.pid);
+  k += '\0';
+  k += std::to_string(key.start_ns);
+  return k;
+}
+
+std::string Printable(std::string_view text, size_t max) {
+  std::string out;
+  for (char c : text.substr(0, max)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u >= 0x7f) ? '?' : c;
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
+}  // namespace
+
+class Collector::Impl {
+ public:
+  Impl(const CollectorOptions& options, Metrics* metrics, std::shared_ptr<spdlog::logger> logger)
+      : options_(options),
+        metrics_(metrics),
+        log_(logger ? std::move(logger) : spdlog::default_logger()),
+        limiter_(kRejectReasonSlots + 1, kLogBurst, kLogWindow),
+        read_buf_(kReadChunkBytes) {}
+
+  ~Impl() {
+    for (auto& [id, c] : connections_) close(c->fd);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (spare_fd_ >= 0) close(spare_fd_);
+  }
+
+  bool Start(StartupError* error) {
+    // TCP first: a refused address is a bad flag, reported before anything is created.
+    ListenError listen_error;
+    if (!options_.tcp.host.empty()) {
+      tcp_ = TcpListener::Open(options_.tcp, options_.tcp_allow_remote, "--tcp", &listen_error);
+      if (tcp_.fd() < 0) {
+        *error = {listen_error.bad_value ? 2 : 1, listen_error.line};
+        return false;
+      }
+    }
+    unix_ = UnixListener::Open(options_.socket, &listen_error);
+    if (unix_.fd() < 0) {
+      *error = {listen_error.bad_value ? 2 : 1, listen_error.line};
+      return false;
+    }
+    // After the socket: a live collector on it is detected before its log files are touched.
+    LogSinkOptions sink_options;
+    sink_options.dir = options_.log_dir;
+    sink_options.rotate_bytes = options_.rotate_bytes;
+    sink_options.retain_bytes = options_.retain_bytes;
+    sink_options.retain_days = options_.retain_days;
+    sink_options.fsync_interval = options_.fsync_interval;
+    std::string sink_error;
+    sink_ = LogSink::Open(sink_options, &sink_error);
+    if (!sink_) {
+      *error = {1, "--log-dir: " + sink_error};
+      return false;
+    }
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    // Held in reserve: when accept(2) fails for lack of descriptors, closing it makes room to
+    // accept and close the pending connection, instead of spinning on a ready listener.
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) {
+      *error = {1, "cannot create the event loop: " + Errno(errno)};
+      return false;
+    }
+    if (!Watch(unix_.fd(), kTokenUnix, EPOLLIN) || !Watch(wake_fd_, kTokenWake, EPOLLIN) ||
+        (tcp_.fd() >= 0 && !Watch(tcp_.fd(), kTokenTcp, EPOLLIN))) {
+      *error = {1, "cannot watch the listeners: " + Errno(errno)};
+      return false;
+    }
+    CheckDescriptorLimit();
+    return true;
+  }
+
+  int tcp_port() const { return tcp_.fd() >= 0 ? tcp_.port() : 0; }
+
+  void RequestStop() {
+    stop_.store(true, std::memory_order_release);
+    Wake();
+  }
+  void RequestReopen() {
+    reopen_.store(true, std::memory_order_release);
+    Wake();
+  }
+
+  IngestStats stats() const {
+    std::lock_guard<std::mutex> lock(published_mu_);
+    return published_;
+  }
+  LogSinkStats sink_stats() const {
+    std::lock_guard<std::mutex> lock(published_mu_);
+    return published_sink_;
+  }
+
+  int Run() {
+    log_->info("collector listening on {}{}; logs in {}", unix_.path().string(),
+               tcp_.fd() >= 0 ? fmt::format(" and tcp port {}", tcp_.port()) : std::string(),
+               options_.log_dir.string());
+    std::array<epoll_event, kMaxEpollEvents> events{};
+    Clock::time_point next_tick = Clock::now();
+    int status = 0;
+    while (!stop_.load(std::memory_order_acquire)) {
+      const auto wait =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count();
+      const int n = epoll_wait(epoll_fd_, events.data(), kMaxEpollEvents,
+                               static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)));
+      if (n < 0 && errno != EINTR) {
+        log_->critical("epoll_wait failed: {}", Errno(errno));
+        status = 1;
+        break;
+      }
+      for (int i = 0; i < n; ++i) Dispatch(events[static_cast<size_t>(i)]);
+      EndTurn();
+      if (reopen_.exchange(false, std::memory_order_acq_rel)) {
+        log_->info("reopening the log files");
+        sink_->Reopen();
+        ++stats_.reopens;
+        Publish();
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= next_tick) {
+        Tick(now);
+        next_tick = now + kTickInterval;
+      }
+    }
+    Shutdown();
+    return status;
+  }
+
+ private:
+  // ---- descriptors and the loop ----
+
+  bool Watch(int fd, uint64_t token, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = token;
+    return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  }
+
+  void Wake() {
+    const uint64_t one = 1;
+    // A full eventfd counter means a wake-up is already pending.
+    [[maybe_unused]] const ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  }
+
+  void CheckDescriptorLimit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+    // Connections plus listeners, the log files and the metrics server's sockets.
+    const rlim_t wanted = static_cast<rlim_t>(options_.max_connections) + 256;
+    if (limit.rlim_cur >= wanted) return;
+    limit.rlim_cur = std::min(wanted, limit.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &limit);
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < wanted) {
+      log_->warn(
+          "descriptor limit {} is below --max-connections {} + 256; connections beyond "
+          "it are refused",
+          limit.rlim_cur, options_.max_connections);
+    }
+  }
+
+  void Dispatch(const epoll_event& ev) {
+    const uint64_t token = ev.data.u64;
+    if (token == kTokenUnix) {
+      Accept(unix_.fd(), true);
+    } else if (token == kTokenTcp) {
+      Accept(tcp_.fd(), false);
+    } else if (token == kTokenWake) {
+      uint64_t value = 0;
+      [[maybe_unused]] const ssize_t ignored = read(wake_fd_, &value, sizeof(value));
+    } else {
+      auto it = connections_.find(token);
+      if (it == connections_.end()) return;  // closed earlier in this turn
+      Connection& c = *it->second;
+      if ((ev.events & EPOLLOUT) != 0) TrySendAck(c);
+      if ((ev.events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) ReadOnce(c);
+      if (c.close_requested) CloseConnection(token);
+    }
+  }
+
+  void Accept(int listen_fd, bool is_unix) {
+    for (int i = 0; i < kAcceptsPerTurn; ++i) {
+      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+          close(spare_fd_);
+          const int victim = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+          if (victim >= 0) close(victim);
+          spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          RefuseConnection("out of file descriptors");
+          continue;
+        }
+        log_->error("accept failed: {}", Errno(errno));
+        return;
+      }
+      if (connections_.size() >= static_cast<size_t>(options_.max_connections)) {
+        close(fd);
+        RefuseConnection("--max-connections " + std::to_string(options_.max_connections) +
+                         " reached");
+        continue;
+      }
+      auto conn = std::make_unique<Connection>(fd, next_connection_id_++, options_.max_line_bytes);
+      conn->is_unix = is_unix;
+      conn->accepted_at = Clock::now();
+      if (is_unix) {
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+          log_->error("SO_PEERCRED failed: {}; closing the connection", Errno(errno));
+          close(fd);
+          continue;
+        }
+        conn->peer_pid = cred.pid;
+        conn->peer_uid = cred.uid;
+        conn->peer_gid = cred.gid;
+        conn->peer = fmt::format("pid {} uid {} gid {}", cred.pid, cred.uid, cred.gid);
+      } else {
+        const int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        sockaddr_storage addr{};
+        socklen_t len = sizeof(addr);
+        char host[64] = "?";
+        int port = 0;
+        if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+          if (addr.ss_family == AF_INET) {
+            const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+            inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+            port = ntohs(in->sin_port);
+          } else if (addr.ss_family == AF_INET6) {
+            const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+            port = ntohs(in6->sin6_port);
+          }
+        }
+        conn->peer = fmt::format("tcp {}:{}", host, port);
+      }
+      if (!Watch(fd, conn->id, EPOLLIN)) {
+        log_->error("cannot watch a connection: {}", Errno(errno));
+        close(fd);
+        continue;
+      }
+      ++stats_.connections_accepted;
+      if (metrics_ != nullptr) metrics_->ProducerConnected();
+      log_->debug("connection {} from {}", conn->id, conn->peer);
+      connections_.emplace(conn->id, std::move(conn));
+    }
+  }
+
+  void RefuseConnection(const std::string& why) {
+    ++stats_.connections_refused;
+    if (metrics_ != nullptr) metrics_->Rejected("connection_limit");
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn("refused a connection: {}{}", why,
+                 suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                                : std::string());
+    }
+  }
+
+  // One read of up to kReadChunkBytes; the lines in it are handled before returning.
+  void ReadOnce(Connection& c) {
+    const ssize_t n = recv(c.fd, read_buf_.data(), read_buf_.size(), 0);
+    if (n > 0) {
+      stats_.bytes_received += static_cast<uint64_t>(n);
+      Feed(c, std::string_view(read_buf_.data(), static_cast<size_t>(n)));
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n < 0 && errno != ECONNRESET) {
+      log_->debug("connection {} ({}): read failed: {}", c.id, c.peer, Errno(errno));
+    }
+    c.close_requested = true;
+  }
+
+  void Feed(Connection& c, std::string_view chunk) {
+    c.framer.Feed(
+        chunk, [this, &c](std::string_view line) { HandleLine(c, line); },
+        [this, &c]() {
+          ++stats_.lines_received;
+          Reject(c, RejectReason::kLineTooLong,
+                 fmt::format("line longer than {} bytes discarded", options_.max_line_bytes));
+        });
+  }
+
+  // ---- lines ----
+
+  void HandleLine(Connection& c, std::string_view line) {
+    if (c.close_requested) return;  // unacknowledged: the producer sends it again
+    ++stats_.lines_received;
+    const schema::Reason verdict = ValidateLine(line, &facts_, metrics_ != nullptr);
+    if (verdict != schema::Reason::kOk) {
+      if (facts_.header && c.process != nullptr) AccountSeq(*c.process, facts_.header->seq);
+      Reject(c, FromSchemaReason(verdict), facts_.message);
+      return;
+    }
+    if (facts_.type == schema::EventType::kProcessLost) {
+      if (c.process != nullptr) AccountSeq(*c.process, facts_.header->seq);
+      Reject(c, RejectReason::kReservedType, "process_lost is written by the collector only");
+      return;
+    }
+    ++stats_.lines_valid;
+    const schema::Header& header = *facts_.header;
+    if (c.process == nullptr) {
+      if (facts_.type != schema::EventType::kProcessStart) {
+        Reject(c, RejectReason::kNoProcessStart,
+               fmt::format("{} event (seq {}) before the connection's process_start",
+                           schema::EventTypeName(facts_.type), header.seq));
+        return;
+      }
+      if (!Identify(c, header)) return;
+    } else if (facts_.type == schema::EventType::kProcessStart &&
+               (facts_.hostname != c.process->key.hostname || facts_.exe != c.process->key.exe ||
+                facts_.start_ns != c.process->key.start_ns ||
+                (!c.is_unix && header.pid != c.process->key.pid))) {
+      AccountSeq(*c.process, header.seq);
+      Reject(c, RejectReason::kIdentityChanged,
+             "process_start naming another process on an identified connection");
+      return;
+    }
+    ProducerProcess& p = *c.process;
+    const std::string_view type_name = schema::EventTypeName(facts_.type);
+    if (metrics_ != nullptr) metrics_->EventReceived(type_name);
+    const uint64_t seq = header.seq;
+    MarkForAck(c);
+    if (p.highest_stored && seq <= *p.highest_stored) {
+      ++stats_.duplicates;
+      if (metrics_ != nullptr) metrics_->Rejected("duplicate");
+      return;
+    }
+    std::string_view stored_line = line;
+    if (c.is_unix && header.pid != c.peer_pid) {
+      if (RewritePid(line, c.peer_pid, &rewrite_buf_)) stored_line = rewrite_buf_;
+      ++stats_.pid_mismatch;
+    }
+    if (!sink_->Append(p.stream, seq, stored_line)) {
+      if (sink_->refusing(p.stream)) {
+        // The log's buffers are full (e.g. the disk is): this line and the rest of the
+        // connection are not stored; the producer resends them after reconnecting.
+        Reject(c, RejectReason::kStoreFailed, "the log is not accepting lines (buffers full)");
+        c.close_requested = true;
+        return;
+      }
+      ++stats_.duplicates;
+      if (metrics_ != nullptr) metrics_->Rejected("duplicate");
+      return;
+    }
+    AccountSeq(p, seq);
+    p.highest_stored = seq;
+    ++p.stored;
+    ++stats_.lines_stored;
+    appended_ = true;
+    if (metrics_ != nullptr) metrics_->EventStored(type_name);
+    OnStored(p);
+  }
+
+  // Metrics and process state from a stored line.
+  void OnStored(ProducerProcess& p) {
+    switch (facts_.type) {
+      case schema::EventType::kKernel:
+        if (metrics_ != nullptr) {
+          metrics_->Kernel(p.id, facts_.correlation_id, facts_.kernel_name, facts_.device,
+                           facts_.limiting_resource, facts_.occupancy);
+        }
+        break;
+      case schema::EventType::kKernelTime:
+        if (metrics_ != nullptr) {
+          metrics_->KernelTime(p.id, facts_.correlation_id, facts_.device, facts_.duration_ns);
+        }
+        break;
+      case schema::EventType::kStats:
+        UpdateDrops(p);
+        break;
+      case schema::EventType::kProcessEnd:
+        UpdateDrops(p);
+        if (!p.ended) ++stats_.processes_ended;
+        p.ended = true;
+        log_->info("process {} ({}, pid {}) ended: {} events stored, {} lost", p.id,
+                   Printable(p.key.exe, 80), p.key.pid, p.stored, p.lost);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // The producer's cumulative drop counters only grow; a report may arrive out of step with an
+  // earlier one (a retransmission after a collector restart), so only increases count.
+  void UpdateDrops(ProducerProcess& p) {
+    if (metrics_ == nullptr) return;  // the counters were not read (ValidateLine)
+    const uint64_t attributed = facts_.dropped_ring_full + facts_.dropped_disconnected;
+    const uint64_t other = facts_.dropped > attributed ? facts_.dropped - attributed : 0;
+    auto advance = [this](uint64_t now_value, uint64_t* last, std::string_view reason) {
+      if (now_value > *last) {
+        metrics_->ProducerDropped(reason, now_value - *last);
+        *last = now_value;
+      }
+    };
+    advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
+    advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
+    advance(other, &p.dropped_other, "other");
+  }
+
+  // A seq received with a valid header: a gap before it is lost, exactly once.
+  void AccountSeq(ProducerProcess& p, uint64_t seq) {
+    if (p.highest_stored && seq <= *p.highest_stored) return;
+    if (seq < p.next_expected) return;
+    const uint64_t gap = seq - p.next_expected;
+    p.next_expected = seq + 1;
+    if (gap == 0) return;
+    p.lost += gap;
+    stats_.events_lost += gap;
+    if (metrics_ != nullptr) metrics_->Lost(gap);
+  }
+
+  bool Identify(Connection& c, const schema::Header& header) {
+    ProcessKey key;
+    key.hostname = std::string(facts_.hostname);
+    key.exe = std::string(facts_.exe);
+    key.pid = c.is_unix ? static_cast<int32_t>(c.peer_pid) : header.pid;
+    key.start_ns = facts_.start_ns;
+    std::string map_key = MapKey(key);
+    auto it = processes_.find(map_key);
+    ProducerProcess* p = nullptr;
+    if (it != processes_.end()) {
+      p = it->second.get();
+      if (sink_->refusing(p->stream)) {
+        if (p->connections > 0) {
+          Reject(c, RejectReason::kStoreFailed, "the log is not accepting lines (buffers full)");
+          c.close_requested = true;
+          return false;
+        }
+        // Acquiring again lets the stream take lines again (the producer resends them).
+        sink_->Release(p->stream);
+        std::string error;
+        p->stream = sink_->Acquire(p->key, &error);
+        if (p->stream == nullptr) {
+          Reject(c, RejectReason::kStoreFailed, "cannot open the log: " + error);
+          c.close_requested = true;
+          if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+          processes_.erase(it);
+          return false;
+        }
+      }
+      if (p->lost_deadline) {
+        log_->info("process {} ({}, pid {}) reconnected", p->id, Printable(p->key.exe, 80),
+                   p->key.pid);
+      }
+      p->lost_deadline.reset();
+    } else {
+      std::string error;
+      LogSink::Stream* stream = sink_->Acquire(key, &error);
+      if (stream == nullptr) {
+        Reject(c, RejectReason::kStoreFailed, "cannot open the log: " + error);
+        c.close_requested = true;
+        return false;
+      }
+      auto owned = std::make_unique<ProducerProcess>();
+      p = owned.get();
+      p->id = next_process_id_++;
+      p->map_key = map_key;
+      p->key = std::move(key);
+      p->stream = stream;
+      p->highest_stored = sink_->highest_seq(stream);
+      p->next_expected = p->highest_stored ? *p->highest_stored + 1 : 0;
+      processes_.emplace(std::move(map_key), std::move(owned));
+      ++stats_.processes_seen;
+      log_->info("process {} identified: {} on {}, pid {}{} ({}){}", p->id,
+                 Printable(p->key.exe, 80), Printable(p->key.hostname, 64), p->key.pid,
+                 c.is_unix && header.pid != c.peer_pid
+                     ? fmt::format(" (payload pid {})", header.pid)
+                     : std::string(),
+                 c.peer,
+                 p->highest_stored ? fmt::format("; log holds up to seq {}", *p->highest_stored)
+                                   : std::string());
+    }
+    ++p->connections;
+    c.process = p;
+    return true;
+  }
+
+  void Reject(Connection& c, RejectReason reason, std::string_view message) {
+    ++stats_.lines_rejected;
+    ++stats_.rejected[static_cast<size_t>(reason)];
+    const std::string_view name = RejectReasonName(reason);
+    if (metrics_ != nullptr) metrics_->Rejected(name);
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(static_cast<int>(reason), Clock::now(), &suppressed)) {
+      log_->warn("connection {} ({}): line rejected ({}): {}{}", c.id, c.peer, name,
+                 Printable(message, 240),
+                 suppressed > 0
+                     ? fmt::format(" ({} more {} rejections not logged)", suppressed, name)
+                     : std::string());
+    }
+  }
+
+  // ---- acknowledgements ----
+
+  void MarkForAck(Connection& c) {
+    if (c.dirty) return;
+    c.dirty = true;
+    dirty_.push_back(c.id);
+  }
+
+  void SendAcks() {
+    for (const uint64_t id : dirty_) {
+      auto it = connections_.find(id);
+      if (it == connections_.end()) continue;
+      Connection& c = *it->second;
+      c.dirty = false;
+      if (c.process == nullptr) continue;
+      const std::optional<uint64_t> written = sink_->written_seq(c.process->stream);
+      if (!written) continue;
+      const uint64_t seq = *written;
+      if (c.ack_wanted_set && c.ack_wanted >= seq) continue;
+      c.ack_wanted = seq;
+      c.ack_wanted_set = true;
+      TrySendAck(c);
+      if (c.close_requested) CloseConnection(id);
+    }
+    dirty_.clear();
+  }
+
+  // Writes what fits of the pending ack without blocking; keeps EPOLLOUT while something waits.
+  void TrySendAck(Connection& c) {
+    if (!c.out_pending.empty()) {
+      const ssize_t n =
+          send(c.fd, c.out_pending.data(), c.out_pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.close_requested = true;
+        SetWriteInterest(c, true);
+        return;
+      }
+      c.out_pending.erase(0, static_cast<size_t>(n));
+      if (!c.out_pending.empty()) {
+        SetWriteInterest(c, true);
+        return;
+      }
+    }
+    if (c.ack_wanted_set && (!c.ack_sent_set || c.ack_wanted > c.ack_sent)) {
+      std::array<char, schema::kMaxAckLineBytes> buf;
+      const size_t len = schema::EncodeAck(c.ack_wanted, buf.data(), buf.size());
+      const ssize_t n = send(c.fd, buf.data(), len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.close_requested = true;
+        SetWriteInterest(c, !c.close_requested);
+        return;
+      }
+      c.ack_sent = c.ack_wanted;
+      c.ack_sent_set = true;
+      ++stats_.acks_sent;
+      if (static_cast<size_t>(n) < len) {
+        c.out_pending.assign(buf.data() + n, len - static_cast<size_t>(n));
+        SetWriteInterest(c, true);
+        return;
+      }
+    }
+    SetWriteInterest(c, false);
+  }
+
+  void SetWriteInterest(Connection& c, bool want) {
+    if (c.epollout == want) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+    ev.data.u64 = c.id;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev) == 0) c.epollout = want;
+  }
+
+  // ---- end of a turn, periodic work ----
+
+  void EndTurn() {
+    if (appended_) {
+      sink_->Flush();
+      ++stats_.flushes;
+      appended_ = false;
+    }
+    SendAcks();
+    ReleaseFinished();
+    PublishBytesWritten();
+    Publish();
+  }
+
+  void PublishBytesWritten() {
+    if (metrics_ == nullptr) return;
+    const uint64_t written = sink_->stats().bytes_written;
+    if (written > bytes_written_reported_) {
+      metrics_->BytesWritten(written - bytes_written_reported_);
+      bytes_written_reported_ = written;
+    }
+  }
+
+  void Tick(Clock::time_point now) {
+    sink_->Tick(std::chrono::system_clock::now());
+    std::vector<uint64_t> expired;
+    for (auto& [id, c] : connections_) {
+      if (c->process == nullptr && now - c->accepted_at >= options_.handshake_timeout) {
+        expired.push_back(id);
+      }
+    }
+    for (const uint64_t id : expired) {
+      Connection& c = *connections_.at(id);
+      ++stats_.handshake_timeouts;
+      if (metrics_ != nullptr) metrics_->Rejected("handshake_timeout");
+      uint64_t suppressed = 0;
+      if (limiter_.Allow(kLogKeyConnection, now, &suppressed)) {
+        log_->warn("connection {} ({}): no valid process_start within {} ms; closed", c.id, c.peer,
+                   options_.handshake_timeout.count());
+      }
+      CloseConnection(id);
+    }
+    bool wrote = false;
+    for (auto& [key, p] : processes_) {
+      if (p->connections == 0 && !p->ended && p->lost_deadline && now >= *p->lost_deadline) {
+        WriteProcessLost(*p, schema::LostReason::kDisconnected);
+        p->lost_deadline.reset();
+        finished_.push_back(p->map_key);
+        wrote = true;
+      }
+    }
+    if (wrote) {
+      sink_->Flush();
+      ++stats_.flushes;
+    }
+    ReleaseFinished();
+    Publish();
+  }
+
+  void Publish() {
+    stats_.connections_open = connections_.size();
+    const LogSinkStats sink = sink_->stats();
+    std::lock_guard<std::mutex> lock(published_mu_);
+    published_ = stats_;
+    published_sink_ = sink;
+  }
+
+  // ---- connection and process end ----
+
+  void CloseConnection(uint64_t id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    Connection& c = *it->second;
+    if (c.framer.mid_line()) {
+      ++stats_.lines_received;
+      Reject(c, RejectReason::kTruncatedLine, "the connection ended inside a line");
+    }
+    if (ProducerProcess* p = c.process) {
+      --p->connections;
+      if (p->connections == 0) {
+        if (p->ended) {
+          finished_.push_back(p->map_key);
+        } else if (stopping_) {
+          // Shutdown() writes process_lost for it.
+        } else if (options_.reconnect_grace.count() == 0) {
+          WriteProcessLost(*p, schema::LostReason::kDisconnected);
+          finished_.push_back(p->map_key);
+        } else {
+          p->lost_deadline = Clock::now() + options_.reconnect_grace;
+        }
+      }
+    }
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    ++stats_.connections_closed;
+    if (metrics_ != nullptr) metrics_->ProducerDisconnected();
+    log_->debug("connection {} ({}) closed", c.id, c.peer);
+    connections_.erase(it);
+  }
+
+  // Appends process_lost to the process's log. last_seq (also the line's seq) is the highest seq
+  // in the log, this run's or an earlier one's, so a log's last line always carries the highest
+  // stored seq (what a restarted collector recovers). A process with nothing in its log gets no
+  // process_lost: there is no log to end.
+  void WriteProcessLost(ProducerProcess& p, schema::LostReason reason) {
+    if (!p.highest_stored) return;
+    ProcessLostRecord record;
+    record.ts_ns = RealtimeNs();
+    record.pid = p.key.pid;
+    record.last_seq = p.highest_stored;
+    record.reason = reason;
+    record.events_stored = p.stored;
+    record.events_lost = p.lost;
+    sink_->AppendCollectorEvent(p.stream, EncodeProcessLost(record));
+    appended_ = true;
+    ++stats_.processes_lost;
+    log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored, {} lost", p.id,
+               Printable(p.key.exe, 80), p.key.pid, schema::LostReasonName(reason),
+               *p.highest_stored, p.stored, p.lost);
+  }
+
+  // Releases the streams of processes that are over, after their last lines were flushed.
+  void ReleaseFinished() {
+    if (finished_.empty()) return;
+    if (appended_) {
+      sink_->Flush();
+      ++stats_.flushes;
+      appended_ = false;
+    }
+    for (const std::string& key : finished_) {
+      auto it = processes_.find(key);
+      if (it == processes_.end()) continue;
+      ProducerProcess& p = *it->second;
+      if (p.connections > 0) continue;  // came back before the release
+      sink_->Release(p.stream);
+      if (metrics_ != nullptr) metrics_->ProcessGone(p.id);
+      processes_.erase(it);
+    }
+    finished_.clear();
+  }
+
+  void Shutdown() {
+    stopping_ = true;
+    log_->info("stopping: draining {} connections", connections_.size());
+    unix_.Close();
+    tcp_.Close();
+    // Drain: what producers have already sent is read and stored (a bounded amount, so a
+    // producer that keeps sending cannot hold the shutdown).
+    std::vector<uint64_t> ids;
+    for (auto& [id, c] : connections_) {
+      for (int reads = 0; reads < kDrainReadsPerConnection && !c->close_requested; ++reads) {
+        const uint64_t before = stats_.bytes_received;
+        ReadOnce(*c);
+        if (stats_.bytes_received == before) break;
+      }
+      if (c->close_requested) ids.push_back(id);
+    }
+    for (const uint64_t id : ids) CloseConnection(id);
+    ids.clear();
+    for (auto& [key, p] : processes_) {
+      if (p->ended) continue;
+      WriteProcessLost(*p, p->connections > 0 ? schema::LostReason::kCollectorShutdown
+                                              : schema::LostReason::kDisconnected);
+    }
+    if (appended_) {
+      sink_->Flush();
+      ++stats_.flushes;
+      appended_ = false;
+    }
+    SendAcks();
+    for (auto& [id, c] : connections_) ids.push_back(id);
+    for (const uint64_t id : ids) CloseConnection(id);
+    for (auto& [key, p] : processes_) {
+      sink_->Release(p->stream);
+      if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+    }
+    processes_.clear();
+    finished_.clear();
+    sink_->Flush();
+    PublishBytesWritten();
+    Publish();
+    log_->info("stopped: {} lines stored, {} rejected, {} duplicates, {} lost", stats_.lines_stored,
+               stats_.lines_rejected, stats_.duplicates, stats_.events_lost);
+  }
+
+  CollectorOptions options_;
+  Metrics* metrics_;
+  std::shared_ptr<spdlog::logger> log_;
+  LogRateLimiter limiter_;
+
+  std::unique_ptr<LogSink> sink_;
+  UnixListener unix_;
+  TcpListener tcp_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  int spare_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reopen_{false};
+  bool stopping_ = false;
+
+  std::vector<char> read_buf_;
+  LineFacts facts_;
+  std::string rewrite_buf_;
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
+  std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;
+  uint64_t next_connection_id_ = kFirstConnectionId;
+  uint64_t next_process_id_ = 1;
+  std::vector<uint64_t> dirty_;        // connections to acknowledge after this turn's flush
+  std::vector<std::string> finished_;  // processes to release after this turn's flush
+  bool appended_ = false;
+  uint64_t bytes_written_reported_ = 0;
+
+  IngestStats stats_;
+  mutable std::mutex published_mu_;
+  IngestStats published_;
+  LogSinkStats published_sink_{};
+};
+
+Collector::Collector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Collector::~Collector() = default;
+
+std::unique_ptr<Collector> Collector::Create(const CollectorOptions& options, Metrics* metrics,
+                                             std::shared_ptr<spdlog::logger> logger,
+                                             StartupError* error) {
+  try {
+    auto impl = std::make_unique<Impl>(options, metrics, std::move(logger));
+    if (!impl->Start(error)) return nullptr;
+    const int port = impl->tcp_port();
+    std::unique_ptr<Collector> collector(new Collector(std::move(impl)));
+    collector->socket_path_ = options.socket;
+    collector->tcp_port_ = port;
+    return collector;
+  } catch (const std::exception& e) {
+    *error = {1, std::string("cannot start: ") + e.what()};
+    return nullptr;
+  }
+}
+
+int Collector::Run() {
+  try {
+    return impl_->Run();
+  } catch (const std::exception& e) {
+    spdlog::critical("collector stopped by an unexpected error: {}", e.what());
+    return 1;
+  }
+}
+
+void Collector::RequestStop() { impl_->RequestStop(); }
+void Collector::RequestReopen() { impl_->RequestReopen(); }
+IngestStats Collector::stats() const { return impl_->stats(); }
+LogSinkStats Collector::sink_stats() const { return impl_->sink_stats(); }
+
+}  // namespace cuflight::collector

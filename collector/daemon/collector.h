@@ -1,0 +1,91 @@
+// The collector: accepts producer connections, frames and validates their lines, stores each
+// process's events once in its log, acknowledges what is stored, and accounts for every seq.
+//
+// Design:
+//  1. One thread, one epoll set, level-triggered, non-blocking sockets. Each ready connection gets
+//     one read of up to kReadChunkBytes per loop turn, so a busy producer cannot starve the others.
+//  2. Complete lines are validated in place in the shared read buffer; a connection keeps only its
+//     unfinished last line (at most max_line_bytes), so memory is bounded per connection, and the
+//     number of connections by max_connections.
+//  3. A connection says who it is with process_start (docs/protocol.md). The identity is
+//     (hostname, exe, pid, start_ns), the pid from SO_PEERCRED on the Unix socket (it wins over the
+//     payload; a differing payload pid is rewritten in the stored line and counted). The log
+//     stores each seq of a process at most once; a seq above the highest accounted for opens a gap,
+//     counted as lost for that process, exactly.
+//  4. After each loop turn that appended lines: LogSink::Flush() (write(2)), then one cumulative
+//     ack per connection with the highest seq stored for its process. An ack that does not fit in
+//     the socket buffer waits (only the latest is kept); nothing ever blocks on a producer.
+//  5. A connection that ends without process_end: after reconnect_grace without the same process
+//     coming back, process_lost (reason disconnected) is appended to its log. At shutdown,
+//     connections are drained (what they already sent is read and stored), then process_lost
+//     (reason collector_shutdown) is appended for each process still connected.
+#ifndef CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
+#define CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collector_options.h"
+#include "ingest_stats.h"
+#include "log_sink.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace cuflight::collector {
+
+class Metrics;
+
+// Why the collector could not start: one line naming the flag, and the exit status (2 for a bad
+// value, 1 when the environment prevented it).
+struct StartupError {
+  int exit_code = 1;
+  std::string line;
+};
+
+class Collector {
+ public:
+  // Bytes read from one connection per loop turn.
+  static constexpr size_t kReadChunkBytes = 256 * 1024;
+
+  // Opens the log sink and the listeners. `metrics` may be null (no metrics); it must outlive the
+  // collector. `logger` may be null (spdlog's default logger). Returns nullptr and fills *error.
+  // Call on the thread that will call Run() or before starting it.
+  static std::unique_ptr<Collector> Create(const CollectorOptions& options, Metrics* metrics,
+                                           std::shared_ptr<spdlog::logger> logger,
+                                           StartupError* error);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // Serves until RequestStop(), then drains, flushes, removes the socket and returns 0. Returns 1
+  // after logging a fatal error of the event loop itself. Call once, from one thread.
+  int Run();
+
+  // Both may be called from any thread and from a signal handler (async-signal-safe).
+  void RequestStop();
+  void RequestReopen();  // LogSink::Reopen() on the loop thread (SIGHUP)
+
+  const std::filesystem::path& socket_path() const { return socket_path_; }
+  int tcp_port() const { return tcp_port_; }  // 0 when TCP is off
+
+  // Counters as of the end of the latest loop turn. Any thread.
+  IngestStats stats() const;
+  LogSinkStats sink_stats() const;
+
+ private:
+  class Impl;
+  explicit Collector(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+  std::filesystem::path socket_path_;
+  int tcp_port_ = 0;
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_

@@ -1,0 +1,139 @@
+#include "collector_main.h"
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "collector.h"
+#include "collector_options.h"
+#include "cuflight/metrics/metrics.h"
+#include "cuflight/metrics/metrics_server.h"
+
+namespace cuflight::collector {
+namespace {
+
+// The running collector, for the signal handlers (RequestStop/RequestReopen are
+// async-signal-safe).
+std::atomic<Collector*> g_running{nullptr};
+
+extern "C" void OnStopSignal(int /*signo*/) {
+  if (Collector* c = g_running.load(std::memory_order_acquire)) c->RequestStop();
+}
+
+extern "C" void OnHangupSignal(int /*signo*/) {
+  if (Collector* c = g_running.load(std::memory_order_acquire)) c->RequestReopen();
+}
+
+// Installs the handlers for the collector's lifetime and restores the previous ones after.
+class SignalScope {
+ public:
+  explicit SignalScope(Collector* collector) {
+    g_running.store(collector, std::memory_order_release);
+    struct sigaction stop {};
+    stop.sa_handler = OnStopSignal;
+    sigemptyset(&stop.sa_mask);
+    stop.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &stop, &old_term_);
+    sigaction(SIGINT, &stop, &old_int_);
+    struct sigaction hup {};
+    hup.sa_handler = OnHangupSignal;
+    sigemptyset(&hup.sa_mask);
+    hup.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &hup, &old_hup_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~SignalScope() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+    g_running.store(nullptr, std::memory_order_release);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  struct sigaction old_term_ {};
+  struct sigaction old_int_ {};
+  struct sigaction old_hup_ {};
+  struct sigaction old_pipe_ {};
+};
+
+std::shared_ptr<spdlog::logger> MakeStderrLogger(const std::string& level) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("collector", sink);
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::trace);  // stderr is unbuffered for the reader anyway
+  return logger;
+}
+
+}  // namespace
+
+int RunCollectorMain(int argc, const char* const* argv, std::string_view program, std::ostream& out,
+                     std::ostream& err) noexcept {
+  const std::string prefix(program);
+  try {
+    CollectorOptions options;
+    std::string error;
+    switch (ParseCollectorArgs(argc, argv, &options, out, &error)) {
+      case ParseStatus::kExitOk:
+        return 0;
+      case ParseStatus::kExitUsage:
+        err << prefix << ": " << error << '\n';
+        return 2;
+      case ParseStatus::kRun:
+        break;
+    }
+    const std::shared_ptr<spdlog::logger> logger = MakeStderrLogger(options.log_level);
+
+    // Metrics are kept only when they are served: without --metrics nobody could read them.
+    std::unique_ptr<Metrics> metrics;
+    std::unique_ptr<MetricsServer> server;
+    if (!options.metrics.host.empty()) {
+      metrics = std::make_unique<Metrics>();
+      std::string metrics_error;
+      server = MetricsServer::Start(*metrics, options.metrics.host, options.metrics.port,
+                                    &metrics_error);
+      if (!server) {
+        err << prefix << ": --metrics: " << metrics_error << '\n';
+        return 1;
+      }
+    }
+    StartupError startup;
+    std::unique_ptr<Collector> collector =
+        Collector::Create(options, metrics.get(), logger, &startup);
+    if (!collector) {
+      err << prefix << ": " << startup.line << '\n';
+      return startup.exit_code;
+    }
+    if (server) {
+      logger->info("metrics at http://{}:{}/metrics", options.metrics.host, server->port());
+    }
+    int status = 0;
+    {
+      SignalScope signals(collector.get());
+      status = collector->Run();
+    }
+    collector.reset();
+    if (server) server->Stop();
+    logger->flush();
+    return status;
+  } catch (const std::exception& e) {
+    err << prefix << ": internal error: " << e.what() << '\n';
+    return 1;
+  } catch (...) {
+    err << prefix << ": internal error\n";
+    return 1;
+  }
+}
+
+}  // namespace cuflight::collector

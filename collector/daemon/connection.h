@@ -1,0 +1,50 @@
+// One producer connection: its socket, who the kernel says is at the other end, the framing
+// state, the process it identified as, and its pending acknowledgement.
+#ifndef CUFLIGHT_COLLECTOR_DAEMON_CONNECTION_H_
+#define CUFLIGHT_COLLECTOR_DAEMON_CONNECTION_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "line_framer.h"
+
+namespace cuflight::collector {
+
+struct ProducerProcess;
+
+struct Connection {
+  Connection(int fd_in, uint64_t id_in, size_t max_line_bytes)
+      : fd(fd_in), id(id_in), framer(max_line_bytes) {}
+
+  int fd = -1;
+  uint64_t id = 0;  // unique for the collector's life; also its epoll token
+  bool is_unix = false;
+  // SO_PEERCRED of a Unix socket peer (valid when is_unix).
+  pid_t peer_pid = 0;
+  uid_t peer_uid = 0;
+  gid_t peer_gid = 0;
+  std::string peer;  // for log lines: "pid 123 uid 1000 gid 1000" or "tcp 127.0.0.1:40000"
+  std::chrono::steady_clock::time_point accepted_at;
+
+  LineFramer framer;
+  ProducerProcess* process = nullptr;  // set by a valid process_start
+
+  // Acknowledgements: the latest seq to acknowledge, the latest whose line was handed to the
+  // socket, and the unsent rest of a partially written ack line.
+  uint64_t ack_wanted = 0;
+  bool ack_wanted_set = false;
+  uint64_t ack_sent = 0;
+  bool ack_sent_set = false;
+  std::string out_pending;
+  bool epollout = false;  // EPOLLOUT is in its epoll interest set
+
+  bool dirty = false;            // in the loop turn's list of connections to acknowledge
+  bool close_requested = false;  // close at the end of this read
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_COLLECTOR_DAEMON_CONNECTION_H_

@@ -1,0 +1,91 @@
+// What the collector counted since it started: connections, lines by outcome, rejections by
+// reason, seq gaps, acks. A snapshot type; Collector::stats() returns a copy.
+#ifndef CUFLIGHT_COLLECTOR_DAEMON_INGEST_STATS_H_
+#define CUFLIGHT_COLLECTOR_DAEMON_INGEST_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "cuflight/schema/decoder.h"
+
+namespace cuflight::collector {
+
+// Why a line was not stored. The first values mirror schema::Reason (same numbers); the rest are
+// the collector's own.
+enum class RejectReason : uint8_t {
+  kMalformedJson = 1,
+  kNotAnObject = 2,
+  kUnknownType = 3,
+  kUnsupportedVersion = 4,
+  kMissingField = 5,
+  kWrongType = 6,
+  kOutOfRange = 7,
+  kInternalError = 8,
+  kLineTooLong = 9,       // longer than max_line_bytes; discarded unread
+  kTruncatedLine = 10,    // the connection ended in the middle of a line
+  kNoProcessStart = 11,   // a valid event before the connection's process_start
+  kIdentityChanged = 12,  // a second process_start naming another process on one connection
+  kStoreFailed = 13,      // the log could not take it (the producer keeps and resends it)
+  kReservedType = 14,     // a type only the collector writes (process_lost)
+};
+inline constexpr int kRejectReasonSlots = 15;  // index 0 unused
+
+constexpr RejectReason FromSchemaReason(schema::Reason reason) {
+  return static_cast<RejectReason>(static_cast<uint8_t>(reason));
+}
+
+// Stable snake_case name, also the metrics label: the schema's ReasonName for the first eight,
+// then "line_too_long", "truncated_line", "no_process_start", "identity_changed", "store_failed",
+// "reserved_type".
+constexpr std::string_view RejectReasonName(RejectReason reason) {
+  const auto value = static_cast<uint8_t>(reason);
+  if (value >= 1 && value <= 8) return schema::ReasonName(static_cast<schema::Reason>(value));
+  switch (reason) {
+    case RejectReason::kLineTooLong:
+      return "line_too_long";
+    case RejectReason::kTruncatedLine:
+      return "truncated_line";
+    case RejectReason::kNoProcessStart:
+      return "no_process_start";
+    case RejectReason::kIdentityChanged:
+      return "identity_changed";
+    case RejectReason::kStoreFailed:
+      return "store_failed";
+    case RejectReason::kReservedType:
+      return "reserved_type";
+    default:
+      return "unknown";
+  }
+}
+
+struct IngestStats {
+  uint64_t connections_accepted = 0;
+  uint64_t connections_refused = 0;  // over max_connections (accepted, then closed at once)
+  uint64_t connections_closed = 0;
+  uint64_t connections_open = 0;
+  uint64_t handshake_timeouts = 0;  // closed for sending no valid process_start in time
+
+  uint64_t bytes_received = 0;
+  uint64_t lines_received = 0;  // every framed line, good or bad, over-long ones included
+  uint64_t lines_valid = 0;     // passed validation
+  uint64_t lines_stored = 0;    // appended to a log
+  uint64_t duplicates = 0;      // valid, but that seq of the process was already stored
+  uint64_t lines_rejected = 0;  // sum of rejected[]
+  std::array<uint64_t, kRejectReasonSlots> rejected{};  // by RejectReason
+  uint64_t events_lost = 0;                             // seq gaps over all processes
+  uint64_t pid_mismatch = 0;  // payload pid differed from SO_PEERCRED; stored rewritten
+
+  uint64_t processes_seen = 0;   // distinct producer processes identified
+  uint64_t processes_ended = 0;  // process_end stored
+  uint64_t processes_lost = 0;   // process_lost written
+  uint64_t acks_sent = 0;
+  uint64_t flushes = 0;
+  uint64_t reopens = 0;  // log files reopened (SIGHUP, RequestReopen)
+
+  uint64_t rejected_for(RejectReason reason) const { return rejected[static_cast<size_t>(reason)]; }
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_COLLECTOR_DAEMON_INGEST_STATS_H_

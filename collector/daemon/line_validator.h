@@ -1,0 +1,68 @@
+// Validation of one received line: the schema's verdict plus the few fields the collector acts on
+// (identity, sequence numbers, drop counters) and the metrics need (kernel names, occupancy,
+// durations). The one place the collector calls the schema's validator.
+#ifndef CUFLIGHT_COLLECTOR_DAEMON_LINE_VALIDATOR_H_
+#define CUFLIGHT_COLLECTOR_DAEMON_LINE_VALIDATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cuflight/schema/decoder.h"
+#include "cuflight/schema/events.h"
+#include "cuflight/schema/validator.h"
+
+namespace cuflight::collector {
+
+struct LineFacts {
+  // Set when the common fields were valid: always for kOk, and also for kUnknownType and faults
+  // in type-specific fields, so that the line's seq can still be accounted for.
+  std::optional<schema::Header> header;
+  // Meaningful only for kOk.
+  schema::EventType type = schema::EventType::kProcessStart;
+  // For a rejected line: one line naming the field (may be empty when not known).
+  std::string message;
+
+  // process_start: the producer's identity.
+  std::string_view hostname;
+  std::string_view exe;
+  int64_t start_ns = 0;
+  // kernel and kernel_time.
+  uint64_t correlation_id = 0;
+  int32_t device = 0;
+  // kernel.
+  std::string_view kernel_name;  // the demangled name when known, else the mangled one
+  std::string_view limiting_resource;
+  double occupancy = 0;
+  // kernel_time.
+  uint64_t duration_ns = 0;
+  // stats and process_end: the producer's cumulative counters.
+  uint64_t emitted = 0;
+  uint64_t dropped = 0;               // all drops
+  uint64_t dropped_ring_full = 0;     // of which the ring was full (0 when not reported)
+  uint64_t dropped_disconnected = 0;  // of which no collector was reachable (0 when not reported)
+
+  // Storage the views above may point into (besides the line itself). Reuse one LineFacts per
+  // thread: after the first lines nothing is allocated on the path of a valid line.
+  schema::LineInfo info;
+  schema::ValidateError error;
+  std::string hostname_storage;
+  std::string exe_storage;
+  std::array<char, 1024> name_scratch{};
+  std::array<char, 32> resource_scratch{};
+};
+
+// Validates one line (with or without its '\n') with schema::Validate (the verdicts of
+// schema::Decode, without allocating). Returns kOk and fills *facts, or the reason the line is
+// rejected with facts->header and facts->message as far as known. The header, the type and the
+// process_start fields are always filled; the kernel, kernel_time, stats and process_end fields
+// only when `metrics_fields` (they feed the metrics only). Views in *facts are valid while both
+// `line` and *facts are, until the next call. Never throws.
+schema::Reason ValidateLine(std::string_view line, LineFacts* facts,
+                            bool metrics_fields = true) noexcept;
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_COLLECTOR_DAEMON_LINE_VALIDATOR_H_

@@ -1,0 +1,297 @@
+#include "listen_sockets.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cuflight::collector {
+namespace {
+
+std::string Errno(int err) { return std::strerror(err); }  // NOLINT(concurrency-mt-unsafe)
+
+ListenError Bad(std::string line) { return ListenError{true, std::move(line)}; }
+ListenError Failed(std::string line) { return ListenError{false, std::move(line)}; }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+bool FillSockaddr(const std::filesystem::path& path, sockaddr_un* addr) {
+  const std::string& text = path.native();
+  if (text.empty() || text.size() >= sizeof(addr->sun_path)) return false;
+  *addr = sockaddr_un{};
+  addr->sun_family = AF_UNIX;
+  std::memcpy(addr->sun_path, text.data(), text.size());
+  return true;
+}
+
+// Creates `dir` and its missing parents, each 0700.
+bool MakeDirectories(const std::filesystem::path& dir, std::string* why) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) == 0) return true;
+  if (errno != ENOENT) {
+    *why = "cannot inspect " + dir.string() + ": " + Errno(errno);
+    return false;
+  }
+  if (dir.has_parent_path() && dir.parent_path() != dir &&
+      !MakeDirectories(dir.parent_path(), why)) {
+    return false;
+  }
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *why = "cannot create directory " + dir.string() + ": " + Errno(errno);
+    return false;
+  }
+  return true;
+}
+
+// Whether something accepts connections at `addr`: a refused connection means a stale socket.
+// A connection that is accepted, or pending because the backlog is full, means a live one.
+bool SomeoneListens(const sockaddr_un& addr, int* connect_errno) {
+  Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (probe.get() < 0) {
+    *connect_errno = errno;
+    return true;  // cannot tell: treat as live, never remove
+  }
+  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+    return true;
+  }
+  *connect_errno = errno;
+  return errno != ECONNREFUSED;
+}
+
+bool IsLoopback(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+std::string AddressText(const sockaddr* addr, socklen_t len) {
+  char host[NI_MAXHOST] = {};
+  if (getnameinfo(addr, len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) return "?";
+  return host;
+}
+
+}  // namespace
+
+UnixListener::~UnixListener() { Close(); }
+
+UnixListener::UnixListener(UnixListener&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      dev_(other.dev_),
+      ino_(other.ino_) {}
+
+UnixListener& UnixListener::operator=(UnixListener&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    dev_ = other.dev_;
+    ino_ = other.ino_;
+  }
+  return *this;
+}
+
+UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* error) {
+  UnixListener listener;
+  sockaddr_un addr{};
+  if (!FillSockaddr(path, &addr)) {
+    *error = Bad("--socket: " + path.string() + " is not a usable Unix socket path");
+    return listener;
+  }
+  const std::filesystem::path dir =
+      path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::string why;
+  if (!MakeDirectories(dir, &why)) {
+    *error = Failed("--socket: " + why);
+    return listener;
+  }
+  struct stat dir_stat {};
+  if (lstat(dir.c_str(), &dir_stat) != 0) {
+    *error = Failed("--socket: cannot inspect " + dir.string() + ": " + Errno(errno));
+    return listener;
+  }
+  if (!S_ISDIR(dir_stat.st_mode)) {
+    *error = Bad("--socket: " + dir.string() + " is not a directory (a symbolic link is refused)");
+    return listener;
+  }
+  if (dir_stat.st_uid != geteuid()) {
+    *error = Bad("--socket: directory " + dir.string() + " is owned by uid " +
+                 std::to_string(dir_stat.st_uid) + ", not by this user (uid " +
+                 std::to_string(geteuid()) + ")");
+    return listener;
+  }
+  if ((dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    *error = Bad("--socket: directory " + dir.string() +
+                 " is writable by group or others; use a directory only its owner can write");
+    return listener;
+  }
+
+  struct stat existing {};
+  if (lstat(path.c_str(), &existing) == 0) {
+    if (!S_ISSOCK(existing.st_mode)) {
+      *error = Bad("--socket: " + path.string() + " exists and is not a socket");
+      return listener;
+    }
+    if (existing.st_uid != geteuid()) {
+      *error = Bad("--socket: " + path.string() + " is owned by uid " +
+                   std::to_string(existing.st_uid) + ", not by this user");
+      return listener;
+    }
+    int connect_errno = 0;
+    if (SomeoneListens(addr, &connect_errno)) {
+      *error = Failed("--socket: another collector is listening on " + path.string() +
+                      (connect_errno != 0 ? " (" + Errno(connect_errno) + ")" : ""));
+      return listener;
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      *error =
+          Failed("--socket: cannot remove the stale socket " + path.string() + ": " + Errno(errno));
+      return listener;
+    }
+  } else if (errno != ENOENT) {
+    *error = Failed("--socket: cannot inspect " + path.string() + ": " + Errno(errno));
+    return listener;
+  }
+
+  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) {
+    *error = Failed("--socket: socket(): " + Errno(errno));
+    return listener;
+  }
+  // bind(2) creates the file with the umask applied: create it 0600, then widen to 0660, so
+  // there is no moment where others may connect.
+  const mode_t old_mask = umask(0177);
+  const int bound = bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int bind_errno = errno;
+  umask(old_mask);
+  if (bound != 0) {
+    *error = Failed("--socket: cannot bind " + path.string() + ": " + Errno(bind_errno));
+    return listener;
+  }
+  struct stat created {};
+  if (chmod(path.c_str(), 0660) != 0 || lstat(path.c_str(), &created) != 0) {
+    *error = Failed("--socket: cannot set the mode of " + path.string() + ": " + Errno(errno));
+    unlink(path.c_str());
+    return listener;
+  }
+  if (listen(fd.get(), SOMAXCONN) != 0) {
+    *error = Failed("--socket: cannot listen on " + path.string() + ": " + Errno(errno));
+    unlink(path.c_str());
+    return listener;
+  }
+  listener.fd_ = fd.release();
+  listener.path_ = path;
+  listener.dev_ = created.st_dev;
+  listener.ino_ = created.st_ino;
+  return listener;
+}
+
+void UnixListener::Close() {
+  if (fd_ < 0) return;
+  struct stat st {};
+  if (lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) {
+    unlink(path_.c_str());
+  }
+  close(fd_);
+  fd_ = -1;
+}
+
+TcpListener::~TcpListener() { Close(); }
+
+TcpListener::TcpListener(TcpListener&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+
+TcpListener& TcpListener::operator=(TcpListener&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = other.port_;
+  }
+  return *this;
+}
+
+TcpListener TcpListener::Open(const HostPort& where, bool allow_remote, const char* flag,
+                              ListenError* error) {
+  TcpListener listener;
+  const std::string prefix = std::string(flag) + ": ";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(where.port);
+  const int rc = getaddrinfo(where.host.c_str(), port_text.c_str(), &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    *error = Bad(prefix + "cannot resolve '" + where.host + "': " + gai_strerror(rc));
+    return listener;
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(found, freeaddrinfo);
+  if (!allow_remote && !IsLoopback(found->ai_addr)) {
+    *error = Bad(prefix + AddressText(found->ai_addr, found->ai_addrlen) +
+                 " is not a loopback address; add --tcp-allow-remote to accept producers on it");
+    return listener;
+  }
+  Fd fd(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) {
+    *error = Failed(prefix + "socket(): " + Errno(errno));
+    return listener;
+  }
+  const int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
+    *error = Failed(prefix + "cannot bind " + where.host + ":" + port_text + ": " + Errno(errno));
+    return listener;
+  }
+  if (listen(fd.get(), SOMAXCONN) != 0) {
+    *error = Failed(prefix + "cannot listen: " + Errno(errno));
+    return listener;
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    *error = Failed(prefix + "getsockname(): " + Errno(errno));
+    return listener;
+  }
+  listener.port_ = bound.ss_family == AF_INET
+                       ? ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port)
+                       : ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
+  listener.fd_ = fd.release();
+  return listener;
+}
+
+void TcpListener::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace cuflight::collector

@@ -1,0 +1,43 @@
+// What the collector knows about one producer process while it is connected (or within its
+// reconnect grace): its log stream and the accounting of its seq numbers.
+#ifndef CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
+#define CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "log_sink.h"
+
+namespace cuflight::collector {
+
+struct ProducerProcess {
+  uint64_t id = 0;      // unique for the collector's life; the metrics' process_id
+  std::string map_key;  // key in the collector's process table
+  ProcessKey key;
+  LogSink::Stream* stream = nullptr;
+
+  // Highest seq in the log (recovered from it on first sight, then what this collector stored);
+  // process_lost's last_seq.
+  std::optional<uint64_t> highest_stored;
+  // One past the highest seq accounted for: stored, or received and rejected with a valid header.
+  // A seq above it opens a gap of (seq - next_expected) lost events.
+  uint64_t next_expected = 0;
+  uint64_t stored = 0;  // lines this collector stored for the process
+  uint64_t lost = 0;    // seq gaps this collector counted for the process
+
+  // The producer's own cumulative drop counters, from its latest stats / process_end stored.
+  uint64_t dropped_ring_full = 0;
+  uint64_t dropped_disconnected = 0;
+  uint64_t dropped_other = 0;
+
+  int connections = 0;  // open connections identified as this process
+  bool ended = false;   // process_end stored
+  // Set while no connection is open: when to append process_lost if it has not come back.
+  std::optional<std::chrono::steady_clock::time_point> lost_deadline;
+};
+
+}  // namespace cuflight::collector
+
+#endif  // CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_

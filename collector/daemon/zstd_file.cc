@@ -1,0 +1,219 @@
+#include "zstd_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <memory>
+#include <vector>
+
+#include "segment_error_log.h"
+#include "segment_file.h"
+
+namespace cuflight::collector {
+namespace {
+
+// Reads of the plain segment: large enough that the read syscalls cost nothing next to the
+// compression.
+constexpr size_t kReadChunkBytes = 1 << 20;
+
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxDeleter {
+  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
+};
+
+ssize_t ReadSome(int fd, char* buf, size_t size) {
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, size);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+bool CompressInto(int in, int out, off_t src_size, int level, const std::string& src_name,
+                  const std::string& tmp_name, std::string* error) {
+  std::unique_ptr<ZSTD_CCtx, CCtxDeleter> cctx(ZSTD_createCCtx());
+  if (!cctx) {
+    *error = "cannot create a zstd compression context";
+    return false;
+  }
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setPledgedSrcSize(cctx.get(), static_cast<unsigned long long>(src_size));
+  std::vector<char> in_buf(kReadChunkBytes);
+  std::vector<char> out_buf(ZSTD_CStreamOutSize());
+  uint64_t total_in = 0;
+  bool last = false;
+  while (!last) {
+    const ssize_t n = ReadSome(in, in_buf.data(), in_buf.size());
+    if (n < 0) {
+      *error = RateLimitedLog::Describe("cannot read", src_name, errno);
+      return false;
+    }
+    total_in += static_cast<uint64_t>(n);
+    // The file may not change after rotation; reading to EOF past the pledged size (a writer
+    // that should not exist) would make zstd fail, so stop at the size seen when starting.
+    last = n == 0 || total_in >= static_cast<uint64_t>(src_size);
+    ZSTD_inBuffer input{in_buf.data(), static_cast<size_t>(n), 0};
+    const ZSTD_EndDirective mode = last ? ZSTD_e_end : ZSTD_e_continue;
+    bool done = false;
+    while (!done) {
+      ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
+      const size_t remaining = ZSTD_compressStream2(cctx.get(), &output, &input, mode);
+      if (ZSTD_isError(remaining)) {
+        *error = "zstd compression of " + src_name + " failed: " + ZSTD_getErrorName(remaining);
+        return false;
+      }
+      int err = 0;
+      if (WriteFully(out, out_buf.data(), output.pos, &err) != output.pos) {
+        *error = RateLimitedLog::Describe("cannot write", tmp_name, err);
+        return false;
+      }
+      done = last ? remaining == 0 : input.pos == input.size;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CompressFileAtomically(const std::filesystem::path& src, const std::filesystem::path& dst,
+                            int level, std::string* error) {
+  std::filesystem::path tmp = dst;
+  tmp += ".tmp";
+  ScopedFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", src.native(), errno);
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(in.Get(), &st) != 0) {
+    *error = RateLimitedLog::Describe("cannot stat", src.native(), errno);
+    return false;
+  }
+  ScopedFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
+  if (out.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot create", tmp.native(), errno);
+    return false;
+  }
+  bool ok = CompressInto(in.Get(), out.Get(), st.st_size, level, src.native(), tmp.native(), error);
+  if (ok && ::fsync(out.Get()) != 0) {
+    *error = RateLimitedLog::Describe("cannot fsync", tmp.native(), errno);
+    ok = false;
+  }
+  if (!out.Close() && ok) {
+    *error = RateLimitedLog::Describe("cannot close", tmp.native(), errno);
+    ok = false;
+  }
+  if (ok && ::rename(tmp.c_str(), dst.c_str()) != 0) {
+    *error = RateLimitedLog::Describe("cannot rename", tmp.native(), errno);
+    ok = false;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  FsyncDirectory(dst.parent_path());
+  return true;
+}
+
+bool DecompressFile(const std::filesystem::path& src,
+                    const std::function<void(std::string_view)>& sink, std::string* error) {
+  ScopedFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", src.native(), errno);
+    return false;
+  }
+  std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
+  if (!dctx) {
+    *error = "cannot create a zstd decompression context";
+    return false;
+  }
+  std::vector<char> in_buf(ZSTD_DStreamInSize());
+  std::vector<char> out_buf(ZSTD_DStreamOutSize());
+  size_t last_ret = 0;  // 0 = at a frame boundary
+  for (;;) {
+    const ssize_t n = ReadSome(in.Get(), in_buf.data(), in_buf.size());
+    if (n < 0) {
+      *error = RateLimitedLog::Describe("cannot read", src.native(), errno);
+      return false;
+    }
+    if (n == 0) break;
+    ZSTD_inBuffer input{in_buf.data(), static_cast<size_t>(n), 0};
+    while (input.pos < input.size) {
+      ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
+      last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
+      if (ZSTD_isError(last_ret)) {
+        *error =
+            "zstd decompression of " + src.native() + " failed: " + ZSTD_getErrorName(last_ret);
+        return false;
+      }
+      if (output.pos > 0) sink(std::string_view(out_buf.data(), output.pos));
+    }
+  }
+  // Flush what zstd may still hold for the last frame.
+  for (;;) {
+    ZSTD_inBuffer input{nullptr, 0, 0};
+    ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
+    if (last_ret == 0) break;
+    last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
+    if (ZSTD_isError(last_ret)) {
+      *error = "zstd decompression of " + src.native() + " failed: " + ZSTD_getErrorName(last_ret);
+      return false;
+    }
+    if (output.pos > 0) {
+      sink(std::string_view(out_buf.data(), output.pos));
+    } else {
+      break;
+    }
+  }
+  if (last_ret != 0) {
+    *error = src.native() + " ends inside a zstd frame (truncated)";
+    return false;
+  }
+  return true;
+}
+
+std::optional<uint64_t> LastSeqInZstdFile(const std::filesystem::path& src, std::string* error) {
+  constexpr std::string_view kSeqKey = "\"seq\"";
+  std::string partial;    // the current, unterminated line
+  std::string candidate;  // the last complete line seen that contains kSeqKey
+  std::string joined;
+  const bool ok = DecompressFile(
+      src,
+      [&](std::string_view chunk) {
+        const size_t last_nl = chunk.rfind('\n');
+        if (last_nl == std::string_view::npos) {
+          partial.append(chunk);
+          return;
+        }
+        // Complete lines in this chunk, newest first, until one names the member.
+        size_t line_end = last_nl;
+        for (;;) {
+          const size_t prev_nl =
+              line_end == 0 ? std::string_view::npos : chunk.rfind('\n', line_end - 1);
+          if (prev_nl == std::string_view::npos) {
+            joined.assign(partial);
+            joined.append(chunk.substr(0, line_end));
+            if (joined.find(kSeqKey) != std::string::npos) candidate.swap(joined);
+            break;
+          }
+          const std::string_view line = chunk.substr(prev_nl + 1, line_end - prev_nl - 1);
+          if (line.find(kSeqKey) != std::string_view::npos) {
+            candidate.assign(line);
+            break;
+          }
+          line_end = prev_nl;
+        }
+        partial.assign(chunk.substr(last_nl + 1));
+      },
+      error);
+  if (!ok) return std::nullopt;
+  return SeqOfLine(candidate);
+}
+
+}  // namespace cuflight::collector

@@ -1,0 +1,549 @@
+// The collector in process, fed by raw sockets: exact storage, every kind of bad input answered
+// with its counted reason while healthy producers lose nothing, seq accounting, dedup across
+// reconnects and restarts, acks, process_lost, limits and timeouts.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collector.h"
+#include "collector_test_util.h"
+#include "cuflight/metrics/metrics.h"
+
+namespace cuflight::collector {
+namespace {
+
+using testing::CapturedLog;
+using testing::FindLog;
+using testing::LoggedLine;
+using testing::ProducerIdentity;
+using testing::RawClient;
+using testing::ReadLog;
+using testing::RunningCollector;
+using testing::TempDir;
+using testing::TestOptions;
+using testing::WaitUntil;
+
+ProducerIdentity Identity(const std::string& exe, int64_t start_ns) {
+  ProducerIdentity id;
+  id.pid = static_cast<int32_t>(getpid());
+  id.exe = "/opt/bin/" + exe;
+  id.start_ns = start_ns;
+  return id;
+}
+
+// process_start, then alternating kernel / kernel_time up to seq last - 1, then process_end.
+std::string FullStream(const ProducerIdentity& id, uint64_t last) {
+  std::string out = testing::ProcessStartLine(id, 0);
+  for (uint64_t seq = 1; seq < last; ++seq) {
+    out += (seq % 2 == 1) ? testing::KernelLine(id, seq, seq)
+                          : testing::KernelTimeLine(id, seq, seq - 1);
+  }
+  out += testing::ProcessEndLine(id, last, last, 0);
+  return out;
+}
+
+// Sends `stream` in pieces of varying size (1 byte up to 64 KiB) so lines cross reads.
+bool SendInPieces(RawClient& client, std::string_view stream) {
+  size_t piece = 1;
+  while (!stream.empty()) {
+    const size_t n = std::min(piece, stream.size());
+    if (!client.Send(stream.substr(0, n))) return false;
+    stream.remove_prefix(n);
+    piece = piece * 7 % 65521 + 1;
+  }
+  return true;
+}
+
+std::vector<uint64_t> Seqs(const std::vector<LoggedLine>& lines) {
+  std::vector<uint64_t> seqs;
+  for (const LoggedLine& l : lines) {
+    if (l.type != "process_lost") seqs.push_back(l.seq);
+  }
+  return seqs;
+}
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
+  std::vector<uint64_t> r;
+  for (uint64_t s = first; s <= last; ++s) r.push_back(s);
+  return r;
+}
+
+nlohmann::json LastJson(const std::vector<LoggedLine>& lines) {
+  return lines.empty() ? nlohmann::json() : nlohmann::json::parse(lines.back().text);
+}
+
+TEST(CollectorIngestTest, StoresEveryLineOfConcurrentProducersExactlyOnce) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+
+  constexpr int kProducers = 6;
+  constexpr uint64_t kLast = 3000;
+  std::vector<std::thread> producers;
+  std::atomic<int> acked{0};
+  for (int i = 0; i < kProducers; ++i) {
+    producers.emplace_back([&, i] {
+      const ProducerIdentity id = Identity("app" + std::to_string(i), 1000 + i);
+      RawClient client = RawClient::Unix(options.socket);
+      ASSERT_TRUE(client.connected());
+      ASSERT_TRUE(SendInPieces(client, FullStream(id, kLast)));
+      if (client.WaitAck(kLast)) ++acked;
+    });
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(acked.load(), kProducers);
+  EXPECT_EQ(running.Stop(), 0);
+
+  const IngestStats stats = running.stats();
+  EXPECT_EQ(stats.lines_stored, kProducers * (kLast + 1));
+  EXPECT_EQ(stats.lines_received, kProducers * (kLast + 1));
+  EXPECT_EQ(stats.lines_rejected, 0u);
+  EXPECT_EQ(stats.duplicates, 0u);
+  EXPECT_EQ(stats.events_lost, 0u);
+  EXPECT_EQ(stats.processes_ended, static_cast<uint64_t>(kProducers));
+  EXPECT_EQ(stats.processes_lost, 0u);
+  for (int i = 0; i < kProducers; ++i) {
+    const auto file = FindLog(options.log_dir, "app" + std::to_string(i), getpid());
+    ASSERT_FALSE(file.empty()) << i;
+    const std::vector<LoggedLine> lines = ReadLog(file);
+    EXPECT_EQ(Seqs(lines), Range(0, kLast)) << file;
+    ASSERT_EQ(lines.size(), kLast + 1);
+    EXPECT_EQ(lines.front().type, "process_start");
+    EXPECT_EQ(lines[1].type, "kernel");
+    EXPECT_EQ(lines[2].type, "kernel_time");
+    EXPECT_EQ(lines.back().type, "process_end");
+  }
+}
+
+// Each kind of bad input on one identified connection, between good lines, and on fresh
+// connections; a healthy producer streams meanwhile. Lines whose header is valid use a seq of
+// their own (they are accounted for, not lost); lines without one use none.
+TEST(CollectorIngestTest, BadInputIsCountedByReasonWhileHealthyProducersLoseNothing) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.max_line_bytes = 4096;
+  CapturedLog log;
+  Metrics metrics;
+  RunningCollector running(options, &metrics, log.logger());
+  ASSERT_NE(running.collector(), nullptr);
+
+  constexpr uint64_t kHealthyLast = 20000;
+  std::atomic<bool> healthy_acked{false};
+  std::thread healthy([&] {
+    RawClient client = RawClient::Unix(options.socket);
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(SendInPieces(client, FullStream(Identity("healthy", 1), kHealthyLast)));
+    healthy_acked = client.WaitAck(kHealthyLast).has_value();
+  });
+
+  const ProducerIdentity bad = Identity("hostile", 2);
+  const int32_t pid = bad.pid;
+  auto header = [&](const char* type, uint64_t seq, int version = 1) {
+    return std::string(R"({"type":")") + type + R"(","version":)" + std::to_string(version) +
+           R"(,"ts_ns":1,"pid":)" + std::to_string(pid) + R"(,"seq":)" + std::to_string(seq);
+  };
+  std::string stream = testing::ProcessStartLine(bad, 0);
+  stream += testing::KernelTimeLine(bad, 1, 1);
+  stream += std::string(5000, 'x') + "\n";  // line_too_long
+  stream += testing::KernelTimeLine(bad, 2, 2);
+  stream += "{\"type\":\"kernel_time\",\n";       // malformed_json
+  stream += "[1,2,3]\n";                          // not_an_object
+  stream += header("kernel_time", 3, 2) + "}\n";  // unsupported_version
+  stream += header("gpu_fire", 3) + "}\n";        // unknown_type (seq 3)
+  stream += testing::KernelTimeLine(bad, 4, 4);
+  stream += header("kernel_time", 5) +
+            R"(,"correlation_id":1,"device":0,"context":0,"stream":0,"start_ns":0,"end_ns":1})"
+            "\n";  // missing_field (seq 5)
+  stream += header("kernel_time", 6) +
+            R"(,"correlation_id":"one","device":0,"context":0,"stream":0,"start_ns":0,)"
+            R"("end_ns":1,"duration_ns":1})"
+            "\n";  // wrong_type (seq 6)
+  stream += header("kernel_time", 7) +
+            R"(,"correlation_id":1,"device":-7,"context":0,"stream":0,"start_ns":0,)"
+            R"("end_ns":1,"duration_ns":1})"
+            "\n";  // out_of_range (seq 7)
+  stream += header("process_lost", 8) +
+            R"(,"last_seq":null,"reason":"disconnected","events_stored":0,"events_lost":0})"
+            "\n";  // reserved_type (seq 8)
+  stream += testing::KernelTimeLine(bad, 9, 9);
+  ProducerIdentity other = bad;
+  other.start_ns = 999;
+  stream += testing::ProcessStartLine(other, 10);  // identity_changed (seq 10)
+  stream += testing::KernelTimeLine(bad, 11, 11);
+  stream += "{\"type\":\"kernel_time\",\"version\":1";  // truncated_line at close
+
+  RawClient hostile = RawClient::Unix(options.socket);
+  ASSERT_TRUE(hostile.connected());
+  ASSERT_TRUE(SendInPieces(hostile, stream));
+  ASSERT_TRUE(hostile.WaitAck(11));
+
+  RawClient early = RawClient::Unix(options.socket);  // no_process_start
+  ASSERT_TRUE(early.Send(testing::KernelTimeLine(bad, 0, 0)));
+  hostile.Close();
+
+  healthy.join();
+  EXPECT_TRUE(healthy_acked.load());
+  ASSERT_TRUE(WaitUntil([&] {
+    const IngestStats s = running.stats();
+    return s.rejected_for(RejectReason::kTruncatedLine) == 1 &&
+           s.rejected_for(RejectReason::kNoProcessStart) == 1;
+  }));
+  EXPECT_EQ(running.Stop(), 0);
+
+  const IngestStats s = running.stats();
+  const std::vector<std::pair<RejectReason, const char*>> expected = {
+      {RejectReason::kLineTooLong, "line_too_long"},
+      {RejectReason::kMalformedJson, "malformed_json"},
+      {RejectReason::kNotAnObject, "not_an_object"},
+      {RejectReason::kUnsupportedVersion, "unsupported_version"},
+      {RejectReason::kUnknownType, "unknown_type"},
+      {RejectReason::kMissingField, "missing_field"},
+      {RejectReason::kWrongType, "wrong_type"},
+      {RejectReason::kOutOfRange, "out_of_range"},
+      {RejectReason::kReservedType, "reserved_type"},
+      {RejectReason::kIdentityChanged, "identity_changed"},
+      {RejectReason::kTruncatedLine, "truncated_line"},
+      {RejectReason::kNoProcessStart, "no_process_start"},
+  };
+  const std::string logged = log.text();
+  const std::string rendered = metrics.Render();
+  for (const auto& [reason, name] : expected) {
+    EXPECT_EQ(s.rejected_for(reason), 1u) << name;
+    EXPECT_NE(logged.find(std::string("line rejected (") + name + ")"), std::string::npos)
+        << name << " not logged";
+    EXPECT_NE(rendered.find(std::string("reason=\"") + name + "\""), std::string::npos)
+        << name << " not in the metrics";
+  }
+  EXPECT_EQ(s.lines_rejected, expected.size());
+  // The messages name the field.
+  EXPECT_NE(logged.find("duration_ns"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("correlation_id"), std::string::npos);
+
+  // The hostile process: its good lines around the bad ones, no loss, then process_lost.
+  const std::vector<LoggedLine> hostile_lines =
+      ReadLog(FindLog(options.log_dir, "hostile", getpid()));
+  EXPECT_EQ(Seqs(hostile_lines), (std::vector<uint64_t>{0, 1, 2, 4, 9, 11}));
+  const nlohmann::json lost = LastJson(hostile_lines);
+  EXPECT_EQ(lost["type"], "process_lost");
+  EXPECT_EQ(lost["reason"], "disconnected");
+  EXPECT_EQ(lost["last_seq"], 11);
+  EXPECT_EQ(lost["events_stored"], 6);
+  EXPECT_EQ(lost["events_lost"], 0);
+
+  // The healthy producer: everything, in order, nothing lost.
+  const std::vector<LoggedLine> healthy_lines =
+      ReadLog(FindLog(options.log_dir, "healthy", getpid()));
+  EXPECT_EQ(Seqs(healthy_lines), Range(0, kHealthyLast));
+  EXPECT_EQ(s.events_lost, 0u);
+}
+
+TEST(CollectorIngestTest, SeqGapsAreCountedAsLostExactly) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("gappy", 3);
+  RawClient client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0);
+  for (uint64_t seq : {1, 2, 5, 6, 10, 11, 12, 20}) stream += testing::KernelTimeLine(id, seq, seq);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_TRUE(client.WaitAck(20));
+  client.Close();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().processes_lost == 1; }));
+  EXPECT_EQ(running.stats().events_lost, 2u + 3u + 7u);
+  running.Stop();
+  const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "gappy", getpid()));
+  const nlohmann::json lost = LastJson(lines);
+  EXPECT_EQ(lost["events_lost"], 12);
+  EXPECT_EQ(lost["events_stored"], 9);
+  EXPECT_EQ(lost["last_seq"], 20);
+  EXPECT_EQ(lost["seq"], 20);
+  EXPECT_EQ(lost["pid"], getpid());
+}
+
+TEST(CollectorIngestTest, ReconnectWithinTheGraceStoresEachSeqOnceAndWritesNoProcessLost) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.reconnect_grace = std::chrono::seconds(30);
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("flappy", 4);
+
+  RawClient first = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0) + testing::DeviceLine(id, 1, 0);
+  for (uint64_t seq = 2; seq < 100; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+  ASSERT_TRUE(first.Send(stream));
+  ASSERT_EQ(first.WaitAck(99), 99u);
+  first.Close();
+
+  // The producer does not know what was stored after its last ack: it resends from 50.
+  RawClient second = RawClient::Unix(options.socket);
+  stream = testing::ProcessStartLine(id, 0) + testing::DeviceLine(id, 1, 0);
+  for (uint64_t seq = 50; seq < 150; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+  stream += testing::ProcessEndLine(id, 150, 151, 0);
+  ASSERT_TRUE(second.Send(stream));
+  ASSERT_EQ(second.WaitAck(150), 150u);
+  second.Close();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().connections_closed == 2; }));
+  running.Stop();
+
+  const IngestStats s = running.stats();
+  EXPECT_EQ(s.duplicates, 2u + 50u);
+  EXPECT_EQ(s.lines_stored, 151u);
+  EXPECT_EQ(s.events_lost, 0u);
+  EXPECT_EQ(s.processes_lost, 0u);
+  EXPECT_EQ(s.processes_seen, 1u);
+  const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "flappy", getpid()));
+  EXPECT_EQ(Seqs(lines), Range(0, 150));
+  EXPECT_EQ(lines.back().type, "process_end");
+}
+
+TEST(CollectorIngestTest, ProcessLostFollowsTheGraceWhenTheProcessDoesNotReturn) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.reconnect_grace = std::chrono::milliseconds(200);
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("crashy", 5);
+  RawClient client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0);
+  for (uint64_t seq = 1; seq < 10; ++seq) stream += testing::KernelLine(id, seq, seq);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_TRUE(client.WaitAck(9));
+  const auto closed_at = std::chrono::steady_clock::now();
+  client.Close();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().processes_lost == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - closed_at, std::chrono::milliseconds(200));
+  running.Stop();
+  const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "crashy", getpid()));
+  ASSERT_EQ(lines.size(), 11u);
+  const nlohmann::json lost = LastJson(lines);
+  EXPECT_EQ(lost["type"], "process_lost");
+  EXPECT_EQ(lost["reason"], "disconnected");
+  EXPECT_EQ(lost["last_seq"], 9);
+  EXPECT_EQ(lost["events_stored"], 10);
+  EXPECT_EQ(lost["events_lost"], 0);
+}
+
+TEST(CollectorIngestTest, ShutdownDrainsWhatWasSentAndMarksLiveProcesses) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity live = Identity("live", 6);
+  const ProducerIdentity done = Identity("done", 7);
+  RawClient done_client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(done_client.Send(FullStream(done, 10)));
+  ASSERT_TRUE(done_client.WaitAck(10));
+
+  RawClient live_client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(live, 0);
+  for (uint64_t seq = 1; seq <= 5000; ++seq) stream += testing::KernelTimeLine(live, seq, seq);
+  // send() on a Unix socket returns once the bytes are in the collector's receive queue.
+  ASSERT_TRUE(live_client.Send(stream));
+  EXPECT_EQ(running.Stop(), 0);
+
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(options.socket)));
+  const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "live", getpid()));
+  EXPECT_EQ(Seqs(lines), Range(0, 5000));
+  const nlohmann::json lost = LastJson(lines);
+  EXPECT_EQ(lost["type"], "process_lost");
+  EXPECT_EQ(lost["reason"], "collector_shutdown");
+  EXPECT_EQ(lost["last_seq"], 5000);
+  EXPECT_EQ(lost["events_stored"], 5001);
+  const std::vector<LoggedLine> done_lines = ReadLog(FindLog(options.log_dir, "done", getpid()));
+  EXPECT_EQ(done_lines.back().type, "process_end");  // ended: no process_lost
+  // What was stored before the close was acknowledged.
+  EXPECT_EQ(live_client.WaitAck(5000), 5000u);
+}
+
+TEST(CollectorIngestTest, RestartRecoversTheHighestSeqFromTheLog) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  const ProducerIdentity id = Identity("survivor", 8);
+  {
+    RunningCollector first(options);
+    ASSERT_NE(first.collector(), nullptr);
+    RawClient client = RawClient::Unix(options.socket);
+    std::string stream = testing::ProcessStartLine(id, 0);
+    for (uint64_t seq = 1; seq < 50; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+    ASSERT_TRUE(client.Send(stream));
+    ASSERT_TRUE(client.WaitAck(49));
+    EXPECT_EQ(first.Stop(), 0);
+  }
+  RunningCollector second(options);
+  ASSERT_NE(second.collector(), nullptr);
+  RawClient client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0);
+  for (uint64_t seq = 40; seq < 100; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+  stream += testing::ProcessEndLine(id, 100, 101, 0);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_EQ(client.WaitAck(100), 100u);
+  EXPECT_EQ(second.Stop(), 0);
+  const IngestStats s = second.stats();
+  EXPECT_EQ(s.duplicates, 1u + 10u);
+  EXPECT_EQ(s.events_lost, 0u);
+  const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "survivor", getpid()));
+  EXPECT_EQ(Seqs(lines), Range(0, 100));
+  // The first collector's shutdown marker sits between the two runs.
+  ASSERT_EQ(lines.size(), 102u);
+  EXPECT_EQ(lines[50].type, "process_lost");
+}
+
+TEST(CollectorIngestTest, PayloadPidIsReplacedByThePeerCredential) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  ProducerIdentity id = Identity("container", 9);
+  id.pid = 4242;  // the pid as seen inside another pid namespace
+  RawClient client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client.Send(FullStream(id, 20)));
+  ASSERT_TRUE(client.WaitAck(20));
+  running.Stop();
+  EXPECT_EQ(running.stats().pid_mismatch, 21u);
+  const auto file = FindLog(options.log_dir, "container", getpid());
+  ASSERT_FALSE(file.empty()) << "the file is named by the peer's pid";
+  for (const LoggedLine& line : ReadLog(file)) EXPECT_EQ(line.pid, getpid()) << line.text;
+}
+
+TEST(CollectorIngestTest, TcpProducersAreKeyedByThePayloadPid) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.tcp = HostPort{"127.0.0.1", 0};
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  ASSERT_GT(running.collector()->tcp_port(), 0);
+  ProducerIdentity id = Identity("remote", 10);
+  id.pid = 31337;
+  RawClient client = RawClient::Tcp(running.collector()->tcp_port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.Send(FullStream(id, 30)));
+  ASSERT_EQ(client.WaitAck(30), 30u);
+  running.Stop();
+  const auto file = FindLog(options.log_dir, "remote", 31337);
+  ASSERT_FALSE(file.empty());
+  EXPECT_EQ(Seqs(ReadLog(file)), Range(0, 30));
+  EXPECT_EQ(running.stats().pid_mismatch, 0u);
+}
+
+TEST(CollectorIngestTest, ConnectionsBeyondTheLimitAreClosedAndCounted) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.max_connections = 3;
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  std::vector<RawClient> held;
+  for (int i = 0; i < 3; ++i) held.push_back(RawClient::Unix(options.socket));
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().connections_accepted == 3; }));
+  RawClient extra = RawClient::Unix(options.socket);
+  ASSERT_TRUE(extra.connected());  // the kernel's backlog took it; the collector closes it
+  EXPECT_TRUE(extra.WaitClosedByPeer());
+  EXPECT_TRUE(WaitUntil([&] { return running.stats().connections_refused == 1; }));
+  held.pop_back();  // frees a slot
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().connections_open == 2; }));
+  RawClient next = RawClient::Unix(options.socket);
+  ASSERT_TRUE(next.Send(FullStream(Identity("latecomer", 11), 5)));
+  EXPECT_EQ(next.WaitAck(5), 5u);
+}
+
+TEST(CollectorIngestTest, SilentAndTricklingPeersAreClosedWithBoundedMemory) {
+  TempDir dir;
+  CollectorOptions options = TestOptions(dir.path());
+  options.handshake_timeout = std::chrono::milliseconds(1000);
+  options.max_line_bytes = 1024;
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+
+  RawClient silent = RawClient::Unix(options.socket);
+  RawClient trickle = RawClient::Unix(options.socket);
+  RawClient identified = RawClient::Unix(options.socket);
+  const ProducerIdentity id = Identity("quiet", 12);
+  ASSERT_TRUE(identified.Send(testing::ProcessStartLine(id, 0)));
+  ASSERT_TRUE(identified.WaitAck(0));
+  // The trickler sends one byte at a time, never a newline, until the collector hangs up.
+  std::atomic<bool> trickle_closed{false};
+  std::thread trickler([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!trickle.Send("x")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    trickle_closed = trickle.WaitClosedByPeer(std::chrono::seconds(5));
+  });
+  EXPECT_TRUE(silent.WaitClosedByPeer());
+  trickler.join();
+  EXPECT_TRUE(trickle_closed.load());
+  EXPECT_TRUE(WaitUntil([&] { return running.stats().handshake_timeouts == 2; }));
+  const IngestStats s = running.stats();
+  // Over 1 s the trickler sent far less than max_line_bytes, or got line_too_long and
+  // nothing held: either way at most 1024 bytes were ever buffered for it.
+  EXPECT_LE(s.rejected_for(RejectReason::kLineTooLong), 1u);
+  // The identified producer, idle for longer than the timeout, is still served.
+  ASSERT_TRUE(identified.Send(testing::KernelTimeLine(id, 1, 1)));
+  EXPECT_EQ(identified.WaitAck(1), 1u);
+}
+
+TEST(CollectorIngestTest, AProducerThatNeverReadsAcksBlocksNobody) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+
+  // The deaf producer never reads: its acks (one per small write) fill the collector's socket
+  // send buffer, and later ones wait in the collector, which must not stall on them.
+  RawClient deaf = RawClient::Unix(options.socket);
+  const ProducerIdentity deaf_id = Identity("deaf", 13);
+  constexpr uint64_t kDeafLast = 40000;
+  std::thread deaf_thread([&] {
+    std::string chunk = testing::ProcessStartLine(deaf_id, 0);
+    for (uint64_t seq = 1; seq <= kDeafLast; ++seq) {
+      chunk += testing::KernelTimeLine(deaf_id, seq, seq);
+      if (chunk.size() > 4096 || seq == kDeafLast) {  // many small writes: many acks
+        ASSERT_TRUE(deaf.Send(chunk));
+        chunk.clear();
+      }
+    }
+  });
+  RawClient healthy = RawClient::Unix(options.socket);
+  ASSERT_TRUE(SendInPieces(healthy, FullStream(Identity("hearing", 14), 20000)));
+  EXPECT_EQ(healthy.WaitAck(20000), 20000u);
+  deaf_thread.join();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().lines_stored == 20001 + kDeafLast + 1; }));
+  // Once the deaf producer reads, the latest ack arrives: only the last matters.
+  EXPECT_EQ(deaf.WaitAck(kDeafLast), kDeafLast);
+}
+
+TEST(CollectorIngestTest, ReopenStartsNewFilesWhereTheOldOnesWere) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("rotated", 15);
+  RawClient client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0);
+  for (uint64_t seq = 1; seq < 10; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_TRUE(client.WaitAck(9));
+  const auto file = FindLog(options.log_dir, "rotated", getpid());
+  ASSERT_FALSE(file.empty());
+  std::filesystem::rename(file, file.string() + ".1");  // as logrotate would
+  running.collector()->RequestReopen();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().reopens == 1; }));
+  stream.clear();
+  for (uint64_t seq = 10; seq < 20; ++seq) stream += testing::KernelTimeLine(id, seq, seq);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_TRUE(client.WaitAck(19));
+  running.Stop();
+  EXPECT_EQ(Seqs(ReadLog(file.string() + ".1")), Range(0, 9));
+  EXPECT_EQ(Seqs(ReadLog(file)), Range(10, 19));
+}
+
+}  // namespace
+}  // namespace cuflight::collector

@@ -1,0 +1,212 @@
+// Flags and the JSON config file of the collector: defaults, every setting from both sources,
+// precedence, and one line naming the flag or key for every bad value.
+#include "collector_options.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collector_test_util.h"
+
+namespace cuflight::collector {
+namespace {
+
+struct Parsed {
+  ParseStatus status;
+  CollectorOptions options;
+  std::string out;
+  std::string error;
+};
+
+Parsed Parse(std::initializer_list<const char*> args) {
+  std::vector<const char*> argv = {"cuflight-collector"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Parsed p;
+  std::ostringstream out;
+  p.status =
+      ParseCollectorArgs(static_cast<int>(argv.size()), argv.data(), &p.options, out, &p.error);
+  p.out = out.str();
+  return p;
+}
+
+TEST(CollectorOptionsTest, DefaultsFollowTheProtocol) {
+  const Parsed p = Parse({});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.socket, DefaultSocketPath());
+  EXPECT_EQ(p.options.rotate_bytes, 64ull << 20);
+  EXPECT_EQ(p.options.retain_bytes, 0u);
+  EXPECT_EQ(p.options.retain_days, 0);
+  EXPECT_TRUE(p.options.metrics.host.empty());
+  EXPECT_TRUE(p.options.tcp.host.empty());
+  EXPECT_FALSE(p.options.tcp_allow_remote);
+  EXPECT_EQ(p.options.fsync_interval.count(), 1000);
+  EXPECT_EQ(p.options.max_connections, 1024);
+  EXPECT_EQ(p.options.max_line_bytes, 65536u);
+}
+
+TEST(CollectorOptionsTest, DefaultSocketPathUsesTheEnvironmentInProtocolOrder) {
+  const char* saved_collector = std::getenv("CUFLIGHT_COLLECTOR");
+  const char* saved_runtime = std::getenv("XDG_RUNTIME_DIR");
+  const std::string keep_collector = saved_collector ? saved_collector : "";
+  const std::string keep_runtime = saved_runtime ? saved_runtime : "";
+
+  setenv("CUFLIGHT_COLLECTOR", "/run/x/explicit.sock", 1);
+  setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
+  EXPECT_EQ(DefaultSocketPath(), "/run/x/explicit.sock");
+  unsetenv("CUFLIGHT_COLLECTOR");
+  EXPECT_EQ(DefaultSocketPath(), "/run/user/1234/cuflight/collector.sock");
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(DefaultSocketPath(), "/tmp/cuflight-" + std::to_string(getuid()) + "/collector.sock");
+
+  if (saved_collector) setenv("CUFLIGHT_COLLECTOR", keep_collector.c_str(), 1);
+  if (saved_runtime) setenv("XDG_RUNTIME_DIR", keep_runtime.c_str(), 1);
+}
+
+TEST(CollectorOptionsTest, EveryFlagIsApplied) {
+  const Parsed p = Parse({"--socket",
+                          "/run/c/s.sock",
+                          "--log-dir",
+                          "/var/tmp/logs",
+                          "--rotate-bytes",
+                          "8M",
+                          "--retain-bytes",
+                          "1G",
+                          "--retain-days",
+                          "7",
+                          "--metrics",
+                          "127.0.0.1:9464",
+                          "--tcp",
+                          "[::1]:7000",
+                          "--tcp-allow-remote",
+                          "--fsync-interval",
+                          "250",
+                          "--max-connections",
+                          "16",
+                          "--max-line-bytes",
+                          "4K",
+                          "--handshake-timeout",
+                          "500",
+                          "--reconnect-grace",
+                          "0",
+                          "--log-level",
+                          "debug"});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.socket, "/run/c/s.sock");
+  EXPECT_EQ(p.options.log_dir, "/var/tmp/logs");
+  EXPECT_EQ(p.options.rotate_bytes, 8ull << 20);
+  EXPECT_EQ(p.options.retain_bytes, 1ull << 30);
+  EXPECT_EQ(p.options.retain_days, 7);
+  EXPECT_EQ(p.options.metrics, (HostPort{"127.0.0.1", 9464}));
+  EXPECT_EQ(p.options.tcp, (HostPort{"::1", 7000}));
+  EXPECT_TRUE(p.options.tcp_allow_remote);
+  EXPECT_EQ(p.options.fsync_interval.count(), 250);
+  EXPECT_EQ(p.options.max_connections, 16);
+  EXPECT_EQ(p.options.max_line_bytes, 4096u);
+  EXPECT_EQ(p.options.handshake_timeout.count(), 500);
+  EXPECT_EQ(p.options.reconnect_grace.count(), 0);
+  EXPECT_EQ(p.options.log_level, "debug");
+}
+
+TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "collector.json";
+  std::ofstream(file) << R"({"socket": "/run/cfg.sock", "rotate-bytes": 1048576,
+                              "retain-days": "3", "tcp": "127.0.0.1:0", "tcp-allow-remote": true,
+                              "max-connections": 8})";
+  const Parsed p = Parse({"--config", file.c_str(), "--max-connections", "99"});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.socket, "/run/cfg.sock");
+  EXPECT_EQ(p.options.rotate_bytes, 1048576u);
+  EXPECT_EQ(p.options.retain_days, 3);
+  EXPECT_EQ(p.options.tcp, (HostPort{"127.0.0.1", 0}));
+  EXPECT_TRUE(p.options.tcp_allow_remote);
+  EXPECT_EQ(p.options.max_connections, 99);
+}
+
+TEST(CollectorOptionsTest, BadFlagValuesNameTheFlagOnOneLine) {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> cases = {
+      {{"--rotate-bytes", "12x"}, "--rotate-bytes: '12x' is not a byte count"},
+      {{"--rotate-bytes", "10"}, "--rotate-bytes: '10' is out of range"},
+      {{"--retain-bytes", "-1"}, "--retain-bytes: '-1' is not a byte count"},
+      {{"--retain-days", "forever"}, "--retain-days: 'forever' is not a non-negative integer"},
+      {{"--metrics", "localhost"}, "--metrics: 'localhost' is not HOST:PORT"},
+      {{"--tcp", "127.0.0.1:70000"}, "--tcp: '127.0.0.1:70000' is not HOST:PORT"},
+      {{"--fsync-interval", "1.5"}, "--fsync-interval: '1.5' is not a non-negative integer"},
+      {{"--max-connections", "0"}, "--max-connections: '0' is out of range"},
+      {{"--max-line-bytes", "100"}, "--max-line-bytes: '100' is out of range"},
+      {{"--log-level", "loud"}, "--log-level: 'loud' is not one of"},
+      {{"--socket", ""}, "--socket: the socket path may not be empty"},
+      {{"--no-such-flag"}, "--no-such-flag"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<const char*> argv = {"cuflight-collector"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CollectorOptions options;
+    std::ostringstream out;
+    std::string error;
+    EXPECT_EQ(ParseCollectorArgs(static_cast<int>(argv.size()), argv.data(), &options, out, &error),
+              ParseStatus::kExitUsage)
+        << expected;
+    EXPECT_NE(error.find(expected), std::string::npos) << "got: " << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
+TEST(CollectorOptionsTest, SocketPathTooLongForSunPathIsRefused) {
+  const std::string path = "/tmp/" + std::string(120, 'a') + ".sock";
+  const Parsed p = Parse({"--socket", path.c_str()});
+  EXPECT_EQ(p.status, ParseStatus::kExitUsage);
+  EXPECT_NE(p.error.find("--socket: path is 130 bytes; a Unix socket path allows at most 107"),
+            std::string::npos)
+      << p.error;
+}
+
+TEST(CollectorOptionsTest, BadConfigFilesNameTheFileAndKey) {
+  testing::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const auto file = dir.path() / name;
+    std::ofstream(file) << text;
+    return file.string();
+  };
+  const std::string unknown = write("unknown.json", R"({"rotate_bytes": 5})");
+  const std::string bad_value = write("bad.json", R"({"retain-days": -3})");
+  const std::string bad_type = write("type.json", R"({"log-dir": ["a"]})");
+  const std::string not_json = write("broken.json", "{\"socket\": ");
+  const std::string bool_for_number = write("bool.json", R"({"max-connections": true})");
+
+  struct Case {
+    std::string file;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {unknown, "unknown key 'rotate_bytes' (keys: socket, log-dir"},
+      {bad_value, "key 'retain-days': '-3' is not a non-negative integer"},
+      {bad_type, "key 'log-dir' must be a string or an integer"},
+      {not_json, "not a JSON object"},
+      {bool_for_number, "key 'max-connections' must be a string or an integer"},
+      {(dir.path() / "missing.json").string(), "--config: cannot read"},
+  };
+  for (const Case& c : cases) {
+    const Parsed p = Parse({"--config", c.file.c_str()});
+    EXPECT_EQ(p.status, ParseStatus::kExitUsage) << c.file;
+    EXPECT_NE(p.error.find(c.expected), std::string::npos) << "got: " << p.error;
+    EXPECT_EQ(p.error.find('\n'), std::string::npos);
+  }
+}
+
+TEST(CollectorOptionsTest, HelpAndVersionExitZero) {
+  const Parsed help = Parse({"--help"});
+  EXPECT_EQ(help.status, ParseStatus::kExitOk);
+  EXPECT_NE(help.out.find("--rotate-bytes"), std::string::npos);
+  EXPECT_NE(help.out.find("--fsync-interval"), std::string::npos);
+  const Parsed version = Parse({"--version"});
+  EXPECT_EQ(version.status, ParseStatus::kExitOk);
+  EXPECT_NE(version.out.find("cuflight-collector"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuflight::collector

@@ -1,0 +1,399 @@
+#include "collector_test_util.h"
+
+#include <cstdio>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "cuflight/schema/ack.h"
+#include "cuflight/schema/encoder.h"
+#include "cuflight/schema/events.h"
+
+namespace cuflight::collector::testing {
+
+TempDir::TempDir() {
+  std::string templ = "/tmp/cuflight-test-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    return;
+  }
+  path_ = templ;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+CollectorOptions TestOptions(const std::filesystem::path& dir) {
+  CollectorOptions o;
+  o.socket = dir / "run" / "collector.sock";
+  o.log_dir = dir / "logs";
+  o.rotate_bytes = 1ull << 40;
+  o.reconnect_grace = std::chrono::milliseconds(0);
+  return o;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+class StringSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    text_.append(formatted.data(), formatted.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
+CapturedLog::CapturedLog() : sink_(std::make_shared<StringSink>()) {
+  sink_->set_pattern("%l %v");
+  logger_ = std::make_shared<spdlog::logger>("test-collector", sink_);
+  logger_->set_level(spdlog::level::debug);
+}
+
+std::string CapturedLog::text() const { return sink_->text(); }
+
+RunningCollector::RunningCollector(const CollectorOptions& options, Metrics* metrics,
+                                   std::shared_ptr<spdlog::logger> logger) {
+  if (!logger) {
+    logger = std::make_shared<spdlog::logger>("quiet");
+    logger->set_level(spdlog::level::off);
+  }
+  StartupError error;
+  collector_ = Collector::Create(options, metrics, std::move(logger), &error);
+  if (!collector_) {
+    ADD_FAILURE() << "Collector::Create failed (" << error.exit_code << "): " << error.line;
+    return;
+  }
+  running_ = true;
+  thread_ = std::thread([this] { status_ = collector_->Run(); });
+}
+
+RunningCollector::~RunningCollector() { Stop(); }
+
+int RunningCollector::Stop() {
+  if (!running_) return -1;
+  collector_->RequestStop();
+  thread_.join();
+  running_ = false;
+  return status_;
+}
+
+RawClient RawClient::Unix(const std::filesystem::path& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return RawClient();
+  }
+  return RawClient(fd);
+}
+
+RawClient RawClient::Tcp(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return RawClient();
+  }
+  return RawClient(fd);
+}
+
+RawClient::~RawClient() { Close(); }
+
+RawClient::RawClient(RawClient&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), in_(std::move(other.in_)), last_ack_(other.last_ack_) {}
+
+RawClient& RawClient::operator=(RawClient&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    in_ = std::move(other.in_);
+    last_ack_ = other.last_ack_;
+  }
+  return *this;
+}
+
+bool RawClient::Send(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool RawClient::ReadSome(std::chrono::milliseconds wait) {
+  pollfd p{fd_, POLLIN, 0};
+  const int ready = poll(&p, 1, static_cast<int>(wait.count()));
+  if (ready <= 0) return true;
+  std::array<char, 4096> buf;
+  const ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+  if (n <= 0) return false;
+  in_.append(buf.data(), static_cast<size_t>(n));
+  size_t nl;
+  while ((nl = in_.find('\n')) != std::string::npos) {
+    if (auto seq = schema::ParseAck(std::string_view(in_).substr(0, nl + 1))) last_ack_ = *seq;
+    in_.erase(0, nl + 1);
+  }
+  return true;
+}
+
+std::optional<uint64_t> RawClient::WaitAck(uint64_t seq, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!(last_ack_ && *last_ack_ >= seq)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    if (!ReadSome(std::min(left, std::chrono::milliseconds(50)))) return std::nullopt;
+  }
+  return last_ack_;
+}
+
+bool RawClient::WaitClosedByPeer(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!ReadSome(std::chrono::milliseconds(50))) return true;
+  }
+  return false;
+}
+
+void RawClient::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+namespace {
+
+template <class E>
+std::string EncodeEvent(const E& event) {
+  std::string buf(8192, '\0');
+  const size_t n = schema::Encode(event, buf.data(), buf.size());
+  EXPECT_GT(n, 0u);
+  buf.resize(n);
+  return buf;
+}
+
+schema::Header HeaderFor(const ProducerIdentity& id, uint64_t seq) {
+  return schema::Header{1732000000123456789 + static_cast<int64_t>(seq), id.pid, seq};
+}
+
+}  // namespace
+
+std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq) {
+  schema::ProcessStartEvent e;
+  e.header = HeaderFor(id, seq);
+  e.exe = id.exe;
+  static const std::array<std::string_view, 2> kArgv = {"trainer", "--epochs=3"};
+  e.argv = kArgv;
+  e.hostname = id.hostname;
+  e.start_ns = id.start_ns;
+  e.cuflight_version = "0.1.0";
+  e.cuda_driver_version = 12040;
+  e.cupti_version = 22;
+  return EncodeEvent(e);
+}
+
+std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device) {
+  schema::DeviceEvent e;
+  e.header = HeaderFor(id, seq);
+  e.device = device;
+  e.name = "NVIDIA H100 80GB HBM3";
+  e.uuid = "GPU-12345678-1234-1234-1234-123456789abc";
+  e.cc_major = 9;
+  e.sm_count = 132;
+  e.max_threads_per_block = 1024;
+  e.max_threads_per_sm = 2048;
+  e.max_blocks_per_sm = 32;
+  e.regs_per_sm = 65536;
+  e.regs_per_block = 65536;
+  e.smem_per_sm = 233472;
+  e.smem_per_block = 49152;
+  e.smem_per_block_optin = 232448;
+  e.reserved_smem_per_block = 1024;
+  e.max_cluster_size = 8;
+  return EncodeEvent(e);
+}
+
+std::string KernelLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id) {
+  schema::KernelEvent k;
+  k.header = HeaderFor(id, seq);
+  k.tid = id.pid;
+  k.context = 0x55d1c0a3b2e0;
+  k.stream = 0x55d1c0f41230;
+  k.correlation_id = correlation_id;
+  k.api = "cuLaunchKernel";
+  k.name = "_ZN7cutlass6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE";
+  k.demangled = "void cutlass::Kernel<cutlass::gemm::kernel::Gemm>(Gemm::Params)";
+  k.grid = {264, 8, 1};
+  k.block = {256, 1, 1};
+  k.num_regs = 168;
+  k.static_shared_bytes = 49152;
+  k.max_threads_per_block = 256;
+  k.occupancy.max_active_blocks = 1;
+  k.occupancy.active_warps = 8;
+  k.occupancy.max_warps = 64;
+  k.occupancy.occupancy = 0.125;
+  k.occupancy.reg_occupancy = 0.125;
+  k.occupancy.smem_occupancy = 0.25;
+  k.occupancy.warp_occupancy = 1;
+  k.occupancy.block_occupancy = 1;
+  k.occupancy.barrier_occupancy = 1;
+  k.occupancy.limiting_resource = schema::Resource::kRegisters;
+  k.occupancy.limiting_resources = schema::MaskOf(schema::Resource::kRegisters);
+  k.occupancy.allocated_regs_per_block = 43008;
+  k.occupancy.allocated_smem_per_block = 50176;
+  k.occupancy.waves = 16;
+  k.occupancy.tail_utilization = 1;
+  k.occupancy.best_block_size = 128;
+  return EncodeEvent(k);
+}
+
+std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id) {
+  schema::KernelTimeEvent e;
+  e.header = HeaderFor(id, seq);
+  e.correlation_id = correlation_id;
+  e.context = 0x55d1c0a3b2e0;
+  e.stream = 0x55d1c0f41230;
+  e.start_ns = 1000000 + seq * 10;
+  e.end_ns = e.start_ns + 5;
+  e.duration_ns = 5;
+  return EncodeEvent(e);
+}
+
+std::string StatsLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
+                      uint64_t dropped) {
+  schema::StatsEvent e;
+  e.header = HeaderFor(id, seq);
+  e.emitted = emitted;
+  e.dropped = dropped;
+  e.dropped_ring_full = dropped;
+  e.ring_capacity = 65536;
+  e.interval_ns = 1000000000;
+  return EncodeEvent(e);
+}
+
+std::string ProcessEndLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
+                           uint64_t dropped) {
+  schema::ProcessEndEvent e;
+  e.header = HeaderFor(id, seq);
+  e.exit_code = 0;
+  e.emitted = emitted;
+  e.dropped = dropped;
+  e.dropped_ring_full = dropped;
+  return EncodeEvent(e);
+}
+
+std::vector<std::filesystem::path> LogFiles(const std::filesystem::path& log_dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(log_dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file() && it->path().extension() == ".jsonl") files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<LoggedLine> ReadLog(const std::filesystem::path& file) {
+  std::vector<LoggedLine> lines;
+  std::string all;
+  if (FILE* f = std::fopen(file.c_str(), "rb")) {
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) all.append(buf, n);
+    std::fclose(f);
+  }
+  EXPECT_TRUE(all.empty() || all.back() == '\n') << file << " ends in an unterminated line";
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t nl = all.find('\n', start);
+    if (nl == std::string::npos) nl = all.size();
+    LoggedLine line;
+    line.text = all.substr(start, nl - start);
+    start = nl + 1;
+    const nlohmann::json j = nlohmann::json::parse(line.text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j.contains("seq") ||
+        !j.contains("pid")) {
+      ADD_FAILURE() << file << ": bad line: " << line.text.substr(0, 200);
+      continue;
+    }
+    line.type = j["type"].get<std::string>();
+    line.pid = j["pid"].get<int64_t>();
+    line.seq = j["seq"].get<uint64_t>();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::filesystem::path FindLog(const std::filesystem::path& log_dir, std::string_view exe_base,
+                              int32_t pid) {
+  std::string needle = "-";
+  needle.append(exe_base);
+  needle += '-';
+  needle += std::to_string(pid);
+  needle += '-';
+  std::filesystem::path found;
+  int count = 0;
+  for (const auto& file : LogFiles(log_dir)) {
+    if (file.filename().string().find(needle) != std::string::npos) {
+      found = file;
+      ++count;
+    }
+  }
+  return count == 1 ? found : std::filesystem::path();
+}
+
+uint64_t PeakRssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;  // "VmHWM:   12345 kB"
+    }
+  }
+  return 0;
+}
+
+}  // namespace cuflight::collector::testing

@@ -134,6 +134,8 @@ int main() {
   }
   CHECK(cudaDeviceSynchronize());
   CHECK(cudaFree(out));
+  // Exit after a device reset: the injector must still deliver every event and process_end.
+  CHECK(cudaDeviceReset());
   std::fflush(stdout);
   return 0;
 }

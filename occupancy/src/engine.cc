@@ -214,8 +214,11 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   const cudaOccFuncAttributes a = MakeFuncAttributes(d, l);
   const cudaOccDeviceState s = MakeState(l);
   const uint64_t threads = l.block.count();
-  // Blocks larger than any device allows get warp limit 0 like the reference does.
-  const int block_size = static_cast<int>(std::min<uint64_t>(threads, INT_MAX));
+  // A block larger than the device allows gets warp limit 0 from the reference. Its size is
+  // clamped to twice the device's limit first (still too large), so the reference's int
+  // arithmetic (round-ups, registers x threads) cannot overflow.
+  const uint64_t too_large = 2 * static_cast<uint64_t>(std::clamp(d.max_threads_per_block, 1, 1 << 16));
+  const int block_size = static_cast<int>(std::min<uint64_t>(threads, too_large));
 
   cudaOccResult ref{};
   if (cudaOccMaxActiveBlocksPerMultiprocessor(&ref, &p, &a, &s, block_size,

@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench_events.h"
 #include "collector.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
@@ -103,45 +104,11 @@ Stream MakeStream(int producer) {
   device.header.seq = 1;
   device.name = "NVIDIA H100 80GB HBM3";
   device.sm_count = 132;
-  schema::KernelEvent k;
+  schema::KernelEvent k = bench::RealisticKernel();
   k.header = h;
   k.header.seq = 7777777;
   k.tid = pid;
-  k.context = 0x55d1c0a3b2e0;
-  k.stream = 0x55d1c0f41230;
   k.correlation_id = 8888888;
-  k.api = "cuLaunchKernel";
-  k.name =
-      "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedIfEEEEEvNT_6ParamsE";
-  k.demangled =
-      "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
-      "MmaPipelined<float>, cutlass::epilogue::Epilogue, true>>(Gemm::Params)";
-  k.grid = {264, 8, 1};
-  k.block = {256, 1, 1};
-  k.num_regs = 168;
-  k.static_shared_bytes = 49152;
-  k.dyn_shared_bytes = 32768;
-  k.const_bytes = 616;
-  k.max_threads_per_block = 256;
-  schema::OccupancyFields& o = k.occupancy;
-  o.max_active_blocks = 1;
-  o.active_warps = 8;
-  o.max_warps = 64;
-  o.occupancy = 0.125;
-  o.reg_occupancy = 0.125;
-  o.smem_occupancy = 0.25;
-  o.warp_occupancy = 1;
-  o.block_occupancy = 1;
-  o.barrier_occupancy = 1;
-  o.limiting_resource = schema::Resource::kRegisters;
-  o.limiting_resources = schema::MaskOf(schema::Resource::kRegisters);
-  o.allocated_regs_per_block = 43008;
-  o.allocated_smem_per_block = 82944;
-  o.waves = 16.0 / 1.1;
-  o.tail_utilization = 2.0 / 3.0;
-  o.regs_for_next_block = 128;
-  o.smem_for_next_block = 115712;
-  o.best_block_size = 128;
   schema::KernelTimeEvent t;
   t.header = h;
   t.header.seq = 7777777;

@@ -1,10 +1,10 @@
-#include "segment_names.h"
+#include "cuflight/schema/log_layout.h"
 
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 
-namespace cuflight::collector {
+namespace cuflight::schema {
 namespace {
 
 constexpr std::string_view kActiveSuffix = ".jsonl";
@@ -131,4 +131,4 @@ ParsedLogFileName ParseLogFileName(std::string_view name) {
   return parsed;
 }
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::schema

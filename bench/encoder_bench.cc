@@ -197,6 +197,19 @@ BENCHMARK(BM_ValidateKernelTime);
 void BM_ValidateMix(benchmark::State& state) { ValidateLines(state, Lines().mix); }
 BENCHMARK(BM_ValidateMix);
 
+// The same mix with a space before each closing brace: valid, but not in the encoder's layout, so
+// the expected-order fast path walks each line to its end before the general path validates it
+// (the worst case for a line the fast path does not take).
+void BM_ValidateMixFallback(benchmark::State& state) {
+  static const std::vector<std::string> lines = [] {
+    std::vector<std::string> out = Lines().mix;
+    for (std::string& line : out) line.insert(line.rfind('}'), 1, ' ');
+    return out;
+  }();
+  ValidateLines(state, lines);
+}
+BENCHMARK(BM_ValidateMixFallback);
+
 // The same mix through Decode, for comparison.
 void BM_DecodeMix(benchmark::State& state) {
   const std::vector<std::string>& lines = Lines().mix;

@@ -30,6 +30,7 @@ constexpr IntRange kCount32{0, std::numeric_limits<int32_t>::max()};
 constexpr IntRange kCount64{0, std::numeric_limits<int64_t>::max()};
 constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max()};
 constexpr IntRange kCarveout{-1, 100};
+constexpr IntRange kSignal{1, 64};  // Linux signal numbers, real-time ones included
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr size_t kMaxExcerpt = 48;
@@ -166,6 +167,13 @@ class Reader {
   }
 
   // Absent: false.
+  void Bool(const char* key, bool* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return Fail(Reason::kWrongType, key, "must be a boolean", v);
+    *out = v->get<bool>();
+  }
+
   void OptionalBool(const char* key, bool* out) {
     const json* v = Find(key);
     if (!ok()) return;
@@ -552,6 +560,18 @@ void Read(Reader& r, OwnedProcessLostEvent* e) {
   r.Int("events_lost", kUint64, &e->events_lost);
 }
 
+void Read(Reader& r, OwnedProcessCrashEvent* e) {
+  r.Int("signal", kSignal, &e->signal);
+  r.String("signal_name", &e->signal_name);
+  r.Int("code", kInt32, &e->code);
+  r.Int("addr", kUint64, &e->addr);
+  r.Int("tid", kInt32, &e->tid);
+  r.Bool("app_handler", &e->app_handler);
+  r.Int("emitted", kUint64, &e->emitted);
+  r.Int("dropped", kUint64, &e->dropped);
+  ReadLaunchCounters(r, e);
+}
+
 template <class T>
 void ReadEvent(Reader& r, const Header& header, OwnedEvent* out) {
   T& e = out->emplace<T>();
@@ -656,6 +676,8 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
       return ReadEvent<OwnedProcessEndEvent>(r, header, &result->event);
     case EventType::kProcessLost:
       return ReadEvent<OwnedProcessLostEvent>(r, header, &result->event);
+    case EventType::kProcessCrash:
+      return ReadEvent<OwnedProcessCrashEvent>(r, header, &result->event);
   }
 }
 

@@ -751,6 +751,34 @@ size_t Encode(const BasicProcessLostEvent<S>& e, char* buf, size_t cap) noexcept
   return w.Finish();
 }
 
+template <class S>
+size_t Encode(const BasicProcessCrashEvent<S>& e, char* buf, size_t cap) noexcept {
+  Writer w(buf, cap);
+  WriteHeader(w, R"({"type":"process_crash","version":1,"ts_ns":)", e.header);
+  w.Key(R"(,"signal":)");
+  w.Int(e.signal);
+  w.Key(R"(,"signal_name":)");
+  w.String(e.signal_name);
+  w.Key(R"(,"code":)");
+  w.Int(e.code);
+  w.Key(R"(,"addr":)");
+  w.Int(e.addr);
+  w.Key(R"(,"tid":)");
+  w.Int(e.tid);
+  if (e.app_handler) {
+    w.Key(R"(,"app_handler":true)");
+  } else {
+    w.Key(R"(,"app_handler":false)");
+  }
+  w.Key(R"(,"emitted":)");
+  w.Int(e.emitted);
+  w.Key(R"(,"dropped":)");
+  w.Int(e.dropped);
+  WriteLaunchCounters(w, e);
+  w.Char('}');
+  return w.Finish();
+}
+
 size_t Encode(const Event& event, char* buf, size_t cap) noexcept {
   return EncodeAny(event, buf, cap);
 }
@@ -775,5 +803,7 @@ template size_t Encode(const BasicProcessEndEvent<View>&, char*, size_t) noexcep
 template size_t Encode(const BasicProcessEndEvent<Owned>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessLostEvent<View>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessLostEvent<Owned>&, char*, size_t) noexcept;
+template size_t Encode(const BasicProcessCrashEvent<View>&, char*, size_t) noexcept;
+template size_t Encode(const BasicProcessCrashEvent<Owned>&, char*, size_t) noexcept;
 
 }  // namespace cuflight::schema

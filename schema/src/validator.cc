@@ -16,8 +16,21 @@
 #include <emmintrin.h>
 #endif
 
+#include "validator_bytes.h"
+#include "validator_fast_path.h"
+#include "validator_internal.h"
+
 namespace cuflight::schema {
 namespace {
+
+using internal::EightDigitsValue;
+using internal::IsDigit;
+using internal::IsSpace;
+using internal::kPow10;
+using internal::kStringByte;
+using internal::LeadingDigits;
+using internal::Load8;
+using internal::Utf8Length;
 
 // ---------------------------------------------------------------------------------------------
 // Known member names: the union over every event type. One slot per name.
@@ -44,7 +57,8 @@ namespace {
   X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
   X(dropped_ring_full) X(dropped_disconnected) X(ring_high_water) X(cpu_ns)                     \
   X(exit_code)                                                                                   \
-  X(last_seq) X(reason) X(events_stored) X(events_lost)
+  X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
+  X(signal) X(signal_name) X(addr) X(app_handler)
 
 #define CUFLIGHT_SCHEMA_KEY_ENUM(name) k_##name,
 #define CUFLIGHT_SCHEMA_KEY_NAME(name) #name,
@@ -156,13 +170,6 @@ constexpr std::array<KeyWords, kKeyCount> kKeyWords = [] {
   }
   return words;
 }();
-
-inline uint64_t Load8(const char* s) {
-  uint64_t w;
-  std::memcpy(&w, s, 8);
-  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-  return w;
-}
 
 // The Key named s[0, n), or kNoKey. s[0, n) must be readable; nothing past it is read.
 inline uint8_t LookupKey(const char* s, size_t n) {
@@ -376,74 +383,6 @@ struct Value {
   // A string's text between its quotes.
   std::string_view inner() const { return {begin + 1, static_cast<size_t>(end - begin - 2)}; }
 };
-
-inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
-
-// Whether the 8 bytes of w (first byte lowest) are all ASCII digits; and their decimal value.
-// SWAR tricks as in simdjson's parse_eight_digits_unrolled.
-inline bool AllDigits(uint64_t w) {
-  return ((w & 0xF0F0F0F0F0F0F0F0u) |
-          (((w + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) >> 4)) == 0x3333333333333333u;
-}
-
-// How many of the bytes of w, from the lowest, are ASCII digits before the first that is not (8:
-// all). A carry out of a non-digit byte only changes the bytes after it, which do not count.
-inline int LeadingDigits(uint64_t w) {
-  const uint64_t high = (w & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
-  const uint64_t high6 = ((w + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
-  const uint64_t other = high | high6;  // a nonzero byte: not a digit
-  const uint64_t marks =
-      (((other & 0x7F7F7F7F7F7F7F7Fu) + 0x7F7F7F7F7F7F7F7Fu) | other) & 0x8080808080808080u;
-  if (marks == 0) return 8;
-  return __builtin_ctzll(marks) / 8;
-}
-
-constexpr uint64_t kPow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
-
-inline uint64_t EightDigitsValue(uint64_t w) {
-  constexpr uint64_t kMask = 0x000000FF000000FFu;
-  constexpr uint64_t kMul1 = 100 + (uint64_t{1000000} << 32);
-  constexpr uint64_t kMul2 = 1 + (uint64_t{10000} << 32);
-  w -= 0x3030303030303030u;
-  w = (w * 10) + (w >> 8);
-  return (((w & kMask) * kMul1) + (((w >> 16) & kMask) * kMul2)) >> 32;
-}
-
-inline bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// kStringByte[c]: 0 for a byte copied as is inside a string (0x20..0x7F but '"' and '\\').
-constexpr std::array<uint8_t, 256> kStringByte = [] {
-  std::array<uint8_t, 256> table{};
-  for (size_t c = 0; c < 256; ++c) table[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
-  return table;
-}();
-
-// Length of the well-formed UTF-8 sequence at s (s[0] >= 0x80), or 0 (Table 3-7 of the Unicode
-// standard, as nlohmann checks it).
-inline size_t Utf8Length(const unsigned char* s, const unsigned char* end) {
-  const unsigned char lead = s[0];
-  size_t len;
-  unsigned char lo = 0x80;
-  unsigned char hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    len = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    len = 3;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    len = 4;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (static_cast<size_t>(end - s) < len || s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; ++i) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  }
-  return len;
-}
 
 class Lexer {
  public:
@@ -846,6 +785,7 @@ constexpr IntRange kCount32{0, std::numeric_limits<int32_t>::max()};
 constexpr IntRange kCount64{0, std::numeric_limits<int64_t>::max()};
 constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max()};
 constexpr IntRange kCarveout{-1, 100};
+constexpr IntRange kSignal{1, 64};  // Linux signal numbers, real-time ones included
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 struct Integral {
@@ -977,6 +917,13 @@ class Checker {
     const Value* v = Find(k);
     if (!ok() || v == nullptr || v->kind == Kind::kNull) return;
     ReadInt<int64_t>(k, *v, range, "an integer or null", nullptr);
+  }
+
+  void Bool(Key k) {
+    const Value* v = Get(k);
+    if (v != nullptr && v->kind != Kind::kTrue && v->kind != Kind::kFalse) {
+      Fail(Reason::kWrongType, k, "must be a boolean", v);
+    }
   }
 
   void OptionalBool(Key k) {
@@ -1380,6 +1327,18 @@ void CheckProcessLost(Checker& c) {
   c.Int<int64_t>(k_events_lost, kUint64);
 }
 
+void CheckProcessCrash(Checker& c) {
+  c.Int<int64_t>(k_signal, kSignal);
+  c.String(k_signal_name);
+  c.Int<int64_t>(k_code, kInt32);
+  c.Int<int64_t>(k_addr, kUint64);
+  c.Int<int64_t>(k_tid, kInt32);
+  c.Bool(k_app_handler);
+  c.Int<int64_t>(k_emitted, kUint64);
+  c.Int<int64_t>(k_dropped, kUint64);
+  CheckLaunchCounters(c);
+}
+
 // The EventType a `type` string value names, or nullopt.
 std::optional<EventType> TypeOfValue(const Value& v) {
   if (!v.escaped) return EventTypeFromName(v.inner());
@@ -1584,6 +1543,9 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
     case EventType::kProcessLost:
       CheckProcessLost(c);
       break;
+    case EventType::kProcessCrash:
+      CheckProcessCrash(c);
+      break;
   }
   return c.reason();
 }
@@ -1657,11 +1619,30 @@ bool LineInfo::GetString(std::string_view key, char* scratch, size_t cap,
   return true;
 }
 
-Reason Validate(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
+namespace internal {
+
+bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept {
+  return fast_path::AcceptEncoderLayout(line, info);
+}
+
+Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
   if (info == nullptr) {
     LineInfo local;
     return ValidateInto(line, &local, error);
   }
+  return ValidateInto(line, info, error);
+}
+
+}  // namespace internal
+
+Reason Validate(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
+  if (info == nullptr) {
+    LineInfo local;
+    return Validate(line, &local, error);
+  }
+  // The encoder's own layout first; the general path for everything else, and for the verdict
+  // and message of every line the fast path does not accept.
+  if (internal::fast_path::AcceptEncoderLayout(line, info)) return Reason::kOk;
   return ValidateInto(line, info, error);
 }
 

@@ -143,9 +143,9 @@ TEST(DecoderTest, NotAnObject) {
 
 TEST(DecoderTest, UnknownTypeKeepsTheHeader) {
   const DecodeResult result =
-      Decode(R"({"type":"process_crash","version":1,"ts_ns":5,"pid":6,"seq":7,"why":"x"})");
+      Decode(R"({"type":"gpu_reset","version":1,"ts_ns":5,"pid":6,"seq":7,"why":"x"})");
   EXPECT_EQ(result.reason, Reason::kUnknownType);
-  EXPECT_EQ(result.message, R"(event: unknown type "process_crash")");
+  EXPECT_EQ(result.message, R"(event: unknown type "gpu_reset")");
   ASSERT_TRUE(result.header.has_value());
   EXPECT_EQ(*result.header, (Header{5, 6, 7}));
 }
@@ -449,6 +449,30 @@ TEST(DecoderTest, ProcessLost) {
   EXPECT_EQ(LostReasonFromName("Disconnected"), std::nullopt);
 }
 
+TEST(DecoderTest, ProcessCrash) {
+  const std::string head =
+      R"({"type":"process_crash","version":1,"ts_ns":5,"pid":6,"seq":7,"signal":11,)"
+      R"("signal_name":"SIGSEGV","code":1,"addr":16,"tid":9,)";
+  const DecodeResult result = Decode(head + R"("app_handler":false,"emitted":3,"dropped":0})");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& crash = std::get<OwnedProcessCrashEvent>(result.event);
+  EXPECT_EQ(crash.header, (Header{5, 6, 7}));
+  EXPECT_EQ(crash.signal, 11);
+  EXPECT_EQ(crash.signal_name, "SIGSEGV");
+  EXPECT_EQ(crash.addr, 16u);
+  EXPECT_EQ(crash.tid, 9);
+  EXPECT_FALSE(crash.app_handler);
+  EXPECT_EQ(crash.launches, 0u);  // optional, absent
+  EXPECT_EQ(Decode(head + R"("app_handler":1,"emitted":3,"dropped":0})").reason,
+            Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"("emitted":3,"dropped":0})").reason, Reason::kMissingField);
+  const DecodeResult no_signal = Decode(
+      R"({"type":"process_crash","version":1,"ts_ns":5,"pid":6,"seq":7,"signal":0,)"
+      R"("signal_name":"?","code":0,"addr":0,"tid":9,"app_handler":false,"emitted":3,"dropped":0})");
+  EXPECT_EQ(no_signal.reason, Reason::kOutOfRange);
+  EXPECT_THAT(no_signal.message, HasSubstr(R"(process_crash: field "signal")"));
+}
+
 TEST(DecoderTest, ReasonNamesAreStableAndDistinct) {
   EXPECT_EQ(ReasonName(Reason::kOk), "ok");
   EXPECT_EQ(ReasonName(Reason::kMalformedJson), "malformed_json");
@@ -474,6 +498,8 @@ TEST(DecoderTest, EventTypeNames) {
   EXPECT_EQ(EventTypeName(EventType::kKernelTime), "kernel_time");
   EXPECT_EQ(EventTypeName(EventType::kProcessLost), "process_lost");
   EXPECT_EQ(static_cast<int>(EventType::kProcessLost), 7);
+  EXPECT_EQ(EventTypeName(EventType::kProcessCrash), "process_crash");
+  EXPECT_EQ(static_cast<int>(EventType::kProcessCrash), 8);
 }
 
 }  // namespace

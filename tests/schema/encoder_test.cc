@@ -96,6 +96,29 @@ TEST(EncoderTest, ProcessLostLineIsExact) {
             std::string::npos);
 }
 
+TEST(EncoderTest, ProcessCrashLineIsExact) {
+  ProcessCrashEvent crash;
+  crash.header = {1732000000123456789, 4242, 100};
+  crash.signal = 7;
+  crash.signal_name = "SIGBUS";
+  crash.code = 2;
+  crash.addr = 0x7f0000001000;
+  crash.tid = 4250;
+  crash.app_handler = true;
+  crash.emitted = 99;
+  crash.dropped = 1;
+  crash.launches = 120;
+  crash.filtered = 20;
+  crash.dropped_ring_full = 1;
+  crash.dropped_disconnected = 0;
+  EXPECT_EQ(EncodeToString(crash),
+            R"({"type":"process_crash","version":1,"ts_ns":1732000000123456789,"pid":4242,)"
+            R"("seq":100,"signal":7,"signal_name":"SIGBUS","code":2,"addr":139637976731648,)"
+            R"("tid":4250,"app_handler":true,"emitted":99,"dropped":1,"launches":120,)"
+            R"("filtered":20,"dropped_ring_full":1,"dropped_disconnected":0})"
+            "\n");
+}
+
 TEST(EncoderTest, ProcessStartLineIsExact) {
   const std::vector<std::string_view> argv = {"a"};
   const std::vector<std::pair<std::string_view, std::string_view>> config = {

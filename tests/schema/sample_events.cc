@@ -352,6 +352,34 @@ std::vector<OwnedEvent> RoundTripEvents() {
   lost.events_stored = kU64Max;
   lost.events_lost = kU64Max;
   events.emplace_back(lost);
+
+  OwnedProcessCrashEvent crash;
+  crash.header = MakeHeader(seq++);
+  crash.signal = 11;
+  crash.signal_name = "SIGSEGV";
+  crash.code = 1;  // SEGV_MAPERR
+  crash.addr = 0x10;
+  crash.tid = 4243;
+  crash.emitted = 500;
+  crash.dropped = 3;
+  crash.launches = 800;
+  crash.filtered = 300;
+  crash.dropped_ring_full = 1;
+  crash.dropped_disconnected = 2;
+  events.emplace_back(crash);
+  crash.signal = 6;
+  crash.signal_name = "SIGABRT";
+  crash.code = -6;  // SI_TKILL: raise() from abort()
+  crash.addr = 0;
+  crash.app_handler = true;
+  events.emplace_back(WithHeader(crash, seq++));
+  crash.signal = 64;
+  crash.code = kI32Min;
+  crash.addr = kU64Max;
+  crash.tid = kI32Max;
+  crash.emitted = crash.dropped = crash.launches = crash.filtered = kU64Max;
+  crash.dropped_ring_full = crash.dropped_disconnected = kU64Max;
+  events.emplace_back(WithHeader(crash, seq++));
   return events;
 }
 

@@ -346,7 +346,7 @@ TEST(ValidatorTest, DuplicateKeysLastOneCounts) {
       {KernelWith(R"("t\u0069d":"x")"), Reason::kWrongType},
       {KernelWith(R"("type":"kernel_time")"), Reason::kMissingField},
       {KernelWith(R"("type":"k\u0065rnel")"), Reason::kOk},
-      {KernelWith(R"("\u0074ype":"process_crash")"), Reason::kUnknownType},
+      {KernelWith(R"("\u0074ype":"gpu_reset")"), Reason::kUnknownType},
       {KernelWith(R"("version":2,"version":1)"), Reason::kOk},
       {KernelWith(R"("seq":-1,"seq":3)"), Reason::kOk},
       {KernelWith(R"("grid":[1,2,3],"grid":"x")"), Reason::kWrongType},

@@ -37,13 +37,14 @@ enum class EventType : uint8_t {
   kStats = 5,
   kProcessEnd = 6,
   kProcessLost = 7,
+  kProcessCrash = 8,
 };
-inline constexpr int kEventTypeCount = 8;
+inline constexpr int kEventTypeCount = 9;
 
 // Wire names (`type`), indexed by EventType.
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
     "process_start", "device", "kernel",     "kernel_time",
-    "api_error",     "stats",  "process_end", "process_lost"};
+    "api_error",     "stats",  "process_end", "process_lost", "process_crash"};
 
 // Wire name of `type`, which must be one of the enumerators.
 constexpr std::string_view EventTypeName(EventType type) {
@@ -230,7 +231,8 @@ struct BasicApiErrorEvent {
   int32_t device = -1;                      // -1 if unknown
   uint64_t context = 0;                     // 0 if unknown
   uint64_t stream = 0;                      // 0 if unknown or the legacy default stream
-  typename S::IdList last_correlation_ids;  // the thread's latest launches, oldest first
+  // correlation_id of the latest recorded launches on the same context, oldest first
+  typename S::IdList last_correlation_ids;
 
   bool operator==(const BasicApiErrorEvent&) const = default;
 };
@@ -288,6 +290,31 @@ struct BasicProcessLostEvent {
   bool operator==(const BasicProcessLostEvent&) const = default;
 };
 
+// Sent by the process from its handler of a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGABRT), after every event recorded before it. Counters as in process_end (the four after
+// `dropped` optional on the wire, 0 when absent).
+template <class S>
+struct BasicProcessCrashEvent {
+  static constexpr EventType kType = EventType::kProcessCrash;
+  Header header;
+  int32_t signal = 0;              // the signal number
+  typename S::String signal_name;  // e.g. "SIGSEGV"
+  int32_t code = 0;                // siginfo si_code (> 0: raised by the kernel for a fault)
+  uint64_t addr = 0;               // si_addr for SIGSEGV, SIGBUS, SIGFPE, SIGILL; 0 otherwise
+  int32_t tid = 0;                 // the thread that received the signal
+  // The application had its own handler for the signal, which ran next: the process may have
+  // survived (later events then follow). False: the default action (termination) followed.
+  bool app_handler = false;
+  uint64_t emitted = 0;
+  uint64_t dropped = 0;
+  uint64_t launches = 0;
+  uint64_t filtered = 0;
+  uint64_t dropped_ring_full = 0;
+  uint64_t dropped_disconnected = 0;
+
+  bool operator==(const BasicProcessCrashEvent&) const = default;
+};
+
 using ProcessStartEvent = BasicProcessStartEvent<View>;
 using DeviceEvent = BasicDeviceEvent<View>;
 using KernelEvent = BasicKernelEvent<View>;
@@ -296,6 +323,7 @@ using ApiErrorEvent = BasicApiErrorEvent<View>;
 using StatsEvent = BasicStatsEvent<View>;
 using ProcessEndEvent = BasicProcessEndEvent<View>;
 using ProcessLostEvent = BasicProcessLostEvent<View>;
+using ProcessCrashEvent = BasicProcessCrashEvent<View>;
 
 using OwnedProcessStartEvent = BasicProcessStartEvent<Owned>;
 using OwnedDeviceEvent = BasicDeviceEvent<Owned>;
@@ -305,12 +333,14 @@ using OwnedApiErrorEvent = BasicApiErrorEvent<Owned>;
 using OwnedStatsEvent = BasicStatsEvent<Owned>;
 using OwnedProcessEndEvent = BasicProcessEndEvent<Owned>;
 using OwnedProcessLostEvent = BasicProcessLostEvent<Owned>;
+using OwnedProcessCrashEvent = BasicProcessCrashEvent<Owned>;
 
 // Any event; the alternative index is the EventType.
 template <class S>
 using BasicEvent = std::variant<BasicProcessStartEvent<S>, BasicDeviceEvent<S>, BasicKernelEvent<S>,
                                 BasicKernelTimeEvent<S>, BasicApiErrorEvent<S>, BasicStatsEvent<S>,
-                                BasicProcessEndEvent<S>, BasicProcessLostEvent<S>>;
+                                BasicProcessEndEvent<S>, BasicProcessLostEvent<S>,
+                                BasicProcessCrashEvent<S>>;
 using Event = BasicEvent<View>;
 using OwnedEvent = BasicEvent<Owned>;
 static_assert(std::variant_size_v<Event> == kEventTypeCount);

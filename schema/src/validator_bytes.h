@@ -1,0 +1,103 @@
+// Byte-level helpers of the line validator (validator.cc), shared by its general path and its
+// expected-order fast path (validator_fast_path.h): little-endian word loads, SWAR decimal digits,
+// JSON whitespace and the UTF-8 well-formedness check. Private to schema/src.
+#ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_BYTES_H_
+#define CUFLIGHT_SCHEMA_SRC_VALIDATOR_BYTES_H_
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace cuflight::schema::internal {
+
+// s[0, 8) as a little-endian word (first byte lowest) on any host. s[0, 8) must be readable.
+inline uint64_t Load8(const char* s) {
+  uint64_t w;
+  std::memcpy(&w, s, 8);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+  return w;
+}
+
+// s[0, 4) as a little-endian word. s[0, 4) must be readable.
+inline uint32_t Load4(const char* s) {
+  uint32_t w;
+  std::memcpy(&w, s, 4);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap32(w);
+  return w;
+}
+
+inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
+// How many of the bytes of w, from the lowest, are ASCII digits before the first that is not (8:
+// all). A carry out of a non-digit byte only changes the bytes after it, which do not count.
+// SWAR tricks as in simdjson's parse_eight_digits_unrolled.
+inline int LeadingDigits(uint64_t w) {
+  const uint64_t high = (w & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
+  const uint64_t high6 = ((w + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) ^ 0x3030303030303030u;
+  const uint64_t other = high | high6;  // a nonzero byte: not a digit
+  const uint64_t marks =
+      (((other & 0x7F7F7F7F7F7F7F7Fu) + 0x7F7F7F7F7F7F7F7Fu) | other) & 0x8080808080808080u;
+  if (marks == 0) return 8;
+  return __builtin_ctzll(marks) / 8;
+}
+
+inline constexpr uint64_t kPow10[] = {1,      10,      100,      1000,     10000,
+                                      100000, 1000000, 10000000, 100000000};
+
+// The decimal value of the 8 ASCII digits of w, the first (most significant) in the lowest byte.
+inline uint64_t EightDigitsValue(uint64_t w) {
+  constexpr uint64_t kMask = 0x000000FF000000FFu;
+  constexpr uint64_t kMul1 = 100 + (uint64_t{1000000} << 32);
+  constexpr uint64_t kMul2 = 1 + (uint64_t{10000} << 32);
+  w -= 0x3030303030303030u;
+  w = (w * 10) + (w >> 8);
+  return (((w & kMask) * kMul1) + (((w >> 16) & kMask) * kMul2)) >> 32;
+}
+
+// The value of the first n (1..7) digits of w, whose first n bytes are ASCII digits: the digits
+// moved to the top bytes with '0's below have the same value.
+inline uint64_t LeadingDigitsValue(uint64_t w, int n) {
+  return EightDigitsValue((w << (8 * (8 - n))) | (0x3030303030303030u >> (8 * n)));
+}
+
+inline bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// kStringByte[c]: 0 for a byte copied as is inside a string (0x20..0x7F but '"' and '\\').
+inline constexpr std::array<uint8_t, 256> kStringByte = [] {
+  std::array<uint8_t, 256> table{};
+  for (size_t c = 0; c < 256; ++c) table[c] = (c < 0x20 || c >= 0x80 || c == '"' || c == '\\');
+  return table;
+}();
+
+// Length of the well-formed UTF-8 sequence at s (s[0] >= 0x80), or 0 (Table 3-7 of the Unicode
+// standard, as nlohmann checks it). Reads nothing at or past end.
+inline size_t Utf8Length(const unsigned char* s, const unsigned char* end) {
+  const unsigned char lead = s[0];
+  size_t len;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (static_cast<size_t>(end - s) < len || s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; ++i) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
+}  // namespace cuflight::schema::internal
+
+#endif  // CUFLIGHT_SCHEMA_SRC_VALIDATOR_BYTES_H_

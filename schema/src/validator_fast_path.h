@@ -1,0 +1,829 @@
+// Expected-order fast path of the line validator (schema::Validate, validator.cc).
+//
+// 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
+//    whitespace; only the kernel event has members it may leave out (cluster, graph_id with
+//    graph_node_id, cluster_occupancy). AcceptEncoderLayout walks a line expecting exactly that
+//    layout: it compares the bytes of each member name, with the ',' before it, its quotes and
+//    the ':' after it, against the encoder's as whole words (no hashing, no lookup), then parses
+//    and range-checks the value in place.
+// 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
+//    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
+//    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a
+//    number outside the plain shapes below, a value out of range) it returns false having decided
+//    nothing, and the general path gives the verdict and the message.
+// 3. Value shapes it accepts: integers as digits (at most 19, no leading zero), with a '-' only
+//    where the range has negatives (and not "-0"); numbers in [0, 1] as 0, 1 or 0.ddd; other
+//    numbers >= 0 as digits with an optional .ddd (no exponent); strings without escapes or
+//    control bytes, with well-formed UTF-8; arrays and objects of those, without whitespace.
+//    The validator tests and the fuzzer (tests/fuzz/) check that each is accepted exactly when
+//    the general path accepts it.
+// 4. Cost: every member is a few word compares and one or two 16-byte loads. Far from the line's
+//    end (kRoom bytes), an integer member is read without per-load bounds checks; near the end,
+//    and for the other value kinds, every read is checked against the end of the line. With
+//    SSE2 (every x86-64); elsewhere the same checks run on 8-byte words.
+// 5. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
+//    schema sources, so the fast path stays in that translation unit). No allocation, no state.
+#ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
+#define CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "cuflight/schema/events.h"
+#include "cuflight/schema/occupancy_fields.h"
+#include "cuflight/schema/validator.h"
+#include "validator_bytes.h"
+
+namespace cuflight::schema::internal::fast_path {
+
+// ---------------------------------------------------------------------------------------------
+// Literals compared as words.
+
+// A string literal as a template argument (`,"name":` and the like).
+template <size_t N>
+struct Lit {
+  // Implicit, so that a literal converts: Name<R"(,"tid":)">().
+  constexpr Lit(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
+    for (size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+  static constexpr size_t kSize = N - 1;  // without the terminating NUL
+
+  char text[N];
+};
+
+// Little-endian value of L.text[at, at + width), width <= 8.
+template <Lit L>
+constexpr uint64_t LitWord(size_t at, size_t width) {
+  uint64_t w = 0;
+  for (size_t i = 0; i < width; ++i) {
+    w |= uint64_t{static_cast<unsigned char>(L.text[at + i])} << (8 * i);
+  }
+  return w;
+}
+
+// Whether L.text[at, ...) starts with `s`.
+template <Lit L>
+constexpr bool LitHas(size_t at, std::string_view s) {
+  if (at + s.size() > L.kSize) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (L.text[at + i] != s[i]) return false;
+  }
+  return true;
+}
+
+// Offset of the i-th 8-byte word covering a literal of n >= 8 bytes: the last one overlaps its
+// neighbour so that no byte past the literal is read.
+constexpr size_t WordOffset(size_t i, size_t n) { return 8 * i + 8 <= n ? 8 * i : n - 8; }
+
+// Whether p[0, L.kSize) holds L. p[0, L.kSize) must be readable; nothing past it is read.
+template <Lit L>
+[[gnu::always_inline]] inline bool Matches(const char* p) {
+  constexpr size_t n = L.kSize;
+  static_assert(n >= 4, "two 4-byte loads cover the shortest literal");
+  if constexpr (n < 8) {
+    return ((Load4(p) ^ LitWord<L>(0, 4)) | (Load4(p + n - 4) ^ LitWord<L>(n - 4, 4))) == 0;
+  } else {
+    uint64_t diff = 0;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((diff |= Load8(p + WordOffset(I, n)) ^ LitWord<L>(WordOffset(I, n), 8)), ...);
+    }(std::make_index_sequence<(n + 7) / 8>{});
+    return diff == 0;
+  }
+}
+
+#if defined(__SSE2__)
+// L's bytes, zero-padded to 32 (as vector operands).
+template <Lit L>
+inline constexpr auto kPadded = [] {
+  static_assert(L.kSize <= 32);
+  struct alignas(16) {
+    char bytes[32];
+  } padded{};
+  for (size_t i = 0; i < L.kSize; ++i) padded.bytes[i] = L.text[i];
+  return padded;
+}();
+
+// How many bytes MatchesWide reads.
+template <Lit L>
+inline constexpr size_t kWideSize = L.kSize < 16 ? 16 : L.kSize;
+
+// Whether p[0, L.kSize) holds L, with 16-byte compares. p[0, kWideSize<L>) must be readable.
+template <Lit L>
+[[gnu::always_inline]] inline bool MatchesWide(const char* p) {
+  constexpr size_t n = L.kSize;
+  const auto* lit = kPadded<L>.bytes;
+  const __m128i head = _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                      _mm_load_si128(reinterpret_cast<const __m128i*>(lit)));
+  if constexpr (n <= 16) {
+    constexpr unsigned kMask = (1u << n) - 1;
+    return (static_cast<unsigned>(_mm_movemask_epi8(head)) & kMask) == kMask;
+  } else {
+    // The last 16 bytes overlap the first 16 when n < 32.
+    const __m128i tail =
+        _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + n - 16)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(lit + n - 16)));
+    return _mm_movemask_epi8(_mm_and_si128(head, tail)) == 0xFFFF;
+  }
+}
+#endif
+
+// Whether p[0, L.kSize) holds L, reading nothing at or past end.
+template <Lit L>
+[[gnu::always_inline]] inline bool MatchesBefore(const char* p, const char* end) {
+#if defined(__SSE2__)
+  if constexpr (L.kSize <= 32) {
+    if (end - p >= static_cast<ptrdiff_t>(kWideSize<L>)) return MatchesWide<L>(p);
+  }
+#endif
+  return end - p >= static_cast<ptrdiff_t>(L.kSize) && Matches<L>(p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values.
+
+// The integer ranges of the schema (decoder.cc), as accepted here.
+struct Bounds {
+  uint64_t max;           // the largest value
+  uint64_t negative_max;  // the largest magnitude of a negative value; 0: none
+  uint64_t min = 0;       // the smallest value, when not negative
+};
+inline constexpr Bounds kUint64{std::numeric_limits<uint64_t>::max(), 0};
+inline constexpr Bounds kUint32{std::numeric_limits<uint32_t>::max(), 0};
+inline constexpr Bounds kInt32{std::numeric_limits<int32_t>::max(), uint64_t{1} << 31};
+inline constexpr Bounds kCount32{std::numeric_limits<int32_t>::max(), 0};
+inline constexpr Bounds kCount64{std::numeric_limits<int64_t>::max(), 0};
+inline constexpr Bounds kDeviceOrUnknown{std::numeric_limits<int32_t>::max(), 1};
+inline constexpr Bounds kCarveout{100, 1};
+inline constexpr Bounds kSignal{64, 0, 1};
+
+#if defined(__SSE2__)
+// How many of the bytes p[0, 16), from the first, are ASCII digits (16: all).
+[[gnu::always_inline]] inline int DigitRun16(const char* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  // '0'..'9' + 0x50 wrap to -128..-119, which no other byte reaches: one signed compare.
+  const __m128i digit = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x50)),
+                                       _mm_set1_epi8(static_cast<char>(-118)));
+  return __builtin_ctz(~static_cast<unsigned>(_mm_movemask_epi8(digit)));
+}
+#endif
+
+// Past the ASCII digits at p (none: p). Reads nothing at or past end.
+[[gnu::always_inline]] inline const char* SkipDigits(const char* p, const char* end) {
+#if defined(__SSE2__)
+  while (end - p >= 16) {
+    const int n = DigitRun16(p);
+    p += n;
+    if (n < 16) return p;
+  }
+#else
+  while (end - p >= 8) {
+    const int n = LeadingDigits(Load8(p));
+    p += n;
+    if (n < 8) return p;
+  }
+#endif
+  while (p < end && IsDigit(*p)) ++p;
+  return p;
+}
+
+// Whether the unchecked ("roomy") forms below can be used: 16-byte loads, hence SSE2.
+#if defined(__SSE2__)
+inline constexpr bool kHaveRoomy = true;
+#else
+inline constexpr bool kHaveRoomy = false;
+#endif
+
+// How many bytes past a value's start the roomy forms may read.
+inline constexpr ptrdiff_t kRoom = 64;
+
+// The end of the plain unsigned integer at p: 1 to 19 digits (so its value fits in 64 bits), no
+// leading zero; nullptr when there is none such. Reads nothing at or past end; kRoomy: p[0, 32)
+// must be readable.
+template <bool kRoomy = false>
+[[gnu::always_inline]] inline const char* UintEnd(const char* p, const char* end) {
+  const char* q;
+#if defined(__SSE2__)
+  if constexpr (kRoomy) {
+    int run = DigitRun16(p);
+    if (run == 16) run += DigitRun16(p + 16);
+    q = p + run;
+  } else {
+    q = SkipDigits(p, end);
+  }
+#else
+  q = SkipDigits(p, end);
+#endif
+  const auto n = static_cast<size_t>(q - p);
+  if (n - 1 >= 19 || (*p == '0' && n > 1)) return nullptr;
+  return q;
+}
+
+// The value of the first n (1..8) digits of w.
+inline uint64_t WordDigitsValue(uint64_t w, size_t n) {
+  return n == 8 ? EightDigitsValue(w) : LeadingDigitsValue(w, static_cast<int>(n));
+}
+
+// The value of the n (1..19) ASCII digits at p. Reads nothing at or past end.
+inline uint64_t UintValue(const char* p, size_t n, const char* end) {
+  if (end - p >= 24) {
+    if (n <= 8) return WordDigitsValue(Load8(p), n);
+    if (n <= 16) {
+      return EightDigitsValue(Load8(p)) * kPow10[n - 8] + WordDigitsValue(Load8(p + 8), n - 8);
+    }
+    return (EightDigitsValue(Load8(p)) * 100'000'000 + EightDigitsValue(Load8(p + 8))) *
+               kPow10[n - 16] +
+           WordDigitsValue(Load8(p + 16), n - 16);
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = v * 10 + static_cast<uint64_t>(p[i] - '0');
+  return v;
+}
+
+// How many decimal digits v has.
+constexpr size_t DecimalDigits(uint64_t v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+
+// p just past a string's opening quote. Returns the end of the string (past its closing quote)
+// when it holds no escape and no control byte and is well-formed UTF-8; else nullptr.
+inline const char* StringEnd(const char* p, const char* end) {
+  while (true) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      // Signed compare: control bytes and every byte >= 0x80 are below 0x20.
+      const __m128i special =
+          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                       _mm_cmplt_epi8(v, space));
+      const int mask = _mm_movemask_epi8(special);
+      if (mask != 0) {
+        p += __builtin_ctz(static_cast<unsigned>(mask));
+        break;
+      }
+      p += 16;
+    }
+#endif
+    while (p < end && kStringByte[static_cast<unsigned char>(*p)] == 0) ++p;
+    if (p == end) return nullptr;
+    const auto c = static_cast<unsigned char>(*p);
+    if (c == '"') return p + 1;
+    if (c < 0x80) return nullptr;  // a backslash or a control byte
+    const size_t len = Utf8Length(reinterpret_cast<const unsigned char*>(p),
+                                  reinterpret_cast<const unsigned char*>(end));
+    if (len == 0) return nullptr;
+    p += len;
+  }
+}
+
+static_assert(ResourceName(Resource::kRegisters) == "registers" &&
+                  ResourceName(Resource::kSharedMem) == "shared_mem" &&
+                  ResourceName(Resource::kWarps) == "warps" &&
+                  ResourceName(Resource::kBlocks) == "blocks" &&
+                  ResourceName(Resource::kBarriers) == "barriers" &&
+                  ResourceName(Resource::kCluster) == "cluster",
+              "ResourceAt below spells the resource names");
+static_assert(LostReasonName(LostReason::kDisconnected) == "disconnected" &&
+                  LostReasonName(LostReason::kCollectorShutdown) == "collector_shutdown",
+              "Cursor::LostReasonValue below spells the lost reasons");
+
+// The Resource named by the string at p (at its opening quote), or -1; sets *after past its
+// closing quote. Reads nothing at or past end.
+inline int ResourceAt(const char* p, const char* end, const char** after) {
+  constexpr ptrdiff_t kLongest = 12;  // "shared_mem" with its quotes
+  if (end - p < kLongest) return -1;
+  const auto found = [p, after](int r, size_t n) {
+    *after = p + n;
+    return r;
+  };
+  switch (p[1]) {
+    case 'r':
+      if (Matches<R"("registers")">(p)) return found(0, 11);
+      break;
+    case 's':
+      if (Matches<R"("shared_mem")">(p)) return found(1, 12);
+      break;
+    case 'w':
+      if (Matches<R"("warps")">(p)) return found(2, 7);
+      break;
+    case 'b':
+      if (Matches<R"("blocks")">(p)) return found(3, 8);
+      if (Matches<R"("barriers")">(p)) return found(4, 10);
+      break;
+    case 'c':
+      if (Matches<R"("cluster")">(p)) return found(5, 9);
+      break;
+    default:
+      break;
+  }
+  return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The walk over a line.
+
+// Position in the line and the members recorded so far. Each Name<L>() moves past the member
+// name L (`,"name":`); each ...Value() parses the value that follows, records the member in
+// LineInfo order and moves past it. All return false, on any surprise, for the caller to give up.
+class Cursor {
+ public:
+  Cursor(const char* p, const char* end, Member* members)
+      : p_(p), end_(end), members_(members) {}
+
+  int count() const { return count_; }
+
+  template <Lit L>
+  [[gnu::always_inline]] bool Name() {
+    static_assert(L.kSize >= 5 && LitHas<L>(0, ",\"") && LitHas<L>(L.kSize - 2, "\":"),
+                  "a member name is written `,\"name\":`");
+    if (!MatchesBefore<L>(p_, end_)) return false;
+    key_ = std::string_view(p_ + 2, L.kSize - 4);
+    p_ += L.kSize;
+    return true;
+  }
+
+  // The line's opening: L is `{"type":"<name>","version":1,"ts_ns":`, then the values of ts_ns,
+  // pid and seq, which go to *h.
+  template <Lit L>
+  bool Open(Header* h) {
+    static constexpr std::string_view kHead = R"({"type":")";
+    static constexpr std::string_view kTail = R"(","version":1,"ts_ns":)";
+    static_assert(L.kSize > kHead.size() + kTail.size() && LitHas<L>(0, kHead) &&
+                  LitHas<L>(L.kSize - kTail.size(), kTail));
+    constexpr size_t kName = L.kSize - kHead.size() - kTail.size();  // the type name's length
+    if (end_ - p_ < static_cast<ptrdiff_t>(L.kSize) || !Matches<L>(p_)) return false;
+    const char* const p = p_;
+    Set(0, std::string_view(p + 2, 4), std::string_view(p + 8, kName + 2));  // type
+    Set(1, std::string_view(p + kName + 12, 7), std::string_view(p + kName + 21, 1));  // version
+    count_ = 2;
+    key_ = std::string_view(p + kName + 24, 5);  // ts_ns
+    p_ += L.kSize;
+    return IntValue<kCount64>(&h->ts_ns) && Name<R"(,"pid":)">() && IntValue<kCount32>(&h->pid) &&
+           Name<R"(,"seq":)">() && IntValue<kUint64>(&h->seq);
+  }
+
+  // The closing brace, then only whitespace to the end.
+  bool Close() const {
+    if (p_ == end_ || *p_ != '}') return false;
+    const char* p = p_ + 1;
+    while (p < end_ && IsSpace(*p)) ++p;
+    return p == end_;
+  }
+
+  // kRoomy: p_[0, kRoom) is readable.
+  template <Bounds B, bool kRoomy = false, class T = int64_t>
+  [[gnu::always_inline]] bool IntValue(T* out = nullptr) {
+    const char* p = p_;
+    bool negative = false;
+    if constexpr (B.negative_max != 0) {
+      if ((kRoomy || p < end_) && *p == '-') {
+        negative = true;
+        ++p;
+      }
+    }
+    const char* const digits_end = UintEnd<kRoomy>(p, end_);
+    if (digits_end == nullptr) return false;
+    const auto n = static_cast<size_t>(digits_end - p);
+    // The value is needed for the output, for a sign, or for a range check when the number has
+    // as many digits as the largest value (19 digits always fit).
+    if (out != nullptr || negative || B.min > 0 || n >= DecimalDigits(B.max)) {
+      const uint64_t v = UintValue(p, n, end_);
+      if (negative ? (v == 0 || v > B.negative_max) : (v > B.max || v < B.min)) return false;
+      if (out != nullptr) {
+        *out = negative ? static_cast<T>(static_cast<int64_t>(0 - v)) : static_cast<T>(v);
+      }
+    }
+    return Record(digits_end);
+  }
+
+  template <Bounds B>
+  bool IntOrNullValue() {
+    if (end_ - p_ >= 4 && Matches<"null">(p_)) return Record(p_ + 4);
+    return IntValue<B>();
+  }
+
+  bool StringValue() {
+    if (p_ == end_ || *p_ != '"') return false;
+    const char* p = StringEnd(p_ + 1, end_);
+    return p != nullptr && Record(p);
+  }
+
+  bool BoolValue() {
+    if (end_ - p_ >= 4 && Matches<"true">(p_)) return Record(p_ + 4);
+    if (end_ - p_ >= 5 && Matches<"false">(p_)) return Record(p_ + 5);
+    return false;
+  }
+
+  // A number in [0, 1].
+  bool FractionValue() {
+    const char* p = p_;
+    if (p == end_) return false;
+    if (*p == '1') return Record(p + 1);
+    if (*p != '0') return false;
+    ++p;
+    if (p < end_ && *p == '.') {
+      const char* digits_end = SkipDigits(p + 1, end_);
+      if (digits_end == p + 1) return false;
+      p = digits_end;
+    }
+    return Record(p);
+  }
+
+  // A number >= 0.
+  bool NonNegativeValue() {
+    const char* p = UintEnd(p_, end_);
+    if (p == nullptr) return false;
+    if (p < end_ && *p == '.') {
+      const char* digits_end = SkipDigits(p + 1, end_);
+      if (digits_end == p + 1) return false;
+      p = digits_end;
+    }
+    return Record(p);
+  }
+
+  // [x,y,z] of integers in [0, 2^32).
+  bool DimValue() {
+    if (kHaveRoomy && end_ - p_ >= kRoom) return DimValue<kHaveRoomy>();
+    return DimValue<false>();
+  }
+
+  bool ResourceValue() {
+    const char* p;
+    return ResourceAt(p_, end_, &p) >= 0 && Record(p);
+  }
+
+  // An array of distinct resource names.
+  bool ResourcesValue() {
+    const char* p = p_;
+    if (p == end_ || *p != '[') return false;
+    ++p;
+    if (p < end_ && *p == ']') return Record(p + 1);
+    unsigned seen = 0;
+    while (true) {
+      const int r = ResourceAt(p, end_, &p);
+      if (r < 0 || ((seen >> r) & 1) != 0) return false;
+      seen |= 1u << r;
+      if (p == end_) return false;
+      if (*p == ']') return Record(p + 1);
+      if (*p != ',') return false;
+      ++p;
+    }
+  }
+
+  bool LostReasonValue() {
+    if (end_ - p_ >= 14 && Matches<R"("disconnected")">(p_)) return Record(p_ + 14);
+    if (end_ - p_ >= 20 && Matches<R"("collector_shutdown")">(p_)) return Record(p_ + 20);
+    return false;
+  }
+
+  // An array of strings.
+  bool StringsValue() {
+    const char* p = p_;
+    if (p == end_ || *p != '[') return false;
+    ++p;
+    if (p < end_ && *p == ']') return Record(p + 1);
+    while (true) {
+      if (p == end_ || *p != '"') return false;
+      p = StringEnd(p + 1, end_);
+      if (p == nullptr || p == end_) return false;
+      if (*p == ']') return Record(p + 1);
+      if (*p != ',') return false;
+      ++p;
+    }
+  }
+
+  // An array of integers in [0, 2^64).
+  bool IdsValue() {
+    const char* p = p_;
+    if (p == end_ || *p != '[') return false;
+    ++p;
+    if (p < end_ && *p == ']') return Record(p + 1);
+    while (true) {
+      p = UintEnd(p, end_);
+      if (p == nullptr || p == end_) return false;
+      if (*p == ']') return Record(p + 1);
+      if (*p != ',') return false;
+      ++p;
+    }
+  }
+
+  // An object of string members.
+  bool StringMapValue() {
+    const char* p = p_;
+    if (p == end_ || *p != '{') return false;
+    ++p;
+    if (p < end_ && *p == '}') return Record(p + 1);
+    while (true) {
+      if (p == end_ || *p != '"') return false;
+      p = StringEnd(p + 1, end_);
+      if (p == nullptr || p == end_ || *p != ':') return false;
+      ++p;
+      if (p == end_ || *p != '"') return false;
+      p = StringEnd(p + 1, end_);
+      if (p == nullptr || p == end_) return false;
+      if (*p == '}') return Record(p + 1);
+      if (*p != ',') return false;
+      ++p;
+    }
+  }
+
+  // A member name and its value in one call.
+  template <Lit L, Bounds B>
+  [[gnu::always_inline]] bool Int() {
+    // Far from the end (every member but the last few): no bounds check past this one.
+    if constexpr (kHaveRoomy && L.kSize <= 32) {
+      if (end_ - p_ >= static_cast<ptrdiff_t>(L.kSize) + kRoom) {
+        if (!MatchesWide<L>(p_)) return false;
+        key_ = std::string_view(p_ + 2, L.kSize - 4);
+        p_ += L.kSize;
+        return IntValue<B, kHaveRoomy>();
+      }
+    }
+    return Name<L>() && IntValue<B>();
+  }
+  template <Lit L, Bounds B>
+  bool IntOrNull() { return Name<L>() && IntOrNullValue<B>(); }
+  template <Lit L>
+  bool String() { return Name<L>() && StringValue(); }
+  template <Lit L>
+  bool Bool() { return Name<L>() && BoolValue(); }
+  template <Lit L>
+  bool Fraction() { return Name<L>() && FractionValue(); }
+  template <Lit L>
+  bool NonNegative() { return Name<L>() && NonNegativeValue(); }
+  template <Lit L>
+  bool Dim() { return Name<L>() && DimValue(); }
+
+ private:
+  // kRoomy: p_[0, kRoom) is readable (the longest dim, `[` and 3 times 10 digits and a
+  // separator, is 34 bytes).
+  template <bool kRoomy>
+  [[gnu::always_inline]] bool DimValue() {
+    const char* p = p_;
+    if (!kRoomy && p == end_) return false;
+    if (*p != '[') return false;
+    ++p;
+    for (int i = 0; i < 3; ++i) {
+      const char* const digits_end = UintEnd<kRoomy>(p, end_);
+      if (digits_end == nullptr) return false;
+      const auto n = static_cast<size_t>(digits_end - p);
+      if (n >= DecimalDigits(kUint32.max) &&
+          (n > DecimalDigits(kUint32.max) || UintValue(p, n, end_) > kUint32.max)) {
+        return false;
+      }
+      p = digits_end;
+      if ((!kRoomy && p == end_) || *p != (i < 2 ? ',' : ']')) return false;
+      ++p;
+    }
+    return Record(p);
+  }
+
+  void Set(int i, std::string_view key, std::string_view raw) {
+    Member& m = members_[i];
+    m.key = key;
+    m.raw = raw;
+    m.key_escaped = false;
+  }
+
+  // Records the member whose name Name() read and whose value is [p_, end); moves to end.
+  [[gnu::always_inline]] bool Record(const char* end) {
+    Set(count_++, key_, std::string_view(p_, static_cast<size_t>(end - p_)));
+    p_ = end;
+    return true;
+  }
+
+  const char* p_;
+  const char* const end_;
+  Member* const members_;
+  int count_ = 0;
+  std::string_view key_;  // the name Name() read last
+};
+
+// ---------------------------------------------------------------------------------------------
+// The event types, in the encoder's order (encoder.cc). Kernel has the most members: 45, within
+// LineInfo::kMaxMembers.
+
+inline bool ProcessStart(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"process_start","version":1,"ts_ns":)">(h) &&
+         c.String<R"(,"exe":)">() && c.Name<R"(,"argv":)">() && c.StringsValue() &&
+         c.String<R"(,"hostname":)">() && c.Int<R"(,"start_ns":)", kCount64>() &&
+         c.String<R"(,"cuflight_version":)">() &&
+         c.Int<R"(,"cuda_driver_version":)", kCount32>() &&
+         c.Int<R"(,"cupti_version":)", kCount32>() && c.Int<R"(,"ppid":)", kCount32>() &&
+         c.IntOrNull<R"(,"uid":)", kUint32>() && c.Name<R"(,"config":)">() &&
+         c.StringMapValue() && c.Close();
+}
+
+inline bool Device(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"device","version":1,"ts_ns":)">(h) &&
+         c.Int<R"(,"device":)", kCount32>() && c.String<R"(,"name":)">() &&
+         c.String<R"(,"uuid":)">() && c.Int<R"(,"cc_major":)", kCount32>() &&
+         c.Int<R"(,"cc_minor":)", kCount32>() && c.Int<R"(,"sm_count":)", kCount32>() &&
+         c.Int<R"(,"max_threads_per_block":)", kCount32>() &&
+         c.Int<R"(,"max_threads_per_sm":)", kCount32>() &&
+         c.Int<R"(,"max_blocks_per_sm":)", kCount32>() &&
+         c.Int<R"(,"regs_per_sm":)", kCount32>() && c.Int<R"(,"regs_per_block":)", kCount32>() &&
+         c.Int<R"(,"smem_per_sm":)", kCount64>() && c.Int<R"(,"smem_per_block":)", kCount64>() &&
+         c.Int<R"(,"smem_per_block_optin":)", kCount64>() &&
+         c.Int<R"(,"reserved_smem_per_block":)", kCount64>() &&
+         c.Int<R"(,"warp_size":)", kCount32>() && c.Int<R"(,"max_cluster_size":)", kCount32>() &&
+         c.Close();
+}
+
+inline bool Kernel(Cursor& c, Header* h) {
+  if (!(c.Open<R"({"type":"kernel","version":1,"ts_ns":)">(h) &&
+        c.Int<R"(,"tid":)", kCount32>() && c.Int<R"(,"device":)", kCount32>() &&
+        c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
+        c.Int<R"(,"correlation_id":)", kUint64>() && c.String<R"(,"api":)">() &&
+        c.String<R"(,"name":)">() && c.String<R"(,"demangled":)">() &&
+        c.Dim<R"(,"grid":)">() && c.Dim<R"(,"block":)">())) {
+    return false;
+  }
+  const bool cluster = c.Name<R"(,"cluster":)">();
+  if (cluster && !c.DimValue()) return false;
+  if (!(c.Int<R"(,"num_regs":)", kCount32>() && c.Int<R"(,"static_shared_bytes":)", kCount64>() &&
+        c.Int<R"(,"dyn_shared_bytes":)", kCount64>() &&
+        c.Int<R"(,"local_bytes":)", kCount64>() && c.Int<R"(,"const_bytes":)", kCount64>() &&
+        c.Int<R"(,"max_threads_per_block":)", kCount32>() &&
+        c.Int<R"(,"carveout":)", kCarveout>() && c.Bool<R"(,"cooperative":)">())) {
+    return false;
+  }
+  // graph_id and graph_node_id come together (each is required with the other).
+  if (c.Name<R"(,"graph_id":)">() &&
+      !(c.IntValue<kUint64>() && c.Int<R"(,"graph_node_id":)", kUint64>())) {
+    return false;
+  }
+  if (!(c.Int<R"(,"max_active_blocks":)", kCount32>() &&
+        c.Int<R"(,"active_warps":)", kCount32>() && c.Int<R"(,"max_warps":)", kCount32>() &&
+        c.Fraction<R"(,"occupancy":)">() && c.Fraction<R"(,"reg_occupancy":)">() &&
+        c.Fraction<R"(,"smem_occupancy":)">() && c.Fraction<R"(,"warp_occupancy":)">() &&
+        c.Fraction<R"(,"block_occupancy":)">() && c.Fraction<R"(,"barrier_occupancy":)">())) {
+    return false;
+  }
+  // cluster_occupancy only with cluster (without it, the line is missing cluster).
+  if (cluster && c.Name<R"(,"cluster_occupancy":)">() && !c.FractionValue()) return false;
+  return c.Name<R"(,"limiting_resource":)">() && c.ResourceValue() &&
+         c.Name<R"(,"limiting_resources":)">() && c.ResourcesValue() &&
+         c.Int<R"(,"allocated_regs_per_block":)", kCount32>() &&
+         c.Int<R"(,"allocated_smem_per_block":)", kCount64>() &&
+         c.NonNegative<R"(,"waves":)">() && c.Fraction<R"(,"tail_utilization":)">() &&
+         c.IntOrNull<R"(,"regs_for_next_block":)", kCount32>() &&
+         c.IntOrNull<R"(,"smem_for_next_block":)", kCount64>() &&
+         c.Int<R"(,"best_block_size":)", kCount32>() && c.Close();
+}
+
+inline bool KernelTime(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"kernel_time","version":1,"ts_ns":)">(h) &&
+         c.Int<R"(,"correlation_id":)", kUint64>() && c.Int<R"(,"device":)", kCount32>() &&
+         c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
+         c.Int<R"(,"start_ns":)", kUint64>() && c.Int<R"(,"end_ns":)", kUint64>() &&
+         c.Int<R"(,"duration_ns":)", kUint64>() && c.Close();
+}
+
+inline bool ApiError(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"api_error","version":1,"ts_ns":)">(h) &&
+         c.String<R"(,"api":)">() && c.Int<R"(,"code":)", kInt32>() &&
+         c.String<R"(,"error_name":)">() && c.String<R"(,"message":)">() &&
+         c.Int<R"(,"device":)", kDeviceOrUnknown>() && c.Int<R"(,"context":)", kUint64>() &&
+         c.Int<R"(,"stream":)", kUint64>() && c.Name<R"(,"last_correlation_ids":)">() &&
+         c.IdsValue() && c.Close();
+}
+
+// The counters stats and process_end share, after `dropped`.
+inline bool LaunchCounters(Cursor& c) {
+  return c.Int<R"(,"launches":)", kUint64>() && c.Int<R"(,"filtered":)", kUint64>() &&
+         c.Int<R"(,"dropped_ring_full":)", kUint64>() &&
+         c.Int<R"(,"dropped_disconnected":)", kUint64>();
+}
+
+inline bool Stats(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"stats","version":1,"ts_ns":)">(h) &&
+         c.Int<R"(,"emitted":)", kUint64>() && c.Int<R"(,"dropped":)", kUint64>() &&
+         c.Int<R"(,"ring_capacity":)", kUint64>() && c.Int<R"(,"interval_ns":)", kCount64>() &&
+         LaunchCounters(c) && c.Int<R"(,"ring_high_water":)", kUint64>() &&
+         c.Int<R"(,"cpu_ns":)", kUint64>() && c.Close();
+}
+
+inline bool ProcessEnd(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"process_end","version":1,"ts_ns":)">(h) &&
+         c.IntOrNull<R"(,"exit_code":)", kInt32>() && c.Int<R"(,"emitted":)", kUint64>() &&
+         c.Int<R"(,"dropped":)", kUint64>() && LaunchCounters(c) && c.Close();
+}
+
+inline bool ProcessLost(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"process_lost","version":1,"ts_ns":)">(h) &&
+         c.IntOrNull<R"(,"last_seq":)", kUint64>() && c.Name<R"(,"reason":)">() &&
+         c.LostReasonValue() && c.Int<R"(,"events_stored":)", kUint64>() &&
+         c.Int<R"(,"events_lost":)", kUint64>() && c.Close();
+}
+
+inline bool ProcessCrash(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"process_crash","version":1,"ts_ns":)">(h) &&
+         c.Int<R"(,"signal":)", kSignal>() && c.String<R"(,"signal_name":)">() &&
+         c.Int<R"(,"code":)", kInt32>() && c.Int<R"(,"addr":)", kUint64>() &&
+         c.Int<R"(,"tid":)", kInt32>() && c.Bool<R"(,"app_handler":)">() &&
+         c.Int<R"(,"emitted":)", kUint64>() && c.Int<R"(,"dropped":)", kUint64>() &&
+         LaunchCounters(c) && c.Close();
+}
+
+// Walks a line with one of the functions above. Everything is inlined into one function per
+// event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
+// cursor in memory would add a store-to-load round trip to every member.
+template <bool (*kWalk)(Cursor&, Header*)>
+[[gnu::flatten]] bool Walk(const char* p, const char* end, Member* members, Header* h,
+                           int* count) {
+  Cursor c(p, end, members);
+  if (!kWalk(c, h)) return false;
+  *count = c.count();
+  return true;
+}
+
+// True when `line` is in the encoder's layout and valid: *info is then filled as the general path
+// fills it for an accepted line. False decides nothing; *info is then unspecified.
+inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
+  // Every encoded line is longer; the bytes read below to pick the type are then readable.
+  constexpr size_t kShortest = 40;
+  if (line.size() < kShortest) return false;
+  const char* const p = line.data();
+  const char* const end = p + line.size();
+  Member* const members = info->members.data();
+  Header header;
+  int count = 0;
+  EventType type;
+  bool ok = false;
+  // p[9] is the type name's first letter in `{"type":"<name>"`; Open checks the whole prefix.
+  switch (p[9]) {
+    case 'k':
+      if (p[15] == '"') {
+        type = EventType::kKernel;
+        ok = Walk<Kernel>(p, end, members, &header, &count);
+      } else {
+        type = EventType::kKernelTime;
+        ok = Walk<KernelTime>(p, end, members, &header, &count);
+      }
+      break;
+    case 'd':
+      type = EventType::kDevice;
+      ok = Walk<Device>(p, end, members, &header, &count);
+      break;
+    case 'a':
+      type = EventType::kApiError;
+      ok = Walk<ApiError>(p, end, members, &header, &count);
+      break;
+    case 's':
+      type = EventType::kStats;
+      ok = Walk<Stats>(p, end, members, &header, &count);
+      break;
+    case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
+      switch (p[17]) {
+        case 's':
+          type = EventType::kProcessStart;
+          ok = Walk<ProcessStart>(p, end, members, &header, &count);
+          break;
+        case 'e':
+          type = EventType::kProcessEnd;
+          ok = Walk<ProcessEnd>(p, end, members, &header, &count);
+          break;
+        case 'l':
+          type = EventType::kProcessLost;
+          ok = Walk<ProcessLost>(p, end, members, &header, &count);
+          break;
+        case 'c':
+          type = EventType::kProcessCrash;
+          ok = Walk<ProcessCrash>(p, end, members, &header, &count);
+          break;
+        default:
+          return false;
+      }
+      break;
+    default:
+      return false;
+  }
+  if (!ok) return false;
+  info->line = line;
+  info->type = type;
+  info->type_known = true;
+  info->header = header;
+  info->header_valid = true;
+  info->member_count = count;
+  info->members_truncated = false;
+  return true;
+}
+
+}  // namespace cuflight::schema::internal::fast_path
+
+#endif  // CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_

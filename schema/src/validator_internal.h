@@ -1,0 +1,25 @@
+// The two paths of schema::Validate (validator.cc), each on its own, for the tests: Validate is
+// ValidateFastPath, and ValidateGeneralPath when the fast path does not accept the line. Private
+// to schema/src and its tests; the collector calls Validate.
+#ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_INTERNAL_H_
+#define CUFLIGHT_SCHEMA_SRC_VALIDATOR_INTERNAL_H_
+
+#include <string_view>
+
+#include "cuflight/schema/decoder.h"
+#include "cuflight/schema/validator.h"
+
+namespace cuflight::schema::internal {
+
+// The expected-order fast path (validator_fast_path.h). True when it accepts `line`: then the
+// general path accepts it too, and *info holds exactly what the general path would write. False
+// when it does not decide (any line not in the encoder's layout): *info is then unspecified.
+// `info` must not be null. Never allocates, never throws.
+bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept;
+
+// The general path alone: Validate's contract (validator.h) without the fast path.
+Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept;
+
+}  // namespace cuflight::schema::internal
+
+#endif  // CUFLIGHT_SCHEMA_SRC_VALIDATOR_INTERNAL_H_

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <stdexcept>
@@ -40,6 +41,12 @@ Config Documented() {
   c.exclude_regex = "";
   c.sample_every = 1;
   c.log_level = LogLevel::kWarn;
+  c.spill_dir = "";
+  c.spill_rotate_bytes = 64 * 1024 * 1024;
+  c.spill_max_bytes = 1024 * 1024 * 1024;
+  c.api_errors = true;
+  c.api_error_history = 8;
+  c.crash_handler = true;
   return c;
 }
 
@@ -213,6 +220,67 @@ TEST(ConfigTest, LogLevel) {
   }
 }
 
+TEST(ConfigTest, SpillDir) {
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_DIR", "/var/tmp/spill").spill_dir, "/var/tmp/spill");
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_DIR", " /a b/c/ ").spill_dir, "/a b/c/");
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_DIR", "").spill_dir, "");
+  for (const char* bad : {"spill", "./spill", "~/spill", "../x"}) {
+    ExpectRejected("CUFLIGHT_SPILL_DIR", bad, "(no spill)");
+  }
+}
+
+TEST(ConfigTest, SpillRotateBytes) {
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"1M", 1048576},      {"1048576", 1048576},    {"256M", 268435456}, {"1G", 1073741824},
+      {"64G", 68719476736}, {"65536M", 68719476736}, {" 2 MiB ", 2097152}};
+  for (const auto& [value, bytes] : cases) {
+    const Config c = Accepted("CUFLIGHT_SPILL_ROTATE_BYTES", value);
+    EXPECT_EQ(c.spill_rotate_bytes, bytes) << value;
+    // The maximum is raised silently to the rotation size when that is larger.
+    EXPECT_EQ(c.spill_max_bytes, std::max<uint64_t>(bytes, 1073741824)) << value;
+  }
+  for (const char* bad : {"1048575", "1023K", "65G", "68719476737", "0", "x", "64T", "-1M"}) {
+    ExpectRejected("CUFLIGHT_SPILL_ROTATE_BYTES", bad, "67108864");
+  }
+}
+
+TEST(ConfigTest, SpillMaxBytes) {
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_MAX_BYTES", "64M").spill_max_bytes, 67108864u);
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_MAX_BYTES", "100G").spill_max_bytes, 107374182400u);
+  EXPECT_EQ(Accepted("CUFLIGHT_SPILL_MAX_BYTES", "65536G").spill_max_bytes, 70368744177664u);
+  for (const char* bad : {"1023K", "65537G", "x", "0", "1.5G"}) {
+    ExpectRejected("CUFLIGHT_SPILL_MAX_BYTES", bad, "1073741824");
+  }
+  // Below the (default) rotation size of 64M.
+  ExpectRejected("CUFLIGHT_SPILL_MAX_BYTES", "32M", "1073741824");
+  ExpectRejected("CUFLIGHT_SPILL_MAX_BYTES", "1M", "1073741824");
+
+  // Equal to the rotation size: accepted.
+  const ParsedConfig equal =
+      Parse({{"CUFLIGHT_SPILL_ROTATE_BYTES", "8M"}, {"CUFLIGHT_SPILL_MAX_BYTES", "8M"}});
+  EXPECT_TRUE(equal.warnings.empty());
+  EXPECT_EQ(equal.config.spill_rotate_bytes, 8388608u);
+  EXPECT_EQ(equal.config.spill_max_bytes, 8388608u);
+
+  // Below a rotation size larger than the default maximum: falls back to the rotation size.
+  const ParsedConfig below =
+      Parse({{"CUFLIGHT_SPILL_ROTATE_BYTES", "4G"}, {"CUFLIGHT_SPILL_MAX_BYTES", "2G"}});
+  ASSERT_EQ(below.warnings.size(), 1u);
+  EXPECT_THAT(below.warnings[0], HasSubstr("CUFLIGHT_SPILL_MAX_BYTES='2G'"));
+  EXPECT_THAT(below.warnings[0], HasSubstr("4294967296"));
+  EXPECT_EQ(below.config.spill_rotate_bytes, 4294967296u);
+  EXPECT_EQ(below.config.spill_max_bytes, 4294967296u);
+
+  // A bad rotation size falls back first; the maximum is checked against the fallback.
+  const ParsedConfig both =
+      Parse({{"CUFLIGHT_SPILL_ROTATE_BYTES", "1K"}, {"CUFLIGHT_SPILL_MAX_BYTES", "16M"}});
+  ASSERT_EQ(both.warnings.size(), 2u);
+  EXPECT_THAT(both.warnings[0], HasSubstr("CUFLIGHT_SPILL_ROTATE_BYTES"));
+  EXPECT_THAT(both.warnings[1], HasSubstr("CUFLIGHT_SPILL_MAX_BYTES"));
+  EXPECT_EQ(both.config.spill_rotate_bytes, 67108864u);
+  EXPECT_EQ(both.config.spill_max_bytes, 1073741824u);
+}
+
 TEST(ConfigTest, OneWarningPerBadVariableAndGoodOnesStillApply) {
   const ParsedConfig parsed = Parse({{"CUFLIGHT_FLUSH_MS", "0"},
                                      {"CUFLIGHT_SAMPLE", "zero"},
@@ -253,18 +321,35 @@ TEST(ConfigTest, NeverThrowsAndFallsBackToDefaults) {
   EXPECT_EQ(empty_function.warnings.size(), 1u);
 }
 
+TEST(ConfigTest, ApiErrorsAndCrashHandler) {
+  EXPECT_FALSE(Accepted("CUFLIGHT_API_ERRORS", "off").api_errors);
+  EXPECT_FALSE(Accepted("CUFLIGHT_CRASH_HANDLER", "0").crash_handler);
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERROR_HISTORY", "0").api_error_history, 0u);
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERROR_HISTORY", "64").api_error_history, 64u);
+  ExpectRejected("CUFLIGHT_API_ERROR_HISTORY", "65", "8");
+  ExpectRejected("CUFLIGHT_API_ERRORS", "maybe", "true");
+  ExpectRejected("CUFLIGHT_CRASH_HANDLER", "2", "true");
+}
+
 TEST(ConfigTest, DescribeKeysAndDefaultValues) {
-  const std::vector<std::pair<std::string, std::string>> expected = {{"collector", kDefaultPath},
-                                                                     {"timing", "true"},
-                                                                     {"ring_size", "16384"},
-                                                                     {"on_full", "drop"},
-                                                                     {"flush_ms", "100"},
-                                                                     {"stats_ms", "5000"},
-                                                                     {"buffer_bytes", "8388608"},
-                                                                     {"include", ""},
-                                                                     {"exclude", ""},
-                                                                     {"sample", "1"},
-                                                                     {"log_level", "warn"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"collector", kDefaultPath},
+      {"timing", "true"},
+      {"ring_size", "16384"},
+      {"on_full", "drop"},
+      {"flush_ms", "100"},
+      {"stats_ms", "5000"},
+      {"buffer_bytes", "8388608"},
+      {"include", ""},
+      {"exclude", ""},
+      {"sample", "1"},
+      {"log_level", "warn"},
+      {"spill_dir", ""},
+      {"spill_rotate_bytes", "67108864"},
+      {"spill_max_bytes", "1073741824"},
+      {"api_errors", "true"},
+      {"api_error_history", "8"},
+      {"crash_handler", "true"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -282,7 +367,7 @@ void ExpectRoundTrip(const Config& config) {
     for (char c : key) name += static_cast<char>(std::toupper(c));
     env[name] = value;
   }
-  ASSERT_EQ(env.size(), 11u);
+  ASSERT_EQ(env.size(), kConfigVariables.size());
   const ParsedConfig parsed = Parse(env);
   EXPECT_TRUE(parsed.warnings.empty()) << parsed.warnings[0];
   EXPECT_EQ(parsed.config, config);
@@ -303,6 +388,9 @@ TEST(ConfigTest, DescribeRoundTrips) {
   c.exclude_regex = "fp16";
   c.sample_every = 1000;
   c.log_level = LogLevel::kTrace;
+  c.spill_dir = "/var/tmp/cuflight spill";
+  c.spill_rotate_bytes = 3 * 1024 * 1024 + 5;
+  c.spill_max_bytes = 5 * 1024 * 1024 + 7;
   ExpectRoundTrip(c);
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {

@@ -70,7 +70,9 @@ bool Pump(Sender& s, Done&& done, steady_clock::duration timeout = kTimeout) {
 void ExpectBalanced(const Sender& s) {
   const SenderStats st = s.stats();
   EXPECT_EQ(st.enqueued + st.preamble_lines,
-            st.acked + st.dropped_disconnected + s.unacked_lines());
+            st.acked + st.spilled + st.dropped_disconnected + s.unacked_lines());
+  EXPECT_EQ(st.spilled, 0u);  // no spill sink in these tests
+  EXPECT_EQ(st.spill_refusals, 0u);
 }
 
 class SenderTest : public ::testing::Test {

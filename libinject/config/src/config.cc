@@ -25,6 +25,12 @@ constexpr std::string_view kInclude = "CUFLIGHT_INCLUDE";
 constexpr std::string_view kExclude = "CUFLIGHT_EXCLUDE";
 constexpr std::string_view kSample = "CUFLIGHT_SAMPLE";
 constexpr std::string_view kLogLevel = "CUFLIGHT_LOG_LEVEL";
+constexpr std::string_view kSpillDir = "CUFLIGHT_SPILL_DIR";
+constexpr std::string_view kSpillRotateBytes = "CUFLIGHT_SPILL_ROTATE_BYTES";
+constexpr std::string_view kSpillMaxBytes = "CUFLIGHT_SPILL_MAX_BYTES";
+constexpr std::string_view kApiErrors = "CUFLIGHT_API_ERRORS";
+constexpr std::string_view kApiErrorHistory = "CUFLIGHT_API_ERROR_HISTORY";
+constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -229,6 +235,32 @@ class Parser {
   // A pattern that compiles; otherwise the field is cleared (no filter).
   void ReadPattern(std::string_view name, std::string* field) const;
 
+  // An absolute path; otherwise the field stays empty (no spill).
+  void ReadSpillDir(std::string_view name, std::string* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    if (value.front() != '/') {
+      warnings_->push_back(Rejected(name, value, "is not an absolute path", "(no spill)"));
+      return;
+    }
+    field->assign(value);
+  }
+
+  // Bytes as ReadBytes, and at least `rotate`. The default is raised to `rotate` when that is
+  // larger; a bad value, or one below `rotate`, falls back to it with a warning.
+  void ReadSpillMaxBytes(std::string_view name, uint64_t* field, uint64_t rotate) const {
+    if (*field < rotate) *field = rotate;
+    const uint64_t fallback = *field;
+    ReadBytes(name, field, kMinSpillMaxBytes, kMaxSpillMaxBytes);
+    if (*field >= rotate) return;
+    std::string_view value;
+    Get(name, &value);
+    warnings_->push_back(Rejected(
+        name, value, "is below CUFLIGHT_SPILL_ROTATE_BYTES (" + std::to_string(rotate) + ")",
+        std::to_string(fallback)));
+    *field = fallback;
+  }
+
  private:
   const std::function<const char*(const char*)>& getenv_fn_;
   std::vector<std::string>* warnings_;
@@ -306,6 +338,13 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadPattern(kExclude, &c.exclude_regex);
     p.ReadNumber(kSample, &c.sample_every, kMinSampleEvery, kMaxSampleEvery);
     p.ReadLogLevel(kLogLevel, &c.log_level);
+    p.ReadSpillDir(kSpillDir, &c.spill_dir);
+    p.ReadBytes(kSpillRotateBytes, &c.spill_rotate_bytes, kMinSpillRotateBytes,
+                kMaxSpillRotateBytes);
+    p.ReadSpillMaxBytes(kSpillMaxBytes, &c.spill_max_bytes, c.spill_rotate_bytes);
+    p.ReadBool(kApiErrors, &c.api_errors);
+    p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
+    p.ReadBool(kCrashHandler, &c.crash_handler);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -334,6 +373,12 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"exclude", config.exclude_regex},
         {"sample", std::to_string(config.sample_every)},
         {"log_level", std::string(LogLevelName(config.log_level))},
+        {"spill_dir", config.spill_dir},
+        {"spill_rotate_bytes", std::to_string(config.spill_rotate_bytes)},
+        {"spill_max_bytes", std::to_string(config.spill_max_bytes)},
+        {"api_errors", config.api_errors ? "true" : "false"},
+        {"api_error_history", std::to_string(config.api_error_history)},
+        {"crash_handler", config.crash_handler ? "true" : "false"},
     };
   } catch (...) {
     return {};

@@ -103,12 +103,20 @@ struct Sender::Impl {
   void ApplyAck(uint64_t seq) noexcept;
   void ReleaseAcked() noexcept;
   void WriteDue(Clock::time_point now) noexcept;
+  bool SpillAllowed() const noexcept {
+    return spill_on && fd < 0 && (connect_failed || !addr.valid());
+  }
+  void SpillDue(Clock::time_point now) noexcept;
+  bool SpillLine(const LineQueue& q, uint64_t index) noexcept;
+  bool AppendToSpill(const LineQueue& q, uint64_t index) noexcept;
+  void ReleaseSpilledPreamble() noexcept;
+  Clock::time_point SpillDeadline() const noexcept;
   bool FitsUnsent(size_t len) const noexcept {
     return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
   }
   bool Connected() const noexcept { return fd >= 0 && !connecting; }
   uint64_t Unacked() const noexcept {
-    return window.lines() + unsent.lines() + (preamble.lines() - preamble_acked);
+    return window.lines() + unsent.lines() + (preamble.lines() - preamble_released);
   }
   void Reset() noexcept;
 
@@ -127,6 +135,7 @@ struct Sender::Impl {
   Clock::time_point connect_started{};
   Clock::time_point connected_since{};
   Clock::time_point next_connect = Clock::time_point::min();
+  bool connect_failed = false;  // the last connect attempt failed (none made yet: false)
   bool conn_got_ack = false;
   Cursor cur;
 
@@ -137,20 +146,29 @@ struct Sender::Impl {
   std::optional<uint64_t> last_seq;     // highest seq given to Enqueue/AddPreamble
   std::optional<uint64_t> max_written;  // highest seq written completely on some connection
   std::optional<uint64_t> acked_seq;    // highest ack applied (clamped to max_written)
-  uint64_t preamble_acked = 0;          // preamble lines covered by acked_seq
+  // Preamble lines released (covered by acked_seq, or written to the spill): always a prefix.
+  uint64_t preamble_released = 0;
+
+  // Spilling (design point 8).
+  bool spill_on = false;    // opts.spill is set and may be used (not after a fork)
+  uint64_t spill_file = 0;  // the sink's file the last spilled line went to (0: none yet)
+  uint64_t spill_pre = 0;   // the next preamble line that file lacks (<= preamble_released)
+  Clock::time_point spill_retry_at = Clock::time_point::min();  // after a refusal
 
   char ack_buf[kAckBufferBytes];
   size_t ack_len = 0;
   bool ack_discarding = false;  // inside an over-long garbage line
 
-  Counter enqueued, preamble_lines, acked, dropped_disconnected, rejected_no_room,
-      rejected_too_large, rejected_invalid, retransmitted, connects, connect_failures, disconnects,
-      write_errors, partial_writes, bytes_written, bytes_read, acks, garbage_lines;
+  Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
+      rejected_no_room, rejected_too_large, rejected_invalid, retransmitted, connects,
+      connect_failures, disconnects, write_errors, partial_writes, bytes_written, bytes_read, acks,
+      garbage_lines;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
     : opts(std::move(o)), backoff(opts.backoff_min, opts.backoff_max, SeedFor(this)) {
   (void)internal::ParseSocketAddress(opts.socket_path, &addr);
+  spill_on = opts.spill != nullptr;
   buffer_bytes = std::min(opts.buffer_bytes, LineQueue::kMaxByteCapacity);
   max_line = std::clamp<size_t>(opts.window_bytes, 1, std::max<size_t>(buffer_bytes, 1));
   const size_t window_slots =
@@ -284,6 +302,7 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
   const int s = internal::StartConnect(addr, &in_progress);
   if (s < 0) {
     connect_failures.Add();
+    connect_failed = true;
     next_connect = now + backoff.Next();
     return;
   }
@@ -308,11 +327,13 @@ void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
   fd = -1;
   connecting = false;
   connect_failures.Add();
+  connect_failed = true;
   next_connect = now + backoff.Next();
 }
 
 void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
   connects.Add();
+  connect_failed = false;
   connected_since = now;
   conn_got_ack = false;
   // The stream starts over: preamble first, then the whole window again (merged by seq).
@@ -401,8 +422,8 @@ void Sender::Impl::ReleaseAcked() noexcept {
       cur.win_off = 0;
     }
   }
-  while (preamble_acked < preamble.lines() && preamble.at(preamble_acked).seq <= *acked_seq) {
-    ++preamble_acked;
+  while (preamble_released < preamble.lines() && preamble.at(preamble_released).seq <= *acked_seq) {
+    ++preamble_released;
     acked.Add();
   }
 }
@@ -435,6 +456,90 @@ void Sender::Impl::WriteDue(Clock::time_point now) noexcept {
   }
 }
 
+void Sender::Impl::SpillDue(Clock::time_point now) noexcept {
+  if (!SpillAllowed() || now < spill_retry_at) return;
+  const bool unsent_due = IsDue(now);
+  for (;;) {
+    // Window lines (sent on a lost connection) have waited already; never-sent lines go when
+    // due, as they would to a collector.
+    LineQueue* q = nullptr;
+    if (!window.empty()) {
+      q = &window;
+    } else if (unsent_due && !unsent.empty()) {
+      q = &unsent;
+    }
+    bool ok = false;
+    if (q != nullptr) {
+      ok = SpillLine(*q, q->head_index());
+      if (ok) {
+        q->PopFront();
+        spilled.Add();
+      }
+    } else if (force && preamble_released < preamble.lines()) {
+      // Nothing else is held (Flush made every line due): the preamble lines not yet released
+      // go alone. Outside Flush they wait for a held line, being kept for the sender's life.
+      ok = SpillLine(preamble, preamble.head_index() + preamble_released);
+    } else {
+      break;
+    }
+    if (!ok) {
+      spill_refusals.Add();
+      spill_retry_at = now + opts.flush_interval;
+      break;
+    }
+  }
+  if (unsent.empty()) has_oldest = false;
+}
+
+bool Sender::Impl::SpillLine(const LineQueue& q, uint64_t index) noexcept {
+  const LineQueue::Line& line = q.at(index);
+  const uint64_t file = opts.spill->PrepareLine(line.len);
+  if (file == 0) return false;
+  if (file != spill_file) {  // a new file: it starts with the preamble
+    spill_file = file;
+    spill_pre = preamble.head_index();
+  }
+  // The preamble lines below this line's seq go first (the rule of a new connection).
+  while (spill_pre < preamble.tail_index() && preamble.at(spill_pre).seq < line.seq) {
+    if (!AppendToSpill(preamble, spill_pre)) return false;
+    ++spill_pre;
+    ReleaseSpilledPreamble();
+  }
+  if (!AppendToSpill(q, index)) return false;
+  if (&q == &preamble) {
+    ++spill_pre;
+    ReleaseSpilledPreamble();
+  }
+  return true;
+}
+
+bool Sender::Impl::AppendToSpill(const LineQueue& q, uint64_t index) noexcept {
+  const LineQueue::Pieces p = q.BytesOf(q.at(index), 0);
+  return opts.spill->AppendLine(p.first, p.second);
+}
+
+void Sender::Impl::ReleaseSpilledPreamble() noexcept {
+  // Every preamble line below spill_pre is in a spill file; count each one once.
+  const uint64_t in_file = spill_pre - preamble.head_index();
+  if (in_file > preamble_released) {
+    spilled.Add(in_file - preamble_released);
+    preamble_released = in_file;
+  }
+}
+
+Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  if (!SpillAllowed()) return kNever;
+  Clock::time_point due = kNever;
+  if (!window.empty() || (force && Unacked() > 0)) {
+    due = Clock::time_point::min();
+  } else if (!unsent.empty()) {
+    due = !has_oldest || unsent.bytes() >= opts.batch_bytes ? Clock::time_point::min()
+                                                            : oldest_since + opts.flush_interval;
+  }
+  return due == kNever ? kNever : std::max(due, spill_retry_at);
+}
+
 void Sender::Impl::Reset() noexcept {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -444,21 +549,29 @@ void Sender::Impl::Reset() noexcept {
   preamble.Clear();
   cur = Cursor{};
   next_connect = Clock::time_point::min();
+  connect_failed = false;
   conn_got_ack = false;
   has_oldest = false;
   force = false;
   last_seq.reset();
   max_written.reset();
   acked_seq.reset();
-  preamble_acked = 0;
+  preamble_released = 0;
+  // The sink's files are the parent's: the child must not write to them (the shared_ptr is not
+  // touched, since releasing it is not async-signal-safe).
+  spill_on = false;
+  spill_file = 0;
+  spill_pre = 0;
+  spill_retry_at = Clock::time_point::min();
   ack_len = 0;
   ack_discarding = false;
   backoff.Reset();
   backoff.Reseed(SeedFor(this));
-  for (Counter* c : {&enqueued, &preamble_lines, &acked, &dropped_disconnected, &rejected_no_room,
-                     &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
-                     &connect_failures, &disconnects, &write_errors, &partial_writes,
-                     &bytes_written, &bytes_read, &acks, &garbage_lines}) {
+  for (Counter* c :
+       {&enqueued, &preamble_lines, &acked, &spilled, &spill_refusals, &dropped_disconnected,
+        &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
+        &connect_failures, &disconnects, &write_errors, &partial_writes, &bytes_written,
+        &bytes_read, &acks, &garbage_lines}) {
     c->Zero();
   }
 }
@@ -518,13 +631,18 @@ void Sender::Poll(std::chrono::steady_clock::time_point now) noexcept {
   Impl& s = *impl_;
   s.StampOldest(now);
   if (s.fd < 0) {
-    if (!s.addr.valid() || now < s.next_connect) return;
-    s.TryConnect(now);
-    if (s.fd < 0) return;
+    if (s.addr.valid() && now >= s.next_connect) s.TryConnect(now);
+    if (s.fd < 0) {
+      s.SpillDue(now);
+      return;
+    }
   }
   if (s.connecting) {
     s.CheckConnect(now);
-    if (!s.Connected()) return;
+    if (!s.Connected()) {
+      if (s.fd < 0) s.SpillDue(now);
+      return;
+    }
   }
   s.ReadAcks(now);
   if (s.fd < 0) return;
@@ -565,7 +683,7 @@ std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
   constexpr Clock::time_point kNever = Clock::time_point::max();
   if (!impl_ || !impl_->buffers_ok) return kNever;
   const Impl& s = *impl_;
-  if (s.fd < 0) return s.addr.valid() ? s.next_connect : kNever;
+  if (s.fd < 0) return std::min(s.addr.valid() ? s.next_connect : kNever, s.SpillDeadline());
   if (s.connecting) return s.connect_started + kConnectTimeout;
   if (s.unsent.empty() || !s.window.Fits(s.unsent.front().len)) return kNever;
   if (!s.has_oldest || s.force || s.unsent.bytes() >= s.opts.batch_bytes) {
@@ -602,6 +720,8 @@ SenderStats Sender::stats() const noexcept {
   out.enqueued = s.enqueued.Get();
   out.preamble_lines = s.preamble_lines.Get();
   out.acked = s.acked.Get();
+  out.spilled = s.spilled.Get();
+  out.spill_refusals = s.spill_refusals.Get();
   out.dropped_disconnected = s.dropped_disconnected.Get();
   out.rejected_no_room = s.rejected_no_room.Get();
   out.rejected_too_large = s.rejected_too_large.Get();
@@ -617,6 +737,16 @@ SenderStats Sender::stats() const noexcept {
   out.acks = s.acks.Get();
   out.garbage_lines = s.garbage_lines.Get();
   return out;
+}
+
+void Sender::SetSpillSink(std::shared_ptr<SpillSink> sink) noexcept {
+  if (!impl_) return;
+  Impl& s = *impl_;
+  s.opts.spill = std::move(sink);
+  s.spill_on = s.opts.spill != nullptr;
+  s.spill_file = 0;
+  s.spill_pre = s.preamble.head_index();
+  s.spill_retry_at = Clock::time_point::min();
 }
 
 void Sender::ResetAfterFork() noexcept {

@@ -38,12 +38,24 @@ inline constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 30;
 inline constexpr uint32_t kDefaultSampleEvery = 1;
 inline constexpr uint32_t kMinSampleEvery = 1;
 inline constexpr uint32_t kMaxSampleEvery = 1'000'000;
+inline constexpr uint32_t kDefaultApiErrorHistory = 8;
+inline constexpr uint32_t kMaxApiErrorHistory = 64;
+inline constexpr uint64_t kDefaultSpillRotateBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kMinSpillRotateBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxSpillRotateBytes = uint64_t{64} << 30;
+// CUFLIGHT_SPILL_MAX_BYTES is also at least the rotation size (see Config::spill_max_bytes).
+inline constexpr uint64_t kDefaultSpillMaxBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMinSpillMaxBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxSpillMaxBytes = uint64_t{64} << 40;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 11> kConfigVariables = {
-    "CUFLIGHT_COLLECTOR", "CUFLIGHT_TIMING",   "CUFLIGHT_RING_SIZE",    "CUFLIGHT_ON_FULL",
-    "CUFLIGHT_FLUSH_MS",  "CUFLIGHT_STATS_MS", "CUFLIGHT_BUFFER_BYTES", "CUFLIGHT_INCLUDE",
-    "CUFLIGHT_EXCLUDE",   "CUFLIGHT_SAMPLE",   "CUFLIGHT_LOG_LEVEL"};
+inline constexpr std::array<std::string_view, 17> kConfigVariables = {
+    "CUFLIGHT_COLLECTOR",          "CUFLIGHT_TIMING",         "CUFLIGHT_RING_SIZE",
+    "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",       "CUFLIGHT_STATS_MS",
+    "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",        "CUFLIGHT_EXCLUDE",
+    "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",      "CUFLIGHT_SPILL_DIR",
+    "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES", "CUFLIGHT_API_ERRORS",
+    "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -71,6 +83,27 @@ struct Config {
   uint32_t sample_every = kDefaultSampleEvery;
   // CUFLIGHT_LOG_LEVEL: the library's own messages on stderr.
   LogLevel log_level = LogLevel::kWarn;
+  // CUFLIGHT_SPILL_DIR: where events that cannot reach a collector are written (docs/spill.md);
+  // an absolute path, or empty (the default): no spill, such events are held up to buffer_bytes
+  // and then dropped.
+  std::string spill_dir;
+  // CUFLIGHT_SPILL_ROTATE_BYTES: size at which a spill file is closed into a numbered segment,
+  // in [kMinSpillRotateBytes, kMaxSpillRotateBytes].
+  uint64_t spill_rotate_bytes = kDefaultSpillRotateBytes;
+  // CUFLIGHT_SPILL_MAX_BYTES: most bytes in the process's spill files, past which events are
+  // dropped; in [kMinSpillMaxBytes, kMaxSpillMaxBytes] and at least spill_rotate_bytes (a
+  // smaller value given is a warning and falls back to max(kDefaultSpillMaxBytes,
+  // spill_rotate_bytes); unset, it is at least spill_rotate_bytes silently).
+  uint64_t spill_max_bytes = kDefaultSpillMaxBytes;
+  // CUFLIGHT_API_ERRORS: record driver calls that fail as api_error events (every driver call's
+  // exit then goes through the CUPTI callback).
+  bool api_errors = true;
+  // CUFLIGHT_API_ERROR_HISTORY: correlation ids of the latest launches on the failing call's
+  // context carried by an api_error event, in [0, kMaxApiErrorHistory].
+  uint32_t api_error_history = kDefaultApiErrorHistory;
+  // CUFLIGHT_CRASH_HANDLER: handle SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT to send what is
+  // pending and a process_crash event before the signal takes its course.
+  bool crash_handler = true;
 
   bool operator==(const Config&) const = default;
 };
@@ -91,7 +124,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
-// ("collector", "timing", "ring_size", ...); each value, given back to ParseConfig as the
+// ("collector", "timing", "ring_size", ..., "spill_dir", "spill_rotate_bytes",
+// "spill_max_bytes", "api_errors", "api_error_history", "crash_handler"); each value, given back to ParseConfig as the
 // variable's value, yields the same Config. Returns an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;
 

@@ -30,6 +30,14 @@
 //     next connection starts over with the preamble and retransmits the whole window. Connect
 //     failures (ENOENT, ECONNREFUSED, ...) wait a capped exponential backoff with jitter;
 //     a connection that got an ack (or lived longer than backoff_max) resets the backoff.
+//  8. Spilling (optional, SenderOptions::spill; docs/spill.md): while there is no connection and
+//     the last connect attempt failed (or the address is invalid), held lines that are due (as
+//     in point 4; window lines from a lost connection at once) are written to the spill sink
+//     instead of being held, each file starting with the preamble merged by seq as in point 5.
+//     A spilled line is released like an acked one and is never sent to a collector; a
+//     collector that comes back later gets the lines held from then on, and sees the spilled
+//     seqs as a gap. Lines the sink refuses (full, disabled) stay held, and are dropped for room
+//     as without a sink; the sink is tried again one flush_interval later.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -39,6 +47,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include "cuflight/transport/spill_sink.h"
 
 namespace cuflight::transport {
 
@@ -66,15 +76,22 @@ struct SenderOptions {
   // and the most preamble lines.
   size_t preamble_bytes = 64 << 10;
   size_t max_preamble_lines = 256;
+  // Where lines that cannot reach a collector go (design point 8); null (the default): nowhere,
+  // they are held up to buffer_bytes and then dropped. Shared: the sender keeps it alive.
+  std::shared_ptr<SpillSink> spill;
 };
 
 // Counters since construction (or ResetAfterFork). Accounting identity, at any time:
-//   enqueued + preamble_lines == acked + dropped_disconnected + Sender::unacked_lines()
+//   enqueued + preamble_lines == acked + spilled + dropped_disconnected + Sender::unacked_lines()
 // rejected_* lines were never taken (Enqueue returned false): the caller counts those.
 struct SenderStats {
   uint64_t enqueued = 0;              // lines Enqueue() took
   uint64_t preamble_lines = 0;        // lines AddPreamble() took
   uint64_t acked = 0;                 // held lines (preamble included) released by an ack
+  uint64_t spilled = 0;               // held lines (preamble included) released by being
+                                      // written to the spill sink (a preamble line once, however
+                                      // many spill files repeat it)
+  uint64_t spill_refusals = 0;        // times the spill sink refused a line (full, disabled)
   uint64_t dropped_disconnected = 0;  // taken, never sent, dropped to make room
   uint64_t rejected_no_room = 0;      // Enqueue() false: everything held is sent-unacked
   uint64_t rejected_too_large = 0;    // Enqueue() false: longer than min(window, buffer)
@@ -102,10 +119,11 @@ class Sender {
   Sender& operator=(const Sender&) = delete;
 
   // Adds a preamble line (process_start, then one device event per device): sent on every
-  // connection, never dropped, kept for the life of the sender, counted as acked once an ack
-  // covers its seq. `line` is one complete line ending in '\n'; `seq` must be above every seq
-  // given so far (preamble or not). Returns false (counted in rejected_invalid) if it is not,
-  // or if the preamble storage is full.
+  // connection and written at the start of every spill file, never dropped, kept for the life of
+  // the sender, counted as acked once an ack covers its seq (or as spilled once written to the
+  // spill, whichever comes first). `line` is one complete line ending in '\n'; `seq` must be above
+  // every seq given so far (preamble or not). Returns false (counted in rejected_invalid) if it is
+  // not, or if the preamble storage is full.
   bool AddPreamble(uint64_t seq, std::string_view line) noexcept;
 
   // Queues one complete line (ending in '\n') with its seq, which must be above every seq given
@@ -127,17 +145,18 @@ class Sender {
   // connection prepares the retransmission. Never blocks.
   void Poll(std::chrono::steady_clock::time_point now) noexcept;
 
-  // Polls until every held line (preamble included) is acked, or until `deadline`, sleeping in
-  // poll(2) on the socket or until the next reconnect attempt, not spinning. Lines waiting for
-  // their batch go out at once. Returns true when everything was acked (also when nothing is
-  // held). Used at exit (deadline now+1s) and by tests; returns within about 1 ms of the
-  // deadline.
+  // Polls until every held line (preamble included) is acked or spilled, or until `deadline`,
+  // sleeping in poll(2) on the socket or until the next reconnect attempt, not spinning. Lines
+  // waiting for their batch go out at once. With a spill sink, when a connect attempt fails,
+  // everything held (unacked preamble lines too) is spilled at once instead of waiting for a
+  // collector. Returns true when everything was acked or spilled (also when nothing is held). Used
+  // at exit (deadline now+1s) and by tests; returns within about 1 ms of the deadline.
   bool Flush(std::chrono::steady_clock::time_point deadline) noexcept;
 
   // When the owner should call Poll() next at the latest if fd() shows nothing: the next
-  // reconnect attempt, or when the oldest waiting line is due. steady_clock::time_point::max()
-  // when only the socket can make progress (waiting for acks or writability), or a time in the
-  // past when a Poll() is needed now.
+  // reconnect attempt, or when the oldest waiting line is due (to be sent or spilled).
+  // steady_clock::time_point::max() when only the socket can make progress (waiting for acks or
+  // writability), or a time in the past when a Poll() is needed now.
   std::chrono::steady_clock::time_point NextDeadline() const noexcept;
   // True when the owner should wait for fd() to become writable (POLLOUT): bytes are pending
   // that the socket did not take, or a TCP connect is in progress. Always wait for POLLIN.
@@ -159,10 +178,16 @@ class Sender {
   // counter is read atomically; the snapshot as a whole is not).
   SenderStats stats() const noexcept;
 
+  // Replaces the spill sink (null: none). Owner thread only, like Poll(). The next spilled line
+  // starts a file of the new sink with the preamble.
+  void SetSpillSink(std::shared_ptr<SpillSink> sink) noexcept;
+
   // For a fork()ed child: closes the inherited socket (sending nothing, so the parent's stream is
   // untouched) and starts over with no lines, no preamble, zero counters and a fresh backoff,
-  // keeping the options and the memory. Reads none of the old state, so it is safe even if
-  // another thread of the parent was inside this object at the fork. Async-signal-safe.
+  // keeping the options and the memory. The spill sink, whose files belong to the parent, is
+  // no longer used (it is not released here): the child spills nothing until SetSpillSink gives
+  // it its own. Reads none of the old state, so it is safe even if another thread of the parent
+  // was inside this object at the fork. Async-signal-safe.
   void ResetAfterFork() noexcept;
 
  private:

@@ -30,6 +30,8 @@ bool ResolveAll(void* library, CuptiApi* api) {
   if (!ok) return false;
   Resolve(library, "cuptiSubscribe_v2", &api->SubscribeV2);
   Resolve(library, "cuptiFinalize", &api->Finalize);
+  Resolve(library, "cuptiEnableDomain", &api->EnableDomain);
+  Resolve(library, "cuptiGetCallbackName", &api->GetCallbackName);
   return true;
 }
 

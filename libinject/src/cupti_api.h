@@ -33,6 +33,11 @@ struct CuptiApi {
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t stream_id,
                                               size_t* dropped) = nullptr;
   CUptiResult (*Finalize)() = nullptr;  // optional
+  // Optional: every callback of a domain (api_error events need every driver call's exit).
+  CUptiResult (*EnableDomain)(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain) =
+      nullptr;
+  // Optional: the API name of a callback id.
+  CUptiResult (*GetCallbackName)(CUpti_CallbackDomain, uint32_t cbid, const char** name) = nullptr;
 };
 
 // Where LoadCuptiApi looks for libcupti, in order: $CUFLIGHT_CUPTI_PATH (a file), the dynamic

@@ -42,6 +42,7 @@ bool LoadDriverApi(DriverApi* api, std::string* error) {
     Resolve(library, "cuDeviceGetUuid", &api->DeviceGetUuid);
   }
   Resolve(library, "cuGetErrorName", &api->GetErrorName);
+  Resolve(library, "cuGetErrorString", &api->GetErrorString);
   return true;
 }
 

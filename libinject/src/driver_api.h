@@ -27,6 +27,7 @@ struct DriverApi {
   CUresult (*DriverGetVersion)(int* version) = nullptr;
   CUresult (*StreamIsCapturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
   CUresult (*GetErrorName)(CUresult error, const char** name) = nullptr;  // optional
+  CUresult (*GetErrorString)(CUresult error, const char** text) = nullptr;  // optional
 };
 
 // Resolves the table from the process's libcuda.so.1 (already loaded by the application when the

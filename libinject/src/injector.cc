@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/collector_path.h"
 #include "log.h"
 
@@ -117,7 +118,9 @@ bool Injector::InitializeOrExplain() noexcept {
   }
   if (!Subscribe()) return false;  // Subscribe explains
   if (config_.timing) EnableTiming();
-
+  if (config_.crash_handler && !InstallCrashHandlers(&Injector::ReportCrash, kUrgentFlushWaitNs)) {
+    Log().warn("cannot install the fatal-signal handlers; a crash will show as process_lost");
+  }
   std::atexit([] { Instance().OnExit(); });
   pthread_atfork(nullptr, nullptr, [] { Instance().OnForkChild(); });
   Log().info("recording kernel launches to {}", config_.collector_path);
@@ -154,6 +157,13 @@ bool Injector::Subscribe() noexcept {
                 CuptiError(cupti_, result));
     return false;
   }
+  if (config_.api_errors && cupti_.EnableDomain != nullptr &&
+      cupti_.EnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS) {
+    return true;  // every driver call: api_error events need each one's exit
+  }
+  if (config_.api_errors) {
+    Log().warn("cannot enable every driver API callback; api_error events cover launches only");
+  }
   for (CUpti_CallbackId cbid : Recorder::DriverCallbacks()) {
     // A callback id this driver does not know fails to enable; the rest still work.
     cupti_.EnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
@@ -178,6 +188,11 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
     RecorderOptions options;
     options.sample_every = config_.sample_every;
     options.on_full = config_.on_full;
+    options.api_errors = config_.api_errors;
+    Pipeline* target = pipeline.get();
+    options.on_sticky_error = [target] {
+      if (target->sender != nullptr) target->sender->FlushNow(kUrgentFlushWaitNs);
+    };
     if (filter_ != nullptr && filter_->active()) {
       const NameFilter* filter = filter_.get();
       options.accept = [filter](std::string_view demangled, std::string_view mangled) {
@@ -193,7 +208,23 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
     sender_options.transport.flush_interval = std::chrono::milliseconds(config_.flush_ms);
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.timing = with_activity;
+    sender_options.api_error_history = static_cast<int>(config_.api_error_history);
+    sender_options.driver = &driver_;
+    sender_options.callback_names = &cupti_;
     ProcessFacts facts = ReadProcessFacts();
+    if (!config_.spill_dir.empty()) {
+      // One writer per process (a fork()ed child makes its own, under its own pid).
+      spill::SpillWriterOptions spill;
+      spill.dir = config_.spill_dir;
+      spill.host = facts.hostname;
+      spill.exe = facts.exe;
+      spill.pid = facts.pid;
+      spill.start_ns = facts.start_ns;
+      spill.rotate_bytes = config_.spill_rotate_bytes;
+      spill.max_bytes = config_.spill_max_bytes;
+      spill.warn = [](std::string_view message) { Log().warn("spill: {}", message); };
+      sender_options.transport.spill = std::make_shared<spill::SpillWriter>(std::move(spill));
+    }
     facts.cuda_driver_version = driver_version_;
     facts.cupti_version = static_cast<int32_t>(cupti_version_);
     facts.config = Describe(config_);
@@ -271,6 +302,17 @@ void Injector::OnExit() noexcept {
   // exits, and CUPTI forbids finalizing from a callback or concurrently with one.
 }
 
+bool Injector::ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept {
+  Injector& self = Instance();
+  if (self.exiting_.load(std::memory_order_acquire)) return false;
+  Pipeline* pipeline = self.pipeline_.load(std::memory_order_acquire);
+  if (pipeline == nullptr ||
+      self.pipeline_pid_.load(std::memory_order_acquire) != static_cast<int>(getpid())) {
+    return false;
+  }
+  return pipeline->sender->FlushForCrash(crash, wait_ns);
+}
+
 void Injector::OnForkChild() noexcept {
   // Only this thread exists in the child: the parent's sender thread and socket are not ours.
   // Set the parent's pipeline aside (never destroyed: its thread object must not be joined) and
@@ -281,6 +323,7 @@ void Injector::OnForkChild() noexcept {
     inherited_ = parent;
   }
   pipeline_pid_.store(0, std::memory_order_release);
+  ResetCrashStateAfterFork();
   new (&pipeline_mu_) std::mutex();  // the parent may have held it at the fork
   if (devices_ != nullptr) devices_->ForgetContexts();
   if (functions_ != nullptr) functions_->InvalidateAll();

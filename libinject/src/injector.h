@@ -15,6 +15,7 @@
 
 #include "activity_buffers.h"
 #include "cuflight/inject/config.h"
+#include "crash_handler.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
@@ -24,6 +25,10 @@
 #include "sender_thread.h"
 
 namespace cuflight::inject {
+
+// How long an urgent flush (a sticky CUDA error, a fatal signal) may hold the thread that asked
+// for it, waiting for the collector's acknowledgement.
+inline constexpr int64_t kUrgentFlushWaitNs = 2'000'000'000;
 
 class Injector {
  public:
@@ -49,6 +54,8 @@ class Injector {
   Pipeline* PipelineForThisProcess() noexcept;
   void OnExit() noexcept;
   void OnForkChild() noexcept;
+  // The crash handler's reporter (async-signal-safe): flushes this process's pipeline.
+  static bool ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept;
 
   static void CUPTIAPI Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                 const void* data);

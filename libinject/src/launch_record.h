@@ -46,6 +46,12 @@ constexpr std::string_view LaunchApiName(LaunchApi api) {
   return kLaunchApiNames[static_cast<size_t>(api)];
 }
 
+// What a ring record holds.
+enum class RecordKind : uint8_t {
+  kLaunch = 0,  // a recorded kernel launch
+  kApiError,    // a driver call that failed: cbid, result, context, stream, correlation_id
+};
+
 struct LaunchRecord {
   int64_t ts_ns = 0;  // host CLOCK_REALTIME at the callback
   uint64_t context = 0;
@@ -61,6 +67,9 @@ struct LaunchRecord {
   int32_t device = 0;
   LaunchApi api = LaunchApi::kLaunchKernel;
   bool cooperative = false;
+  RecordKind kind = RecordKind::kLaunch;
+  uint32_t cbid = 0;   // kApiError: the CUPTI driver callback id of the call
+  int32_t result = 0;  // kApiError: the CUresult it returned
 };
 static_assert(std::is_trivially_copyable_v<LaunchRecord>);
 static_assert(sizeof(LaunchRecord) <= 128);

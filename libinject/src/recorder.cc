@@ -86,6 +86,37 @@ std::string FormatUuid(const CUuuid& uuid) {
 
 }  // namespace
 
+bool IsStickyError(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result) {
+  if (result == CUDA_ERROR_NOT_READY) return true;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetExportTable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
                                                const char* symbol_name) {
   auto info = std::make_unique<FunctionInfo>();
@@ -205,11 +236,13 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const CUpti_CallbackData* data) noexcept {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
   if (data->callbackSite != CUPTI_API_EXIT) return;
+  const CUresult result = ReturnValue(data);
+  if (result != CUDA_SUCCESS && options_.api_errors) OnApiError(cbid, data, result);
   if (LaunchApiOf(cbid)) {
-    if (ReturnValue(data) == CUDA_SUCCESS) OnLaunch(cbid, data);
+    if (result == CUDA_SUCCESS) OnLaunch(cbid, data);
     return;
   }
-  const bool ok = ReturnValue(data) == CUDA_SUCCESS;
+  const bool ok = result == CUDA_SUCCESS;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape: {
       const auto* p = static_cast<const cuFuncSetBlockShape_params*>(data->functionParams);
@@ -267,6 +300,33 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     }
     default:
       return;
+  }
+}
+
+void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                          CUresult result) noexcept {
+  if (IsRoutineFailure(cbid, result)) return;
+  LaunchRecord record;
+  record.kind = RecordKind::kApiError;
+  record.ts_ns = NowRealtimeNs();
+  record.context = reinterpret_cast<uintptr_t>(data->context);
+  record.correlation_id = data->correlationId;
+  record.tid = ThreadId();
+  record.device = devices_->DeviceOf(record.context);  // -1 when not known yet
+  record.cbid = cbid;
+  record.result = static_cast<int32_t>(result);
+  if (LaunchApiOf(cbid)) {
+    DecodedLaunch launch;
+    const LegacyLaunchState legacy;  // the shape does not matter here, only the stream
+    if (DecodeLaunch(cbid, data->functionParams, 0, &legacy, &launch)) record.stream = launch.stream;
+  }
+  api_errors_.fetch_add(1, std::memory_order_relaxed);
+  ring_->Push(record, options_.on_full);
+  if (IsStickyError(result) && options_.on_sticky_error) {
+    try {
+      options_.on_sticky_error();
+    } catch (...) {
+    }
   }
 }
 

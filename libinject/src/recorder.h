@@ -34,7 +34,21 @@ struct RecorderOptions {
   OnFull on_full = OnFull::kDrop;
   // Name filter, called once per function on the slow path; empty = accept all.
   std::function<bool(std::string_view demangled, std::string_view mangled)> accept;
+  // Record driver calls that fail (api_error events). Needs every driver callback enabled
+  // (see Injector); off, only launches and cache invalidations are looked at.
+  bool api_errors = true;
+  // Called on the failing thread after the api_error record of a sticky error (the context is
+  // unusable: illegal address, launch failure, ECC, ...) is in the ring; sends everything
+  // pending at once. May be empty.
+  std::function<void()> on_sticky_error;
 };
+
+// Errors after which the CUDA context cannot be used any more (the process usually ends soon).
+bool IsStickyError(CUresult result);
+// Failures that are part of normal operation and are not reported as api_error: polling
+// (CUDA_ERROR_NOT_READY) and the runtime's probing of driver entry points (cuGetProcAddress,
+// cuGetExportTable).
+bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result);
 
 class Recorder {
  public:
@@ -59,9 +73,12 @@ class Recorder {
   uint64_t unresolved() const { return unresolved_.load(std::memory_order_relaxed); }
   // Launches of functions beyond the function table's capacity (not recorded).
   uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
+  // Failed driver calls recorded as api_error (or dropped by a full ring).
+  uint64_t api_errors() const { return api_errors_.load(std::memory_order_relaxed); }
 
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
+  void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
   void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                  uint64_t context) noexcept;
   const FunctionInfo* ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
@@ -80,6 +97,7 @@ class Recorder {
   std::atomic<uint64_t> captured_{0};
   std::atomic<uint64_t> unresolved_{0};
   std::atomic<uint64_t> untracked_{0};
+  std::atomic<uint64_t> api_errors_{0};
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed

@@ -2,8 +2,12 @@
 
 #include <cxxabi.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cuflight/schema/encoder.h"
@@ -24,6 +28,16 @@ int64_t NowRealtimeNs() noexcept {
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
+
+int64_t MonotonicNs() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Time the sender thread keeps for itself out of an urgent flush's wait: the requester's wait
+// ends shortly after the thread's flush deadline, not before it.
+constexpr int64_t kUrgentMarginNs = 20'000'000;
 
 int64_t ThreadCpuNs() noexcept {
   timespec ts{};
@@ -46,7 +60,10 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       activity_(activity),
       cupti_(cupti),
       transport_(options_.transport),
-      line_(kLineBytes) {}
+      line_(kLineBytes) {
+  options_.api_error_history = std::clamp(options_.api_error_history, 0, static_cast<int>(kMaxApiErrorHistory));
+  history_.assign(static_cast<size_t>(kMaxContexts) * options_.api_error_history, 0);
+}
 
 SenderThread::~SenderThread() {
   if (thread_.joinable()) {
@@ -57,9 +74,11 @@ SenderThread::~SenderThread() {
 
 bool SenderThread::Start() noexcept {
   try {
+    running_.store(true, std::memory_order_release);  // urgent flushes wait for the thread
     thread_ = std::thread([this] { Run(); });
     return true;
   } catch (...) {
+    running_.store(false, std::memory_order_release);
     Log().warn("cannot start the sender thread; no events will be sent");
     return false;
   }
@@ -74,6 +93,7 @@ bool SenderThread::Stop(Clock::time_point deadline) noexcept {
 }
 
 void SenderThread::Run() noexcept {
+  thread_tid_.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
   while (!stop_.load(std::memory_order_acquire)) {
     const Clock::time_point now = Clock::now();
     const bool busy = Step(now);
@@ -90,7 +110,67 @@ void SenderThread::Run() noexcept {
       poll(nullptr, 0, timeout);
     }
   }
+  running_.store(false, std::memory_order_release);
   cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
+}
+
+bool SenderThread::RequestUrgentFlushAndWait(int64_t wait_ns) noexcept {
+  const int64_t deadline = MonotonicNs() + wait_ns;
+  urgent_deadline_ns_.store(deadline - kUrgentMarginNs, std::memory_order_relaxed);
+  const uint32_t ticket = urgent_requested_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  while (MonotonicNs() < deadline) {
+    if (static_cast<int32_t>(urgent_done_.load(std::memory_order_acquire) - ticket) >= 0) {
+      return true;
+    }
+    if (!running_.load(std::memory_order_acquire)) return false;
+    timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  return false;
+}
+
+bool SenderThread::FlushNow(int64_t wait_ns) noexcept {
+  if (!running_.load(std::memory_order_acquire)) return false;
+  if (static_cast<int32_t>(syscall(SYS_gettid)) == thread_tid_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  return RequestUrgentFlushAndWait(wait_ns);
+}
+
+bool SenderThread::FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexcept {
+  if (!running_.load(std::memory_order_acquire)) return false;
+  if (static_cast<int32_t>(syscall(SYS_gettid)) == thread_tid_.load(std::memory_order_relaxed)) {
+    return false;  // the sender thread itself crashed: nobody is left to send
+  }
+  crash_ = crash;
+  crash_pending_.store(true, std::memory_order_release);
+  return RequestUrgentFlushAndWait(wait_ns);
+}
+
+void SenderThread::UrgentFlush() noexcept {
+  const bool crash = crash_pending_.load(std::memory_order_acquire);
+  if (!started_process_) SendProcessStart();
+  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
+    // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
+    // hold a lock the crashed thread held).
+    cupti_->ActivityFlushAll(0);
+  }
+  LaunchRecord record;
+  while (ring_->TryPop(&record)) HandleRecord(record);
+  if (activity_ != nullptr) {
+    ActivityBuffers::Completed completed;
+    while (activity_->PopCompleted(&completed)) {
+      HandleActivityBuffer(completed.buffer, completed.valid_size);
+      activity_->Release(completed.buffer);
+    }
+  }
+  if (crash) {
+    SendProcessCrash(crash_);
+    crash_pending_.store(false, std::memory_order_release);
+  }
+  const int64_t deadline_ns = urgent_deadline_ns_.load(std::memory_order_relaxed);
+  const int64_t left_ns = std::max<int64_t>(0, deadline_ns - MonotonicNs());
+  transport_.Flush(Clock::now() + std::chrono::nanoseconds(left_ns));
 }
 
 uint64_t SenderThread::NextSeq() noexcept {
@@ -180,7 +260,82 @@ void SenderThread::EnsureDeviceEvent(int ordinal) noexcept {
   Send(event, /*preamble=*/true);
 }
 
+void SenderThread::RememberLaunch(uint64_t context, uint64_t correlation_id) noexcept {
+  const int n = options_.api_error_history;
+  if (n == 0) return;
+  int slot = -1;
+  for (int i = 0; i < kMaxContexts; ++i) {
+    if (contexts_[i].context == context && contexts_[i].count != 0) {
+      slot = i;
+      break;
+    }
+  }
+  if (slot < 0) {
+    slot = next_context_slot_;
+    next_context_slot_ = (next_context_slot_ + 1) % kMaxContexts;
+    contexts_[slot] = ContextHistory{context, 0};
+  }
+  ContextHistory& h = contexts_[slot];
+  history_[static_cast<size_t>(slot) * n + h.count % n] = correlation_id;
+  ++h.count;
+}
+
+void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
+  uint64_t ids[kMaxApiErrorHistory] = {};
+  size_t id_count = 0;
+  const int n = options_.api_error_history;
+  for (int i = 0; n > 0 && i < kMaxContexts; ++i) {
+    const ContextHistory& h = contexts_[i];
+    if (h.count == 0 || h.context != record.context) continue;
+    const uint64_t kept = std::min<uint64_t>(h.count, static_cast<uint64_t>(n));
+    for (uint64_t k = h.count - kept; k < h.count; ++k) {  // oldest first
+      ids[id_count++] = history_[static_cast<size_t>(i) * n + k % n];
+    }
+    break;
+  }
+  const char* api = nullptr;
+  const CuptiApi* names = options_.callback_names;
+  if (names != nullptr && names->GetCallbackName != nullptr &&
+      names->GetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, record.cbid, &api) != CUPTI_SUCCESS) {
+    api = nullptr;
+  }
+  char api_fallback[48];
+  if (api == nullptr) {
+    std::snprintf(api_fallback, sizeof(api_fallback), "driver API callback %u", record.cbid);
+    api = api_fallback;
+  }
+  const auto result = static_cast<CUresult>(record.result);
+  const char* error_name = nullptr;
+  const char* message = nullptr;
+  const DriverApi* driver = options_.driver;
+  if (driver != nullptr && driver->GetErrorName != nullptr &&
+      driver->GetErrorName(result, &error_name) != CUDA_SUCCESS) {
+    error_name = nullptr;
+  }
+  if (driver != nullptr && driver->GetErrorString != nullptr &&
+      driver->GetErrorString(result, &message) != CUDA_SUCCESS) {
+    message = nullptr;
+  }
+  schema::ApiErrorEvent event;
+  event.header = MakeHeader();
+  event.header.ts_ns = record.ts_ns;
+  event.api = api;
+  event.code = record.result;
+  event.error_name = error_name != nullptr ? error_name : "";
+  event.message = message != nullptr ? message : "";
+  event.device = record.device;
+  event.context = record.context;
+  event.stream = record.stream;
+  event.last_correlation_ids = std::span<const uint64_t>(ids, id_count);
+  Send(event, /*preamble=*/false);
+}
+
 void SenderThread::HandleRecord(const LaunchRecord& record) noexcept {
+  if (record.kind == RecordKind::kApiError) {
+    HandleApiError(record);
+    return;
+  }
+  RememberLaunch(record.context, record.correlation_id);
   const DeviceInfo* device = devices_->Get(record.device);
   if (device == nullptr) return;  // the recorder only records launches on known devices
   EnsureDeviceEvent(record.device);
@@ -251,6 +406,14 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
 bool SenderThread::Step(Clock::time_point now) noexcept {
   bool busy = false;
   if (!started_process_) SendProcessStart();
+  const uint32_t urgent = urgent_requested_.load(std::memory_order_acquire);
+  if (urgent != urgent_served_) {
+    UrgentFlush();
+    urgent_served_ = urgent;
+    urgent_done_.store(urgent, std::memory_order_release);
+    now = Clock::now();
+    busy = true;
+  }
   for (int i = 0; i < kMaxRecordsPerStep; ++i) {
     // Leave records in the ring rather than make the transport drop: the ring then drops the
     // newest launches and counts them, exactly.
@@ -322,6 +485,25 @@ void SenderThread::SendProcessEnd() noexcept {
   event.header = MakeHeader();
   const PipelineCounters c = counters();
   event.exit_code.reset();
+  event.emitted = c.emitted;
+  event.dropped_ring_full = c.dropped_ring_full;
+  event.dropped_disconnected = c.dropped_disconnected;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.launches = c.launches;
+  event.filtered = c.filtered;
+  Send(event, /*preamble=*/false);
+}
+
+void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
+  schema::ProcessCrashEvent event;
+  event.header = MakeHeader();
+  const PipelineCounters c = counters();
+  event.signal = crash.signal;
+  event.signal_name = FatalSignalName(crash.signal);
+  event.code = crash.code;
+  event.addr = crash.addr;
+  event.tid = crash.tid;
+  event.app_handler = crash.app_handler;
   event.emitted = c.emitted;
   event.dropped_ring_full = c.dropped_ring_full;
   event.dropped_disconnected = c.dropped_disconnected;

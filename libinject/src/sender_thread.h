@@ -20,10 +20,13 @@
 #include <vector>
 
 #include "activity_buffers.h"
+#include "cuflight/inject/config.h"
+#include "crash_handler.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
 #include "cupti_api.h"
 #include "device_table.h"
+#include "driver_api.h"
 #include "event_builder.h"
 #include "function_table.h"
 #include "launch_ring.h"
@@ -36,7 +39,16 @@ struct SenderThreadOptions {
   transport::SenderOptions transport;
   std::chrono::milliseconds stats_interval{5000};
   bool timing = true;  // kernel_time events from activity records
+  // Correlation ids of the latest recorded launches kept per context for api_error events
+  // (0..kMaxApiErrorHistory, config.h).
+  int api_error_history = 8;
+  // Error names and messages for api_error events (cuGetErrorName/cuGetErrorString); may be
+  // null, and so may its members.
+  const DriverApi* driver = nullptr;
+  // Names of driver API callback ids (cuptiGetCallbackName); may be null.
+  const CuptiApi* callback_names = nullptr;
 };
+
 
 // Totals of the event pipeline, as in the stats and process_end events.
 struct PipelineCounters {
@@ -72,6 +84,15 @@ class SenderThread {
   // What Stop does after the thread ended; tests call it directly.
   bool Finish(std::chrono::steady_clock::time_point deadline) noexcept;
 
+  // Sends everything recorded so far now, then waits until the collector acknowledged it (or
+  // the spill took it), at most `wait_ns`. For sticky CUDA errors, from the application thread
+  // whose call failed. False when the thread is not running, on the thread itself, or at the
+  // deadline.
+  bool FlushNow(int64_t wait_ns) noexcept;
+  // The same from a fatal-signal handler, followed by a process_crash event for `crash`.
+  // Async-signal-safe.
+  bool FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexcept;
+
   PipelineCounters counters() const noexcept;
   const transport::Sender& transport() const { return transport_; }
 
@@ -88,6 +109,11 @@ class SenderThread {
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
   void SendStats() noexcept;
   void SendProcessEnd() noexcept;
+  void SendProcessCrash(const CrashInfo& crash) noexcept;
+  void HandleApiError(const LaunchRecord& record) noexcept;
+  void RememberLaunch(uint64_t context, uint64_t correlation_id) noexcept;
+  void UrgentFlush() noexcept;
+  bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;
@@ -104,6 +130,28 @@ class SenderThread {
   std::vector<char> line_;  // encode buffer, sized once
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  std::atomic<int32_t> thread_tid_{0};
+
+  // Urgent flushes (FlushNow, FlushForCrash): a requester bumps urgent_requested_ and waits
+  // until urgent_done_ reaches its number; the thread serves every request pending at once.
+  std::atomic<uint32_t> urgent_requested_{0};
+  std::atomic<uint32_t> urgent_done_{0};
+  std::atomic<int64_t> urgent_deadline_ns_{0};  // CLOCK_MONOTONIC
+  uint32_t urgent_served_ = 0;
+  CrashInfo crash_;  // written before crash_pending_ is set
+  std::atomic<bool> crash_pending_{false};
+
+  // Latest recorded launches per context, for api_error events: kMaxContexts slots, replaced
+  // round-robin, each a ring of api_error_history correlation ids.
+  static constexpr int kMaxContexts = 64;
+  struct ContextHistory {
+    uint64_t context = 0;
+    uint64_t count = 0;  // launches remembered, all time
+  };
+  ContextHistory contexts_[kMaxContexts];
+  std::vector<uint64_t> history_;  // kMaxContexts * api_error_history ids
+  int next_context_slot_ = 0;
   bool started_process_ = false;
   bool finished_ = false;
   bool device_sent_[DeviceTable::kMaxDevices] = {};

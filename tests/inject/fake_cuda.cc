@@ -109,6 +109,43 @@ CUptiResult ActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity** record) {
 
 CUptiResult ActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
 
+// Two errors the driver can name, as cuda.h documents them; other codes are unknown.
+CUresult GetErrorName(CUresult error, const char** name) {
+  switch (error) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return CUDA_SUCCESS;
+    default:
+      *name = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult GetErrorString(CUresult error, const char** text) {
+  switch (error) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      *text = "an illegal memory access was encountered";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE:
+      *text = "invalid argument";
+      return CUDA_SUCCESS;
+    default:
+      *text = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUptiResult GetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize) {
+    *name = "cuCtxSynchronize";
+    return CUPTI_SUCCESS;
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
 }  // namespace
 
 DriverApi FakeCuda::driver() const {
@@ -121,6 +158,8 @@ DriverApi FakeCuda::driver() const {
   api.DeviceGetUuid = &DeviceGetUuid;
   api.DriverGetVersion = &DriverGetVersion;
   api.StreamIsCapturing = &StreamIsCapturing;
+  api.GetErrorName = &GetErrorName;
+  api.GetErrorString = &GetErrorString;
   return api;
 }
 
@@ -129,6 +168,7 @@ CuptiApi FakeCuda::cupti() const {
   api.GetDeviceId = &GetDeviceId;
   api.ActivityGetNextRecord = &ActivityGetNextRecord;
   api.ActivityFlushAll = &ActivityFlushAll;
+  api.GetCallbackName = &GetCallbackName;
   return api;
 }
 

@@ -3,6 +3,7 @@
 // (entry -> CUPTI subscription -> callbacks -> sender thread -> socket -> atexit process_end)
 // with stand-in libcuda.so.1 and libcupti.so.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -198,6 +199,171 @@ TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
   const auto streams = ByPid(collector.Lines());
   EXPECT_EQ(streams.size(), 1u);  // only the parent
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing
+
+namespace cuflight::inject::testing {
+namespace {
+
+// What a crashed fake_app left at the collector.
+struct CrashOutcome {
+  int kernels = 0;
+  std::vector<schema::OwnedProcessCrashEvent> crashes;
+  bool crash_is_last = false;
+  bool seq_without_gaps = true;
+};
+
+CrashOutcome ReadCrashOutcome(const std::vector<std::string>& lines) {
+  CrashOutcome out;
+  uint64_t expected_seq = 0;
+  for (const std::string& line : lines) {
+    schema::DecodeResult d = schema::Decode(line);
+    EXPECT_TRUE(d.ok()) << d.message;
+    if (!d.ok()) continue;
+    if (d.header->seq != expected_seq++) out.seq_without_gaps = false;
+    if (std::holds_alternative<schema::OwnedKernelEvent>(d.event)) ++out.kernels;
+    out.crash_is_last = false;
+    if (auto* c = std::get_if<schema::OwnedProcessCrashEvent>(&d.event)) {
+      out.crashes.push_back(*c);
+      out.crash_is_last = true;
+    }
+  }
+  return out;
+}
+
+bool HasCrash(const std::vector<std::string>& lines) {
+  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("\"process_crash\"") != std::string::npos;
+  });
+}
+
+class CrashInjection : public Injection {
+ protected:
+  void SetUp() override {
+    Injection::SetUp();
+    if (CUFLIGHT_SANITIZED) {
+      GTEST_SKIP() << "the sanitizer runtimes install their own fatal-signal handlers";
+    }
+    unsetenv("CUFLIGHT_CRASH_HANDLER");
+    UseFakes();
+  }
+};
+
+TEST_F(CrashInjection, EachFatalSignalSendsThePendingKernelsAndProcessCrashThenDiesAsBefore) {
+  struct Case {
+    const char* mode;
+    int signal;
+    const char* name;
+  };
+  for (const Case& c : {Case{"segv", SIGSEGV, "SIGSEGV"}, Case{"bus", SIGBUS, "SIGBUS"},
+                        Case{"fpe", SIGFPE, "SIGFPE"}, Case{"ill", SIGILL, "SIGILL"},
+                        Case{"abrt", SIGABRT, "SIGABRT"}}) {
+    SCOPED_TRACE(c.mode);
+    const std::string path = TempSocketPath(std::string("crash-") + c.mode);
+    TestCollector collector(path);
+    setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+    const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "30", c.mode});
+    // The signal's default action still ends the process: same status as without cuflight.
+    EXPECT_EQ(r.exit_code, 128 + c.signal) << r.err;
+    EXPECT_EQ(r.err, "");
+    ASSERT_TRUE(collector.WaitFor(HasCrash));
+    const CrashOutcome o = ReadCrashOutcome(collector.Lines());
+    EXPECT_EQ(o.kernels, 30);
+    ASSERT_EQ(o.crashes.size(), 1u);
+    EXPECT_TRUE(o.crash_is_last);
+    EXPECT_TRUE(o.seq_without_gaps);
+    const schema::OwnedProcessCrashEvent& crash = o.crashes[0];
+    EXPECT_EQ(crash.signal, c.signal);
+    EXPECT_EQ(crash.signal_name, c.name);
+    EXPECT_FALSE(crash.app_handler);
+    EXPECT_EQ(crash.launches, 30u);
+    EXPECT_EQ(crash.dropped, 0u);
+    EXPECT_GT(crash.tid, 0);
+    if (c.signal == SIGABRT) {
+      EXPECT_LE(crash.code, 0);  // sent by abort(), not by a fault
+    } else {
+      EXPECT_GT(crash.code, 0);  // raised by the kernel for the faulting instruction
+    }
+    if (c.signal == SIGSEGV) {
+      EXPECT_EQ(crash.addr, 0u);  // the null store
+    }
+  }
+}
+
+TEST_F(CrashInjection, TheAppsEarlierHandlerStillRunsAfterTheReport) {
+  const std::string path = TempSocketPath("crash-app-before");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "handler-before-segv"});
+  EXPECT_EQ(r.exit_code, 42) << r.err;
+  EXPECT_NE(r.out.find("app handler"), std::string::npos);
+  ASSERT_TRUE(collector.WaitFor(HasCrash));
+  const CrashOutcome o = ReadCrashOutcome(collector.Lines());
+  ASSERT_EQ(o.crashes.size(), 1u);
+  EXPECT_TRUE(o.crashes[0].app_handler);
+  EXPECT_EQ(o.kernels, 5);
+}
+
+TEST_F(CrashInjection, AHandlerTheAppInstallsLaterReplacesCuflights) {
+  const std::string path = TempSocketPath("crash-app-after");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "handler-after-segv"});
+  EXPECT_EQ(r.exit_code, 43) << r.err;
+  EXPECT_NE(r.out.find("app handler"), std::string::npos);
+  EXPECT_FALSE(HasCrash(collector.Lines()));
+}
+
+TEST_F(CrashInjection, TheCrashHandlerCanBeTurnedOff) {
+  const std::string path = TempSocketPath("crash-off");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("CUFLIGHT_CRASH_HANDLER", "0", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "segv"});
+  unsetenv("CUFLIGHT_CRASH_HANDLER");
+  EXPECT_EQ(r.exit_code, 128 + SIGSEGV);
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(HasCrash(collector.Lines()));
+}
+
+TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
+  // The process is SIGKILLed right after the failed call returns: whatever the collector has,
+  // it had before the call returned.
+  const std::string path = TempSocketPath("sticky");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "12", "sticky-kill"});
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_NE(r.out.find("failed=1"), std::string::npos);
+  int kernels = 0;
+  std::vector<schema::OwnedApiErrorEvent> errors;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (std::holds_alternative<schema::OwnedKernelEvent>(d.event)) ++kernels;
+    if (auto* e = std::get_if<schema::OwnedApiErrorEvent>(&d.event)) errors.push_back(*e);
+  }
+  EXPECT_EQ(kernels, 12);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].api, "cuFakeCall");  // the fake CUPTI's callback name
+  EXPECT_EQ(errors[0].code, 700);
+  EXPECT_EQ(errors[0].error_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_EQ(errors[0].message, "an illegal memory access was encountered");
+  EXPECT_EQ(errors[0].context, 0xC0u);
+  // The default history is the last 8 launches: fake_cupti_launch numbers them 1..12.
+  EXPECT_EQ(errors[0].last_correlation_ids,
+            (std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12}));
+}
+
+TEST_F(CrashInjection, SigkillCannotBeCaughtAndLeavesNoCrashEvent) {
+  const std::string path = TempSocketPath("crash-kill");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "kill"});
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_FALSE(HasCrash(collector.Lines()));
 }
 
 }  // namespace

@@ -108,6 +108,97 @@ TEST(Recorder, OnlySuccessfulLaunchesAtApiExitAreRecorded) {
   enter.data.callbackSite = CUPTI_API_ENTER;
   h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                          &enter.data);
+  // The failed launch is no kernel: it is an api_error record, with the launch's stream.
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].kind, RecordKind::kApiError);
+  EXPECT_EQ(records[0].cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  EXPECT_EQ(records[0].result, static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
+  EXPECT_EQ(records[0].stream, kStream);
+  EXPECT_EQ(records[0].context, kContext);
+  EXPECT_EQ(records[0].correlation_id, 1u);
+  EXPECT_EQ(h.functions.TotalLaunches(), 0u);
+}
+
+TEST(Recorder, AFailedDriverCallBecomesAnApiErrorRecord) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 10);  // learns the context
+  const int sync = 0;  // cuCtxSynchronize has no parameters
+  Callback failed(&sync, nullptr, 11);
+  failed.result = CUDA_ERROR_INVALID_VALUE;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                         &failed.data);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].kind, RecordKind::kLaunch);
+  const LaunchRecord& e = records[1];
+  EXPECT_EQ(e.kind, RecordKind::kApiError);
+  EXPECT_EQ(e.cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize));
+  EXPECT_EQ(e.result, static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
+  EXPECT_EQ(e.device, 0);  // the context's device, known from the launch
+  EXPECT_EQ(e.stream, 0u);
+  EXPECT_GT(e.tid, 0);
+  EXPECT_EQ(h.recorder->api_errors(), 1u);
+}
+
+TEST(Recorder, PollingAndEntryPointProbingAreNotErrors) {
+  Harness h;
+  cuStreamQuery_params query{St(kStream)};
+  Callback not_ready(&query, nullptr, 1);
+  not_ready.result = CUDA_ERROR_NOT_READY;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamQuery,
+                         &not_ready.data);
+  cuGetProcAddress_v2_params probe{};
+  Callback not_found(&probe, nullptr, 2);
+  not_found.result = CUDA_ERROR_NOT_FOUND;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
+                         &not_found.data);
+  EXPECT_TRUE(Drain(*h.ring).empty());
+  EXPECT_EQ(h.recorder->api_errors(), 0u);
+  // The same code from another call is an error.
+  cuMemAlloc_v2_params alloc{};
+  Callback oom(&alloc, nullptr, 3);
+  oom.result = CUDA_ERROR_NOT_FOUND;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+                         &oom.data);
+  EXPECT_EQ(Drain(*h.ring).size(), 1u);
+}
+
+TEST(Recorder, AStickyErrorAsksForAnImmediateFlushAndOthersDoNot) {
+  int flushes = 0;
+  RecorderOptions options;
+  options.on_sticky_error = [&flushes] { ++flushes; };
+  Harness h(1024, options);
+  const int sync = 0;  // cuCtxSynchronize has no parameters
+  for (const CUresult code : {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY}) {
+    Callback failed(&sync, nullptr, 1);
+    failed.result = code;
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                           &failed.data);
+  }
+  EXPECT_EQ(flushes, 0);
+  for (const CUresult code : {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
+                              CUDA_ERROR_ECC_UNCORRECTABLE, CUDA_ERROR_MISALIGNED_ADDRESS}) {
+    Callback failed(&sync, nullptr, 2);
+    failed.result = code;
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                           &failed.data);
+  }
+  EXPECT_EQ(flushes, 4);
+  EXPECT_EQ(Drain(*h.ring).size(), 6u);
+}
+
+TEST(Recorder, ApiErrorsOffRecordsNoErrors) {
+  RecorderOptions options;
+  options.api_errors = false;
+  Harness h(1024, options);
+  const int sync = 0;  // cuCtxSynchronize has no parameters
+  Callback failed(&sync, nullptr, 1);
+  failed.result = CUDA_ERROR_ILLEGAL_ADDRESS;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                         &failed.data);
   EXPECT_TRUE(Drain(*h.ring).empty());
 }
 

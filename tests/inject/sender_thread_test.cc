@@ -231,6 +231,116 @@ TEST(SenderThread, StatsCountEveryLaunch) {
   EXPECT_EQ(stats, 1);
 }
 
+std::vector<schema::OwnedEvent> EventsOfType(const std::vector<schema::OwnedEvent>& events,
+                                             schema::EventType type) {
+  std::vector<schema::OwnedEvent> out;
+  for (const schema::OwnedEvent& e : events) {
+    if (schema::TypeOf(e) == type) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
+  const std::string path = TempSocketPath("apierr");
+  TestCollector collector(path);
+  constexpr uint64_t kOtherContext = 0xC1;
+  Harness h(1024);
+  h.fake.context_device[kOtherContext] = 0;
+  SenderThreadOptions options = Pipeline::MakeOptions(path);
+  options.api_error_history = 3;
+  options.driver = &h.driver;
+  options.callback_names = &h.cupti;
+  SenderThread sender(options, Pipeline::Facts(), h.ring.get(), h.recorder.get(), &h.functions,
+                      &h.devices, nullptr, nullptr);
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t corr = 1; corr <= 5; ++corr) {
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", corr);
+  }
+  Callback other(&params, "_Z1kv", 99, kOtherContext);  // another context's launch
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                         &other.data);
+  const int sync = 0;  // cuCtxSynchronize has no parameters
+  Callback failed(&sync, nullptr, 6);
+  failed.result = CUDA_ERROR_ILLEGAL_ADDRESS;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                         &failed.data);
+  Callback unnamed(&sync, nullptr, 7, kOtherContext);
+  unnamed.result = CUDA_ERROR_OUT_OF_MEMORY;  // no name in the fake driver
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+                         &unnamed.data);
+  ASSERT_TRUE(sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> errors =
+      EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kApiError);
+  ASSERT_EQ(errors.size(), 2u);
+  const auto& e = std::get<schema::OwnedApiErrorEvent>(errors[0]);
+  EXPECT_EQ(e.api, "cuCtxSynchronize");
+  EXPECT_EQ(e.code, 700);  // CUDA_ERROR_ILLEGAL_ADDRESS in cuda.h
+  EXPECT_EQ(e.error_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  EXPECT_EQ(e.message, "an illegal memory access was encountered");
+  EXPECT_EQ(e.device, 0);
+  EXPECT_EQ(e.context, kContext);
+  // The last 3 of the 5 launches on this context, oldest first; not the other context's.
+  EXPECT_EQ(e.last_correlation_ids, (std::vector<uint64_t>{3, 4, 5}));
+  const auto& u = std::get<schema::OwnedApiErrorEvent>(errors[1]);
+  EXPECT_EQ(u.api, "driver API callback " +
+                       std::to_string(static_cast<int>(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2)));
+  EXPECT_EQ(u.code, 2);  // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_EQ(u.error_name, "");
+  EXPECT_EQ(u.context, kOtherContext);
+  EXPECT_EQ(u.last_correlation_ids, (std::vector<uint64_t>{99}));
+}
+
+TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
+  const std::string path = TempSocketPath("flushnow");
+  TestCollector collector(path);
+  Pipeline p(path, 1024);
+  EXPECT_FALSE(p.sender.FlushNow(1'000'000));  // not running yet
+  p.h.fake.functions[kF] = FakeFunction{};
+  ASSERT_TRUE(p.sender.Start());
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t corr = 1; corr <= 50; ++corr) {
+    p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", corr);
+  }
+  ASSERT_TRUE(p.sender.FlushNow(10'000'000'000));
+  // Acknowledged means the collector has read every line: no waiting needed.
+  EXPECT_EQ(EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kKernel).size(), 50u);
+  p.sender.Stop(Clock::now() + std::chrono::seconds(10));
+}
+
+TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
+  const std::string path = TempSocketPath("crash");
+  TestCollector collector(path);
+  Pipeline p(path, 1024);
+  p.h.fake.functions[kF] = FakeFunction{};
+  ASSERT_TRUE(p.sender.Start());
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  for (uint32_t corr = 1; corr <= 20; ++corr) {
+    p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", corr);
+  }
+  CrashInfo crash;
+  crash.signal = SIGBUS;
+  crash.code = 2;
+  crash.addr = 0x1000;
+  crash.tid = 1234;
+  ASSERT_TRUE(p.sender.FlushForCrash(crash, 10'000'000'000));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(schema::TypeOf(events.back()), schema::EventType::kProcessCrash);
+  const auto& c = std::get<schema::OwnedProcessCrashEvent>(events.back());
+  EXPECT_EQ(c.signal, SIGBUS);
+  EXPECT_EQ(c.signal_name, "SIGBUS");
+  EXPECT_EQ(c.code, 2);
+  EXPECT_EQ(c.addr, 0x1000u);
+  EXPECT_EQ(c.tid, 1234);
+  EXPECT_FALSE(c.app_handler);
+  EXPECT_EQ(c.launches, 20u);
+  EXPECT_EQ(EventsOfType(events, schema::EventType::kKernel).size(), 20u);
+  EXPECT_EQ(c.emitted + 1, events.size());  // everything before it, nothing lost
+  p.sender.Stop(Clock::now() + std::chrono::seconds(10));
+}
+
 TEST(SenderThread, ExitWithoutACollectorWaitsAtMostItsDeadline) {
   Pipeline p(TempSocketPath("absent"), 64);
   p.h.fake.functions[kF] = FakeFunction{};

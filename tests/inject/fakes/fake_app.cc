@@ -1,20 +1,89 @@
 // An "application" for the injection tests: loads libcuflight_inject.so as the driver would
 // (dlopen + InitializeInjection), then fires launch callbacks through the fake CUPTI and exits
-// normally. Usage: fake_app <libcuflight_inject.so> <launches> [fork|forkexec]
-//   fork:     after its launches, fork()s a child that fires as many launches itself and exits
-//   forkexec: after its launches, fork()s a child that only execs /bin/true
+// normally. Usage: fake_app <libcuflight_inject.so> <launches> [mode]
+//   fork:      after its launches, fork()s a child that fires as many launches itself and exits
+//   forkexec:  after its launches, fork()s a child that only execs /bin/true
+//   segv, bus, fpe, ill, abrt, kill:
+//              after its launches, dies by that signal the way real programs do (a null store,
+//              a read past the end of a truncated mapping, an integer division by zero, an
+//              undefined instruction, abort(), raise(SIGKILL))
+//   sticky-kill: after its launches, a cuCtxSynchronize fails with CUDA_ERROR_ILLEGAL_ADDRESS
+//              (a sticky error), then the process kills itself with SIGKILL
+//   stream-kill: fires one launch every ~100 us for 300 ms, prints "fired=N kill_ns=T" (T the
+//              CLOCK_REALTIME of the kill) and kills itself with SIGKILL
+//   handler-before-segv: installs its own SIGSEGV handler (which prints "app handler" and
+//              _exits 42) before the injector loads, then faults
+//   handler-after-segv: the same, with the handler installed after the injector loaded (it
+//              replaces the injector's; exit 43)
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace {
+
+int g_app_exit = 0;
+
+void AppHandler(int) {
+  static const char kText[] = "app handler\n";
+  (void)!write(STDOUT_FILENO, kText, sizeof(kText) - 1);
+  _exit(g_app_exit);
+}
+
+void InstallAppHandler(int exit_code) {
+  g_app_exit = exit_code;
+  struct sigaction action {};
+  action.sa_handler = &AppHandler;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+}
+
+[[gnu::noinline]] void NullStore() {
+  volatile int* volatile p = nullptr;
+  *p = 1;
+}
+
+void Die(std::string_view how) {
+  std::fflush(stdout);
+  if (how == "segv") {
+    NullStore();
+  } else if (how == "bus") {
+    char path[] = "/tmp/fake_app_busXXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0 || ftruncate(fd, 4096) != 0) _exit(90);
+    void* map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    unlink(path);
+    if (map == MAP_FAILED || ftruncate(fd, 0) != 0) _exit(91);
+    volatile const char* byte = static_cast<const char*>(map);
+    std::printf("%d\n", *byte);  // past the end of the file now
+  } else if (how == "fpe") {
+    volatile int zero = 0;
+    volatile int one = 1;
+    std::printf("%d\n", one / zero);
+  } else if (how == "ill") {
+    __builtin_trap();
+  } else if (how == "abrt") {
+    std::abort();
+  } else if (how == "kill") {
+    raise(SIGKILL);
+  }
+  _exit(92);  // not reached
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) return 2;
-  const char* mode = argc == 4 ? argv[3] : "";
+  const std::string_view mode = argc == 4 ? argv[3] : "";
+  if (mode == "handler-before-segv") InstallAppHandler(42);
   void* inject = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (inject == nullptr) {
     std::fprintf(stdout, "dlopen failed: %s\n", dlerror());
@@ -24,6 +93,7 @@ int main(int argc, char** argv) {
   auto init = reinterpret_cast<Init>(dlsym(inject, "InitializeInjection"));
   if (init == nullptr) return 4;
   std::fprintf(stdout, "init=%d\n", init());
+  if (mode == "handler-after-segv") InstallAppHandler(43);
   const char* cupti_path = std::getenv("CUFLIGHT_CUPTI_PATH");
   void* cupti = cupti_path != nullptr ? dlopen(cupti_path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
   int fired = 0;
@@ -34,10 +104,10 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stdout, "fired=%d\n", fired);
   std::fflush(stdout);
-  if (std::strcmp(mode, "fork") == 0 || std::strcmp(mode, "forkexec") == 0) {
+  if (mode == "fork" || mode == "forkexec") {
     const pid_t child = fork();
     if (child == 0) {
-      if (std::strcmp(mode, "forkexec") == 0) {
+      if (mode == "forkexec") {
         execl("/bin/true", "true", static_cast<char*>(nullptr));
         _exit(127);
       }
@@ -51,6 +121,37 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(child, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+  } else if (mode == "stream-kill") {
+    using Launch = int (*)(int);
+    auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+    if (launch == nullptr) return 6;
+    timespec start{};
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    long streamed = 0;
+    do {
+      streamed += launch(1);
+      timespec pause{0, 100000};
+      nanosleep(&pause, nullptr);
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
+             300000000L);
+    timespec wall{};
+    clock_gettime(CLOCK_REALTIME, &wall);
+    char line[128];
+    const int n = std::snprintf(line, sizeof(line), "streamed=%ld kill_ns=%lld\n", streamed,
+                                static_cast<long long>(wall.tv_sec) * 1000000000LL + wall.tv_nsec);
+    (void)!write(STDOUT_FILENO, line, static_cast<size_t>(n));
+    raise(SIGKILL);
+  } else if (mode == "sticky-kill") {
+    using Fail = int (*)(int);
+    auto fail = reinterpret_cast<Fail>(dlsym(cupti, "fake_cupti_fail"));
+    std::fprintf(stdout, "failed=%d\n", fail != nullptr ? fail(700) : 0);
+    Die("kill");
+  } else if (mode == "handler-before-segv" || mode == "handler-after-segv") {
+    Die("segv");
+  } else if (!mode.empty()) {
+    Die(mode);
   }
   return 0;  // exit() runs the injector's atexit flush
 }

@@ -51,3 +51,15 @@ EXPORT CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
+
+// Names for the one error the injection tests fail a call with.
+EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (error != CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_ERROR_INVALID_VALUE;
+  *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (error != CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_ERROR_INVALID_VALUE;
+  *text = "an illegal memory access was encountered";
+  return CUDA_SUCCESS;
+}

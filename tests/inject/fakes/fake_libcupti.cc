@@ -31,6 +31,17 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < 1024) g_enabled[cbid] = enable != 0;
   return CUPTI_SUCCESS;
 }
+EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle,
+                                     CUpti_CallbackDomain domain) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    for (bool& e : g_enabled) e = enable != 0;
+  }
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const char** name) {
+  *name = "cuFakeCall";
+  return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiGetVersion(uint32_t* version) { *version = 130001; return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiGetResultString(CUptiResult, const char** str) {
   *str = "fake CUPTI error";
@@ -78,4 +89,20 @@ EXPORT int fake_cupti_launch(int count) {
                &data);
   }
   return count;
+}
+
+// Fires the exit callback of a cuCtxSynchronize that returned `code`, on the context the
+// launches use, as the driver does when a kernel faulted. Returns 1 when a callback was enabled.
+EXPORT int fake_cupti_fail(int code) {
+  if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize]) return 0;
+  auto result = static_cast<CUresult>(code);
+  CUpti_CallbackData data{};
+  data.callbackSite = CUPTI_API_EXIT;
+  data.functionName = "cuCtxSynchronize";
+  data.functionReturnValue = &result;
+  data.context = reinterpret_cast<CUcontext>(0xC0);
+  data.correlationId = 100000;
+  g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+             &data);
+  return 1;
 }

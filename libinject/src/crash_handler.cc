@@ -1,0 +1,211 @@
+#include "crash_handler.h"
+
+#include <errno.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+
+namespace cuflight::inject {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr size_t kSignalCount = sizeof(kSignals) / sizeof(kSignals[0]);
+
+// Written before the handler is installed, read by it.
+struct sigaction g_previous[kSignalCount];
+bool g_installed[kSignalCount] = {};
+
+std::atomic<bool> g_install_done{false};
+std::atomic<CrashReporter> g_reporter{nullptr};
+std::atomic<int64_t> g_wait_ns{0};
+std::atomic<int> g_reports{0};    // crashes reported (or being reported) in this process
+std::atomic<int> g_reporting{0};  // 1 while a thread is inside the reporter
+
+int IndexOf(int signal) {
+  for (size_t i = 0; i < kSignalCount; ++i) {
+    if (kSignals[i] == signal) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool IsFunction(const struct sigaction& action) {
+  if (action.sa_flags & SA_SIGINFO) return action.sa_sigaction != nullptr;
+  return action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN;
+}
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void SleepBriefly() {
+  timespec ts{0, 1000000};  // 1 ms
+  nanosleep(&ts, nullptr);
+}
+
+uint64_t FaultAddress(int signal, const siginfo_t* info) {
+  if (info == nullptr) return 0;
+  if (signal == SIGSEGV || signal == SIGBUS || signal == SIGFPE || signal == SIGILL) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(info->si_addr));
+  }
+  return 0;
+}
+
+void Report(int signal, const siginfo_t* info, bool app_handler) {
+  const CrashReporter reporter = g_reporter.load(std::memory_order_acquire);
+  if (reporter == nullptr) return;
+  if (g_reports.fetch_add(1, std::memory_order_acq_rel) >= kMaxCrashReports) return;
+  const int64_t wait_ns = g_wait_ns.load(std::memory_order_relaxed);
+  // One report at a time: a thread that crashes while another reports waits for that report
+  // (which carries everything pending) and does not send its own.
+  int idle = 0;
+  if (!g_reporting.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+    const int64_t deadline = MonotonicNs() + wait_ns;
+    while (g_reporting.load(std::memory_order_acquire) != 0 && MonotonicNs() < deadline) {
+      SleepBriefly();
+    }
+    return;
+  }
+  CrashInfo crash;
+  crash.signal = signal;
+  crash.code = info != nullptr ? info->si_code : 0;
+  crash.addr = FaultAddress(signal, info);
+  crash.tid = static_cast<int32_t>(syscall(SYS_gettid));
+  crash.app_handler = app_handler;
+  reporter(crash, wait_ns);
+  g_reporting.store(0, std::memory_order_release);
+}
+
+void CallPrevious(int signal, siginfo_t* info, void* ucontext, const struct sigaction& previous) {
+  if (previous.sa_flags & SA_RESETHAND) {
+    // The kernel would have reset the disposition before calling the handler.
+    struct sigaction reset{};
+    reset.sa_handler = SIG_DFL;
+    sigemptyset(&reset.sa_mask);
+    sigaction(signal, &reset, nullptr);
+  }
+  // The mask the kernel would have set for that handler: its sa_mask, plus the signal itself
+  // unless SA_NODEFER.
+  sigset_t mask;
+  sigset_t saved;
+  sigprocmask(SIG_BLOCK, nullptr, &saved);
+  mask = saved;
+  for (int s = 1; s < NSIG; ++s) {
+    if (sigismember(&previous.sa_mask, s) == 1) sigaddset(&mask, s);
+  }
+  if (previous.sa_flags & SA_NODEFER) {
+    sigdelset(&mask, signal);
+  } else {
+    sigaddset(&mask, signal);
+  }
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  if (previous.sa_flags & SA_SIGINFO) {
+    previous.sa_sigaction(signal, info, ucontext);
+  } else {
+    previous.sa_handler(signal);
+  }
+  sigprocmask(SIG_SETMASK, &saved, nullptr);
+}
+
+void OnFatalSignal(int signal, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  const int index = IndexOf(signal);
+  if (index < 0) return;
+  const struct sigaction& previous = g_previous[index];
+  const bool app_handler = IsFunction(previous);
+  Report(signal, info, app_handler);
+  if (app_handler) {
+    CallPrevious(signal, info, ucontext, previous);
+    errno = saved_errno;
+    return;
+  }
+  // The default action, as without cuflight.
+  sigaction(signal, &previous, nullptr);
+  if (info == nullptr || info->si_code <= 0 || signal == SIGABRT) {
+    // Sent by kill/raise/abort: send it again to this thread; it is blocked until this handler
+    // returns, then the default action runs.
+    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signal);
+  }
+  // A fault raised by the kernel: returning re-executes the faulting instruction, which faults
+  // again under the default action with the same siginfo.
+  errno = saved_errno;
+}
+
+}  // namespace
+
+std::string_view FatalSignalName(int signal) noexcept {
+  switch (signal) {
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGABRT:
+      return "SIGABRT";
+    default:
+      return "";
+  }
+}
+
+bool InstallCrashHandlers(CrashReporter reporter, int64_t wait_ns) noexcept {
+  g_wait_ns.store(wait_ns, std::memory_order_relaxed);
+  g_reporter.store(reporter, std::memory_order_release);
+  bool expected = false;
+  if (!g_install_done.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+    return true;
+  }
+  bool any = false;
+  for (size_t i = 0; i < kSignalCount; ++i) {
+    struct sigaction current{};
+    if (sigaction(kSignals[i], nullptr, &current) != 0) continue;
+    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
+    g_previous[i] = current;
+    struct sigaction ours{};
+    ours.sa_sigaction = &OnFatalSignal;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    // Another thread may have changed the disposition since the read above: keep what the
+    // exchange returns as the previous one.
+    struct sigaction replaced{};
+    if (sigaction(kSignals[i], &ours, &replaced) != 0) continue;
+    g_previous[i] = replaced;
+    g_installed[i] = true;
+    any = true;
+  }
+  return any;
+}
+
+void UninstallCrashHandlers() noexcept {
+  g_reporter.store(nullptr, std::memory_order_release);
+  for (size_t i = 0; i < kSignalCount; ++i) {
+    if (!g_installed[i]) continue;
+    struct sigaction current{};
+    if (sigaction(kSignals[i], nullptr, &current) != 0) continue;
+    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &OnFatalSignal) {
+      sigaction(kSignals[i], &g_previous[i], nullptr);
+    }
+    g_installed[i] = false;
+  }
+  g_install_done.store(false, std::memory_order_release);
+}
+
+void ResetCrashStateAfterFork() noexcept {
+  g_reports.store(0, std::memory_order_relaxed);
+  g_reporting.store(0, std::memory_order_relaxed);
+}
+
+bool PreviousCrashDisposition(int signal, struct sigaction* out) noexcept {
+  const int index = IndexOf(signal);
+  if (index < 0 || !g_installed[index]) return false;
+  *out = g_previous[index];
+  return true;
+}
+
+}  // namespace cuflight::inject

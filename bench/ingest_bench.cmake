@@ -4,7 +4,7 @@
 add_executable(ingest_bench ${CMAKE_CURRENT_LIST_DIR}/ingest_bench.cc)
 cuflight_target_defaults(ingest_bench)
 target_link_libraries(ingest_bench PRIVATE
-  cuflight::collector cuflight::metrics cuflight::schema spdlog::spdlog benchmark::benchmark
+  cuflight::collector cuflight::metrics cuflight::schema spdlog::spdlog_header_only benchmark::benchmark
   Threads::Threads)
 target_compile_definitions(ingest_bench PRIVATE
   CUFLIGHT_COLLECTOR_PATH="$<TARGET_FILE:cuflight-collector>")

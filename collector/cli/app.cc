@@ -8,6 +8,10 @@
 
 #include "collector_main.h"
 #include "occupancy_command.h"
+#include "report_command.h"
+#include "export_command.h"
+#include "run_command.h"
+#include "tail_command.h"
 #include "usage_error.h"
 
 namespace cuflight::cli {
@@ -39,6 +43,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     app.set_version_flag("--version", "cuflight " CUFLIGHT_VERSION);
     app.require_subcommand(1);
     OccupancyCommand occupancy(&app);
+    run::RunCommand run_command(&app);
+    run::TailCommand tail_command(&app);
+    run::ExportCommand export_command(&app);
+    report::ReportCommand report_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",
                        "Run the collector daemon in the foreground (cuflight collect --help)");
@@ -49,12 +57,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         return app.exit(e, out, err);  // --help, --version
       }
       if (occupancy.Selected()) prefix += " occupancy";
+      if (run_command.Selected()) prefix += " run";
+      if (tail_command.Selected()) prefix += " tail";
+      if (export_command.Selected()) prefix += " export";
+      if (report_command.Selected()) prefix += " report";
       std::string line = OneLine(e.what());
-      if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected()) {
+      if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected() &&
+          !report_command.Selected() && !export_command.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
-                   ? std::string("unknown command '") + argv[1] + "' (commands: occupancy, collect)"
-                   : std::string("a command is required (commands: occupancy, collect)");
+                   ? std::string("unknown command '") + argv[1] +
+                         "' (commands: occupancy, run, tail, report, export, collect)"
+                   : std::string("a command is required (commands: occupancy, run, tail, report, "
+                                 "export, collect)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';
@@ -63,6 +78,22 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (occupancy.Selected()) {
       prefix += " occupancy";
       return occupancy.Run(device_query, out);
+    }
+    if (run_command.Selected()) {
+      prefix += " run";
+      return run_command.Run(err);
+    }
+    if (tail_command.Selected()) {
+      prefix += " tail";
+      return tail_command.Run(out, err);
+    }
+    if (export_command.Selected()) {
+      prefix += " export";
+      return export_command.Run(out, err);
+    }
+    if (report_command.Selected()) {
+      prefix += " report";
+      return report_command.Run(out, err);
     }
     err << prefix << ": no subcommand given (see cuflight --help)\n";
     return kExitUsage;

@@ -1,0 +1,232 @@
+// ReadLogFile: one plain or zstd JSONL file -> decoded events, with damage counted.
+#include "cuflight/logread/log_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "cuflight/schema/decoder.h"
+#include "zstd_file.h"
+
+namespace cuflight::logread {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kReadChunkBytes = 1 << 20;
+// The first line of a log is an event of a few hundred bytes to a few KiB; this much data without
+// a line break is not a log. Later lines have no limit (the collector's --max-line-bytes can be
+// raised), the decoder judges them.
+constexpr size_t kMaxFirstLineBytes = 1 << 20;
+// Longest decoder message quoted in a note.
+constexpr size_t kMaxNoteMessageBytes = 160;
+
+// zstd frame magic 0xFD2FB528, little-endian; skippable frames are 0x184D2A50..0x184D2A5F.
+bool IsZstdMagic(std::string_view head) {
+  if (head.size() < 4) return false;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
+  if (b(0) == 0x28 && b(1) == 0xB5 && b(2) == 0x2F && b(3) == 0xFD) return true;
+  return (b(0) & 0xF0) == 0x50 && b(1) == 0x2A && b(2) == 0x4D && b(3) == 0x18;
+}
+
+// Control bytes JSON text never holds raw (a log line may hold '\r' before its '\n').
+bool LooksBinary(std::string_view bytes) {
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t' && u != '\r') || u == 0x7F) return true;
+  }
+  return false;
+}
+
+std::string Clip(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "...";
+}
+
+// Thrown from a sink to stop reading a file that is not a log; caught in ReadLogFile.
+struct NotALog {
+  std::string line;
+};
+
+class LineSplitter {
+ public:
+  using OnEvent = std::function<void(const schema::OwnedEvent&, const Origin&)>;
+
+  LineSplitter(const fs::path& file, const OnEvent& on_event, ReadSummary* summary)
+      : file_(file), on_event_(on_event), summary_(summary) {}
+
+  void Feed(std::string_view chunk) {
+    bytes_ += chunk.size();
+    while (!chunk.empty()) {
+      const size_t nl = chunk.find('\n');
+      if (nl == std::string_view::npos) {
+        pending_.append(chunk);
+        if (line_no_ == 0 && pending_.size() > kMaxFirstLineBytes) {
+          throw NotALog{LooksBinary(pending_)
+                            ? "not a cuflight log: binary data"
+                            : fmt::format("not a cuflight log: no line break in the first {} bytes",
+                                          kMaxFirstLineBytes)};
+        }
+        return;
+      }
+      if (pending_.empty()) {
+        Line(chunk.substr(0, nl));
+      } else {
+        pending_.append(chunk.substr(0, nl));
+        Line(pending_);
+        pending_.clear();
+      }
+      chunk.remove_prefix(nl + 1);
+    }
+  }
+
+  // At the end of the file: the torn last line, or the verdict on a file without any line.
+  void Finish() {
+    if (line_no_ == 0) {
+      if (bytes_ == 0) throw NotALog{"not a cuflight log: empty file"};
+      // Only a fragment: an event cut short is a torn line of a log that held nothing else;
+      // anything else is not a log.
+      std::string_view head = pending_;
+      if (head.starts_with("\xEF\xBB\xBF")) head.remove_prefix(3);
+      while (!head.empty() && (head.front() == ' ' || head.front() == '\t')) head.remove_prefix(1);
+      if (LooksBinary(pending_)) throw NotALog{"not a cuflight log: binary data"};
+      if (!head.starts_with('{')) throw NotALog{"not a cuflight log: no complete line, and no JSON object begins it"};
+    }
+    if (pending_.empty()) return;
+    ++line_no_;
+    ++summary_->lines;
+    ++summary_->torn_lines;
+    Note(fmt::format("torn last line {} skipped in {} ({} bytes without a line end)", line_no_,
+                     file_.native(), pending_.size()));
+    pending_.clear();
+  }
+
+ private:
+  void Line(std::string_view text) {
+    ++line_no_;
+    ++summary_->lines;
+    schema::DecodeResult result = schema::Decode(text);
+    if (line_no_ == 1 && !result.header) {
+      // Not even a cuflight event header: not a log (or one this version cannot read).
+      if (result.reason == schema::Reason::kUnsupportedVersion) {
+        throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
+                                  "version {}",
+                                  Clip(result.message, kMaxNoteMessageBytes),
+                                  schema::kSchemaVersion)};
+      }
+      if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
+      throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
+                                schema::ReasonName(result.reason),
+                                Clip(result.message, kMaxNoteMessageBytes))};
+    }
+    if (result.ok()) {
+      ++summary_->events;
+      const Origin origin{&file_, line_no_};
+      on_event_(result.event, origin);
+      return;
+    }
+    if (result.reason == schema::Reason::kUnknownType) {
+      ++summary_->unknown_type_lines;
+      return;
+    }
+    ++summary_->rejected_lines;
+    Note(fmt::format("rejected line {} in {}: {}: {}", line_no_, file_.native(),
+                     schema::ReasonName(result.reason),
+                     Clip(result.message, kMaxNoteMessageBytes)));
+  }
+
+  void Note(std::string note) {
+    if (summary_->notes.size() < ReadSummary::kMaxNotes) {
+      summary_->notes.push_back(std::move(note));
+    } else {
+      ++summary_->notes_left_out;
+    }
+  }
+
+  const fs::path& file_;
+  const OnEvent& on_event_;
+  ReadSummary* summary_;
+  std::string pending_;
+  uint64_t line_no_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+ssize_t ReadSome(int fd, char* buf, size_t size) {
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, size);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+}  // namespace
+
+bool ReadLogFile(const fs::path& file,
+                 const std::function<void(const schema::OwnedEvent&, const Origin&)>& on_event,
+                 ReadSummary* summary, std::string* error) {
+  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    *error = fmt::format("{}: cannot open: {}", file.native(), ErrnoText(errno));
+    return false;
+  }
+  ++summary->files;
+  std::string buf(kReadChunkBytes, '\0');
+  ssize_t n = ReadSome(fd.get(), buf.data(), buf.size());
+  if (n < 0) {
+    *error = fmt::format("{}: cannot read: {}", file.native(), ErrnoText(errno));
+    return false;
+  }
+  LineSplitter splitter(file, on_event, summary);
+  try {
+    if (IsZstdMagic(std::string_view(buf.data(), static_cast<size_t>(n)))) {
+      ++summary->compressed_files;
+      std::string zstd_error;
+      if (!collector::DecompressFile(
+              file, [&](std::string_view chunk) { splitter.Feed(chunk); }, &zstd_error)) {
+        *error = zstd_error;  // names the file
+        return false;
+      }
+    } else {
+      while (n > 0) {
+        splitter.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
+        n = ReadSome(fd.get(), buf.data(), buf.size());
+      }
+      if (n < 0) {
+        *error = fmt::format("{}: cannot read: {}", file.native(), ErrnoText(errno));
+        return false;
+      }
+    }
+    splitter.Finish();
+  } catch (const NotALog& e) {
+    *error = fmt::format("{}: {}", file.native(), e.line);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace cuflight::logread

@@ -1,0 +1,512 @@
+#include "cuflight/report/build_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <deque>
+#include <map>
+#include <regex>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <variant>
+
+#include "cuflight/occupancy/device_presets.h"
+#include "cuflight/report/advice.h"
+#include "cuflight/report/duration_stats.h"
+#include "cuflight/report/retarget.h"
+#include "cuflight/report/review.h"
+#include "cuflight/schema/log_layout.h"
+
+namespace cuflight::report {
+namespace {
+
+namespace fs = std::filesystem;
+using schema::Resource;
+
+// Longest api_error message quoted in a process's ending line.
+constexpr size_t kMaxMessageBytes = 120;
+
+std::optional<Resource> LimiterFromName(std::string_view name) {
+  if (name == "regs") return Resource::kRegisters;
+  if (name == "smem" || name == "shared_memory") return Resource::kSharedMem;
+  return schema::ResourceFromName(name);
+}
+
+std::string ResourceNames() {
+  std::string names;
+  for (int i = 0; i < schema::kResourceCount; ++i) {
+    if (i > 0) names += ", ";
+    names += schema::ResourceName(static_cast<Resource>(i));
+  }
+  return names;
+}
+
+std::string PresetKeys() {
+  std::string keys;
+  for (const occupancy::DevicePreset& p : occupancy::DevicePresets()) {
+    if (!keys.empty()) keys += ", ";
+    keys += p.key;
+  }
+  return keys;
+}
+
+std::string Clip(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "...";
+}
+
+// The (pid, start_ns) a collector log file's name states: <host>-<exe>-<pid>-<start_ns>.
+std::optional<ProcessKey> KeyFromFileName(const fs::path& file) {
+  const schema::ParsedLogFileName parsed =
+      schema::ParseLogFileName(file.filename().native());
+  if (parsed.kind == schema::LogFileKind::kOther) return std::nullopt;
+  const std::string_view base = parsed.base;
+  const size_t dash2 = base.rfind('-');
+  if (dash2 == std::string_view::npos || dash2 == 0) return std::nullopt;
+  const size_t dash1 = base.rfind('-', dash2 - 1);
+  if (dash1 == std::string_view::npos) return std::nullopt;
+  const std::string_view pid_text = base.substr(dash1 + 1, dash2 - dash1 - 1);
+  const std::string_view start_text = base.substr(dash2 + 1);
+  ProcessKey key;
+  auto r1 = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), key.pid);
+  auto r2 = std::from_chars(start_text.data(), start_text.data() + start_text.size(), key.start_ns);
+  if (r1.ec != std::errc() || r1.ptr != pid_text.data() + pid_text.size() ||
+      r2.ec != std::errc() || r2.ptr != start_text.data() + start_text.size()) {
+    return std::nullopt;
+  }
+  return key;
+}
+
+struct StreamState {
+  StreamTail tail;
+  std::deque<LaunchSummary> last;
+};
+
+struct DeviceInfo {
+  std::string name;
+  int warp_size = 32;
+};
+
+struct ProcessState {
+  ProcessSummary summary;
+  std::map<int32_t, DeviceInfo> devices;
+  std::map<std::pair<int32_t, uint64_t>, StreamState> streams;
+  std::vector<uint64_t> kernel_correlations;  // every kernel event, for the timed count
+  std::optional<uint64_t> last_kernel_seq;
+  std::optional<uint64_t> last_api_error_seq;
+  std::optional<uint64_t> stats_dropped_seq;
+};
+
+using SignatureKey = std::tuple<std::string, uint32_t, uint32_t, uint32_t, int64_t, int32_t,
+                                std::string>;
+
+struct SignatureState {
+  Signature sig;
+  std::set<size_t> processes;
+  double waves_sum = 0;
+  double tail_sum = 0;
+  int warp_size = 32;
+  std::vector<uint64_t> durations;
+};
+
+struct Launch {
+  uint32_t process;
+  uint32_t signature;
+  uint64_t correlation_id;
+};
+
+struct JoinKey {
+  size_t process;
+  uint64_t correlation_id;
+  bool operator==(const JoinKey&) const = default;
+};
+struct JoinKeyHash {
+  size_t operator()(const JoinKey& k) const {
+    return std::hash<uint64_t>()(k.correlation_id * 0x9E3779B97F4A7C15ull ^ k.process);
+  }
+};
+
+class Builder {
+ public:
+  Builder(const ReportOptions& options, Report* report) : options_(options), report_(report) {
+    if (!options.kernel_regex.empty()) {
+      regex_.emplace(options.kernel_regex, std::regex::ECMAScript);
+    }
+    pids_.insert(options.pids.begin(), options.pids.end());
+  }
+
+  bool Read(const std::vector<fs::path>& files, std::string* error) {
+    for (const fs::path& file : files) {
+      file_key_ = KeyFromFileName(file);
+      const bool ok = logread::ReadLogFile(
+          file,
+          [&](const schema::OwnedEvent& event, const logread::Origin&) { OnEvent(event); },
+          &report_->read, error);
+      if (!ok) return false;
+      report_->files.push_back(file);
+    }
+    return true;
+  }
+
+  void Finish() {
+    FinishProcesses();
+    FinishSignatures();
+  }
+
+ private:
+  size_t ProcessIndex(const ProcessKey& key) {
+    auto [it, inserted] = process_index_.try_emplace(key, processes_.size());
+    if (inserted) {
+      processes_.emplace_back();
+      processes_.back().summary.key = key;
+    }
+    return it->second;
+  }
+
+  size_t ProcessOf(const schema::Header& h) {
+    if (file_key_ && file_key_->pid == h.pid) return ProcessIndex(*file_key_);
+    const auto it = start_of_pid_.find(h.pid);
+    return ProcessIndex({h.pid, it == start_of_pid_.end() ? 0 : it->second});
+  }
+
+  void OnEvent(const schema::OwnedEvent& event) {
+    const schema::Header& h = schema::HeaderOf(event);
+    if (!pids_.empty() && !pids_.contains(h.pid)) return;
+    if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
+      if (!(file_key_ && file_key_->pid == h.pid)) start_of_pid_[h.pid] = start->start_ns;
+    }
+    const size_t index = ProcessOf(h);
+    ProcessState& p = processes_[index];
+    ProcessSummary& s = p.summary;
+    if (s.events == 0 || h.ts_ns < s.first_ts_ns) s.first_ts_ns = h.ts_ns;
+    s.last_ts_ns = std::max(s.last_ts_ns, h.ts_ns);
+    ++s.events;
+    std::visit([&](const auto& e) { On(index, p, e); }, event);
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedProcessStartEvent& e) {
+    ProcessSummary& s = p.summary;
+    s.has_start = true;
+    s.hostname = e.hostname;
+    s.exe = e.exe;
+    s.argv = e.argv;
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
+    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32};
+  }
+
+  void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
+    ProcessSummary& s = p.summary;
+    ++s.kernels;
+    p.kernel_correlations.push_back(e.correlation_id);
+    p.last_kernel_seq = std::max(p.last_kernel_seq.value_or(0), e.header.seq);
+
+    StreamState& stream = p.streams[{e.device, e.stream}];
+    stream.tail.device = e.device;
+    stream.tail.stream = e.stream;
+    ++stream.tail.launches;
+    if (options_.review_launches > 0) {
+      LaunchSummary l;
+      l.seq = e.header.seq;
+      l.ts_ns = e.header.ts_ns;
+      l.correlation_id = e.correlation_id;
+      l.name = e.demangled.empty() ? e.name : e.demangled;
+      l.grid = e.grid;
+      l.block = e.block;
+      l.occupancy = e.occupancy.occupancy;
+      stream.last.push_back(std::move(l));
+      while (stream.last.size() > static_cast<size_t>(options_.review_launches)) {
+        stream.last.pop_front();
+      }
+    }
+
+    if (!Selected(e)) return;
+    const auto device = p.devices.find(e.device);
+    std::string model = device == p.devices.end() ? std::string() : device->second.name;
+    SignatureKey key(e.name, e.block.x, e.block.y, e.block.z, e.dyn_shared_bytes, e.num_regs,
+                     std::move(model));
+    auto [it, inserted] = signature_index_.try_emplace(std::move(key), signatures_.size());
+    if (inserted) {
+      signatures_.emplace_back();
+      SignatureState& st = signatures_.back();
+      st.sig.name = e.name;
+      st.sig.demangled = e.demangled;
+      st.sig.device_model = std::get<6>(it->first);
+      st.sig.block = e.block;
+      st.sig.dyn_smem = e.dyn_shared_bytes;
+      st.sig.regs = e.num_regs;
+      st.sig.first = e;
+      st.sig.occupancy_min = e.occupancy.occupancy;
+      st.sig.occupancy_max = e.occupancy.occupancy;
+      st.sig.waves_min = e.occupancy.waves;
+      st.sig.waves_max = e.occupancy.waves;
+      st.warp_size = device == p.devices.end() ? 32 : device->second.warp_size;
+    }
+    SignatureState& st = signatures_[it->second];
+    ++st.sig.launches;
+    st.processes.insert(index);
+    st.sig.occupancy_min = std::min(st.sig.occupancy_min, e.occupancy.occupancy);
+    st.sig.occupancy_max = std::max(st.sig.occupancy_max, e.occupancy.occupancy);
+    st.sig.waves_min = std::min(st.sig.waves_min, e.occupancy.waves);
+    st.sig.waves_max = std::max(st.sig.waves_max, e.occupancy.waves);
+    st.waves_sum += e.occupancy.waves;
+    st.tail_sum += e.occupancy.tail_utilization;
+    launches_.push_back({static_cast<uint32_t>(index), static_cast<uint32_t>(it->second),
+                         e.correlation_id});
+  }
+
+  void On(size_t index, ProcessState&, const schema::OwnedKernelTimeEvent& e) {
+    durations_.try_emplace(JoinKey{index, e.correlation_id}, e.duration_ns);
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedApiErrorEvent& e) {
+    ++p.summary.api_errors;
+    if (!p.last_api_error_seq || e.header.seq >= *p.last_api_error_seq) {
+      p.last_api_error_seq = e.header.seq;
+      p.summary.last_api_error = e;
+    }
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedStatsEvent& e) {
+    if (!p.summary.end && (!p.stats_dropped_seq || e.header.seq >= *p.stats_dropped_seq)) {
+      p.stats_dropped_seq = e.header.seq;
+      p.summary.dropped = e.dropped;
+    }
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedProcessEndEvent& e) {
+    p.summary.end = e;
+    p.summary.dropped = e.dropped;
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedProcessLostEvent& e) {
+    p.summary.lost = e;
+  }
+
+  void On(size_t, ProcessState& p, const schema::OwnedProcessCrashEvent& e) {
+    if (!p.summary.crash || e.header.seq >= p.summary.crash->header.seq) p.summary.crash = e;
+  }
+
+  bool Selected(const schema::OwnedKernelEvent& e) {
+    if (options_.since_ns && e.header.ts_ns < *options_.since_ns) return false;
+    if (options_.until_ns && e.header.ts_ns > *options_.until_ns) return false;
+    if (!regex_) return true;
+    auto [it, inserted] = regex_cache_.try_emplace(e.name, false);
+    if (inserted) {
+      it->second = std::regex_search(e.name, *regex_) ||
+                   (!e.demangled.empty() && std::regex_search(e.demangled, *regex_));
+    }
+    return it->second;
+  }
+
+  std::optional<uint64_t> DurationOf(size_t process, uint64_t correlation_id) const {
+    const auto it = durations_.find(JoinKey{process, correlation_id});
+    if (it == durations_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void Classify(ProcessState& p) {
+    ProcessSummary& s = p.summary;
+    const bool api_error_last =
+        p.last_api_error_seq && (!p.last_kernel_seq || *p.last_api_error_seq > *p.last_kernel_seq);
+    std::string error_line;
+    if (s.last_api_error) {
+      const schema::OwnedApiErrorEvent& e = *s.last_api_error;
+      error_line = fmt::format("{} returned {} ({})", e.api, e.error_name, e.code);
+      if (!e.message.empty()) error_line += ": " + Clip(e.message, kMaxMessageBytes);
+    }
+    if (s.crash) {
+      const schema::OwnedProcessCrashEvent& e = *s.crash;
+      s.ending = Ending::kCrash;
+      s.ending_detail = fmt::format("crash: {} (signal {}, code {}) in thread {}",
+                                    e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
+                                    e.code, e.tid);
+      if (e.addr != 0) s.ending_detail += fmt::format(" at {:#x}", e.addr);
+      if (e.app_handler) s.ending_detail += "; the application's own handler ran next";
+      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
+    } else if (s.lost) {
+      s.ending = Ending::kLost;
+      const schema::OwnedProcessLostEvent& e = *s.lost;
+      s.ending_detail = fmt::format(
+          "lost: {} (last seq {}, {} events lost)",
+          e.reason == schema::LostReason::kCollectorShutdown
+              ? "the collector stopped while the process was connected"
+              : "connection ended without process_end",
+          e.last_seq ? fmt::format("{}", *e.last_seq) : std::string("none"), e.events_lost);
+      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
+    } else if (api_error_last) {
+      s.ending = Ending::kApiError;
+      s.ending_detail = "api_error: " + error_line;
+      if (s.end && s.end->exit_code) {
+        s.ending_detail += fmt::format("; exit code {}", *s.end->exit_code);
+      }
+    } else if (s.end) {
+      s.ending = Ending::kEnded;
+      s.ending_detail = s.end->exit_code ? fmt::format("ended: exit code {}", *s.end->exit_code)
+                                         : std::string("ended");
+    } else {
+      s.ending = Ending::kRunning;
+      s.ending_detail = "no process_end (still running, or the log is cut)";
+    }
+  }
+
+  void FinishProcesses() {
+    std::vector<std::pair<ProcessKey, size_t>> order(process_index_.begin(), process_index_.end());
+    for (const auto& [key, index] : order) {
+      ProcessState& p = processes_[index];
+      ProcessSummary& s = p.summary;
+      for (const uint64_t corr : p.kernel_correlations) {
+        if (DurationOf(index, corr)) ++s.timed_kernels;
+      }
+      for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
+      const std::vector<uint64_t>* error_ids =
+          s.last_api_error ? &s.last_api_error->last_correlation_ids : nullptr;
+      for (auto& [stream_key, stream] : p.streams) {
+        StreamTail tail = stream.tail;
+        for (LaunchSummary& l : stream.last) {
+          l.duration_ns = DurationOf(index, l.correlation_id);
+          l.in_error = error_ids != nullptr &&
+                       std::find(error_ids->begin(), error_ids->end(), l.correlation_id) !=
+                           error_ids->end();
+          tail.last.push_back(std::move(l));
+        }
+        s.streams.push_back(std::move(tail));
+      }
+      Classify(p);
+      report_->processes.push_back(std::move(s));
+    }
+    report_->review = SelectForReview(report_->processes);
+  }
+
+  void FinishSignatures() {
+    for (const Launch& l : launches_) {
+      if (const auto d = DurationOf(l.process, l.correlation_id)) {
+        signatures_[l.signature].durations.push_back(*d);
+      }
+    }
+    std::optional<Resource> limiter;
+    if (!options_.limiter.empty()) limiter = LimiterFromName(options_.limiter);
+    std::optional<occupancy::DeviceContext> target;
+    if (!options_.retarget.empty()) {
+      const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(options_.retarget);
+      if (preset != nullptr) {
+        report_->retarget =
+            RetargetDevice{std::string(preset->key), std::string(preset->name), preset->limits};
+        target = occupancy::DeviceContext::Make(preset->limits);
+      }
+    }
+    std::set<std::string> models;
+    for (SignatureState& st : signatures_) {
+      Signature& sig = st.sig;
+      if (limiter && sig.fields().limiting_resource != *limiter) continue;
+      sig.processes = st.processes.size();
+      if (!st.durations.empty()) sig.gpu_time = ComputeDurationStats(&st.durations);
+      const double n = static_cast<double>(sig.launches);
+      sig.waves_mean = st.waves_sum / n;
+      sig.tail_mean = st.tail_sum / n;
+      sig.warps_per_block = WarpsPerBlock(sig.fields(), sig.block, st.warp_size);
+      sig.resources = ResourceLimits(sig.fields(), sig.warps_per_block);
+      sig.advice = Advice(sig);
+      if (target) sig.retarget = RetargetSignature(sig, *target);
+      report_->launches += sig.launches;
+      report_->timed_launches += sig.gpu_time ? sig.gpu_time->count : 0;
+      models.insert(sig.device_model);
+      report_->signatures.push_back(std::move(sig));
+    }
+    report_->several_device_models = models.size() > 1;
+    SortSignatures(options_.sort, &report_->signatures);
+  }
+
+  const ReportOptions& options_;
+  Report* report_;
+  std::optional<std::regex> regex_;
+  std::unordered_map<std::string, bool> regex_cache_;
+  std::set<int32_t> pids_;
+  std::optional<ProcessKey> file_key_;
+  std::map<int32_t, int64_t> start_of_pid_;
+  std::map<ProcessKey, size_t> process_index_;
+  std::vector<ProcessState> processes_;
+  std::map<SignatureKey, size_t> signature_index_;
+  std::vector<SignatureState> signatures_;
+  std::vector<Launch> launches_;
+  std::unordered_map<JoinKey, uint64_t, JoinKeyHash> durations_;
+};
+
+}  // namespace
+
+bool CheckReportOptions(const ReportOptions& options, std::string* error) {
+  if (!options.kernel_regex.empty()) {
+    try {
+      std::regex re(options.kernel_regex, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      *error = fmt::format("--kernel '{}' is not a valid ECMAScript regular expression: {}",
+                           options.kernel_regex, e.what());
+      return false;
+    }
+  }
+  if (!options.limiter.empty() && !LimiterFromName(options.limiter)) {
+    *error = fmt::format("--limiter '{}' is not a resource: use one of {}", options.limiter,
+                         ResourceNames());
+    return false;
+  }
+  if (!options.retarget.empty() && occupancy::FindDevicePreset(options.retarget) == nullptr) {
+    *error = fmt::format("--retarget '{}' is not a known device: use one of {}", options.retarget,
+                         PresetKeys());
+    return false;
+  }
+  if (options.top < -1) {
+    *error = fmt::format("--top {} is out of range: use 0 (all) or more", options.top);
+    return false;
+  }
+  if (options.review_launches < 0 || options.review_launches > 1000) {
+    *error = fmt::format("--review-launches {} is out of range: use 0..1000",
+                         options.review_launches);
+    return false;
+  }
+  if (options.since_ns && options.until_ns && *options.since_ns > *options.until_ns) {
+    *error = "--since is after --until: the time window is empty";
+    return false;
+  }
+  return true;
+}
+
+bool BuildReport(const ReportOptions& options, const std::vector<fs::path>& files, Report* report,
+                 std::string* error) {
+  *report = Report{};
+  Builder builder(options, report);
+  if (!builder.Read(files, error)) return false;
+  builder.Finish();
+  return true;
+}
+
+void SortSignatures(SortKey key, std::vector<Signature>* signatures) {
+  auto total = [](const Signature& s) { return s.gpu_time ? s.gpu_time->total_ns : 0; };
+  auto by_key = [&](const Signature& a, const Signature& b) -> int {
+    switch (key) {
+      case SortKey::kTime:
+        if (total(a) != total(b)) return total(a) > total(b) ? -1 : 1;
+        break;
+      case SortKey::kLaunches:
+        break;
+      case SortKey::kOccupancy:
+        if (a.fields().occupancy != b.fields().occupancy) {
+          return a.fields().occupancy < b.fields().occupancy ? -1 : 1;
+        }
+        break;
+    }
+    if (a.launches != b.launches) return a.launches > b.launches ? -1 : 1;
+    return 0;
+  };
+  std::stable_sort(signatures->begin(), signatures->end(),
+                   [&](const Signature& a, const Signature& b) {
+                     const int c = by_key(a, b);
+                     if (c != 0) return c < 0;
+                     return std::tie(a.name, a.device_model, a.dyn_smem, a.regs) <
+                            std::tie(b.name, b.device_model, b.dyn_smem, b.regs);
+                   });
+}
+
+}  // namespace cuflight::report

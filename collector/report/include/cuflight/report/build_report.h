@@ -1,0 +1,33 @@
+// Logs -> the report model: reads every file, joins kernel_time to kernel by (process,
+// correlation_id), aggregates launches per kernel signature, classifies how each process ended,
+// and adds the advice and (with --retarget) the recomputed occupancy.
+#ifndef CUFLIGHT_REPORT_BUILD_REPORT_H_
+#define CUFLIGHT_REPORT_BUILD_REPORT_H_
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuflight/report/report_model.h"
+#include "cuflight/report/report_options.h"
+
+namespace cuflight::report {
+
+// Checks the option values a caller may have got wrong: the kernel regex compiles, the limiter
+// names a resource, the retarget key names a preset, top >= -1, review_launches >= 0, since <=
+// until. False with *error, one line naming the flag (e.g. "--limiter 'reg' is not a resource:
+// use one of registers, shared_mem, warps, blocks, barriers, cluster").
+bool CheckReportOptions(const ReportOptions& options, std::string* error);
+
+// Builds the model of `files` (read in the order given) under `options` (already checked).
+// False with *error, one line naming the file, when a file cannot be read or is not a log; a
+// torn or rejected line is not an error (it is counted in report->read).
+bool BuildReport(const ReportOptions& options, const std::vector<std::filesystem::path>& files,
+                 Report* report, std::string* error);
+
+// Sorts signatures as `key` says, ties broken by launches (most first), then by name.
+void SortSignatures(SortKey key, std::vector<Signature>* signatures);
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_REPORT_BUILD_REPORT_H_

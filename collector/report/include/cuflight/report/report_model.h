@@ -1,0 +1,171 @@
+// The report as data: what BuildReport() computes from the logs and every renderer (terminal
+// table, JSON, CSV, and later HTML) reads. No formatting happens here.
+#ifndef CUFLIGHT_REPORT_REPORT_MODEL_H_
+#define CUFLIGHT_REPORT_REPORT_MODEL_H_
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuflight/logread/log_reader.h"
+#include "cuflight/occupancy/device_limits.h"
+#include "cuflight/occupancy/engine.h"
+#include "cuflight/schema/events.h"
+#include "cuflight/schema/occupancy_fields.h"
+
+namespace cuflight::report {
+
+// One producer process: its pid and process_start's start_ns (0 when unknown). Two processes
+// with the same pid (pid reuse, several producers in one test) differ by start_ns.
+struct ProcessKey {
+  int32_t pid = 0;
+  int64_t start_ns = 0;
+  auto operator<=>(const ProcessKey&) const = default;
+};
+
+// How a process's stream ends. The review section lists every process whose ending is not
+// kEnded or kRunning.
+enum class Ending : uint8_t {
+  kEnded = 0,     // process_end, and its last CUDA activity was not a failed call
+  kRunning = 1,   // no process_end or process_lost (still running, or the log is cut)
+  kLost = 2,      // process_lost: the connection ended without process_end
+  kApiError = 3,  // its last CUDA activity (kernel launch or failed call) is an api_error
+  kCrash = 4,     // a process_crash event: a fatal signal in the process
+};
+// "ended", "running", "lost", "api_error", "crash".
+std::string_view EndingName(Ending ending);
+
+// One kernel launch as the review section shows it.
+struct LaunchSummary {
+  uint64_t seq = 0;
+  int64_t ts_ns = 0;
+  uint64_t correlation_id = 0;
+  std::string name;  // demangled, or the mangled name when demangling failed
+  schema::Dim3 grid;
+  schema::Dim3 block;
+  double occupancy = 0;
+  std::optional<uint64_t> duration_ns;  // set when a kernel_time joined it: it finished
+  bool in_error = false;  // named by an api_error's last_correlation_ids
+};
+
+// The latest launches of one stream of one process.
+struct StreamTail {
+  int32_t device = 0;
+  uint64_t stream = 0;
+  uint64_t launches = 0;              // launches seen on the stream in all
+  std::vector<LaunchSummary> last;    // the last ReportOptions::review_launches, oldest first
+};
+
+struct ProcessSummary {
+  ProcessKey key;
+  bool has_start = false;  // its process_start was read
+  std::string hostname;
+  std::string exe;
+  std::vector<std::string> argv;
+  std::vector<std::pair<int32_t, std::string>> devices;  // ordinal, name; by ordinal
+  uint64_t events = 0;
+  uint64_t kernels = 0;        // kernel events (before the report's filters)
+  uint64_t timed_kernels = 0;  // of those, joined to a kernel_time
+  uint64_t api_errors = 0;
+  int64_t first_ts_ns = 0;
+  int64_t last_ts_ns = 0;
+  std::optional<schema::OwnedProcessEndEvent> end;
+  std::optional<schema::OwnedProcessLostEvent> lost;
+  std::optional<schema::OwnedProcessCrashEvent> crash;  // the latest
+  std::optional<schema::OwnedApiErrorEvent> last_api_error;
+  // Events the process reported as dropped (process_end, else its latest stats).
+  uint64_t dropped = 0;
+  Ending ending = Ending::kRunning;
+  // One line saying how it ended, e.g. "lost: connection ended without process_end (last seq
+  // 41, 0 events lost)" or "api_error: cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED (719)".
+  std::string ending_detail;
+  std::vector<StreamTail> streams;  // by (device, stream)
+};
+
+// Exact statistics of the GPU durations of a signature's timed launches, in ns. Percentiles are
+// nearest-rank: the smallest duration d with at least p% of the durations <= d.
+struct DurationStats {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  uint64_t min_ns = 0;
+  uint64_t max_ns = 0;
+  double mean_ns = 0;
+  uint64_t p50_ns = 0;
+  uint64_t p99_ns = 0;
+};
+
+// What one resource alone allows, from the kernel event's occupancy fields.
+struct ResourceLimit {
+  bool applies = true;  // false for kCluster on a launch without a cluster
+  double occupancy = 0;
+  // Blocks per SM this resource alone allows: exact for the limiting resources, derived from the
+  // occupancy (occupancy x max_warps / warps per block) for the others; nullopt when it allows
+  // full occupancy (then the exact count is not in the event).
+  std::optional<int32_t> blocks_per_sm;
+};
+
+// The occupancy of a signature recomputed for another GPU (--retarget).
+struct Retarget {
+  bool ok = false;
+  std::string error;  // set when the engine rejected the launch or device
+  occupancy::Result result;
+  // e.g. "occupancy 50% -> 75%, limiter registers -> shared_mem", "no change",
+  // "cannot run: shared_mem allows no block".
+  std::string change;
+};
+
+// Launches of one kernel with one shape: (name, block, dynamic smem, registers, device model).
+struct Signature {
+  std::string name;       // mangled
+  std::string demangled;  // "" when demangling failed
+  std::string device_model;  // the device event's name; "" when the device event is missing
+  schema::Dim3 block;
+  int64_t dyn_smem = 0;
+  int32_t regs = 0;
+  schema::OwnedKernelEvent first;  // the first launch read: resources and occupancy fields
+  uint64_t launches = 0;
+  uint64_t processes = 0;  // distinct processes that launched it
+  std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed
+  double occupancy_min = 0;  // over the launches (carveout and cluster can differ)
+  double occupancy_max = 0;
+  double waves_mean = 0;  // over the launches (the grid can differ)
+  double waves_min = 0;
+  double waves_max = 0;
+  double tail_mean = 0;
+  int32_t warps_per_block = 0;
+  std::array<ResourceLimit, schema::kResourceCount> resources{};
+  std::string advice;  // one line, "" when nothing to advise (full occupancy, no spills)
+  std::optional<Retarget> retarget;
+
+  // Display name: the demangled name, or the mangled one.
+  const std::string& display_name() const { return demangled.empty() ? name : demangled; }
+  bool spills() const { return first.local_bytes > 0; }
+  const schema::OccupancyFields& fields() const { return first.occupancy; }
+};
+
+struct RetargetDevice {
+  std::string key;
+  std::string name;
+  occupancy::DeviceLimits limits;
+};
+
+struct Report {
+  std::vector<std::filesystem::path> files;
+  logread::ReadSummary read;
+  std::vector<ProcessSummary> processes;  // by (pid, start_ns), filtered by --pid
+  std::vector<size_t> review;             // indices into processes: ending lost/api_error/crash
+  std::vector<Signature> signatures;      // every signature passing the filters, sorted
+  uint64_t launches = 0;                  // launches aggregated into signatures
+  uint64_t timed_launches = 0;
+  bool several_device_models = false;  // the signatures span more than one device model
+  std::optional<RetargetDevice> retarget;
+};
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_REPORT_REPORT_MODEL_H_

@@ -1,0 +1,55 @@
+// What `cuflight report` is asked for: the logs to read, the filters, and the output form. Plain
+// data with typed values; the command line (report_command.cc) fills it from flags, and
+// `cuflight run` fills it for its run's log directory.
+#ifndef CUFLIGHT_REPORT_REPORT_OPTIONS_H_
+#define CUFLIGHT_REPORT_REPORT_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cuflight::report {
+
+// Order of the kernel signatures.
+enum class SortKey : uint8_t {
+  kTime = 0,       // total GPU time, largest first (untimed signatures last, by launches)
+  kLaunches = 1,   // launches, most first
+  kOccupancy = 2,  // occupancy, lowest first (the candidates for tuning)
+};
+
+enum class OutputFormat : uint8_t { kTable = 0, kJson = 1, kCsv = 2 };
+
+struct ReportOptions {
+  // Log files and directories (logread::ExpandLogPaths). At least one.
+  std::vector<std::string> paths;
+
+  // Filters. Kernel launches outside them are not aggregated; the review section (processes that
+  // did not end normally) honours `pids` only, since a failure's context is every launch.
+  std::string kernel_regex;          // ECMAScript regex searched in demangled and mangled names
+  std::vector<int32_t> pids;         // empty: every process
+  std::string limiter;               // a schema::ResourceName ("registers", ...); empty: any
+  std::optional<int64_t> since_ns;   // kernel event ts_ns >= since_ns
+  std::optional<int64_t> until_ns;   // kernel event ts_ns <= until_ns
+
+  SortKey sort = SortKey::kTime;
+  // Signatures shown: -1 = the default (20 in the table, every one in JSON and CSV); 0 = all.
+  int top = -1;
+  // Launches listed per stream in the review section (the last ones, oldest first).
+  int review_launches = 5;
+  // An occupancy-engine device preset key or alias (occupancy/device_presets.h): recompute each
+  // signature's occupancy for that GPU. Empty: none.
+  std::string retarget;
+
+  OutputFormat format = OutputFormat::kTable;
+  bool color = false;  // ANSI colour in the table (see ShouldColor in run_report.h)
+  // Start of the one error line RunReport writes, "<error_prefix>: <reason>".
+  std::string error_prefix = "cuflight report";
+};
+
+// Signatures the table shows by default.
+inline constexpr int kDefaultTableTop = 20;
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_REPORT_REPORT_OPTIONS_H_

@@ -1,0 +1,42 @@
+// Small formatting and parsing helpers shared by the report's renderers and the command line.
+#ifndef CUFLIGHT_REPORT_TEXT_FORMAT_H_
+#define CUFLIGHT_REPORT_TEXT_FORMAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cuflight/schema/events.h"
+
+namespace cuflight::report {
+
+// "850ns", "12.3us", "1.23ms", "123ms", "4.56s": three significant digits.
+std::string FormatDuration(uint64_t ns);
+
+// A fraction as an integer percent, rounded half up: 0.875 -> "88%".
+std::string FormatPercent(double fraction);
+
+// Bytes, never rounded up: "512 B", "48 KiB", "40.5 KiB" (KiB floored to one decimal).
+std::string FormatBytes(int64_t bytes);
+
+// "256" for 256x1x1, "16x16" for 16x16x1, "8x8x4".
+std::string FormatDim3(const schema::Dim3& d);
+
+// A kernel name shortened to at most `width` bytes (width >= 8): the return type "void " and the
+// parameter list are dropped first, then template arguments become "<...>", then leading
+// namespaces go, and last the tail is cut to end in "...".
+std::string ShortenKernelName(std::string_view name, size_t width);
+
+// --since/--until: RFC 3339 ("2026-11-21T07:00:00Z", fractional seconds and a +hh:mm/-hh:mm
+// offset allowed) or seconds since the Unix epoch ("1732000000", "1732000000.5"), as ns since the
+// epoch. nullopt when it is neither.
+std::optional<int64_t> ParseTimeBound(std::string_view text);
+
+// Quotes a CSV field as RFC 4180 says: in double quotes, with '"' doubled, when it holds a comma,
+// a double quote, CR or LF; as is otherwise.
+std::string CsvField(std::string_view field);
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_REPORT_TEXT_FORMAT_H_

@@ -1,0 +1,282 @@
+// The JSON and CSV forms of the report.
+#include <fmt/format.h>
+
+#include "cuflight/report/render.h"
+#include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
+
+namespace cuflight::report {
+namespace {
+
+using nlohmann::json;
+
+json Dim(const schema::Dim3& d) { return json::array({d.x, d.y, d.z}); }
+
+json OrNull(int64_t value) { return value < 0 ? json(nullptr) : json(value); }
+
+json LaunchJson(const LaunchSummary& l) {
+  return {{"seq", l.seq},
+          {"ts_ns", l.ts_ns},
+          {"correlation_id", l.correlation_id},
+          {"name", l.name},
+          {"grid", Dim(l.grid)},
+          {"block", Dim(l.block)},
+          {"occupancy", l.occupancy},
+          {"finished", l.duration_ns.has_value()},
+          {"duration_ns", l.duration_ns ? json(*l.duration_ns) : json(nullptr)},
+          {"in_failed_call", l.in_error}};
+}
+
+json ProcessJson(const ProcessSummary& p, bool with_streams) {
+  json devices = json::array();
+  for (const auto& [ordinal, name] : p.devices) devices.push_back({{"device", ordinal}, {"name", name}});
+  json j = {{"pid", p.key.pid},
+            {"start_ns", p.key.start_ns},
+            {"hostname", p.hostname},
+            {"exe", p.exe},
+            {"argv", p.argv},
+            {"has_process_start", p.has_start},
+            {"devices", devices},
+            {"events", p.events},
+            {"kernels", p.kernels},
+            {"timed_kernels", p.timed_kernels},
+            {"api_errors", p.api_errors},
+            {"dropped", p.dropped},
+            {"first_ts_ns", p.first_ts_ns},
+            {"last_ts_ns", p.last_ts_ns},
+            {"ending", EndingName(p.ending)},
+            {"ending_detail", p.ending_detail},
+            {"exit_code", p.end && p.end->exit_code ? json(*p.end->exit_code) : json(nullptr)}};
+  if (p.lost) {
+    j["lost"] = {{"reason", schema::LostReasonName(p.lost->reason)},
+                 {"last_seq", p.lost->last_seq ? json(*p.lost->last_seq) : json(nullptr)},
+                 {"events_stored", p.lost->events_stored},
+                 {"events_lost", p.lost->events_lost}};
+  }
+  if (p.crash) {
+    const schema::OwnedProcessCrashEvent& e = *p.crash;
+    j["crash"] = {{"seq", e.header.seq},   {"ts_ns", e.header.ts_ns},
+                  {"signal", e.signal},    {"signal_name", e.signal_name},
+                  {"code", e.code},        {"addr", e.addr},
+                  {"tid", e.tid},          {"app_handler", e.app_handler}};
+  }
+  if (p.last_api_error) {
+    const schema::OwnedApiErrorEvent& e = *p.last_api_error;
+    j["last_api_error"] = {{"seq", e.header.seq},         {"ts_ns", e.header.ts_ns},
+                           {"api", e.api},                {"code", e.code},
+                           {"error_name", e.error_name},  {"message", e.message},
+                           {"device", e.device},          {"stream", e.stream},
+                           {"last_correlation_ids", e.last_correlation_ids}};
+  }
+  if (with_streams) {
+    json streams = json::array();
+    for (const StreamTail& s : p.streams) {
+      json launches = json::array();
+      for (const LaunchSummary& l : s.last) launches.push_back(LaunchJson(l));
+      streams.push_back({{"device", s.device},
+                         {"stream", s.stream},
+                         {"launches", s.launches},
+                         {"last_launches", launches}});
+    }
+    j["streams"] = streams;
+  }
+  return j;
+}
+
+json FieldsJson(const schema::OccupancyFields& f) {
+  return {{"max_active_blocks", f.max_active_blocks},
+          {"active_warps", f.active_warps},
+          {"max_warps", f.max_warps},
+          {"occupancy", f.occupancy},
+          {"limiting_resource", schema::ResourceName(f.limiting_resource)}};
+}
+
+json SignatureJson(const Signature& s) {
+  const schema::OccupancyFields& f = s.fields();
+  json resources = json::object();
+  for (int i = 0; i < schema::kResourceCount; ++i) {
+    const ResourceLimit& r = s.resources[static_cast<size_t>(i)];
+    const std::string name(schema::ResourceName(static_cast<schema::Resource>(i)));
+    if (!r.applies) {
+      resources[name] = nullptr;
+      continue;
+    }
+    resources[name] = {{"occupancy", r.occupancy},
+                       {"blocks_per_sm", r.blocks_per_sm ? json(*r.blocks_per_sm) : json(nullptr)}};
+  }
+  json limiting = json::array();
+  for (int i = 0; i < schema::kResourceCount; ++i) {
+    if (f.limiting_resources & schema::MaskOf(static_cast<schema::Resource>(i))) {
+      limiting.push_back(schema::ResourceName(static_cast<schema::Resource>(i)));
+    }
+  }
+  json gpu = nullptr;
+  if (s.gpu_time) {
+    gpu = {{"count", s.gpu_time->count},   {"total_ns", s.gpu_time->total_ns},
+           {"mean_ns", s.gpu_time->mean_ns}, {"p50_ns", s.gpu_time->p50_ns},
+           {"p99_ns", s.gpu_time->p99_ns}, {"min_ns", s.gpu_time->min_ns},
+           {"max_ns", s.gpu_time->max_ns}};
+  }
+  json j = {{"name", s.name},
+            {"demangled", s.demangled},
+            {"device_model", s.device_model},
+            {"block", Dim(s.block)},
+            {"registers", s.regs},
+            {"static_smem", s.first.static_shared_bytes},
+            {"dyn_smem", s.dyn_smem},
+            {"local_bytes", s.first.local_bytes},
+            {"spills", s.spills()},
+            {"max_threads_per_block", s.first.max_threads_per_block},
+            {"carveout", s.first.carveout},
+            {"cluster", s.first.cluster ? Dim(*s.first.cluster) : json(nullptr)},
+            {"launches", s.launches},
+            {"processes", s.processes},
+            {"timed_launches", s.gpu_time ? s.gpu_time->count : 0},
+            {"gpu_time", gpu},
+            {"occupancy", f.occupancy},
+            {"occupancy_min", s.occupancy_min},
+            {"occupancy_max", s.occupancy_max},
+            {"max_active_blocks", f.max_active_blocks},
+            {"active_warps", f.active_warps},
+            {"max_warps", f.max_warps},
+            {"warps_per_block", s.warps_per_block},
+            {"limiting_resource", schema::ResourceName(f.limiting_resource)},
+            {"limiting_resources", limiting},
+            {"resources", resources},
+            {"allocated_regs_per_block", f.allocated_regs_per_block},
+            {"allocated_smem_per_block", f.allocated_smem_per_block},
+            {"waves", {{"mean", s.waves_mean}, {"min", s.waves_min}, {"max", s.waves_max}}},
+            {"tail_utilization_mean", s.tail_mean},
+            {"what_if",
+             {{"regs_for_next_block", OrNull(f.regs_for_next_block)},
+              {"smem_for_next_block", OrNull(f.smem_for_next_block)},
+              {"best_block_size", f.best_block_size}}},
+            {"advice", s.advice.empty() ? json(nullptr) : json(s.advice)}};
+  if (s.retarget) {
+    const Retarget& t = *s.retarget;
+    json rt = {{"ok", t.ok}, {"change", t.change}};
+    if (t.ok) {
+      rt["result"] = FieldsJson(t.result.fields);
+    } else {
+      rt["error"] = t.error;
+    }
+    j["retarget"] = rt;
+  }
+  return j;
+}
+
+}  // namespace
+
+json RenderJson(const Report& r, const ReportOptions& options) {
+  json files = json::array();
+  for (const auto& f : r.files) files.push_back(f.native());
+  json read = {{"files", files},
+               {"file_count", r.read.files},
+               {"compressed_files", r.read.compressed_files},
+               {"lines", r.read.lines},
+               {"events", r.read.events},
+               {"torn_lines", r.read.torn_lines},
+               {"rejected_lines", r.read.rejected_lines},
+               {"unknown_type_lines", r.read.unknown_type_lines},
+               {"notes", r.read.notes},
+               {"notes_left_out", r.read.notes_left_out}};
+  json processes = json::array();
+  for (const ProcessSummary& p : r.processes) processes.push_back(ProcessJson(p, false));
+  json review = json::array();
+  for (const size_t i : r.review) review.push_back(ProcessJson(r.processes[i], true));
+  json signatures = json::array();
+  const size_t shown = ShownSignatures(r, options);
+  for (size_t i = 0; i < shown; ++i) signatures.push_back(SignatureJson(r.signatures[i]));
+  json doc = {{"read", read},
+              {"processes", processes},
+              {"review", review},
+              {"signatures", signatures},
+              {"totals",
+               {{"signatures", r.signatures.size()},
+                {"signatures_shown", shown},
+                {"launches", r.launches},
+                {"timed_launches", r.timed_launches},
+                {"several_device_models", r.several_device_models}}}};
+  if (r.retarget) {
+    doc["retarget"] = {{"key", r.retarget->key}, {"name", r.retarget->name}};
+  }
+  return doc;
+}
+
+std::string RenderCsv(const Report& r, const ReportOptions& options) {
+  std::vector<std::string> header = {
+      "name",          "demangled",        "device_model",      "block_x",
+      "block_y",       "block_z",          "registers",         "static_smem",
+      "dyn_smem",      "local_bytes",      "launches",          "timed_launches",
+      "gpu_total_ns",  "gpu_mean_ns",      "gpu_p50_ns",        "gpu_p99_ns",
+      "occupancy",     "max_active_blocks", "limiting_resource", "reg_occupancy",
+      "smem_occupancy", "warp_occupancy",  "block_occupancy",   "barrier_occupancy",
+      "cluster_occupancy", "waves_mean",   "tail_utilization_mean", "advice"};
+  if (r.retarget) {
+    for (const char* h : {"retarget_device", "retarget_max_active_blocks", "retarget_occupancy",
+                          "retarget_limiting_resource", "retarget_change"}) {
+      header.emplace_back(h);
+    }
+  }
+  std::string out;
+  auto row = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) out += ',';
+      out += CsvField(cells[i]);
+    }
+    out += "\r\n";
+  };
+  row(header);
+  const size_t shown = ShownSignatures(r, options);
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    const schema::OccupancyFields& f = s.fields();
+    auto num = [](auto v) { return fmt::format("{}", v); };
+    const bool timed = s.gpu_time.has_value();
+    std::vector<std::string> cells = {
+        s.name,
+        s.demangled,
+        s.device_model,
+        num(s.block.x),
+        num(s.block.y),
+        num(s.block.z),
+        num(s.regs),
+        num(s.first.static_shared_bytes),
+        num(s.dyn_smem),
+        num(s.first.local_bytes),
+        num(s.launches),
+        num(timed ? s.gpu_time->count : 0),
+        timed ? num(s.gpu_time->total_ns) : "",
+        timed ? num(s.gpu_time->mean_ns) : "",
+        timed ? num(s.gpu_time->p50_ns) : "",
+        timed ? num(s.gpu_time->p99_ns) : "",
+        num(f.occupancy),
+        num(f.max_active_blocks),
+        std::string(schema::ResourceName(f.limiting_resource)),
+        num(f.reg_occupancy),
+        num(f.smem_occupancy),
+        num(f.warp_occupancy),
+        num(f.block_occupancy),
+        num(f.barrier_occupancy),
+        f.has_cluster ? num(f.cluster_occupancy) : "",
+        num(s.waves_mean),
+        num(s.tail_mean),
+        s.advice};
+    if (r.retarget) {
+      cells.push_back(r.retarget->key);
+      if (s.retarget && s.retarget->ok) {
+        const schema::OccupancyFields& n = s.retarget->result.fields;
+        cells.push_back(num(n.max_active_blocks));
+        cells.push_back(num(n.occupancy));
+        cells.push_back(std::string(schema::ResourceName(n.limiting_resource)));
+      } else {
+        cells.insert(cells.end(), 3, "");
+      }
+      cells.push_back(s.retarget ? s.retarget->change : "");
+    }
+    row(cells);
+  }
+  return out;
+}
+
+}  // namespace cuflight::report

@@ -1,0 +1,207 @@
+// The terminal form of the report.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cuflight/report/render.h"
+#include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
+#include "text_table.h"
+
+namespace cuflight::report {
+namespace {
+
+constexpr size_t kMinNameWidth = 20;
+
+std::string_view ShortLimiter(schema::Resource r) {
+  switch (r) {
+    case schema::Resource::kRegisters:
+      return "regs";
+    case schema::Resource::kSharedMem:
+      return "smem";
+    default:
+      return schema::ResourceName(r);
+  }
+}
+
+std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+std::string HeaderLine(const Report& r) {
+  const logread::ReadSummary& s = r.read;
+  std::string files = Plural(s.files, "file", "files");
+  if (s.compressed_files > 0) files += fmt::format(" ({} zstd)", s.compressed_files);
+  size_t review = r.review.size();
+  std::string processes = Plural(r.processes.size(), "process", "processes");
+  if (review > 0) processes += fmt::format(" ({} did not end normally)", review);
+  return fmt::format("cuflight report: {}, {}, {}, {} ({} timed) in {}", files,
+                     Plural(s.events, "event", "events"), processes,
+                     Plural(r.launches, "launch", "launches"), r.timed_launches,
+                     Plural(r.signatures.size(), "kernel signature", "kernel signatures"));
+}
+
+std::string SortTitle(SortKey key) {
+  switch (key) {
+    case SortKey::kTime:
+      return "by total GPU time";
+    case SortKey::kLaunches:
+      return "by launches";
+    case SortKey::kOccupancy:
+      return "by occupancy, lowest first";
+  }
+  return "";
+}
+
+std::string Shorten(std::string_view name, size_t room) { return ShortenKernelName(name, room); }
+
+std::string KernelTable(const Report& r, size_t shown, bool color) {
+  std::vector<ReportTable::Column> columns = {
+      {"LAUNCHES", ReportTable::Align::kRight}, {"TOTAL", ReportTable::Align::kRight},
+      {"MEAN", ReportTable::Align::kRight},     {"P50", ReportTable::Align::kRight},
+      {"P99", ReportTable::Align::kRight},      {"OCC", ReportTable::Align::kRight},
+      {"LIMITER", ReportTable::Align::kLeft},   {"BLOCK", ReportTable::Align::kRight},
+      {"REGS", ReportTable::Align::kRight},     {"SMEM", ReportTable::Align::kRight},
+      {"WAVES", ReportTable::Align::kRight},    {"SPILL", ReportTable::Align::kRight}};
+  if (r.several_device_models) columns.push_back({"DEVICE", ReportTable::Align::kLeft});
+  columns.push_back({"KERNEL", ReportTable::Align::kLeft});
+  ReportTable table(std::move(columns));
+  bool varies = false;
+  bool untimed = false;
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    const schema::OccupancyFields& f = s.fields();
+    std::vector<ReportTable::Cell> cells;
+    cells.push_back({fmt::format("{}", s.launches), ""});
+    if (s.gpu_time) {
+      cells.push_back({FormatDuration(s.gpu_time->total_ns), ""});
+      cells.push_back(
+          {FormatDuration(static_cast<uint64_t>(std::llround(s.gpu_time->mean_ns))), ""});
+      cells.push_back({FormatDuration(s.gpu_time->p50_ns), ""});
+      cells.push_back({FormatDuration(s.gpu_time->p99_ns), ""});
+    } else {
+      untimed = true;
+      for (int k = 0; k < 4; ++k) cells.push_back({"-", ansi::kDim});
+    }
+    std::string occ = FormatPercent(f.occupancy);
+    if (FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max)) {
+      occ += "*";
+      varies = true;
+    }
+    cells.push_back({occ, f.occupancy < 0.5 ? ansi::kYellow : std::string_view()});
+    cells.push_back({std::string(ShortLimiter(f.limiting_resource)), ""});
+    cells.push_back({FormatDim3(s.block), ""});
+    cells.push_back({fmt::format("{}", s.regs), ""});
+    cells.push_back({FormatBytes(s.first.static_shared_bytes + s.dyn_smem), ""});
+    cells.push_back({s.waves_mean > 0 ? fmt::format("{:.1f}", s.waves_mean) : "-", ""});
+    cells.push_back({s.spills() ? FormatBytes(s.first.local_bytes) : "-",
+                     s.spills() ? ansi::kYellow : std::string_view()});
+    if (r.several_device_models) {
+      cells.push_back({s.device_model.empty() ? "?" : s.device_model, ""});
+    }
+    cells.push_back({s.display_name(), ""});
+    table.AddRow(std::move(cells));
+    if (!s.advice.empty()) table.AddNote("  > " + s.advice, ansi::kCyan);
+  }
+  table.FitLastColumn(kTableWidth, 0, kMinNameWidth, Shorten);
+  std::string out = table.Render(0, color);
+  std::vector<std::string> legend;
+  if (untimed) legend.push_back("-: no launch of the signature was timed");
+  if (varies) legend.push_back("*: occupancy differs between launches (min and max in --json)");
+  if (!legend.empty()) out += Paint(fmt::format("{}\n", fmt::join(legend, "; ")), ansi::kDim, color);
+  return out;
+}
+
+std::string RetargetTable(const Report& r, size_t shown, bool color) {
+  const RetargetDevice& d = *r.retarget;
+  std::string out = Paint(fmt::format("Retargeted to {} ({}): occupancy per SM recomputed from "
+                                      "each kernel's resources",
+                                      d.name, d.key),
+                          ansi::kBold, color);
+  out += '\n';
+  ReportTable table({{"BLK/SM", ReportTable::Align::kRight},
+                     {"OCC", ReportTable::Align::kRight},
+                     {"LIMITER", ReportTable::Align::kLeft},
+                     {"NEW BLK/SM", ReportTable::Align::kRight},
+                     {"NEW OCC", ReportTable::Align::kRight},
+                     {"NEW LIMITER", ReportTable::Align::kLeft},
+                     {"KERNEL", ReportTable::Align::kLeft}});
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    if (!s.retarget) continue;
+    const schema::OccupancyFields& f = s.fields();
+    const Retarget& t = *s.retarget;
+    std::vector<ReportTable::Cell> cells = {
+        {fmt::format("{}", f.max_active_blocks), ""},
+        {FormatPercent(f.occupancy), ""},
+        {std::string(ShortLimiter(f.limiting_resource)), ""}};
+    if (t.ok) {
+      const schema::OccupancyFields& n = t.result.fields;
+      std::string_view style = n.occupancy > f.occupancy   ? ansi::kGreen
+                               : n.occupancy < f.occupancy ? ansi::kYellow
+                                                           : std::string_view();
+      cells.push_back({fmt::format("{}", n.max_active_blocks), style});
+      cells.push_back({FormatPercent(n.occupancy), style});
+      cells.push_back({std::string(ShortLimiter(n.limiting_resource)), ""});
+    } else {
+      for (int k = 0; k < 3; ++k) cells.push_back({"-", ""});
+    }
+    cells.push_back({s.display_name(), ""});
+    table.AddRow(std::move(cells));
+    table.AddNote("  > " + t.change, ansi::kCyan);
+  }
+  table.FitLastColumn(kTableWidth, 0, kMinNameWidth, Shorten);
+  out += table.Render(0, color);
+  return out;
+}
+
+}  // namespace
+
+size_t ShownSignatures(const Report& report, const ReportOptions& options) {
+  const size_t all = report.signatures.size();
+  int top = options.top;
+  if (top < 0) top = options.format == OutputFormat::kTable ? kDefaultTableTop : 0;
+  return top == 0 ? all : std::min(all, static_cast<size_t>(top));
+}
+
+std::string RenderText(const Report& r, const ReportOptions& options) {
+  const bool color = options.color;
+  std::string out = Paint(HeaderLine(r), ansi::kBold, color);
+  out += '\n';
+  for (const std::string& note : r.read.notes) out += "note: " + note + "\n";
+  if (r.read.notes_left_out > 0) {
+    out += fmt::format("note: ... and {} more torn or rejected lines\n", r.read.notes_left_out);
+  }
+  if (r.read.unknown_type_lines > 0) {
+    out += fmt::format("note: {} skipped (event types this cuflight does not know)\n",
+                       Plural(r.read.unknown_type_lines, "line", "lines"));
+  }
+  if (r.launches > 0 && r.timed_launches == 0) {
+    out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
+  }
+  const std::string review = RenderReviewText(r.processes, r.review, color, kTableWidth);
+  if (!review.empty()) out += "\n" + review;
+  out += '\n';
+  if (r.signatures.empty()) {
+    out += "No kernel launches";
+    const bool filtered = !options.kernel_regex.empty() || !options.pids.empty() ||
+                          !options.limiter.empty() || options.since_ns || options.until_ns;
+    out += filtered ? " match the filters.\n" : " in these logs.\n";
+    return out;
+  }
+  const size_t shown = ShownSignatures(r, options);
+  std::string title = fmt::format("Kernels {}", SortTitle(options.sort));
+  if (shown < r.signatures.size()) {
+    title += fmt::format(" (top {} of {}; --top 0 for all)", shown, r.signatures.size());
+  }
+  out += Paint(title, ansi::kBold, color);
+  out += '\n';
+  out += KernelTable(r, shown, color);
+  if (r.retarget) {
+    out += '\n';
+    out += RetargetTable(r, shown, color);
+  }
+  return out;
+}
+
+}  // namespace cuflight::report

@@ -1,0 +1,217 @@
+#include "cuflight/report/text_format.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace cuflight::report {
+namespace {
+
+// Three significant digits of value (>= 1) followed by `unit`.
+std::string ThreeDigits(double value, std::string_view unit) {
+  if (value >= 100) return fmt::format("{:.0f}{}", value, unit);
+  if (value >= 10) return fmt::format("{:.1f}{}", value, unit);
+  return fmt::format("{:.2f}{}", value, unit);
+}
+
+// Index just past the parameter list's matching '(' scanning back from a trailing ')', or npos.
+size_t ParameterListStart(std::string_view name) {
+  if (!name.ends_with(')')) return std::string_view::npos;
+  int depth = 0;
+  for (size_t i = name.size(); i-- > 0;) {
+    if (name[i] == ')') ++depth;
+    if (name[i] == '(' && --depth == 0) return i;
+  }
+  return std::string_view::npos;
+}
+
+// Replaces each outermost <...> with "<...>".
+std::string CollapseTemplates(std::string_view name) {
+  std::string out;
+  int depth = 0;
+  for (const char c : name) {
+    if (c == '<') {
+      if (depth++ == 0) out += "<...>";
+      continue;
+    }
+    if (c == '>' && depth > 0) {
+      --depth;
+      continue;
+    }
+    if (depth == 0) out += c;
+  }
+  return out;
+}
+
+// Position of the first "::" outside template brackets and parentheses, or npos.
+size_t FirstScope(std::string_view name) {
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    if ((c == '>' || c == ')') && depth > 0) --depth;
+    if (depth == 0 && c == ':' && name[i + 1] == ':') return i;
+  }
+  return std::string_view::npos;
+}
+
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  // Howard Hinnant's days_from_civil.
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+bool Digits(std::string_view s, size_t pos, size_t n, int64_t* value) {
+  if (pos + n > s.size()) return false;
+  int64_t v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *value = v;
+  return true;
+}
+
+std::optional<int64_t> ParseRfc3339(std::string_view s) {
+  int64_t year, month, day, hour, minute, second;
+  if (!Digits(s, 0, 4, &year) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &month) ||
+      s[7] != '-' || !Digits(s, 8, 2, &day) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+      !Digits(s, 11, 2, &hour) || s[13] != ':' || !Digits(s, 14, 2, &minute) || s[16] != ':' ||
+      !Digits(s, 17, 2, &second)) {
+    return std::nullopt;
+  }
+  static constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)] ||
+      hour > 23 || minute > 59 || second > 60) {
+    return std::nullopt;
+  }
+  size_t pos = 19;
+  int64_t frac_ns = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    int digits = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (digits < 9) frac_ns = frac_ns * 10 + (s[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    if (digits == 0) return std::nullopt;
+    for (int i = digits; i < 9; ++i) frac_ns *= 10;
+  }
+  int64_t offset_s = 0;
+  const std::string_view zone = s.substr(pos);
+  if (zone == "Z" || zone == "z") {
+    offset_s = 0;
+  } else if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':') {
+    int64_t oh, om;
+    if (!Digits(zone, 1, 2, &oh) || !Digits(zone, 4, 2, &om) || oh > 23 || om > 59) {
+      return std::nullopt;
+    }
+    offset_s = (oh * 3600 + om * 60) * (zone[0] == '+' ? 1 : -1);
+  } else {
+    return std::nullopt;
+  }
+  const int64_t days = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  const int64_t secs = days * 86400 + hour * 3600 + minute * 60 + second - offset_s;
+  constexpr int64_t kMaxSecs = std::numeric_limits<int64_t>::max() / 1000000000 - 1;
+  if (secs < -kMaxSecs || secs > kMaxSecs) return std::nullopt;
+  return secs * 1000000000 + frac_ns;
+}
+
+std::optional<int64_t> ParseEpochSeconds(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  size_t dot = s.find('.');
+  const std::string_view whole = s.substr(0, dot);
+  if (whole.empty()) return std::nullopt;
+  int64_t secs = 0;
+  const auto [ptr, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), secs);
+  if (ec != std::errc() || ptr != whole.data() + whole.size() || secs < 0 ||
+      secs > std::numeric_limits<int64_t>::max() / 1000000000 - 1) {
+    return std::nullopt;
+  }
+  int64_t frac_ns = 0;
+  if (dot != std::string_view::npos) {
+    const std::string_view frac = s.substr(dot + 1);
+    if (frac.empty() || frac.size() > 9) return std::nullopt;
+    int64_t v = 0;
+    if (!Digits(frac, 0, frac.size(), &v)) return std::nullopt;
+    frac_ns = v;
+    for (size_t i = frac.size(); i < 9; ++i) frac_ns *= 10;
+  }
+  return secs * 1000000000 + frac_ns;
+}
+
+}  // namespace
+
+std::string FormatDuration(uint64_t ns) {
+  const double v = static_cast<double>(ns);
+  if (ns < 1000) return fmt::format("{}ns", ns);
+  // Rounding to three digits can carry into the next unit (999.6us -> "1000us"): step up then.
+  if (v < 999.5e3) return ThreeDigits(v / 1e3, "us");
+  if (v < 999.5e6) return ThreeDigits(v / 1e6, "ms");
+  return ThreeDigits(v / 1e9, "s");
+}
+
+std::string FormatPercent(double fraction) {
+  const double pct = std::floor(fraction * 100.0 + 0.5);
+  return fmt::format("{:.0f}%", pct);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes / 1024);
+  const int64_t tenths = bytes * 10 / 1024;  // floored
+  if (tenths % 10 == 0) return fmt::format("{} KiB", tenths / 10);
+  return fmt::format("{}.{} KiB", tenths / 10, tenths % 10);
+}
+
+std::string FormatDim3(const schema::Dim3& d) {
+  if (d.y == 1 && d.z == 1) return fmt::format("{}", d.x);
+  if (d.z == 1) return fmt::format("{}x{}", d.x, d.y);
+  return fmt::format("{}x{}x{}", d.x, d.y, d.z);
+}
+
+std::string ShortenKernelName(std::string_view name, size_t width) {
+  if (width < 8) width = 8;
+  if (name.size() <= width) return std::string(name);
+  std::string s(name);
+  if (s.starts_with("void ")) s.erase(0, 5);
+  if (const size_t p = ParameterListStart(s); p != std::string::npos && p > 0) s.erase(p);
+  if (s.size() <= width) return s;
+  s = CollapseTemplates(s);
+  if (s.size() <= width) return s;
+  while (s.size() > width) {
+    const size_t scope = FirstScope(s);
+    if (scope == std::string::npos) break;
+    s.erase(0, scope + 2);
+  }
+  if (s.size() <= width) return s;
+  return s.substr(0, width - 3) + "...";
+}
+
+std::optional<int64_t> ParseTimeBound(std::string_view text) {
+  if (text.find('-') != std::string_view::npos || text.find('T') != std::string_view::npos) {
+    return ParseRfc3339(text);
+  }
+  return ParseEpochSeconds(text);
+}
+
+std::string CsvField(std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(field);
+  std::string out = "\"";
+  for (const char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace cuflight::report

@@ -1,0 +1,67 @@
+#include "event_filter.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "usage_error.h"
+
+namespace cuflight::run {
+namespace {
+
+std::string ResourceNames() {
+  std::string names;
+  for (int i = 0; i < schema::kResourceCount; ++i) {
+    if (!names.empty()) names += ", ";
+    names += schema::ResourceName(static_cast<schema::Resource>(i));
+  }
+  return names;
+}
+
+}  // namespace
+
+EventFilter::EventFilter(const std::string& kernel_regex, std::vector<int32_t> pids,
+                         const std::string& limiter)
+    : pids_(std::move(pids)) {
+  if (!kernel_regex.empty()) {
+    try {
+      kernel_.emplace(kernel_regex, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      throw cli::UsageError("--kernel '" + kernel_regex +
+                            "' is not a valid ECMAScript regular expression (" + e.what() + ")");
+    }
+  }
+  if (!limiter.empty()) {
+    limiter_ = schema::ResourceFromName(limiter);
+    if (!limiter_) {
+      throw cli::UsageError("--limiter " + limiter + " is not a resource: use one of " +
+                            ResourceNames());
+    }
+  }
+}
+
+bool EventFilter::Accept(const schema::OwnedEvent& event) {
+  const schema::Header& header = schema::HeaderOf(event);
+  if (!pids_.empty() && std::find(pids_.begin(), pids_.end(), header.pid) == pids_.end()) {
+    return false;
+  }
+  if (!kernel_ && !limiter_) return true;
+  if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
+    return pending_.erase({header.pid, t->correlation_id}) > 0;
+  }
+  const auto* k = std::get_if<schema::OwnedKernelEvent>(&event);
+  if (k == nullptr) return false;
+  if (limiter_ && k->occupancy.limiting_resource != *limiter_) return false;
+  if (kernel_ && !std::regex_search(k->demangled.empty() ? k->name : k->demangled, *kernel_)) {
+    return false;
+  }
+  if (pending_.insert({header.pid, k->correlation_id}).second) {
+    pending_order_.emplace_back(header.pid, k->correlation_id);
+    if (pending_order_.size() > kMaxPending) {
+      pending_.erase(pending_order_.front());
+      pending_order_.pop_front();
+    }
+  }
+  return true;
+}
+
+}  // namespace cuflight::run

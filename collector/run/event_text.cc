@@ -1,0 +1,92 @@
+#include "event_text.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <string_view>
+#include <type_traits>
+
+namespace cuflight::run {
+namespace {
+
+std::string Printable(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  return out;
+}
+
+std::string Clock(int64_t ts_ns) {
+  const time_t seconds = static_cast<time_t>(ts_ns / 1'000'000'000);
+  const int64_t millis = (ts_ns % 1'000'000'000) / 1'000'000;
+  tm local{};
+  if (localtime_r(&seconds, &local) == nullptr) return fmt::format("{}", ts_ns);
+  return fmt::format("{:02}:{:02}:{:02}.{:03}", local.tm_hour, local.tm_min, local.tm_sec, millis);
+}
+
+std::string Dim(const schema::Dim3& d) { return fmt::format("{}x{}x{}", d.x, d.y, d.z); }
+
+std::string Duration(uint64_t ns) {
+  if (ns >= 1'000'000'000) return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+  if (ns >= 1'000'000) return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6);
+  if (ns >= 1'000) return fmt::format("{:.3f} us", static_cast<double>(ns) / 1e3);
+  return fmt::format("{} ns", ns);
+}
+
+std::string Fields(const schema::OwnedEvent& event) {
+  return std::visit(
+      [](const auto& e) -> std::string {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, schema::OwnedProcessStartEvent>) {
+          std::string args;
+          for (const std::string& a : e.argv) args += " " + Printable(a);
+          return fmt::format("{} on {} (ppid {}):{}", Printable(e.exe), Printable(e.hostname),
+                             e.ppid, args);
+        } else if constexpr (std::is_same_v<T, schema::OwnedDeviceEvent>) {
+          return fmt::format("{}: {} (cc {}.{}, {} SMs)", e.device, Printable(e.name), e.cc_major,
+                             e.cc_minor, e.sm_count);
+        } else if constexpr (std::is_same_v<T, schema::OwnedKernelEvent>) {
+          const schema::OccupancyFields& o = e.occupancy;
+          return fmt::format(
+              "{} grid {} block {}{} regs {} smem {} occupancy {:.2f} ({}) device {} stream {:#x} "
+              "corr {}",
+              Printable(e.demangled.empty() ? e.name : e.demangled), Dim(e.grid), Dim(e.block),
+              e.cluster ? " cluster " + Dim(*e.cluster) : std::string(), e.num_regs,
+              e.static_shared_bytes + e.dyn_shared_bytes, o.occupancy,
+              schema::ResourceName(o.limiting_resource), e.device, e.stream, e.correlation_id);
+        } else if constexpr (std::is_same_v<T, schema::OwnedKernelTimeEvent>) {
+          return fmt::format("corr {} device {} stream {:#x} {}", e.correlation_id, e.device,
+                             e.stream, Duration(e.duration_ns));
+        } else if constexpr (std::is_same_v<T, schema::OwnedApiErrorEvent>) {
+          return fmt::format("{} {} ({}): {}", Printable(e.api), Printable(e.error_name), e.code,
+                             Printable(e.message));
+        } else if constexpr (std::is_same_v<T, schema::OwnedStatsEvent>) {
+          return fmt::format("launches {} emitted {} dropped {} filtered {}", e.launches, e.emitted,
+                             e.dropped, e.filtered);
+        } else if constexpr (std::is_same_v<T, schema::OwnedProcessEndEvent>) {
+          return fmt::format("exit {} launches {} emitted {} dropped {}",
+                             e.exit_code ? std::to_string(*e.exit_code) : std::string("unknown"),
+                             e.launches, e.emitted, e.dropped);
+        } else if constexpr (std::is_same_v<T, schema::OwnedProcessLostEvent>) {
+          return fmt::format("{}: last seq {} stored {} lost {}",
+                             schema::LostReasonName(e.reason),
+                             e.last_seq ? std::to_string(*e.last_seq) : std::string("none"),
+                             e.events_stored, e.events_lost);
+        } else {
+          return fmt::format("seq {}", e.header.seq);
+        }
+      },
+      event);
+}
+
+}  // namespace
+
+std::string EventText(const schema::OwnedEvent& event) {
+  const schema::Header& h = schema::HeaderOf(event);
+  return fmt::format("{} pid {} {} {}", Clock(h.ts_ns), h.pid,
+                     schema::EventTypeName(schema::TypeOf(event)), Fields(event));
+}
+
+}  // namespace cuflight::run

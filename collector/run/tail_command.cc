@@ -1,0 +1,137 @@
+#include "tail_command.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <ctime>
+#include <system_error>
+
+#include "arg_parse.h"
+#include "collector_options.h"
+#include "cuflight/schema/decoder.h"
+#include "event_filter.h"
+#include "event_text.h"
+#include "log_follower.h"
+#include "usage_error.h"
+
+namespace cuflight::run {
+namespace {
+
+// Notes about lines that did not decode, at most this many (then one saying more were skipped).
+constexpr int kMaxNotes = 20;
+
+// Blocks SIGINT and SIGTERM in the calling thread for the object's life; Wait() sleeps until one
+// arrives or the timeout passes.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~StopSignals() {
+    const timespec zero{};
+    while (sigtimedwait(&set_, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // True when a stop signal arrived within `ms`.
+  bool Wait(int64_t ms) {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(ms / 1000);
+    ts.tv_nsec = static_cast<long>((ms % 1000) * 1'000'000);
+    for (;;) {
+      const int signo = sigtimedwait(&set_, nullptr, &ts);
+      if (signo > 0) return true;
+      if (errno != EINTR) return false;
+    }
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+}  // namespace
+
+TailCommand::TailCommand(CLI::App* parent) {
+  app_ = parent->add_subcommand(
+      "tail", "Follow a collector's logs live: one line per new event, until Ctrl-C");
+  app_->footer(
+      "Examples:\n"
+      "  cuflight tail --log-dir /var/log/cuflight\n"
+      "  cuflight tail --kernel 'gemm' --limiter registers\n"
+      "  cuflight tail --pid 4242 --json | jq .\n"
+      "Exit status: 0 after Ctrl-C (SIGINT) or SIGTERM; 2 on bad input.");
+  app_->add_option("--log-dir", log_dir_,
+                   "The collector's log directory (default: the collector's default --log-dir)")
+      ->type_name("DIR");
+  app_->add_option("--kernel", kernel_,
+                   "Only kernels whose name contains a match of this ECMAScript regex (and their "
+                   "kernel_time events)")
+      ->type_name("REGEX");
+  app_->add_option("--pid", pids_, "Only events of this process (repeatable)")->type_name("PID");
+  app_->add_option("--limiter", limiter_,
+                   "Only kernels whose occupancy is limited by this resource: registers, "
+                   "shared_mem, warps, blocks, barriers, cluster")
+      ->type_name("NAME");
+  app_->add_flag("--json", json_, "Print each event as the stored JSON line");
+  app_->add_flag("--from-start", from_start_,
+                 "Also print the events already in the files present at the start");
+  app_->add_option("--interval", interval_,
+                   "How often the files are looked at, milliseconds (default 200)")
+      ->type_name("MS");
+}
+
+bool TailCommand::Selected() const { return app_->parsed(); }
+
+int TailCommand::Run(std::ostream& out, std::ostream& err) const {
+  const int64_t interval = cli::ParseInteger("--interval", interval_, {10, 60'000, "milliseconds"});
+  EventFilter filter(kernel_, pids_, limiter_);
+  const std::filesystem::path dir =
+      log_dir_.empty() ? collector::DefaultLogDir() : std::filesystem::path(log_dir_);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw cli::UsageError("--log-dir " + dir.string() + " is not a directory");
+  }
+
+  StopSignals stop;
+  LogFollower follower(dir, from_start_);
+  int notes = 0;
+  uint64_t skipped = 0;
+  auto on_line = [&](std::string_view line, const std::filesystem::path& file) {
+    schema::DecodeResult d = schema::Decode(line);
+    if (!d.ok()) {
+      if (d.reason == schema::Reason::kUnknownType) return;  // a newer producer's type
+      ++skipped;
+      if (++notes <= kMaxNotes) {
+        err << "cuflight tail: note: skipped a line of " << file.string() << ": " << d.message
+            << '\n';
+      }
+      return;
+    }
+    if (!filter.Accept(d.event)) return;
+    if (json_) {
+      out << line << '\n';
+    } else {
+      out << EventText(d.event) << '\n';
+    }
+  };
+  if (follower.Poll(on_line) > 0) out.flush();
+  err << "cuflight tail: following " << dir.string() << " (" << follower.files()
+      << " files); Ctrl-C stops" << std::endl;
+  while (!stop.Wait(interval)) {
+    if (follower.Poll(on_line) > 0) out.flush();
+  }
+  if (notes > kMaxNotes) {
+    err << "cuflight tail: note: " << skipped - kMaxNotes << " more lines skipped\n";
+  }
+  out.flush();
+  return cli::kExitOk;
+}
+
+}  // namespace cuflight::run

@@ -1,0 +1,286 @@
+// The log reader on hand-made files: events in order with their origin, zstd recognised by
+// content, torn and rejected lines counted and said, files that are not logs refused in one line,
+// and directory expansion.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuflight/logread/log_reader.h"
+#include "report_test_events.h"
+#include "zstd_file.h"
+
+namespace cuflight::logread {
+namespace {
+
+namespace fs = std::filesystem;
+using report::testing::End;
+using report::testing::Line;
+using report::testing::Start;
+using report::testing::WriteFile;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "cuflight-logread-XXXXXX").string();
+    path_ = mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Read {
+  bool ok = false;
+  std::string error;
+  ReadSummary summary;
+  std::vector<schema::EventType> types;
+  std::vector<uint64_t> lines;
+};
+
+Read ReadOne(const fs::path& file) {
+  Read r;
+  r.ok = ReadLogFile(
+      file,
+      [&](const schema::OwnedEvent& e, const Origin& origin) {
+        EXPECT_EQ(*origin.file, file);
+        r.types.push_back(schema::TypeOf(e));
+        r.lines.push_back(origin.line);
+      },
+      &r.summary, &r.error);
+  return r;
+}
+
+std::string ThreeEvents() {
+  return Line(Start(7, 0, 100)) + Line(report::testing::Device(7, 1, 0, "GPU")) + Line(End(7, 2, 0));
+}
+
+TEST(LogReadTest, PlainFileGivesEveryEventInOrderWithItsLine) {
+  TempDir dir;
+  const fs::path file = dir.path() / "a.jsonl";
+  WriteFile(file, ThreeEvents());
+  const Read r = ReadOne(file);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.types, (std::vector<schema::EventType>{schema::EventType::kProcessStart,
+                                                      schema::EventType::kDevice,
+                                                      schema::EventType::kProcessEnd}));
+  EXPECT_EQ(r.lines, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(r.summary.files, 1u);
+  EXPECT_EQ(r.summary.lines, 3u);
+  EXPECT_EQ(r.summary.events, 3u);
+  EXPECT_EQ(r.summary.torn_lines, 0u);
+  EXPECT_EQ(r.summary.rejected_lines, 0u);
+  EXPECT_TRUE(r.summary.notes.empty());
+}
+
+TEST(LogReadTest, ZstdIsRecognisedByContentNotByName) {
+  TempDir dir;
+  const fs::path plain = dir.path() / "src.jsonl";
+  WriteFile(plain, ThreeEvents());
+  // Compressed content under a plain name, and plain content under a .zst name.
+  const fs::path compressed = dir.path() / "looks-plain.jsonl";
+  std::string error;
+  ASSERT_TRUE(collector::CompressFileAtomically(plain, compressed, 3, &error)) << error;
+  const fs::path misnamed = dir.path() / "plain.jsonl.zst";
+  WriteFile(misnamed, ThreeEvents());
+
+  const Read z = ReadOne(compressed);
+  ASSERT_TRUE(z.ok) << z.error;
+  EXPECT_EQ(z.summary.events, 3u);
+  EXPECT_EQ(z.summary.compressed_files, 1u);
+  const Read p = ReadOne(misnamed);
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.summary.events, 3u);
+  EXPECT_EQ(p.summary.compressed_files, 0u);
+}
+
+TEST(LogReadTest, TornLastLineIsSkippedCountedAndSaid) {
+  TempDir dir;
+  const fs::path file = dir.path() / "torn.jsonl";
+  std::string end = Line(End(7, 2, 0));
+  end.resize(end.size() / 2);  // cut in the middle, no '\n'
+  WriteFile(file, Line(Start(7, 0, 100)) + Line(report::testing::Device(7, 1, 0, "GPU")) + end);
+  const Read r = ReadOne(file);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.summary.events, 2u);
+  EXPECT_EQ(r.summary.lines, 3u);
+  EXPECT_EQ(r.summary.torn_lines, 1u);
+  ASSERT_EQ(r.summary.notes.size(), 1u);
+  EXPECT_EQ(r.summary.notes[0], "torn last line 3 skipped in " + file.string() + " (" +
+                                    std::to_string(end.size()) + " bytes without a line end)");
+}
+
+TEST(LogReadTest, TornLastLineOfACompressedSegmentIsToleratedToo) {
+  TempDir dir;
+  const fs::path plain = dir.path() / "src.jsonl";
+  WriteFile(plain, Line(Start(7, 0, 100)) + "{\"type\":\"kern");
+  const fs::path compressed = dir.path() / "seg.000001.jsonl.zst";
+  std::string error;
+  ASSERT_TRUE(collector::CompressFileAtomically(plain, compressed, 1, &error)) << error;
+  const Read r = ReadOne(compressed);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.summary.events, 1u);
+  EXPECT_EQ(r.summary.torn_lines, 1u);
+}
+
+TEST(LogReadTest, RejectedLineInTheMiddleIsSkippedAndTheRestRead) {
+  TempDir dir;
+  const fs::path file = dir.path() / "rejected.jsonl";
+  WriteFile(file, Line(Start(7, 0, 100)) +
+                      "{\"type\":\"kernel\",\"version\":1,\"ts_ns\":1,\"pid\":7,\"seq\":1}\n" +
+                      "not json at all\n" + Line(End(7, 2, 0)));
+  const Read r = ReadOne(file);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.summary.events, 2u);
+  EXPECT_EQ(r.summary.rejected_lines, 2u);
+  EXPECT_EQ(r.lines, (std::vector<uint64_t>{1, 4}));
+  ASSERT_EQ(r.summary.notes.size(), 2u);
+  EXPECT_THAT(r.summary.notes[0],
+              StartsWith("rejected line 2 in " + file.string() + ": missing_field: "));
+  EXPECT_THAT(r.summary.notes[1],
+              StartsWith("rejected line 3 in " + file.string() + ": malformed_json"));
+}
+
+TEST(LogReadTest, UnknownEventTypeIsSkippedNotRejected) {
+  TempDir dir;
+  const fs::path file = dir.path() / "future.jsonl";
+  WriteFile(file, Line(Start(7, 0, 100)) +
+                      "{\"type\":\"gpu_weather\",\"version\":1,\"ts_ns\":1,\"pid\":7,\"seq\":1}\n" +
+                      Line(End(7, 2, 0)));
+  const Read r = ReadOne(file);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.summary.events, 2u);
+  EXPECT_EQ(r.summary.unknown_type_lines, 1u);
+  EXPECT_EQ(r.summary.rejected_lines, 0u);
+}
+
+TEST(LogReadTest, NotALogIsOneClearLine) {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    std::string bytes;
+    std::string says;
+  };
+  std::string binary("\x7f" "ELF\x02\x01\x01\0\0\0\n\x01\x02", 14);
+  const std::vector<Case> cases = {
+      {"empty.jsonl", "", "not a cuflight log: empty file"},
+      {"binary.jsonl", binary, "not a cuflight log: binary data"},
+      {"v2.jsonl",
+       "{\"type\":\"process_start\",\"version\":2,\"ts_ns\":1,\"pid\":7,\"seq\":0}\n" +
+           Line(End(7, 1, 0)),
+       "unsupported schema version"},
+      {"csv.jsonl", "a,b,c\n1,2,3\n", "not a cuflight log: line 1 is not a cuflight event"},
+      {"json.jsonl", "{\"hello\":\"world\"}\n", "not a cuflight log: line 1 is not a cuflight event"},
+      {"fragment.jsonl", "hello", "not a cuflight log: no complete line"},
+  };
+  for (const Case& c : cases) {
+    const fs::path file = dir.path() / c.name;
+    WriteFile(file, c.bytes);
+    const Read r = ReadOne(file);
+    EXPECT_FALSE(r.ok) << c.name;
+    EXPECT_THAT(r.error, StartsWith(file.string() + ": ")) << c.name;
+    EXPECT_THAT(r.error, HasSubstr(c.says)) << c.name;
+    EXPECT_EQ(r.error.find('\n'), std::string::npos) << c.name;
+    EXPECT_TRUE(r.types.empty()) << c.name;
+  }
+}
+
+TEST(LogReadTest, MissingFileIsAnError) {
+  TempDir dir;
+  const Read r = ReadOne(dir.path() / "absent.jsonl");
+  EXPECT_FALSE(r.ok);
+  EXPECT_THAT(r.error, HasSubstr("absent.jsonl: cannot open: "));
+}
+
+TEST(LogReadTest, CorruptZstdIsAnError) {
+  TempDir dir;
+  const fs::path file = dir.path() / "bad.jsonl.zst";
+  WriteFile(file, std::string("\x28\xb5\x2f\xfd\x00\x00garbage-garbage", 21));
+  const Read r = ReadOne(file);
+  EXPECT_FALSE(r.ok);
+  EXPECT_THAT(r.error, HasSubstr(file.string()));
+}
+
+TEST(LogReadTest, ExpandFindsLogsRecursivelyInSegmentOrder) {
+  TempDir dir;
+  const fs::path day = dir.path() / "logs" / "2026-11-21";
+  const std::string base = "node1-app-42-1000";
+  for (const std::string& name :
+       {base + ".jsonl", base + ".000002.jsonl.zst", base + ".000001.jsonl.zst",
+        base + ".1000000.jsonl.zst", base + ".999999.jsonl", base + ".000003.jsonl.zst.tmp",
+        std::string("notes.txt"), std::string("a-spill.jsonl")}) {
+    WriteFile(day / name, "x");
+  }
+  std::vector<fs::path> files;
+  std::string error;
+  ASSERT_TRUE(ExpandLogPaths({(dir.path() / "logs").string()}, &files, &error)) << error;
+  const std::vector<fs::path> expected = {
+      day / "a-spill.jsonl",
+      day / (base + ".000001.jsonl.zst"),
+      day / (base + ".000002.jsonl.zst"),
+      day / (base + ".999999.jsonl"),
+      day / (base + ".1000000.jsonl.zst"),
+      day / (base + ".jsonl"),
+  };
+  EXPECT_EQ(files, expected);
+
+  // A file named on its own as well as through its directory is read once; any name is taken
+  // when given explicitly.
+  ASSERT_TRUE(ExpandLogPaths({(day / "notes.txt").string(), day.string(),
+                              (day / (base + ".jsonl")).string()},
+                             &files, &error))
+      << error;
+  EXPECT_EQ(files.size(), expected.size() + 1);
+}
+
+TEST(LogReadTest, ExpandRefusesMissingPathsAndDirectoriesWithoutLogs) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  std::string error;
+  EXPECT_FALSE(ExpandLogPaths({(dir.path() / "nope").string()}, &files, &error));
+  EXPECT_EQ(error, (dir.path() / "nope").string() + ": no such file or directory");
+  fs::create_directories(dir.path() / "empty");
+  WriteFile(dir.path() / "empty" / "readme.md", "x");
+  EXPECT_FALSE(ExpandLogPaths({(dir.path() / "empty").string()}, &files, &error));
+  EXPECT_EQ(error, (dir.path() / "empty").string() +
+                       ": no cuflight log in this directory (*.jsonl, *.jsonl.zst)");
+  // An empty log in a directory (an active file right after rotation) is skipped; one named
+  // explicitly is taken (and ReadLogFile says it is empty).
+  WriteFile(dir.path() / "rotated" / "a.jsonl", "");
+  WriteFile(dir.path() / "rotated" / "a.000001.jsonl", "x");
+  ASSERT_TRUE(ExpandLogPaths({(dir.path() / "rotated").string()}, &files, &error)) << error;
+  EXPECT_EQ(files, std::vector<fs::path>{dir.path() / "rotated" / "a.000001.jsonl"});
+  ASSERT_TRUE(ExpandLogPaths({(dir.path() / "rotated" / "a.jsonl").string()}, &files, &error));
+  EXPECT_EQ(files.size(), 1u);
+  fs::remove(dir.path() / "rotated" / "a.000001.jsonl");
+  EXPECT_FALSE(ExpandLogPaths({(dir.path() / "rotated").string()}, &files, &error));
+  EXPECT_EQ(error, (dir.path() / "rotated").string() + ": the cuflight logs in this directory are all empty");
+  EXPECT_FALSE(ExpandLogPaths({}, &files, &error));
+  EXPECT_EQ(error, "no log path given");
+}
+
+TEST(LogReadTest, NotesAreCapped) {
+  TempDir dir;
+  const fs::path file = dir.path() / "many.jsonl";
+  std::string bytes = Line(Start(7, 0, 100));
+  for (int i = 0; i < 25; ++i) bytes += "{}\n";
+  WriteFile(file, bytes);
+  const Read r = ReadOne(file);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.summary.rejected_lines, 25u);
+  EXPECT_EQ(r.summary.notes.size(), ReadSummary::kMaxNotes);
+  EXPECT_EQ(r.summary.notes_left_out, 25u - ReadSummary::kMaxNotes);
+}
+
+}  // namespace
+}  // namespace cuflight::logread

@@ -1,0 +1,170 @@
+// The report's small pieces against hand calculation: percentiles, formatting, kernel-name
+// shortening, time bounds, CSV quoting, and the advice rules.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuflight/report/advice.h"
+#include "cuflight/report/duration_stats.h"
+#include "cuflight/report/text_format.h"
+#include "report_test_events.h"
+
+namespace cuflight::report {
+namespace {
+
+using schema::Resource;
+
+TEST(ReportFormat, NearestRankPercentiles) {
+  // Five durations, sorted 1..5: p50 = rank ceil(2.5) = 3 -> 3; p99 = rank ceil(4.95) = 5 -> 5.
+  std::vector<uint64_t> five = {5, 1, 4, 2, 3};
+  DurationStats s = ComputeDurationStats(&five);
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_EQ(s.total_ns, 15u);
+  EXPECT_DOUBLE_EQ(s.mean_ns, 3.0);
+  EXPECT_EQ(s.p50_ns, 3u);
+  EXPECT_EQ(s.p99_ns, 5u);
+  EXPECT_EQ(s.min_ns, 1u);
+  EXPECT_EQ(s.max_ns, 5u);
+  // 1..100: p50 = rank 50, p99 = rank 99 (0.99 x 100 is exactly rank 99, not 100).
+  std::vector<uint64_t> hundred;
+  for (uint64_t i = 100; i >= 1; --i) hundred.push_back(i * 10);
+  s = ComputeDurationStats(&hundred);
+  EXPECT_EQ(s.p50_ns, 500u);
+  EXPECT_EQ(s.p99_ns, 990u);
+  // One value is every percentile.
+  std::vector<uint64_t> one = {42};
+  s = ComputeDurationStats(&one);
+  EXPECT_EQ(s.p50_ns, 42u);
+  EXPECT_EQ(s.p99_ns, 42u);
+}
+
+TEST(ReportFormat, Durations) {
+  EXPECT_EQ(FormatDuration(850), "850ns");
+  EXPECT_EQ(FormatDuration(12345), "12.3us");
+  EXPECT_EQ(FormatDuration(1234567), "1.23ms");
+  EXPECT_EQ(FormatDuration(123456789), "123ms");
+  EXPECT_EQ(FormatDuration(4560000000), "4.56s");
+  EXPECT_EQ(FormatDuration(999999), "1.00ms");
+}
+
+TEST(ReportFormat, PercentRoundsHalfUp) {
+  EXPECT_EQ(FormatPercent(0.875), "88%");
+  EXPECT_EQ(FormatPercent(0.625), "63%");
+  EXPECT_EQ(FormatPercent(1.0), "100%");
+  EXPECT_EQ(FormatPercent(0.0), "0%");
+}
+
+TEST(ReportFormat, BytesAreNeverRoundedUp) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(49152), "48 KiB");
+  EXPECT_EQ(FormatBytes(41472), "40.5 KiB");
+  EXPECT_EQ(FormatBytes(41983), "40.9 KiB");  // 40.999 KiB floors to 40.9
+}
+
+TEST(ReportFormat, KernelNamesShortenInSteps) {
+  const std::string name =
+      "void cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>(cutlass::Params const&, int)";
+  EXPECT_EQ(ShortenKernelName(name, 200), name);
+  EXPECT_EQ(ShortenKernelName(name, 60), "cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>");
+  EXPECT_EQ(ShortenKernelName(name, 40), "cutlass::gemm::kernel::Gemm<...>");
+  EXPECT_EQ(ShortenKernelName(name, 20), "kernel::Gemm<...>");
+  EXPECT_EQ(ShortenKernelName(name, 10), "Gemm<...>");
+  EXPECT_EQ(ShortenKernelName("a_very_long_kernel_name_without_scopes", 16), "a_very_long_k...");
+}
+
+TEST(ReportFormat, TimeBounds) {
+  // 2026-01-01 is day 56 x 365 + 14 leap days = 20454 after the epoch; Nov 21 is 304 + 20 = 324
+  // days later (2026 is not a leap year); plus 7 hours.
+  const int64_t expected = (int64_t{20454} + 324) * 86400 + 7 * 3600;
+  EXPECT_EQ(ParseTimeBound("2026-11-21T07:00:00Z"), expected * 1000000000);
+  EXPECT_EQ(ParseTimeBound("2026-11-21T09:00:00.5+02:00"), expected * 1000000000 + 500000000);
+  EXPECT_EQ(ParseTimeBound("1732000000"), int64_t{1732000000} * 1000000000);
+  EXPECT_EQ(ParseTimeBound("1732000000.25"), int64_t{1732000000} * 1000000000 + 250000000);
+  EXPECT_EQ(ParseTimeBound("1970-01-01T00:00:00Z"), 0);
+  for (const char* bad : {"", "yesterday", "2026-13-01T00:00:00Z", "2026-11-21", "12abc",
+                          "2026-11-21T07:00:00", "-5", "1.2.3"}) {
+    EXPECT_FALSE(ParseTimeBound(bad).has_value()) << bad;
+  }
+}
+
+TEST(ReportFormat, CsvQuotingFollowsRfc4180) {
+  EXPECT_EQ(CsvField("plain"), "plain");
+  EXPECT_EQ(CsvField("f<int, 2>(float*)"), "\"f<int, 2>(float*)\"");
+  EXPECT_EQ(CsvField("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(CsvField("two\nlines"), "\"two\nlines\"");
+}
+
+Signature SignatureOf(const schema::OccupancyFields& f, schema::Dim3 block, int64_t dyn_smem = 0,
+                      int64_t local_bytes = 0) {
+  Signature s;
+  s.block = block;
+  s.first.block = block;
+  s.first.dyn_shared_bytes = dyn_smem;
+  s.first.local_bytes = local_bytes;
+  s.first.occupancy = f;
+  s.warps_per_block = WarpsPerBlock(f, block, 32);
+  return s;
+}
+
+TEST(ReportAdvice, RegistersWithWhatIf) {
+  // 256 threads = 8 warps; 6 blocks = 48 of 64 warps = 75%; 7 blocks = 56/64 = 87.5% -> 88%.
+  schema::OccupancyFields f = testing::Fields(6, 8, 64, Resource::kRegisters);
+  f.regs_for_next_block = 32;
+  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})),
+            "registers limit 6 blocks/SM (75%); <= 32 regs/thread would fit 7 (88%)");
+}
+
+TEST(ReportAdvice, SharedMemoryWithWhatIf) {
+  // 128 threads = 4 warps; 3 blocks = 12/64 = 18.75% -> 19%; 4 blocks = 16/64 = 25%.
+  schema::OccupancyFields f = testing::Fields(3, 4, 64, Resource::kSharedMem);
+  f.smem_for_next_block = 40 * 1024;
+  EXPECT_EQ(Advice(SignatureOf(f, {128, 1, 1}, 48 * 1024)),
+            "48 KiB smem per block limits 3 blocks/SM (19%); <= 40 KiB per block would fit 4 "
+            "(25%)");
+}
+
+TEST(ReportAdvice, TieWithoutWhatIfNamesTheOtherResource) {
+  schema::OccupancyFields f = testing::Fields(6, 8, 64, Resource::kRegisters);
+  f.limiting_resources |= schema::MaskOf(Resource::kSharedMem);
+  f.smem_occupancy = f.occupancy;
+  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})),
+            "registers limit 6 blocks/SM (75%); shared_mem also limits it to 6 blocks");
+}
+
+TEST(ReportAdvice, BlockSlotsSuggestTheBestBlockSize) {
+  // 32 threads = 1 warp; 32 block slots = 32/64 warps = 50%.
+  schema::OccupancyFields f = testing::Fields(32, 1, 64, Resource::kBlocks);
+  f.best_block_size = 1024;
+  EXPECT_EQ(Advice(SignatureOf(f, {32, 1, 1})),
+            "block slots limit 32 blocks/SM of 1 warps (50%); blocks of 1024 threads reach the "
+            "best occupancy");
+}
+
+TEST(ReportAdvice, FullOccupancyNeedsNoAdviceUnlessItSpills) {
+  schema::OccupancyFields f = testing::Fields(8, 8, 64, Resource::kWarps);
+  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})), "");
+  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1}, 0, 24)),
+            "full occupancy; 24 B/thread spilled to local memory");
+}
+
+TEST(ReportAdvice, NoBlockFits) {
+  schema::OccupancyFields f = testing::Fields(0, 8, 64, Resource::kSharedMem);
+  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1}, 200 * 1024)),
+            "cannot run: shared_mem allows no block on an SM");
+}
+
+TEST(ReportAdvice, ResourceLimitsDeriveBlocksFromOccupancy) {
+  // Registers bind at 6 blocks (75%); shared memory alone would allow 7 (56/64 = 0.875).
+  schema::OccupancyFields f = testing::Fields(6, 8, 64, Resource::kRegisters);
+  f.smem_occupancy = 0.875;
+  const auto limits = ResourceLimits(f, 8);
+  EXPECT_EQ(limits[0].blocks_per_sm, 6);
+  EXPECT_EQ(limits[1].blocks_per_sm, 7);
+  EXPECT_FALSE(limits[2].blocks_per_sm.has_value());  // full occupancy: count not in the event
+  EXPECT_FALSE(limits[5].applies);                    // no cluster
+}
+
+}  // namespace
+}  // namespace cuflight::report

@@ -1,0 +1,140 @@
+#include "report_test_events.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <variant>
+#include <vector>
+
+#include "cuflight/schema/encoder.h"
+
+namespace cuflight::report::testing {
+
+std::string Line(const schema::OwnedEvent& event) {
+  std::vector<char> buf(1 << 16);
+  const size_t n = std::visit([&](const auto& e) { return schema::Encode(e, buf.data(), buf.size()); },
+                              event);
+  EXPECT_GT(n, 0u);
+  return std::string(buf.data(), n);
+}
+
+schema::OwnedProcessStartEvent Start(int32_t pid, uint64_t seq, int64_t start_ns, std::string exe) {
+  schema::OwnedProcessStartEvent e;
+  e.header = {start_ns, pid, seq};
+  e.exe = std::move(exe);
+  e.argv = {e.exe};
+  e.hostname = "node1";
+  e.start_ns = start_ns;
+  e.cuflight_version = "0.1.0";
+  return e;
+}
+
+schema::OwnedDeviceEvent Device(int32_t pid, uint64_t seq, int32_t device, std::string name) {
+  schema::OwnedDeviceEvent e;
+  e.header = {1, pid, seq};
+  e.device = device;
+  e.name = std::move(name);
+  e.cc_major = 8;
+  e.sm_count = 108;
+  e.max_threads_per_block = 1024;
+  e.max_threads_per_sm = 2048;
+  e.max_blocks_per_sm = 32;
+  e.regs_per_sm = 65536;
+  e.regs_per_block = 65536;
+  e.smem_per_sm = 167936;
+  e.smem_per_block = 49152;
+  e.smem_per_block_optin = 166912;
+  e.reserved_smem_per_block = 1024;
+  return e;
+}
+
+schema::OwnedKernelEvent Kernel(int32_t pid, uint64_t seq, int64_t ts_ns, uint64_t correlation_id,
+                                const KernelSpec& spec) {
+  schema::OwnedKernelEvent e;
+  e.header = {ts_ns, pid, seq};
+  e.tid = pid;
+  e.device = spec.device;
+  e.context = 0x1000;
+  e.stream = spec.stream;
+  e.correlation_id = correlation_id;
+  e.api = "cuLaunchKernel";
+  e.name = spec.name;
+  e.demangled = spec.demangled;
+  e.grid = spec.grid;
+  e.block = spec.block;
+  e.num_regs = spec.regs;
+  e.static_shared_bytes = spec.static_smem;
+  e.dyn_shared_bytes = spec.dyn_smem;
+  e.local_bytes = spec.local_bytes;
+  e.max_threads_per_block = 1024;
+  e.occupancy = spec.occupancy;
+  return e;
+}
+
+schema::OwnedKernelTimeEvent KernelTime(int32_t pid, uint64_t seq, uint64_t correlation_id,
+                                        uint64_t duration_ns, uint64_t stream) {
+  schema::OwnedKernelTimeEvent e;
+  e.header = {2, pid, seq};
+  e.correlation_id = correlation_id;
+  e.stream = stream;
+  e.start_ns = 1000000;
+  e.end_ns = e.start_ns + duration_ns;
+  e.duration_ns = duration_ns;
+  return e;
+}
+
+schema::OwnedApiErrorEvent ApiError(int32_t pid, uint64_t seq, std::string api,
+                                    std::string error_name, int32_t code,
+                                    std::vector<uint64_t> last_correlation_ids) {
+  schema::OwnedApiErrorEvent e;
+  e.header = {3, pid, seq};
+  e.api = std::move(api);
+  e.code = code;
+  e.error_name = std::move(error_name);
+  e.message = "an illegal memory access was encountered";
+  e.device = 0;
+  e.last_correlation_ids = std::move(last_correlation_ids);
+  return e;
+}
+
+schema::OwnedProcessEndEvent End(int32_t pid, uint64_t seq, int32_t exit_code) {
+  schema::OwnedProcessEndEvent e;
+  e.header = {4, pid, seq};
+  e.exit_code = exit_code;
+  return e;
+}
+
+schema::OccupancyFields Fields(int32_t blocks, int32_t wpb, int32_t max_warps,
+                               schema::Resource limiter) {
+  schema::OccupancyFields f;
+  f.max_active_blocks = blocks;
+  f.active_warps = blocks * wpb;
+  f.max_warps = max_warps;
+  f.occupancy = std::min(1.0, static_cast<double>(blocks * wpb) / max_warps);
+  f.reg_occupancy = f.smem_occupancy = f.warp_occupancy = f.block_occupancy =
+      f.barrier_occupancy = 1.0;
+  const double occ = f.occupancy;
+  switch (limiter) {
+    case schema::Resource::kRegisters: f.reg_occupancy = occ; break;
+    case schema::Resource::kSharedMem: f.smem_occupancy = occ; break;
+    case schema::Resource::kWarps: f.warp_occupancy = occ; break;
+    case schema::Resource::kBlocks: f.block_occupancy = occ; break;
+    case schema::Resource::kBarriers: f.barrier_occupancy = occ; break;
+    case schema::Resource::kCluster: break;
+  }
+  f.limiting_resource = limiter;
+  f.limiting_resources = schema::MaskOf(limiter);
+  f.waves = 2.0;
+  f.tail_utilization = 1.0;
+  return f;
+}
+
+void WriteFile(const std::filesystem::path& path, std::string_view bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+}  // namespace cuflight::report::testing

@@ -1,0 +1,431 @@
+// `cuflight tail` following a live collector fed by the injector's own Sender, the LogFollower
+// under it (rotation, new files, partial lines), and `cuflight export --perfetto` checked against
+// hand-made logs with hand-computed expectations.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collector_process.h"
+#include "collector_test_util.h"
+#include "cuflight/schema/encoder.h"
+#include "cuflight/schema/events.h"
+#include "cuflight/transport/sender.h"
+#include "log_follower.h"
+#include "subprocess.h"
+
+namespace cuflight::run {
+namespace {
+
+using collector::testing::ChildProcess;
+using collector::testing::RunningCollector;
+using collector::testing::TempDir;
+using collector::testing::WaitUntil;
+using cuflight::testing::RunProcess;
+using nlohmann::json;
+
+constexpr std::chrono::seconds kDeadline{30};
+
+template <class E>
+std::string Line(const E& event) {
+  std::string buf(64 * 1024, '\0');
+  const size_t n = schema::Encode(event, buf.data(), buf.size());
+  EXPECT_GT(n, 0u);
+  buf.resize(n);
+  return buf;
+}
+
+schema::OwnedProcessStartEvent Start(int32_t pid, uint64_t seq, int64_t start_ns) {
+  schema::OwnedProcessStartEvent e;
+  e.header = {1'700'000'000'000'000'000, pid, seq};
+  e.exe = "/opt/bin/trainer";
+  e.argv = {"trainer"};
+  e.hostname = "node1";
+  e.start_ns = start_ns;
+  e.cuflight_version = "0.1.0";
+  return e;
+}
+
+schema::OwnedDeviceEvent Device(int32_t pid, uint64_t seq) {
+  schema::OwnedDeviceEvent e;
+  e.header = {1'700'000'000'000'000'500, pid, seq};
+  e.device = 0;
+  e.name = "NVIDIA H100 80GB HBM3";
+  e.uuid = "GPU-12345678-1234-1234-1234-123456789abc";
+  e.cc_major = 9;
+  e.sm_count = 132;
+  e.max_threads_per_block = 1024;
+  e.max_threads_per_sm = 2048;
+  e.max_blocks_per_sm = 32;
+  e.regs_per_sm = 65536;
+  e.regs_per_block = 65536;
+  e.smem_per_sm = 233472;
+  e.smem_per_block = 49152;
+  e.smem_per_block_optin = 232448;
+  e.reserved_smem_per_block = 1024;
+  e.max_cluster_size = 8;
+  return e;
+}
+
+schema::OwnedKernelEvent Kernel(int32_t pid, uint64_t seq, int64_t ts_ns, uint64_t corr,
+                                const std::string& demangled, schema::Resource limiter) {
+  schema::OwnedKernelEvent k;
+  k.header = {ts_ns, pid, seq};
+  k.tid = pid + 1;
+  k.device = 0;
+  k.context = 0xc0;
+  k.stream = 0x10;
+  k.correlation_id = corr;
+  k.api = "cuLaunchKernel";
+  k.name = "_Z" + std::to_string(demangled.size()) + demangled + "v";
+  k.demangled = demangled + "()";
+  k.grid = {132, 1, 1};
+  k.block = {256, 1, 1};
+  k.num_regs = 64;
+  k.static_shared_bytes = 8192;
+  k.dyn_shared_bytes = 1024;
+  k.max_threads_per_block = 1024;
+  k.occupancy.max_active_blocks = 4;
+  k.occupancy.active_warps = 32;
+  k.occupancy.max_warps = 64;
+  k.occupancy.occupancy = 0.5;
+  k.occupancy.reg_occupancy = 0.5;
+  k.occupancy.smem_occupancy = 1;
+  k.occupancy.warp_occupancy = 1;
+  k.occupancy.block_occupancy = 1;
+  k.occupancy.barrier_occupancy = 1;
+  k.occupancy.limiting_resource = limiter;
+  k.occupancy.limiting_resources = schema::MaskOf(limiter);
+  k.occupancy.allocated_regs_per_block = 16384;
+  k.occupancy.allocated_smem_per_block = 10240;
+  k.occupancy.waves = 0.25;
+  k.occupancy.tail_utilization = 0.25;
+  k.occupancy.regs_for_next_block = 48;
+  k.occupancy.smem_for_next_block = -1;
+  k.occupancy.best_block_size = 256;
+  return k;
+}
+
+schema::OwnedKernelTimeEvent Time(int32_t pid, uint64_t seq, uint64_t corr, uint64_t start,
+                                  uint64_t end) {
+  schema::OwnedKernelTimeEvent t;
+  t.header = {static_cast<int64_t>(end) + 10'000, pid, seq};
+  t.correlation_id = corr;
+  t.device = 0;
+  t.context = 0xc0;
+  t.stream = 0x10;
+  t.start_ns = start;
+  t.end_ns = end;
+  t.duration_ns = end - start;
+  return t;
+}
+
+void Append(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::app);
+  out << text;
+}
+
+// ---- LogFollower ----
+
+TEST(LogFollowerTest, FollowsAppendsRotationAndNewFilesFromTheirStart) {
+  TempDir dir;
+  const std::filesystem::path day = dir.path() / "2026-01-05";
+  std::filesystem::create_directories(day);
+  const std::filesystem::path active = day / "h-app-1-2.jsonl";
+  Append(active, "old 1\nold 2\n");
+  Append(day / "h-app-1-2.000001.jsonl.zst", "compressed, never read\n");
+
+  LogFollower follower(dir.path(), /*from_start=*/false);
+  std::vector<std::string> lines;
+  auto collect = [&lines](std::string_view line, const std::filesystem::path&) {
+    lines.emplace_back(line);
+  };
+  EXPECT_EQ(follower.Poll(collect), 0u);  // what was there is skipped
+  EXPECT_EQ(follower.files(), 1u);
+
+  Append(active, "new 1\nnew 2 half");
+  EXPECT_EQ(follower.Poll(collect), 1u);
+  Append(active, " and rest\n");
+  EXPECT_EQ(follower.Poll(collect), 1u);
+
+  // Rotation as the collector does it: the active file is renamed, a new one started.
+  Append(active, "before rename\n");
+  const std::filesystem::path segment = day / "h-app-1-2.000002.jsonl";
+  std::filesystem::rename(active, segment);
+  Append(active, "fresh 1\n");
+  Append(day / "h-app-9-9.jsonl", "other process\n");
+  EXPECT_EQ(follower.Poll(collect), 3u);
+  EXPECT_EQ(follower.files(), 3u);
+
+  // The plain segment replaced by its compressed copy: dropped once read to its end.
+  std::filesystem::remove(segment);
+  EXPECT_EQ(follower.Poll(collect), 0u);
+  EXPECT_EQ(follower.files(), 2u);
+
+  std::vector<std::string> sorted_tail(lines.begin() + 2, lines.end());
+  std::sort(sorted_tail.begin(), sorted_tail.end());
+  EXPECT_EQ(lines[0], "new 1");
+  EXPECT_EQ(lines[1], "new 2 half and rest");
+  EXPECT_EQ(sorted_tail, (std::vector<std::string>{"before rename", "fresh 1", "other process"}));
+}
+
+TEST(LogFollowerTest, FromStartReadsWhatIsAlreadyThere) {
+  TempDir dir;
+  Append(dir.path() / "a.jsonl", "one\ntwo\n");
+  LogFollower follower(dir.path(), /*from_start=*/true);
+  std::vector<std::string> lines;
+  follower.Poll([&lines](std::string_view line, const std::filesystem::path&) {
+    lines.emplace_back(line);
+  });
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two"}));
+}
+
+// ---- tail ----
+
+// One producer: the injector's Sender, connected to the collector's socket.
+class Producer {
+ public:
+  Producer(const std::filesystem::path& socket, int64_t start_ns)
+      : start_ns_(start_ns), sender_(Options(socket)) {
+    EXPECT_TRUE(sender_.AddPreamble(0, Line(Start(4242, 0, start_ns_))));
+    EXPECT_TRUE(sender_.AddPreamble(1, Line(Device(4242, 1))));
+  }
+  void Kernel(const std::string& name, schema::Resource limiter) {
+    const uint64_t seq = next_seq_++;
+    EXPECT_TRUE(sender_.Enqueue(
+        seq, Line(run::Kernel(4242, seq, 1'700'000'000'000'100'000, seq, name, limiter))));
+  }
+  bool Flush() { return sender_.Flush(std::chrono::steady_clock::now() + kDeadline); }
+
+ private:
+  static transport::SenderOptions Options(const std::filesystem::path& socket) {
+    transport::SenderOptions o;
+    o.socket_path = socket.string();
+    o.flush_interval = std::chrono::milliseconds(1);
+    return o;
+  }
+  int64_t start_ns_;
+  uint64_t next_seq_ = 2;
+  transport::Sender sender_;
+};
+
+TEST(TailTest, PrintsTheEventsThatArriveAfterItStartsFromOldAndNewFiles) {
+  TempDir dir;
+  RunningCollector collector(collector::testing::TestOptions(dir.path()));
+  ASSERT_NE(collector.collector(), nullptr);
+  const std::filesystem::path socket = collector.collector()->socket_path();
+  Producer first(socket, 1);
+  first.Kernel("before_tail", schema::Resource::kRegisters);
+  ASSERT_TRUE(first.Flush());
+
+  ChildProcess tail(CUFLIGHT_CLI_PATH,
+                    {"tail", "--log-dir", (dir.path() / "logs").string(), "--interval", "20"},
+                    dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  first.Kernel("appended_kernel", schema::Resource::kWarps);
+  ASSERT_TRUE(first.Flush());
+  Producer second(socket, 2);  // another process: a new log file
+  second.Kernel("new_file_kernel", schema::Resource::kSharedMem);
+  ASSERT_TRUE(second.Flush());
+
+  ASSERT_TRUE(tail.WaitForOutput("new_file_kernel()", kDeadline)) << tail.Output();
+  ASSERT_TRUE(tail.WaitForOutput("appended_kernel()", kDeadline)) << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  const std::string output = tail.Output();
+  EXPECT_EQ(output.find("before_tail"), std::string::npos) << output;
+  // The new file is read from its start: its process_start and device come first.
+  EXPECT_NE(output.find("process_start /opt/bin/trainer on node1"), std::string::npos) << output;
+  EXPECT_NE(output.find("device 0: NVIDIA H100 80GB HBM3 (cc 9.0, 132 SMs)"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("kernel appended_kernel() grid 132x1x1 block 256x1x1 regs 64 smem 9216 "
+                        "occupancy 0.50 (warps)"),
+            std::string::npos)
+      << output;
+}
+
+TEST(TailTest, JsonWithFiltersPrintsOnlyTheMatchingStoredLines) {
+  TempDir dir;
+  RunningCollector collector(collector::testing::TestOptions(dir.path()));
+  ASSERT_NE(collector.collector(), nullptr);
+  std::filesystem::create_directories(dir.path() / "logs");
+  ChildProcess tail(CUFLIGHT_CLI_PATH,
+                    {"tail", "--log-dir", (dir.path() / "logs").string(), "--interval", "20",
+                     "--json", "--kernel", "^gemm", "--limiter", "registers"},
+                    dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  Producer producer(collector.collector()->socket_path(), 1);
+  producer.Kernel("gemm_a", schema::Resource::kRegisters);
+  producer.Kernel("gemm_b", schema::Resource::kWarps);
+  producer.Kernel("conv_gemm", schema::Resource::kRegisters);
+  producer.Kernel("gemm_last", schema::Resource::kRegisters);
+  ASSERT_TRUE(producer.Flush());
+  ASSERT_TRUE(tail.WaitForOutput("gemm_last", kDeadline)) << tail.Output();
+  tail.Signal(SIGTERM);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+
+  std::istringstream lines(tail.Output());
+  std::string line;
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) {
+    if (line.rfind("cuflight tail:", 0) == 0) continue;
+    const json j = json::parse(line);
+    EXPECT_EQ(j["type"], "kernel");
+    EXPECT_EQ(j["limiting_resource"], "registers");
+    names.push_back(j["demangled"]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"gemm_a()", "gemm_last()"}));
+}
+
+TEST(TailTest, BadInputIsOneLineAndExitTwo) {
+  TempDir dir;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"tail", "--log-dir", (dir.path() / "none").string()},
+        {"tail", "--log-dir", dir.path().string(), "--kernel", "("},
+        {"tail", "--log-dir", dir.path().string(), "--limiter", "power"}}) {
+    const auto r = RunProcess(CUFLIGHT_CLI_PATH, args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("cuflight tail: " + args[args.size() - 2], 0), 0u) << r.err;
+  }
+}
+
+// ---- export --perfetto ----
+
+// Host time of the first launch, and CUPTI times, ns since the epoch.
+constexpr int64_t kLaunchA = 1'700'000'000'000'001'234;
+constexpr int64_t kLaunchB = 1'700'000'000'000'100'000;
+constexpr uint64_t kStartA = 1'700'000'000'000'050'500;
+constexpr uint64_t kEndA = 1'700'000'000'000'053'000;
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::filesystem::path day = dir_.path() / "logs" / "2023-11-14";
+    std::filesystem::create_directories(day);
+    std::string text = Line(Start(100, 0, 5)) + Line(Device(100, 1)) +
+                       Line(Kernel(100, 2, kLaunchA, 7, "gemm_timed", schema::Resource::kRegisters)) +
+                       Line(Kernel(100, 3, kLaunchB, 8, "untimed", schema::Resource::kWarps)) +
+                       Line(Time(100, 4, 7, kStartA, kEndA));
+    Append(day / "node1-trainer-100-5.jsonl", text);
+  }
+  json Export() {
+    const std::filesystem::path out = dir_.path() / "trace.json";
+    const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                              {"export", "--perfetto", out.string(), (dir_.path() / "logs").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("2 kernels (1 timed, 1 without timing)"), std::string::npos) << r.err;
+    std::ifstream in(out);
+    return json::parse(in);
+  }
+  static const json* Find(const json& trace, const std::string& ph, const std::string& name,
+                          const std::string& cat = "") {
+    for (const json& e : trace["traceEvents"]) {
+      if (e["ph"] == ph && e["name"] == name && (cat.empty() || e.value("cat", "") == cat)) {
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ExportTest, GpuAndStreamTracksAreNamedFromTheDeviceEvents) {
+  const json trace = Export();
+  EXPECT_EQ(trace["displayTimeUnit"], "ns");
+  const int64_t gpu = int64_t{1} << 30;
+  bool gpu_named = false;
+  bool stream_named = false;
+  bool host_named = false;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "M") continue;
+    if (e["name"] == "process_name" && e["pid"] == gpu) {
+      EXPECT_EQ(e["args"]["name"], "GPU 0: NVIDIA H100 80GB HBM3");
+      gpu_named = true;
+    }
+    if (e["name"] == "thread_name" && e["pid"] == gpu) {
+      EXPECT_EQ(e["args"]["name"], "stream 0x10 (pid 100)");
+      stream_named = true;
+    }
+    if (e["name"] == "process_name" && e["pid"] == 100) {
+      EXPECT_EQ(e["args"]["name"], "trainer (pid 100)");
+      host_named = true;
+    }
+  }
+  EXPECT_TRUE(gpu_named && stream_named && host_named) << trace.dump(1);
+}
+
+TEST_F(ExportTest, TimedKernelsAreSlicesWithTheirOccupancyAndOthersInstants) {
+  const json trace = Export();
+  // Base: the earliest timestamp (launch A, 1234 ns past a microsecond) floored to 1 us.
+  const int64_t base = 1'700'000'000'000'001'000;
+  EXPECT_EQ(trace["otherData"]["time_base_ns"], base);
+  const json* slice = Find(trace, "X", "gemm_timed()");
+  ASSERT_NE(slice, nullptr) << trace.dump(1);
+  EXPECT_EQ((*slice)["pid"], int64_t{1} << 30);
+  EXPECT_DOUBLE_EQ((*slice)["ts"].get<double>(), 49.5);  // (50'500 - 1'000) ns
+  EXPECT_DOUBLE_EQ((*slice)["dur"].get<double>(), 2.5);  // 2'500 ns
+  const json& args = (*slice)["args"];
+  EXPECT_EQ(args["max_active_blocks"], 4);
+  EXPECT_DOUBLE_EQ(args["occupancy"].get<double>(), 0.5);
+  EXPECT_EQ(args["limiting_resource"], "registers");
+  EXPECT_EQ(args["regs"], 64);
+  EXPECT_EQ(args["smem"], 9216);
+  EXPECT_EQ(args["grid"], json::array({132, 1, 1}));
+  EXPECT_EQ(args["block"], json::array({256, 1, 1}));
+  EXPECT_EQ(args["correlation_id"], 7);
+  EXPECT_EQ(args["duration_ns"], 2500);
+  EXPECT_EQ(args["regs_for_next_block"], 48);
+  EXPECT_TRUE(args["smem_for_next_block"].is_null());
+  EXPECT_EQ(args["timed"], true);
+
+  const json* instant = Find(trace, "i", "untimed()", "kernel");
+  ASSERT_NE(instant, nullptr);
+  EXPECT_EQ((*instant)["s"], "t");
+  EXPECT_EQ((*instant)["tid"], (*slice)["tid"]);  // the same stream track
+  EXPECT_DOUBLE_EQ((*instant)["ts"].get<double>(), 99.0);  // (100'000 - 1'000) ns
+  EXPECT_EQ((*instant)["args"]["timed"], false);
+  EXPECT_EQ((*instant)["args"]["limiting_resource"], "warps");
+
+  const json* launch = Find(trace, "i", "gemm_timed()", "launch");
+  ASSERT_NE(launch, nullptr);
+  EXPECT_EQ((*launch)["pid"], 100);
+  EXPECT_EQ((*launch)["tid"], 101);
+  EXPECT_DOUBLE_EQ((*launch)["ts"].get<double>(), 0.234);
+}
+
+TEST_F(ExportTest, BadInputIsOneLineAndExitTwo) {
+  const auto missing = RunProcess(
+      CUFLIGHT_CLI_PATH, {"export", "--perfetto", (dir_.path() / "t.json").string(),
+                          (dir_.path() / "nothing").string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+  EXPECT_EQ(missing.err.rfind("cuflight export: ", 0), 0u) << missing.err;
+
+  Append(dir_.path() / "notes.jsonl", "this is not a log\n");
+  const auto not_log =
+      RunProcess(CUFLIGHT_CLI_PATH, {"export", "--perfetto", (dir_.path() / "t.json").string(),
+                                     (dir_.path() / "notes.jsonl").string()});
+  EXPECT_EQ(not_log.exit_code, 2);
+  EXPECT_EQ(std::count(not_log.err.begin(), not_log.err.end(), '\n'), 1) << not_log.err;
+
+  const auto no_flag = RunProcess(CUFLIGHT_CLI_PATH, {"export", (dir_.path() / "logs").string()});
+  EXPECT_EQ(no_flag.exit_code, 2);
+  EXPECT_NE(no_flag.err.find("--perfetto"), std::string::npos) << no_flag.err;
+
+  const auto unwritable = RunProcess(
+      CUFLIGHT_CLI_PATH, {"export", "--perfetto", (dir_.path() / "no" / "dir" / "t.json").string(),
+                          (dir_.path() / "logs").string()});
+  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
+}
+
+}  // namespace
+}  // namespace cuflight::run

@@ -57,27 +57,6 @@ std::string Clip(std::string_view text, size_t max) {
   return std::string(text.substr(0, max)) + "...";
 }
 
-// The (pid, start_ns) a collector log file's name states: <host>-<exe>-<pid>-<start_ns>.
-std::optional<ProcessKey> KeyFromFileName(const fs::path& file) {
-  const schema::ParsedLogFileName parsed =
-      schema::ParseLogFileName(file.filename().native());
-  if (parsed.kind == schema::LogFileKind::kOther) return std::nullopt;
-  const std::string_view base = parsed.base;
-  const size_t dash2 = base.rfind('-');
-  if (dash2 == std::string_view::npos || dash2 == 0) return std::nullopt;
-  const size_t dash1 = base.rfind('-', dash2 - 1);
-  if (dash1 == std::string_view::npos) return std::nullopt;
-  const std::string_view pid_text = base.substr(dash1 + 1, dash2 - dash1 - 1);
-  const std::string_view start_text = base.substr(dash2 + 1);
-  ProcessKey key;
-  auto r1 = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), key.pid);
-  auto r2 = std::from_chars(start_text.data(), start_text.data() + start_text.size(), key.start_ns);
-  if (r1.ec != std::errc() || r1.ptr != pid_text.data() + pid_text.size() ||
-      r2.ec != std::errc() || r2.ptr != start_text.data() + start_text.size()) {
-    return std::nullopt;
-  }
-  return key;
-}
 
 struct StreamState {
   StreamTail tail;
@@ -139,7 +118,7 @@ class Builder {
 
   bool Read(const std::vector<fs::path>& files, std::string* error) {
     for (const fs::path& file : files) {
-      file_key_ = KeyFromFileName(file);
+      file_key_ = ProcessKeyOfLogFile(file);
       const bool ok = logread::ReadLogFile(
           file,
           [&](const schema::OwnedEvent& event, const logread::Origin&) { OnEvent(event); },
@@ -436,6 +415,28 @@ class Builder {
 };
 
 }  // namespace
+
+// The (pid, start_ns) a collector log file's name states: <host>-<exe>-<pid>-<start_ns>.
+std::optional<ProcessKey> ProcessKeyOfLogFile(const fs::path& file) {
+  const schema::ParsedLogFileName parsed =
+      schema::ParseLogFileName(file.filename().native());
+  if (parsed.kind == schema::LogFileKind::kOther) return std::nullopt;
+  const std::string_view base = parsed.base;
+  const size_t dash2 = base.rfind('-');
+  if (dash2 == std::string_view::npos || dash2 == 0) return std::nullopt;
+  const size_t dash1 = base.rfind('-', dash2 - 1);
+  if (dash1 == std::string_view::npos) return std::nullopt;
+  const std::string_view pid_text = base.substr(dash1 + 1, dash2 - dash1 - 1);
+  const std::string_view start_text = base.substr(dash2 + 1);
+  ProcessKey key;
+  auto r1 = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), key.pid);
+  auto r2 = std::from_chars(start_text.data(), start_text.data() + start_text.size(), key.start_ns);
+  if (r1.ec != std::errc() || r1.ptr != pid_text.data() + pid_text.size() ||
+      r2.ec != std::errc() || r2.ptr != start_text.data() + start_text.size()) {
+    return std::nullopt;
+  }
+  return key;
+}
 
 bool CheckReportOptions(const ReportOptions& options, std::string* error) {
   if (!options.kernel_regex.empty()) {

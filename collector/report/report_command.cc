@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cuflight/report/render_html.h"
 #include "cuflight/report/run_report.h"
 #include "cuflight/report/text_format.h"
 #include "usage_error.h"
@@ -89,6 +90,13 @@ ReportCommand::ReportCommand(CLI::App* parent) {
   auto* json = app_->add_flag("--json", json_, "Print one JSON document")->group(kOutput);
   auto* csv = app_->add_flag("--csv", csv_, "Print CSV, one row per signature")->group(kOutput);
   json->excludes(csv);
+  auto* html = app_->add_option("--html", html_,
+                                "Write one self-contained HTML page with charts to FILE "
+                                "('-': standard output)")
+                   ->type_name("FILE")
+                   ->group(kOutput);
+  html->excludes(json);
+  html->excludes(csv);
 }
 
 bool ReportCommand::Selected() const { return app_->parsed(); }
@@ -129,6 +137,7 @@ ReportOptions ReportCommand::Options(const std::ostream& out) const {
 }
 
 int ReportCommand::Run(std::ostream& out, std::ostream& err) const {
+  if (!html_.empty()) return RunHtmlReport(Options(out), html_, out, err);
   return RunReport(Options(out), out, err);
 }
 

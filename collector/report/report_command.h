@@ -43,6 +43,7 @@ class ReportCommand {
   std::string until_;
   std::string retarget_;
   std::string color_ = "auto";
+  std::string html_;  // --html FILE
   int review_launches_ = 5;
   bool json_ = false;
   bool csv_ = false;

@@ -5,6 +5,7 @@
 #define CUFLIGHT_REPORT_BUILD_REPORT_H_
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error);
 // torn or rejected line is not an error (it is counted in report->read).
 bool BuildReport(const ReportOptions& options, const std::vector<std::filesystem::path>& files,
                  Report* report, std::string* error);
+
+// The (pid, start_ns) a log file's name states (<host>-<exe>-<pid>-<start_ns>, the layout of
+// cuflight/schema/log_layout.h); nullopt for a name of another form.
+std::optional<ProcessKey> ProcessKeyOfLogFile(const std::filesystem::path& file);
 
 // Sorts signatures as `key` says, ties broken by launches (most first), then by name.
 void SortSignatures(SortKey key, std::vector<Signature>* signatures);

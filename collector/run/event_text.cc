@@ -41,7 +41,10 @@ std::string Fields(const schema::OwnedEvent& event) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, schema::OwnedProcessStartEvent>) {
           std::string args;
-          for (const std::string& a : e.argv) args += " " + Printable(a);
+          for (const std::string& a : e.argv) {
+            args += ' ';  // appended piecewise: g++ -O3 warns (-Wrestrict) on " " + string
+            args += Printable(a);
+          }
           return fmt::format("{} on {} (ppid {}):{}", Printable(e.exe), Printable(e.hostname),
                              e.ppid, args);
         } else if constexpr (std::is_same_v<T, schema::OwnedDeviceEvent>) {
@@ -53,7 +56,7 @@ std::string Fields(const schema::OwnedEvent& event) {
               "{} grid {} block {}{} regs {} smem {} occupancy {:.2f} ({}) device {} stream {:#x} "
               "corr {}",
               Printable(e.demangled.empty() ? e.name : e.demangled), Dim(e.grid), Dim(e.block),
-              e.cluster ? " cluster " + Dim(*e.cluster) : std::string(), e.num_regs,
+              e.cluster ? fmt::format(" cluster {}", Dim(*e.cluster)) : std::string(), e.num_regs,
               e.static_shared_bytes + e.dyn_shared_bytes, o.occupancy,
               schema::ResourceName(o.limiting_resource), e.device, e.stream, e.correlation_id);
         } else if constexpr (std::is_same_v<T, schema::OwnedKernelTimeEvent>) {

@@ -368,6 +368,35 @@ def compare_names(profiler_counts, events, out):
             "ok": bool(profiler_counts) and not missing}
 
 
+def check_fault_review(report, events, truths, out):
+    """The post-mortem view of a faulting program: `report` is `cuflight report --json` of its
+    logs. Its review section (processes that crashed, were lost or ended in a failed CUDA call)
+    must list the process, and among its streams' last launches the faulting kernel, i.e. a
+    kernel event whose name is a ground-truth kernel, matched by correlation id. Returns
+    (ok, one line)."""
+    wanted = {t["kernel"] for t in truths}
+    faulting_ids = {e.get("correlation_id") for e in events
+                    if e.get("name") in wanted or e.get("demangled") in wanted}
+    review = report.get("review") if isinstance(report, dict) else None
+    if not review:
+        return False, "the report's review section lists no process"
+    for process in review:
+        if process.get("ending") not in ("crash", "lost", "api_error"):
+            continue
+        for stream in process.get("streams", []):
+            for launch in stream.get("last_launches", []):
+                if launch.get("correlation_id") in faulting_ids:
+                    line = (f"review: pid {process.get('pid')} {process.get('ending')} "
+                            f"({process.get('ending_detail', '')}); last kernels on device "
+                            f"{stream.get('device')} stream {stream.get('stream')} include "
+                            f"{launch.get('name')} (finished: "
+                            f"{'yes' if launch.get('finished') else 'no'})")
+                    out.write(line + "\n")
+                    return True, line
+    return False, "the review section does not name the faulting kernel among any stream's " \
+                  "last launches"
+
+
 # ----------------------------------------------------------------------------------------------
 # Command line
 
@@ -380,6 +409,12 @@ def main(argv=None):
     k.add_argument("--log", action="append", required=True)
     k.add_argument("--expect-fault", action="store_true")
     k.add_argument("--summary")
+    f = sub.add_parser("fault-review",
+                       help="cuflight report --json of a faulting program names its kernel")
+    f.add_argument("--truth", required=True)
+    f.add_argument("--report", required=True)
+    f.add_argument("--log", action="append", required=True)
+    f.add_argument("--summary")
     n = sub.add_parser("names", help="kernel names against torch.profiler's")
     n.add_argument("--profiler", required=True)
     n.add_argument("--log", action="append", required=True)
@@ -399,6 +434,15 @@ def main(argv=None):
                 raise InputError(f"{args.truth}: no ground-truth line")
             else:
                 summary = compare_kernels(truths, events, sys.stdout, args.expect_fault)
+        elif args.command == "fault-review":
+            truths, _ = read_truth(args.truth)
+            try:
+                report = json.loads(pathlib.Path(args.report).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise InputError(f"{args.report}: not a cuflight report --json document ({e})") \
+                    from e
+            ok, line = check_fault_review(report, events, truths, sys.stdout)
+            summary = {"ok": ok, "detail": line}
         else:
             try:
                 listing = json.loads(pathlib.Path(args.profiler).read_text(encoding="utf-8"))

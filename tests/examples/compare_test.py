@@ -225,6 +225,44 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(s["missed"], 1)
 
+    @unittest.skipIf(not os.environ.get("CUFLIGHT_CLI"), "CUFLIGHT_CLI (set by CTest) not given")
+    def test_the_reports_review_names_the_faulting_kernel(self):
+        # A faulting program's log as the injector writes it: kernels, then the sticky error
+        # of the synchronize that found the fault, and no process_end. The real `cuflight
+        # report --json` reads it; fault-review must find the kernel in the review section.
+        events = read_lines("block_reduce.jsonl")[:-1]  # without process_end
+        faulting = dict(events[-1], seq=7, correlation_id=7, name="_Z13write_throughPf",
+                        demangled="write_through(float*)")
+        error = {"type": "api_error", "version": 1, "ts_ns": faulting["ts_ns"] + 1000,
+                 "pid": faulting["pid"], "seq": 8, "api": "cuCtxSynchronize", "code": 700,
+                 "error_name": "CUDA_ERROR_ILLEGAL_ADDRESS",
+                 "message": "an illegal memory access was encountered", "device": 0,
+                 "context": faulting["context"], "stream": 0, "last_correlation_ids": [5, 6, 7]}
+        truth = self.write_truth([{"kernel": "_Z13write_throughPf", "grid": [4, 1, 1],
+                                   "block": [64, 1, 1], "dyn_smem": 0, "launches": 1,
+                                   "max_active_blocks": 32, "limiting_resource": "blocks"}])
+        cli = os.environ["CUFLIGHT_CLI"]
+
+        def review(log_events):
+            log = self.write_log(log_events)
+            report = self.tmp / "report.json"
+            rep = subprocess.run([cli, "report", "--json", str(log.parent.parent)],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            report.write_text(rep.stdout)
+            r, s = self.run_compare("fault-review", "--truth", str(truth), "--report",
+                                    str(report), "--log", str(self.tmp / "log"))
+            return r, s
+
+        r, s = review(events + [faulting, error])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("write_through(float*)", s["detail"])
+        self.assertIn("api_error", s["detail"])
+        # A log whose last kernels are other ones: the review does not name the faulting kernel.
+        innocent = dict(faulting, name="_Z5otherv", demangled="other()")
+        r, s = review(events + [innocent, error])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+
     # -- zstd segments and input errors ----------------------------------------------------------
 
     @unittest.skipIf(shutil.which("zstd") is None, "no zstd command")

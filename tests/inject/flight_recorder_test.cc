@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "collector_test_util.h"
+#include "cuflight/report/report_options.h"
+#include "cuflight/report/run_report.h"
 #include "cuflight/schema/decoder.h"
 #include "subprocess.h"
 
@@ -107,6 +110,15 @@ TEST_F(FlightRecorder, WithoutACollectorACrashLeavesEverythingInTheSpillFile) {
   });
   EXPECT_EQ(kernels, 25);
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(schema::HeaderOf(events[i]).seq, i);
+
+  // cuflight report reads the spill file like a collector log: the crash comes first.
+  report::ReportOptions options;
+  options.paths = {spill.string()};
+  std::ostringstream out;
+  std::ostringstream err;
+  ASSERT_EQ(report::RunReport(options, out, err), report::kReportOk) << err.str();
+  EXPECT_NE(out.str().find("crash: SIGABRT"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("vecadd"), std::string::npos) << out.str();
 }
 
 TEST_F(FlightRecorder, AKilledProcessLosesAtMostAboutOneFlushInterval) {

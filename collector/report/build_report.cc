@@ -18,6 +18,7 @@
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
 #include "cuflight/schema/log_layout.h"
+#include "join_key.h"
 
 namespace cuflight::report {
 namespace {
@@ -94,17 +95,6 @@ struct Launch {
   uint32_t process;
   uint32_t signature;
   uint64_t correlation_id;
-};
-
-struct JoinKey {
-  size_t process;
-  uint64_t correlation_id;
-  bool operator==(const JoinKey&) const = default;
-};
-struct JoinKeyHash {
-  size_t operator()(const JoinKey& k) const {
-    return std::hash<uint64_t>()(k.correlation_id * 0x9E3779B97F4A7C15ull ^ k.process);
-  }
 };
 
 class Builder {

@@ -15,6 +15,7 @@
 
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/report/build_report.h"
+#include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/run_report.h"
 #include "cuflight/report/text_format.h"
@@ -327,18 +328,6 @@ std::string TimelineSection(const Report& r, const HtmlOptions& h, Timeline time
 size_t KernelRows(const Report& r, const ReportOptions& o) {
   if (o.top <= 0) return r.signatures.size();
   return std::min(r.signatures.size(), static_cast<size_t>(o.top));
-}
-
-std::string SortTitle(SortKey key) {
-  switch (key) {
-    case SortKey::kTime:
-      return "by total GPU time";
-    case SortKey::kLaunches:
-      return "by launches";
-    case SortKey::kOccupancy:
-      return "by occupancy, lowest first";
-  }
-  return "";
 }
 
 std::string KernelTable(const Report& r, const ReportOptions& o) {

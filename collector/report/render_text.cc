@@ -41,18 +41,6 @@ std::string HeaderLine(const Report& r) {
                      Plural(r.signatures.size(), "kernel signature", "kernel signatures"));
 }
 
-std::string SortTitle(SortKey key) {
-  switch (key) {
-    case SortKey::kTime:
-      return "by total GPU time";
-    case SortKey::kLaunches:
-      return "by launches";
-    case SortKey::kOccupancy:
-      return "by occupancy, lowest first";
-  }
-  return "";
-}
-
 std::string Shorten(std::string_view name, size_t room) { return ShortenKernelName(name, room); }
 
 std::string KernelTable(const Report& r, size_t shown, bool color) {
@@ -156,6 +144,18 @@ std::string RetargetTable(const Report& r, size_t shown, bool color) {
 }
 
 }  // namespace
+
+std::string SortTitle(SortKey key) {
+  switch (key) {
+    case SortKey::kTime:
+      return "by total GPU time";
+    case SortKey::kLaunches:
+      return "by launches";
+    case SortKey::kOccupancy:
+      return "by occupancy, lowest first";
+  }
+  return "";
+}
 
 size_t ShownSignatures(const Report& report, const ReportOptions& options) {
   const size_t all = report.signatures.size();

@@ -10,6 +10,7 @@
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/review.h"
+#include "join_key.h"
 
 namespace cuflight::report {
 namespace {
@@ -27,17 +28,6 @@ struct PendingLaunch {
   uint64_t seq;
   int64_t ts_ns;
   uint32_t signature;
-};
-
-struct JoinKey {
-  size_t process;
-  uint64_t correlation_id;
-  bool operator==(const JoinKey&) const = default;
-};
-struct JoinKeyHash {
-  size_t operator()(const JoinKey& k) const {
-    return std::hash<uint64_t>()(k.correlation_id * 0x9E3779B97F4A7C15ull ^ k.process);
-  }
 };
 
 struct GpuSpan {

@@ -147,14 +147,8 @@ bool SenderThread::FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexce
   return RequestUrgentFlushAndWait(wait_ns);
 }
 
-void SenderThread::UrgentFlush() noexcept {
-  const bool crash = crash_pending_.load(std::memory_order_acquire);
-  if (!started_process_) SendProcessStart();
-  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
-    // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
-    // hold a lock the crashed thread held).
-    cupti_->ActivityFlushAll(0);
-  }
+void SenderThread::DrainAll() noexcept {
+  // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
   LaunchRecord record;
   while (ring_->TryPop(&record)) HandleRecord(record);
   if (activity_ != nullptr) {
@@ -164,6 +158,17 @@ void SenderThread::UrgentFlush() noexcept {
       activity_->Release(completed.buffer);
     }
   }
+}
+
+void SenderThread::UrgentFlush() noexcept {
+  const bool crash = crash_pending_.load(std::memory_order_acquire);
+  if (!started_process_) SendProcessStart();
+  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
+    // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
+    // hold a lock the crashed thread held).
+    cupti_->ActivityFlushAll(0);
+  }
+  DrainAll();
   if (crash) {
     SendProcessCrash(crash_);
     crash_pending_.store(false, std::memory_order_release);
@@ -517,16 +522,7 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   if (finished_) return transport_.unacked_lines() == 0;
   finished_ = true;
   if (!started_process_) SendProcessStart();
-  // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
-  LaunchRecord record;
-  while (ring_->TryPop(&record)) HandleRecord(record);
-  if (activity_ != nullptr) {
-    ActivityBuffers::Completed completed;
-    while (activity_->PopCompleted(&completed)) {
-      HandleActivityBuffer(completed.buffer, completed.valid_size);
-      activity_->Release(completed.buffer);
-    }
-  }
+  DrainAll();
   SendProcessEnd();
   return transport_.Flush(deadline);
 }

@@ -112,6 +112,8 @@ class SenderThread {
   void SendProcessCrash(const CrashInfo& crash) noexcept;
   void HandleApiError(const LaunchRecord& record) noexcept;
   void RememberLaunch(uint64_t context, uint64_t correlation_id) noexcept;
+  // Handles every record in the ring and every completed activity buffer, ignoring HasRoom.
+  void DrainAll() noexcept;
   void UrgentFlush() noexcept;
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);

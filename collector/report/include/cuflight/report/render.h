@@ -28,6 +28,10 @@ std::string RenderCsv(const Report& report, const ReportOptions& options);
 // Signatures a renderer shows under `options` (top, with the per-format default).
 size_t ShownSignatures(const Report& report, const ReportOptions& options);
 
+// How the kernel table is ordered, for its title: "by total GPU time", "by launches", "by
+// occupancy, lowest first".
+std::string SortTitle(SortKey key);
+
 }  // namespace cuflight::report
 
 #endif  // CUFLIGHT_REPORT_RENDER_H_

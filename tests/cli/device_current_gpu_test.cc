@@ -15,7 +15,8 @@ namespace {
 using nlohmann::json;
 
 json RunJson(const std::vector<std::string>& args) {
-  const testing::ProcessResult r = testing::RunProcess(CUFLIGHT_CLI_PATH, args);
+  const testing::ProcessResult r =
+      testing::RunProcess(testing::PathFromEnv("CUFLIGHT_TEST_CLI", CUFLIGHT_CLI_PATH), args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return json::parse(r.out);
 }

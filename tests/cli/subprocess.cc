@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 
 extern char** environ;
 
@@ -97,6 +98,11 @@ ProcessResult RunProcess(const std::string& path, const std::vector<std::string>
     result.exit_code = 128 + WTERMSIG(status);
   }
   return result;
+}
+
+std::string PathFromEnv(const char* variable, const char* built_in) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && *value != '\0' ? std::string(value) : std::string(built_in);
 }
 
 }  // namespace cuflight::testing

@@ -19,6 +19,11 @@ struct ProcessResult {
 // exit_code -1 when the program cannot be started.
 ProcessResult RunProcess(const std::string& path, const std::vector<std::string>& args);
 
+// The value of environment variable `variable` when set and non-empty, else `built_in`: lets a
+// test built here run from a copy of the binaries elsewhere (scripts/gpu_check/pack), where the
+// paths compiled in do not exist.
+std::string PathFromEnv(const char* variable, const char* built_in);
+
 }  // namespace cuflight::testing
 
 #endif  // CUFLIGHT_TESTS_CLI_SUBPROCESS_H_

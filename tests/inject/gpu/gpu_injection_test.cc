@@ -29,8 +29,11 @@ TEST(GpuInjection, EveryLaunchMatchesTheRuntimeOccupancyCalculator) {
   const std::string path = TempSocketPath("gpu");
   TestCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
-  setenv("CUDA_INJECTION64_PATH", CUFLIGHT_INJECT_SO, 1);
-  const auto r = cuflight::testing::RunProcess(CUFLIGHT_OCCUPANCY_PROBE, {});
+  setenv("CUDA_INJECTION64_PATH",
+         cuflight::testing::PathFromEnv("CUFLIGHT_TEST_INJECT_SO", CUFLIGHT_INJECT_SO).c_str(), 1);
+  const auto r = cuflight::testing::RunProcess(
+      cuflight::testing::PathFromEnv("CUFLIGHT_TEST_OCCUPANCY_PROBE", CUFLIGHT_OCCUPANCY_PROBE),
+      {});
   unsetenv("CUDA_INJECTION64_PATH");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::cout << r.out.substr(0, r.out.find('\n')) << "\n";

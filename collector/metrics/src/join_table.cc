@@ -1,7 +1,12 @@
 #include "join_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <memory>
+#include <new>
 
 namespace cuflight::collector {
 
@@ -18,11 +23,20 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
+constexpr size_t kHugePage = size_t{2} << 20;
+
 }  // namespace
+
+void JoinTable::FreeEntries::operator()(Entry* entries) const { std::free(entries); }
 
 JoinTable::JoinTable(size_t capacity) {
   const size_t n = std::bit_ceil(std::max<size_t>(capacity, 64));
-  entries_ = std::make_unique<Entry[]>(n);
+  const size_t bytes = (n * sizeof(Entry) + kHugePage - 1) / kHugePage * kHugePage;
+  void* memory = std::aligned_alloc(kHugePage, bytes);
+  if (memory == nullptr) throw std::bad_alloc();
+  madvise(memory, bytes, MADV_HUGEPAGE);  // a hint; without huge pages the table still works
+  entries_.reset(static_cast<Entry*>(memory));
+  std::uninitialized_value_construct_n(entries_.get(), n);
   mask_ = n - 1;
 }
 
@@ -33,6 +47,16 @@ size_t JoinTable::SetIndex(uint64_t process_id, uint64_t correlation_id) const {
 
 JoinTable::Entry* JoinTable::SetOf(uint64_t process_id, uint64_t correlation_id) {
   return &entries_[SetIndex(process_id, correlation_id) * kWays];
+}
+
+void JoinTable::Prefetch(uint64_t process_id, uint64_t correlation_id) const {
+  const char* set =
+      reinterpret_cast<const char*>(&entries_[SetIndex(process_id, correlation_id) * kWays]);
+  // A set is kWays * 24 = 192 bytes: three or four cache lines.
+  for (size_t offset = 0; offset < kWays * sizeof(Entry); offset += 64) {
+    __builtin_prefetch(set + offset, /*rw=*/1, /*locality=*/3);
+  }
+  __builtin_prefetch(set + kWays * sizeof(Entry) - 1, 1, 3);
 }
 
 uint32_t JoinTable::NextStamp() {

@@ -31,6 +31,8 @@ class JoinTable {
   // Remembers key -> value (replacing the value of an equal key). Returns true when an older
   // entry was evicted to make room.
   bool Insert(uint64_t process_id, uint64_t correlation_id, uint32_t value);
+  // Starts loading the set `key` maps to into the cache (a hint; changes nothing).
+  void Prefetch(uint64_t process_id, uint64_t correlation_id) const;
   // Removes the key and returns its value; nullopt if absent.
   std::optional<uint32_t> Take(uint64_t process_id, uint64_t correlation_id);
   // Removes every entry of `process_id`; returns how many. O(capacity).
@@ -54,7 +56,12 @@ class JoinTable {
   Entry* SetOf(uint64_t process_id, uint64_t correlation_id);
   uint32_t NextStamp();
 
-  std::unique_ptr<Entry[]> entries_;
+  // One allocation aligned to 2 MiB and advised for transparent huge pages: the table is larger
+  // than the caches, and its random probes would otherwise miss the TLB too.
+  struct FreeEntries {
+    void operator()(Entry* entries) const;
+  };
+  std::unique_ptr<Entry[], FreeEntries> entries_;
   size_t mask_ = 0;  // capacity - 1
   size_t size_ = 0;
   uint32_t clock_ = 0;

@@ -198,6 +198,10 @@ void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_v
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 
+void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id) const {
+  state_->join.Prefetch(process_id, correlation_id);
+}
+
 void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
                          uint64_t duration_ns) {
   State& s = *state_;

@@ -76,6 +76,10 @@ class Metrics {
   // Remembers (process_id, correlation_id) for KernelTime. Join-table thread rule (above).
   void Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name, int32_t device,
               std::string_view limiting_resource, double occupancy);
+  // A hint, no effect on the counts: Kernel or KernelTime for this key follows soon, so the
+  // join table's entries for it are fetched into the cache now (the table is larger than the
+  // caches: without the hint that call waits for memory). Join-table thread rule (above).
+  void PrefetchJoin(uint64_t process_id, uint64_t correlation_id) const;
   // The GPU execution time of one launch: added to the device's GPU seconds and to the kernel
   // name's (joined by (process_id, correlation_id); kernel="unknown" when no launch matches).
   // Join-table thread rule (above).

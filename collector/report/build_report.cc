@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -77,7 +78,35 @@ struct ProcessState {
   std::optional<uint64_t> last_kernel_seq;
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
+  // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
+  // first: a stream is mostly contiguous, so this stays small.
+  std::map<uint64_t, uint64_t> seen_seqs;
 };
+
+// Adds `seq` to `seen`; false when it was there already.
+bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
+  auto next = seen->upper_bound(seq);  // first range starting after seq
+  if (next != seen->begin()) {
+    auto prev = std::prev(next);
+    if (seq <= prev->second) return false;  // inside [first, last]
+    if (prev->second + 1 == seq) {
+      prev->second = seq;
+      if (next != seen->end() && next->first == seq + 1) {  // now touches the next range
+        prev->second = next->second;
+        seen->erase(next);
+      }
+      return true;
+    }
+  }
+  if (next != seen->end() && next->first == seq + 1) {
+    const uint64_t last = next->second;
+    seen->erase(next);
+    seen->emplace(seq, last);
+    return true;
+  }
+  seen->emplace(seq, seq);
+  return true;
+}
 
 using SignatureKey = std::tuple<std::string, uint32_t, uint32_t, uint32_t, int64_t, int32_t,
                                 std::string>;
@@ -148,6 +177,12 @@ class Builder {
     }
     const size_t index = ProcessOf(h);
     ProcessState& p = processes_[index];
+    // process_lost is the collector's and carries the producer's last seq: not a duplicate.
+    if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) &&
+        !MarkSeen(&p.seen_seqs, h.seq)) {
+      ++report_->duplicate_events;
+      return;
+    }
     ProcessSummary& s = p.summary;
     if (s.events == 0 || h.ts_ns < s.first_ts_ns) s.first_ts_ns = h.ts_ns;
     s.last_ts_ns = std::max(s.last_ts_ns, h.ts_ns);

@@ -178,6 +178,7 @@ json RenderJson(const Report& r, const ReportOptions& options) {
                {"torn_lines", r.read.torn_lines},
                {"rejected_lines", r.read.rejected_lines},
                {"unknown_type_lines", r.read.unknown_type_lines},
+               {"duplicate_events", r.duplicate_events},
                {"notes", r.read.notes},
                {"notes_left_out", r.read.notes_left_out}};
   json processes = json::array();

@@ -172,6 +172,11 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   if (r.read.notes_left_out > 0) {
     out += fmt::format("note: ... and {} more torn or rejected lines\n", r.read.notes_left_out);
   }
+  if (r.duplicate_events > 0) {
+    out += fmt::format("note: {} read twice (same process and seq, e.g. in a spill file and a "
+                       "collector log) counted once\n",
+                       Plural(r.duplicate_events, "event", "events"));
+  }
   if (r.read.unknown_type_lines > 0) {
     out += fmt::format("note: {} skipped (event types this cuflight does not know)\n",
                        Plural(r.read.unknown_type_lines, "line", "lines"));

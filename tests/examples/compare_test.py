@@ -231,10 +231,10 @@ class CompareTest(unittest.TestCase):
         # of the synchronize that found the fault, and no process_end. The real `cuflight
         # report --json` reads it; fault-review must find the kernel in the review section.
         events = read_lines("block_reduce.jsonl")[:-1]  # without process_end
-        faulting = dict(events[-1], seq=7, correlation_id=7, name="_Z13write_throughPf",
+        faulting = dict(events[-1], seq=8, correlation_id=7, name="_Z13write_throughPf",
                         demangled="write_through(float*)")
         error = {"type": "api_error", "version": 1, "ts_ns": faulting["ts_ns"] + 1000,
-                 "pid": faulting["pid"], "seq": 8, "api": "cuCtxSynchronize", "code": 700,
+                 "pid": faulting["pid"], "seq": 9, "api": "cuCtxSynchronize", "code": 700,
                  "error_name": "CUDA_ERROR_ILLEGAL_ADDRESS",
                  "message": "an illegal memory access was encountered", "device": 0,
                  "context": faulting["context"], "stream": 0, "last_correlation_ids": [5, 6, 7]}

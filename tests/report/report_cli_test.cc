@@ -141,6 +141,33 @@ TEST(ReportCli, TableHeaderAdviceAndNoReview) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 120u) << line;
 }
 
+TEST(ReportCli, AProcessInASpillFileAndACollectorLogIsCountedOnce) {
+  // The same process's stream in two places, overlapping: the collector log holds seqs 0..9,
+  // the spill file (written while the collector was away, preamble first) seqs 0..13.
+  TempDir dir;
+  const std::string stream = NormalProcess(kPid, kStart);
+  std::vector<std::string> lines;
+  std::istringstream in(stream);
+  for (std::string line; std::getline(in, line);) lines.push_back(line + "\n");
+  ASSERT_EQ(lines.size(), 14u);
+  std::string first_ten;
+  for (size_t i = 0; i < 10; ++i) first_ten += lines[i];
+  const std::string name = "host-app-" + std::to_string(kPid) + "-" + std::to_string(kStart) +
+                           ".jsonl";
+  WriteFile(dir.path() / "collector" / "2025-11-21" / name, first_ten);
+  WriteFile(dir.path() / "spill" / "2025-11-21" / name, stream);
+  const CliRun r = Report({dir.path().string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["read"]["duplicate_events"], 10);
+  ASSERT_EQ(j["processes"].size(), 1u);
+  EXPECT_EQ(j["processes"][0]["kernels"], 6);  // 4 gemm + 2 reduce, not 4 more from the copy
+  EXPECT_EQ(j["totals"]["launches"], 6);
+  EXPECT_EQ(j["totals"]["timed_launches"], 5);
+  const CliRun table = Report({dir.path().string(), "--color", "never"});
+  EXPECT_THAT(table.out, HasSubstr("note: 10 events read twice"));
+}
+
 TEST(ReportCli, JsonHasEveryNumberFromHandCalculation) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess(kPid, kStart));

@@ -162,6 +162,9 @@ struct Report {
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures
   uint64_t timed_launches = 0;
+  // Events read twice (same process and seq, e.g. in a spill file and in the collector's log
+  // after a reconnect): counted once, the later copies skipped.
+  uint64_t duplicate_events = 0;
   bool several_device_models = false;  // the signatures span more than one device model
   std::optional<RetargetDevice> retarget;
 };

@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "app.h"
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/occupancy/engine.h"
-#include "device_query.h"
+#include "report_cli_run.h"
 #include "report_test_events.h"
 #include "usage_error.h"
 
@@ -35,31 +34,11 @@ using testing::Kernel;
 using testing::KernelSpec;
 using testing::KernelTime;
 using testing::Line;
+using testing::CliRun;
+using testing::Report;
 using testing::Start;
 using testing::WriteFile;
 
-class NoDevice : public cli::DeviceQuery {
- public:
-  bool Query(int, cli::QueriedDevice*, std::string* error) override {
-    *error = "no device";
-    return false;
-  }
-};
-
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun Report(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"cuflight", "report"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  NoDevice query;
-  const int code = cli::RunCli(static_cast<int>(argv.size()), argv.data(), out, err, query);
-  return {code, out.str(), err.str()};
-}
 
 class TempDir {
  public:

@@ -14,10 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "app.h"
 #include "collector_test_util.h"
 #include "cuflight/transport/sender.h"
-#include "device_query.h"
+#include "report_cli_run.h"
 #include "report_test_events.h"
 
 namespace cuflight::report {
@@ -38,30 +37,10 @@ using testing::Kernel;
 using testing::KernelSpec;
 using testing::KernelTime;
 using testing::Line;
+using testing::CliRun;
+using testing::Report;
 using testing::Start;
 
-class NoDevice : public cli::DeviceQuery {
- public:
-  bool Query(int, cli::QueriedDevice*, std::string* error) override {
-    *error = "no device";
-    return false;
-  }
-};
-
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun Report(std::vector<std::string> args) {
-  std::vector<const char*> argv = {"cuflight", "report"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  NoDevice query;
-  const int code = cli::RunCli(static_cast<int>(argv.size()), argv.data(), out, err, query);
-  return {code, out.str(), err.str()};
-}
 
 // A producer: preamble lines (process_start, device) and the rest, each with its seq, sent
 // through a Sender and flushed until the collector acknowledged everything.

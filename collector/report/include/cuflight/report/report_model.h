@@ -1,5 +1,5 @@
 // The report as data: what BuildReport() computes from the logs and every renderer (terminal
-// table, JSON, CSV, and later HTML) reads. No formatting happens here.
+// table, JSON, CSV and HTML) reads. No formatting happens here.
 #ifndef CUFLIGHT_REPORT_REPORT_MODEL_H_
 #define CUFLIGHT_REPORT_REPORT_MODEL_H_
 

@@ -1,6 +1,6 @@
 // The review section: processes that did not end normally, first in every report. For each, how
 // it ended and, per stream, the last kernels launched and whether each finished (a kernel_time
-// joined it). Its own function so every renderer, and new endings (process_crash), share it.
+// joined it). Its own function so every renderer shares it.
 #ifndef CUFLIGHT_REPORT_REVIEW_H_
 #define CUFLIGHT_REPORT_REVIEW_H_
 

@@ -35,6 +35,11 @@ TEST(CuptiCandidates, EmptyOverridesAreIgnored) {
 }
 
 TEST(CuptiCandidates, TheToolkitOnThisMachineResolves) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The test passes, but once the real libcupti is loaded LeakSanitizer's exit-time tracer can
+  // crash on it ("Tracer caught signal 11", depending on the process layout), failing the run.
+  GTEST_SKIP() << "LeakSanitizer's tracer is not reliable with the real libcupti loaded";
+#endif
   // The build machine has the toolkit at /usr/local/cuda: the loader finds a working libcupti
   // there without any environment.
   CuptiApi api;

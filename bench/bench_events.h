@@ -7,9 +7,11 @@
 namespace cuflight::bench {
 
 // A PyTorch-style CUTLASS GEMM launch on an H100: 84-character mangled name, 151-character
-// demangled name, the occupancy numbers the engine reports for it (about 1.1 KB encoded).
-inline schema::KernelEvent RealisticKernel() {
-  schema::KernelEvent k;
+// demangled name, the occupancy numbers the engine reports for it (about 1.1 KB encoded). View
+// storage by default; schema::Owned for an event that owns its strings (the validator's tests).
+template <class S = schema::View>
+schema::BasicKernelEvent<S> RealisticKernel() {
+  schema::BasicKernelEvent<S> k;
   k.header = {1732000000123456789, 31337, 1048576};
   k.tid = 31340;
   k.device = 0;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_events.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
@@ -127,49 +128,10 @@ void ExpectCases(const std::vector<Case>& cases) {
 
 Header MakeHeader(uint64_t seq) { return {1'732'000'000'123'456'789, 31'337, seq}; }
 
-// A CUTLASS GEMM launch on an H100 (bench/bench_events.h has the same one).
+// A CUTLASS GEMM launch on an H100: the benchmarks' event (bench/bench_events.h).
 OwnedKernelEvent PlainKernel() {
-  OwnedKernelEvent k;
+  OwnedKernelEvent k = bench::RealisticKernel<Owned>();
   k.header = MakeHeader(1'048'576);
-  k.tid = 31340;
-  k.device = 0;
-  k.context = 0x55d1'c0a3'b2e0;
-  k.stream = 0x55d1'c0f4'1230;
-  k.correlation_id = 734'211;
-  k.api = "cuLaunchKernel";
-  k.name =
-      "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedIfEEEEEvNT_6ParamsE";
-  k.demangled =
-      "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
-      "MmaPipelined<float>, cutlass::epilogue::Epilogue, true>>(Gemm::Params)";
-  k.grid = {264, 8, 1};
-  k.block = {256, 1, 1};
-  k.num_regs = 168;
-  k.static_shared_bytes = 49152;
-  k.dyn_shared_bytes = 32768;
-  k.local_bytes = 0;
-  k.const_bytes = 616;
-  k.max_threads_per_block = 256;
-  k.carveout = -1;
-  OccupancyFields& o = k.occupancy;
-  o.max_active_blocks = 1;
-  o.active_warps = 8;
-  o.max_warps = 64;
-  o.occupancy = 0.125;
-  o.reg_occupancy = 0.125;
-  o.smem_occupancy = 0.25;
-  o.warp_occupancy = 1;
-  o.block_occupancy = 1;
-  o.barrier_occupancy = 1;
-  o.limiting_resource = Resource::kRegisters;
-  o.limiting_resources = MaskOf(Resource::kRegisters);
-  o.allocated_regs_per_block = 43008;
-  o.allocated_smem_per_block = 82944;
-  o.waves = 16.0 / 1.1;
-  o.tail_utilization = 2.0 / 3.0;
-  o.regs_for_next_block = 128;
-  o.smem_for_next_block = 115712;
-  o.best_block_size = 128;
   return k;
 }
 

@@ -23,6 +23,7 @@
 
 #include "cuflight/schema/ack.h"
 #include "fake_collector.h"
+#include "pump.h"
 #include "test_lines.h"
 
 namespace cuflight::transport {
@@ -33,6 +34,7 @@ using std::chrono::seconds;
 using std::chrono::steady_clock;
 using testing::FakeCollector;
 using testing::MakeLine;
+using testing::Pump;
 using testing::Store;
 
 constexpr auto kTimeout = seconds(20);
@@ -46,24 +48,6 @@ std::vector<uint64_t> Range(uint64_t first, uint64_t last) {  // [first, last]
 std::string Ack(uint64_t seq) {
   char buf[schema::kMaxAckLineBytes];
   return std::string(buf, schema::EncodeAck(seq, buf, sizeof(buf)));
-}
-
-// Drives the sender with the real clock until done() holds or the timeout passes; between
-// polls it waits (at most 2 ms) in poll(2) on the sender's socket.
-template <typename Done>
-bool Pump(Sender& s, Done&& done, steady_clock::duration timeout = kTimeout) {
-  const auto deadline = steady_clock::now() + timeout;
-  for (;;) {
-    s.Poll(steady_clock::now());
-    if (done()) return true;
-    if (steady_clock::now() > deadline) return false;
-    if (s.fd() >= 0) {
-      pollfd p{s.fd(), static_cast<short>(POLLIN | (s.WantsWrite() ? POLLOUT : 0)), 0};
-      (void)poll(&p, 1, 2);
-    } else {
-      (void)poll(nullptr, 0, 2);
-    }
-  }
 }
 
 // The accounting identity of SenderStats.

@@ -18,6 +18,7 @@
 #include "cuflight/transport/spill_sink.h"
 #include "fake_collector.h"
 #include "spill_files.h"
+#include "pump.h"
 #include "test_lines.h"
 
 namespace cuflight::transport {
@@ -28,6 +29,7 @@ using std::chrono::seconds;
 using std::chrono::steady_clock;
 using testing::FakeCollector;
 using testing::MakeLine;
+using testing::Pump;
 using testing::ReadLines;
 using testing::Store;
 using testing::StreamFiles;
@@ -49,24 +51,6 @@ std::vector<uint64_t> Seqs(const std::vector<std::string>& lines) {
   std::vector<uint64_t> out;
   for (const std::string& l : lines) out.push_back(SeqOf(l));
   return out;
-}
-
-// Drives the sender with the real clock until done() holds or the timeout passes; between
-// polls it waits (at most 2 ms) in poll(2) on the sender's socket.
-template <typename Done>
-bool Pump(Sender& s, Done&& done, steady_clock::duration timeout = kTimeout) {
-  const auto deadline = steady_clock::now() + timeout;
-  for (;;) {
-    s.Poll(steady_clock::now());
-    if (done()) return true;
-    if (steady_clock::now() > deadline) return false;
-    if (s.fd() >= 0) {
-      pollfd p{s.fd(), static_cast<short>(POLLIN | (s.WantsWrite() ? POLLOUT : 0)), 0};
-      (void)poll(&p, 1, 2);
-    } else {
-      (void)poll(nullptr, 0, 2);
-    }
-  }
 }
 
 // The accounting identity of SenderStats, spill included.

@@ -241,7 +241,10 @@ TEST_F(RunCommandTest, AGivenCollectorIsUsedAndNoPrivateOneIsStarted) {
                              "--", "sh", "-c", FakeApp(3)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("events went to the collector at " + socket), std::string::npos) << r.err;
-  // The process exited after its process_end was acknowledged, so it is stored by now.
+  // The process exited after its process_end was acknowledged, so it is stored; the collector
+  // publishes its counters at the end of the loop turn that acknowledged it.
+  EXPECT_TRUE(collector::testing::WaitUntil(
+      [&collector] { return collector.stats().processes_ended == 1; }));
   EXPECT_EQ(collector.stats().processes_ended, 1u);
   EXPECT_EQ(collector.stats().connections_accepted, 1u);
   const Recorded rec = ReadAll(dir_.path() / "shared" / "logs");

@@ -2,7 +2,8 @@
 """Compares cuflight's kernel events with a program's own ground truth (stdlib only).
 
 usage:
-  compare.py kernels --truth FILE --log PATH [--log PATH ...] [--expect-fault] [--summary FILE]
+  compare.py kernels --truth FILE --log PATH [--log PATH ...] [--summary FILE]
+  compare.py fault-review --truth FILE --report FILE --log PATH [--log PATH ...] [--summary FILE]
   compare.py names --profiler FILE --log PATH [--log PATH ...] [--summary FILE]
 
 kernels: FILE holds the program's stdout; its ground-truth lines (JSON objects with a "kernel"
@@ -14,9 +15,12 @@ Each configuration must have exactly `launches` events, each with the ground tru
 max_active_blocks and limiting_resource (and cooperative=true where the ground truth says so).
 Prints one table row per ground-truth line, then one per kind of event nothing expected, and
 exits 0 when everything matched, 1 on any mismatch, missed launch (fewer events than launches)
-or extra event (more events than launches, or an event no line expects).
---expect-fault: the program faulted on purpose; only checks that every ground-truth kernel
-appears in the log at least once.
+or extra event (more events than launches, or an event no line expects). A program that faults
+on purpose is held to the same: its launches were recorded before the fault.
+
+fault-review: FILE (--report) is `cuflight report --json` of a faulting program's logs; its
+review section (processes that crashed, were lost or ended in a failed CUDA call) must name a
+ground-truth kernel among a stream's last launches. Exits 0 when it does, 1 when not.
 
 names: FILE is torch_layers.py's profiler listing ({"kernels": {name: count}}, the kernels
 torch.profiler saw). Every such kernel must appear among cuflight's kernel events at least as
@@ -299,23 +303,8 @@ def kernel_rows(rows, unexpected):
     return table
 
 
-def compare_kernels(truths, events, out, expect_fault=False):
+def compare_kernels(truths, events, out):
     """Prints the comparison and returns its summary dict (summary["ok"] is the verdict)."""
-    if expect_fault:
-        table, ok = [], True
-        for t in truths:
-            seen = [e for e in events if name_matches(t["kernel"], e)]
-            status = "ok" if seen else "MISSED"
-            ok = ok and bool(seen)
-            table.append([status, short(display_name(t, seen)), fmt_dim(dim(t["grid"])),
-                          fmt_dim(dim(t["block"])), t.get("dyn_smem", 0),
-                          f"{len(seen)}/{t['launches']}", "-", "-"])
-        print_table(table, out)
-        return {"configurations": len(truths),
-                "launches": sum(int(t["launches"]) for t in truths),
-                "events": len(events), "matched": sum(1 for r in table if r[0] == "ok"),
-                "mismatched": 0, "missed": sum(1 for r in table if r[0] != "ok"), "extra": 0,
-                "ok": ok and bool(truths)}
     rows, unexpected = match_kernels(truths, events)
     print_table(kernel_rows(rows, unexpected), out)
     for row in rows:
@@ -407,7 +396,6 @@ def main(argv=None):
     k = sub.add_parser("kernels", help="kernel events against a program's ground truth")
     k.add_argument("--truth", required=True)
     k.add_argument("--log", action="append", required=True)
-    k.add_argument("--expect-fault", action="store_true")
     k.add_argument("--summary")
     f = sub.add_parser("fault-review",
                        help="cuflight report --json of a faulting program names its kernel")
@@ -433,7 +421,7 @@ def main(argv=None):
             elif not truths:
                 raise InputError(f"{args.truth}: no ground-truth line")
             else:
-                summary = compare_kernels(truths, events, sys.stdout, args.expect_fault)
+                summary = compare_kernels(truths, events, sys.stdout)
         elif args.command == "fault-review":
             truths, _ = read_truth(args.truth)
             try:

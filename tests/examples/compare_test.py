@@ -58,11 +58,11 @@ class CompareTest(unittest.TestCase):
             summary.unlink()
         return r, result
 
-    def kernels_case(self, truth_name, events, truth=None, extra_args=()):
+    def kernels_case(self, truth_name, events, truth=None):
         truth_path = self.write_truth(truth) if truth is not None else DATA / truth_name
         self.write_log(events)
         return self.run_compare("kernels", "--truth", str(truth_path), "--log",
-                                str(self.tmp / "log"), *extra_args)
+                                str(self.tmp / "log"))
 
     # -- matches ---------------------------------------------------------------------------------
 
@@ -210,18 +210,25 @@ class CompareTest(unittest.TestCase):
 
     # -- the faulting example --------------------------------------------------------------------
 
-    def test_fault_expects_only_the_kernel_in_the_log(self):
+    def test_a_faulting_programs_launch_is_held_to_its_ground_truth(self):
+        # The launch that faulted was recorded before the fault: its log (the kernel, then the
+        # sticky error, no process_end) is compared like any other.
         truth = [{"kernel": "_Z13write_throughPf", "grid": [4, 1, 1], "block": [64, 1, 1],
                   "dyn_smem": 0, "launches": 1, "max_active_blocks": 32,
                   "limiting_resource": "blocks", "limiting_resources": ["blocks"]}]
         event = dict(kernels(read_lines("block_reduce.jsonl"))[0], name="_Z13write_throughPf",
                      demangled="write_through(float*)", grid=[4, 1, 1], block=[64, 1, 1],
-                     max_active_blocks=7)
-        r, s = self.kernels_case(None, [event], truth=truth, extra_args=["--expect-fault"])
+                     dyn_shared_bytes=0, max_active_blocks=32, limiting_resource="blocks")
+        error = {"type": "api_error", "version": 1, "ts_ns": event["ts_ns"] + 1000,
+                 "pid": event["pid"], "seq": event["seq"] + 1, "api": "cuCtxSynchronize",
+                 "code": 700}
+        r, s = self.kernels_case(None, [event, error], truth=truth)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(s["matched"], 1)
-        other = dict(event, name="_Z5otherv", demangled="other()")
-        r, s = self.kernels_case(None, [other], truth=truth, extra_args=["--expect-fault"])
+        self.assertEqual((s["matched"], s["mismatched"]), (1, 0))
+        r, s = self.kernels_case(None, [dict(event, max_active_blocks=7), error], truth=truth)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(s["mismatched"], 1)
+        r, s = self.kernels_case(None, [error], truth=truth)
         self.assertEqual(r.returncode, 1)
         self.assertEqual(s["missed"], 1)
 

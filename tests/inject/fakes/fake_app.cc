@@ -9,6 +9,7 @@
 //              undefined instruction, abort(), raise(SIGKILL))
 //   sticky-kill: after its launches, a cuCtxSynchronize fails with CUDA_ERROR_ILLEGAL_ADDRESS
 //              (a sticky error), then the process kills itself with SIGKILL
+//   sticky-exit: the same failure, then exit(3), as a CUDA program that reports the fault does
 //   stream-kill: fires one launch every ~100 us for 300 ms, prints "fired=N kill_ns=T" (T the
 //              CLOCK_REALTIME of the kill) and kills itself with SIGKILL
 //   handler-before-segv: installs its own SIGSEGV handler (which prints "app handler" and
@@ -143,10 +144,14 @@ int main(int argc, char** argv) {
                                 static_cast<long long>(wall.tv_sec) * 1000000000LL + wall.tv_nsec);
     (void)!write(STDOUT_FILENO, line, static_cast<size_t>(n));
     raise(SIGKILL);
-  } else if (mode == "sticky-kill") {
+  } else if (mode == "sticky-kill" || mode == "sticky-exit") {
     using Fail = int (*)(int);
     auto fail = reinterpret_cast<Fail>(dlsym(cupti, "fake_cupti_fail"));
     std::fprintf(stdout, "failed=%d\n", fail != nullptr ? fail(700) : 0);
+    if (mode == "sticky-exit") {
+      std::fflush(stdout);
+      exit(3);  // runs the injector's atexit flush
+    }
     Die("kill");
   } else if (mode == "handler-before-segv" || mode == "handler-after-segv") {
     Die("segv");

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""scripts/gpu-check from end to end on a machine without a GPU, with stand-ins for the GPU.
+
+gpu-check runs on a lent GPU machine with little time on it, so everything around the GPU is
+exercised here first: scripts/gpu_check/pack makes the folder that is carried there, from this
+build; its example programs are replaced by stand-ins that print ground truth and fire launches
+through the injection tests' fake driver and CUPTI (tests/inject/fakes); a fake nvidia-smi names
+the GPU. gpu-check then runs for real: the packed gpu tests from gpu-tests.txt, every example
+under the packed `cuflight run`, the comparison, the fault review through `cuflight report`, the
+summary, its exit status and the row it appends to (a copy of) docs/gpu-verification.md.
+
+The stand-in device is the fake driver's H100 (tests/inject/fakes/fake_libcuda.cc) and every
+launch the fake CUPTI fires is cuLaunchKernel of _Z6vecaddPKfS0_Pfi with grid 132, block 256 and
+no dynamic shared memory; the function uses 64 registers per thread and 8 KiB of static shared
+memory. Its occupancy, worked out by hand:
+  registers:  64 regs x 32 threads = 2048 per warp (already a multiple of the 256-register
+              allocation unit); 8 warps per block = 16384; 65536 / 16384 = 4 blocks
+  shared mem: 8192 static + 1024 reserved = 9216 per block; 233472 / 9216 = 25 blocks
+  warps:      64 warps per SM / 8 = 8 blocks
+  blocks:     32 per SM
+so 4 blocks per SM, limited by registers.
+
+usage: gpu_check_dry_run_test.py   (environment: CUFLIGHT_SOURCE_DIR, CUFLIGHT_BUILD_DIR,
+       CUFLIGHT_FAKE_APP, CUFLIGHT_FAKE_LIBCUDA_DIR, CUFLIGHT_FAKE_LIBCUPTI)
+"""
+
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SOURCE = pathlib.Path(os.environ.get("CUFLIGHT_SOURCE_DIR",
+                                     pathlib.Path(__file__).resolve().parent.parent.parent))
+BUILD = pathlib.Path(os.environ.get("CUFLIGHT_BUILD_DIR", SOURCE / "build" / "release"))
+
+KERNEL = "_Z6vecaddPKfS0_Pfi"
+LAUNCHES = 10  # each stand-in fires this many
+MAX_ACTIVE_BLOCKS = 4  # worked out in the docstring
+LIMITER = "registers"
+FAKE_GPU = "Fake H100, 580.00"
+
+
+def truth(launches=LAUNCHES, max_active_blocks=MAX_ACTIVE_BLOCKS, limiter=LIMITER):
+    return json.dumps({"kernel": KERNEL, "grid": [132, 1, 1], "block": [256, 1, 1],
+                       "dyn_smem": 0, "launches": launches,
+                       "max_active_blocks": max_active_blocks,
+                       "reference_max_active_blocks": max_active_blocks,
+                       "limiting_resource": limiter, "limiting_resources": [limiter],
+                       "carveout": -1})
+
+
+def write_script(path, text):
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def stand_in(path, truth_line, mode=""):
+    """An example program: its ground truth on stdout, then launches through the fakes (the
+    injector is the one `cuflight run` names in CUDA_INJECTION64_PATH), the fake app's own
+    output on stderr."""
+    write_script(path, "#!/bin/sh\n"
+                       f"echo '{truth_line}'\n"
+                       f'exec "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" {LAUNCHES} {mode} >&2\n')
+
+
+def doc_rows(repo):
+    lines = (repo / "docs" / "gpu-verification.md").read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("| date | GPU | driver | CUDA"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+class GpuCheckDryRun(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = pathlib.Path(tempfile.mkdtemp(prefix="gpu_check_dry_run."))
+        # The scripts and the doc they append to, copied, so the checkout stays untouched.
+        cls.repo = cls.tmp / "repo"
+        (cls.repo / "scripts").mkdir(parents=True)
+        shutil.copy2(SOURCE / "scripts" / "gpu-check", cls.repo / "scripts")
+        shutil.copytree(SOURCE / "scripts" / "gpu_check", cls.repo / "scripts" / "gpu_check",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (cls.repo / "docs").mkdir()
+        shutil.copy2(SOURCE / "docs" / "gpu-verification.md", cls.repo / "docs")
+        cls.rows_before = len(doc_rows(cls.repo))
+
+        # The folder the device tool would carry, made from this build as docs say.
+        cls.pack = cls.repo / "build" / "gpu"
+        r = subprocess.run([str(SOURCE / "scripts" / "gpu_check" / "pack"), str(BUILD),
+                            str(cls.pack)], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError(f"pack exited {r.returncode}: {r.stdout}{r.stderr}")
+        cls.pack_output = r.stdout
+
+        # Stand-ins for what needs a GPU: the examples, the gpu tests, nvidia-smi.
+        examples = cls.pack / "bin" / "examples"
+        shutil.rmtree(examples, ignore_errors=True)
+        examples.mkdir()
+        stand_in(examples / "vecadd", truth())
+        stand_in(examples / "illegal_address", truth(), mode="sticky-exit")
+        stand_in(examples / "wrong_truth", truth(launches=LAUNCHES + 2, max_active_blocks=5))
+        write_script(cls.pack / "bin" / "stub_gpu_test",
+                     '#!/bin/sh\n[ -x "$CUFLIGHT_TEST_CLI" ] && '
+                     '"$CUFLIGHT_TEST_CLI" occupancy --help > /dev/null\n')
+        (cls.pack / "gpu-tests.txt").write_text("bin/stub_gpu_test CUFLIGHT_TEST_CLI=bin/cuflight\n")
+        cls.smi_dir = cls.tmp / "smi"
+        cls.smi_dir.mkdir()
+        write_script(cls.smi_dir / "nvidia-smi",
+                     '#!/bin/sh\ncase "$1" in\n'
+                     f'  --query-gpu=*) echo "{FAKE_GPU}" ;;\n'
+                     '  *) echo "| NVIDIA-SMI 580.00   Driver Version: 580.00   CUDA Version: 13.0 |" ;;\n'
+                     "esac\n")
+        cls.no_smi_dir = cls.tmp / "no-smi"
+        cls.no_smi_dir.mkdir()
+        write_script(cls.no_smi_dir / "nvidia-smi",
+                     "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate "
+                     "with the NVIDIA driver.' >&2\nexit 9\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def gpu_check(self, *args, smi=None):
+        env = dict(os.environ)
+        env["PATH"] = f"{smi or self.smi_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+        env["CUFLIGHT_FAKE_APP"] = os.environ["CUFLIGHT_FAKE_APP"]
+        env["LD_LIBRARY_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUDA_DIR"]
+        env["CUFLIGHT_CUPTI_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUPTI"]
+        out = pathlib.Path(tempfile.mkdtemp(prefix="out.", dir=self.tmp))
+        r = subprocess.run([sys.executable, str(self.repo / "scripts" / "gpu-check"),
+                            "--build", "build/gpu", "--out", str(out), "--skip-torch", *args],
+                           capture_output=True, text=True, timeout=600, env=env,
+                           cwd=self.repo)
+        return r, out
+
+    def summary_line(self, stdout, prefix):
+        lines = [l for l in stdout.splitlines() if l.startswith(prefix)]
+        self.assertEqual(len(lines), 1, stdout)
+        return lines[0]
+
+    def test_pack_fits_the_carry_limit(self):
+        size = sum(p.stat().st_size for p in self.pack.rglob("*") if p.is_file())
+        self.assertLess(size, 64 << 20)
+        for f in ("bin/cuflight", "bin/cuflight-collector", "lib/libcuflight_inject.so"):
+            self.assertTrue((self.pack / f).is_file(), f)
+
+    def test_matching_events_pass_and_are_recorded(self):
+        r, out = self.gpu_check("--only", "vecadd,illegal_address")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"GPU: Fake H100, driver 580.00, CUDA 13.0", r.stdout)
+        self.assertEqual(self.summary_line(r.stdout, "ctest -L gpu:"), "ctest -L gpu: passed")
+        self.assertEqual(
+            self.summary_line(r.stdout, "examples:"),
+            f"examples: 2 configurations, {2 * LAUNCHES} launches, {2 * LAUNCHES} kernel events; "
+            "0 mismatched, 0 missed, 0 extra")
+        self.assertIn("ok vecadd", r.stdout)
+        self.assertIn("ok illegal_address", r.stdout)
+        # The post-mortem check went through the real `cuflight report --json`.
+        review = self.summary_line(r.stdout, "review: ")
+        self.assertIn("api_error", review)
+        self.assertIn("vecadd", review)
+        self.assertEqual(self.summary_line(r.stdout, "RESULT:"), "RESULT: PASS")
+        # The logs of each program are where --out says.
+        self.assertTrue(list((out / "vecadd").rglob("*.jsonl*")))
+        row = doc_rows(self.repo)[-1]
+        self.assertEqual(row[0], datetime.date.today().isoformat())
+        self.assertEqual(row[1:4], ["Fake H100", "580.00", "13.0"])
+        self.assertEqual(row[4:], ["passed", f"2 / {2 * LAUNCHES} / {2 * LAUNCHES}", "0 / 0 / 0",
+                                   "skipped", "pass"])
+
+    def test_wrong_values_and_missed_launches_fail(self):
+        r, _ = self.gpu_check("--only", "wrong_truth", "--no-doc")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(
+            self.summary_line(r.stdout, "examples:"),
+            f"examples: 1 configurations, {LAUNCHES + 2} launches, {LAUNCHES} kernel events; "
+            f"{LAUNCHES} mismatched, 2 missed, 0 extra; failed: wrong_truth")
+        self.assertEqual(self.summary_line(r.stdout, "RESULT:"), "RESULT: FAIL")
+
+    def test_a_failing_gpu_test_fails_the_run(self):
+        tests = self.pack / "gpu-tests.txt"
+        saved = tests.read_text()
+        write_script(self.pack / "bin" / "failing_gpu_test", "#!/bin/sh\nexit 1\n")
+        tests.write_text(saved + "bin/failing_gpu_test\n")
+        try:
+            r, _ = self.gpu_check("--only", "vecadd", "--no-doc")
+        finally:
+            tests.write_text(saved)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(self.summary_line(r.stdout, "ctest -L gpu:"), "ctest -L gpu: FAILED")
+
+    def test_without_a_gpu_it_says_so_in_one_line(self):
+        rows = len(doc_rows(self.repo))
+        r, _ = self.gpu_check(smi=self.no_smi_dir)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.splitlines(),
+                         ["gpu-check: no GPU: nvidia-smi is missing or lists no device"])
+        self.assertEqual(len(doc_rows(self.repo)), rows)
+
+
+if __name__ == "__main__":
+    for var in ("CUFLIGHT_FAKE_APP", "CUFLIGHT_FAKE_LIBCUDA_DIR", "CUFLIGHT_FAKE_LIBCUPTI"):
+        if var not in os.environ:
+            sys.exit(f"{var} is not set (run through ctest)")
+    unittest.main()

@@ -90,6 +90,8 @@ class GpuCheckDryRun(unittest.TestCase):
         shutil.copy2(SOURCE / "scripts" / "gpu-check", cls.repo / "scripts")
         shutil.copytree(SOURCE / "scripts" / "gpu_check", cls.repo / "scripts" / "gpu_check",
                         ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(SOURCE / "bench" / "overhead", cls.repo / "bench" / "overhead",
+                        ignore=shutil.ignore_patterns("__pycache__"))
         (cls.repo / "docs").mkdir()
         shutil.copy2(SOURCE / "docs" / "gpu-verification.md", cls.repo / "docs")
         cls.rows_before = len(doc_rows(cls.repo))
@@ -109,6 +111,14 @@ class GpuCheckDryRun(unittest.TestCase):
         stand_in(examples / "vecadd", truth())
         stand_in(examples / "illegal_address", truth(), mode="sticky-exit")
         stand_in(examples / "wrong_truth", truth(launches=LAUNCHES + 2, max_active_blocks=5))
+        # launch_storm: with the injector named, its launches go through the fakes; the rates it
+        # prints are made up, 1,000,000/s plain and 900,000/s under the injector.
+        write_script(cls.pack / "bin" / "launch_storm",
+                     '#!/bin/sh\nrate=1000000.0\n'
+                     'if [ -n "$CUDA_INJECTION64_PATH" ]; then\n'
+                     '  "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" "$1" >&2 || exit 1\n'
+                     '  rate=900000.0\nfi\n'
+                     'echo "{\\"launches\\":$1,\\"seconds\\":1.0,\\"launches_per_s\\":$rate}"\n')
         write_script(cls.pack / "bin" / "stub_gpu_test",
                      '#!/bin/sh\n[ -x "$CUFLIGHT_TEST_CLI" ] && '
                      '"$CUFLIGHT_TEST_CLI" occupancy --help > /dev/null\n')
@@ -130,16 +140,18 @@ class GpuCheckDryRun(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def gpu_check(self, *args, smi=None):
+    def env(self, smi=None):
         env = dict(os.environ)
         env["PATH"] = f"{smi or self.smi_dir}:{env.get('PATH', '/usr/bin:/bin')}"
-        env["CUFLIGHT_FAKE_APP"] = os.environ["CUFLIGHT_FAKE_APP"]
         env["LD_LIBRARY_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUDA_DIR"]
         env["CUFLIGHT_CUPTI_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUPTI"]
+        return env
+
+    def gpu_check(self, *args, smi=None):
         out = pathlib.Path(tempfile.mkdtemp(prefix="out.", dir=self.tmp))
         r = subprocess.run([sys.executable, str(self.repo / "scripts" / "gpu-check"),
                             "--build", "build/gpu", "--out", str(out), "--skip-torch", *args],
-                           capture_output=True, text=True, timeout=600, env=env,
+                           capture_output=True, text=True, timeout=600, env=self.env(smi),
                            cwd=self.repo)
         return r, out
 
@@ -198,6 +210,32 @@ class GpuCheckDryRun(unittest.TestCase):
             tests.write_text(saved)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertEqual(self.summary_line(r.stdout, "ctest -L gpu:"), "ctest -L gpu: FAILED")
+
+    def test_overhead_runs_every_storm_mode_and_tabulates_the_ratios(self):
+        out = pathlib.Path(tempfile.mkdtemp(prefix="overhead.", dir=self.tmp))
+        launches, reps = 50, 2
+        r = subprocess.run([sys.executable, str(self.repo / "bench" / "overhead" / "run.py"),
+                            "--build", str(self.pack), "--out", str(out), "--reps", str(reps),
+                            "--launches", str(launches), "--skip-torch"],
+                           capture_output=True, text=True, timeout=300, env=self.env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = {cells[0]: cells[1:] for cells in
+                ([c.strip() for c in l.strip("|").split("|")] for l in r.stdout.splitlines()
+                 if l.startswith("| ") and not l.startswith("| mode"))}
+        self.assertEqual(rows["plain"][0], "1,000,000.0")
+        self.assertEqual(rows["plain"][2], "1.000x")
+        self.assertEqual(rows["injector, timing on"][2], "0.900x")
+        self.assertEqual(rows["injector, timing off"][2:], ["0.900x", ">= 0.97x"])
+        samples = json.loads((out / "overhead.json").read_text())["launch_storm"]
+        self.assertEqual({m: len(v) for m, v in samples["launches_per_s"].items()},
+                         {"plain": reps, "injector, timing on": reps,
+                          "injector, timing off": reps})
+        # Every injected launch reached the benchmark's collector: 2 modes x reps runs.
+        events = 0
+        for path in (out / "logs").rglob("*.jsonl"):
+            events += sum(1 for line in path.read_text().splitlines()
+                          if json.loads(line)["type"] == "kernel")
+        self.assertEqual(events, 2 * reps * launches)
 
     def test_without_a_gpu_it_says_so_in_one_line(self):
         rows = len(doc_rows(self.repo))

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -120,10 +121,23 @@ struct SignatureState {
   std::vector<uint64_t> durations;
 };
 
+// A launch aggregated into a signature (indices into the builder's own process and signature
+// lists).
 struct Launch {
   uint32_t process;
   uint32_t signature;
+  int32_t device;
+  uint64_t stream;
   uint64_t correlation_id;
+  uint64_t seq;
+  int64_t ts_ns;
+};
+
+// A kernel_time's GPU start, end and duration.
+struct GpuTime {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t duration_ns;
 };
 
 class Builder {
@@ -259,11 +273,12 @@ class Builder {
     st.waves_sum += e.occupancy.waves;
     st.tail_sum += e.occupancy.tail_utilization;
     launches_.push_back({static_cast<uint32_t>(index), static_cast<uint32_t>(it->second),
-                         e.correlation_id});
+                         e.device, e.stream, e.correlation_id, e.header.seq, e.header.ts_ns});
   }
 
   void On(size_t index, ProcessState&, const schema::OwnedKernelTimeEvent& e) {
-    durations_.try_emplace(JoinKey{index, e.correlation_id}, e.duration_ns);
+    gpu_times_.try_emplace(JoinKey{index, e.correlation_id},
+                           GpuTime{e.start_ns, e.end_ns, e.duration_ns});
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedApiErrorEvent& e) {
@@ -307,9 +322,14 @@ class Builder {
   }
 
   std::optional<uint64_t> DurationOf(size_t process, uint64_t correlation_id) const {
-    const auto it = durations_.find(JoinKey{process, correlation_id});
-    if (it == durations_.end()) return std::nullopt;
-    return it->second;
+    const GpuTime* t = GpuTimeOf(process, correlation_id);
+    if (t == nullptr) return std::nullopt;
+    return t->duration_ns;
+  }
+
+  const GpuTime* GpuTimeOf(size_t process, uint64_t correlation_id) const {
+    const auto it = gpu_times_.find(JoinKey{process, correlation_id});
+    return it == gpu_times_.end() ? nullptr : &it->second;
   }
 
   void Classify(ProcessState& p) {
@@ -359,7 +379,9 @@ class Builder {
 
   void FinishProcesses() {
     std::vector<std::pair<ProcessKey, size_t>> order(process_index_.begin(), process_index_.end());
+    report_index_of_process_.assign(processes_.size(), 0);
     for (const auto& [key, index] : order) {
+      report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
       ProcessSummary& s = p.summary;
       for (const uint64_t corr : p.kernel_correlations) {
@@ -422,6 +444,41 @@ class Builder {
     }
     report_->several_device_models = models.size() > 1;
     SortSignatures(options_.sort, &report_->signatures);
+    if (options_.keep_launches) KeepLaunches();
+  }
+
+  // Report::kept_launches: every launch of a signature the report kept, with the indices the
+  // report's own lists give its process and signature.
+  void KeepLaunches() {
+    constexpr uint32_t kNotKept = std::numeric_limits<uint32_t>::max();
+    std::vector<uint32_t> report_index_of_signature(signatures_.size(), kNotKept);
+    for (size_t i = 0; i < report_->signatures.size(); ++i) {
+      const Signature& s = report_->signatures[i];
+      const auto it = signature_index_.find(SignatureKey(s.name, s.block.x, s.block.y, s.block.z,
+                                                         s.dyn_smem, s.regs, s.device_model));
+      if (it != signature_index_.end()) {
+        report_index_of_signature[it->second] = static_cast<uint32_t>(i);
+      }
+    }
+    report_->kept_launches.reserve(launches_.size());
+    for (const Launch& l : launches_) {
+      const uint32_t signature = report_index_of_signature[l.signature];
+      if (signature == kNotKept) continue;  // left out by --limiter
+      KeptLaunch k;
+      k.process = report_index_of_process_[l.process];
+      k.signature = signature;
+      k.device = l.device;
+      k.stream = l.stream;
+      k.correlation_id = l.correlation_id;
+      k.seq = l.seq;
+      k.ts_ns = l.ts_ns;
+      if (const GpuTime* t = GpuTimeOf(l.process, l.correlation_id)) {
+        k.timed = true;
+        k.gpu_start_ns = static_cast<int64_t>(t->start_ns);
+        k.gpu_end_ns = static_cast<int64_t>(t->end_ns);
+      }
+      report_->kept_launches.push_back(k);
+    }
   }
 
   const ReportOptions& options_;
@@ -436,7 +493,8 @@ class Builder {
   std::map<SignatureKey, size_t> signature_index_;
   std::vector<SignatureState> signatures_;
   std::vector<Launch> launches_;
-  std::unordered_map<JoinKey, uint64_t, JoinKeyHash> durations_;
+  std::unordered_map<JoinKey, GpuTime, JoinKeyHash> gpu_times_;
+  std::vector<uint32_t> report_index_of_process_;  // builder's process index -> Report's
 };
 
 }  // namespace

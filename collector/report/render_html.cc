@@ -553,7 +553,7 @@ std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
 bool RenderHtml(const Report& report, const ReportOptions& options, const HtmlOptions& html,
                 std::ostream& out, std::string* error) {
   Timeline timeline;
-  if (!BuildTimeline(report, options, &timeline, error)) return false;
+  BuildTimeline(report, &timeline);
   out << RenderHtmlPage(report, options, html, std::move(timeline));
   out.flush();
   if (!out) {
@@ -574,8 +574,10 @@ int RunHtmlReport(const ReportOptions& options, const std::string& html_path, st
   if (!CheckReportOptions(options, &error)) return fail(error);
   std::vector<std::filesystem::path> files;
   if (!logread::ExpandLogPaths(options.paths, &files, &error)) return fail(error);
+  ReportOptions with_launches = options;
+  with_launches.keep_launches = true;  // for the timeline
   Report report;
-  if (!BuildReport(options, files, &report, &error)) return fail(error);
+  if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
   HtmlOptions html;
   if (html_path == "-") {
     if (!RenderHtml(report, options, html, out, &error)) return fail(error);

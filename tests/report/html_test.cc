@@ -160,6 +160,7 @@ std::string CrashedProcess() {
 bool Build(const fs::path& dir, const ReportOptions& options, Report* report) {
   ReportOptions o = options;
   o.paths = {dir.string()};
+  o.keep_launches = true;  // as RunHtmlReport builds it, for the timeline
   std::string error;
   if (!CheckReportOptions(o, &error)) {
     ADD_FAILURE() << error;
@@ -476,8 +477,7 @@ TEST(Timeline, JoinsKernelTimePerProcessAndPlacesUntimedAtLaunch) {
   Report report;
   ASSERT_TRUE(Build(dir.path(), {}, &report));
   Timeline t;
-  std::string error;
-  ASSERT_TRUE(BuildTimeline(report, {}, &t, &error)) << error;
+  BuildTimeline(report, &t);
   EXPECT_EQ(t.launches, 7u);
   EXPECT_EQ(t.timed, 5u);
   ASSERT_EQ(t.lanes.size(), 3u);  // pid 100 stream 0, pid 100 stream 0x10, pid 200 stream 0
@@ -509,6 +509,25 @@ TEST(Timeline, JoinsKernelTimePerProcessAndPlacesUntimedAtLaunch) {
   EXPECT_EQ(t.end_ns, kStart + 7 * kSecond);
 }
 
+TEST(Timeline, CountsALaunchReadTwiceOnce) {
+  // The same process's events in two files (a spill file and the collector's log after a
+  // reconnect hold the same seqs): the kernel table counts each launch once, so does the
+  // timeline.
+  TempDir dir;
+  WriteFile(dir.path() / "a.jsonl", NormalProcess());
+  WriteFile(dir.path() / "a-again.jsonl", NormalProcess());
+  Report report;
+  ASSERT_TRUE(Build(dir.path(), {}, &report));
+  EXPECT_GT(report.duplicate_events, 0u);
+  Timeline t;
+  BuildTimeline(report, &t);
+  EXPECT_EQ(t.launches, 5u);  // NormalProcess: 5 launches (3 on stream 0, 2 on stream 0x10)
+  EXPECT_EQ(t.launches, report.launches);
+  ASSERT_EQ(t.lanes.size(), 2u);
+  EXPECT_EQ(t.lanes[0].slices.size(), 3u);
+  EXPECT_EQ(t.lanes[1].slices.size(), 2u);
+}
+
 TEST(Timeline, FollowsTheReportFilters) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess());
@@ -519,8 +538,7 @@ TEST(Timeline, FollowsTheReportFilters) {
   Report report;
   ASSERT_TRUE(Build(dir.path(), o, &report));
   Timeline t;
-  std::string error;
-  ASSERT_TRUE(BuildTimeline(report, o, &t, &error)) << error;
+  BuildTimeline(report, &t);
   // gemm launched at or before +2 s: corr 1 and 2 of pid 100.
   EXPECT_EQ(t.launches, 2u);
   ASSERT_EQ(t.lanes.size(), 1u);
@@ -551,8 +569,7 @@ TEST(Timeline, ReductionMergesCloseLaunchesToFitTheCap) {
   Report report;
   ASSERT_TRUE(Build(dir.path(), {}, &report));
   Timeline t;
-  std::string error;
-  ASSERT_TRUE(BuildTimeline(report, {}, &t, &error)) << error;
+  BuildTimeline(report, &t);
   ASSERT_EQ(t.lanes.size(), 2u);
   const TimelineReduction r = ReduceTimeline(report, 10, 100, 1000, &t);
   EXPECT_TRUE(r.merged);
@@ -577,8 +594,7 @@ TEST(Timeline, ReductionKeepsReviewedThenBusiestLanes) {
   Report report;
   ASSERT_TRUE(Build(dir.path(), {}, &report));
   Timeline t;
-  std::string error;
-  ASSERT_TRUE(BuildTimeline(report, {}, &t, &error)) << error;
+  BuildTimeline(report, &t);
   ASSERT_EQ(t.lanes.size(), 3u);
   const TimelineReduction r = ReduceTimeline(report, 2, 4000, 1000, &t);
   EXPECT_EQ(r.lanes_left_out, 1u);

@@ -38,15 +38,16 @@ inline constexpr const char* kHtmlLimiterChartId = "chart-limiters";
 inline constexpr const char* kHtmlTopKernelsChartId = "chart-top-kernels";
 inline constexpr const char* kHtmlTimelineChartId = "chart-timeline";
 
-// The page for `report` (BuildReport under `options`) and `timeline` (BuildTimeline of the same
-// report, not yet reduced; it is reduced here as `html` says). The kernel table shows
+// The page for `report` (BuildReport under `options`, with keep_launches) and `timeline`
+// (BuildTimeline of the same report, not yet reduced; it is reduced here as `html` says). The kernel table shows
 // ShownSignatures() of it, where top -1 means every signature. Never throws except
 // std::bad_alloc.
 std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
                            const HtmlOptions& html, Timeline timeline);
 
-// Builds the timeline from report.files and writes the page to `out`. False with *error (one
-// line) when a log file can no longer be read or `out` fails.
+// Builds the timeline from report.kept_launches (so `report` is built with
+// ReportOptions::keep_launches) and writes the page to `out`. False with *error (one line) when
+// `out` fails.
 bool RenderHtml(const Report& report, const ReportOptions& options, const HtmlOptions& html,
                 std::ostream& out, std::string* error);
 

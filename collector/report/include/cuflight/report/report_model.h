@@ -154,6 +154,21 @@ struct RetargetDevice {
   occupancy::DeviceLimits limits;
 };
 
+// One launch aggregated into a signature, as ReportOptions::keep_launches keeps it.
+struct KeptLaunch {
+  uint32_t process = 0;    // index into Report::processes
+  uint32_t signature = 0;  // index into Report::signatures
+  int32_t device = 0;
+  uint64_t stream = 0;
+  uint64_t correlation_id = 0;
+  uint64_t seq = 0;
+  int64_t ts_ns = 0;  // the kernel event's (host, at launch)
+  // The joined kernel_time's GPU start and end (same process and correlation_id), if any.
+  bool timed = false;
+  int64_t gpu_start_ns = 0;
+  int64_t gpu_end_ns = 0;
+};
+
 struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
@@ -167,6 +182,9 @@ struct Report {
   uint64_t duplicate_events = 0;
   bool several_device_models = false;  // the signatures span more than one device model
   std::optional<RetargetDevice> retarget;
+  // Every launch aggregated into `signatures`, in the order read; filled only under
+  // ReportOptions::keep_launches.
+  std::vector<KeptLaunch> kept_launches;
 };
 
 }  // namespace cuflight::report

@@ -40,6 +40,8 @@ struct ReportOptions {
   // An occupancy-engine device preset key or alias (occupancy/device_presets.h): recompute each
   // signature's occupancy for that GPU. Empty: none.
   std::string retarget;
+  // Keep every aggregated launch in Report::kept_launches (the HTML timeline's input).
+  bool keep_launches = false;
 
   OutputFormat format = OutputFormat::kTable;
   bool color = false;  // ANSI colour in the table (see ShouldColor in run_report.h)

@@ -5,22 +5,19 @@
 // 1. A launch joined to its kernel_time (same process, same correlation_id) spans the kernel's
 //    GPU start..end (CUPTI timestamps, ns); a launch without one is a point at its kernel event's
 //    host ts_ns. Both are read as ns since the Unix epoch, as the Perfetto export does.
-// 2. A launch is on the timeline when the report counts it: its process is in report.processes,
-//    its signature is in report.signatures (so --kernel and --limiter apply) and its ts_ns is
-//    within --since/--until.
-// 3. Processes are keyed like BuildReport keys them: (pid, start_ns) from the collector's file
-//    name, else from the pid's process_start read so far, else (pid, 0).
+// 2. A launch is on the timeline when the report counts it: BuildReport, run with
+//    ReportOptions::keep_launches, keeps every launch it aggregates into report.signatures
+//    (Report::kept_launches), so the report's filters and its de-duplication apply as they do
+//    to the kernel table, and the logs are read once.
 #ifndef CUFLIGHT_REPORT_TIMELINE_H_
 #define CUFLIGHT_REPORT_TIMELINE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "cuflight/report/report_model.h"
-#include "cuflight/report/report_options.h"
 
 namespace cuflight::report {
 
@@ -57,11 +54,9 @@ struct Timeline {
   uint64_t timed = 0;
 };
 
-// Reads report.files again (report as BuildReport made it with `options`) and places every
-// launch it counts. False with *error (one line naming the file) when a file can no longer be
-// read; *timeline is then incomplete.
-bool BuildTimeline(const Report& report, const ReportOptions& options, Timeline* timeline,
-                   std::string* error);
+// Places every launch of report.kept_launches (empty unless the report was built with
+// ReportOptions::keep_launches) on its lane.
+void BuildTimeline(const Report& report, Timeline* timeline);
 
 // What ReduceTimeline kept and merged.
 struct TimelineReduction {

@@ -39,6 +39,18 @@ FunctionTable::Slot* FunctionTable::FindOrClaim(uint64_t handle) noexcept {
   return nullptr;
 }
 
+FunctionTable::Slot* FunctionTable::Find(uint64_t handle) noexcept {
+  if (handle == 0) return nullptr;
+  size_t index = Hash(handle) & mask_;
+  for (int probe = 0; probe < kMaxProbe; ++probe, index = (index + 1) & mask_) {
+    Slot& slot = slots_[index];
+    const uint64_t key = slot.key.load(std::memory_order_acquire);
+    if (key == handle) return &slot;
+    if (key == 0) return nullptr;
+  }
+  return nullptr;
+}
+
 const FunctionInfo* FunctionTable::Publish(Slot* slot, std::unique_ptr<FunctionInfo> info) {
   const FunctionInfo* raw = info.get();
   {
@@ -54,16 +66,8 @@ const FunctionInfo* FunctionTable::Publish(Slot* slot, std::unique_ptr<FunctionI
 }
 
 void FunctionTable::Invalidate(uint64_t handle) noexcept {
-  if (handle == 0) return;
-  size_t index = Hash(handle) & mask_;
-  for (int probe = 0; probe < kMaxProbe; ++probe, index = (index + 1) & mask_) {
-    Slot& slot = slots_[index];
-    const uint64_t key = slot.key.load(std::memory_order_acquire);
-    if (key == handle) {
-      slot.info.store(nullptr, std::memory_order_release);
-      return;
-    }
-    if (key == 0) return;
+  if (Slot* slot = Find(handle); slot != nullptr) {
+    slot->info.store(nullptr, std::memory_order_release);
   }
 }
 

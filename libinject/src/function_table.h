@@ -8,9 +8,12 @@
 //  2. The slot's FunctionInfo is published with a release store and read with an acquire load;
 //     once published a FunctionInfo never changes and is never freed before the table, so the
 //     sender thread may hold pointers to it in ring records.
-//  3. Attributes can change (cuFuncSetAttribute) and handles can be reused after a module or
-//     library unload: Invalidate()/InvalidateAll() clear the published pointer and the next
-//     launch reads the driver again. Only the first launch after that takes the slow path.
+//  3. Attributes can change (cuFuncSetAttribute, cuKernelSetAttribute) and handles can be reused
+//     after a module or library unload: Invalidate()/InvalidateAll() clear the published pointer
+//     and the next launch reads the driver again. Only the first launch after that takes the
+//     slow path. The recorder invalidates on an attribute set only when the value differs from
+//     the published one, so a library that sets the same attribute before every launch costs
+//     nothing and publishes nothing new.
 //  4. Creating a FunctionInfo allocates (names, the owner list under a mutex): that is the slow
 //     path, once per function. The hot path (Find on a published slot) is a few loads.
 #ifndef CUFLIGHT_LIBINJECT_SRC_FUNCTION_TABLE_H_
@@ -37,6 +40,9 @@ struct FunctionInfo {
   int32_t max_threads_per_block = 0;   // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
   int64_t max_dyn_smem = -1;           // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
   int32_t carveout = -1;               // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+  // The CUfunction `handle` resolved to when it is a CUkernel (cuKernelGetFunction in the
+  // context of the first launch); 0 when `handle` is a CUfunction itself.
+  uint64_t resolved_function = 0;
   uint32_t required_cluster[3] = {0, 0, 0};  // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_* (__cluster_dims__)
   bool non_portable_cluster_allowed = false; // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
   bool accepted = true;                // passes CUFLIGHT_INCLUDE / CUFLIGHT_EXCLUDE
@@ -54,6 +60,9 @@ class FunctionTable {
     // Set by cuFuncSetBlockShape / cuFuncSetSharedSize, read by the legacy cuLaunch* calls.
     std::atomic<uint32_t> legacy_block[3] = {1, 1, 1};
     std::atomic<uint32_t> legacy_smem{0};
+    // For the CUfunction a CUkernel resolved to in some context: that CUkernel's handle, whose
+    // slot holds the FunctionInfo (an attribute set through either handle concerns both).
+    std::atomic<uint64_t> alias{0};
   };
 
   // Room for `capacity` functions (rounded up to a power of two, at least 64).
@@ -64,6 +73,8 @@ class FunctionTable {
   // The slot of `handle`, claiming a free one on first sight; nullptr when the table is full
   // (kMaxProbe slots tried). Lock-free, allocation-free.
   Slot* FindOrClaim(uint64_t handle) noexcept;
+  // The slot of `handle`, or nullptr when it has none. Lock-free, allocation-free.
+  Slot* Find(uint64_t handle) noexcept;
 
   // Publishes `info` for the slot and returns the FunctionInfo now published. The table owns
   // every FunctionInfo it is given, also one that lost a race with another thread.

@@ -1,6 +1,7 @@
 #include "recorder.h"
 
 #include "cuflight/occupancy/device_attributes.h"
+#include "own_calls.h"
 
 #include <cupti.h>
 #include <cxxabi.h>
@@ -29,6 +30,7 @@ constexpr CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape,
     CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize,
     CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuKernelSetAttribute,
     CUPTI_DRIVER_TRACE_CBID_cuModuleUnload,
     CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload,
     CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy,
@@ -70,6 +72,27 @@ int GetDeviceAttribute(void* context, int attribute, int* value) {
   const auto* args = static_cast<const std::pair<const DriverApi*, CUdevice>*>(context);
   return static_cast<int>(args->first->DeviceGetAttribute(
       value, static_cast<CUdevice_attribute>(attribute), args->second));
+}
+
+// True when `info` already holds `value` for `attribute`, or does not depend on the attribute:
+// setting it changes nothing the recorder caches.
+bool HoldsAttribute(const FunctionInfo& info, CUfunction_attribute attribute, int value) {
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      return info.max_dyn_smem == value;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      return info.carveout == value;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      return info.required_cluster[0] == static_cast<uint32_t>(value);
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+      return info.required_cluster[1] == static_cast<uint32_t>(value);
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      return info.required_cluster[2] == static_cast<uint32_t>(value);
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      return info.non_portable_cluster_allowed == (value != 0);
+    default:
+      return true;
+  }
 }
 
 std::string FormatUuid(const CUuuid& uuid) {
@@ -135,6 +158,7 @@ std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t
             CUDA_SUCCESS &&
         resolved != nullptr) {
       function = resolved;
+      info->resolved_function = reinterpret_cast<uintptr_t>(resolved);
       result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
     }
   }
@@ -236,6 +260,8 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const CUpti_CallbackData* data) noexcept {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
   if (data->callbackSite != CUPTI_API_EXIT) return;
+  if (OwnCalls::Active()) return;  // raised by one of the library's own driver calls
+  const OwnCalls own;               // every driver call made from here on is the library's
   const CUresult result = ReturnValue(data);
   if (result != CUDA_SUCCESS && options_.api_errors) OnApiError(cbid, data, result);
   if (LaunchApiOf(cbid)) {
@@ -263,7 +289,17 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     }
     case CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute: {
       const auto* p = static_cast<const cuFuncSetAttribute_params*>(data->functionParams);
-      if (ok && p != nullptr) functions_->Invalidate(reinterpret_cast<uintptr_t>(p->hfunc));
+      if (ok && p != nullptr) {
+        OnAttributeSet(reinterpret_cast<uintptr_t>(p->hfunc), p->attrib, p->value);
+      }
+      return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuKernelSetAttribute: {
+      // How the runtime's cudaFuncSetAttribute reaches the driver for library-loaded kernels.
+      const auto* p = static_cast<const cuKernelSetAttribute_params*>(data->functionParams);
+      if (ok && p != nullptr) {
+        OnAttributeSet(reinterpret_cast<uintptr_t>(p->kernel), p->attrib, p->val);
+      }
       return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuModuleUnload:
@@ -303,6 +339,20 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
   }
 }
 
+void Recorder::OnAttributeSet(uint64_t handle, CUfunction_attribute attribute,
+                              int value) noexcept {
+  FunctionTable::Slot* slot = functions_->Find(handle);
+  if (slot == nullptr) return;  // never launched: its first launch reads the driver anyway
+  for (FunctionTable::Slot* s :
+       {slot, functions_->Find(slot->alias.load(std::memory_order_acquire))}) {
+    if (s == nullptr) continue;
+    const FunctionInfo* info = s->info.load(std::memory_order_acquire);
+    if (info != nullptr && !HoldsAttribute(*info, attribute, value)) {
+      s->info.store(nullptr, std::memory_order_release);
+    }
+  }
+}
+
 void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
                           CUresult result) noexcept {
   if (IsRoutineFailure(cbid, result)) return;
@@ -322,7 +372,10 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   }
   api_errors_.fetch_add(1, std::memory_order_relaxed);
   ring_->Push(record, options_.on_full);
-  if (IsStickyError(result) && options_.on_sticky_error) {
+  // The first sticky error sends everything pending and waits; the failures that follow on the
+  // dead context (every later call returns the same error) are recorded without waiting again.
+  if (IsStickyError(result) && options_.on_sticky_error &&
+      !sticky_flushed_.exchange(true, std::memory_order_acq_rel)) {
     try {
       options_.on_sticky_error();
     } catch (...) {
@@ -376,7 +429,15 @@ const FunctionInfo* Recorder::ResolveFunction(FunctionTable::Slot* slot, uint64_
   try {
     std::unique_ptr<FunctionInfo> fresh = ReadFunctionInfo(*driver_, handle, symbol_name);
     if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
-    return functions_->Publish(slot, std::move(fresh));
+    const uint64_t resolved = fresh->resolved_function;
+    const FunctionInfo* published = functions_->Publish(slot, std::move(fresh));
+    if (resolved != 0 && resolved != handle) {
+      // cuFuncSetAttribute on the CUfunction of this CUkernel concerns this slot too.
+      if (FunctionTable::Slot* s = functions_->FindOrClaim(resolved); s != nullptr) {
+        s->alias.store(handle, std::memory_order_release);
+      }
+    }
+    return published;
   } catch (...) {  // std::bad_alloc, or a throwing filter: record nothing for this launch
     return nullptr;
   }
@@ -406,7 +467,7 @@ int Recorder::ResolveDevice(uint64_t context) noexcept {
 
 void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                          uint64_t context) noexcept {
-  if (StreamIsCapturing(launch.stream)) {
+  if (StreamIsCapturing(launch.driver_stream())) {
     captured_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -444,6 +505,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     for (int i = 0; i < 3; ++i) record.cluster[i] = info->required_cluster[i];
   }
   record.dyn_smem = launch.dyn_smem;
+  record.carveout = launch.carveout;
   record.tid = ThreadId();
   record.device = device;
   record.api = launch.api;

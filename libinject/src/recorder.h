@@ -37,9 +37,9 @@ struct RecorderOptions {
   // Record driver calls that fail (api_error events). Needs every driver callback enabled
   // (see Injector); off, only launches and cache invalidations are looked at.
   bool api_errors = true;
-  // Called on the failing thread after the api_error record of a sticky error (the context is
-  // unusable: illegal address, launch failure, ECC, ...) is in the ring; sends everything
-  // pending at once. May be empty.
+  // Called on the failing thread after the api_error record of the process's first sticky error
+  // (the context is unusable: illegal address, launch failure, ECC, ...) is in the ring; sends
+  // everything pending at once. May be empty.
   std::function<void()> on_sticky_error;
 };
 
@@ -79,6 +79,8 @@ class Recorder {
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
   void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
+  // cuFuncSetAttribute / cuKernelSetAttribute of `handle` succeeded.
+  void OnAttributeSet(uint64_t handle, CUfunction_attribute attribute, int value) noexcept;
   void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                  uint64_t context) noexcept;
   const FunctionInfo* ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
@@ -98,6 +100,7 @@ class Recorder {
   std::atomic<uint64_t> unresolved_{0};
   std::atomic<uint64_t> untracked_{0};
   std::atomic<uint64_t> api_errors_{0};
+  std::atomic<bool> sticky_flushed_{false};
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed

@@ -10,7 +10,23 @@ namespace {
 
 uint64_t H(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
+CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f);
+
 CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction f) {
+  const CUresult result = FuncGetAttributeOf(value, attribute, f);
+  if (FakeCuda::current->after_attribute_query) FakeCuda::current->after_attribute_query(result);
+  return result;
+}
+
+CUresult KernelGetFunction(CUfunction* f, CUkernel kernel) {
+  FakeCuda* fake = FakeCuda::current;
+  auto it = fake->kernels.find(H(kernel));
+  if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(it->second));
+  return CUDA_SUCCESS;
+}
+
+CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
   FakeCuda* fake = FakeCuda::current;
   ++fake->attribute_queries;
   auto it = fake->functions.find(H(f));
@@ -151,6 +167,7 @@ CUptiResult GetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const ch
 DriverApi FakeCuda::driver() const {
   DriverApi api;
   api.FuncGetAttribute = &FuncGetAttribute;
+  api.KernelGetFunction = &KernelGetFunction;
   api.CtxGetDevice = &CtxGetDevice;
   api.DeviceGet = &DeviceGet;
   api.DeviceGetAttribute = &DeviceGetAttribute;

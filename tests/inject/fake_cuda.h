@@ -6,6 +6,7 @@
 #include <cupti.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct FakeCuda {
   std::map<int, occupancy::DeviceLimits> devices;      // by ordinal
   std::map<uint64_t, int> context_device;              // CUcontext -> ordinal
   std::map<uint64_t, int> capturing_streams;           // stream -> capturing (1)
+  // CUkernel -> its CUfunction (cuKernelGetFunction). Attribute queries on a CUkernel handle
+  // fail with CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
+  std::map<uint64_t, uint64_t> kernels;
+  // Called after every cuFuncGetAttribute with its result, as CUPTI raises the exit callback of
+  // a driver call the library itself makes.
+  std::function<void(CUresult)> after_attribute_query;
   int current_device = 0;
   int attribute_queries = 0;
   int capture_queries = 0;

@@ -166,7 +166,7 @@ TEST(Recorder, PollingAndEntryPointProbingAreNotErrors) {
   EXPECT_EQ(Drain(*h.ring).size(), 1u);
 }
 
-TEST(Recorder, AStickyErrorAsksForAnImmediateFlushAndOthersDoNot) {
+TEST(Recorder, TheFirstStickyErrorAsksForAnImmediateFlushAndNothingElseDoes) {
   int flushes = 0;
   RecorderOptions options;
   options.on_sticky_error = [&flushes] { ++flushes; };
@@ -186,8 +186,102 @@ TEST(Recorder, AStickyErrorAsksForAnImmediateFlushAndOthersDoNot) {
     h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
                            &failed.data);
   }
-  EXPECT_EQ(flushes, 4);
+  // Every call on the dead context fails the same way: only the first one waits for a flush,
+  // all of them are recorded.
+  EXPECT_EQ(flushes, 1);
   EXPECT_EQ(Drain(*h.ring).size(), 6u);
+}
+
+TEST(Recorder, CallbacksRaisedByItsOwnDriverCallsAreIgnored) {
+  // The runtime launches a CUkernel: cuFuncGetAttribute on it fails, the recorder resolves its
+  // CUfunction and asks again. CUPTI raises callbacks for those calls too; the failed one must
+  // not become the application's api_error, and nothing may be recorded from inside them.
+  Harness h;
+  constexpr uint64_t kKernel = 0x7000;
+  h.fake.kernels[kKernel] = kF;
+  h.fake.functions[kF] = FakeFunction{};
+  int nested = 0;
+  const int no_params = 0;
+  h.fake.after_attribute_query = [&](CUresult result) {
+    ++nested;
+    Callback cb(&no_params, nullptr, 900);
+    cb.result = result;
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API,
+                           CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute, &cb.data);
+  };
+  cuLaunchKernel_params p{Fn(kKernel), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  EXPECT_GT(nested, 1);  // the failed query on the CUkernel, then those on its CUfunction
+  EXPECT_EQ(h.recorder->api_errors(), 0u);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].kind, RecordKind::kLaunch);
+  EXPECT_EQ(records[0].function->resolved_function, kF);
+
+  // The same failure made by the application is reported.
+  h.fake.after_attribute_query = nullptr;
+  Callback app(&no_params, nullptr, 901);
+  app.result = CUDA_ERROR_INVALID_HANDLE;
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
+                         &app.data);
+  EXPECT_EQ(h.recorder->api_errors(), 1u);
+}
+
+TEST(Recorder, SettingAnAttributeToTheValueItHasKeepsTheCache) {
+  // Libraries that call cudaFuncSetAttribute before every launch must not send every launch
+  // down the slow path.
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+  const int queries = h.fake.attribute_queries;
+  for (uint32_t i = 0; i < 50; ++i) {
+    cuFuncSetAttribute_params same{Fn(kF), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   48 * 1024};
+    Callback cb(&same, nullptr, 100 + i);
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+                           &cb.data);
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 200 + i);
+  }
+  EXPECT_EQ(h.fake.attribute_queries, queries);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 51u);
+  EXPECT_EQ(records.front().function, records.back().function);
+}
+
+TEST(Recorder, KernelAttributeChangesReachTheNextLaunchThroughEitherHandle) {
+  // cudaFuncSetAttribute on a library-loaded kernel reaches the driver as cuKernelSetAttribute
+  // on the CUkernel the runtime launches; a driver-API program may set it on the CUfunction the
+  // CUkernel resolves to.
+  Harness h;
+  constexpr uint64_t kKernel = 0x7000;
+  h.fake.kernels[kKernel] = kF;
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kKernel), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);
+
+  h.fake.functions[kF].max_dyn_smem = 200000;
+  cuKernelSetAttribute_params by_kernel{CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200000,
+                                        reinterpret_cast<CUkernel>(kKernel), 0};
+  Callback kernel_cb(&by_kernel, nullptr, 2);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuKernelSetAttribute,
+                         &kernel_cb.data);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 3);
+
+  h.fake.functions[kF].carveout = 50;
+  cuFuncSetAttribute_params by_function{Fn(kF), CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                        50};
+  Callback function_cb(&by_function, nullptr, 4);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+                         &function_cb.data);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 5);
+
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].function->max_dyn_smem, 48 * 1024);
+  EXPECT_EQ(records[1].function->max_dyn_smem, 200000);
+  EXPECT_EQ(records[1].function->carveout, -1);
+  EXPECT_EQ(records[2].function->carveout, 50);
 }
 
 TEST(Recorder, ApiErrorsOffRecordsNoErrors) {
@@ -288,6 +382,27 @@ TEST(Recorder, LaunchesIntoACapturingStreamAreNotRecorded) {
   EXPECT_EQ(records[0].correlation_id, 1u);
   EXPECT_EQ(records[1].correlation_id, 4u);
   EXPECT_EQ(records[2].correlation_id, 6u);
+}
+
+TEST(Recorder, APerThreadStreamLaunchIsCheckedAgainstThePerThreadStreamsCapture) {
+  // cudaStreamBeginCapture(cudaStreamPerThread) under --default-stream per-thread: the _ptsz
+  // launches into stream 0 go to the capture; legacy-stream launches still run.
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  cuStreamBeginCapture_v2_params begin{CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL};
+  Callback begin_cb(&begin, nullptr, 1);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API,
+                         CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz, &begin_cb.data);
+  h.fake.capturing_streams[reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)] = 1;
+  cuLaunchKernel_ptsz_params per_thread{Fn(kF), 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &per_thread, kMangled, 2);
+  cuLaunchKernel_params legacy{Fn(kF), 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &legacy, kMangled, 3);
+  EXPECT_EQ(h.recorder->captured(), 1u);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].correlation_id, 3u);
+  EXPECT_EQ(records[0].stream, 0u);
 }
 
 TEST(Recorder, LegacyLaunchUsesBlockShapeAndSharedSize) {
@@ -429,6 +544,44 @@ TEST(EventBuilder, OccupancyEqualsTheReferenceCalculatorForEveryLaunch) {
     }
   }
   EXPECT_GT(checked, 1500);
+}
+
+TEST(EventBuilder, ALaunchsOwnCarveoutOverridesTheFunctions) {
+  // 40 KiB of static shared memory per block, 64 threads: shared memory limits. The function
+  // prefers the largest carveout; the launch asks for 25 %. The reference calculator is given
+  // each carveout as the function attribute it would be.
+  Harness h;
+  EventBuilder builder;
+  const occupancy::DeviceLimits& limits = h.fake.devices[0];
+  FakeFunction f;
+  f.static_smem = 40 * 1024;
+  f.carveout = 100;
+  h.fake.functions[kF] = f;
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+  attr.value.sharedMemCarveout = 25;
+  CUlaunchConfig with_carveout{132, 1, 1, 64, 1, 1, 0, St(kStream), &attr, 1};
+  cuLaunchKernelEx_params p{&with_carveout, Fn(kF), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, kMangled, 1);
+  CUlaunchConfig plain{132, 1, 1, 64, 1, 1, 0, St(kStream), nullptr, 0};
+  cuLaunchKernelEx_params q{&plain, Fn(kF), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &q, kMangled, 2);
+
+  FakeFunction as_launched = f;
+  as_launched.carveout = 25;
+  const int expected_launch = ReferenceBlocks(limits, as_launched, 64, 0);
+  const int expected_function = ReferenceBlocks(limits, f, 64, 0);
+  ASSERT_LT(expected_launch, expected_function);  // the two carveouts differ in blocks
+  LaunchRecord record;
+  schema::KernelEvent event;
+  ASSERT_TRUE(h.ring->TryPop(&record));
+  ASSERT_TRUE(builder.BuildKernel(record, *h.devices.Get(0), &event));
+  EXPECT_EQ(event.carveout, 25);
+  EXPECT_EQ(event.occupancy.max_active_blocks, expected_launch);
+  ASSERT_TRUE(h.ring->TryPop(&record));
+  ASSERT_TRUE(builder.BuildKernel(record, *h.devices.Get(0), &event));
+  EXPECT_EQ(event.carveout, 100);
+  EXPECT_EQ(event.occupancy.max_active_blocks, expected_function);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
   launch.func_max_threads_per_block = f->max_threads_per_block;
   launch.func_max_dyn_smem = f->max_dyn_smem;
-  launch.carveout = f->carveout;
+  launch.carveout = record.carveout >= 0 ? record.carveout : f->carveout;
   launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
   // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
@@ -77,7 +77,7 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   out->local_bytes = f->local_bytes;
   out->const_bytes = f->const_bytes;
   out->max_threads_per_block = f->max_threads_per_block;
-  out->carveout = f->carveout;
+  out->carveout = launch.carveout;
   out->cooperative = record.cooperative;
   out->graph_id.reset();
   out->graph_node_id.reset();

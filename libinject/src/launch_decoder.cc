@@ -46,6 +46,13 @@ bool FromLaunchConfig(const P& p, DecodedLaunch* out) {
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         out->cooperative = attr.value.cooperative != 0;
         break;
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        // A percentage; anything else (CU_SHAREDMEM_CARVEOUT_DEFAULT as unsigned) is no
+        // preference.
+        if (attr.value.sharedMemCarveout <= 100) {
+          out->carveout = static_cast<int32_t>(attr.value.sharedMemCarveout);
+        }
+        break;
       default:
         break;
     }
@@ -111,6 +118,9 @@ bool DecodeLaunch(CUpti_CallbackId cbid, const void* params, int index,
   if (!api || params == nullptr) return false;
   *out = DecodedLaunch{};
   out->api = *api;
+  out->per_thread_default_stream = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
       FromKernelParams(*static_cast<const cuLaunchKernel_params*>(params), out);

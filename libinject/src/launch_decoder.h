@@ -2,7 +2,8 @@
 // function, grid, block, dynamic shared memory, stream, cluster and cooperative flag.
 //
 // Covers cuLaunchKernel(_ptsz), cuLaunchKernelEx(_ptsz) (grid, block, smem and stream from the
-// CUlaunchConfig; cluster dimension and cooperative from its attributes),
+// CUlaunchConfig; cluster dimension, cooperative and the shared memory carveout preference from
+// its attributes),
 // cuLaunchCooperativeKernel(_ptsz), cuLaunchCooperativeKernelMultiDevice (one launch per entry of
 // its list) and the legacy cuLaunch / cuLaunchGrid / cuLaunchGridAsync (whose block shape and
 // shared memory come from earlier cuFuncSetBlockShape / cuFuncSetSharedSize calls, which the
@@ -13,6 +14,7 @@
 #ifndef CUFLIGHT_LIBINJECT_SRC_LAUNCH_DECODER_H_
 #define CUFLIGHT_LIBINJECT_SRC_LAUNCH_DECODER_H_
 
+#include <cuda.h>
 #include <cupti.h>
 
 #include <cstdint>
@@ -30,7 +32,20 @@ struct DecodedLaunch {
   uint32_t cluster[3] = {0, 0, 0};  // from CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; 0s: none given
   uint32_t dyn_smem = 0;
   uint64_t stream = 0;
+  // CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (0..100), which takes precedence over
+  // the function's carveout attribute; -1: none given.
+  int32_t carveout = -1;
   bool cooperative = false;
+  // A _ptsz entry point: stream 0 is the calling thread's per-thread default stream
+  // (CU_STREAM_PER_THREAD), not the legacy NULL stream.
+  bool per_thread_default_stream = false;
+
+  // The stream handle to ask the driver about (e.g. whether it is capturing).
+  uint64_t driver_stream() const {
+    return stream == 0 && per_thread_default_stream
+               ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
+               : stream;
+  }
 };
 
 // Block shape and shared memory set by cuFuncSetBlockShape / cuFuncSetSharedSize for a function,

@@ -34,6 +34,52 @@ TEST(LaunchDecoder, LaunchKernelAndPtsz) {
   EXPECT_EQ(d.block[0], 64u);
 }
 
+TEST(LaunchDecoder, StreamZeroOfAPtszLaunchIsThePerThreadStream) {
+  // cuLaunchKernel(stream 0) is the legacy NULL stream; cuLaunchKernel_ptsz(stream 0) is the
+  // calling thread's per-thread default stream, which the driver names CU_STREAM_PER_THREAD.
+  const uint64_t per_thread = reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
+  DecodedLaunch d;
+  cuLaunchKernel_params legacy{Fn(0x1000), 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr};
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &legacy, 0, nullptr, &d));
+  EXPECT_EQ(d.stream, 0u);
+  EXPECT_EQ(d.driver_stream(), 0u);
+  cuLaunchKernel_ptsz_params ptsz{Fn(0x1000), 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr};
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &ptsz, 0, nullptr, &d));
+  EXPECT_EQ(d.stream, 0u);
+  EXPECT_EQ(d.driver_stream(), per_thread);
+  CUlaunchConfig config{1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, 0};
+  cuLaunchKernelEx_ptsz_params ex{&config, Fn(0x1000), nullptr, nullptr};
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, &ex, 0, nullptr, &d));
+  EXPECT_EQ(d.driver_stream(), per_thread);
+  cuLaunchCooperativeKernel_ptsz_params coop{Fn(0x1000), 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr};
+  ASSERT_TRUE(
+      DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, &coop, 0, nullptr, &d));
+  EXPECT_EQ(d.driver_stream(), per_thread);
+  // An explicit stream is itself, per-thread entry point or not.
+  ptsz.hStream = St(0x77);
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &ptsz, 0, nullptr, &d));
+  EXPECT_EQ(d.driver_stream(), 0x77u);
+}
+
+TEST(LaunchDecoder, TheLaunchsCarveoutAttributeIsKept) {
+  // CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT overrides the function's carveout for
+  // this launch (cuda.h); CU_SHAREDMEM_CARVEOUT_DEFAULT (-1, as unsigned) is no preference.
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+  attr.value.sharedMemCarveout = 25;
+  CUlaunchConfig config{1, 1, 1, 32, 1, 1, 0, nullptr, &attr, 1};
+  cuLaunchKernelEx_params p{&config, Fn(0x3000), nullptr, nullptr};
+  DecodedLaunch d;
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, 0, nullptr, &d));
+  EXPECT_EQ(d.carveout, 25);
+  attr.value.sharedMemCarveout = static_cast<unsigned int>(CU_SHAREDMEM_CARVEOUT_DEFAULT);
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, 0, nullptr, &d));
+  EXPECT_EQ(d.carveout, -1);
+  config.numAttrs = 0;
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, 0, nullptr, &d));
+  EXPECT_EQ(d.carveout, -1);
+}
+
 TEST(LaunchDecoder, LaunchKernelExReadsConfigAndAttributes) {
   CUlaunchAttribute attrs[3] = {};
   attrs[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;  // ignored

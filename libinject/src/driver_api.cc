@@ -43,6 +43,7 @@ bool LoadDriverApi(DriverApi* api, std::string* error) {
   }
   Resolve(library, "cuGetErrorName", &api->GetErrorName);
   Resolve(library, "cuGetErrorString", &api->GetErrorString);
+  Resolve(library, "cuOccupancyMaxActiveClusters", &api->OccupancyMaxActiveClusters);
   return true;
 }
 

@@ -28,6 +28,9 @@ struct DriverApi {
   CUresult (*StreamIsCapturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
   CUresult (*GetErrorName)(CUresult error, const char** name) = nullptr;  // optional
   CUresult (*GetErrorString)(CUresult error, const char** text) = nullptr;  // optional
+  // Optional (CUDA 11.8+): how many clusters of a launch fit on the GPU at once.
+  CUresult (*OccupancyMaxActiveClusters)(int* clusters, CUfunction f,
+                                         const CUlaunchConfig* config) = nullptr;
 };
 
 // Resolves the table from the process's libcuda.so.1 (already loaded by the application when the

@@ -52,6 +52,7 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.carveout = record.carveout >= 0 ? record.carveout : f->carveout;
   launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
+  launch.max_active_clusters = record.max_active_clusters;
   // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
   // FunctionInfo and so a new cache key.
   if (!Occupancy(reinterpret_cast<uintptr_t>(f), device, launch, &out->occupancy)) return false;

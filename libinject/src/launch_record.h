@@ -64,6 +64,8 @@ struct LaunchRecord {
   uint32_t cluster[3] = {0, 0, 0};  // all 0: not a cluster launch
   uint32_t dyn_smem = 0;
   int32_t carveout = -1;  // the launch's own carveout preference; -1: the function's applies
+  // A cluster launch: what cuOccupancyMaxActiveClusters says for its configuration; 0: unknown.
+  int32_t max_active_clusters = 0;
   int32_t tid = 0;
   int32_t device = 0;
   LaunchApi api = LaunchApi::kLaunchKernel;

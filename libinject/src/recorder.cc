@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 namespace cuflight::inject {
 namespace {
@@ -465,6 +466,53 @@ int Recorder::ResolveDevice(uint64_t context) noexcept {
   return ordinal;
 }
 
+int32_t Recorder::MaxActiveClusters(const DecodedLaunch& launch,
+                                    const LaunchRecord& record) noexcept {
+  if (driver_->OccupancyMaxActiveClusters == nullptr) return 0;
+  ClusterConfig key;
+  key.function = record.function;
+  key.device = record.device;
+  key.dyn_smem = record.dyn_smem;
+  key.carveout = record.carveout;
+  for (int i = 0; i < 3; ++i) {
+    key.block[i] = record.block[i];
+    key.cluster[i] = record.cluster[i];
+  }
+  if (const std::optional<int32_t> known = clusters_.Find(key)) return *known;
+  CUlaunchAttribute attrs[2] = {};
+  unsigned int count = 0;
+  attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[count].value.clusterDim.x = record.cluster[0];
+  attrs[count].value.clusterDim.y = record.cluster[1];
+  attrs[count].value.clusterDim.z = record.cluster[2];
+  ++count;
+  if (record.carveout >= 0) {
+    attrs[count].id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+    attrs[count].value.sharedMemCarveout = static_cast<unsigned int>(record.carveout);
+    ++count;
+  }
+  CUlaunchConfig config = {};
+  config.gridDimX = record.grid[0];
+  config.gridDimY = record.grid[1];
+  config.gridDimZ = record.grid[2];
+  config.blockDimX = record.block[0];
+  config.blockDimY = record.block[1];
+  config.blockDimZ = record.block[2];
+  config.sharedMemBytes = record.dyn_smem;
+  // The launch's stream names the context the driver computes in (a CUkernel has none).
+  config.hStream = reinterpret_cast<CUstream>(launch.driver_stream());
+  config.attrs = attrs;
+  config.numAttrs = count;
+  int clusters = 0;
+  if (driver_->OccupancyMaxActiveClusters(&clusters, reinterpret_cast<CUfunction>(launch.function),
+                                          &config) != CUDA_SUCCESS ||
+      clusters < 0) {
+    clusters = 0;  // unknown, and remembered as such: the driver is not asked at every launch
+  }
+  clusters_.Insert(key, clusters);
+  return clusters;
+}
+
 void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                          uint64_t context) noexcept {
   if (StreamIsCapturing(launch.driver_stream())) {
@@ -508,6 +556,9 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.carveout = launch.carveout;
   record.tid = ThreadId();
   record.device = device;
+  if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] > 1) {
+    record.max_active_clusters = MaxActiveClusters(launch, record);
+  }
   record.api = launch.api;
   record.cooperative = launch.cooperative;
   ring_->Push(record, options_.on_full);  // a refused record is counted by the ring

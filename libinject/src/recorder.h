@@ -20,6 +20,7 @@
 #include <span>
 #include <string_view>
 
+#include "cluster_table.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
@@ -76,6 +77,9 @@ class Recorder {
   // Failed driver calls recorded as api_error (or dropped by a full ring).
   uint64_t api_errors() const { return api_errors_.load(std::memory_order_relaxed); }
 
+  // Cluster launch configurations whose driver answer is remembered.
+  static constexpr size_t kClusterTableCapacity = 4096;
+
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
   void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
@@ -87,6 +91,9 @@ class Recorder {
                                       const char* symbol_name) noexcept;
   int ResolveDevice(uint64_t context) noexcept;
   bool StreamIsCapturing(uint64_t stream) noexcept;
+  // cuOccupancyMaxActiveClusters for the cluster launch `record` describes (0 when the driver
+  // cannot say), asked once per configuration.
+  int32_t MaxActiveClusters(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
 
   const DriverApi* driver_;
   const CuptiApi* cupti_;
@@ -101,6 +108,7 @@ class Recorder {
   std::atomic<uint64_t> untracked_{0};
   std::atomic<uint64_t> api_errors_{0};
   std::atomic<bool> sticky_flushed_{false};
+  ClusterTable clusters_{kClusterTableCapacity};
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed

@@ -26,6 +26,22 @@ CUresult KernelGetFunction(CUfunction* f, CUkernel kernel) {
   return CUDA_SUCCESS;
 }
 
+CUresult OccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchConfig* config) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->cluster_queries;
+  fake->last_cluster_config = *config;
+  for (unsigned int i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      fake->last_cluster_dims[0] = config->attrs[i].value.clusterDim.x;
+      fake->last_cluster_dims[1] = config->attrs[i].value.clusterDim.y;
+      fake->last_cluster_dims[2] = config->attrs[i].value.clusterDim.z;
+    }
+  }
+  if (fake->max_active_clusters < 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  *clusters = fake->max_active_clusters;
+  return CUDA_SUCCESS;
+}
+
 CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
   FakeCuda* fake = FakeCuda::current;
   ++fake->attribute_queries;
@@ -112,14 +128,38 @@ CUptiResult GetDeviceId(CUcontext context, uint32_t* id) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult ActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity** record) {
+CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid_size, CUpti_Activity** record) {
   FakeCuda* fake = FakeCuda::current;
+  if (fake->activity_records.empty()) {
+    // The buffer itself: the first record at its start, each next one after the previous.
+    size_t at = 0;
+    if (*record != nullptr) {
+      const auto* previous = reinterpret_cast<const uint8_t*>(*record);
+      if (previous < buffer || previous >= buffer + valid_size) return CUPTI_ERROR_INVALID_PARAMETER;
+      at = static_cast<size_t>(previous - buffer) + sizeof(CUpti_ActivityKernel10);
+    }
+    if (at + sizeof(CUpti_ActivityKernel10) > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *record = reinterpret_cast<CUpti_Activity*>(buffer + at);
+    const CUpti_ActivityKind kind = (*record)->kind;
+    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL) {
+      return CUPTI_ERROR_INVALID_KIND;  // WriteKernelRecords writes kernel records only
+    }
+    return CUPTI_SUCCESS;
+  }
   if (fake->activity_next >= fake->activity_records.size()) {
     fake->activity_next = 0;
     fake->activity_records.clear();
     return CUPTI_ERROR_MAX_LIMIT_REACHED;
   }
   *record = fake->activity_records[fake->activity_next++];
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult ActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->dropped_queries;
+  *dropped = fake->dropped_records;
+  fake->dropped_records = 0;
   return CUPTI_SUCCESS;
 }
 
@@ -164,10 +204,20 @@ CUptiResult GetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const ch
 
 }  // namespace
 
+size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, uint8_t* buffer,
+                          size_t size) {
+  static_assert(sizeof(CUpti_ActivityKernel10) % 8 == 0, "records stay 8-byte aligned");
+  const size_t bytes = records.size() * sizeof(CUpti_ActivityKernel10);
+  if (bytes > size) return 0;
+  if (bytes != 0) std::memcpy(buffer, records.data(), bytes);
+  return bytes;
+}
+
 DriverApi FakeCuda::driver() const {
   DriverApi api;
   api.FuncGetAttribute = &FuncGetAttribute;
   api.KernelGetFunction = &KernelGetFunction;
+  api.OccupancyMaxActiveClusters = &OccupancyMaxActiveClusters;
   api.CtxGetDevice = &CtxGetDevice;
   api.DeviceGet = &DeviceGet;
   api.DeviceGetAttribute = &DeviceGetAttribute;
@@ -185,6 +235,7 @@ CuptiApi FakeCuda::cupti() const {
   api.GetDeviceId = &GetDeviceId;
   api.ActivityGetNextRecord = &ActivityGetNextRecord;
   api.ActivityFlushAll = &ActivityFlushAll;
+  api.ActivityGetNumDroppedRecords = &ActivityGetNumDroppedRecords;
   api.GetCallbackName = &GetCallbackName;
   return api;
 }

@@ -41,18 +41,35 @@ struct FakeCuda {
   // Called after every cuFuncGetAttribute with its result, as CUPTI raises the exit callback of
   // a driver call the library itself makes.
   std::function<void(CUresult)> after_attribute_query;
+  // cuOccupancyMaxActiveClusters answers this (CUDA_ERROR_INVALID_CLUSTER_SIZE when < 0), and
+  // counts its calls; the last configuration asked about is kept.
+  int max_active_clusters = -1;
+  int cluster_queries = 0;
+  CUlaunchConfig last_cluster_config{};
+  uint32_t last_cluster_dims[3] = {0, 0, 0};
   int current_device = 0;
   int attribute_queries = 0;
   int capture_queries = 0;
-  // Activity records the fake cuptiActivityGetNextRecord walks, per buffer address.
+  // Activity records the fake cuptiActivityGetNextRecord walks, whatever the buffer. When empty,
+  // it walks the buffer itself as CUPTI does: records back to back from its start, as
+  // WriteKernelRecords lays them out, up to the valid size.
   std::vector<CUpti_Activity*> activity_records;
   size_t activity_next = 0;
+  // cuptiActivityGetNumDroppedRecords hands this out and resets it to 0, as CUPTI resets its
+  // count on every read; each call is counted.
+  size_t dropped_records = 0;
+  int dropped_queries = 0;
 
   DriverApi driver() const;
   CuptiApi cupti() const;
 
   static FakeCuda* current;  // the fake the static entry points use
 };
+
+// Writes `records` back to back into `buffer` (8-byte aligned, `size` bytes), as CUPTI fills an
+// activity buffer; returns the valid size, or 0 when they do not fit.
+size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, uint8_t* buffer,
+                          size_t size);
 
 // Sets FakeCuda::current for the scope.
 class ScopedFake {

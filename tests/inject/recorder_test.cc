@@ -444,6 +444,56 @@ TEST(Recorder, CompileTimeClusterDimsMakeAClusterLaunch) {
   EXPECT_EQ(records[0].cluster[1], 1u);
 }
 
+TEST(Recorder, ClusterLaunchesAskTheDriverForResidentClustersOncePerConfiguration) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  h.fake.max_active_clusters = 10;
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = 2;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig config{132, 1, 1, 128, 1, 1, 1024, St(kStream), &attr, 1};
+  cuLaunchKernelEx_params p{&config, Fn(kF), nullptr, nullptr};
+  for (uint32_t i = 0; i < 5; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, kMangled, i);
+  EXPECT_EQ(h.fake.cluster_queries, 1);
+  EXPECT_EQ(h.fake.last_cluster_config.blockDimX, 128u);
+  EXPECT_EQ(h.fake.last_cluster_config.sharedMemBytes, 1024u);
+  EXPECT_EQ(h.fake.last_cluster_config.hStream, St(kStream));
+  EXPECT_EQ(h.fake.last_cluster_dims[0], 2u);
+  EXPECT_EQ(h.fake.last_cluster_dims[1], 1u);
+
+  config.blockDimX = 256;  // another configuration: asked again
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, kMangled, 10);
+  EXPECT_EQ(h.fake.cluster_queries, 2);
+
+  // No cluster: nothing to ask.
+  cuLaunchKernel_params plain{Fn(kF), 132, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, kMangled, 11);
+  EXPECT_EQ(h.fake.cluster_queries, 2);
+
+  // A __cluster_dims__ kernel launched plainly is a cluster launch too; a driver that cannot say
+  // gives 0 (unknown), remembered so that it is not asked at every launch.
+  FakeFunction compiled;
+  compiled.cluster[0] = 4;
+  compiled.cluster[1] = 1;
+  compiled.cluster[2] = 1;
+  h.fake.functions[kF + 1] = compiled;
+  h.fake.max_active_clusters = -1;
+  cuLaunchKernel_params dims{Fn(kF + 1), 132, 1, 1, 64, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &dims, kMangled, 12);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &dims, kMangled, 13);
+  EXPECT_EQ(h.fake.cluster_queries, 3);
+  EXPECT_EQ(h.fake.last_cluster_dims[0], 4u);
+
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 9u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(records[i].max_active_clusters, 10) << i;
+  EXPECT_EQ(records[6].max_active_clusters, 0);  // not a cluster launch
+  EXPECT_EQ(records[7].max_active_clusters, 0);  // the driver could not say
+  EXPECT_EQ(records[8].max_active_clusters, 0);
+}
+
 TEST(Recorder, FunctionsWithoutAttributesAreCountedNotRecorded) {
   Harness h;
   FakeFunction broken;
@@ -544,6 +594,40 @@ TEST(EventBuilder, OccupancyEqualsTheReferenceCalculatorForEveryLaunch) {
     }
   }
   EXPECT_GT(checked, 1500);
+}
+
+TEST(EventBuilder, FewerResidentClustersThanTheSmsAllowMakeTheClusterTheLimit) {
+  // 32 registers, 128 threads (4 warps), no shared memory on an H100 (132 SMs, 64 warps/SM):
+  // 16 blocks per SM, occupancy 1.0. Clusters of 2 blocks; if the driver places only 100
+  // clusters at once, 200 blocks are resident: 200 * 4 warps / (132 * 64) = 800 / 8448 of the
+  // GPU's warp slots. If it places 1056 (132 * 16 / 2), the cluster costs nothing.
+  for (const int clusters : {100, 1056}) {
+    Harness h;
+    EventBuilder builder;
+    h.fake.functions[kF] = FakeFunction{};
+    h.fake.max_active_clusters = clusters;
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig config{264, 1, 1, 128, 1, 1, 0, St(kStream), &attr, 1};
+    cuLaunchKernelEx_params p{&config, Fn(kF), nullptr, nullptr};
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, kMangled, 1);
+    LaunchRecord record;
+    ASSERT_TRUE(h.ring->TryPop(&record));
+    schema::KernelEvent event;
+    ASSERT_TRUE(builder.BuildKernel(record, *h.devices.Get(0), &event));
+    EXPECT_DOUBLE_EQ(event.occupancy.occupancy, 1.0);
+    EXPECT_TRUE(event.occupancy.has_cluster);
+    if (clusters == 100) {
+      EXPECT_NEAR(event.occupancy.cluster_occupancy, 800.0 / 8448.0, 1e-12);
+      EXPECT_EQ(event.occupancy.limiting_resource, schema::Resource::kCluster);
+    } else {
+      EXPECT_DOUBLE_EQ(event.occupancy.cluster_occupancy, 1.0);
+      EXPECT_NE(event.occupancy.limiting_resource, schema::Resource::kCluster);
+    }
+  }
 }
 
 TEST(EventBuilder, ALaunchsOwnCarveoutOverridesTheFunctions) {

@@ -10,9 +10,12 @@ __device__ void ReduceTile(float* tile, const float* in, float* out) {
   const float* src = in + static_cast<size_t>(blockIdx.x) * kTile;
   for (int i = threadIdx.x; i < kTile; i += blockDim.x) tile[i] = src[i];
   __syncthreads();
-  for (int width = kTile / 2; width > 0; width /= 2) {
-    for (int i = threadIdx.x; i < width; i += blockDim.x) tile[i] += tile[i + width];
+  // Halving with the odd element kept: kTile is not a power of two.
+  for (int n = kTile; n > 1;) {
+    const int half = (n + 1) / 2;
+    for (int i = threadIdx.x; i < n - half; i += blockDim.x) tile[i] += tile[i + half];
     __syncthreads();
+    n = half;
   }
   if (threadIdx.x == 0) out[blockIdx.x] = tile[0];
 }

@@ -2,18 +2,14 @@
 
 #include <bit>
 
+#include "mix64.h"
+
 namespace cuflight::inject {
 namespace {
 
+// Folds the next field into the running hash.
 uint64_t Mix(uint64_t h, uint64_t v) noexcept {
-  // splitmix64 over the running hash and the next field.
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  return h;
+  return Mix64(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "mix64.h"
+
 namespace cuflight::inject {
 
 FunctionTable::FunctionTable(size_t capacity) {
@@ -11,15 +13,7 @@ FunctionTable::FunctionTable(size_t capacity) {
   owned_.reserve(256);
 }
 
-uint64_t FunctionTable::Hash(uint64_t handle) noexcept {
-  // splitmix64 finaliser: handles are aligned pointers, so the low bits alone are poor.
-  handle ^= handle >> 30;
-  handle *= 0xbf58476d1ce4e5b9ULL;
-  handle ^= handle >> 27;
-  handle *= 0x94d049bb133111ebULL;
-  handle ^= handle >> 31;
-  return handle;
-}
+uint64_t FunctionTable::Hash(uint64_t handle) noexcept { return Mix64(handle); }
 
 FunctionTable::Slot* FunctionTable::FindOrClaim(uint64_t handle) noexcept {
   if (handle == 0) return nullptr;

@@ -22,6 +22,8 @@ bool EventBuilder::Occupancy(uint64_t function_key, const DeviceInfo& device,
   key.cluster_x = launch.cluster.x;
   key.cluster_y = launch.cluster.y;
   key.cluster_z = launch.cluster.z;
+  key.func_max_dyn_smem = static_cast<int32_t>(launch.func_max_dyn_smem);
+  key.max_active_clusters = launch.max_active_clusters;
   if (cache_.Lookup(key, out)) {
     ++hits_;
   } else {
@@ -48,8 +50,8 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.block = {record.block[0], record.block[1], record.block[2]};
   launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
   launch.func_max_threads_per_block = f->max_threads_per_block;
-  launch.func_max_dyn_smem = f->max_dyn_smem;
-  launch.carveout = record.carveout >= 0 ? record.carveout : f->carveout;
+  launch.func_max_dyn_smem = record.func_max_dyn_smem;
+  launch.carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
   launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
   launch.max_active_clusters = record.max_active_clusters;

@@ -11,15 +11,17 @@
 //  3. Attributes can change (cuFuncSetAttribute, cuKernelSetAttribute) and handles can be reused
 //     after a module or library unload: Invalidate()/InvalidateAll() clear the published pointer
 //     and the next launch reads the driver again. Only the first launch after that takes the
-//     slow path. The recorder invalidates on an attribute set only when the value differs from
-//     the published one, so a library that sets the same attribute before every launch costs
-//     nothing and publishes nothing new.
+//     slow path. The two attributes programs set between launches (the dynamic shared memory
+//     limit and the carveout) are kept in the slot as they are set instead, and other attribute
+//     sets invalidate only when the value differs from the published one: a library that sets
+//     attributes before every launch stays on the fast path and publishes nothing new.
 //  4. Creating a FunctionInfo allocates (names, the owner list under a mutex): that is the slow
 //     path, once per function. The hot path (Find on a published slot) is a few loads.
 #ifndef CUFLIGHT_LIBINJECT_SRC_FUNCTION_TABLE_H_
 #define CUFLIGHT_LIBINJECT_SRC_FUNCTION_TABLE_H_
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,7 +65,13 @@ class FunctionTable {
     // For the CUfunction a CUkernel resolved to in some context: that CUkernel's handle, whose
     // slot holds the FunctionInfo (an attribute set through either handle concerns both).
     std::atomic<uint64_t> alias{0};
+    // MAX_DYNAMIC_SHARED_SIZE_BYTES and PREFERRED_SHARED_MEMORY_CARVEOUT as last set through
+    // cuFuncSetAttribute / cuKernelSetAttribute; kNotSet: the FunctionInfo's values hold. The
+    // setting call gives the value, so no re-read (and no new FunctionInfo) is needed.
+    std::atomic<int32_t> set_max_dyn_smem{kNotSet};
+    std::atomic<int32_t> set_carveout{kNotSet};
   };
+  static constexpr int32_t kNotSet = INT32_MIN;
 
   // Room for `capacity` functions (rounded up to a power of two, at least 64).
   explicit FunctionTable(size_t capacity);

@@ -64,6 +64,10 @@ struct LaunchRecord {
   uint32_t cluster[3] = {0, 0, 0};  // all 0: not a cluster launch
   uint32_t dyn_smem = 0;
   int32_t carveout = -1;  // the launch's own carveout preference; -1: the function's applies
+  // The function's dynamic shared memory limit and carveout preference at this launch (they can
+  // be set between launches without a new FunctionInfo).
+  int32_t func_max_dyn_smem = -1;
+  int32_t func_carveout = -1;
   // A cluster launch: what cuOccupancyMaxActiveClusters says for its configuration; 0: unknown.
   int32_t max_active_clusters = 0;
   int32_t tid = 0;

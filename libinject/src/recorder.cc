@@ -76,13 +76,10 @@ int GetDeviceAttribute(void* context, int attribute, int* value) {
 }
 
 // True when `info` already holds `value` for `attribute`, or does not depend on the attribute:
-// setting it changes nothing the recorder caches.
+// setting it changes nothing the FunctionInfo holds. (The dynamic shared memory limit and the
+// carveout are kept in the function's slot as they are set; see OnAttributeSet.)
 bool HoldsAttribute(const FunctionInfo& info, CUfunction_attribute attribute, int value) {
   switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      return info.max_dyn_smem == value;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      return info.carveout == value;
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
       return info.required_cluster[0] == static_cast<uint32_t>(value);
     case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
@@ -347,8 +344,12 @@ void Recorder::OnAttributeSet(uint64_t handle, CUfunction_attribute attribute,
   for (FunctionTable::Slot* s :
        {slot, functions_->Find(slot->alias.load(std::memory_order_acquire))}) {
     if (s == nullptr) continue;
-    const FunctionInfo* info = s->info.load(std::memory_order_acquire);
-    if (info != nullptr && !HoldsAttribute(*info, attribute, value)) {
+    if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+      s->set_max_dyn_smem.store(value, std::memory_order_relaxed);
+    } else if (attribute == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+      s->set_carveout.store(value, std::memory_order_relaxed);
+    } else if (const FunctionInfo* info = s->info.load(std::memory_order_acquire);
+               info != nullptr && !HoldsAttribute(*info, attribute, value)) {
       s->info.store(nullptr, std::memory_order_release);
     }
   }
@@ -428,6 +429,9 @@ const FunctionInfo* Recorder::ResolveFunction(FunctionTable::Slot* slot, uint64_
   const FunctionInfo* info = slot->info.load(std::memory_order_acquire);
   if (info != nullptr) return info;
   try {
+    // What the driver says from here on includes every earlier set.
+    slot->set_max_dyn_smem.store(FunctionTable::kNotSet, std::memory_order_relaxed);
+    slot->set_carveout.store(FunctionTable::kNotSet, std::memory_order_relaxed);
     std::unique_ptr<FunctionInfo> fresh = ReadFunctionInfo(*driver_, handle, symbol_name);
     if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
     const uint64_t resolved = fresh->resolved_function;
@@ -473,7 +477,7 @@ int32_t Recorder::MaxActiveClusters(const DecodedLaunch& launch,
   key.function = record.function;
   key.device = record.device;
   key.dyn_smem = record.dyn_smem;
-  key.carveout = record.carveout;
+  key.carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
   for (int i = 0; i < 3; ++i) {
     key.block[i] = record.block[i];
     key.cluster[i] = record.cluster[i];
@@ -554,6 +558,12 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   }
   record.dyn_smem = launch.dyn_smem;
   record.carveout = launch.carveout;
+  const int32_t set_max_dyn_smem = slot->set_max_dyn_smem.load(std::memory_order_relaxed);
+  const int32_t set_carveout = slot->set_carveout.load(std::memory_order_relaxed);
+  record.func_max_dyn_smem = set_max_dyn_smem != FunctionTable::kNotSet
+                                 ? set_max_dyn_smem
+                                 : static_cast<int32_t>(info->max_dyn_smem);
+  record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = ThreadId();
   record.device = device;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] > 1) {

@@ -72,7 +72,7 @@ TEST(Recorder, RecordsALaunchWithItsFunctionAttributes) {
   EXPECT_EQ(h.functions.TotalFiltered(), 0u);
 }
 
-TEST(Recorder, ReadsAttributesOncePerFunctionAndAgainAfterSetAttribute) {
+TEST(Recorder, ReadsAttributesOncePerFunctionAndTakesSetAttributesFromTheSettingCall) {
   Harness h;
   h.fake.functions[kF] = FakeFunction{};
   cuLaunchKernel_params p{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
@@ -89,10 +89,23 @@ TEST(Recorder, ReadsAttributesOncePerFunctionAndAgainAfterSetAttribute) {
   h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
                          &cb.data);
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1000);
-  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  std::vector<LaunchRecord> records = Drain(*h.ring);
   ASSERT_EQ(records.size(), 102u);
-  EXPECT_EQ(records.front().function->max_dyn_smem, 48 * 1024);
-  EXPECT_EQ(records.back().function->max_dyn_smem, 200000);
+  EXPECT_EQ(records.front().func_max_dyn_smem, 48 * 1024);
+  EXPECT_EQ(records.back().func_max_dyn_smem, 200000);  // the value the call set
+  EXPECT_EQ(h.fake.attribute_queries, queries_after_first);  // no re-read needed
+
+  // An attribute the FunctionInfo holds, set to another value: read again.
+  h.fake.functions[kF].non_portable = 1;
+  cuFuncSetAttribute_params cluster{Fn(kF), CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1};
+  Callback cluster_cb(&cluster, nullptr, 1001);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+                         &cluster_cb.data);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1002);
+  records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_TRUE(records[0].function->non_portable_cluster_allowed);
+  EXPECT_EQ(records[0].func_max_dyn_smem, 200000);  // the re-read includes the earlier set
   EXPECT_GT(h.fake.attribute_queries, queries_after_first);
 }
 
@@ -247,6 +260,7 @@ TEST(Recorder, SettingAnAttributeToTheValueItHasKeepsTheCache) {
   const std::vector<LaunchRecord> records = Drain(*h.ring);
   ASSERT_EQ(records.size(), 51u);
   EXPECT_EQ(records.front().function, records.back().function);
+  EXPECT_EQ(records.back().func_max_dyn_smem, 48 * 1024);
 }
 
 TEST(Recorder, KernelAttributeChangesReachTheNextLaunchThroughEitherHandle) {
@@ -278,10 +292,12 @@ TEST(Recorder, KernelAttributeChangesReachTheNextLaunchThroughEitherHandle) {
 
   const std::vector<LaunchRecord> records = Drain(*h.ring);
   ASSERT_EQ(records.size(), 3u);
-  EXPECT_EQ(records[0].function->max_dyn_smem, 48 * 1024);
-  EXPECT_EQ(records[1].function->max_dyn_smem, 200000);
-  EXPECT_EQ(records[1].function->carveout, -1);
-  EXPECT_EQ(records[2].function->carveout, 50);
+  EXPECT_EQ(records[0].func_max_dyn_smem, 48 * 1024);
+  EXPECT_EQ(records[1].func_max_dyn_smem, 200000);
+  EXPECT_EQ(records[1].func_carveout, -1);
+  EXPECT_EQ(records[2].func_carveout, 50);
+  EXPECT_EQ(records[2].func_max_dyn_smem, 200000);
+  EXPECT_EQ(records[0].function, records[2].function);  // nothing re-read, nothing republished
 }
 
 TEST(Recorder, ApiErrorsOffRecordsNoErrors) {
@@ -628,6 +644,35 @@ TEST(EventBuilder, FewerResidentClustersThanTheSmsAllowMakeTheClusterTheLimit) {
       EXPECT_NE(event.occupancy.limiting_resource, schema::Resource::kCluster);
     }
   }
+}
+
+TEST(EventBuilder, ADynamicSharedMemoryLimitSetAfterTheFirstLaunchApplies) {
+  // A kernel launched once with the default 48 KiB limit, then opted in to 200,000 bytes
+  // (cudaFuncSetAttribute) and launched with 100,000 bytes: the second launch is computed with
+  // the new limit. The reference calculator gets the function as the driver then describes it.
+  Harness h;
+  EventBuilder builder;
+  const occupancy::DeviceLimits& limits = h.fake.devices[0];
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params small{Fn(kF), 132, 1, 1, 256, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &small, kMangled, 1);
+  cuFuncSetAttribute_params set{Fn(kF), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 200000};
+  Callback cb(&set, nullptr, 2);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
+                         &cb.data);
+  cuLaunchKernel_params big{Fn(kF), 132, 1, 1, 256, 1, 1, 100000, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &big, kMangled, 3);
+
+  FakeFunction opted_in;
+  opted_in.max_dyn_smem = 200000;
+  const int expected = ReferenceBlocks(limits, opted_in, 256, 100000);
+  ASSERT_GT(expected, 0);
+  LaunchRecord record;
+  schema::KernelEvent event;
+  ASSERT_TRUE(h.ring->TryPop(&record));
+  ASSERT_TRUE(h.ring->TryPop(&record));
+  ASSERT_TRUE(builder.BuildKernel(record, *h.devices.Get(0), &event));
+  EXPECT_EQ(event.occupancy.max_active_blocks, expected);
 }
 
 TEST(EventBuilder, ALaunchsOwnCarveoutOverridesTheFunctions) {

@@ -30,11 +30,13 @@ struct CacheKey {
   uint32_t dyn_smem = 0;
   int32_t carveout = -1;
   uint32_t cluster_x = 0, cluster_y = 0, cluster_z = 0;
+  int32_t func_max_dyn_smem = -1;  // the function's dynamic shared memory limit; -1: default
+  int32_t max_active_clusters = 0;
   uint32_t reserved = 0;  // keeps the key free of padding so it compares bytewise
 
   bool operator==(const CacheKey&) const = default;
 };
-static_assert(sizeof(CacheKey) == 48, "CacheKey must have no padding");
+static_assert(sizeof(CacheKey) == 56, "CacheKey must have no padding");
 
 class OccupancyCache {
  public:

@@ -469,8 +469,9 @@ class Collector::Impl {
     }
   }
 
-  // The producer's cumulative drop counters only grow; a report may arrive out of step with an
-  // earlier one (a retransmission after a collector restart), so only increases count.
+  // The producer's cumulative drop counters (timing_dropped too) only grow; a report may arrive
+  // out of step with an earlier one (a retransmission after a collector restart), so only
+  // increases count.
   void UpdateDrops(ProducerProcess& p) {
     if (metrics_ == nullptr) return;  // the counters were not read (ValidateLine)
     const uint64_t attributed = facts_.dropped_ring_full + facts_.dropped_disconnected;
@@ -484,6 +485,10 @@ class Collector::Impl {
     advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
     advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
     advance(other, &p.dropped_other, "other");
+    if (facts_.timing_dropped > p.timing_dropped) {
+      metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);
+      p.timing_dropped = facts_.timing_dropped;
+    }
   }
 
   // A seq received with a valid header: a gap before it is lost, exactly once.

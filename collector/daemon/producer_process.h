@@ -31,6 +31,7 @@ struct ProducerProcess {
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
   uint64_t dropped_other = 0;
+  uint64_t timing_dropped = 0;  // kernel timing records lost (not events)
 
   int connections = 0;  // open connections identified as this process
   bool ended = false;   // process_end stored

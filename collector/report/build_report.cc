@@ -293,12 +293,14 @@ class Builder {
     if (!p.summary.end && (!p.stats_dropped_seq || e.header.seq >= *p.stats_dropped_seq)) {
       p.stats_dropped_seq = e.header.seq;
       p.summary.dropped = e.dropped;
+      p.summary.timing_dropped = e.timing_dropped;
     }
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessEndEvent& e) {
     p.summary.end = e;
     p.summary.dropped = e.dropped;
+    p.summary.timing_dropped = e.timing_dropped;
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessLostEvent& e) {

@@ -468,7 +468,8 @@ std::string Processes(const Report& r) {
   out += "<table class=\"sortable\" id=\"process-table\"><thead><tr><th class=\"n\">PID</th>"
          "<th>EXE</th><th>HOST</th><th>STARTED</th><th class=\"n\">EVENTS</th>"
          "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th><th class=\"n\">API ERRORS</th>"
-         "<th class=\"n\">DROPPED</th><th>ENDING</th></tr></thead>\n";
+         "<th class=\"n\">DROPPED</th><th class=\"n\" title=\"kernel timing records lost\">"
+         "TIMING LOST</th><th>ENDING</th></tr></thead>\n";
   for (const ProcessSummary& p : r.processes) {
     out += "<tbody><tr>";
     out += Num(fmt::format("{}", p.key.pid), p.key.pid);
@@ -484,6 +485,8 @@ std::string Processes(const Report& r) {
                p.api_errors > 0 ? "n bad" : "n");
     out += Num(FormatCount(p.dropped), static_cast<double>(p.dropped),
                p.dropped > 0 ? "n warn" : "n");
+    out += Num(FormatCount(p.timing_dropped), static_cast<double>(p.timing_dropped),
+               p.timing_dropped > 0 ? "n warn" : "n");
     out += fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>",
                        NeedsReview(p.ending) ? "bad" : "", Escape(EndingName(p.ending)),
                        Escape(p.ending_detail));

@@ -42,6 +42,7 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
             {"timed_kernels", p.timed_kernels},
             {"api_errors", p.api_errors},
             {"dropped", p.dropped},
+            {"timing_dropped", p.timing_dropped},
             {"first_ts_ns", p.first_ts_ns},
             {"last_ts_ns", p.last_ts_ns},
             {"ending", EndingName(p.ending)},

@@ -1,5 +1,6 @@
 #include "activity_buffers.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace cuflight::inject {
@@ -44,12 +45,34 @@ void ActivityBuffers::Request(uint8_t** buffer, size_t* size, size_t* max_record
   *size = 0;
 }
 
-void ActivityBuffers::Complete(uint8_t* buffer, size_t valid_size) noexcept {
+void ActivityBuffers::SetDroppedRecordsSource(DroppedRecordsFn fn) noexcept {
+  dropped_source_.store(fn, std::memory_order_release);
+}
+
+void ActivityBuffers::ReadDropped(CUcontext context, uint32_t stream_id) noexcept {
+  const DroppedRecordsFn fn = dropped_source_.load(std::memory_order_acquire);
+  if (fn == nullptr) return;
+  size_t dropped = 0;
+  if (fn(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped != 0) {
+    cupti_dropped_.fetch_add(dropped, std::memory_order_relaxed);
+  }
+}
+
+void ActivityBuffers::Complete(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                               size_t valid_size) noexcept {
+  // Read before the buffer is queued, so that a sender thread that has parsed the buffer also
+  // sees the records dropped before it was handed over.
+  ReadDropped(context, stream_id);
   if (buffer == nullptr) return;
   if (valid_size == 0 || !completed_.TryPush(Completed{buffer, valid_size})) {
     // Nothing to parse, or (impossible: the queue holds every buffer) no room: free it.
     Release(buffer);
   }
+}
+
+uint64_t ActivityBuffers::lost_records() const noexcept {
+  return std::max(cupti_dropped_.load(std::memory_order_relaxed),
+                  refused_.load(std::memory_order_relaxed));
 }
 
 bool ActivityBuffers::PopCompleted(Completed* out) noexcept { return completed_.TryPop(out); }

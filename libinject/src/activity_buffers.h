@@ -1,9 +1,16 @@
 // The CUPTI activity buffer pool: every buffer is allocated once, up front. CUPTI's
 // bufferRequested callback takes a free one (or none: CUPTI then drops records and counts them);
-// bufferCompleted only queues the buffer for the sender thread, which parses it and gives it
-// back. Both callbacks are lock-free and allocation-free.
+// bufferCompleted queues the buffer for the sender thread, which parses it and gives it back,
+// and reads CUPTI's count of the records it dropped. Both callbacks are lock-free and
+// allocation-free.
+//
+// Lost records, counted for timing_dropped: refused() requests the pool could not serve, and
+// cupti_dropped() records CUPTI reported dropped (cuptiActivityGetNumDroppedRecords, which resets
+// CUPTI's count on every read, so each record is counted once).
 #ifndef CUFLIGHT_LIBINJECT_SRC_ACTIVITY_BUFFERS_H_
 #define CUFLIGHT_LIBINJECT_SRC_ACTIVITY_BUFFERS_H_
+
+#include <cupti.h>
 
 #include <atomic>
 #include <cstddef>
@@ -21,21 +28,48 @@ class ActivityBuffers {
     size_t valid_size = 0;
   };
 
+  // cuptiActivityGetNumDroppedRecords (CuptiApi::ActivityGetNumDroppedRecords).
+  using DroppedRecordsFn = CUptiResult (*)(CUcontext context, uint32_t stream_id,
+                                           size_t* dropped);
+
   // `count` buffers of `size` bytes each (size rounded up to 8).
   ActivityBuffers(size_t count, size_t size);
   ActivityBuffers(const ActivityBuffers&) = delete;
   ActivityBuffers& operator=(const ActivityBuffers&) = delete;
 
-  // bufferRequested: a free buffer, or *buffer = nullptr and *size = 0 when all are in use.
+  // Where Complete and ReadDropped read CUPTI's dropped-record count; null (the default): not
+  // read. Set it before CUPTI's callbacks are registered; any thread.
+  void SetDroppedRecordsSource(DroppedRecordsFn fn) noexcept;
+
+  // bufferRequested: a free buffer, or *buffer = nullptr and *size = 0 when all are in use
+  // (counted in refused()).
   void Request(uint8_t** buffer, size_t* size, size_t* max_records) noexcept;
-  // bufferCompleted: queues the buffer (with valid_size == 0 it is simply freed).
-  void Complete(uint8_t* buffer, size_t valid_size) noexcept;
+  // bufferCompleted, with the context and stream CUPTI names (NULL and 0 since CUDA 6, whose
+  // buffers are global): adds CUPTI's dropped-record count for them to cupti_dropped(), then
+  // queues the buffer (with valid_size == 0 or buffer == nullptr there is nothing to queue; the
+  // buffer is simply freed).
+  void Complete(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                size_t valid_size) noexcept;
+  // The same for the global queue (context NULL, stream 0).
+  void Complete(uint8_t* buffer, size_t valid_size) noexcept {
+    Complete(nullptr, 0, buffer, valid_size);
+  }
+  // Adds CUPTI's dropped-record count for `context` and `stream_id` to cupti_dropped() now, for
+  // records dropped after the last completed buffer. Any thread; not from a signal handler.
+  void ReadDropped(CUcontext context, uint32_t stream_id) noexcept;
   // Sender thread: the next completed buffer, oldest first.
   bool PopCompleted(Completed* out) noexcept;
   // Sender thread: the buffer may be handed to CUPTI again.
   void Release(uint8_t* buffer) noexcept;
 
+  // Buffer requests refused because every buffer was in use, since construction.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Records CUPTI reported dropped for want of buffer space, since construction.
+  uint64_t cupti_dropped() const { return cupti_dropped_.load(std::memory_order_relaxed); }
+  // Timing records lost for want of a buffer: CUPTI's own count includes the records it dropped
+  // because a request was refused, and each refused request loses at least one record, so the
+  // larger of cupti_dropped() and refused(), not their sum. Non-decreasing.
+  uint64_t lost_records() const noexcept;
   size_t count() const { return count_; }
   size_t buffer_size() const { return size_; }
 
@@ -48,6 +82,8 @@ class ActivityBuffers {
   std::unique_ptr<std::atomic<bool>[]> in_use_;
   MpscRing<Completed> completed_;
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> cupti_dropped_{0};
+  std::atomic<DroppedRecordsFn> dropped_source_{nullptr};
 };
 
 }  // namespace cuflight::inject

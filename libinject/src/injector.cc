@@ -276,9 +276,10 @@ void Injector::BufferRequested(uint8_t** buffer, size_t* size, size_t* max_recor
   self.activity_->Request(buffer, size, max_records);
 }
 
-void Injector::BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_size) {
+void Injector::BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                               size_t valid_size) {
   Injector& self = Instance();
-  if (self.activity_ != nullptr) self.activity_->Complete(buffer, valid_size);
+  if (self.activity_ != nullptr) self.activity_->Complete(context, stream_id, buffer, valid_size);
 }
 
 void Injector::OnExit() noexcept {

@@ -12,6 +12,8 @@
 
 #include "cuflight/schema/encoder.h"
 #include "log.h"
+#include "own_calls.h"
+#include "recorder.h"
 
 namespace cuflight::inject {
 namespace {
@@ -49,7 +51,7 @@ int64_t ThreadCpuNs() noexcept {
 
 SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
                            const Recorder* recorder, const FunctionTable* functions,
-                           const DeviceTable* devices, ActivityBuffers* activity,
+                           DeviceTable* devices, ActivityBuffers* activity,
                            const CuptiApi* cupti)
     : options_(std::move(options)),
       facts_(std::move(facts)),
@@ -63,6 +65,9 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       line_(kLineBytes) {
   options_.api_error_history = std::clamp(options_.api_error_history, 0, static_cast<int>(kMaxApiErrorHistory));
   history_.assign(static_cast<size_t>(kMaxContexts) * options_.api_error_history, 0);
+  if (activity_ != nullptr && cupti_ != nullptr) {
+    activity_->SetDroppedRecordsSource(cupti_->ActivityGetNumDroppedRecords);
+  }
 }
 
 SenderThread::~SenderThread() {
@@ -93,6 +98,7 @@ bool SenderThread::Stop(Clock::time_point deadline) noexcept {
 }
 
 void SenderThread::Run() noexcept {
+  const OwnCalls own;  // every driver call on this thread is the library's (own_calls.h)
   thread_tid_.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
   while (!stop_.load(std::memory_order_acquire)) {
     const Clock::time_point now = Clock::now();
@@ -372,6 +378,19 @@ std::string_view SenderThread::Intern(const char* name, std::string_view* demang
   return it->first;
 }
 
+const DeviceInfo* SenderThread::DeviceOfActivity(int ordinal) noexcept {
+  if (const DeviceInfo* known = devices_->Get(ordinal); known != nullptr) return known;
+  // No launch callback described this device: a process that only replays graphs on it.
+  if (options_.driver == nullptr || ordinal < 0 || ordinal >= DeviceTable::kMaxDevices) {
+    return nullptr;
+  }
+  try {
+    return devices_->Publish(ReadDeviceInfo(*options_.driver, ordinal));
+  } catch (...) {  // std::bad_alloc
+    return nullptr;
+  }
+}
+
 void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept {
   if (cupti_ == nullptr) return;
   CUpti_Activity* record = nullptr;
@@ -383,7 +402,7 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
     const auto& kernel = *reinterpret_cast<const KernelActivity*>(record);
     if (kernel.graphId != 0) {
       // A graph's kernel node: no launch callback saw it, so its kernel event comes from here.
-      const DeviceInfo* device = devices_->Get(static_cast<int>(kernel.deviceId));
+      const DeviceInfo* device = DeviceOfActivity(static_cast<int>(kernel.deviceId));
       if (device != nullptr && device->engine) {
         EnsureDeviceEvent(device->ordinal);
         try {
@@ -399,12 +418,17 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
         }
       }
     }
-    if (options_.timing) {
-      schema::KernelTimeEvent event;
-      EventBuilder::BuildKernelTime(kernel, &event);
-      event.header = MakeHeader();
-      Send(event, /*preamble=*/false);
+    if (!options_.timing) continue;
+    if (kernel.start == 0 || kernel.end == 0 || kernel.end < kernel.start) {
+      // Incomplete (a forced flush handed over a kernel still running): no kernel_time with
+      // made-up times; counted in timing_dropped.
+      timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
+      continue;
     }
+    schema::KernelTimeEvent event;
+    EventBuilder::BuildKernelTime(kernel, &event);
+    event.header = MakeHeader();
+    Send(event, /*preamble=*/false);
   }
 }
 
@@ -464,6 +488,8 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.filtered = functions_->TotalFiltered() + untracked;
   c.ring_high_water = ring_high_water_.load(std::memory_order_relaxed);
   c.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
+  c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
+                     timing_incomplete_.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -480,6 +506,7 @@ void SenderThread::SendStats() noexcept {
   event.ring_capacity = ring_->capacity();
   event.ring_high_water = c.ring_high_water;
   event.cpu_ns = c.cpu_ns;
+  event.timing_dropped = c.timing_dropped;
   event.interval_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
   Send(event, /*preamble=*/false);
@@ -496,6 +523,7 @@ void SenderThread::SendProcessEnd() noexcept {
   event.dropped = c.dropped_ring_full + c.dropped_disconnected;
   event.launches = c.launches;
   event.filtered = c.filtered;
+  event.timing_dropped = c.timing_dropped;
   Send(event, /*preamble=*/false);
 }
 
@@ -515,6 +543,7 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.dropped = c.dropped_ring_full + c.dropped_disconnected;
   event.launches = c.launches;
   event.filtered = c.filtered;
+  event.timing_dropped = c.timing_dropped;
   Send(event, /*preamble=*/false);
 }
 
@@ -523,6 +552,9 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   finished_ = true;
   if (!started_process_) SendProcessStart();
   DrainAll();
+  // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
+  // are global since CUDA 6).
+  if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
   SendProcessEnd();
   return transport_.Flush(deadline);
 }

@@ -6,6 +6,13 @@
 // Seq numbers are assigned here, in send order, so they increase along the stream. A launch the
 // ring dropped still uses a number: before numbering the next event the thread skips as many
 // numbers as the ring dropped since, so the collector sees every loss as a gap.
+//
+// Kernel timing records lost before they became events use no number; they are counted in
+// timing_dropped instead (stats, process_end, process_crash): records lost for want of an
+// activity buffer (ActivityBuffers::lost_records) and records CUPTI handed over incomplete
+// (start or end 0, or end before start: a forced flush at exit hands over the records of kernels
+// still running). An incomplete record makes no kernel_time event; a graph kernel node's kernel
+// event, whose launch facts the record holds complete, is still sent.
 #ifndef CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 #define CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 
@@ -42,8 +49,8 @@ struct SenderThreadOptions {
   // Correlation ids of the latest recorded launches kept per context for api_error events
   // (0..kMaxApiErrorHistory, config.h).
   int api_error_history = 8;
-  // Error names and messages for api_error events (cuGetErrorName/cuGetErrorString); may be
-  // null, and so may its members.
+  // Error names and messages for api_error events (cuGetErrorName/cuGetErrorString), and the
+  // limits of a device only graph kernels ran on; may be null, and so may its members.
   const DriverApi* driver = nullptr;
   // Names of driver API callback ids (cuptiGetCallbackName); may be null.
   const CuptiApi* callback_names = nullptr;
@@ -59,23 +66,27 @@ struct PipelineCounters {
   uint64_t filtered = 0;
   uint64_t ring_high_water = 0;
   int64_t cpu_ns = 0;
+  // Kernel timing records lost: ActivityBuffers::lost_records() + incomplete records skipped.
+  uint64_t timing_dropped = 0;
 };
 
 class SenderThread {
  public:
-  // `activity` and `cupti` may be null (no timing, no graph kernels).
+  // `activity` and `cupti` may be null (no timing, no graph kernels). With both, the constructor
+  // points `activity` at cupti->ActivityGetNumDroppedRecords (ActivityBuffers::
+  // SetDroppedRecordsSource), before any CUPTI callback can complete a buffer.
   SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
                const Recorder* recorder, const FunctionTable* functions,
-               const DeviceTable* devices, ActivityBuffers* activity, const CuptiApi* cupti);
+               DeviceTable* devices, ActivityBuffers* activity, const CuptiApi* cupti);
   ~SenderThread();
   SenderThread(const SenderThread&) = delete;
   SenderThread& operator=(const SenderThread&) = delete;
 
   // Starts the thread. Returns false (and the library runs without sending) if it cannot.
   bool Start() noexcept;
-  // Stops the thread: drains the ring and completed activity buffers, sends process_end, and
-  // waits until the collector acknowledged everything or `deadline`. Returns true when all was
-  // acknowledged. Idempotent.
+  // Stops the thread: drains the ring and completed activity buffers, reads CUPTI's count of
+  // dropped records once more, sends process_end, and waits until the collector acknowledged
+  // everything or `deadline`. Returns true when all was acknowledged. Idempotent.
   bool Stop(std::chrono::steady_clock::time_point deadline) noexcept;
 
   // One iteration of the thread's loop at `now`; returns true if it moved any event. Tests call
@@ -106,6 +117,8 @@ class SenderThread {
   void SendProcessStart() noexcept;
   void EnsureDeviceEvent(int ordinal) noexcept;
   void HandleRecord(const LaunchRecord& record) noexcept;
+  // The device an activity record names, read from the driver when no launch described it.
+  const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
   void SendStats() noexcept;
   void SendProcessEnd() noexcept;
@@ -123,7 +136,7 @@ class SenderThread {
   LaunchRing* ring_;
   const Recorder* recorder_;
   const FunctionTable* functions_;
-  const DeviceTable* devices_;
+  DeviceTable* devices_;  // graph-only devices are published here too
   ActivityBuffers* activity_;
   const CuptiApi* cupti_;
 
@@ -165,6 +178,7 @@ class SenderThread {
   std::atomic<uint64_t> rejected_{0};       // Enqueue refused or encode failed: seq used
   std::atomic<uint64_t> ring_high_water_{0};
   std::atomic<int64_t> cpu_ns_{0};
+  std::atomic<uint64_t> timing_incomplete_{0};  // activity records skipped as incomplete
   std::chrono::steady_clock::time_point next_stats_{};
   std::chrono::steady_clock::time_point next_activity_flush_{};
   // Interned kernel names of graph-node activity records: mangled -> demangled.

@@ -527,13 +527,15 @@ void Read(Reader& r, OwnedApiErrorEvent* e) {
   r.Ids("last_correlation_ids", &e->last_correlation_ids);
 }
 
-// Counters added to stats and process_end in a minor version: optional, 0 when absent.
+// Counters added to stats, process_end and process_crash in a minor version: optional, 0 when
+// absent.
 template <class E>
 void ReadLaunchCounters(Reader& r, E* e) {
   r.OptionalInt("launches", kUint64, &e->launches);
   r.OptionalInt("filtered", kUint64, &e->filtered);
   r.OptionalInt("dropped_ring_full", kUint64, &e->dropped_ring_full);
   r.OptionalInt("dropped_disconnected", kUint64, &e->dropped_disconnected);
+  r.OptionalInt("timing_dropped", kUint64, &e->timing_dropped);
 }
 
 void Read(Reader& r, OwnedStatsEvent* e) {

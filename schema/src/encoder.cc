@@ -483,7 +483,7 @@ void WriteOccupancy(Writer& w, const OccupancyFields& o, bool cluster) {
   w.Int(o.best_block_size);
 }
 
-// The launch and drop counters stats and process_end share, after `dropped`.
+// The launch and drop counters stats, process_end and process_crash share, after `dropped`.
 template <class E>
 void WriteLaunchCounters(Writer& w, const E& e) {
   w.Key(R"(,"launches":)");
@@ -494,6 +494,8 @@ void WriteLaunchCounters(Writer& w, const E& e) {
   w.Int(e.dropped_ring_full);
   w.Key(R"(,"dropped_disconnected":)");
   w.Int(e.dropped_disconnected);
+  w.Key(R"(,"timing_dropped":)");
+  w.Int(e.timing_dropped);
 }
 
 template <class S>

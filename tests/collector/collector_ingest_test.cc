@@ -243,6 +243,47 @@ TEST(CollectorIngestTest, BadInputIsCountedByReasonWhileHealthyProducersLoseNoth
   EXPECT_EQ(s.events_lost, 0u);
 }
 
+// The producers' timing_dropped reaches cuflight_kernel_timing_dropped_total by its increases,
+// per process: a report out of step (lower) adds nothing, and so does a line of an older
+// producer without the field. Timing records are not events: the events' drops stay apart.
+TEST(CollectorIngestTest, ProducersTimingDroppedCountsOnceInTheMetrics) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  CapturedLog log;
+  Metrics metrics;
+  RunningCollector running(options, &metrics, log.logger());
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity a = Identity("timed_a", 5);
+  const ProducerIdentity b = Identity("timed_b", 6);
+  std::string old_stats = testing::StatsLine(b, 2, 2, 0);
+  const std::string field = R"(,"timing_dropped":0)";
+  ASSERT_NE(old_stats.find(field), std::string::npos) << old_stats;
+  old_stats.erase(old_stats.find(field), field.size());
+  const std::string stream_a = testing::ProcessStartLine(a, 0) +
+                               testing::StatsLine(a, 1, 1, 2, 4) +
+                               testing::StatsLine(a, 2, 2, 2, 3) +  // out of step: no decrease
+                               testing::StatsLine(a, 3, 3, 2, 7) +
+                               testing::ProcessEndLine(a, 4, 4, 2, 9);
+  const std::string stream_b = testing::ProcessStartLine(b, 0) +
+                               testing::StatsLine(b, 1, 1, 0, 5) + old_stats +
+                               testing::ProcessEndLine(b, 3, 3, 0, 5);
+  RawClient client_a = RawClient::Unix(options.socket);
+  RawClient client_b = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client_a.Send(stream_a));
+  ASSERT_TRUE(client_b.Send(stream_b));
+  ASSERT_EQ(client_a.WaitAck(4), 4u);
+  ASSERT_EQ(client_b.WaitAck(3), 3u);
+  running.Stop();
+
+  const std::string rendered = metrics.Render();
+  // a: 4, then 7 - 4, then 9 - 7; b: 5, then nothing more.
+  EXPECT_NE(rendered.find("\ncuflight_kernel_timing_dropped_total 14\n"), std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("\ncuflight_events_dropped_total{reason=\"ring_full\"} 2\n"),
+            std::string::npos)
+      << rendered;
+}
+
 TEST(CollectorIngestTest, SeqGapsAreCountedAsLostExactly) {
   TempDir dir;
   const CollectorOptions options = TestOptions(dir.path());

@@ -304,25 +304,27 @@ std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t co
 }
 
 std::string StatsLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
-                      uint64_t dropped) {
+                      uint64_t dropped, uint64_t timing_dropped) {
   schema::StatsEvent e;
   e.header = HeaderFor(id, seq);
   e.emitted = emitted;
   e.dropped = dropped;
   e.dropped_ring_full = dropped;
+  e.timing_dropped = timing_dropped;
   e.ring_capacity = 65536;
   e.interval_ns = 1000000000;
   return EncodeEvent(e);
 }
 
 std::string ProcessEndLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
-                           uint64_t dropped) {
+                           uint64_t dropped, uint64_t timing_dropped) {
   schema::ProcessEndEvent e;
   e.header = HeaderFor(id, seq);
   e.exit_code = 0;
   e.emitted = emitted;
   e.dropped = dropped;
   e.dropped_ring_full = dropped;
+  e.timing_dropped = timing_dropped;
   return EncodeEvent(e);
 }
 

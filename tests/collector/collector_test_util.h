@@ -127,9 +127,11 @@ std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq);
 std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device);
 std::string KernelLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
 std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
-std::string StatsLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted, uint64_t dropped);
+// stats and process_end: `dropped` all ring_full.
+std::string StatsLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted, uint64_t dropped,
+                      uint64_t timing_dropped = 0);
 std::string ProcessEndLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
-                           uint64_t dropped);
+                           uint64_t dropped, uint64_t timing_dropped = 0);
 
 // One line of a log file, parsed.
 struct LoggedLine {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "activity_buffers.h"
 #include "inject_test_support.h"
 
 namespace {
@@ -55,6 +56,39 @@ TEST(HotPath, CachedLaunchesAllocateNothing) {
   g_counting = false;
   EXPECT_EQ(g_allocations.load(), 0);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
+}
+
+// CUPTI's buffer callbacks (request, complete with the dropped-record read) and the refusals
+// and counts the sender reads.
+TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
+  FakeCuda fake;
+  ScopedFake scope(&fake);
+  const CuptiApi cupti = fake.cupti();
+  ActivityBuffers buffers(2, 4096);
+  buffers.SetDroppedRecordsSource(cupti.ActivityGetNumDroppedRecords);
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 1000; ++i) {
+    uint8_t* a = nullptr;
+    uint8_t* b = nullptr;
+    uint8_t* refused = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    buffers.Request(&a, &size, &max_records);
+    buffers.Request(&b, &size, &max_records);
+    buffers.Request(&refused, &size, &max_records);
+    fake.dropped_records = 1;
+    buffers.Complete(nullptr, 0, a, 64);
+    buffers.Complete(nullptr, 0, b, 0);
+    ActivityBuffers::Completed completed;
+    while (buffers.PopCompleted(&completed)) buffers.Release(completed.buffer);
+  }
+  const uint64_t lost = buffers.lost_records();
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(buffers.refused(), 1000u);
+  EXPECT_EQ(buffers.cupti_dropped(), 1000u);
+  EXPECT_EQ(lost, 1000u);
 }
 
 TEST(HotPath, TheCounterSeesAllocations) {

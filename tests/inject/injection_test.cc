@@ -10,6 +10,7 @@
 #include <map>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -41,6 +42,7 @@ class Injection : public ::testing::Test {
  protected:
   void SetUp() override {
     unsetenv("FAKE_CUPTI_MODE");
+    unsetenv("FAKE_CUPTI_TIMING");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUFLIGHT_RING_SIZE");
@@ -137,6 +139,40 @@ TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
     }
   }
   EXPECT_EQ(kernels, 25);
+}
+
+// Timing through the real library: CUPTI's buffer callbacks take the injector's pool, the exit's
+// forced flush hands over the records (the last two of kernels still running), CUPTI reports 3
+// records dropped and one buffer request is refused (the pool of 8 is then all taken).
+TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
+  UseFakes();
+  const std::string path = TempSocketPath("timing");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "2,3,1", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  std::map<uint64_t, uint64_t> durations;  // correlation id -> duration_ns
+  std::optional<schema::OwnedProcessEndEvent> end;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      durations[t->correlation_id] = t->duration_ns;
+    }
+    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
+  }
+  // Launches 1-3 finished; 4 and 5 were still running.
+  EXPECT_EQ(durations, (std::map<uint64_t, uint64_t>{{1, 500}, {2, 500}, {3, 500}}));
+  ASSERT_TRUE(end.has_value());
+  // 2 incomplete + 3 dropped by CUPTI; the refused request's records are among CUPTI's 3.
+  EXPECT_EQ(end->timing_dropped, 5u);
+  EXPECT_EQ(end->dropped, 0u);
+  EXPECT_EQ(end->launches, 5u);
 }
 
 // Splits the collector's lines by the pid in their header.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <vector>
 
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
@@ -40,11 +42,12 @@ struct Pipeline {
   Pipeline(const std::string& socket, size_t ring_slots, RecorderOptions options = {},
            ActivityBuffers* activity = nullptr)
       : h(ring_slots, std::move(options)),
-        sender(MakeOptions(socket), Facts(), h.ring.get(), h.recorder.get(), &h.functions,
-               &h.devices, activity, activity != nullptr ? &h.cupti : nullptr) {}
+        sender(MakeOptions(socket, &h.driver), Facts(), h.ring.get(), h.recorder.get(),
+               &h.functions, &h.devices, activity, activity != nullptr ? &h.cupti : nullptr) {}
 
-  static SenderThreadOptions MakeOptions(const std::string& socket) {
+  static SenderThreadOptions MakeOptions(const std::string& socket, const DriverApi* driver) {
     SenderThreadOptions o;
+    o.driver = driver;
     o.transport.socket_path = socket;
     o.transport.backoff_min = std::chrono::milliseconds(1);
     o.transport.backoff_max = std::chrono::milliseconds(20);
@@ -132,6 +135,60 @@ TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   EXPECT_EQ(end.emitted + end.dropped, last_seq);  // every seq before process_end accounted
 }
 
+TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
+  // A process that only replays graphs: no launch callback ever described device 0, so the
+  // sender reads it itself, sends its device event, then the node's kernel event.
+  const std::string path = TempSocketPath("graph-only");
+  TestCollector collector(path);
+  ActivityBuffers buffers(2, 4096);
+  Pipeline p(path, 64, {}, &buffers);
+  ASSERT_EQ(p.h.devices.Get(0), nullptr);
+  KernelActivity node{};
+  node.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  node.registersPerThread = 32;
+  node.blockX = 128;
+  node.blockY = 1;
+  node.blockZ = 1;
+  node.gridX = 132;
+  node.gridY = 1;
+  node.gridZ = 1;
+  node.deviceId = 0;
+  node.correlationId = 5;
+  node.start = 1000;
+  node.end = 2000;
+  node.graphId = 9;
+  node.graphNodeId = 1;
+  node.name = "_Z4nodev";
+  p.h.fake.activity_records = {reinterpret_cast<CUpti_Activity*>(&node)};
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&buffer, &size, &max_records);
+  ASSERT_NE(buffer, nullptr);
+  buffers.Complete(buffer, sizeof(KernelActivity));
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  int devices = 0;
+  int graph_kernels = 0;
+  for (const auto& e : events) {
+    if (const auto* d = std::get_if<schema::OwnedDeviceEvent>(&e)) {
+      ++devices;
+      EXPECT_EQ(d->sm_count, p.h.fake.devices[0].sm_count);
+      EXPECT_EQ(graph_kernels, 0);  // before the kernel it describes
+    }
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e); k != nullptr && k->graph_id) {
+      ++graph_kernels;
+      FakeFunction as_function;
+      as_function.num_regs = 32;
+      EXPECT_EQ(k->occupancy.max_active_blocks,
+                ReferenceBlocks(p.h.fake.devices[0], as_function, 128, 0));
+    }
+  }
+  EXPECT_EQ(devices, 1);
+  EXPECT_EQ(graph_kernels, 1);
+}
+
 TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
   const std::string path = TempSocketPath("graph");
   TestCollector collector(path);
@@ -204,6 +261,172 @@ TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
   EXPECT_EQ(times, 2);
 }
 
+// A kernel activity record as CUPTI writes it for a finished kernel.
+KernelActivity TimedKernel(uint32_t correlation_id, uint64_t start, uint64_t end) {
+  KernelActivity a{};
+  a.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  a.registersPerThread = 32;
+  a.blockX = 128;
+  a.blockY = 1;
+  a.blockZ = 1;
+  a.gridX = 1;
+  a.gridY = 1;
+  a.gridZ = 1;
+  a.deviceId = 0;
+  a.contextId = 1;
+  a.streamId = 7;
+  a.correlationId = correlation_id;
+  a.start = start;
+  a.end = end;
+  a.name = "_Z1kv";
+  return a;
+}
+
+TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
+  const std::string path = TempSocketPath("timing");
+  TestCollector collector(path);
+  ActivityBuffers buffers(2, 16 << 10);
+  Pipeline p(path, 64, {}, &buffers);
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 1);
+
+  // What a forced flush hands over: two finished kernels (one took no measurable time), three
+  // still running or never timed, and a graph kernel node still running.
+  KernelActivity graph_node = TimedKernel(6, 9000, 0);
+  graph_node.graphId = 3;
+  graph_node.graphNodeId = 12;
+  graph_node.name = "_Z9graphnodev";
+  const std::vector<KernelActivity> records = {
+      TimedKernel(1, 1000, 4500),  // complete: 3500 ns
+      TimedKernel(2, 5000, 0),     // end 0
+      TimedKernel(3, 0, 6000),     // start 0
+      TimedKernel(4, 8000, 7000),  // end before start
+      TimedKernel(5, 7000, 7000),  // complete: 0 ns
+      graph_node,
+  };
+  uint8_t* first = nullptr;
+  uint8_t* second = nullptr;
+  uint8_t* refused = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&first, &size, &max_records);
+  ASSERT_NE(first, nullptr);
+  buffers.Request(&second, &size, &max_records);
+  ASSERT_NE(second, nullptr);
+  for (int i = 0; i < 2; ++i) {  // the pool has two buffers, both in use
+    buffers.Request(&refused, &size, &max_records);
+    EXPECT_EQ(refused, nullptr);
+  }
+  EXPECT_EQ(buffers.refused(), 2u);
+  const size_t valid = WriteKernelRecords(records, first, buffers.buffer_size());
+  ASSERT_EQ(valid, records.size() * sizeof(KernelActivity));
+  p.h.fake.dropped_records = 5;  // CUPTI dropped 5 records for want of a buffer
+  buffers.Complete(first, valid);
+  buffers.Complete(second, 0);  // handed back empty
+  EXPECT_EQ(buffers.cupti_dropped(), 5u);
+  EXPECT_EQ(p.h.fake.dropped_queries, 2);
+
+  const Clock::time_point t0 = Clock::now();
+  p.sender.Step(t0);
+  p.sender.Step(t0 + std::chrono::milliseconds(50));  // past the 10 ms stats interval: stats
+  p.h.fake.dropped_records = 3;  // dropped after the last completed buffer
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  EXPECT_EQ(p.h.fake.dropped_queries, 3);  // once more at the end
+
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  std::map<uint64_t, uint64_t> durations;  // correlation id -> duration_ns
+  std::vector<uint64_t> graph_kernels;
+  int stats = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    // Lost timing records use no seq: the stream has no gap.
+    EXPECT_EQ(schema::HeaderOf(events[i]).seq, i);
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&events[i])) {
+      durations[t->correlation_id] = t->duration_ns;
+    }
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&events[i]); k && k->graph_id) {
+      graph_kernels.push_back(k->correlation_id);
+      EXPECT_EQ(*k->graph_node_id, 12u);
+    }
+    if (const auto* st = std::get_if<schema::OwnedStatsEvent>(&events[i])) {
+      ++stats;
+      // CUPTI's 5 dropped (the 2 refused requests are among them) + 4 incomplete.
+      EXPECT_EQ(st->timing_dropped, 9u);
+      EXPECT_EQ(st->dropped, 0u);
+    }
+  }
+  EXPECT_EQ(durations, (std::map<uint64_t, uint64_t>{{1, 3500}, {5, 0}}));
+  EXPECT_EQ(graph_kernels, (std::vector<uint64_t>{6}));  // its launch facts are complete
+  EXPECT_EQ(stats, 1);
+  const auto& end = std::get<schema::OwnedProcessEndEvent>(events.back());
+  EXPECT_EQ(end.timing_dropped, 5u + 3u + 4u);
+  EXPECT_EQ(end.dropped, 0u);
+  EXPECT_EQ(p.sender.counters().timing_dropped, 12u);
+}
+
+TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
+  const std::string path = TempSocketPath("refused");
+  TestCollector collector(path);
+  ActivityBuffers buffers(1, 4096);
+  Pipeline p(path, 64, {}, &buffers);
+  uint8_t* held = nullptr;
+  uint8_t* refused = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&held, &size, &max_records);
+  ASSERT_NE(held, nullptr);
+  for (int i = 0; i < 3; ++i) buffers.Request(&refused, &size, &max_records);
+  p.h.fake.dropped_records = 1;  // CUPTI reports fewer records than requests it was refused
+  buffers.Complete(held, 0);
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 3u);
+}
+
+TEST(SenderThread, TimingDroppedIsZeroWithoutActivity) {
+  const std::string path = TempSocketPath("notiming");
+  TestCollector collector(path);
+  Pipeline p(path, 64);
+  p.h.fake.dropped_records = 4;  // never read: no activity buffers
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 0u);
+  EXPECT_EQ(p.h.fake.dropped_queries, 0);
+}
+
+TEST(ActivityBuffers, CuptiDropsAreReadAtEveryCompletionAndCountedOnce) {
+  FakeCuda fake;
+  ScopedFake scope(&fake);
+  const CuptiApi cupti = fake.cupti();
+  ActivityBuffers buffers(1, 4096);
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&buffer, &size, &max_records);
+  fake.dropped_records = 7;
+  buffers.Complete(buffer, 0);  // no source yet: not read
+  EXPECT_EQ(fake.dropped_queries, 0);
+  EXPECT_EQ(buffers.cupti_dropped(), 0u);
+  buffers.SetDroppedRecordsSource(cupti.ActivityGetNumDroppedRecords);
+  buffers.Request(&buffer, &size, &max_records);
+  ASSERT_NE(buffer, nullptr);
+  buffers.Complete(nullptr, 0, buffer, 0);
+  EXPECT_EQ(buffers.cupti_dropped(), 7u);
+  buffers.ReadDropped(nullptr, 0);  // CUPTI reset its count: nothing more
+  EXPECT_EQ(buffers.cupti_dropped(), 7u);
+  fake.dropped_records = 2;
+  buffers.Complete(nullptr, 0, nullptr, 0);  // CUPTI may complete without a buffer
+  EXPECT_EQ(buffers.cupti_dropped(), 9u);
+  EXPECT_EQ(fake.dropped_queries, 3);
+  EXPECT_EQ(buffers.refused(), 0u);
+  EXPECT_EQ(buffers.lost_records(), 9u);
+}
+
 TEST(SenderThread, StatsCountEveryLaunch) {
   const std::string path = TempSocketPath("stats");
   TestCollector collector(path);
@@ -246,9 +469,8 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   constexpr uint64_t kOtherContext = 0xC1;
   Harness h(1024);
   h.fake.context_device[kOtherContext] = 0;
-  SenderThreadOptions options = Pipeline::MakeOptions(path);
+  SenderThreadOptions options = Pipeline::MakeOptions(path, &h.driver);
   options.api_error_history = 3;
-  options.driver = &h.driver;
   options.callback_names = &h.cupti;
   SenderThread sender(options, Pipeline::Facts(), h.ring.get(), h.recorder.get(), &h.functions,
                       &h.devices, nullptr, nullptr);

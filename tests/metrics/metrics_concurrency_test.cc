@@ -100,6 +100,7 @@ TEST(MetricsConcurrencyTest, UpdatesWhileRenderingStayConsistentAndExact) {
         m.EventReceived("kernel");
         m.Rejected("reason_" + std::to_string(j % 40));  // new reasons race between threads
         m.ProducerDropped("ring_full", 1);
+        m.ProducerTimingDropped(2);
         m.BytesWritten(10);
         m.ProducerConnected();
         m.ProducerDisconnected();
@@ -190,6 +191,7 @@ TEST(MetricsConcurrencyTest, UpdatesWhileRenderingStayConsistentAndExact) {
   EXPECT_EQ(e.Value("cuflight_events_received_total", {{"type", "kernel"}}), iterations);
   EXPECT_EQ(e.Value("cuflight_log_written_bytes_total"), 10.0 * iterations);
   EXPECT_EQ(e.Value("cuflight_events_dropped_total", {{"reason", "ring_full"}}), iterations);
+  EXPECT_EQ(e.Value("cuflight_kernel_timing_dropped_total"), 2.0 * iterations);
   EXPECT_EQ(e.Value("cuflight_producers_connected"), 0);
   EXPECT_EQ(e.Value("cuflight_producer_connections_total"), iterations);
   // Every thread sees reasons 0..31 before 32..39, so 0..31 own the 32 series.

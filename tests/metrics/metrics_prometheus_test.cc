@@ -253,6 +253,7 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   m.Rejected("malformed_json");
   m.Rejected("malformed_json");
   m.Lost(4);
+  m.ProducerTimingDropped(3);
   m.BytesWritten(1000);
   m.Kernel(1, 1, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 2, "gemm", 0, "registers", 0.5);
@@ -293,6 +294,7 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   ExpectValue("cuflight_events_received_total{type=\"kernel\"}", 5);
   ExpectValue("cuflight_events_rejected_total{reason=\"malformed_json\"}", 2);
   ExpectValue("cuflight_events_lost_total", 4);
+  ExpectValue("cuflight_kernel_timing_dropped_total", 3);
   ExpectValue("cuflight_log_written_bytes_total", 1000);
   ExpectValue("cuflight_producers_connected", 2);
   ExpectValue("cuflight_kernel_names_tracked", 3);

@@ -53,6 +53,8 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   m.ProducerDropped("ring_full", 5);
   m.ProducerDropped("disconnected", 2);
   m.ProducerDropped("ring_full", 1);
+  m.ProducerTimingDropped(4);
+  m.ProducerTimingDropped(9);
   m.BytesWritten(100);
   m.BytesWritten(23);
   m.Kernel(1, 10, "gemm", 0, "registers", 0.5);
@@ -82,6 +84,9 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   EXPECT_EQ(V(e, "cuflight_events_lost_total"), 10);
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "ring_full"}}), 6);
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "disconnected"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_timing_dropped_total"), 13);
+  // Timing records are not events: no reason of the events' drops.
+  EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 2u);
   EXPECT_EQ(V(e, "cuflight_log_written_bytes_total"), 123);
 
   EXPECT_EQ(
@@ -160,13 +165,13 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
       "cuflight_producers_connected",         "cuflight_producer_connections_total",
       "cuflight_events_received_total",       "cuflight_events_stored_total",
       "cuflight_events_rejected_total",       "cuflight_events_lost_total",
-      "cuflight_events_dropped_total",        "cuflight_log_written_bytes_total",
-      "cuflight_kernel_launches_total",       "cuflight_kernel_occupancy_ratio",
-      "cuflight_kernel_gpu_seconds_total",    "cuflight_kernel_name_launches_total",
-      "cuflight_kernel_name_occupancy_ratio", "cuflight_kernel_name_gpu_seconds_total",
-      "cuflight_kernel_names_tracked",        "cuflight_kernel_names_limit",
-      "cuflight_kernel_time_unmatched_total", "cuflight_kernel_join_evicted_total",
-      "cuflight_kernel_join_pending"};
+      "cuflight_events_dropped_total",        "cuflight_kernel_timing_dropped_total",
+      "cuflight_log_written_bytes_total",     "cuflight_kernel_launches_total",
+      "cuflight_kernel_occupancy_ratio",      "cuflight_kernel_gpu_seconds_total",
+      "cuflight_kernel_name_launches_total",  "cuflight_kernel_name_occupancy_ratio",
+      "cuflight_kernel_name_gpu_seconds_total", "cuflight_kernel_names_tracked",
+      "cuflight_kernel_names_limit",          "cuflight_kernel_time_unmatched_total",
+      "cuflight_kernel_join_evicted_total",   "cuflight_kernel_join_pending"};
   std::set<std::string> seen;
   for (const testing::Family& f : e.families) {
     seen.insert(f.name);
@@ -438,6 +443,7 @@ TEST(MetricsTest, FreshObjectRendersValidTextWithZeroes) {
   const Exposition e = Parse(m);
   EXPECT_EQ(V(e, "cuflight_producers_connected"), 0);
   EXPECT_EQ(V(e, "cuflight_events_lost_total"), 0);
+  EXPECT_EQ(V(e, "cuflight_kernel_timing_dropped_total"), 0);  // exported from zero
   EXPECT_EQ(V(e, "cuflight_events_received_total", {{"type", "kernel"}}), 0);
   EXPECT_EQ(V(e, "cuflight_kernel_names_limit"), 50);
   EXPECT_TRUE(e.SamplesNamed("cuflight_kernel_launches_total").empty());

@@ -406,6 +406,23 @@ TEST(HtmlPage, KernelTableHasTheTerminalColumns) {
   EXPECT_THAT(kernels, HasSubstr("<tr class=\"advice\">"));
 }
 
+TEST(HtmlPage, ProcessTableShowsLostTimingRecords) {
+  TempDir dir;
+  WriteFile(dir.path() / "a.jsonl", NormalProcess());  // none lost
+  schema::OwnedProcessEndEvent end = End(300, 1, 0);
+  end.timing_dropped = 6;
+  WriteFile(dir.path() / "b.jsonl",
+            Line(StartOn(300, kStart, "/opt/app/bin/other", "node3")) + Line(end));
+  const std::string processes = Section(Page(dir.path()), "processes");
+  EXPECT_THAT(processes, HasSubstr(">DROPPED</th><th class=\"n\" title=\"kernel timing records "
+                                   "lost\">TIMING LOST</th><th>ENDING</th>"));
+  // DROPPED then TIMING LOST: 0 and 6 (a warning) for pid 300, 0 and 0 for pid 100.
+  EXPECT_THAT(processes, HasSubstr("<td class=\"n\" data-v=\"0\">0</td>"
+                                   "<td class=\"n warn\" data-v=\"6\">6</td>"));
+  EXPECT_THAT(processes, HasSubstr("<td class=\"n\" data-v=\"0\">0</td>"
+                                   "<td class=\"n\" data-v=\"0\">0</td><td class="));
+}
+
 TEST(HtmlPage, RetargetTableWhenAsked) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess());

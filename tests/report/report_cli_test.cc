@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -145,6 +146,40 @@ TEST(ReportCli, AProcessInASpillFileAndACollectorLogIsCountedOnce) {
   EXPECT_EQ(j["totals"]["timed_launches"], 5);
   const CliRun table = Report({dir.path().string(), "--color", "never"});
   EXPECT_THAT(table.out, HasSubstr("note: 10 events read twice"));
+}
+
+// timing_dropped per process: process_end's when there is one, else the latest stats' (by seq,
+// whatever the order read), 0 for a log written before the field.
+TEST(ReportCli, JsonHasTheTimingRecordsEachProcessLost) {
+  TempDir dir;
+  auto stats = [](int32_t pid, uint64_t seq, uint64_t timing_dropped) {
+    schema::OwnedStatsEvent e;
+    e.header = {3, pid, seq};
+    e.ring_capacity = 64;
+    e.interval_ns = 1000;
+    e.timing_dropped = timing_dropped;
+    return e;
+  };
+  schema::OwnedProcessEndEvent end = End(101, 4, 0);
+  end.timing_dropped = 5;
+  WriteFile(dir.path() / "a.jsonl", Line(Start(101, 0, kStart)) + Line(stats(101, 1, 2)) +
+                                        Line(stats(101, 2, 3)) + Line(end));
+  WriteFile(dir.path() / "b.jsonl", Line(Start(102, 0, kStart)) + Line(stats(102, 3, 4)) +
+                                        Line(stats(102, 2, 7)));  // still running
+  std::string old = Line(End(103, 1, 0));
+  const std::string field = R"(,"timing_dropped":0)";
+  ASSERT_NE(old.find(field), std::string::npos) << old;
+  old.erase(old.find(field), field.size());
+  WriteFile(dir.path() / "c.jsonl", Line(Start(103, 0, kStart)) + old);
+  const CliRun r = Report({dir.path().string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  std::map<int, uint64_t> timing_dropped;  // pid -> the process's value
+  for (const json& p : j["processes"]) {
+    timing_dropped[p["pid"].get<int>()] = p["timing_dropped"].get<uint64_t>();
+    EXPECT_EQ(p["dropped"], 0);
+  }
+  EXPECT_EQ(timing_dropped, (std::map<int, uint64_t>{{101, 5}, {102, 4}, {103, 0}}));
 }
 
 TEST(ReportCli, JsonHasEveryNumberFromHandCalculation) {

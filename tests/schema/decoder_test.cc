@@ -369,7 +369,7 @@ TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
   const auto& st = std::get<OwnedStatsEvent>(stats.event);
   EXPECT_EQ(st.emitted, 4u);
   EXPECT_EQ(st.launches + st.filtered + st.dropped_ring_full + st.dropped_disconnected +
-                st.ring_high_water + st.cpu_ns,
+                st.ring_high_water + st.cpu_ns + st.timing_dropped,
             0u);
 
   const DecodeResult end = Decode(
@@ -377,6 +377,36 @@ TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
       R"("emitted":4,"dropped":5})");
   ASSERT_TRUE(end.ok()) << end.message;
   EXPECT_EQ(std::get<OwnedProcessEndEvent>(end.event).launches, 0u);
+  EXPECT_EQ(std::get<OwnedProcessEndEvent>(end.event).timing_dropped, 0u);
+
+  // A line of the encoder before timing_dropped: every other counter, none of it.
+  const DecodeResult counted = Decode(
+      R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":0,)"
+      R"("emitted":4,"dropped":5,"launches":6,"filtered":7,"dropped_ring_full":1,)"
+      R"("dropped_disconnected":4})");
+  ASSERT_TRUE(counted.ok()) << counted.message;
+  const auto& e = std::get<OwnedProcessEndEvent>(counted.event);
+  EXPECT_EQ(e.dropped_disconnected, 4u);
+  EXPECT_EQ(e.timing_dropped, 0u);
+}
+
+TEST(DecoderTest, TimingDroppedIsAnUnsignedCounter) {
+  const std::string head =
+      R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
+      R"("ring_capacity":6,"interval_ns":7,"timing_dropped":)";
+  const DecodeResult max = Decode(head + "18446744073709551615}");
+  ASSERT_TRUE(max.ok()) << max.message;
+  EXPECT_EQ(std::get<OwnedStatsEvent>(max.event).timing_dropped, 18446744073709551615u);
+  EXPECT_EQ(Decode(head + "-1}").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + "18446744073709551616}").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + "\"3\"}").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + "null}").reason, Reason::kWrongType);
+  const DecodeResult crash = Decode(
+      R"({"type":"process_crash","version":1,"ts_ns":1,"pid":2,"seq":3,"signal":11,)"
+      R"("signal_name":"SIGSEGV","code":1,"addr":0,"tid":2,"app_handler":false,"emitted":3,)"
+      R"("dropped":0,"timing_dropped":2})");
+  ASSERT_TRUE(crash.ok()) << crash.message;
+  EXPECT_EQ(std::get<OwnedProcessCrashEvent>(crash.event).timing_dropped, 2u);
 }
 
 TEST(DecoderTest, GraphIdsComeTogether) {

@@ -309,11 +309,13 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.dropped_disconnected = 2;
   stats.ring_high_water = 61000;
   stats.cpu_ns = 2'500'000'000;
+  stats.timing_dropped = 12;
   events.emplace_back(stats);
   stats.emitted = stats.dropped = stats.ring_capacity = kU64Max;
   stats.interval_ns = kI64Max;
   stats.launches = stats.filtered = stats.dropped_ring_full = kU64Max;
   stats.dropped_disconnected = stats.ring_high_water = stats.cpu_ns = kU64Max;
+  stats.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(stats, seq++));
 
   OwnedProcessEndEvent end;
@@ -325,6 +327,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   end.filtered = 126001;
   end.dropped_ring_full = 5;
   end.dropped_disconnected = 2;
+  end.timing_dropped = 40;
   events.emplace_back(end);
   end.exit_code = std::nullopt;
   events.emplace_back(WithHeader(end, seq++));
@@ -332,6 +335,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   end.emitted = kU64Max;
   end.dropped = kU64Max;
   end.launches = end.filtered = end.dropped_ring_full = end.dropped_disconnected = kU64Max;
+  end.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(end, seq++));
 
   OwnedProcessLostEvent lost;
@@ -366,6 +370,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.filtered = 300;
   crash.dropped_ring_full = 1;
   crash.dropped_disconnected = 2;
+  crash.timing_dropped = 1;
   events.emplace_back(crash);
   crash.signal = 6;
   crash.signal_name = "SIGABRT";
@@ -378,7 +383,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.addr = kU64Max;
   crash.tid = kI32Max;
   crash.emitted = crash.dropped = crash.launches = crash.filtered = kU64Max;
-  crash.dropped_ring_full = crash.dropped_disconnected = kU64Max;
+  crash.dropped_ring_full = crash.dropped_disconnected = crash.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(crash, seq++));
   return events;
 }

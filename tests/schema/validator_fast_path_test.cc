@@ -198,6 +198,7 @@ OwnedStatsEvent PlainStats() {
   s.dropped_disconnected = 0;
   s.ring_high_water = 812;
   s.cpu_ns = 12'345'678;
+  s.timing_dropped = 21;
   return s;
 }
 
@@ -227,6 +228,7 @@ OwnedProcessEndEvent PlainProcessEnd() {
   e.filtered = 107;
   e.dropped_ring_full = 3;
   e.dropped_disconnected = 0;
+  e.timing_dropped = 21;
   return e;
 }
 
@@ -245,6 +247,7 @@ OwnedProcessCrashEvent PlainProcessCrash() {
   e.filtered = 0;
   e.dropped_ring_full = 0;
   e.dropped_disconnected = 0;
+  e.timing_dropped = 0;
   return e;
 }
 
@@ -451,6 +454,8 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
     return OwnedEvent(c);
   }()));
   const std::string crash = WithoutNewline(EncodeLine(PlainProcessCrash()));
+  const std::string stats = WithoutNewline(EncodeLine(PlainStats()));
+  const std::string end = WithoutNewline(EncodeLine(PlainProcessEnd()));
   ExpectCases({
       // Layout.
       {k, Reason::kOk, Path::kFast},
@@ -590,6 +595,33 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
       {Replace(crash, R"("signal":11)", R"("signal":65)"), Reason::kOutOfRange, Path::kGeneral},
       {Replace(crash, R"("signal":11)", R"("signal":64)"), Reason::kOk, Path::kFast},
       {Replace(crash, R"("signal":11)", R"("signal":1)"), Reason::kOk, Path::kFast},
+      // timing_dropped: optional (lines of earlier encoders lack it), at its place only.
+      {stats, Reason::kOk, Path::kFast},
+      {Replace(stats, R"(,"timing_dropped":21)", ""), Reason::kOk, Path::kFast},
+      {Replace(end, R"(,"timing_dropped":21)", ""), Reason::kOk, Path::kFast},
+      {Replace(crash, R"(,"timing_dropped":0)", ""), Reason::kOk, Path::kFast},
+      {Replace(stats, R"("timing_dropped":21)", R"("timing_dropped":18446744073709551615)"),
+       Reason::kOk, Path::kGeneral},  // 20 digits
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":9999999999999999999)"),
+       Reason::kOk, Path::kFast},
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":18446744073709551616)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":-1)"), Reason::kOutOfRange,
+       Path::kGeneral},
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":null)"), Reason::kWrongType,
+       Path::kGeneral},
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":2.0)"), Reason::kOk,
+       Path::kGeneral},
+      {Replace(end, R"("timing_dropped":21)", R"("timing_dropped":)"), Reason::kMalformedJson,
+       Path::kGeneral},
+      {Replace(Replace(stats, R"(,"timing_dropped":21)", ""), R"("cpu_ns":12345678)",
+               R"("cpu_ns":12345678,"timing_dropped":21)"),
+       Reason::kOk, Path::kGeneral},  // after cpu_ns: not the encoder's place
+      {Replace(Replace(end, R"(,"timing_dropped":21)", ""), R"(,"launches":)",
+               R"(,"timing_dropped":21,"launches":)"),
+       Reason::kOk, Path::kGeneral},
+      {Replace(end, R"(,"timing_dropped":21)", R"(,"timing_dropped":21,"timing_dropped":3)"),
+       Reason::kOk, Path::kGeneral},  // repeated: the last counts
       // Members that come together.
       {graph, Reason::kOk, Path::kFast},
       {Replace(graph, R"(,"graph_node_id":8)", ""), Reason::kMissingField, Path::kGeneral},

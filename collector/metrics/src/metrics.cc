@@ -120,6 +120,7 @@ struct Metrics::State {
   Counter received[kTypeSlots] = {};
   Counter stored[kTypeSlots] = {};
   Counter lost{0};
+  Counter timing_dropped{0};
   Counter bytes_written{0};
 
   LabelTable rejected_reasons;
@@ -175,6 +176,8 @@ void Metrics::Lost(uint64_t n) { Add(state_->lost, n); }
 void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
   Add(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
 }
+
+void Metrics::ProducerTimingDropped(uint64_t delta) { Add(state_->timing_dropped, delta); }
 
 void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
 
@@ -267,6 +270,12 @@ void Metrics::State::Render(std::string* out) const {
     if (i < dropped_reasons.reserved_count() && v == 0) continue;
     w.Sample("cuflight_events_dropped_total", {{"reason", dropped_reasons.label(i)}}, v);
   }
+
+  w.Family("cuflight_kernel_timing_dropped_total", "counter",
+           "Kernel timing records the producers report they lost before making kernel_time "
+           "events (CUPTI had no buffer, dropped records, or records incomplete at a forced "
+           "flush).");
+  w.Sample("cuflight_kernel_timing_dropped_total", {}, Get(timing_dropped));
 
   w.Family("cuflight_log_written_bytes_total", "counter", "Bytes written to the event log.");
   w.Sample("cuflight_log_written_bytes_total", {}, Get(bytes_written));

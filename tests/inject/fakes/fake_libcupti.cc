@@ -1,10 +1,22 @@
 // A stand-in libcupti for the injection tests: keeps the subscriber's callback and lets the test
 // program fire launch callbacks through fake_cupti_launch(). FAKE_CUPTI_MODE=taken makes
 // subscription fail as when another tool holds CUPTI.
+//
+// FAKE_CUPTI_TIMING=<incomplete>,<dropped>,<refused> makes it time the launches too: each launch
+// gets a CONCURRENT_KERNEL activity record (start 1000 x its correlation id, 500 ns long), held
+// until a forced flush (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, as the
+// injector's exit does; other flushes hand over nothing, as if the kernels were still running).
+// The forced flush asks for buffers until <refused> requests were refused (at most 64 asks),
+// writes the records into the first buffer it got, the last <incomplete> of them with end 0 (still
+// running), reports <dropped> records dropped (cuptiActivityGetNumDroppedRecords, reset on read)
+// and completes every buffer it got, the others empty.
 #include <cupti.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -12,6 +24,83 @@ namespace {
 CUpti_CallbackFunc g_callback = nullptr;
 void* g_userdata = nullptr;
 bool g_enabled[1024] = {};
+CUpti_BuffersCallbackRequestFunc g_buffer_requested = nullptr;
+CUpti_BuffersCallbackCompleteFunc g_buffer_completed = nullptr;
+std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
+std::atomic<size_t> g_dropped{0};
+
+struct TimingMode {
+  bool on = false;
+  int incomplete = 0;
+  int dropped = 0;
+  int refused = 0;
+};
+
+TimingMode ReadTimingMode() {
+  TimingMode mode;
+  const char* text = std::getenv("FAKE_CUPTI_TIMING");
+  if (text == nullptr) return mode;
+  mode.on = std::sscanf(text, "%d,%d,%d", &mode.incomplete, &mode.dropped, &mode.refused) == 3;
+  return mode;
+}
+
+void DeliverTiming() {
+  const TimingMode mode = ReadTimingMode();
+  if (!mode.on || g_buffer_requested == nullptr || g_buffer_completed == nullptr) return;
+  struct Given {
+    uint8_t* buffer;
+    size_t size;
+  };
+  std::vector<Given> given;
+  int refused = 0;
+  for (int ask = 0; ask < 64 && refused < mode.refused; ++ask) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    g_buffer_requested(&buffer, &size, &max_records);
+    if (buffer == nullptr) {
+      ++refused;
+    } else {
+      given.push_back({buffer, size});
+    }
+  }
+  if (given.empty()) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    g_buffer_requested(&buffer, &size, &max_records);
+    if (buffer != nullptr) given.push_back({buffer, size});
+  }
+  g_dropped.store(static_cast<size_t>(mode.dropped));
+  size_t valid = 0;
+  if (!given.empty()) {
+    const size_t n = g_timed.size();
+    for (size_t i = 0; i < n && valid + sizeof(CUpti_ActivityKernel10) <= given[0].size; ++i) {
+      CUpti_ActivityKernel10 record{};
+      record.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+      record.correlationId = g_timed[i];
+      record.start = 1000ull * g_timed[i];
+      const bool running = i + static_cast<size_t>(mode.incomplete) >= n;
+      record.end = running ? 0 : record.start + 500;
+      record.deviceId = 0;
+      record.contextId = 1;
+      record.streamId = 7;
+      record.blockX = 256;
+      record.blockY = 1;
+      record.blockZ = 1;
+      record.gridX = 132;
+      record.gridY = 1;
+      record.gridZ = 1;
+      record.name = "_Z6vecaddPKfS0_Pfi";
+      std::memcpy(given[0].buffer + valid, &record, sizeof(record));
+      valid += sizeof(record);
+    }
+  }
+  g_timed.clear();
+  for (size_t i = 0; i < given.size(); ++i) {
+    g_buffer_completed(nullptr, 0, given[i].buffer, given[i].size, i == 0 ? valid : 0);
+  }
+}
 }  // namespace
 
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
@@ -50,16 +139,30 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult, const char** str) {
 EXPORT CUptiResult cuptiGetDeviceId(CUcontext, uint32_t* id) { *id = 0; return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
-EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc,
-                                                  CUpti_BuffersCallbackCompleteFunc) {
+EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                                  CUpti_BuffersCallbackCompleteFunc completed) {
+  g_buffer_requested = requested;
+  g_buffer_completed = completed;
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
-EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity**) {
-  return CUPTI_ERROR_MAX_LIMIT_REACHED;
+EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
+  if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) DeliverTiming();
+  return CUPTI_SUCCESS;
+}
+// The records of a buffer as DeliverTiming writes them: kernel records back to back.
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
+                                              CUpti_Activity** record) {
+  size_t at = 0;
+  if (*record != nullptr) {
+    at = static_cast<size_t>(reinterpret_cast<uint8_t*>(*record) - buffer) +
+         sizeof(CUpti_ActivityKernel10);
+  }
+  if (at + sizeof(CUpti_ActivityKernel10) > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(buffer + at);
+  return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
-  *dropped = 0;
+  *dropped = g_dropped.exchange(0);
   return CUPTI_SUCCESS;
 }
 
@@ -83,10 +186,12 @@ EXPORT int fake_cupti_launch(int count) {
   data.functionReturnValue = &result;
   data.symbolName = "_Z6vecaddPKfS0_Pfi";
   data.context = reinterpret_cast<CUcontext>(0xC0);
+  const bool timed = ReadTimingMode().on;
   for (int i = 0; i < count; ++i) {
     data.correlationId = static_cast<uint32_t>(i + 1);
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
+    if (timed) g_timed.push_back(data.correlationId);
   }
   return count;
 }

@@ -254,11 +254,14 @@ struct BasicStatsEvent {
   uint64_t dropped_disconnected = 0;  // events lost because the collector was unreachable
   uint64_t ring_high_water = 0;       // most ring slots ever in use at once
   uint64_t cpu_ns = 0;                // CPU time of the library's own threads, ns
+  // Kernel timing records lost (no kernel_time event for them; not counted in dropped): CUPTI
+  // had no buffer, dropped records, or records incomplete at a forced flush.
+  uint64_t timing_dropped = 0;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
 
-// Last event of a process that exits normally. Counters as in stats (the four after `dropped`
+// Last event of a process that exits normally. Counters as in stats (the five after `dropped`
 // optional on the wire, 0 when absent).
 template <class S>
 struct BasicProcessEndEvent {
@@ -271,6 +274,7 @@ struct BasicProcessEndEvent {
   uint64_t filtered = 0;
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t timing_dropped = 0;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -291,7 +295,7 @@ struct BasicProcessLostEvent {
 };
 
 // Sent by the process from its handler of a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-// SIGABRT), after every event recorded before it. Counters as in process_end (the four after
+// SIGABRT), after every event recorded before it. Counters as in process_end (the five after
 // `dropped` optional on the wire, 0 when absent).
 template <class S>
 struct BasicProcessCrashEvent {
@@ -311,6 +315,7 @@ struct BasicProcessCrashEvent {
   uint64_t filtered = 0;
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t timing_dropped = 0;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

@@ -21,7 +21,7 @@
 //     set-associative table; a full set evicts its oldest entry (counted). Time whose kernel is
 //     unknown (lost, evicted or never sent) is counted under its device and kernel="unknown".
 //  5. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
-//     event, rejection, loss, drop and byte counts) may be called from any thread. Kernel(),
+//     event, rejection, loss, drop, timing-drop and byte counts) may be called from any thread. Kernel(),
 //     KernelTime() and ProcessGone() share the join table and must be called from one thread at
 //     a time (the daemon's ingest thread); they may run concurrently with every other method.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
@@ -66,6 +66,9 @@ class Metrics {
   // `delta` events a producer reports it dropped itself (from stats / process_end deltas), by
   // reason such as "ring_full" or "disconnected".
   void ProducerDropped(std::string_view reason, uint64_t delta);
+  // `delta` kernel timing records a producer reports it lost before they became kernel_time
+  // events (from the deltas of its stats / process_end `timing_dropped`).
+  void ProducerTimingDropped(uint64_t delta);
   // `n` bytes written to the event log.
   void BytesWritten(uint64_t n);
 

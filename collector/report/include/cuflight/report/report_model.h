@@ -80,6 +80,9 @@ struct ProcessSummary {
   std::optional<schema::OwnedApiErrorEvent> last_api_error;
   // Events the process reported as dropped (process_end, else its latest stats).
   uint64_t dropped = 0;
+  // Kernel timing records the process reported lost (no kernel_time for them; process_end, else
+  // its latest stats).
+  uint64_t timing_dropped = 0;
   Ending ending = Ending::kRunning;
   // One line saying how it ended, e.g. "lost: connection ended without process_end (last seq
   // 41, 0 events lost)" or "api_error: cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED (719)".

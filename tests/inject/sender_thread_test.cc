@@ -135,6 +135,22 @@ TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   EXPECT_EQ(end.emitted + end.dropped, last_seq);  // every seq before process_end accounted
 }
 
+// Hands `records` to the sender as CUPTI would: in a buffer taken from the pool and completed.
+// False when the pool has no free buffer.
+bool HandOver(ActivityBuffers* buffers, FakeCuda* fake, std::vector<KernelActivity*> records) {
+  fake->activity_records.clear();
+  for (KernelActivity* r : records) {
+    fake->activity_records.push_back(reinterpret_cast<CUpti_Activity*>(r));
+  }
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers->Request(&buffer, &size, &max_records);
+  if (buffer == nullptr) return false;
+  buffers->Complete(buffer, records.size() * sizeof(KernelActivity));
+  return true;
+}
+
 TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   // A process that only replays graphs: no launch callback ever described device 0, so the
   // sender reads it itself, sends its device event, then the node's kernel event.
@@ -159,13 +175,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   node.graphId = 9;
   node.graphNodeId = 1;
   node.name = "_Z4nodev";
-  p.h.fake.activity_records = {reinterpret_cast<CUpti_Activity*>(&node)};
-  uint8_t* buffer = nullptr;
-  size_t size = 0;
-  size_t max_records = 0;
-  buffers.Request(&buffer, &size, &max_records);
-  ASSERT_NE(buffer, nullptr);
-  buffers.Complete(buffer, sizeof(KernelActivity));
+  ASSERT_TRUE(HandOver(&buffers, &p.h.fake, {&node}));
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
@@ -222,14 +232,7 @@ TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
   plain.graphNodeId = 0;
   plain.correlationId = 1;
   plain.name = "_Z1kv";
-  p.h.fake.activity_records = {reinterpret_cast<CUpti_Activity*>(&plain),
-                               reinterpret_cast<CUpti_Activity*>(&node)};
-  uint8_t* buffer = nullptr;
-  size_t size = 0;
-  size_t max_records = 0;
-  buffers.Request(&buffer, &size, &max_records);
-  ASSERT_NE(buffer, nullptr);
-  buffers.Complete(buffer, 2 * sizeof(KernelActivity));
+  ASSERT_TRUE(HandOver(&buffers, &p.h.fake, {&plain, &node}));
 
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));

@@ -96,6 +96,7 @@ ordered_json OccupancyReportToJson(const OccupancyReport& report) {
   for (int i = 0; i < schema::kResourceCount; ++i) {
     const auto r = static_cast<Resource>(i);
     if (r == Resource::kCluster && !report.launch.is_cluster()) continue;
+    if (r == Resource::kOther) continue;  // named only when the driver disagrees
     blocks[std::string(schema::ResourceName(r))] = BlockCount(report.result.blocks_per_sm[i]);
   }
   ordered_json detail;

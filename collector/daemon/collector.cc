@@ -489,6 +489,11 @@ class Collector::Impl {
       metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);
       p.timing_dropped = facts_.timing_dropped;
     }
+    if (facts_.occupancy_disagreements > p.occupancy_disagreements) {
+      metrics_->OccupancyDisagreements(facts_.occupancy_disagreements -
+                                       p.occupancy_disagreements);
+      p.occupancy_disagreements = facts_.occupancy_disagreements;
+    }
   }
 
   // A seq received with a valid header: a gap before it is lost, exactly once.

@@ -32,6 +32,7 @@ struct ProducerProcess {
   uint64_t dropped_disconnected = 0;
   uint64_t dropped_other = 0;
   uint64_t timing_dropped = 0;  // kernel timing records lost (not events)
+  uint64_t occupancy_disagreements = 0;  // launches the driver and the engine disagreed on
 
   int connections = 0;  // open connections identified as this process
   bool ended = false;   // process_end stored

@@ -60,13 +60,14 @@ std::array<ResourceLimit, schema::kResourceCount> ResourceLimits(const schema::O
                                                                  int32_t wpb) {
   const std::array<double, schema::kResourceCount> occ = {
       f.reg_occupancy,   f.smem_occupancy,    f.warp_occupancy,
-      f.block_occupancy, f.barrier_occupancy, f.cluster_occupancy};
+      f.block_occupancy, f.barrier_occupancy, f.cluster_occupancy, f.occupancy};
   std::array<ResourceLimit, schema::kResourceCount> out{};
   for (int i = 0; i < schema::kResourceCount; ++i) {
     const auto r = static_cast<Resource>(i);
     ResourceLimit& limit = out[static_cast<size_t>(i)];
     limit.occupancy = occ[static_cast<size_t>(i)];
-    if (r == Resource::kCluster && !f.has_cluster) {
+    if ((r == Resource::kCluster && !f.has_cluster) ||
+        (r == Resource::kOther && !InMask(f.limiting_resources, r))) {
       limit.applies = false;
       limit.occupancy = 0;
       continue;
@@ -145,6 +146,11 @@ std::string Advice(const Signature& sig) {
     case Resource::kCluster:
       return fmt::format("cluster placement limits occupancy to {}",
                          FormatPercent(f.has_cluster ? f.cluster_occupancy : f.occupancy));
+    case Resource::kOther:
+      return fmt::format(
+          "the CUDA driver allows {} blocks/SM ({}), fewer than registers, shared memory, warps "
+          "and block slots give: a limit no function attribute shows (e.g. named barriers)",
+          n, occ);
   }
   return "";
 }

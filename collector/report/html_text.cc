@@ -128,6 +128,8 @@ std::string_view ResourceColor(schema::Resource r) {
       return kSky;
     case schema::Resource::kCluster:
       return kVermillion;
+    case schema::Resource::kOther:
+      return kGrey;
   }
   return kGrey;
 }

@@ -201,6 +201,16 @@ class Reader {
     }
   }
 
+  void OptionalOccupancySource(const char* key, OccupancySource* out) {
+    const json* v = Find(key);
+    if (v == nullptr || !ok()) return;
+    if (!v->is_string()) return Fail(Reason::kWrongType, key, "must be a string", v);
+    const std::optional<OccupancySource> s =
+        OccupancySourceFromName(v->get_ref<const std::string&>());
+    if (!s) return Fail(Reason::kOutOfRange, key, "must be one of driver, engine", v);
+    *out = *s;
+  }
+
   void OneLostReason(const char* key, LostReason* out) {
     const json* v = Get(key);
     if (v == nullptr) return;
@@ -504,6 +514,8 @@ void Read(Reader& r, OwnedKernelEvent* e) {
   r.IntOrNull("regs_for_next_block", kCount32, int32_t{-1}, &o.regs_for_next_block);
   r.IntOrNull("smem_for_next_block", kCount64, int64_t{-1}, &o.smem_for_next_block);
   r.Int("best_block_size", kCount32, &o.best_block_size);
+  r.OptionalOccupancySource("occupancy_source", &e->occupancy_source);
+  r.OptionalInt("engine_max_active_blocks", kCount32, &e->engine_max_active_blocks);
 }
 
 void Read(Reader& r, OwnedKernelTimeEvent* e) {
@@ -536,6 +548,7 @@ void ReadLaunchCounters(Reader& r, E* e) {
   r.OptionalInt("dropped_ring_full", kUint64, &e->dropped_ring_full);
   r.OptionalInt("dropped_disconnected", kUint64, &e->dropped_disconnected);
   r.OptionalInt("timing_dropped", kUint64, &e->timing_dropped);
+  r.OptionalInt("occupancy_disagreements", kUint64, &e->occupancy_disagreements);
 }
 
 void Read(Reader& r, OwnedStatsEvent* e) {

@@ -496,6 +496,8 @@ void WriteLaunchCounters(Writer& w, const E& e) {
   w.Int(e.dropped_disconnected);
   w.Key(R"(,"timing_dropped":)");
   w.Int(e.timing_dropped);
+  w.Key(R"(,"occupancy_disagreements":)");
+  w.Int(e.occupancy_disagreements);
 }
 
 template <class S>
@@ -640,6 +642,14 @@ size_t Encode(const BasicKernelEvent<S>& e, char* buf, size_t cap) noexcept {
     w.Int(*e.graph_node_id);
   }
   WriteOccupancy(w, e.occupancy, e.cluster.has_value());
+  if (e.occupancy_source != OccupancySource::kUnknown) {
+    w.Key(e.occupancy_source == OccupancySource::kDriver ? R"(,"occupancy_source":"driver")"
+                                                         : R"(,"occupancy_source":"engine")");
+  }
+  if (e.engine_max_active_blocks) {
+    w.Key(R"(,"engine_max_active_blocks":)");
+    w.Int(*e.engine_max_active_blocks);
+  }
   w.Char('}');
   return w.Finish();
 }

@@ -51,11 +51,12 @@ using internal::Utf8Length;
   X(smem_occupancy) X(warp_occupancy) X(block_occupancy) X(barrier_occupancy)                   \
   X(cluster_occupancy) X(limiting_resource) X(limiting_resources) X(allocated_regs_per_block)   \
   X(allocated_smem_per_block) X(waves) X(tail_utilization) X(regs_for_next_block)               \
-  X(smem_for_next_block) X(best_block_size)                                                      \
+  X(smem_for_next_block) X(best_block_size) X(occupancy_source) X(engine_max_active_blocks)     \
   X(end_ns) X(duration_ns)                                                                       \
   X(code) X(error_name) X(message) X(last_correlation_ids)                                      \
   X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
   X(dropped_ring_full) X(dropped_disconnected) X(ring_high_water) X(cpu_ns) X(timing_dropped)   \
+  X(occupancy_disagreements)                                                                     \
   X(exit_code)                                                                                   \
   X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
   X(signal) X(signal_name) X(addr) X(app_handler)
@@ -1013,6 +1014,17 @@ class Checker {
     }
   }
 
+  void OptionalOccupancySource(Key k) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    if (StringIs(*v, OccupancySourceName(OccupancySource::kDriver)) ||
+        StringIs(*v, OccupancySourceName(OccupancySource::kEngine))) {
+      return;
+    }
+    Fail(Reason::kOutOfRange, k, "must be one of driver, engine", v);
+  }
+
   void OneLostReason(Key k) {
     const Value* v = Get(k);
     if (v == nullptr) return;
@@ -1276,6 +1288,8 @@ void CheckKernel(Checker& c) {
   c.IntOrNull(k_regs_for_next_block, kCount32);
   c.IntOrNull(k_smem_for_next_block, kCount64);
   c.Int<int64_t>(k_best_block_size, kCount32);
+  c.OptionalOccupancySource(k_occupancy_source);
+  c.OptionalInt(k_engine_max_active_blocks, kCount32);
 }
 
 void CheckKernelTime(Checker& c) {
@@ -1299,7 +1313,7 @@ void CheckApiError(Checker& c) {
 
 void CheckLaunchCounters(Checker& c) {
   for (const Key k : {k_launches, k_filtered, k_dropped_ring_full, k_dropped_disconnected,
-                      k_timing_dropped}) {
+                      k_timing_dropped, k_occupancy_disagreements}) {
     c.OptionalInt(k, kUint64);
   }
 }

@@ -296,7 +296,8 @@ static_assert(ResourceName(Resource::kRegisters) == "registers" &&
                   ResourceName(Resource::kWarps) == "warps" &&
                   ResourceName(Resource::kBlocks) == "blocks" &&
                   ResourceName(Resource::kBarriers) == "barriers" &&
-                  ResourceName(Resource::kCluster) == "cluster",
+                  ResourceName(Resource::kCluster) == "cluster" &&
+                  ResourceName(Resource::kOther) == "other",
               "ResourceAt below spells the resource names");
 static_assert(LostReasonName(LostReason::kDisconnected) == "disconnected" &&
                   LostReasonName(LostReason::kCollectorShutdown) == "collector_shutdown",
@@ -327,6 +328,9 @@ inline int ResourceAt(const char* p, const char* end, const char** after) {
       break;
     case 'c':
       if (Matches<R"("cluster")">(p)) return found(5, 9);
+      break;
+    case 'o':
+      if (Matches<R"("other")">(p)) return found(6, 7);
       break;
     default:
       break;
@@ -483,6 +487,12 @@ class Cursor {
       if (*p != ',') return false;
       ++p;
     }
+  }
+
+  bool OccupancySourceValue() {
+    if (end_ - p_ >= 8 && Matches<R"("driver")">(p_)) return Record(p_ + 8);
+    if (end_ - p_ >= 8 && Matches<R"("engine")">(p_)) return Record(p_ + 8);
+    return false;
   }
 
   bool LostReasonValue() {
@@ -684,7 +694,9 @@ inline bool Kernel(Cursor& c, Header* h) {
          c.NonNegative<R"(,"waves":)">() && c.Fraction<R"(,"tail_utilization":)">() &&
          c.IntOrNull<R"(,"regs_for_next_block":)", kCount32>() &&
          c.IntOrNull<R"(,"smem_for_next_block":)", kCount64>() &&
-         c.Int<R"(,"best_block_size":)", kCount32>() && c.Close();
+         c.Int<R"(,"best_block_size":)", kCount32>() &&
+         (!c.Name<R"(,"occupancy_source":)">() || c.OccupancySourceValue()) &&
+         (!c.Name<R"(,"engine_max_active_blocks":)">() || c.IntValue<kCount32>()) && c.Close();
 }
 
 inline bool KernelTime(Cursor& c, Header* h) {
@@ -710,7 +722,8 @@ inline bool LaunchCounters(Cursor& c) {
   return c.Int<R"(,"launches":)", kUint64>() && c.Int<R"(,"filtered":)", kUint64>() &&
          c.Int<R"(,"dropped_ring_full":)", kUint64>() &&
          c.Int<R"(,"dropped_disconnected":)", kUint64>() &&
-         (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>());
+         (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>()) &&
+         (!c.Name<R"(,"occupancy_disagreements":)">() || c.IntValue<kUint64>());
 }
 
 inline bool Stats(Cursor& c, Header* h) {

@@ -55,6 +55,8 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   m.ProducerDropped("ring_full", 1);
   m.ProducerTimingDropped(4);
   m.ProducerTimingDropped(9);
+  m.OccupancyDisagreements(2);
+  m.OccupancyDisagreements(5);
   m.BytesWritten(100);
   m.BytesWritten(23);
   m.Kernel(1, 10, "gemm", 0, "registers", 0.5);
@@ -85,6 +87,7 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "ring_full"}}), 6);
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "disconnected"}}), 2);
   EXPECT_EQ(V(e, "cuflight_kernel_timing_dropped_total"), 13);
+  EXPECT_EQ(V(e, "cuflight_occupancy_disagreements_total"), 7);
   // Timing records are not events: no reason of the events' drops.
   EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 2u);
   EXPECT_EQ(V(e, "cuflight_log_written_bytes_total"), 123);
@@ -103,8 +106,9 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   EXPECT_EQ(
       V(e, "cuflight_kernel_launches_total", {{"device", "1"}, {"limiting_resource", "cluster"}}),
       0);
-  // Six resources for each of the two devices seen; no "unknown" resource was named.
-  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_launches_total").size(), 12u);
+  // Seven resource names ("other" among them) for each of the two devices seen; no "unknown"
+  // resource was named.
+  EXPECT_EQ(e.SamplesNamed("cuflight_kernel_launches_total").size(), 14u);
 
   // Device 0 observed 0.5, 0.25, 0.75; device 1 observed 1.0.
   const char* bounds[] = {"0.125", "0.25", "0.375", "0.5", "0.625", "0.75", "0.875", "1", "+Inf"};
@@ -166,6 +170,7 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
       "cuflight_events_received_total",       "cuflight_events_stored_total",
       "cuflight_events_rejected_total",       "cuflight_events_lost_total",
       "cuflight_events_dropped_total",        "cuflight_kernel_timing_dropped_total",
+      "cuflight_occupancy_disagreements_total",
       "cuflight_log_written_bytes_total",     "cuflight_kernel_launches_total",
       "cuflight_kernel_occupancy_ratio",      "cuflight_kernel_gpu_seconds_total",
       "cuflight_kernel_name_launches_total",  "cuflight_kernel_name_occupancy_ratio",

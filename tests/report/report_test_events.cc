@@ -122,6 +122,7 @@ schema::OccupancyFields Fields(int32_t blocks, int32_t wpb, int32_t max_warps,
     case schema::Resource::kBlocks: f.block_occupancy = occ; break;
     case schema::Resource::kBarriers: f.barrier_occupancy = occ; break;
     case schema::Resource::kCluster: break;
+    case schema::Resource::kOther: break;
   }
   f.limiting_resource = limiter;
   f.limiting_resources = schema::MaskOf(limiter);

@@ -285,7 +285,9 @@ TEST(DecoderTest, OutOfRange) {
               R"(kernel: field "regs_for_next_block" must be an integer in [0, 2147483647], got -1)"},
           Case{
               "limiting_resource", "tmem",
-              R"(kernel: field "limiting_resource" must be one of registers, shared_mem, warps, blocks, barriers, cluster, got "tmem")"},
+              R"(kernel: field "limiting_resource" must be one of registers, shared_mem, warps, blocks, barriers, cluster, other, got "tmem")"},
+          Case{"occupancy_source", "cupti",
+               R"(kernel: field "occupancy_source" must be one of driver, engine, got "cupti")"},
           Case{
               "limiting_resources",
               {"warps", "warps"},

@@ -577,7 +577,9 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->cooperative,
                      k->graph_id,
                      k->graph_node_id,
-                     k->occupancy};
+                     k->occupancy,
+                     k->occupancy_source,
+                     k->engine_max_active_blocks};
     n = Encode(view, line.data(), line.size());
   } else {
     n = Encode(event, line.data(), line.size());

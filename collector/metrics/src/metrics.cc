@@ -121,6 +121,7 @@ struct Metrics::State {
   Counter stored[kTypeSlots] = {};
   Counter lost{0};
   Counter timing_dropped{0};
+  Counter occupancy_disagreements{0};
   Counter bytes_written{0};
 
   LabelTable rejected_reasons;
@@ -178,6 +179,9 @@ void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
 }
 
 void Metrics::ProducerTimingDropped(uint64_t delta) { Add(state_->timing_dropped, delta); }
+void Metrics::OccupancyDisagreements(uint64_t delta) {
+  Add(state_->occupancy_disagreements, delta);
+}
 
 void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
 
@@ -276,6 +280,12 @@ void Metrics::State::Render(std::string* out) const {
            "events (CUPTI had no buffer, dropped records, or records incomplete at a forced "
            "flush).");
   w.Sample("cuflight_kernel_timing_dropped_total", {}, Get(timing_dropped));
+
+  w.Family("cuflight_occupancy_disagreements_total", "counter",
+           "Kernel launches whose resident blocks per SM the CUDA driver and cuflight's "
+           "calculator computed differently (the events report the driver's; their "
+           "engine_max_active_blocks gives the calculator's).");
+  w.Sample("cuflight_occupancy_disagreements_total", {}, Get(occupancy_disagreements));
 
   w.Family("cuflight_log_written_bytes_total", "counter", "Bytes written to the event log.");
   w.Sample("cuflight_log_written_bytes_total", {}, Get(bytes_written));

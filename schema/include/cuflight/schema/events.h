@@ -109,6 +109,33 @@ constexpr std::string_view LostReasonName(LostReason reason) {
   return "unknown";
 }
 
+// Who computed a kernel event's block count (wire names "driver", "engine"; kUnknown is not
+// encoded: lines written before occupancy_source existed).
+enum class OccupancySource : uint8_t {
+  kUnknown = 0,
+  kDriver = 1,
+  kEngine = 2,
+};
+
+constexpr std::string_view OccupancySourceName(OccupancySource source) {
+  switch (source) {
+    case OccupancySource::kDriver:
+      return "driver";
+    case OccupancySource::kEngine:
+      return "engine";
+    case OccupancySource::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+// Inverse of OccupancySourceName for "driver" and "engine"; nullopt for any other string.
+constexpr std::optional<OccupancySource> OccupancySourceFromName(std::string_view name) {
+  if (name == "driver") return OccupancySource::kDriver;
+  if (name == "engine") return OccupancySource::kEngine;
+  return std::nullopt;
+}
+
 // Inverse of LostReasonName; nullopt for any other string.
 constexpr std::optional<LostReason> LostReasonFromName(std::string_view name) {
   for (int i = 0; i < kLostReasonCount; ++i) {
@@ -174,8 +201,11 @@ struct BasicKernelEvent {
   Header header;
   int32_t tid = 0;               // launching thread (gettid)
   int32_t device = 0;            // CUDA device ordinal
-  uint64_t context = 0;          // opaque CUcontext handle
-  uint64_t stream = 0;           // opaque CUstream handle; 0 is the legacy default stream
+  // CUPTI's ids (cuptiGetContextId, cuptiGetStreamIdEx), the contextId / streamId of CUPTI's
+  // activity records: one identity per context and stream across event types. 0xffffffff: CUPTI
+  // could not say. (Lines of earlier versions held the CUcontext / CUstream handles.)
+  uint64_t context = 0;
+  uint64_t stream = 0;
   uint64_t correlation_id = 0;   // CUPTI correlation id; joins the kernel_time event
   typename S::String api;        // launch API, e.g. "cuLaunchKernel", "cudaLaunchKernel"
   typename S::String name;       // mangled
@@ -198,6 +228,14 @@ struct BasicKernelEvent {
   // Encoded at the top level of the object, not nested. `cluster_occupancy` is written only when
   // `cluster` is set and occupancy.has_cluster is true.
   OccupancyFields occupancy;
+  // Who gave max_active_blocks, active_warps and occupancy: the CUDA driver
+  // (cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for the launch's configuration) or the
+  // engine alone (graph nodes, a launch carveout the driver's call cannot express, a driver that
+  // could not say). kUnknown: a line written before the field existed (not encoded).
+  OccupancySource occupancy_source = OccupancySource::kUnknown;
+  // The engine's max_active_blocks, only when it differs from the driver's (occupancy_source
+  // driver; limiting_resource is then "other"). The per-resource figures are the engine's.
+  std::optional<int32_t> engine_max_active_blocks;
 
   bool operator==(const BasicKernelEvent&) const = default;
 };
@@ -229,8 +267,8 @@ struct BasicApiErrorEvent {
   typename S::String error_name;            // e.g. "CUDA_ERROR_INVALID_VALUE"
   typename S::String message;               // the driver's description
   int32_t device = -1;                      // -1 if unknown
-  uint64_t context = 0;                     // 0 if unknown
-  uint64_t stream = 0;                      // 0 if unknown or the legacy default stream
+  uint64_t context = 0;                     // CUPTI's id, as in kernel events
+  uint64_t stream = 0;                      // the failed launch's stream; 0xffffffff: none
   // correlation_id of the latest recorded launches on the same context, oldest first
   typename S::IdList last_correlation_ids;
 
@@ -257,6 +295,9 @@ struct BasicStatsEvent {
   // Kernel timing records lost (no kernel_time event for them; not counted in dropped): CUPTI
   // had no buffer, dropped records, or records incomplete at a forced flush.
   uint64_t timing_dropped = 0;
+  // Launches whose occupancy the driver and the engine computed differently (kernel events with
+  // engine_max_active_blocks); optional on the wire, 0 when absent.
+  uint64_t occupancy_disagreements = 0;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
@@ -275,6 +316,7 @@ struct BasicProcessEndEvent {
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
   uint64_t timing_dropped = 0;
+  uint64_t occupancy_disagreements = 0;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -316,6 +358,7 @@ struct BasicProcessCrashEvent {
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
   uint64_t timing_dropped = 0;
+  uint64_t occupancy_disagreements = 0;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

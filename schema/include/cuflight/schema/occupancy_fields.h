@@ -15,6 +15,10 @@ namespace cuflight::schema {
 // the first in this order is named. Registers and shared memory come first because they are what a
 // developer can change in the kernel; the fixed hardware slots (warps, blocks, barriers) come
 // after, and the cluster placement limit last.
+//
+// kOther is never computed by the engine: a kernel event names it when the CUDA driver's block
+// count differs from the engine's, so that no resource is named as the limit when it is not (the
+// driver knows something no function attribute exposes, e.g. named barriers).
 enum class Resource : uint8_t {
   kRegisters = 0,
   kSharedMem = 1,
@@ -22,14 +26,16 @@ enum class Resource : uint8_t {
   kBlocks = 3,
   kBarriers = 4,
   kCluster = 5,
+  kOther = 6,
 };
-inline constexpr int kResourceCount = 6;
+inline constexpr int kResourceCount = 7;
 
 // Bit set of resources: bit i is Resource(i).
 using ResourceMask = uint8_t;
 constexpr ResourceMask MaskOf(Resource r) { return static_cast<ResourceMask>(1u << static_cast<int>(r)); }
 
-// Wire name of a resource: "registers", "shared_mem", "warps", "blocks", "barriers", "cluster".
+// Wire name of a resource: "registers", "shared_mem", "warps", "blocks", "barriers", "cluster",
+// "other".
 constexpr std::string_view ResourceName(Resource r) {
   switch (r) {
     case Resource::kRegisters: return "registers";
@@ -38,6 +44,7 @@ constexpr std::string_view ResourceName(Resource r) {
     case Resource::kBlocks: return "blocks";
     case Resource::kBarriers: return "barriers";
     case Resource::kCluster: return "cluster";
+    case Resource::kOther: return "other";
   }
   return "unknown";
 }

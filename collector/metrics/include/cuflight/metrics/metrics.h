@@ -69,6 +69,9 @@ class Metrics {
   // `delta` kernel timing records a producer reports it lost before they became kernel_time
   // events (from the deltas of its stats / process_end `timing_dropped`).
   void ProducerTimingDropped(uint64_t delta);
+  // `delta` launches whose occupancy a producer's driver and engine computed differently (from
+  // the deltas of its stats / process_end `occupancy_disagreements`).
+  void OccupancyDisagreements(uint64_t delta);
   // `n` bytes written to the event log.
   void BytesWritten(uint64_t n);
 

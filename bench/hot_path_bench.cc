@@ -2,6 +2,12 @@
 // device and context already seen (the cached case), through to the record in the ring. The
 // ring is drained with the timer paused whenever it is full, so every timed push succeeds.
 //
+// BM_LaunchCallbackNewConfiguration: the slow path a launch configuration takes once (here every
+// launch has a dynamic shared memory size not seen before), with the driver asked for its
+// occupancy (<1>; the fake driver answers with cuda_occupancy.h, so a real driver's own cost
+// comes on top) or not (<0>, the driver lacks the entry point): the difference is what asking
+// the driver adds besides the driver's own time.
+//
 //   build/release/bin/hot_path_bench --benchmark_min_time=0.5 --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -79,10 +85,54 @@ void BM_LaunchCallbackCached(benchmark::State& state) {
     ++in_ring;
   }
   state.counters["dropped"] = static_cast<double>(s.ring.dropped());
+  state.counters["driver_queries"] = static_cast<double>(s.fake.occupancy_queries);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LaunchCallbackCached<1>);
 BENCHMARK(BM_LaunchCallbackCached<64>);
+
+template <int kAskDriver>
+void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {
+  Setup s;
+  if (!kAskDriver) {
+    s.driver.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags = nullptr;
+    s.recorder = std::make_unique<Recorder>(&s.driver, &s.cupti, &s.ring, &s.functions,
+                                            &s.devices, RecorderOptions{});
+  }
+  cuLaunchKernel_params params = {reinterpret_cast<CUfunction>(uintptr_t{0x1000}), 132, 1, 1, 256,
+                                  1, 1, 0, reinterpret_cast<CUstream>(0x5E), nullptr, nullptr};
+  CUresult result = CUDA_SUCCESS;
+  CUpti_CallbackData data{};
+  data.callbackSite = CUPTI_API_EXIT;
+  data.functionReturnValue = &result;
+  data.symbolName = "_Z6kernelPfi";
+  data.context = reinterpret_cast<CUcontext>(0xC0);
+  data.functionParams = &params;
+  s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  uint32_t i = 0;
+  size_t in_ring = s.ring.SizeApprox();
+  for (auto _ : state) {
+    if (in_ring == kRingSlots) {
+      state.PauseTiming();
+      LaunchRecord r;
+      while (s.ring.TryPop(&r)) {
+      }
+      in_ring = 0;
+      state.ResumeTiming();
+    }
+    // A size never launched before: 1..49152 bytes, then the same sizes with another block.
+    ++i;
+    params.sharedMemBytes = 1 + i % 49152;
+    params.blockDimX = 256 - 32 * ((i / 49152) % 8);
+    data.correlationId = i;
+    s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    ++in_ring;
+  }
+  state.counters["driver_queries"] = static_cast<double>(s.fake.occupancy_queries);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaunchCallbackNewConfiguration<0>);
+BENCHMARK(BM_LaunchCallbackNewConfiguration<1>);
 
 }  // namespace
 }  // namespace cuflight::inject

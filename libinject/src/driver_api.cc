@@ -44,6 +44,9 @@ bool LoadDriverApi(DriverApi* api, std::string* error) {
   Resolve(library, "cuGetErrorName", &api->GetErrorName);
   Resolve(library, "cuGetErrorString", &api->GetErrorString);
   Resolve(library, "cuOccupancyMaxActiveClusters", &api->OccupancyMaxActiveClusters);
+  Resolve(library, "cuOccupancyMaxPotentialClusterSize", &api->OccupancyMaxPotentialClusterSize);
+  Resolve(library, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+          &api->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
   return true;
 }
 

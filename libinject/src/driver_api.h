@@ -31,6 +31,16 @@ struct DriverApi {
   // Optional (CUDA 11.8+): how many clusters of a launch fit on the GPU at once.
   CUresult (*OccupancyMaxActiveClusters)(int* clusters, CUfunction f,
                                          const CUlaunchConfig* config) = nullptr;
+  // Optional (CUDA 11.8+): the largest cluster size the function may launch with.
+  CUresult (*OccupancyMaxPotentialClusterSize)(int* size, CUfunction f,
+                                               const CUlaunchConfig* config) = nullptr;
+  // Optional: resident blocks per SM for a block size and dynamic shared memory, under the
+  // function's own attributes (its carveout preference among them). cuda.h: a CUkernel may be
+  // passed cast to CUfunction, computed in the current context.
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessorWithFlags)(int* blocks, CUfunction f,
+                                                                 int block_size,
+                                                                 size_t dyn_smem,
+                                                                 unsigned int flags) = nullptr;
 };
 
 // Resolves the table from the process's libcuda.so.1 (already loaded by the application when the

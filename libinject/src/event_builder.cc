@@ -1,5 +1,7 @@
 #include "event_builder.h"
 
+#include <algorithm>
+
 namespace cuflight::inject {
 namespace {
 
@@ -24,6 +26,7 @@ bool EventBuilder::Occupancy(uint64_t function_key, const DeviceInfo& device,
   key.cluster_z = launch.cluster.z;
   key.func_max_dyn_smem = static_cast<int32_t>(launch.func_max_dyn_smem);
   key.max_active_clusters = launch.max_active_clusters;
+  key.max_cluster_size = launch.max_cluster_size;
   if (cache_.Lookup(key, out)) {
     ++hits_;
   } else {
@@ -37,6 +40,34 @@ bool EventBuilder::Occupancy(uint64_t function_key, const DeviceInfo& device,
   }
   occupancy::ComputeWaves(device.limits.sm_count, launch, out);
   return true;
+}
+
+void EventBuilder::ApplyDriver(int32_t driver_blocks, const DeviceInfo& device,
+                               const occupancy::LaunchConfig& launch,
+                               schema::KernelEvent* out) noexcept {
+  out->engine_max_active_blocks.reset();
+  if (driver_blocks < 0) {
+    out->occupancy_source = schema::OccupancySource::kEngine;
+    return;
+  }
+  out->occupancy_source = schema::OccupancySource::kDriver;
+  schema::OccupancyFields& f = out->occupancy;
+  if (driver_blocks == f.max_active_blocks) return;
+  disagreements_.fetch_add(1, std::memory_order_relaxed);
+  out->engine_max_active_blocks = f.max_active_blocks;
+  const int warp_size = device.limits.warp_size > 0 ? device.limits.warp_size : 32;
+  const uint64_t threads = launch.block.count();
+  const auto wpb = static_cast<int32_t>(
+      std::min<uint64_t>((threads + static_cast<uint64_t>(warp_size) - 1) / warp_size, INT32_MAX));
+  f.max_active_blocks = driver_blocks;
+  f.active_warps = static_cast<int32_t>(
+      std::min<int64_t>(int64_t{driver_blocks} * wpb, INT32_MAX));
+  f.occupancy = f.max_warps > 0 ? std::min(1.0, static_cast<double>(f.active_warps) / f.max_warps)
+                                : 0.0;
+  // No resource the engine computes gives this count: none is named as the limit.
+  f.limiting_resource = schema::Resource::kOther;
+  f.limiting_resources = schema::MaskOf(schema::Resource::kOther);
+  occupancy::ComputeWaves(device.limits.sm_count, launch, &f);
 }
 
 bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
@@ -55,9 +86,11 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
   launch.max_active_clusters = record.max_active_clusters;
+  launch.max_cluster_size = record.max_cluster_size;
   // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
   // FunctionInfo and so a new cache key.
   if (!Occupancy(reinterpret_cast<uintptr_t>(f), device, launch, &out->occupancy)) return false;
+  ApplyDriver(record.driver_max_active_blocks, device, launch, out);
 
   out->tid = record.tid;
   out->device = record.device;
@@ -107,6 +140,16 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
   launch.carveout = a.isSharedMemoryCarveoutRequested ? a.sharedMemoryCarveoutRequested : -1;
   launch.cluster = {a.clusterX, a.clusterY, a.clusterZ};
   launch.max_active_clusters = static_cast<int>(a.maxActiveClusters);
+  // CUpti_ActivityKernel10.maxPotentialClusterSize: the driver's largest cluster for the
+  // function, its non-portable-size attribute included; the node ran, so its own size fits.
+  if (launch.is_cluster()) {
+    launch.max_cluster_size = static_cast<int>(std::min<uint64_t>(
+        std::max<uint64_t>(a.maxPotentialClusterSize, launch.cluster.count()), INT32_MAX));
+    // A cluster above the portable 8 blocks runs only when the function set
+    // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (CUDA Programming Guide, thread block
+    // clusters): the record does not carry the attribute, but a node that ran that way had it.
+    launch.non_portable_cluster_size_allowed = launch.cluster.count() > 8;
+  }
   // Graph kernels have no stable function handle here: key the cache by the name's address,
   // which the caller keeps interned per distinct name for the life of the sender.
   if (!Occupancy(reinterpret_cast<uintptr_t>(name.data()) ^ (uint64_t{1} << 63), device, launch,
@@ -139,6 +182,9 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
                      a.launchType == CUPTI_ACTIVITY_LAUNCH_TYPE_COOPERATIVE_MULTI_DEVICE;
   out->graph_id = a.graphId;
   out->graph_node_id = a.graphNodeId;
+  // No CUfunction is at hand for an activity record: the engine's figure, said as such.
+  out->occupancy_source = schema::OccupancySource::kEngine;
+  out->engine_max_active_blocks.reset();
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cupti.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cuflight/occupancy/engine.h"
@@ -41,14 +42,23 @@ class EventBuilder {
 
   uint64_t cache_hits() const { return hits_; }
   uint64_t cache_misses() const { return misses_; }
+  // Kernel events built whose driver block count differed from the engine's.
+  // Any thread (the sender's stats are read elsewhere too).
+  uint64_t disagreements() const { return disagreements_.load(std::memory_order_relaxed); }
 
  private:
   bool Occupancy(uint64_t function_key, const DeviceInfo& device,
                  const occupancy::LaunchConfig& launch, schema::OccupancyFields* out) noexcept;
+  // Makes the driver's block count (`driver_blocks` >= 0) the event's: max_active_blocks,
+  // active_warps, occupancy and waves; the engine's count goes to engine_max_active_blocks and
+  // limiting_resource becomes "other" when the two differ. driver_blocks < 0: the engine's.
+  void ApplyDriver(int32_t driver_blocks, const DeviceInfo& device,
+                   const occupancy::LaunchConfig& launch, schema::KernelEvent* out) noexcept;
 
   occupancy::OccupancyCache cache_;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
+  std::atomic<uint64_t> disagreements_{0};
 };
 
 }  // namespace cuflight::inject

@@ -50,6 +50,11 @@ struct FunctionInfo {
   bool accepted = true;                // passes CUFLIGHT_INCLUDE / CUFLIGHT_EXCLUDE
   std::string name;                    // mangled
   std::string demangled;               // "" when the name is not a C++ mangled name
+  // The driver's resident blocks for the configuration this function was last launched with
+  // (not a cluster launch), so that a launch repeating it looks nothing up: see
+  // Recorder::DriverBlocks. 0: none yet. Written and read by launching threads, relaxed: the word
+  // is self-contained.
+  mutable std::atomic<uint64_t> last_driver_answer{0};
 };
 
 class FunctionTable {

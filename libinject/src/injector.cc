@@ -101,6 +101,14 @@ bool Injector::InitializeOrExplain() noexcept {
   int driver_version = 0;
   if (driver_.DriverGetVersion(&driver_version) == CUDA_SUCCESS) driver_version_ = driver_version;
   cupti_.GetVersion(&cupti_version_);
+  if (config_.timing && cupti_version_ < kCuptiApiVersionForActivityLayout) {
+    // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
+    // libcupti writes another one. Launch callbacks do not depend on it.
+    Log().warn("libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing and "
+               "graph-node events are off; launches are still recorded",
+               cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
+    config_.timing = false;
+  }
 
   std::vector<std::string> filter_warnings;
   filter_ = std::make_unique<NameFilter>(NameFilter::Make(config_, &filter_warnings));
@@ -299,8 +307,10 @@ void Injector::OnExit() noexcept {
     Log().warn("exit: {} events were not acknowledged by the collector at {} within 1 s",
                pipeline->sender->transport().unacked_lines(), config_.collector_path);
   }
-  // cuptiFinalize is not called: other threads may still be inside CUDA calls while the process
-  // exits, and CUPTI forbids finalizing from a callback or concurrently with one.
+  // cuptiFinalize is not called. cupti_activity.h recommends calling it from the exit callsite of
+  // a driver or runtime API callback, or else after the client has synchronized CUDA and flushed
+  // the activity buffers itself; at exit neither holds (other threads may still be inside CUDA
+  // calls), and the process's end releases CUPTI anyway.
 }
 
 bool Injector::ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept {

@@ -70,6 +70,12 @@ struct LaunchRecord {
   int32_t func_carveout = -1;
   // A cluster launch: what cuOccupancyMaxActiveClusters says for its configuration; 0: unknown.
   int32_t max_active_clusters = 0;
+  // What cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags says for the configuration (the
+  // kernel event's max_active_blocks); -1: the driver could not say (the engine's figure holds).
+  int16_t driver_max_active_blocks = -1;
+  // A cluster launch: the largest cluster the function may have, as the driver says
+  // (cuOccupancyMaxPotentialClusterSize), at least the launch's own (it ran); 0: unknown.
+  uint16_t max_cluster_size = 0;
   int32_t tid = 0;
   int32_t device = 0;
   LaunchApi api = LaunchApi::kLaunchKernel;

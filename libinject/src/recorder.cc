@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -48,6 +49,8 @@ constexpr CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
     CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2,
 };
 
 // Cached per thread: gettid is a syscall.
@@ -248,7 +251,8 @@ Recorder::Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* r
       ring_(ring),
       functions_(functions),
       devices_(devices),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      streams_(cupti, kStreamCapacity) {
   if (options_.sample_every == 0) options_.sample_every = 1;
 }
 
@@ -313,7 +317,15 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2:
       devices_->ForgetContexts();
       functions_->InvalidateAll();
+      streams_.ForgetAll();
       return;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2: {
+      // Both parameter structs hold only hStream (generated_cuda_meta.h).
+      const auto* p = static_cast<const cuStreamDestroy_v2_params*>(data->functionParams);
+      if (ok && p != nullptr) streams_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
+      return;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
@@ -361,16 +373,25 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   LaunchRecord record;
   record.kind = RecordKind::kApiError;
   record.ts_ns = NowRealtimeNs();
-  record.context = reinterpret_cast<uintptr_t>(data->context);
+  const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
   record.correlation_id = data->correlationId;
   record.tid = ThreadId();
-  record.device = devices_->DeviceOf(record.context);  // -1 when not known yet
+  record.device = devices_->DeviceOf(context);  // -1 when not known yet
   record.cbid = cbid;
   record.result = static_cast<int32_t>(result);
-  if (LaunchApiOf(cbid)) {
-    DecodedLaunch launch;
-    const LegacyLaunchState legacy;  // the shape does not matter here, only the stream
-    if (DecodeLaunch(cbid, data->functionParams, 0, &legacy, &launch)) record.stream = launch.stream;
+  // The same ids as the launches' events (usually remembered from them: CUPTI may not answer
+  // about a context that just failed). A call that names no stream: the stream is unknown.
+  record.stream = CUPTI_INVALID_STREAM_ID;
+  DecodedLaunch launch;
+  const LegacyLaunchState legacy;  // the shape does not matter here, only the stream
+  if (LaunchApiOf(cbid) && DecodeLaunch(cbid, data->functionParams, 0, &legacy, &launch)) {
+    const StreamIdentity ids =
+        streams_.Lookup(context, launch.stream, launch.per_thread_default_stream);
+    record.context = ids.context;
+    record.stream = ids.stream;
+  } else {
+    record.context = context != 0 ? streams_.Lookup(context, 0, false).context
+                                  : CUPTI_INVALID_CONTEXT_ID;
   }
   api_errors_.fetch_add(1, std::memory_order_relaxed);
   ring_->Push(record, options_.on_full);
@@ -470,51 +491,108 @@ int Recorder::ResolveDevice(uint64_t context) noexcept {
   return ordinal;
 }
 
-int32_t Recorder::MaxActiveClusters(const DecodedLaunch& launch,
+DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch,
                                     const LaunchRecord& record) noexcept {
-  if (driver_->OccupancyMaxActiveClusters == nullptr) return 0;
-  ClusterConfig key;
-  key.function = record.function;
+  const bool cluster = uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] > 1;
+  LaunchConfigKey key;
+  key.function = reinterpret_cast<uintptr_t>(record.function);
   key.device = record.device;
   key.dyn_smem = record.dyn_smem;
   key.carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
   for (int i = 0; i < 3; ++i) {
     key.block[i] = record.block[i];
-    key.cluster[i] = record.cluster[i];
+    key.cluster[i] = cluster ? record.cluster[i] : 0;
   }
-  if (const std::optional<int32_t> known = clusters_.Find(key)) return *known;
-  CUlaunchAttribute attrs[2] = {};
-  unsigned int count = 0;
-  attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attrs[count].value.clusterDim.x = record.cluster[0];
-  attrs[count].value.clusterDim.y = record.cluster[1];
-  attrs[count].value.clusterDim.z = record.cluster[2];
-  ++count;
-  if (record.carveout >= 0) {
-    attrs[count].id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
-    attrs[count].value.sharedMemCarveout = static_cast<unsigned int>(record.carveout);
+  if (const std::optional<DriverOccupancy> known = configs_.Find(key)) return *known;
+
+  DriverOccupancy answer;
+  const auto function = reinterpret_cast<CUfunction>(launch.function);
+  // The per-SM call computes under the function's own attributes; a carveout given as a launch
+  // attribute (cuLaunchKernelEx) that differs from the function's cannot be expressed to it, so
+  // the engine's figure holds for such a launch.
+  const bool launch_carveout_differs =
+      record.carveout >= 0 && record.carveout != record.func_carveout;
+  const uint64_t threads = uint64_t{record.block[0]} * record.block[1] * record.block[2];
+  if (driver_->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags != nullptr &&
+      !launch_carveout_differs && threads <= INT32_MAX) {
+    int blocks = -1;
+    if (driver_->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+            &blocks, function, static_cast<int>(threads), record.dyn_smem, CU_OCCUPANCY_DEFAULT) ==
+            CUDA_SUCCESS &&
+        blocks >= 0) {
+      answer.max_active_blocks = blocks;
+    }
+  }
+  if (cluster) {
+    CUlaunchAttribute attrs[2] = {};
+    unsigned int count = 0;
+    attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[count].value.clusterDim.x = record.cluster[0];
+    attrs[count].value.clusterDim.y = record.cluster[1];
+    attrs[count].value.clusterDim.z = record.cluster[2];
     ++count;
+    if (record.carveout >= 0) {
+      attrs[count].id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+      attrs[count].value.sharedMemCarveout = static_cast<unsigned int>(record.carveout);
+      ++count;
+    }
+    CUlaunchConfig config = {};
+    config.gridDimX = record.grid[0];
+    config.gridDimY = record.grid[1];
+    config.gridDimZ = record.grid[2];
+    config.blockDimX = record.block[0];
+    config.blockDimY = record.block[1];
+    config.blockDimZ = record.block[2];
+    config.sharedMemBytes = record.dyn_smem;
+    // The launch's stream names the context the driver computes in (a CUkernel has none).
+    config.hStream = reinterpret_cast<CUstream>(launch.driver_stream());
+    config.attrs = attrs;
+    config.numAttrs = count;
+    int clusters = 0;
+    if (driver_->OccupancyMaxActiveClusters != nullptr &&
+        driver_->OccupancyMaxActiveClusters(&clusters, function, &config) == CUDA_SUCCESS &&
+        clusters > 0) {
+      answer.max_active_clusters = clusters;
+    }
+    // cuda.h: cuOccupancyMaxPotentialClusterSize ignores the config's cluster dimension.
+    int size = 0;
+    if (driver_->OccupancyMaxPotentialClusterSize != nullptr &&
+        driver_->OccupancyMaxPotentialClusterSize(&size, function, &config) == CUDA_SUCCESS &&
+        size > 0) {
+      answer.max_cluster_size = size;
+    }
   }
-  CUlaunchConfig config = {};
-  config.gridDimX = record.grid[0];
-  config.gridDimY = record.grid[1];
-  config.gridDimZ = record.grid[2];
-  config.blockDimX = record.block[0];
-  config.blockDimY = record.block[1];
-  config.blockDimZ = record.block[2];
-  config.sharedMemBytes = record.dyn_smem;
-  // The launch's stream names the context the driver computes in (a CUkernel has none).
-  config.hStream = reinterpret_cast<CUstream>(launch.driver_stream());
-  config.attrs = attrs;
-  config.numAttrs = count;
-  int clusters = 0;
-  if (driver_->OccupancyMaxActiveClusters(&clusters, reinterpret_cast<CUfunction>(launch.function),
-                                          &config) != CUDA_SUCCESS ||
-      clusters < 0) {
-    clusters = 0;  // unknown, and remembered as such: the driver is not asked at every launch
+  // Unknown answers are remembered too: the driver is not asked at every launch.
+  configs_.Insert(key, answer);
+  return answer;
+}
+
+int32_t Recorder::DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record) noexcept {
+  // The per-SM answer depends on the function (its FunctionInfo, whose memo this is), the
+  // device, the block's thread count, the dynamic shared memory and the effective carveout. When
+  // they fit, they are one 42-bit key: threads (11 bits), dynamic smem (18), carveout + 1 (7),
+  // device (6); the answer + 1 takes bits 42-49, and bit 63 marks the word as set.
+  constexpr uint64_t kSet = uint64_t{1} << 63;
+  constexpr uint64_t kKeyMask = (uint64_t{1} << 42) - 1;
+  const uint64_t threads = uint64_t{record.block[0]} * record.block[1] * record.block[2];
+  const int32_t carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
+  const bool fits = threads < 2048 && record.dyn_smem < (1u << 18) && carveout >= -1 &&
+                    carveout <= 100 && record.device >= 0 && record.device < 64;
+  const uint64_t key = threads | uint64_t{record.dyn_smem} << 11 |
+                       static_cast<uint64_t>(carveout + 1) << 29 |
+                       static_cast<uint64_t>(record.device) << 36;
+  if (fits) {
+    const uint64_t word = record.function->last_driver_answer.load(std::memory_order_relaxed);
+    if ((word & kSet) != 0 && (word & kKeyMask) == key) {
+      return static_cast<int32_t>((word >> 42) & 0xff) - 1;
+    }
   }
-  clusters_.Insert(key, clusters);
-  return clusters;
+  const int32_t blocks = AskDriver(launch, record).max_active_blocks;
+  if (fits && blocks >= -1 && blocks < 255) {
+    record.function->last_driver_answer.store(
+        kSet | static_cast<uint64_t>(blocks + 1) << 42 | key, std::memory_order_relaxed);
+  }
+  return blocks;
 }
 
 void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
@@ -543,8 +621,10 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   }
   LaunchRecord record;
   record.ts_ns = NowRealtimeNs();
-  record.context = context;
-  record.stream = launch.stream;
+  const StreamIdentity ids =
+      streams_.Lookup(context, launch.stream, launch.per_thread_default_stream);
+  record.context = ids.context;
+  record.stream = ids.stream;
   record.correlation_id = data->correlationId;
   record.function = info;
   for (int i = 0; i < 3; ++i) {
@@ -566,8 +646,17 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = ThreadId();
   record.device = device;
-  if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] > 1) {
-    record.max_active_clusters = MaxActiveClusters(launch, record);
+  if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {
+    record.driver_max_active_blocks = static_cast<int16_t>(DriverBlocks(launch, record));
+  } else {
+    const DriverOccupancy driver = AskDriver(launch, record);
+    record.driver_max_active_blocks = static_cast<int16_t>(driver.max_active_blocks);
+    record.max_active_clusters = driver.max_active_clusters;
+    // The launch ran: its cluster size is allowed whatever else the driver could say.
+    const uint64_t own = uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2];
+    record.max_cluster_size = static_cast<uint16_t>(
+        std::min<uint64_t>(std::max<uint64_t>(own, static_cast<uint64_t>(driver.max_cluster_size)),
+                           UINT16_MAX));
   }
   record.api = launch.api;
   record.cooperative = launch.cooperative;

@@ -20,13 +20,14 @@
 #include <span>
 #include <string_view>
 
-#include "cluster_table.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
 #include "function_table.h"
+#include "launch_config_table.h"
 #include "launch_decoder.h"
 #include "launch_ring.h"
+#include "stream_ids.h"
 
 namespace cuflight::inject {
 
@@ -77,8 +78,10 @@ class Recorder {
   // Failed driver calls recorded as api_error (or dropped by a full ring).
   uint64_t api_errors() const { return api_errors_.load(std::memory_order_relaxed); }
 
-  // Cluster launch configurations whose driver answer is remembered.
-  static constexpr size_t kClusterTableCapacity = 4096;
+  // Streams whose CUPTI ids are remembered.
+  static constexpr size_t kStreamCapacity = 4096;
+  // Launch configurations whose driver answer is remembered.
+  static constexpr size_t kLaunchConfigCapacity = 16384;
 
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
@@ -91,9 +94,12 @@ class Recorder {
                                       const char* symbol_name) noexcept;
   int ResolveDevice(uint64_t context) noexcept;
   bool StreamIsCapturing(uint64_t stream) noexcept;
-  // cuOccupancyMaxActiveClusters for the cluster launch `record` describes (0 when the driver
-  // cannot say), asked once per configuration.
-  int32_t MaxActiveClusters(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
+  // What the driver says about the configuration `record` describes, asked once per
+  // configuration (see launch_config_table.h). Slow path on a configuration's first launch.
+  DriverOccupancy AskDriver(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
+  // The same for a launch that is not a cluster launch, through the function's memo of its last
+  // configuration first: a function launched as before costs one load and a compare.
+  int32_t DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
 
   const DriverApi* driver_;
   const CuptiApi* cupti_;
@@ -108,7 +114,8 @@ class Recorder {
   std::atomic<uint64_t> untracked_{0};
   std::atomic<uint64_t> api_errors_{0};
   std::atomic<bool> sticky_flushed_{false};
-  ClusterTable clusters_{kClusterTableCapacity};
+  LaunchConfigTable configs_{kLaunchConfigCapacity};
+  StreamIds streams_;
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed

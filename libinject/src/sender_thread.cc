@@ -490,6 +490,7 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
   c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
                      timing_incomplete_.load(std::memory_order_relaxed);
+  c.occupancy_disagreements = builder_.disagreements();
   return c;
 }
 
@@ -507,6 +508,7 @@ void SenderThread::SendStats() noexcept {
   event.ring_high_water = c.ring_high_water;
   event.cpu_ns = c.cpu_ns;
   event.timing_dropped = c.timing_dropped;
+  event.occupancy_disagreements = c.occupancy_disagreements;
   event.interval_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
   Send(event, /*preamble=*/false);
@@ -524,6 +526,7 @@ void SenderThread::SendProcessEnd() noexcept {
   event.launches = c.launches;
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
+  event.occupancy_disagreements = c.occupancy_disagreements;
   Send(event, /*preamble=*/false);
 }
 
@@ -544,6 +547,7 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.launches = c.launches;
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
+  event.occupancy_disagreements = c.occupancy_disagreements;
   Send(event, /*preamble=*/false);
 }
 

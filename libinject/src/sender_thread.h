@@ -68,6 +68,8 @@ struct PipelineCounters {
   int64_t cpu_ns = 0;
   // Kernel timing records lost: ActivityBuffers::lost_records() + incomplete records skipped.
   uint64_t timing_dropped = 0;
+  // Kernel events whose driver block count differed from the engine's.
+  uint64_t occupancy_disagreements = 0;
 };
 
 class SenderThread {

@@ -64,7 +64,18 @@ bool ReadDeviceLimits(DeviceAttributeGetter getter, void* context, DeviceLimits*
   l.smem_per_block = smem_per_block;
   l.smem_per_block_optin = smem_per_block_optin;
   l.reserved_smem_per_block = reserved;
-  SetClusterLimits(&l);
+  // Thread block clusters: whether the device has them is CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
+  // (absent before CUDA 11.8: none). The portable size is the same on every device (CUDA
+  // Programming Guide, thread block clusters: "a maximum of 8 thread blocks in a cluster is
+  // supported as a portable cluster size"); a larger, non-portable size is per function and
+  // configuration, which only the driver says (cuOccupancyMaxPotentialClusterSize, asked per
+  // launch configuration by the injected library), so the device's own figure stays portable.
+  int cluster_launch = 0;
+  if (getter(context, static_cast<int>(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH), &cluster_launch) != 0) {
+    cluster_launch = 0;
+  }
+  l.max_cluster_size = cluster_launch != 0 ? kPortableClusterSize : 0;
+  l.max_cluster_size_non_portable = l.max_cluster_size;
   return true;
 }
 

@@ -206,6 +206,7 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   if (l.block.x == 0 || l.block.y == 0 || l.block.z == 0 || l.regs_per_thread < 0 ||
       l.static_smem < 0 || l.dyn_smem < 0 || l.func_max_threads_per_block < 0 ||
       l.carveout < -1 || l.carveout > 100 || l.max_active_clusters < 0 ||
+      l.max_cluster_size < 0 ||
       l.regs_per_thread > kMaxRegsPerThread || l.static_smem > kMaxSmemBytes ||
       l.dyn_smem > kMaxSmemBytes || l.func_max_dyn_smem > kMaxSmemBytes) {
     return Status::kInvalidLaunch;
@@ -237,6 +238,7 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   blocks[static_cast<int>(Resource::kBlocks)] = ref.blockLimitBlocks;
   blocks[static_cast<int>(Resource::kBarriers)] = ref.blockLimitBarriers;
   blocks[static_cast<int>(Resource::kCluster)] = kUnlimited;
+  blocks[static_cast<int>(Resource::kOther)] = kUnlimited;  // only the driver can name it
 
   // The device's reported block-slot count wins when it is lower than the architecture's (an
   // override on the command line); the barrier count scales with the slots.
@@ -253,18 +255,21 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
     blocks[static_cast<int>(Resource::kWarps)] = 0;
   }
 
-  // Thread block clusters: sm_90+, size within the (non-)portable maximum, grid a multiple of
-  // the cluster. A violation makes the launch fail, so no block is resident.
+  // Thread block clusters: a device that has them, size within the driver's (or else the
+  // device's, non-)portable maximum, grid a multiple of the cluster. A violation makes the launch
+  // fail, so no block is resident.
   const bool cluster = l.is_cluster();
   int32_t cluster_size = 0;
   if (cluster) {
     cluster_size = static_cast<int32_t>(std::min<uint64_t>(l.cluster.count(), INT32_MAX));
-    const int max_size =
+    const int device_max =
         l.non_portable_cluster_size_allowed ? std::max(d.max_cluster_size_non_portable,
                                                        d.max_cluster_size)
                                             : d.max_cluster_size;
+    // The driver's figure for this function, when known, replaces the device's.
+    const int max_size = l.max_cluster_size > 0 ? l.max_cluster_size : device_max;
     const bool grid_known = l.grid.count() > 0;
-    const bool placeable = d.cc_major >= 9 && max_size > 0 && cluster_size <= max_size &&
+    const bool placeable = max_size > 0 && cluster_size <= max_size &&
                            (!grid_known || (l.grid.x % l.cluster.x == 0 &&
                                             l.grid.y % l.cluster.y == 0 &&
                                             l.grid.z % l.cluster.z == 0));

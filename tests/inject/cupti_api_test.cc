@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace cuflight::inject {
 namespace {
@@ -12,9 +13,17 @@ size_t IndexOf(const std::vector<std::string>& v, const std::string& s) {
   return static_cast<size_t>(std::find(v.begin(), v.end(), s) - v.begin());
 }
 
+CuptiSearch Search(const char* env_path, const char* cuda_home, const char* cuda_path) {
+  CuptiSearch search;
+  search.env_path = env_path;
+  search.cuda_home = cuda_home;
+  search.cuda_path = cuda_path;
+  return search;
+}
+
 TEST(CuptiCandidates, OverrideFirstThenLinkerThenToolkitPlaces) {
   const std::vector<std::string> c =
-      CuptiCandidates("/opt/my/libcupti.so", "/opt/cuda-13", nullptr);
+      CuptiCandidates(Search("/opt/my/libcupti.so", "/opt/cuda-13", nullptr));
   ASSERT_FALSE(c.empty());
   EXPECT_EQ(c.front(), "/opt/my/libcupti.so");
   EXPECT_LT(IndexOf(c, "libcupti.so.13"), IndexOf(c, "/opt/cuda-13/extras/CUPTI/lib64/libcupti.so"));
@@ -29,9 +38,58 @@ TEST(CuptiCandidates, OverrideFirstThenLinkerThenToolkitPlaces) {
 }
 
 TEST(CuptiCandidates, EmptyOverridesAreIgnored) {
-  const std::vector<std::string> c = CuptiCandidates("", "", nullptr);
+  const std::vector<std::string> c = CuptiCandidates(Search("", "", nullptr));
   EXPECT_EQ(c.front(), "libcupti.so.13");
   EXPECT_EQ(std::count_if(c.begin(), c.end(), [](const std::string& p) { return p.rfind("/extras", 0) == 0; }), 0);
+}
+
+TEST(CuptiCandidates, ALibcuptiTheProcessHasLoadedComesFirst) {
+  // One CUPTI per process: a PyTorch wheel's libcupti already mapped is used even over
+  // CUFLIGHT_CUPTI_PATH, never a second copy beside it.
+  CuptiSearch search = Search("/opt/my/libcupti.so", nullptr, nullptr);
+  search.loaded_objects = {"/usr/lib/x86_64-linux-gnu/libc.so.6",
+                           "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13"};
+  const std::vector<std::string> c = CuptiCandidates(search);
+  EXPECT_EQ(c.front(), "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(c[1], "/opt/my/libcupti.so");
+  EXPECT_EQ(std::count(c.begin(), c.end(), c.front()), 1);
+}
+
+TEST(CuptiCandidates, PipWheelsBesideLoadedObjectsAndInTheVirtualEnv) {
+  // Wheel layouts: CUDA 13 wheels put every library in site-packages/nvidia/cu13/lib
+  // (libcupti.so.13); nvidia-cuda-cupti 13 wheels may also use nvidia/cuda_cupti/lib. CUDA 12
+  // wheels' libcupti.so.12 is not a candidate: this build reads CUDA 13 activity records.
+  const std::string venv = ::testing::TempDir() + "cuflight-venv";
+  const std::string site = venv + "/lib/python3.11/site-packages/";
+  ASSERT_EQ(std::system(("mkdir -p " + site).c_str()), 0);
+  CuptiSearch search = Search(nullptr, nullptr, nullptr);
+  search.loaded_objects = {"/envs/a/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
+                           "/usr/lib/python3/dist-packages/nvidia/cu13/lib/libcudart.so.13"};
+  search.virtual_env = venv.c_str();
+  search.conda_prefix = "/opt/conda";
+  const std::vector<std::string> c = CuptiCandidates(search);
+  const size_t torch_wheel =
+      IndexOf(c, "/envs/a/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13");
+  const size_t torch_wheel_old =
+      IndexOf(c, "/envs/a/lib/python3.12/site-packages/nvidia/cuda_cupti/lib/libcupti.so.13");
+  const size_t debian = IndexOf(c, "/usr/lib/python3/dist-packages/nvidia/cu13/lib/libcupti.so.13");
+  const size_t in_venv = IndexOf(c, site + "nvidia/cu13/lib/libcupti.so.13");
+  const size_t conda = IndexOf(c, "/opt/conda/lib/libcupti.so.13");
+  const size_t toolkit = IndexOf(c, "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so");
+  EXPECT_LT(IndexOf(c, "libcupti.so.13"), torch_wheel);
+  EXPECT_LT(torch_wheel, torch_wheel_old);
+  EXPECT_LT(torch_wheel_old, debian);
+  EXPECT_LT(debian, in_venv);
+  EXPECT_LT(in_venv, conda);
+  EXPECT_LT(conda, toolkit);
+  EXPECT_LT(toolkit, c.size());
+}
+
+TEST(CuptiCandidates, LoadedObjectsListsThisProcess) {
+  const std::vector<std::string> objects = LoadedObjects();
+  EXPECT_TRUE(std::any_of(objects.begin(), objects.end(), [](const std::string& p) {
+    return p.find("libc.so") != std::string::npos;
+  }));
 }
 
 TEST(CuptiCandidates, TheToolkitOnThisMachineResolves) {

@@ -1,6 +1,11 @@
 #include "fake_cuda.h"
 
+#include <cuda_occupancy.h>
+
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 namespace cuflight::inject::testing {
 
@@ -39,6 +44,72 @@ CUresult OccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchCon
   }
   if (fake->max_active_clusters < 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   *clusters = fake->max_active_clusters;
+  return CUDA_SUCCESS;
+}
+
+// cuda.h, cuOccupancyMaxPotentialClusterSize: "The cluster dimensions in config are ignored";
+// the answer respects the function's non-portable-size attribute, which this fake leaves to the
+// test's max_potential_cluster_size.
+CUresult OccupancyMaxPotentialClusterSize(int* size, CUfunction, const CUlaunchConfig*) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->cluster_size_queries;
+  if (fake->max_potential_cluster_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *size = fake->max_potential_cluster_size;
+  return CUDA_SUCCESS;
+}
+
+// cuda.h, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: "the maximum active blocks per
+// streaming multiprocessor" for a block size and dynamic shared memory, under the function's own
+// attributes; a CUkernel is computed "in the current context". Here: NVIDIA's reference
+// calculator (cuda_occupancy.h) with the function's attributes, its carveout preference and its
+// block_barriers, on the current device.
+CUresult OccupancyMaxActiveBlocks(int* blocks, CUfunction f, int block_size, size_t dyn_smem,
+                                  unsigned int flags) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->occupancy_queries;
+  if (fake->occupancy_fails || flags != CU_OCCUPANCY_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t handle = H(f);
+  if (fake->functions.count(handle) == 0) {
+    auto kernel = fake->kernels.find(handle);
+    if (kernel == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+    handle = kernel->second;
+  }
+  auto fn_it = fake->functions.find(handle);
+  auto dev_it = fake->devices.find(fake->current_device);
+  if (fn_it == fake->functions.end() || fn_it->second.fail || dev_it == fake->devices.end()) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const FakeFunction& fn = fn_it->second;
+  const occupancy::DeviceLimits& d = dev_it->second;
+  cudaOccDeviceProp p;
+  p.computeMajor = d.cc_major;
+  p.computeMinor = d.cc_minor;
+  p.maxThreadsPerBlock = d.max_threads_per_block;
+  p.maxThreadsPerMultiprocessor = d.max_threads_per_sm;
+  p.regsPerBlock = d.regs_per_block;
+  p.regsPerMultiprocessor = d.regs_per_sm;
+  p.warpSize = d.warp_size;
+  p.sharedMemPerBlock = static_cast<size_t>(d.smem_per_block);
+  p.sharedMemPerMultiprocessor = static_cast<size_t>(d.smem_per_sm);
+  p.numSms = d.sm_count;
+  p.sharedMemPerBlockOptin = static_cast<size_t>(d.smem_per_block_optin);
+  p.reservedSharedMemPerBlock = static_cast<size_t>(d.reserved_smem_per_block);
+  cudaOccFuncAttributes a;
+  a.maxThreadsPerBlock = fn.max_threads_per_block;
+  a.numRegs = fn.num_regs;
+  a.sharedSizeBytes = static_cast<size_t>(fn.static_smem);
+  a.partitionedGCConfig = PARTITIONED_GC_OFF;
+  a.shmemLimitConfig = FUNC_SHMEM_LIMIT_OPTIN;
+  a.maxDynamicSharedSizeBytes = static_cast<size_t>(fn.max_dyn_smem);
+  a.numBlockBarriers = fn.block_barriers;
+  cudaOccDeviceState s;
+  s.carveoutConfig = fn.carveout;
+  cudaOccResult result{};
+  if (cudaOccMaxActiveBlocksPerMultiprocessor(&result, &p, &a, &s, block_size, dyn_smem) !=
+      CUDA_OCC_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *blocks = result.activeBlocksPerMultiprocessor;
   return CUDA_SUCCESS;
 }
 
@@ -93,6 +164,8 @@ CUresult DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = static_cast<int>(l.smem_per_block_optin); break;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *value = static_cast<int>(l.reserved_smem_per_block); break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = l.warp_size; break;
+    // cuda.h: "Indicates device supports cluster launch" (devices of compute capability 9.0+).
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *value = l.cc_major >= 9 ? 1 : 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -125,6 +198,34 @@ CUptiResult GetDeviceId(CUcontext context, uint32_t* id) {
   auto it = FakeCuda::current->context_device.find(H(context));
   if (it == FakeCuda::current->context_device.end()) return CUPTI_ERROR_INVALID_CONTEXT;
   *id = static_cast<uint32_t>(it->second);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult GetContextId(CUcontext context, uint32_t* id) {
+  FakeCuda* fake = FakeCuda::current;
+  if (context == nullptr) return CUPTI_ERROR_INVALID_CONTEXT;
+  auto [it, fresh] = fake->context_ids.try_emplace(H(context), fake->next_context_id);
+  if (fresh) ++fake->next_context_id;
+  *id = it->second;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult GetStreamIdEx(CUcontext context, CUstream stream, uint8_t per_thread, uint32_t* id) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->stream_id_queries;
+  if (stream == nullptr) {
+    if (context == nullptr) return CUPTI_ERROR_INVALID_STREAM;
+    const uint64_t thread = per_thread ? std::hash<std::thread::id>{}(std::this_thread::get_id()) : 0;
+    auto [it, fresh] =
+        fake->null_stream_ids.try_emplace({H(context), thread}, fake->next_stream_id);
+    if (fresh) ++fake->next_stream_id;
+    *id = it->second;
+    return CUPTI_SUCCESS;
+  }
+  if (fake->destroyed_streams.count(H(stream)) != 0) return CUPTI_ERROR_INVALID_STREAM;
+  auto [it, fresh] = fake->stream_ids.try_emplace(H(stream), fake->next_stream_id);
+  if (fresh) ++fake->next_stream_id;
+  *id = it->second;
   return CUPTI_SUCCESS;
 }
 
@@ -218,6 +319,8 @@ DriverApi FakeCuda::driver() const {
   api.FuncGetAttribute = &FuncGetAttribute;
   api.KernelGetFunction = &KernelGetFunction;
   api.OccupancyMaxActiveClusters = &OccupancyMaxActiveClusters;
+  api.OccupancyMaxPotentialClusterSize = &OccupancyMaxPotentialClusterSize;
+  api.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags = &OccupancyMaxActiveBlocks;
   api.CtxGetDevice = &CtxGetDevice;
   api.DeviceGet = &DeviceGet;
   api.DeviceGetAttribute = &DeviceGetAttribute;
@@ -233,6 +336,8 @@ DriverApi FakeCuda::driver() const {
 CuptiApi FakeCuda::cupti() const {
   CuptiApi api;
   api.GetDeviceId = &GetDeviceId;
+  api.GetContextId = &GetContextId;
+  api.GetStreamIdEx = &GetStreamIdEx;
   api.ActivityGetNextRecord = &ActivityGetNextRecord;
   api.ActivityFlushAll = &ActivityFlushAll;
   api.ActivityGetNumDroppedRecords = &ActivityGetNumDroppedRecords;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,11 @@ struct FakeFunction {
   int cluster[3] = {0, 0, 0};
   int non_portable = 0;
   bool fail = false;  // every attribute query fails (CUDA_ERROR_INVALID_HANDLE)
+  // Named barriers per block (bar.sync ids the kernel uses). No function attribute exposes it;
+  // the fake driver's occupancy call applies it as cuda_occupancy.h's numBlockBarriers does, so a
+  // barrier-heavy kernel (CUTLASS, FlashAttention) gets fewer blocks from the driver than from
+  // what the attributes show.
+  int block_barriers = 1;
 };
 
 struct FakeCuda {
@@ -45,9 +52,30 @@ struct FakeCuda {
   // counts its calls; the last configuration asked about is kept.
   int max_active_clusters = -1;
   int cluster_queries = 0;
+  // cuOccupancyMaxPotentialClusterSize answers this (CUDA_ERROR_INVALID_VALUE when <= 0) and
+  // counts its calls.
+  int max_potential_cluster_size = 8;
+  int cluster_size_queries = 0;
+  // cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: computed with cuda_occupancy.h from the
+  // function's attributes (its carveout and block_barriers among them) on the current device;
+  // `occupancy_fails` makes it fail (CUDA_ERROR_INVALID_VALUE). Its calls are counted.
+  bool occupancy_fails = false;
+  int occupancy_queries = 0;
   CUlaunchConfig last_cluster_config{};
   uint32_t last_cluster_dims[3] = {0, 0, 0};
   int current_device = 0;
+  // CUPTI's ids (cupti_activity.h). cuptiGetContextId: "a process-unique ID for the context";
+  // cuptiGetStreamIdEx: "The stream ID is unique within a context". Handles not listed get the
+  // next free id on first ask (contexts from 1, streams from 100); the legacy NULL stream of a
+  // context and each thread's per-thread stream (perThreadStream = 1) are streams of their own.
+  // A stream in `destroyed_streams` is refused (CUPTI_ERROR_INVALID_STREAM). Calls are counted.
+  std::map<uint64_t, uint32_t> context_ids;
+  std::map<uint64_t, uint32_t> stream_ids;
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> null_stream_ids;  // (context, thread or 0)
+  std::set<uint64_t> destroyed_streams;
+  uint32_t next_context_id = 1;
+  uint32_t next_stream_id = 100;
+  int stream_id_queries = 0;
   int attribute_queries = 0;
   int capture_queries = 0;
   // Activity records the fake cuptiActivityGetNextRecord walks, whatever the buffer. When empty,

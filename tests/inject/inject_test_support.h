@@ -21,6 +21,10 @@ namespace cuflight::inject::testing {
 
 inline constexpr uint64_t kContext = 0xC0;
 inline constexpr uint64_t kStream = 0x5E;
+// CUPTI's ids of kContext and kStream (cuptiGetContextId, cuptiGetStreamIdEx): what the events
+// carry, as CUPTI's activity records do.
+inline constexpr uint32_t kContextId = 3;
+inline constexpr uint32_t kStreamId = 14;
 
 inline CUfunction Fn(uint64_t v) { return reinterpret_cast<CUfunction>(static_cast<uintptr_t>(v)); }
 inline CUstream St(uint64_t v) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(v)); }
@@ -56,6 +60,8 @@ struct Harness {
                    const char* device = "h100-sxm") {
     fake.devices[0] = occupancy::FindDevicePreset(device)->limits;
     fake.context_device[kContext] = 0;
+    fake.context_ids[kContext] = kContextId;
+    fake.stream_ids[kStream] = kStreamId;
     driver = fake.driver();
     cupti = fake.cupti();
     ring = std::make_unique<LaunchRing>(ring_slots);

@@ -43,6 +43,7 @@ class Injection : public ::testing::Test {
   void SetUp() override {
     unsetenv("FAKE_CUPTI_MODE");
     unsetenv("FAKE_CUPTI_TIMING");
+    unsetenv("FAKE_CUPTI_VERSION");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUFLIGHT_RING_SIZE");
@@ -173,6 +174,34 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
   EXPECT_EQ(end->timing_dropped, 5u);
   EXPECT_EQ(end->dropped, 0u);
   EXPECT_EQ(end->launches, 5u);
+}
+
+// An older libcupti (CUDA 12.9's reports API version 28, cupti_version.h) writes activity records
+// in another layout than the CUpti_ActivityKernel10 this build reads: timing is turned off with
+// one line instead of misreading them, and launches are still recorded.
+TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
+  UseFakes();
+  const std::string path = TempSocketPath("oldcupti");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  setenv("FAKE_CUPTI_VERSION", "28", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("API version 28"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kernel timing and graph-node events are off"), std::string::npos) << r.err;
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  int kernels = 0;
+  int times = 0;
+  for (const std::string& line : collector.Lines()) {
+    kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
+    times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
+  }
+  EXPECT_EQ(kernels, 4);
+  EXPECT_EQ(times, 0);
 }
 
 // Splits the collector's lines by the pid in their header.
@@ -395,7 +424,7 @@ TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
   EXPECT_EQ(errors[0].code, 700);
   EXPECT_EQ(errors[0].error_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
   EXPECT_EQ(errors[0].message, "an illegal memory access was encountered");
-  EXPECT_EQ(errors[0].context, 0xC0u);
+  EXPECT_EQ(errors[0].context, 1u);  // the fake libcupti's cuptiGetContextId of the context
   // The default history is the last 8 launches: fake_cupti_launch numbers them 1..12.
   EXPECT_EQ(errors[0].last_correlation_ids,
             (std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12}));

@@ -43,8 +43,8 @@ TEST(Recorder, RecordsALaunchWithItsFunctionAttributes) {
   ASSERT_EQ(records.size(), 1u);
   const LaunchRecord& r = records[0];
   EXPECT_EQ(r.correlation_id, 42u);
-  EXPECT_EQ(r.context, kContext);
-  EXPECT_EQ(r.stream, kStream);
+  EXPECT_EQ(r.context, kContextId);
+  EXPECT_EQ(r.stream, kStreamId);
   EXPECT_EQ(r.device, 0);
   EXPECT_EQ(r.grid[0], 132u);
   EXPECT_EQ(r.block[0], 256u);
@@ -127,8 +127,8 @@ TEST(Recorder, OnlySuccessfulLaunchesAtApiExitAreRecorded) {
   EXPECT_EQ(records[0].kind, RecordKind::kApiError);
   EXPECT_EQ(records[0].cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
   EXPECT_EQ(records[0].result, static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
-  EXPECT_EQ(records[0].stream, kStream);
-  EXPECT_EQ(records[0].context, kContext);
+  EXPECT_EQ(records[0].stream, kStreamId);
+  EXPECT_EQ(records[0].context, kContextId);
   EXPECT_EQ(records[0].correlation_id, 1u);
   EXPECT_EQ(h.functions.TotalLaunches(), 0u);
 }
@@ -151,7 +151,8 @@ TEST(Recorder, AFailedDriverCallBecomesAnApiErrorRecord) {
   EXPECT_EQ(e.cbid, static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize));
   EXPECT_EQ(e.result, static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
   EXPECT_EQ(e.device, 0);  // the context's device, known from the launch
-  EXPECT_EQ(e.stream, 0u);
+  EXPECT_EQ(e.context, kContextId);
+  EXPECT_EQ(e.stream, CUPTI_INVALID_STREAM_ID);  // the call names no stream
   EXPECT_GT(e.tid, 0);
   EXPECT_EQ(h.recorder->api_errors(), 1u);
 }
@@ -418,7 +419,8 @@ TEST(Recorder, APerThreadStreamLaunchIsCheckedAgainstThePerThreadStreamsCapture)
   const std::vector<LaunchRecord> records = Drain(*h.ring);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].correlation_id, 3u);
-  EXPECT_EQ(records[0].stream, 0u);
+  // The legacy stream's CUPTI id (asked with the context and perThreadStream 0).
+  EXPECT_EQ(records[0].stream, (h.fake.null_stream_ids[{kContext, 0}]));
 }
 
 TEST(Recorder, LegacyLaunchUsesBlockShapeAndSharedSize) {
@@ -660,6 +662,7 @@ TEST(EventBuilder, ADynamicSharedMemoryLimitSetAfterTheFirstLaunchApplies) {
   Callback cb(&set, nullptr, 2);
   h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
                          &cb.data);
+  h.fake.functions[kF].max_dyn_smem = 200000;  // what the driver holds after the set returned
   cuLaunchKernel_params big{Fn(kF), 132, 1, 1, 256, 1, 1, 100000, St(kStream), nullptr, nullptr};
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &big, kMangled, 3);
 

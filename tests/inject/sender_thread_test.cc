@@ -469,9 +469,11 @@ std::vector<schema::OwnedEvent> EventsOfType(const std::vector<schema::OwnedEven
 TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   const std::string path = TempSocketPath("apierr");
   TestCollector collector(path);
-  constexpr uint64_t kOtherContext = 0xC1;
+  constexpr uint64_t kOtherContext = 0xD0;  // handles are aligned pointers
+  constexpr uint64_t kOtherStream = 0x5F;  // a stream belongs to one context
   Harness h(1024);
   h.fake.context_device[kOtherContext] = 0;
+  h.fake.context_ids[kOtherContext] = 9;
   SenderThreadOptions options = Pipeline::MakeOptions(path, &h.driver);
   options.api_error_history = 3;
   options.callback_names = &h.cupti;
@@ -482,7 +484,9 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   for (uint32_t corr = 1; corr <= 5; ++corr) {
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", corr);
   }
-  Callback other(&params, "_Z1kv", 99, kOtherContext);  // another context's launch
+  cuLaunchKernel_params other_params = params;
+  other_params.hStream = St(kOtherStream);
+  Callback other(&other_params, "_Z1kv", 99, kOtherContext);  // another context's launch
   h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                          &other.data);
   const int sync = 0;  // cuCtxSynchronize has no parameters
@@ -505,7 +509,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   EXPECT_EQ(e.error_name, "CUDA_ERROR_ILLEGAL_ADDRESS");
   EXPECT_EQ(e.message, "an illegal memory access was encountered");
   EXPECT_EQ(e.device, 0);
-  EXPECT_EQ(e.context, kContext);
+  EXPECT_EQ(e.context, kContextId);  // CUPTI's id, as on the launches' kernel events
   // The last 3 of the 5 launches on this context, oldest first; not the other context's.
   EXPECT_EQ(e.last_correlation_ids, (std::vector<uint64_t>{3, 4, 5}));
   const auto& u = std::get<schema::OwnedApiErrorEvent>(errors[1]);
@@ -513,7 +517,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
                        std::to_string(static_cast<int>(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2)));
   EXPECT_EQ(u.code, 2);  // CUDA_ERROR_OUT_OF_MEMORY
   EXPECT_EQ(u.error_name, "");
-  EXPECT_EQ(u.context, kOtherContext);
+  EXPECT_EQ(u.context, 9u);
   EXPECT_EQ(u.last_correlation_ids, (std::vector<uint64_t>{99}));
 }
 

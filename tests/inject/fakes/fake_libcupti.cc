@@ -131,12 +131,25 @@ EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const ch
   *name = "cuFakeCall";
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiGetVersion(uint32_t* version) { *version = 130001; return CUPTI_SUCCESS; }
+// FAKE_CUPTI_VERSION=<n> reports another API version (cupti_version.h: 28 is CUDA 12.9 Update 1,
+// 130000 CUDA 13.0).
+EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
+  const char* text = std::getenv("FAKE_CUPTI_VERSION");
+  *version = text != nullptr ? static_cast<uint32_t>(std::strtoul(text, nullptr, 10)) : 130001;
+  return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiGetResultString(CUptiResult, const char** str) {
   *str = "fake CUPTI error";
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiGetDeviceId(CUcontext, uint32_t* id) { *id = 0; return CUPTI_SUCCESS; }
+// cupti_activity.h: a process-unique context id, and a stream id unique within its context. One
+// context here; a stream's id is derived from its handle, the NULL stream's is 7.
+EXPORT CUptiResult cuptiGetContextId(CUcontext, uint32_t* id) { *id = 1; return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t, uint32_t* id) {
+  *id = stream == nullptr ? 7u : static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream) >> 3);
+  return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,

@@ -20,14 +20,19 @@ struct DeviceAttributeError {
   int result = 0;                   // the getter's CUresult
 };
 
-// Fills *limits from the getter, attribute by attribute, then SetClusterLimits(). On the first
-// failing getter call returns false with *error naming the attribute; *limits is then partial.
+// Fills *limits from the getter, attribute by attribute. Cluster limits: 8 blocks (the portable
+// size) when CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH says the device has clusters, else 0; a
+// non-portable size is not a device property (the driver gives it per function:
+// cuOccupancyMaxPotentialClusterSize), so max_cluster_size_non_portable is the portable size too.
+// On the first failing getter call for a required attribute returns false with *error naming it;
+// *limits is then partial.
 bool ReadDeviceLimits(DeviceAttributeGetter getter, void* context, DeviceLimits* limits,
                       DeviceAttributeError* error) noexcept;
 
-// Thread block cluster limits, which no device attribute reports: none before sm_90; 8 blocks
-// portable from sm_90; 16 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED on sm_90 and
-// sm_100 (CUDA programming guide, "Thread Block Clusters"), 8 elsewhere.
+// Thread block cluster limits for the calculator's device presets (no GPU at hand): none before
+// sm_90; 8 blocks portable from sm_90; 16 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+// on sm_90 and sm_100 (CUDA programming guide, "Thread Block Clusters"), 8 elsewhere. A real
+// device's come from ReadDeviceLimits and the driver instead.
 void SetClusterLimits(DeviceLimits* limits) noexcept;
 
 }  // namespace cuflight::occupancy

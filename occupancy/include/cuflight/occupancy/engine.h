@@ -52,6 +52,10 @@ struct LaunchConfig {
   // cuOccupancyMaxActiveClusters for this launch when the caller has it (a GPU is present);
   // 0 = unknown. Cluster placement across GPCs cannot be derived from device properties alone.
   int max_active_clusters = 0;
+  // The largest cluster this function may launch with, as the driver says
+  // (cuOccupancyMaxPotentialClusterSize, or CUPTI's maxPotentialClusterSize of a kernel that
+  // ran); it replaces the device's (non-)portable maximum. 0 = unknown: the device's apply.
+  int max_cluster_size = 0;
 
   bool is_cluster() const {
     return cluster.x && cluster.y && cluster.z && cluster.count() > 1;

@@ -32,7 +32,7 @@ struct CacheKey {
   uint32_t cluster_x = 0, cluster_y = 0, cluster_z = 0;
   int32_t func_max_dyn_smem = -1;  // the function's dynamic shared memory limit; -1: default
   int32_t max_active_clusters = 0;
-  uint32_t reserved = 0;  // keeps the key free of padding so it compares bytewise
+  int32_t max_cluster_size = 0;  // the driver's largest cluster for the function; 0: unknown
 
   bool operator==(const CacheKey&) const = default;
 };

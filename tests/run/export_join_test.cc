@@ -1,6 +1,6 @@
-// `cuflight export --perfetto` and `cuflight tail`'s filter over kernels that share a correlation
-// id, as CUDA graph replays and multi-device cooperative launches make them: each kernel
-// execution is joined to its own kernel_time.
+// `cuflight export --perfetto` and `cuflight tail` (its filter and its lines) over kernels that
+// share a correlation id, as CUDA graph replays and multi-device cooperative launches make them:
+// each kernel execution is joined to its own kernel_time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "collector_test_util.h"
 #include "cuflight/schema/decoder.h"
 #include "event_filter.h"
+#include "event_text.h"
 #include "report_test_events.h"
 #include "subprocess.h"
 
@@ -104,6 +105,29 @@ TEST(TailFilterTest, ShowsTheKernelTimeOfEachShownGraphNodeOnly) {
     expected.insert(expected.end(), one.begin(), one.end());
   }
   EXPECT_EQ(shown, expected);
+}
+
+// `cuflight tail`'s line names a graph node's ids after its correlation id, on the kernel and the
+// kernel_time alike; an ordinary launch's lines have none.
+TEST(TailTextTest, GraphNodeIdsFollowTheCorrelationId) {
+  std::vector<std::string> texts;
+  for (const auto& [seq, line] : report::testing::SharedCorrelationLines(100, 1)) {
+    const schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (std::holds_alternative<schema::OwnedKernelEvent>(d.event) ||
+        std::holds_alternative<schema::OwnedKernelTimeEvent>(d.event)) {
+      texts.push_back(EventText(d.event));
+    }
+  }
+  ASSERT_EQ(texts.size(), 30u);  // 24 graph events, 2 plain, 4 coop
+  // 0x7f0000000101 = 139637976727809.
+  EXPECT_NE(texts[0].find(" kernel node_a() "), std::string::npos) << texts[0];
+  EXPECT_NE(texts[0].find(" corr 101 graph 9 node 139637976727809"), std::string::npos) << texts[0];
+  EXPECT_NE(texts[1].find(" kernel_time corr 101 graph 9 node 139637976727809 device 0 "),
+            std::string::npos)
+      << texts[1];
+  EXPECT_EQ(texts[24].find(" graph "), std::string::npos) << texts[24];  // plain's kernel
+  EXPECT_NE(texts[25].find(" kernel_time corr 200 device 0 "), std::string::npos) << texts[25];
 }
 
 }  // namespace

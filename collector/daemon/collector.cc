@@ -378,7 +378,8 @@ class Collector::Impl {
         (facts_.type == schema::EventType::kKernel ||
          facts_.type == schema::EventType::kKernelTime)) {
       // The join probe in OnStored misses the cache; storing the line first hides most of it.
-      metrics_->PrefetchJoin(c.process->id, facts_.correlation_id);
+      metrics_->PrefetchJoin(c.process->id, facts_.correlation_id, facts_.device,
+                             facts_.graph_node_id);
     }
     if (facts_.type == schema::EventType::kProcessLost) {
       if (c.process != nullptr) AccountSeq(*c.process, facts_.header->seq);
@@ -446,12 +447,13 @@ class Collector::Impl {
       case schema::EventType::kKernel:
         if (metrics_ != nullptr) {
           metrics_->Kernel(p.id, facts_.correlation_id, facts_.kernel_name, facts_.device,
-                           facts_.limiting_resource, facts_.occupancy);
+                           facts_.limiting_resource, facts_.occupancy, facts_.graph_node_id);
         }
         break;
       case schema::EventType::kKernelTime:
         if (metrics_ != nullptr) {
-          metrics_->KernelTime(p.id, facts_.correlation_id, facts_.device, facts_.duration_ns);
+          metrics_->KernelTime(p.id, facts_.correlation_id, facts_.device, facts_.duration_ns,
+                               facts_.graph_node_id);
         }
         break;
       case schema::EventType::kStats:

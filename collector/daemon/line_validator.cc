@@ -86,15 +86,16 @@ double DoubleOf(std::string_view raw) {
   return value;
 }
 
-constexpr std::array<std::string_view, 6> kKernelKeys = {
-    "correlation_id", "device", "demangled", "name", "limiting_resource", "occupancy"};
-constexpr std::array<std::string_view, 3> kKernelTimeKeys = {"correlation_id", "device",
-                                                             "duration_ns"};
+constexpr std::array<std::string_view, 7> kKernelKeys = {
+    "correlation_id",    "device",    "demangled",    "name",
+    "limiting_resource", "occupancy", "graph_node_id"};
+constexpr std::array<std::string_view, 4> kKernelTimeKeys = {"correlation_id", "device",
+                                                             "duration_ns", "graph_node_id"};
 constexpr std::array<std::string_view, 6> kCounterKeys = {
     "emitted",        "dropped",       "dropped_ring_full", "dropped_disconnected",
     "timing_dropped", "occupancy_disagreements"};
-const MemberSet<6> kKernelMembers(kKernelKeys);
-const MemberSet<3> kKernelTimeMembers(kKernelTimeKeys);
+const MemberSet<7> kKernelMembers(kKernelKeys);
+const MemberSet<4> kKernelTimeMembers(kKernelTimeKeys);
 const MemberSet<6> kCounterMembers(kCounterKeys);
 
 // process_start is rare (one per connection): its strings are decoded in full, so a long or
@@ -144,7 +145,7 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
   if (!metrics_fields) return schema::Reason::kOk;
   switch (info.type) {
     case schema::EventType::kKernel: {
-      std::array<std::string_view, 6> raw;
+      std::array<std::string_view, 7> raw;
       kKernelMembers.Collect(info, &raw);
       facts->correlation_id = UintOf(info, kKernelKeys[0], raw[0]);
       facts->device = Int32Of(info, kKernelKeys[1], raw[1]);
@@ -157,14 +158,16 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
           StringOf(info, kKernelKeys[4], raw[4], facts->resource_scratch.data(),
                    facts->resource_scratch.size());
       facts->occupancy = DoubleOf(raw[5]);
+      facts->graph_node_id = UintOf(info, kKernelKeys[6], raw[6]);
       break;
     }
     case schema::EventType::kKernelTime: {
-      std::array<std::string_view, 3> raw;
+      std::array<std::string_view, 4> raw;
       kKernelTimeMembers.Collect(info, &raw);
       facts->correlation_id = UintOf(info, kKernelTimeKeys[0], raw[0]);
       facts->device = Int32Of(info, kKernelTimeKeys[1], raw[1]);
       facts->duration_ns = UintOf(info, kKernelTimeKeys[2], raw[2]);
+      facts->graph_node_id = UintOf(info, kKernelTimeKeys[3], raw[3]);
       break;
     }
     case schema::EventType::kStats:

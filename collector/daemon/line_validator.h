@@ -29,9 +29,10 @@ struct LineFacts {
   std::string_view hostname;
   std::string_view exe;
   int64_t start_ns = 0;
-  // kernel and kernel_time.
+  // kernel and kernel_time: what joins them (cuflight/schema/join_key.h).
   uint64_t correlation_id = 0;
   int32_t device = 0;
+  uint64_t graph_node_id = 0;  // 0 when the line has none (not a graph node)
   // kernel.
   std::string_view kernel_name;  // the demangled name when known, else the mangled one
   std::string_view limiting_resource;

@@ -75,7 +75,7 @@ struct ProcessState {
   ProcessSummary summary;
   std::map<int32_t, DeviceInfo> devices;
   std::map<std::pair<int32_t, uint64_t>, StreamState> streams;
-  std::vector<uint64_t> kernel_correlations;  // every kernel event, for the timed count
+  std::vector<schema::JoinKey> kernel_keys;  // every kernel event's, for the timed count
   std::optional<uint64_t> last_kernel_seq;
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
@@ -129,8 +129,11 @@ struct Launch {
   int32_t device;
   uint64_t stream;
   uint64_t correlation_id;
+  uint64_t graph_node_id;  // 0: not a graph node
   uint64_t seq;
   int64_t ts_ns;
+
+  schema::JoinKey key() const { return {correlation_id, graph_node_id, device}; }
 };
 
 // A kernel_time's GPU start, end and duration.
@@ -219,7 +222,7 @@ class Builder {
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
     ProcessSummary& s = p.summary;
     ++s.kernels;
-    p.kernel_correlations.push_back(e.correlation_id);
+    p.kernel_keys.push_back(schema::JoinKeyOf(e));
     p.last_kernel_seq = std::max(p.last_kernel_seq.value_or(0), e.header.seq);
 
     StreamState& stream = p.streams[{e.device, e.stream}];
@@ -231,6 +234,7 @@ class Builder {
       l.seq = e.header.seq;
       l.ts_ns = e.header.ts_ns;
       l.correlation_id = e.correlation_id;
+      l.graph_node_id = e.graph_node_id.value_or(0);
       l.name = e.demangled.empty() ? e.name : e.demangled;
       l.grid = e.grid;
       l.block = e.block;
@@ -272,12 +276,16 @@ class Builder {
     st.sig.waves_max = std::max(st.sig.waves_max, e.occupancy.waves);
     st.waves_sum += e.occupancy.waves;
     st.tail_sum += e.occupancy.tail_utilization;
-    launches_.push_back({static_cast<uint32_t>(index), static_cast<uint32_t>(it->second),
-                         e.device, e.stream, e.correlation_id, e.header.seq, e.header.ts_ns});
+    launches_.push_back({static_cast<uint32_t>(index), static_cast<uint32_t>(it->second), e.device,
+                         e.stream, e.correlation_id, e.graph_node_id.value_or(0), e.header.seq,
+                         e.header.ts_ns});
   }
 
+  // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
+  // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h). A repeated
+  // key (the same event in two files under different seqs) keeps the first time read.
   void On(size_t index, ProcessState&, const schema::OwnedKernelTimeEvent& e) {
-    gpu_times_.try_emplace(JoinKey{index, e.correlation_id},
+    gpu_times_.try_emplace(JoinKey{index, schema::JoinKeyOf(e)},
                            GpuTime{e.start_ns, e.end_ns, e.duration_ns});
   }
 
@@ -323,14 +331,14 @@ class Builder {
     return it->second;
   }
 
-  std::optional<uint64_t> DurationOf(size_t process, uint64_t correlation_id) const {
-    const GpuTime* t = GpuTimeOf(process, correlation_id);
+  std::optional<uint64_t> DurationOf(size_t process, const schema::JoinKey& launch) const {
+    const GpuTime* t = GpuTimeOf(process, launch);
     if (t == nullptr) return std::nullopt;
     return t->duration_ns;
   }
 
-  const GpuTime* GpuTimeOf(size_t process, uint64_t correlation_id) const {
-    const auto it = gpu_times_.find(JoinKey{process, correlation_id});
+  const GpuTime* GpuTimeOf(size_t process, const schema::JoinKey& launch) const {
+    const auto it = gpu_times_.find(JoinKey{process, launch});
     return it == gpu_times_.end() ? nullptr : &it->second;
   }
 
@@ -386,8 +394,8 @@ class Builder {
       report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
       ProcessSummary& s = p.summary;
-      for (const uint64_t corr : p.kernel_correlations) {
-        if (DurationOf(index, corr)) ++s.timed_kernels;
+      for (const schema::JoinKey& launch : p.kernel_keys) {
+        if (DurationOf(index, launch)) ++s.timed_kernels;
       }
       for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
       const std::vector<uint64_t>* error_ids =
@@ -395,7 +403,7 @@ class Builder {
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
         for (LaunchSummary& l : stream.last) {
-          l.duration_ns = DurationOf(index, l.correlation_id);
+          l.duration_ns = DurationOf(index, {l.correlation_id, l.graph_node_id, tail.device});
           l.in_error = error_ids != nullptr &&
                        std::find(error_ids->begin(), error_ids->end(), l.correlation_id) !=
                            error_ids->end();
@@ -411,7 +419,7 @@ class Builder {
 
   void FinishSignatures() {
     for (const Launch& l : launches_) {
-      if (const auto d = DurationOf(l.process, l.correlation_id)) {
+      if (const auto d = DurationOf(l.process, l.key())) {
         signatures_[l.signature].durations.push_back(*d);
       }
     }
@@ -472,9 +480,10 @@ class Builder {
       k.device = l.device;
       k.stream = l.stream;
       k.correlation_id = l.correlation_id;
+      k.graph_node_id = l.graph_node_id;
       k.seq = l.seq;
       k.ts_ns = l.ts_ns;
-      if (const GpuTime* t = GpuTimeOf(l.process, l.correlation_id)) {
+      if (const GpuTime* t = GpuTimeOf(l.process, l.key())) {
         k.timed = true;
         k.gpu_start_ns = static_cast<int64_t>(t->start_ns);
         k.gpu_end_ns = static_cast<int64_t>(t->end_ns);

@@ -1,23 +1,25 @@
-// The key that joins a kernel_time to its kernel event: (process index, correlation_id). Shared
-// by the report's model builder and its timeline.
+// The key that joins a kernel_time to its kernel event in the report: the process index and the
+// schema's join key (correlation_id, graph node, device; cuflight/schema/join_key.h). Shared by
+// the report's model builder and its timeline.
 #ifndef CUFLIGHT_COLLECTOR_REPORT_JOIN_KEY_H_
 #define CUFLIGHT_COLLECTOR_REPORT_JOIN_KEY_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+
+#include "cuflight/schema/join_key.h"
 
 namespace cuflight::report {
 
 struct JoinKey {
   size_t process;
-  uint64_t correlation_id;
+  schema::JoinKey launch;
   bool operator==(const JoinKey&) const = default;
 };
 
 struct JoinKeyHash {
   size_t operator()(const JoinKey& k) const {
-    return std::hash<uint64_t>()(k.correlation_id * 0x9E3779B97F4A7C15ull ^ k.process);
+    return schema::JoinKeyHash()(k.launch) ^ (k.process * 0xC2B2AE3D27D4EB4Full);
   }
 };
 

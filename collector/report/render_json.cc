@@ -15,16 +15,18 @@ json Dim(const schema::Dim3& d) { return json::array({d.x, d.y, d.z}); }
 json OrNull(int64_t value) { return value < 0 ? json(nullptr) : json(value); }
 
 json LaunchJson(const LaunchSummary& l) {
-  return {{"seq", l.seq},
-          {"ts_ns", l.ts_ns},
-          {"correlation_id", l.correlation_id},
-          {"name", l.name},
-          {"grid", Dim(l.grid)},
-          {"block", Dim(l.block)},
-          {"occupancy", l.occupancy},
-          {"finished", l.duration_ns.has_value()},
-          {"duration_ns", l.duration_ns ? json(*l.duration_ns) : json(nullptr)},
-          {"in_failed_call", l.in_error}};
+  json j = {{"seq", l.seq},
+            {"ts_ns", l.ts_ns},
+            {"correlation_id", l.correlation_id},
+            {"name", l.name},
+            {"grid", Dim(l.grid)},
+            {"block", Dim(l.block)},
+            {"occupancy", l.occupancy},
+            {"finished", l.duration_ns.has_value()},
+            {"duration_ns", l.duration_ns ? json(*l.duration_ns) : json(nullptr)},
+            {"in_failed_call", l.in_error}};
+  if (l.graph_node_id != 0) j["graph_node_id"] = l.graph_node_id;  // a graph's kernel node
+  return j;
 }
 
 json ProcessJson(const ProcessSummary& p, bool with_streams) {

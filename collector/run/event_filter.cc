@@ -46,7 +46,7 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   }
   if (!kernel_ && !limiter_) return true;
   if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
-    return pending_.erase({header.pid, t->correlation_id}) > 0;
+    return pending_.erase({header.pid, schema::JoinKeyOf(*t)}) > 0;
   }
   const auto* k = std::get_if<schema::OwnedKernelEvent>(&event);
   if (k == nullptr) return false;
@@ -54,8 +54,8 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   if (kernel_ && !std::regex_search(k->demangled.empty() ? k->name : k->demangled, *kernel_)) {
     return false;
   }
-  if (pending_.insert({header.pid, k->correlation_id}).second) {
-    pending_order_.emplace_back(header.pid, k->correlation_id);
+  if (pending_.insert({header.pid, schema::JoinKeyOf(*k)}).second) {
+    pending_order_.emplace_back(header.pid, schema::JoinKeyOf(*k));
     if (pending_order_.size() > kMaxPending) {
       pending_.erase(pending_order_.front());
       pending_order_.pop_front();

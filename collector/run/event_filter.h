@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/join_key.h"
 
 namespace cuflight::run {
 
@@ -27,20 +28,22 @@ class EventFilter {
   // Whether to show `event`. With --pid only events of those pids. With --kernel or --limiter
   // only kernel events whose name contains a match (the demangled name, else the mangled one)
   // and whose limiting_resource is the one named, plus the kernel_time events of the kernels
-  // shown (joined by pid and correlation_id, which therefore must come first, as the producer
-  // sends them). Not const: remembers the kernels shown.
+  // shown (joined by pid and schema::JoinKey: correlation_id, graph node and device; the kernel
+  // therefore must come first, as the producer sends them). Not const: remembers the kernels
+  // shown.
   bool Accept(const schema::OwnedEvent& event);
 
  private:
-  // Correlation ids of kernels shown whose kernel_time has not been seen, bounded (oldest first
+  // (pid, join key) of kernels shown whose kernel_time has not been seen, bounded (oldest first
   // forgotten) so a stream without timing cannot grow it without end.
   static constexpr size_t kMaxPending = 1 << 16;
 
   std::optional<std::regex> kernel_;
   std::vector<int32_t> pids_;
   std::optional<schema::Resource> limiter_;
-  std::set<std::pair<int32_t, uint64_t>> pending_;
-  std::deque<std::pair<int32_t, uint64_t>> pending_order_;
+  using PidKey = std::pair<int32_t, schema::JoinKey>;
+  std::set<PidKey> pending_;
+  std::deque<PidKey> pending_order_;
 };
 
 }  // namespace cuflight::run

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -35,6 +36,14 @@ std::string Duration(uint64_t ns) {
   return fmt::format("{} ns", ns);
 }
 
+// " graph G node N" for a graph's kernel node (what tells apart the events of one graph launch,
+// which share its correlation id); "" otherwise.
+std::string GraphNode(const std::optional<uint64_t>& graph_id,
+                      const std::optional<uint64_t>& graph_node_id) {
+  if (!graph_id || !graph_node_id) return {};
+  return fmt::format(" graph {} node {}", *graph_id, *graph_node_id);
+}
+
 std::string Fields(const schema::OwnedEvent& event) {
   return std::visit(
       [](const auto& e) -> std::string {
@@ -54,14 +63,16 @@ std::string Fields(const schema::OwnedEvent& event) {
           const schema::OccupancyFields& o = e.occupancy;
           return fmt::format(
               "{} grid {} block {}{} regs {} smem {} occupancy {:.2f} ({}) device {} stream {:#x} "
-              "corr {}",
+              "corr {}{}",
               Printable(e.demangled.empty() ? e.name : e.demangled), Dim(e.grid), Dim(e.block),
               e.cluster ? fmt::format(" cluster {}", Dim(*e.cluster)) : std::string(), e.num_regs,
               e.static_shared_bytes + e.dyn_shared_bytes, o.occupancy,
-              schema::ResourceName(o.limiting_resource), e.device, e.stream, e.correlation_id);
+              schema::ResourceName(o.limiting_resource), e.device, e.stream, e.correlation_id,
+              GraphNode(e.graph_id, e.graph_node_id));
         } else if constexpr (std::is_same_v<T, schema::OwnedKernelTimeEvent>) {
-          return fmt::format("corr {} device {} stream {:#x} {}", e.correlation_id, e.device,
-                             e.stream, Duration(e.duration_ns));
+          return fmt::format("corr {}{} device {} stream {:#x} {}", e.correlation_id,
+                             GraphNode(e.graph_id, e.graph_node_id), e.device, e.stream,
+                             Duration(e.duration_ns));
         } else if constexpr (std::is_same_v<T, schema::OwnedApiErrorEvent>) {
           return fmt::format("{} {} ({}): {}", Printable(e.api), Printable(e.error_name), e.code,
                              Printable(e.message));

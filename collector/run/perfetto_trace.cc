@@ -96,10 +96,10 @@ void PerfettoTraceBuilder::Add(const schema::OwnedEvent& event) {
     if (k->correlation_id == 0) {
       uncorrelated_.push_back(*k);
     } else {
-      kernels_[{k->header.pid, k->correlation_id}] = *k;
+      kernels_[{k->header.pid, schema::JoinKeyOf(*k)}] = *k;
     }
   } else if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
-    times_[{t->header.pid, t->correlation_id}] = *t;
+    times_[{t->header.pid, schema::JoinKeyOf(*t)}] = *t;
   } else if (const auto* d = std::get_if<schema::OwnedDeviceEvent>(&event)) {
     devices_[{d->header.pid, d->device}] = Device{d->name, d->uuid};
   } else if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
@@ -238,22 +238,28 @@ json PerfettoTraceBuilder::Build() const {
   for (const auto& [key, time] : times_) {
     if (kernels_.count(key) != 0) continue;
     const int64_t gpu = gpu_pid(time.header.pid, time.device);
+    json args = {{"pid", time.header.pid},
+                 {"correlation_id", time.correlation_id},
+                 {"device", time.device},
+                 {"stream", Hex(time.stream)},
+                 {"start_ns", time.start_ns},
+                 {"end_ns", time.end_ns},
+                 {"duration_ns", time.duration_ns},
+                 {"timed", true}};
+    std::string name = fmt::format("kernel (corr {})", time.correlation_id);
+    if (time.graph_id) args["graph_id"] = *time.graph_id;
+    if (time.graph_node_id) {
+      args["graph_node_id"] = *time.graph_node_id;
+      name = fmt::format("kernel (corr {}, node {})", time.correlation_id, *time.graph_node_id);
+    }
     events.push_back({{"ph", "X"},
                       {"cat", "kernel"},
-                      {"name", fmt::format("kernel (corr {})", time.correlation_id)},
+                      {"name", std::move(name)},
                       {"pid", gpu},
                       {"tid", stream_tid(gpu, time.header.pid, time.stream)},
                       {"ts", Micros(static_cast<int64_t>(time.start_ns), base)},
                       {"dur", static_cast<double>(time.duration_ns) / 1000.0},
-                      {"args",
-                       {{"pid", time.header.pid},
-                        {"correlation_id", time.correlation_id},
-                        {"device", time.device},
-                        {"stream", Hex(time.stream)},
-                        {"start_ns", time.start_ns},
-                        {"end_ns", time.end_ns},
-                        {"duration_ns", time.duration_ns},
-                        {"timed", true}}}});
+                      {"args", std::move(args)}});
   }
 
   std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {

@@ -7,11 +7,14 @@
 //     "stream 0x<handle> (pid <pid>)" ("default stream" for handle 0). GPUs are told apart by
 //     uuid, or by ordinal and name when a device event has no uuid; they get trace pids from
 //     kGpuPidBase up, streams trace tids from kStreamTidBase up, in order of first appearance.
-//  2. A kernel with a kernel_time (joined by pid and correlation_id) is a complete event
-//     ("ph":"X") on its stream from start_ns for duration_ns; its args carry the launch and the
-//     occupancy fields. A kernel without one (timing off, or its kernel_time lost) is an instant
-//     event ("ph":"i", thread scope) on its stream at its host timestamp, args "timed": false.
-//     A kernel_time whose kernel is not in the logs is a complete event named "kernel (corr N)".
+//  2. A kernel with a kernel_time (joined by pid and schema::JoinKey: correlation_id, graph node
+//     and device, so each kernel node of a graph launch, and each device of a multi-device
+//     cooperative launch, is its own event) is a complete event ("ph":"X") on its stream from
+//     start_ns for duration_ns; its args carry the launch and the occupancy fields. A kernel
+//     without one (timing off, or its kernel_time lost) is an instant event ("ph":"i", thread
+//     scope) on its stream at its host timestamp, args "timed": false. A kernel_time whose kernel
+//     is not in the logs is a complete event named "kernel (corr N)" ("kernel (corr N, node M)"
+//     for a graph node).
 //  3. Host side: one trace process per recorded process (its real pid, named "<exe> (pid N)"),
 //     one thread per launching thread (its real tid), and an instant event per launch.
 //  4. Timestamps are microseconds (the format's unit) relative to the earliest timestamp in the
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/join_key.h"
 
 namespace cuflight::run {
 
@@ -56,7 +60,7 @@ class PerfettoTraceBuilder {
   PerfettoCounts counts() const;
 
  private:
-  using PidCorr = std::pair<int32_t, uint64_t>;
+  using PidKey = std::pair<int32_t, schema::JoinKey>;
   struct Device {
     std::string name;
     std::string uuid;
@@ -64,8 +68,8 @@ class PerfettoTraceBuilder {
 
   std::map<int32_t, std::string> process_names_;         // pid -> exe basename
   std::map<std::pair<int32_t, int32_t>, Device> devices_;  // (pid, ordinal) -> device
-  std::map<PidCorr, schema::OwnedKernelEvent> kernels_;
-  std::map<PidCorr, schema::OwnedKernelTimeEvent> times_;
+  std::map<PidKey, schema::OwnedKernelEvent> kernels_;
+  std::map<PidKey, schema::OwnedKernelTimeEvent> times_;
   std::vector<schema::OwnedKernelEvent> uncorrelated_;  // kernels with correlation_id 0
 };
 

@@ -196,6 +196,17 @@ void EventBuilder::BuildKernelTime(const KernelActivity& a, schema::KernelTimeEv
   out->start_ns = a.start;
   out->end_ns = a.end;
   out->duration_ns = a.end >= a.start ? a.end - a.start : 0;
+  // cupti_activity.h, CUpti_ActivityKernel10.graphId/graphNodeId: non-zero only for a kernel
+  // launched through the graph launch APIs. Every node of one graph launch carries that launch's
+  // correlationId, so the node id is what joins this event to the node's own kernel event
+  // (BuildGraphKernel, made for the same records: graphId != 0).
+  if (a.graphId != 0) {
+    out->graph_id = a.graphId;
+    out->graph_node_id = a.graphNodeId;
+  } else {
+    out->graph_id.reset();
+    out->graph_node_id.reset();
+  }
 }
 
 }  // namespace cuflight::inject

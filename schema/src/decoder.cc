@@ -526,6 +526,10 @@ void Read(Reader& r, OwnedKernelTimeEvent* e) {
   r.Int("start_ns", kUint64, &e->start_ns);
   r.Int("end_ns", kUint64, &e->end_ns);
   r.Int("duration_ns", kUint64, &e->duration_ns);
+  r.OptionalInt("graph_id", kUint64, &e->graph_id);
+  r.OptionalInt("graph_node_id", kUint64, &e->graph_node_id);
+  r.RequiredWith("graph_node_id", "graph_id");
+  r.RequiredWith("graph_id", "graph_node_id");
 }
 
 void Read(Reader& r, OwnedApiErrorEvent* e) {

@@ -672,6 +672,14 @@ size_t Encode(const BasicKernelTimeEvent<S>& e, char* buf, size_t cap) noexcept 
   w.Int(e.end_ns);
   w.Key(R"(,"duration_ns":)");
   w.Int(e.duration_ns);
+  if (e.graph_id) {
+    w.Key(R"(,"graph_id":)");
+    w.Int(*e.graph_id);
+  }
+  if (e.graph_node_id) {
+    w.Key(R"(,"graph_node_id":)");
+    w.Int(*e.graph_node_id);
+  }
   w.Char('}');
   return w.Finish();
 }

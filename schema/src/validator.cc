@@ -1298,6 +1298,10 @@ void CheckKernelTime(Checker& c) {
   for (const Key k : {k_context, k_stream, k_start_ns, k_end_ns, k_duration_ns}) {
     c.Int<int64_t>(k, kUint64);
   }
+  c.OptionalInt(k_graph_id, kUint64);
+  c.OptionalInt(k_graph_node_id, kUint64);
+  c.RequiredWith(k_graph_node_id, k_graph_id);
+  c.RequiredWith(k_graph_id, k_graph_node_id);
 }
 
 void CheckApiError(Checker& c) {

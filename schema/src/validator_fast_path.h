@@ -1,12 +1,13 @@
 // Expected-order fast path of the line validator (schema::Validate, validator.cc).
 //
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
-//    whitespace; only the kernel event has members it may leave out (cluster, graph_id with
-//    graph_node_id, cluster_occupancy), and lines of earlier encoders lack timing_dropped (stats,
-//    process_end, process_crash). AcceptEncoderLayout walks a line expecting exactly that
-//    layout: it compares the bytes of each member name, with the ',' before it, its quotes and
-//    the ':' after it, against the encoder's as whole words (no hashing, no lookup), then parses
-//    and range-checks the value in place.
+//    whitespace; only the kernel event (cluster, graph_id with graph_node_id, cluster_occupancy)
+//    and the kernel_time event (graph_id with graph_node_id) have members it may leave out, and
+//    lines of earlier encoders lack timing_dropped (stats, process_end, process_crash).
+//    AcceptEncoderLayout walks a line expecting exactly that layout: it compares the bytes of
+//    each member name, with the ',' before it, its quotes and the ':' after it, against the
+//    encoder's as whole words (no hashing, no lookup), then parses and range-checks the value in
+//    place.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a
@@ -700,11 +701,19 @@ inline bool Kernel(Cursor& c, Header* h) {
 }
 
 inline bool KernelTime(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"kernel_time","version":1,"ts_ns":)">(h) &&
-         c.Int<R"(,"correlation_id":)", kUint64>() && c.Int<R"(,"device":)", kCount32>() &&
-         c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
-         c.Int<R"(,"start_ns":)", kUint64>() && c.Int<R"(,"end_ns":)", kUint64>() &&
-         c.Int<R"(,"duration_ns":)", kUint64>() && c.Close();
+  if (!(c.Open<R"({"type":"kernel_time","version":1,"ts_ns":)">(h) &&
+        c.Int<R"(,"correlation_id":)", kUint64>() && c.Int<R"(,"device":)", kCount32>() &&
+        c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
+        c.Int<R"(,"start_ns":)", kUint64>() && c.Int<R"(,"end_ns":)", kUint64>() &&
+        c.Int<R"(,"duration_ns":)", kUint64>())) {
+    return false;
+  }
+  // A graph node's: graph_id and graph_node_id together, as in Kernel.
+  if (c.Name<R"(,"graph_id":)">() &&
+      !(c.IntValue<kUint64>() && c.Int<R"(,"graph_node_id":)", kUint64>())) {
+    return false;
+  }
+  return c.Close();
 }
 
 inline bool ApiError(Cursor& c, Header* h) {

@@ -8,11 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "collector.h"
 #include "collector_test_util.h"
 #include "cuflight/metrics/metrics.h"
+#include "cuflight/schema/decoder.h"
+#include "cuflight/schema/encoder.h"
 
 namespace cuflight::collector {
 namespace {
@@ -584,6 +587,58 @@ TEST(CollectorIngestTest, ReopenStartsNewFilesWhereTheOldOnesWere) {
   running.Stop();
   EXPECT_EQ(Seqs(ReadLog(file.string() + ".1")), Range(0, 9));
   EXPECT_EQ(Seqs(ReadLog(file)), Range(10, 19));
+}
+
+// The kernel nodes of one graph launch share its correlation id (CUPTI: a kernel record's
+// correlationId is its launching API call's; graphNodeId tells the nodes apart). The collector
+// reads graph_node_id from each stored kernel and kernel_time line and joins them per node: a
+// 3-node graph replayed twice, nodes taking 1, 2 and 3 ms, gives 2, 4 and 6 ms per kernel name.
+TEST(CollectorIngestTest, GpuTimeOfAGraphReplayIsJoinedPerNodeInTheMetrics) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  Metrics metrics;
+  RunningCollector running(options, &metrics);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("graphs", 16);
+  const char* names[] = {"node_a()", "node_b()", "node_c()"};
+  std::string stream = testing::ProcessStartLine(id, 0);
+  uint64_t seq = 1;
+  std::vector<char> buf(1 << 16);
+  for (uint64_t corr = 21; corr <= 22; ++corr) {
+    for (uint64_t n = 0; n < 3; ++n) {
+      schema::DecodeResult k = schema::Decode(testing::KernelLine(id, seq, corr));
+      auto& kernel = std::get<schema::OwnedKernelEvent>(k.event);
+      kernel.api = "cuGraphLaunch";
+      kernel.demangled = names[n];
+      kernel.graph_id = 4;
+      kernel.graph_node_id = 0x7f0000000001 + n;
+      stream.append(buf.data(), schema::Encode(kernel, buf.data(), buf.size()));
+      ++seq;
+      schema::DecodeResult t = schema::Decode(testing::KernelTimeLine(id, seq, corr));
+      auto& time = std::get<schema::OwnedKernelTimeEvent>(t.event);
+      time.duration_ns = (n + 1) * 1'000'000;
+      time.end_ns = time.start_ns + time.duration_ns;
+      time.graph_id = 4;
+      time.graph_node_id = 0x7f0000000001 + n;
+      stream.append(buf.data(), schema::Encode(time, buf.data(), buf.size()));
+      ++seq;
+    }
+  }
+  RawClient client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_EQ(client.WaitAck(seq - 1), seq - 1);
+  running.Stop();
+  EXPECT_EQ(running.stats().lines_rejected, 0u);
+
+  const std::string rendered = metrics.Render();
+  const std::string seconds = "\ncuflight_kernel_name_gpu_seconds_total{kernel=";
+  for (const std::string& expected :
+       {seconds + R"x("node_a()"} 0.002)x" + "\n", seconds + R"x("node_b()"} 0.004)x" + "\n",
+        seconds + R"x("node_c()"} 0.006)x" + "\n",
+        std::string("\ncuflight_kernel_time_unmatched_total 0\n"),
+        std::string("\ncuflight_kernel_join_pending 0\n")}) {
+    EXPECT_NE(rendered.find(expected), std::string::npos) << expected << "\n" << rendered;
+  }
 }
 
 }  // namespace

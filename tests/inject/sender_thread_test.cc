@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
@@ -258,6 +259,17 @@ TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
     if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&e)) {
       ++times;
       EXPECT_EQ(t->duration_ns, 3500u);
+      // cupti_activity.h, CUpti_ActivityKernel10.graphId/graphNodeId: 0 unless launched through
+      // a graph. The node's kernel_time carries its ids, as its kernel event does, so the two
+      // join per node; the direct launch's carries none.
+      if (t->correlation_id == 77) {
+        EXPECT_EQ(t->graph_id, std::optional<uint64_t>(3));
+        EXPECT_EQ(t->graph_node_id, std::optional<uint64_t>(0x1234567890ULL));
+      } else {
+        EXPECT_EQ(t->correlation_id, 1u);
+        EXPECT_FALSE(t->graph_id.has_value());
+        EXPECT_FALSE(t->graph_node_id.has_value());
+      }
     }
   }
   EXPECT_EQ(graph_kernels, 1);

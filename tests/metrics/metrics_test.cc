@@ -367,7 +367,7 @@ TEST(MetricsTest, OutOfRangeDevicesAndUnknownResourcesHaveBoundedLabels) {
   m.Kernel(1, 2, "k", 64, "registers", 0.5);
   m.Kernel(1, 3, "k", -1, "registers", 0.5);
   m.Kernel(1, 4, "k", 63, "flux_capacitor", 0.5);
-  m.KernelTime(1, 2, 1000, 2'000'000'000);
+  m.KernelTime(1, 2, 64, 2'000'000'000);
   const Exposition e = Parse(m);
   EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
               {{"device", "63"}, {"limiting_resource", "registers"}}),
@@ -398,6 +398,42 @@ TEST(MetricsTest, ReasonsAreBounded) {
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "drop_15"}}), 2);
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "other"}}), 8);
   EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 17u);
+}
+
+// A 3-node CUDA graph replayed 4 times: the 3 kernel nodes of a replay share its correlation id
+// (CUPTI: a kernel record's correlationId is its launching API call's), each kernel event and
+// kernel_time naming its node. Nodes take 1, 2 and 3 ms, so by hand: 4, 8 and 12 ms per name.
+// A multi-device cooperative launch: one correlation id, one kernel per device (10 and 30 us).
+TEST(MetricsTest, GpuTimeOfOneCorrelationIdIsJoinedPerGraphNodeAndDevice) {
+  Metrics m;
+  const char* names[] = {"node_a", "node_b", "node_c"};
+  const uint64_t nodes[] = {0x7f0000000011, 0x7f0000000012, 0x7f0000000013};
+  for (uint64_t replay = 0; replay < 4; ++replay) {
+    const uint64_t corr = 100 + replay;
+    for (int n = 0; n < 3; ++n) m.Kernel(1, corr, names[n], 0, "warps", 0.5, nodes[n]);
+    // Times in the opposite order: the join does not depend on it.
+    for (int n = 2; n >= 0; --n) {
+      m.KernelTime(1, corr, 0, static_cast<uint64_t>(n + 1) * 1'000'000, nodes[n]);
+    }
+  }
+  m.Kernel(1, 300, "coop", 0, "blocks", 1.0);
+  m.Kernel(1, 300, "coop", 1, "blocks", 1.0);
+  m.KernelTime(1, 300, 1, 30'000);
+  m.KernelTime(1, 300, 0, 10'000);
+  const Exposition e = Parse(m);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "node_a"}}), 0.004);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "node_b"}}), 0.008);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "node_c"}}), 0.012);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "coop"}}), 40e-6);
+  EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), 0);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), 0.024 + 10e-6);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "1"}}), 30e-6);
+  // A kernel_time naming no node does not take a node's launch (nor the reverse).
+  m.Kernel(1, 400, "node_a", 0, "warps", 0.5, nodes[0]);
+  m.KernelTime(1, 400, 0, 5'000'000);
+  EXPECT_EQ(V(Parse(m), "cuflight_kernel_time_unmatched_total"), 1);
+  EXPECT_EQ(V(Parse(m), "cuflight_kernel_join_pending"), 1);
 }
 
 TEST(MetricsTest, ProcessGoneForgetsPendingLaunches) {

@@ -526,6 +526,51 @@ TEST(Timeline, JoinsKernelTimePerProcessAndPlacesUntimedAtLaunch) {
   EXPECT_EQ(t.end_ns, kStart + 7 * kSecond);
 }
 
+// Kernels sharing a correlation id (testing::SharedCorrelationLines): each node of each graph
+// replay is its own slice with its own GPU span, and each device of the cooperative launch too.
+TEST(Timeline, EveryGraphNodeAndDeviceOfOneCorrelationIdIsItsOwnSlice) {
+  TempDir dir;
+  std::string text;
+  for (const auto& [seq, line] : SharedCorrelationLines(300, kStart)) text += line;
+  WriteFile(dir.path() / "graphs.jsonl", text);
+  Report report;
+  ASSERT_TRUE(Build(dir.path(), {}, &report));
+  Timeline t;
+  BuildTimeline(report, &t);
+  EXPECT_EQ(t.launches, 15u);
+  EXPECT_EQ(t.timed, 15u);
+  // Lanes by (device, stream): (0, 0) plain, (0, 0x20) the graph, (0, 0x30) and (1, 0x31) coop.
+  ASSERT_EQ(t.lanes.size(), 4u);
+  const TimelineLane& graph = t.lanes[1];
+  EXPECT_EQ(graph.device, 0);
+  EXPECT_EQ(graph.stream, 0x20u);
+  ASSERT_EQ(graph.slices.size(), 12u);
+  // Replay r starts at kStart + 1 s + r * 10 ms; its nodes run back to back for 1, 2 and 3 ms.
+  const char* names[] = {"node_a()", "node_b()", "node_c()"};
+  const int64_t offset[] = {0, 1000000, 3000000};  // after the nodes before it: 0, 1, 1 + 2 ms
+  for (size_t i = 0; i < 12; ++i) {
+    const size_t replay = i / 3;
+    const size_t node = i % 3;
+    const int64_t start = kStart + kSecond + static_cast<int64_t>(replay) * 10000000 + offset[node];
+    const TimelineSlice& s = graph.slices[i];
+    EXPECT_EQ(s.timed, 1u) << i;
+    EXPECT_EQ(s.correlation_id, 101 + replay) << i;
+    EXPECT_EQ(s.start_ns, start) << i;
+    EXPECT_EQ(s.end_ns - s.start_ns, static_cast<int64_t>(node + 1) * 1000000) << i;
+    EXPECT_EQ(report.signatures[s.signature].demangled, names[node]) << i;
+  }
+  const TimelineLane& coop0 = t.lanes[2];
+  const TimelineLane& coop1 = t.lanes[3];
+  EXPECT_EQ(coop0.device, 0);
+  EXPECT_EQ(coop1.device, 1);
+  ASSERT_EQ(coop0.slices.size(), 1u);
+  ASSERT_EQ(coop1.slices.size(), 1u);
+  EXPECT_EQ(coop0.slices[0].end_ns - coop0.slices[0].start_ns, 10000);
+  EXPECT_EQ(coop1.slices[0].end_ns - coop1.slices[0].start_ns, 30000);
+  ASSERT_EQ(t.lanes[0].slices.size(), 1u);
+  EXPECT_EQ(t.lanes[0].slices[0].end_ns - t.lanes[0].slices[0].start_ns, 7000);
+}
+
 TEST(Timeline, CountsALaunchReadTwiceOnce) {
   // The same process's events in two files (a spill file and the collector's log after a
   // reconnect hold the same seqs): the kernel table counts each launch once, so does the

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuflight/occupancy/device_presets.h"
@@ -284,6 +285,39 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   EXPECT_EQ(launches[0]["duration_ns"], 1000);
   EXPECT_EQ(launches[1]["finished"], false);
   EXPECT_EQ(launches[1]["in_failed_call"], true);
+}
+
+// A reviewed process's last launches of a CUDA graph: the nodes of one replay share its
+// correlation id, and each shows its own duration and graph node.
+TEST(ReportCli, ReviewedGraphNodesShowTheirOwnDurations) {
+  TempDir dir;
+  std::vector<std::pair<uint64_t, std::string>> lines =
+      testing::SharedCorrelationLines(kPid, kStart);
+  lines.pop_back();  // process_end: the process ends with a failed call instead
+  std::string s;
+  for (const auto& [seq, line] : lines) s += line;
+  const uint64_t last = lines.back().first;
+  s += Line(ApiError(kPid, last + 1, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {}));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["review"].size(), 1u);
+  const json* graph = nullptr;
+  for (const json& stream : j["review"][0]["streams"]) {
+    if (stream["stream"] == 0x20) graph = &stream;
+  }
+  ASSERT_NE(graph, nullptr) << j["review"].dump();
+  EXPECT_EQ((*graph)["launches"], 12);
+  ASSERT_FALSE((*graph)["last_launches"].empty());
+  for (const json& l : (*graph)["last_launches"]) {
+    ASSERT_TRUE(l.contains("graph_node_id")) << l.dump();
+    size_t node = 0;
+    while (node < 3 && testing::kGraphNodes[node] != l["graph_node_id"].get<uint64_t>()) ++node;
+    ASSERT_LT(node, 3u) << l.dump();
+    EXPECT_EQ(l["finished"], true) << l.dump();
+    EXPECT_EQ(l["duration_ns"], testing::kGraphNodeNs[node]) << l.dump();
+  }
 }
 
 TEST(ReportCli, CrashedProcessIsReviewed) {

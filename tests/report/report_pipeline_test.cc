@@ -172,5 +172,79 @@ TEST(ReportPipeline, RotatedZstdSegmentsAndALostProcess) {
   EXPECT_THAT(text.out, HasSubstr("device 0, stream 0x10: 3 launches:"));
 }
 
+// A json signature of `j` by demangled name (null when absent).
+const json* SignatureNamed(const json& j, const std::string& demangled) {
+  for (const json& s : j["signatures"]) {
+    if (s["demangled"] == demangled) return &s;
+  }
+  return nullptr;
+}
+
+// A 3-node CUDA graph replayed 4 times, its nodes taking 1, 2 and 3 ms, through the real
+// pipeline (testing::SharedCorrelationLines): all nodes of a replay share its correlation id, so
+// only a join per node gives each kernel its own time: by hand 4 x 1 = 4 ms, 4 x 2 = 8 ms and
+// 4 x 3 = 12 ms (a join per correlation id would give node_a's 1 ms to every node: 4 ms each).
+// The multi-device cooperative launch joins per device (10 and 30 us: 40 us in all, not 20), and
+// the ordinary launch's old-format kernel_time line still joins (7 us).
+TEST(ReportPipeline, GraphNodesAndDevicesSharingACorrelationIdJoinEach) {
+  TempDir dir;
+  const collector::CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  const int32_t pid = static_cast<int32_t>(getpid());
+  constexpr int64_t kStart = 1763708400000000000;
+  std::vector<std::pair<uint64_t, std::string>> lines =
+      testing::SharedCorrelationLines(pid, kStart);
+  const std::vector<std::pair<uint64_t, std::string>> preamble(lines.begin(), lines.begin() + 3);
+  lines.erase(lines.begin(), lines.begin() + 3);
+  Produce(options.socket, preamble, lines);
+  ASSERT_TRUE(WaitUntil([&] {
+    const fs::path log = FindLog(options.log_dir, "trainer", pid);
+    return !log.empty() && ReadAll(log).find("\"process_end\"") != std::string::npos;
+  }));
+  ASSERT_EQ(running.Stop(), 0);
+
+  const CliRun r = Report({options.log_dir.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["read"]["rejected_lines"], 0);
+  ASSERT_EQ(j["processes"].size(), 1u);
+  // 12 graph kernels, 1 ordinary, 2 cooperative: every one timed.
+  EXPECT_EQ(j["processes"][0]["kernels"], 15);
+  EXPECT_EQ(j["processes"][0]["timed_kernels"], 15);
+  EXPECT_EQ(j["totals"]["timed_launches"], 15);
+  const struct {
+    const char* name;
+    uint64_t total_ns;
+    uint64_t each_ns;
+  } nodes[] = {{"node_a()", 4000000, 1000000},
+               {"node_b()", 8000000, 2000000},
+               {"node_c()", 12000000, 3000000}};
+  for (const auto& node : nodes) {
+    const json* s = SignatureNamed(j, node.name);
+    ASSERT_NE(s, nullptr) << node.name;
+    EXPECT_EQ((*s)["launches"], 4) << node.name;
+    EXPECT_EQ((*s)["timed_launches"], 4) << node.name;
+    EXPECT_EQ((*s)["gpu_time"]["total_ns"], node.total_ns) << node.name;
+    EXPECT_EQ((*s)["gpu_time"]["min_ns"], node.each_ns) << node.name;
+    EXPECT_EQ((*s)["gpu_time"]["max_ns"], node.each_ns) << node.name;
+  }
+  const json* coop = SignatureNamed(j, "coop()");
+  ASSERT_NE(coop, nullptr);
+  EXPECT_EQ((*coop)["launches"], 2);
+  EXPECT_EQ((*coop)["timed_launches"], 2);
+  EXPECT_EQ((*coop)["gpu_time"]["total_ns"], 40000);
+  EXPECT_EQ((*coop)["gpu_time"]["min_ns"], 10000);
+  EXPECT_EQ((*coop)["gpu_time"]["max_ns"], 30000);
+  const json* plain = SignatureNamed(j, "plain()");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ((*plain)["timed_launches"], 1);
+  EXPECT_EQ((*plain)["gpu_time"]["total_ns"], 7000);
+  // Sorted by GPU time: node_c, node_b, node_a, coop, plain.
+  ASSERT_EQ(j["signatures"].size(), 5u);
+  EXPECT_EQ(j["signatures"][0]["demangled"], "node_c()");
+  EXPECT_EQ(j["signatures"][2]["demangled"], "node_a()");
+}
+
 }  // namespace
 }  // namespace cuflight::report

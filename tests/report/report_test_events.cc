@@ -58,7 +58,7 @@ schema::OwnedKernelEvent Kernel(int32_t pid, uint64_t seq, int64_t ts_ns, uint64
   e.context = 0x1000;
   e.stream = spec.stream;
   e.correlation_id = correlation_id;
-  e.api = "cuLaunchKernel";
+  e.api = spec.api;
   e.name = spec.name;
   e.demangled = spec.demangled;
   e.grid = spec.grid;
@@ -69,6 +69,8 @@ schema::OwnedKernelEvent Kernel(int32_t pid, uint64_t seq, int64_t ts_ns, uint64
   e.local_bytes = spec.local_bytes;
   e.max_threads_per_block = 1024;
   e.occupancy = spec.occupancy;
+  e.graph_id = spec.graph_id;
+  e.graph_node_id = spec.graph_node_id;
   return e;
 }
 
@@ -81,6 +83,17 @@ schema::OwnedKernelTimeEvent KernelTime(int32_t pid, uint64_t seq, uint64_t corr
   e.start_ns = 1000000;
   e.end_ns = e.start_ns + duration_ns;
   e.duration_ns = duration_ns;
+  return e;
+}
+
+schema::OwnedKernelTimeEvent KernelTime(int32_t pid, uint64_t seq, uint64_t correlation_id,
+                                        uint64_t duration_ns, const TimeSpec& spec) {
+  schema::OwnedKernelTimeEvent e = KernelTime(pid, seq, correlation_id, duration_ns, spec.stream);
+  e.device = spec.device;
+  e.start_ns = spec.start_ns;
+  e.end_ns = spec.start_ns + duration_ns;
+  e.graph_id = spec.graph_id;
+  e.graph_node_id = spec.graph_node_id;
   return e;
 }
 
@@ -129,6 +142,91 @@ schema::OccupancyFields Fields(int32_t blocks, int32_t wpb, int32_t max_warps,
   f.waves = 2.0;
   f.tail_utilization = 1.0;
   return f;
+}
+
+std::vector<std::pair<uint64_t, std::string>> SharedCorrelationLines(int32_t pid, int64_t ts_ns) {
+  std::vector<std::pair<uint64_t, std::string>> lines;
+  uint64_t seq = 0;
+  auto add = [&](const schema::OwnedEvent& e) {
+    lines.emplace_back(seq, Line(e));
+    ++seq;
+  };
+  add(Start(pid, seq, ts_ns));
+  add(Device(pid, seq, 0, "NVIDIA A100"));
+  add(Device(pid, seq, 1, "NVIDIA A100"));
+  const auto gpu_base = static_cast<uint64_t>(ts_ns) + 1000000000;
+  const char* names[3][2] = {
+      {"_Z6node_av", "node_a()"}, {"_Z6node_bv", "node_b()"}, {"_Z6node_cv", "node_c()"}};
+  for (uint64_t replay = 0; replay < 4; ++replay) {
+    const uint64_t corr = 101 + replay;
+    std::vector<schema::OwnedKernelTimeEvent> times;
+    uint64_t start = gpu_base + replay * 10000000;  // a replay every 10 ms
+    for (int n = 0; n < 3; ++n) {
+      KernelSpec k;
+      k.name = names[n][0];
+      k.demangled = names[n][1];
+      k.stream = 0x20;
+      k.api = "cuGraphLaunch";
+      k.graph_id = kGraph;
+      k.graph_node_id = kGraphNodes[n];
+      k.occupancy = Fields(8, 8, 64, schema::Resource::kWarps);
+      TimeSpec t;
+      t.stream = 0x20;
+      t.start_ns = start;
+      t.graph_id = kGraph;
+      t.graph_node_id = kGraphNodes[n];
+      start += kGraphNodeNs[n];
+      const int64_t launched = ts_ns + static_cast<int64_t>(replay * 10 + n);
+      if (replay == 2) {
+        add(Kernel(pid, seq, launched, corr, k));
+        times.push_back(KernelTime(pid, 0, corr, kGraphNodeNs[n], t));
+      } else {
+        add(Kernel(pid, seq, launched, corr, k));
+        add(KernelTime(pid, seq, corr, kGraphNodeNs[n], t));
+      }
+    }
+    for (auto it = times.rbegin(); it != times.rend(); ++it) {
+      it->header.seq = seq;
+      add(*it);
+    }
+  }
+  KernelSpec plain;
+  plain.name = "_Z5plainv";
+  plain.demangled = "plain()";
+  plain.occupancy = Fields(4, 8, 64, schema::Resource::kRegisters);
+  add(Kernel(pid, seq, ts_ns + 100, 200, plain));
+  const uint64_t plain_start = gpu_base + 50000000;
+  lines.emplace_back(
+      seq, R"({"type":"kernel_time","version":1,"ts_ns":2,"pid":)" + std::to_string(pid) +
+               R"(,"seq":)" + std::to_string(seq) +
+               R"(,"correlation_id":200,"device":0,"context":4096,"stream":0,"start_ns":)" +
+               std::to_string(plain_start) + R"(,"end_ns":)" + std::to_string(plain_start + 7000) +
+               R"(,"duration_ns":7000})"
+               "\n");
+  ++seq;
+  KernelSpec coop;
+  coop.name = "_Z4coopv";
+  coop.demangled = "coop()";
+  coop.api = "cuLaunchCooperativeKernelMultiDevice";
+  coop.occupancy = Fields(2, 8, 64, schema::Resource::kBlocks);
+  coop.device = 0;
+  coop.stream = 0x30;
+  add(Kernel(pid, seq, ts_ns + 200, 300, coop));
+  coop.device = 1;
+  coop.stream = 0x31;
+  add(Kernel(pid, seq, ts_ns + 200, 300, coop));
+  TimeSpec on1;
+  on1.device = 1;
+  on1.stream = 0x31;
+  on1.start_ns = gpu_base + 60000000;
+  add(KernelTime(pid, seq, 300, 30000, on1));
+  TimeSpec on0;
+  on0.device = 0;
+  on0.stream = 0x30;
+  on0.start_ns = gpu_base + 60000000;
+  add(KernelTime(pid, seq, 300, 10000, on0));
+  add(End(pid, seq, 0));
+  return lines;
 }
 
 void WriteFile(const std::filesystem::path& path, std::string_view bytes) {

@@ -437,6 +437,42 @@ TEST(DecoderTest, GraphIdsComeTogether) {
   EXPECT_EQ(result.message, R"(kernel: field "cooperative" must be a boolean, got 1)");
 }
 
+// kernel_time: the graph ids of a graph's kernel node come together, as in the kernel event; a
+// line without them (an ordinary launch, or a line written before they existed) decodes with
+// neither set.
+TEST(DecoderTest, KernelTimeGraphIds) {
+  const std::string head =
+      R"({"type":"kernel_time","version":1,"ts_ns":1,"pid":2,"seq":3,"correlation_id":77,)"
+      R"("device":1,"context":5,"stream":6,"start_ns":1000,"end_ns":3000,"duration_ns":2000)";
+  DecodeResult result = Decode(head + "}");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& old = std::get<OwnedKernelTimeEvent>(result.event);
+  EXPECT_EQ(old.correlation_id, 77u);
+  EXPECT_EQ(old.device, 1);
+  EXPECT_EQ(old.duration_ns, 2000u);
+  EXPECT_FALSE(old.graph_id.has_value());
+  EXPECT_FALSE(old.graph_node_id.has_value());
+
+  result = Decode(head + R"(,"graph_id":9,"graph_node_id":18446744073709551615})");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& node = std::get<OwnedKernelTimeEvent>(result.event);
+  EXPECT_EQ(node.graph_id, 9u);
+  EXPECT_EQ(node.graph_node_id, 18446744073709551615u);
+
+  result = Decode(head + R"(,"graph_id":9})");
+  EXPECT_EQ(result.reason, Reason::kMissingField);
+  EXPECT_EQ(result.message,
+            R"(kernel_time: field "graph_node_id" is required when "graph_id" is present)");
+  result = Decode(head + R"(,"graph_node_id":4})");
+  EXPECT_EQ(result.reason, Reason::kMissingField);
+  EXPECT_EQ(result.message,
+            R"(kernel_time: field "graph_id" is required when "graph_node_id" is present)");
+  EXPECT_EQ(Decode(head + R"(,"graph_id":9,"graph_node_id":-1})").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + R"(,"graph_id":18446744073709551616,"graph_node_id":1})").reason,
+            Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + R"(,"graph_id":null,"graph_node_id":1})").reason, Reason::kWrongType);
+}
+
 // JSON object semantics: Decode returns config sorted by name, a repeated name with its last value
 // (which alone must be a string).
 TEST(DecoderTest, ConfigIsSortedAndLastValueWins) {

@@ -230,6 +230,29 @@ TEST(EncoderTest, GraphIdsOnlyWhenSetCooperativeAlways) {
       << line;
 }
 
+// The kernel_time of a graph's kernel node carries the node's ids after duration_ns (the encoder's
+// fixed order, which the validator's fast path expects); an ordinary launch's has none.
+TEST(EncoderTest, KernelTimeLineIsExactWithAndWithoutGraphIds) {
+  KernelTimeEvent t;
+  t.header = {1732000000123456789, 4242, 18};
+  t.correlation_id = 4294967295u;
+  t.device = 1;
+  t.context = 18446744073709551615u;
+  t.stream = 0;
+  t.start_ns = 1000;
+  t.end_ns = 3000;
+  t.duration_ns = 2000;
+  const std::string head =
+      R"({"type":"kernel_time","version":1,"ts_ns":1732000000123456789,"pid":4242,"seq":18,)"
+      R"("correlation_id":4294967295,"device":1,"context":18446744073709551615,"stream":0,)"
+      R"("start_ns":1000,"end_ns":3000,"duration_ns":2000)";
+  EXPECT_EQ(EncodeToString(t), head + "}\n");
+  t.graph_id = 12;
+  t.graph_node_id = 18446744073709551615u;
+  EXPECT_EQ(EncodeToString(t), head + R"(,"graph_id":12,"graph_node_id":18446744073709551615})" +
+                                   "\n");
+}
+
 TEST(EncoderTest, ClusterFieldsOnlyWithACluster) {
   OwnedKernelEvent k = RealisticKernel();
   k.occupancy.has_cluster = true;  // without `cluster` set, cluster_occupancy is not written

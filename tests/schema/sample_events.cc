@@ -278,6 +278,12 @@ std::vector<OwnedEvent> RoundTripEvents() {
   time.end_ns = kU64Max;
   time.duration_ns = 1;
   events.emplace_back(WithHeader(time, seq++));
+  time.graph_id = 12;  // a kernel node of a CUDA graph, as its kernel event above
+  time.graph_node_id = 0x7f00'0000'1234;
+  events.emplace_back(WithHeader(time, seq++));
+  time.graph_id = kU64Max;
+  time.graph_node_id = 0;
+  events.emplace_back(WithHeader(time, seq++));
 
   OwnedApiErrorEvent error;
   error.header = MakeHeader(seq++);

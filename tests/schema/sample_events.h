@@ -36,10 +36,10 @@ OwnedKernelEvent RealisticKernel();
 // The encoded lines of RoundTripEvents(), LossyEvents() and RealisticKernel().
 std::vector<std::string> SampleLines();
 
-// One sample line of every type (and of the kernel with a cluster, and in a CUDA graph), each also
-// with every member in turn removed, or replaced by each of about 50 JSON values that break or
-// stretch it (wrong types, range edges, enum names): about 13,500 lines, each ending in '\n'; most
-// are rejected, never for their syntax.
+// One sample line of every type (and of the kernel with a cluster, and the kernel and the
+// kernel_time of a CUDA graph node), each also with every member in turn removed, or replaced by
+// each of about 50 JSON values that break or stretch it (wrong types, range edges, enum names):
+// about 14,000 lines, each ending in '\n'; most are rejected, never for their syntax.
 std::vector<std::string> MutatedLines();
 
 // Encodes `event` (through the View structs, as the injector does); fails the test on 0.

@@ -311,6 +311,13 @@ std::vector<OwnedEvent> PlainEvents() {
   t.correlation_id = 0;
   t.duration_ns = 0;
   events.emplace_back(t);
+  t = PlainKernelTime();  // a kernel node of a CUDA graph
+  t.graph_id = 7;
+  t.graph_node_id = 0x7f00'1234'0000;
+  events.emplace_back(t);
+  t.graph_id = 9'999'999'999'999'999'999u;  // 19 digits: the fast path's longest integer
+  t.graph_node_id = 0;
+  events.emplace_back(t);
 
   events.emplace_back(PlainDevice());
 
@@ -442,6 +449,12 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
   };
   const std::string graph = WithoutNewline(EncodeLine([] {
     OwnedKernelEvent g = PlainKernel();
+    g.graph_id = 7;
+    g.graph_node_id = 8;
+    return OwnedEvent(g);
+  }()));
+  const std::string graph_time = WithoutNewline(EncodeLine([] {
+    OwnedKernelTimeEvent g = PlainKernelTime();
     g.graph_id = 7;
     g.graph_node_id = 8;
     return OwnedEvent(g);
@@ -626,6 +639,17 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
       {graph, Reason::kOk, Path::kFast},
       {Replace(graph, R"(,"graph_node_id":8)", ""), Reason::kMissingField, Path::kGeneral},
       {Replace(graph, R"(,"graph_id":7)", ""), Reason::kMissingField, Path::kGeneral},
+      {t, Reason::kOk, Path::kFast},  // a kernel_time without the graph ids (not a graph node)
+      {graph_time, Reason::kOk, Path::kFast},
+      {Replace(graph_time, R"(,"graph_node_id":8)", ""), Reason::kMissingField, Path::kGeneral},
+      {Replace(graph_time, R"(,"graph_id":7)", ""), Reason::kMissingField, Path::kGeneral},
+      {Replace(graph_time, R"("graph_node_id":8)", R"("graph_node_id":-8)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(graph_time, R"("graph_id":7)", R"("graph_id":"7")"), Reason::kWrongType,
+       Path::kGeneral},
+      {Replace(graph_time, R"(,"graph_id":7,"graph_node_id":8)",
+               R"(,"graph_node_id":8,"graph_id":7)"),
+       Reason::kOk, Path::kGeneral},  // not the encoder's order
       {cluster, Reason::kOk, Path::kFast},
       {Replace(cluster, R"(,"cluster_occupancy":0.5)", ""), Reason::kOk, Path::kFast},
       {Replace(cluster, R"(,"cluster":[2,1,1])", ""), Reason::kMissingField, Path::kGeneral},
@@ -639,7 +663,13 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
 TEST(ValidatorFastPathTest, ReadsNothingPastTheLine) {
   const std::string k = EncodeLine(PlainKernel());
   const std::string t = EncodeLine(PlainKernelTime());
-  for (const std::string* line : {&k, &t}) {
+  const std::string graph_time = EncodeLine([] {
+    OwnedKernelTimeEvent g = PlainKernelTime();
+    g.graph_id = 7;
+    g.graph_node_id = 8;
+    return OwnedEvent(g);
+  }());
+  for (const std::string* line : {&k, &t, &graph_time}) {
     for (size_t cut = 0; cut <= line->size(); ++cut) {
       const std::vector<char> exact(line->begin(), line->begin() + static_cast<ptrdiff_t>(cut));
       const std::string_view view(exact.data(), exact.size());

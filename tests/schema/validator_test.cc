@@ -485,6 +485,32 @@ TEST(ValidatorTest, ErrorNamesTheField) {
   EXPECT_EQ(error.message().size(), error.size);
 }
 
+// kernel_time's graph ids: optional, unsigned 64-bit, and each required with the other (as Decode
+// says; the messages name the field).
+TEST(ValidatorTest, KernelTimeGraphIds) {
+  const std::string head =
+      R"({"type":"kernel_time","version":1,"ts_ns":1,"pid":2,"seq":3,"correlation_id":77,)"
+      R"("device":1,"context":5,"stream":6,"start_ns":1000,"end_ns":3000,"duration_ns":2000)";
+  EXPECT_EQ(ExpectAgreement(head + "}"), Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"graph_id":9,"graph_node_id":18446744073709551615})"),
+            Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"graph_node_id":1,"graph_id":0})"), Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"graph_id":9,"graph_node_id":-1})"), Reason::kOutOfRange);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"graph_id":true,"graph_node_id":1})"), Reason::kWrongType);
+  ValidateError error;
+  LineInfo info;
+  EXPECT_EQ(Validate(head + R"(,"graph_id":9})", &info, &error), Reason::kMissingField);
+  EXPECT_EQ(error.field, "graph_node_id");
+  EXPECT_EQ(error.message(),
+            R"(kernel_time: field "graph_node_id" is required when "graph_id" is present)");
+  EXPECT_EQ(Validate(head + R"(,"graph_node_id":9})", &info, &error), Reason::kMissingField);
+  EXPECT_EQ(error.field, "graph_id");
+  ASSERT_EQ(Validate(head + R"(,"graph_id":9,"graph_node_id":10})", &info, &error), Reason::kOk);
+  uint64_t node = 0;
+  EXPECT_TRUE(info.GetUint("graph_node_id", &node));
+  EXPECT_EQ(node, 10u);
+}
+
 TEST(ValidatorTest, NullInfoAndErrorAreAllowed) {
   EXPECT_EQ(Validate(EncodeLine(RealisticKernel()), nullptr, nullptr), Reason::kOk);
   EXPECT_EQ(Validate("{", nullptr, nullptr), Reason::kMalformedJson);

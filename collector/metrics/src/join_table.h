@@ -1,5 +1,7 @@
-// Launches awaiting their kernel_time: (process_id, correlation_id) -> a 32-bit value (the
-// kernel name's series), in a fixed amount of memory.
+// Launches awaiting their kernel_time: (process_id, schema::JoinKey) -> a 32-bit value (the
+// kernel name's series), in a fixed amount of memory. The join key (correlation_id, graph node,
+// device; cuflight/schema/join_key.h) tells apart the kernel nodes of one graph launch and the
+// devices of one multi-device cooperative launch, which share a correlation id.
 //
 // Design:
 //  1. One allocation, in the constructor; Insert() and Take() never allocate.
@@ -17,6 +19,8 @@
 #include <memory>
 #include <optional>
 
+#include "cuflight/schema/join_key.h"
+
 namespace cuflight::collector {
 
 class JoinTable {
@@ -30,16 +34,16 @@ class JoinTable {
 
   // Remembers key -> value (replacing the value of an equal key). Returns true when an older
   // entry was evicted to make room.
-  bool Insert(uint64_t process_id, uint64_t correlation_id, uint32_t value);
+  bool Insert(uint64_t process_id, const schema::JoinKey& key, uint32_t value);
   // Starts loading the set `key` maps to into the cache (a hint; changes nothing).
-  void Prefetch(uint64_t process_id, uint64_t correlation_id) const;
+  void Prefetch(uint64_t process_id, const schema::JoinKey& key) const;
   // Removes the key and returns its value; nullopt if absent.
-  std::optional<uint32_t> Take(uint64_t process_id, uint64_t correlation_id);
+  std::optional<uint32_t> Take(uint64_t process_id, const schema::JoinKey& key);
   // Removes every entry of `process_id`; returns how many. O(capacity).
   size_t ForgetProcess(uint64_t process_id);
 
   // The set `key` maps to, in [0, capacity() / kWays).
-  size_t SetIndex(uint64_t process_id, uint64_t correlation_id) const;
+  size_t SetIndex(uint64_t process_id, const schema::JoinKey& key) const;
 
   size_t size() const { return size_; }
   size_t capacity() const { return mask_ + 1; }
@@ -48,12 +52,20 @@ class JoinTable {
   struct Entry {
     uint64_t process_id = 0;
     uint64_t correlation_id = 0;
+    uint64_t graph_node_id = 0;
+    int32_t device = 0;
     uint32_t value = 0;
     uint32_t stamp = 0;  // insertion order; 0 = empty
-  };
-  static_assert(sizeof(Entry) == 24);
 
-  Entry* SetOf(uint64_t process_id, uint64_t correlation_id);
+    bool Holds(uint64_t process, const schema::JoinKey& key) const {
+      return process_id == process && correlation_id == key.correlation_id &&
+             graph_node_id == key.graph_node_id && device == key.device;
+    }
+  };
+  // 36 bytes of fields, 40 with the alignment padding: a set of kWays is 320 bytes (5 lines).
+  static_assert(sizeof(Entry) == 40);
+
+  Entry* SetOf(uint64_t process_id, const schema::JoinKey& key);
   uint32_t NextStamp();
 
   // One allocation aligned to 2 MiB and advised for transparent huge pages: the table is larger

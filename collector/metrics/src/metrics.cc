@@ -186,7 +186,8 @@ void Metrics::OccupancyDisagreements(uint64_t delta) {
 void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
 
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name,
-                     int32_t device, std::string_view limiting_resource, double occupancy) {
+                     int32_t device, std::string_view limiting_resource, double occupancy,
+                     uint64_t graph_node_id) {
   State& s = *state_;
   DeviceSeries& d = s.Device(device);
   const int resource = ResourceSlot(limiting_resource);
@@ -201,19 +202,23 @@ void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_v
     Add(n.occupancy_count);
     n.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
   }
-  if (s.join.Insert(process_id, correlation_id, name_series)) Add(s.join_evicted);
+  if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, name_series)) {
+    Add(s.join_evicted);
+  }
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 
-void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id) const {
-  state_->join.Prefetch(process_id, correlation_id);
+void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
+                           uint64_t graph_node_id) const {
+  state_->join.Prefetch(process_id, {correlation_id, graph_node_id, device});
 }
 
 void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
-                         uint64_t duration_ns) {
+                         uint64_t duration_ns, uint64_t graph_node_id) {
   State& s = *state_;
   Add(s.Device(device).gpu_ns, duration_ns);
-  const std::optional<uint32_t> name_series = s.join.Take(process_id, correlation_id);
+  const std::optional<uint32_t> name_series =
+      s.join.Take(process_id, {correlation_id, graph_node_id, device});
   if (!name_series) Add(s.time_unmatched);
   Add(s.names[name_series.value_or(kUnknownName)].gpu_ns, duration_ns);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);

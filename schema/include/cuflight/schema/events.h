@@ -240,8 +240,9 @@ struct BasicKernelEvent {
   bool operator==(const BasicKernelEvent&) const = default;
 };
 
-// GPU execution time of one launch (CUPTI activity), joined to its kernel event by
-// correlation_id. Timestamps are CUPTI's GPU timestamps in ns.
+// GPU execution time of one kernel execution (CUPTI activity), joined to its kernel event by
+// (correlation_id, graph_node_id, device): join_key.h. Timestamps are CUPTI's GPU timestamps in
+// ns.
 template <class S>
 struct BasicKernelTimeEvent {
   static constexpr EventType kType = EventType::kKernelTime;
@@ -253,6 +254,10 @@ struct BasicKernelTimeEvent {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   uint64_t duration_ns = 0;  // end_ns - start_ns
+  // Set only for a kernel executed as a node of a CUDA graph, as in the kernel event: both or
+  // neither. Every node of one graph launch shares the launch's correlation_id.
+  std::optional<uint64_t> graph_id;
+  std::optional<uint64_t> graph_node_id;
 
   bool operator==(const BasicKernelTimeEvent&) const = default;
 };

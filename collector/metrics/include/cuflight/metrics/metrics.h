@@ -17,9 +17,11 @@
 //     would have to drop or freeze series). Names are cut to kMaxKernelNameBytes at a UTF-8
 //     boundary (the label then ends in "..."), invalid UTF-8 bytes become '?', a name equal to
 //     a reserved value ("other", "unknown") is counted as "other" and an empty one as "unknown".
-//  4. Kernel GPU time joins KernelTime to Kernel by (process_id, correlation_id) in a fixed-size
-//     set-associative table; a full set evicts its oldest entry (counted). Time whose kernel is
-//     unknown (lost, evicted or never sent) is counted under its device and kernel="unknown".
+//  4. Kernel GPU time joins KernelTime to Kernel by process_id and schema::JoinKey
+//     (correlation_id, graph node, device: each kernel node of a graph launch, and each device
+//     of a multi-device cooperative launch, is its own launch) in a fixed-size set-associative
+//     table; a full set evicts its oldest entry (counted). Time whose kernel is unknown (lost,
+//     evicted or never sent) is counted under its device and kernel="unknown".
 //  5. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
 //     event, rejection, loss, drop, timing-drop and byte counts) may be called from any thread. Kernel(),
 //     KernelTime() and ProcessGone() share the join table and must be called from one thread at
@@ -39,7 +41,7 @@ class Metrics {
  public:
   // Longest kernel name kept in a label value, in bytes (before the "..." mark of a cut name).
   static constexpr size_t kMaxKernelNameBytes = 256;
-  // Join table entries when none is given: 2^18 launches awaiting their kernel_time (6 MiB).
+  // Join table entries when none is given: 2^18 launches awaiting their kernel_time (10 MiB).
   static constexpr size_t kDefaultJoinCapacity = size_t{1} << 18;
 
   // `top_kernel_names`: kernel names with their own label value, clamped to [0, 10000].
@@ -78,19 +80,23 @@ class Metrics {
   // One kernel launch. `name`: the label for the kernel (the daemon passes the demangled name,
   // or the mangled one when demangling failed). `limiting_resource`: a schema resource name.
   // `occupancy`: in [0, 1]; a value outside [0, 1] is clamped, a NaN is left out of the
-  // occupancy histogram and summary (the launch is still counted).
-  // Remembers (process_id, correlation_id) for KernelTime. Join-table thread rule (above).
+  // occupancy histogram and summary (the launch is still counted). `graph_node_id`: the kernel
+  // event's, 0 when it has none (not a graph node).
+  // Remembers (process_id, {correlation_id, graph_node_id, device}) for KernelTime. Join-table
+  // thread rule (above).
   void Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name, int32_t device,
-              std::string_view limiting_resource, double occupancy);
+              std::string_view limiting_resource, double occupancy, uint64_t graph_node_id = 0);
   // A hint, no effect on the counts: Kernel or KernelTime for this key follows soon, so the
   // join table's entries for it are fetched into the cache now (the table is larger than the
   // caches: without the hint that call waits for memory). Join-table thread rule (above).
-  void PrefetchJoin(uint64_t process_id, uint64_t correlation_id) const;
-  // The GPU execution time of one launch: added to the device's GPU seconds and to the kernel
-  // name's (joined by (process_id, correlation_id); kernel="unknown" when no launch matches).
-  // Join-table thread rule (above).
+  void PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
+                    uint64_t graph_node_id) const;
+  // The GPU execution time of one kernel execution: added to the device's GPU seconds and to the
+  // kernel name's (joined by (process_id, {correlation_id, graph_node_id, device});
+  // kernel="unknown" when no launch matches). `graph_node_id`: the kernel_time event's, 0 when
+  // it has none. Join-table thread rule (above).
   void KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
-                  uint64_t duration_ns);
+                  uint64_t duration_ns, uint64_t graph_node_id = 0);
   // Forgets the join state of a process that has gone (its pending launches are dropped
   // without being counted as evicted). Scans the join table: O(join_capacity).
   // Join-table thread rule (above).

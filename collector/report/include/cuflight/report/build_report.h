@@ -1,6 +1,8 @@
-// Logs -> the report model: reads every file, joins kernel_time to kernel by (process,
-// correlation_id), aggregates launches per kernel signature, classifies how each process ended,
-// and adds the advice and (with --retarget) the recomputed occupancy.
+// Logs -> the report model: reads every file, joins kernel_time to kernel by process and
+// correlation_id, graph node and device (cuflight/schema/join_key.h: the kernel nodes of one
+// graph launch, and the devices of one multi-device cooperative launch, share a correlation_id),
+// aggregates launches per kernel signature, classifies how each process ended, and adds the
+// advice and (with --retarget) the recomputed occupancy.
 #ifndef CUFLIGHT_REPORT_BUILD_REPORT_H_
 #define CUFLIGHT_REPORT_BUILD_REPORT_H_
 

@@ -45,6 +45,7 @@ struct LaunchSummary {
   uint64_t seq = 0;
   int64_t ts_ns = 0;
   uint64_t correlation_id = 0;
+  uint64_t graph_node_id = 0;  // the graph node a graph launch ran it as; 0: not a graph node
   std::string name;  // demangled, or the mangled name when demangling failed
   schema::Dim3 grid;
   schema::Dim3 block;
@@ -164,9 +165,11 @@ struct KeptLaunch {
   int32_t device = 0;
   uint64_t stream = 0;
   uint64_t correlation_id = 0;
+  uint64_t graph_node_id = 0;  // 0: not a graph node
   uint64_t seq = 0;
   int64_t ts_ns = 0;  // the kernel event's (host, at launch)
-  // The joined kernel_time's GPU start and end (same process and correlation_id), if any.
+  // The joined kernel_time's GPU start and end (same process, correlation_id, graph node and
+  // device: cuflight/schema/join_key.h), if any.
   bool timed = false;
   int64_t gpu_start_ns = 0;
   int64_t gpu_end_ns = 0;

@@ -2,7 +2,8 @@
 // counts, placed on a lane per (process, device, stream) over time, and its reduction to a number
 // of shapes a page can draw.
 //
-// 1. A launch joined to its kernel_time (same process, same correlation_id) spans the kernel's
+// 1. A launch joined to its kernel_time (same process, correlation_id, graph node and device:
+//    cuflight/schema/join_key.h; each node of a graph launch is its own slice) spans the kernel's
 //    GPU start..end (CUPTI timestamps, ns); a launch without one is a point at its kernel event's
 //    host ts_ns. Both are read as ns since the Unix epoch, as the Perfetto export does.
 // 2. A launch is on the timeline when the report counts it: BuildReport, run with

@@ -21,7 +21,7 @@ ClusterTable::ClusterTable(size_t capacity) {
 }
 
 uint64_t ClusterTable::Key(const ClusterConfig& c) noexcept {
-  uint64_t h = Mix(0, reinterpret_cast<uintptr_t>(c.function));
+  uint64_t h = Mix(0, c.function);
   h = Mix(h, static_cast<uint32_t>(c.device));
   for (int i = 0; i < 3; ++i) h = Mix(h, (uint64_t{c.block[i]} << 32) | c.cluster[i]);
   h = Mix(h, (uint64_t{c.dyn_smem} << 32) | static_cast<uint32_t>(c.carveout));

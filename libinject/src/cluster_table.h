@@ -4,7 +4,7 @@
 // exposed any other way, and it is what makes `cluster` the limiting resource.
 //
 // Design: open addressing over a fixed array allocated once; a configuration is keyed by a
-// 64-bit hash of (FunctionInfo, device, block, dynamic smem, cluster, carveout). An entry is
+// 64-bit hash of (FunctionInfo::id, device, block, dynamic smem, cluster, carveout). An entry is
 // claimed by CAS on its key and its value is published after; a reader that finds the key before
 // the value asks the driver itself (the same answer, a little later). Lock-free and
 // allocation-free after construction. When the table is full, every launch of a new
@@ -20,10 +20,8 @@
 
 namespace cuflight::inject {
 
-struct FunctionInfo;
-
 struct ClusterConfig {
-  const FunctionInfo* function = nullptr;
+  uint64_t function = 0;  // FunctionInfo::id (never reused, unlike its address)
   int32_t device = 0;
   uint32_t block[3] = {1, 1, 1};
   uint32_t dyn_smem = 0;

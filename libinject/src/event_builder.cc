@@ -55,9 +55,9 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
   launch.max_active_clusters = record.max_active_clusters;
-  // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
-  // FunctionInfo and so a new cache key.
-  if (!Occupancy(reinterpret_cast<uintptr_t>(f), device, launch, &out->occupancy)) return false;
+  // The FunctionInfo's id, not the handle or the address: a handle reused after an unload gets a
+  // new FunctionInfo, and a freed FunctionInfo's address may come back for another function.
+  if (!Occupancy(f->id, device, launch, &out->occupancy)) return false;
 
   out->tid = record.tid;
   out->device = record.device;

@@ -50,7 +50,7 @@ int64_t ThreadCpuNs() noexcept {
 }  // namespace
 
 SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
-                           const Recorder* recorder, const FunctionTable* functions,
+                           const Recorder* recorder, FunctionTable* functions,
                            DeviceTable* devices, ActivityBuffers* activity,
                            const CuptiApi* cupti)
     : options_(std::move(options)),
@@ -157,6 +157,7 @@ void SenderThread::DrainAll() noexcept {
   // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
   LaunchRecord record;
   while (ring_->TryPop(&record)) HandleRecord(record);
+  functions_->Reclaim(*ring_);
   if (activity_ != nullptr) {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
@@ -452,6 +453,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     HandleRecord(record);
     busy = true;
   }
+  functions_->Reclaim(*ring_);  // no record held now
   ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
   if (activity_ != nullptr) {
     if (cupti_ != nullptr && now >= next_activity_flush_) {

@@ -11,9 +11,24 @@ namespace {
 uint64_t H(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f);
+CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                              CUdevice device);
 
 CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction f) {
   const CUresult result = FuncGetAttributeOf(value, attribute, f);
+  if (result == CUDA_SUCCESS && attribute == CU_FUNC_ATTRIBUTE_NUM_REGS) {
+    ++FakeCuda::current->function_reads[H(f)];
+  }
+  if (FakeCuda::current->after_attribute_query) FakeCuda::current->after_attribute_query(result);
+  return result;
+}
+
+CUresult KernelGetAttribute(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                            CUdevice device) {
+  const CUresult result = KernelGetAttributeOf(value, attribute, kernel, device);
+  if (result == CUDA_SUCCESS && attribute == CU_FUNC_ATTRIBUTE_NUM_REGS) {
+    ++FakeCuda::current->kernel_reads[{H(kernel), device}];
+  }
   if (FakeCuda::current->after_attribute_query) FakeCuda::current->after_attribute_query(result);
   return result;
 }
@@ -22,7 +37,46 @@ CUresult KernelGetFunction(CUfunction* f, CUkernel kernel) {
   FakeCuda* fake = FakeCuda::current;
   auto it = fake->kernels.find(H(kernel));
   if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(it->second));
+  // "the handle of the function for the requested kernel kernel and the current context. If
+  // function handle is not found, the call returns CUDA_ERROR_NOT_FOUND" (cuda.h).
+  auto on_device = it->second.functions.find(fake->current_device);
+  if (on_device == it->second.functions.end()) return CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(on_device->second));
+  return CUDA_SUCCESS;
+}
+
+CUresult KernelGetLibrary(CUlibrary* library, CUkernel kernel) {
+  auto it = FakeCuda::current->kernels.find(H(kernel));
+  if (it == FakeCuda::current->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second.library == 0) return CUDA_ERROR_NOT_FOUND;
+  *library = reinterpret_cast<CUlibrary>(static_cast<uintptr_t>(it->second.library));
+  return CUDA_SUCCESS;
+}
+
+CUresult FuncGetModule(CUmodule* module, CUfunction f) {
+  auto it = FakeCuda::current->functions.find(H(f));
+  if (it == FakeCuda::current->functions.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.module == 0) return CUDA_ERROR_NOT_FOUND;
+  *module = reinterpret_cast<CUmodule>(static_cast<uintptr_t>(it->second.module));
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamGetCtx(CUstream stream, CUcontext* context) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->stream_context_queries;
+  auto it = fake->stream_context.find(H(stream));
+  if (it == fake->stream_context.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *context = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(it->second));
+  return CUDA_SUCCESS;
+}
+
+CUresult DevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  FakeCuda* fake = FakeCuda::current;
+  if (fake->devices.count(device) == 0) return CUDA_ERROR_INVALID_DEVICE;
+  // "active - Pointer to store context state; 0 = inactive, 1 = active" (cuda.h).
+  auto it = fake->primary_active.find(device);
+  *flags = 0;
+  *active = it != fake->primary_active.end() ? it->second : 0;
   return CUDA_SUCCESS;
 }
 
@@ -42,12 +96,8 @@ CUresult OccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchCon
   return CUDA_SUCCESS;
 }
 
-CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
-  FakeCuda* fake = FakeCuda::current;
-  ++fake->attribute_queries;
-  auto it = fake->functions.find(H(f));
-  if (it == fake->functions.end() || it->second.fail) return CUDA_ERROR_INVALID_HANDLE;
-  const FakeFunction& fn = it->second;
+// The value `fn` was compiled with.
+CUresult CompiledAttribute(const FakeFunction& fn, CUfunction_attribute attribute, int* value) {
   switch (attribute) {
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = fn.num_regs; return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = fn.static_smem; return CUDA_SUCCESS;
@@ -62,6 +112,39 @@ CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfuncti
     case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *value = fn.non_portable; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->attribute_queries;
+  auto it = fake->functions.find(H(f));
+  if (it == fake->functions.end() || it->second.fail) return CUDA_ERROR_INVALID_HANDLE;
+  const FakeFunction& fn = it->second;
+  if (auto set = fn.set.find(attribute); set != fn.set.end()) {
+    *value = set->second;
+    return CUDA_SUCCESS;
+  }
+  return CompiledAttribute(fn, attribute, value);
+}
+
+CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                              CUdevice device) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->attribute_queries;
+  auto it = fake->kernels.find(H(kernel));
+  if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+  const FakeKernel& k = it->second;
+  auto on_device = k.functions.find(device);
+  if (on_device == k.functions.end()) return CUDA_ERROR_INVALID_DEVICE;
+  // "cuKernelGetAttribute() will always return the attribute value set by this API", not one set
+  // with cuFuncSetAttribute (cuda.h, cuKernelSetAttribute).
+  if (auto set = k.set.find({device, attribute}); set != k.set.end()) {
+    *value = set->second;
+    return CUDA_SUCCESS;
+  }
+  auto fn = fake->functions.find(on_device->second);
+  if (fn == fake->functions.end() || fn->second.fail) return CUDA_ERROR_INVALID_HANDLE;
+  return CompiledAttribute(fn->second, attribute, value);
 }
 
 CUresult CtxGetDevice(CUdevice* device) {
@@ -213,10 +296,31 @@ size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, ui
   return bytes;
 }
 
+void FakeCuda::FuncSetAttribute(uint64_t function, CUfunction_attribute attribute, int value) {
+  functions[function].set[attribute] = value;
+}
+
+void FakeCuda::KernelSetAttribute(CUfunction_attribute attribute, int value, uint64_t kernel,
+                                  int device) {
+  kernels[kernel].set[{device, attribute}] = value;
+}
+
+int FakeCuda::Reads() const {
+  int total = 0;
+  for (const auto& [handle, n] : function_reads) total += n;
+  for (const auto& [key, n] : kernel_reads) total += n;
+  return total;
+}
+
 DriverApi FakeCuda::driver() const {
   DriverApi api;
   api.FuncGetAttribute = &FuncGetAttribute;
   api.KernelGetFunction = &KernelGetFunction;
+  api.KernelGetAttribute = &KernelGetAttribute;
+  api.KernelGetLibrary = &KernelGetLibrary;
+  api.FuncGetModule = &FuncGetModule;
+  api.StreamGetCtx = &StreamGetCtx;
+  api.DevicePrimaryCtxGetState = &DevicePrimaryCtxGetState;
   api.OccupancyMaxActiveClusters = &OccupancyMaxActiveClusters;
   api.CtxGetDevice = &CtxGetDevice;
   api.DeviceGet = &DeviceGet;

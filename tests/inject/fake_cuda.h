@@ -28,6 +28,24 @@ struct FakeFunction {
   int cluster[3] = {0, 0, 0};
   int non_portable = 0;
   bool fail = false;  // every attribute query fails (CUDA_ERROR_INVALID_HANDLE)
+  // cuFuncGetModule answers this; 0: CUDA_ERROR_NOT_FOUND (one of its documented results).
+  uint64_t module = 0;
+  // Values set by FakeCuda::FuncSetAttribute, by attribute: cuFuncGetAttribute returns them in
+  // place of the compiled values above.
+  std::map<int, int> set;
+};
+
+// A CUkernel (cuLibraryGetKernel): context-independent, with a CUfunction in each device's
+// context.
+struct FakeKernel {
+  uint64_t library = 0;  // cuKernelGetLibrary; 0: CUDA_ERROR_NOT_FOUND
+  // Device ordinal -> the kernel's CUfunction there (a key of FakeCuda::functions, whose compiled
+  // values are the kernel's on that device). cuKernelGetFunction: "the handle of the function for
+  // the requested kernel kernel and the current context" (cuda.h): the entry of current_device.
+  std::map<int, uint64_t> functions;
+  // cuKernelSetAttribute values by (device, attribute): "on the kernel kernel for the requested
+  // device dev" (cuda.h).
+  std::map<std::pair<int, int>, int> set;
 };
 
 struct FakeCuda {
@@ -35,12 +53,21 @@ struct FakeCuda {
   std::map<int, occupancy::DeviceLimits> devices;      // by ordinal
   std::map<uint64_t, int> context_device;              // CUcontext -> ordinal
   std::map<uint64_t, int> capturing_streams;           // stream -> capturing (1)
-  // CUkernel -> its CUfunction (cuKernelGetFunction). Attribute queries on a CUkernel handle
-  // fail with CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
-  std::map<uint64_t, uint64_t> kernels;
-  // Called after every cuFuncGetAttribute with its result, as CUPTI raises the exit callback of
-  // a driver call the library itself makes.
+  // CUkernels by handle. cuFuncGetAttribute on a CUkernel handle fails with
+  // CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
+  std::map<uint64_t, FakeKernel> kernels;
+  // cuStreamGetCtx: stream -> its context; another stream: CUDA_ERROR_INVALID_HANDLE.
+  std::map<uint64_t, uint64_t> stream_context;
+  // cuDevicePrimaryCtxGetState: device ordinal -> whether its primary context is active (absent: 0).
+  std::map<int, int> primary_active;
+  // Called after every cuFuncGetAttribute and cuKernelGetAttribute with its result, as CUPTI
+  // raises the exit callback of a driver call the library itself makes.
   std::function<void(CUresult)> after_attribute_query;
+  // Successful CU_FUNC_ATTRIBUTE_NUM_REGS queries, the first of each read of a function: by
+  // CUfunction (cuFuncGetAttribute) and by (CUkernel, device) (cuKernelGetAttribute).
+  std::map<uint64_t, int> function_reads;
+  std::map<std::pair<uint64_t, int>, int> kernel_reads;
+  int stream_context_queries = 0;
   // cuOccupancyMaxActiveClusters answers this (CUDA_ERROR_INVALID_CLUSTER_SIZE when < 0), and
   // counts its calls; the last configuration asked about is kept.
   int max_active_clusters = -1;
@@ -59,6 +86,13 @@ struct FakeCuda {
   // count on every read; each call is counted.
   size_t dropped_records = 0;
   int dropped_queries = 0;
+
+  // The driver's side of cuFuncSetAttribute and cuKernelSetAttribute (the library sees only the
+  // calls' callbacks): what cuFuncGetAttribute / cuKernelGetAttribute return from then on.
+  void FuncSetAttribute(uint64_t function, CUfunction_attribute attribute, int value);
+  void KernelSetAttribute(CUfunction_attribute attribute, int value, uint64_t kernel, int device);
+  // Total of function_reads and kernel_reads.
+  int Reads() const;
 
   DriverApi driver() const;
   CuptiApi cupti() const;

@@ -168,9 +168,13 @@ const FunctionInfo* FunctionTable::Publish(Slot* slot, std::unique_ptr<FunctionI
   }
   FunctionInfo* raw = info.release();
   live_infos_.fetch_add(1, std::memory_order_relaxed);
-  slot->owner[static_cast<int>(Owner::kModule)] = raw->module;
-  slot->owner[static_cast<int>(Owner::kLibrary)] = raw->library;
-  if (raw->context != 0) slot->owner[static_cast<int>(Owner::kContext)] = raw->context;
+  // What the read found adds to what the entry knew (the library of a CUkernel's CUfunction
+  // comes from the CUkernel: FunctionTable::Alias).
+  for (const auto& [owner, value] : {std::pair{Owner::kModule, raw->module},
+                                    std::pair{Owner::kLibrary, raw->library},
+                                    std::pair{Owner::kContext, raw->context}}) {
+    if (value != 0) slot->owner[static_cast<int>(owner)] = value;
+  }
   slot->info.store(reinterpret_cast<uintptr_t>(raw), std::memory_order_seq_cst);
   if (word != 0) RetireLocked(reinterpret_cast<FunctionInfo*>(word & ~kStale), slot, false);
   return raw;

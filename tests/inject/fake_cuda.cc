@@ -312,6 +312,11 @@ int FakeCuda::Reads() const {
   return total;
 }
 
+int FakeCuda::KernelReads(uint64_t kernel, int device) const {
+  auto it = kernel_reads.find({kernel, device});
+  return it != kernel_reads.end() ? it->second : 0;
+}
+
 DriverApi FakeCuda::driver() const {
   DriverApi api;
   api.FuncGetAttribute = &FuncGetAttribute;

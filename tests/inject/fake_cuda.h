@@ -91,8 +91,9 @@ struct FakeCuda {
   // calls' callbacks): what cuFuncGetAttribute / cuKernelGetAttribute return from then on.
   void FuncSetAttribute(uint64_t function, CUfunction_attribute attribute, int value);
   void KernelSetAttribute(CUfunction_attribute attribute, int value, uint64_t kernel, int device);
-  // Total of function_reads and kernel_reads.
+  // Total of function_reads and kernel_reads; kernel_reads of one (CUkernel, device).
   int Reads() const;
+  int KernelReads(uint64_t kernel, int device) const;
 
   DriverApi driver() const;
   CuptiApi cupti() const;

@@ -38,7 +38,7 @@ CUresult KernelGetFunction(CUfunction* f, CUkernel kernel) {
   auto it = fake->kernels.find(H(kernel));
   if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
   // "the handle of the function for the requested kernel kernel and the current context. If
-  // function handle is not found, the call returns CUDA_ERROR_NOT_FOUND" (cuda.h).
+  // function handle is not found, the call returns CUDA_ERROR_NOT_FOUND" (cuda.h:8113-8114).
   auto on_device = it->second.functions.find(fake->current_device);
   if (on_device == it->second.functions.end()) return CUDA_ERROR_NOT_FOUND;
   *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(on_device->second));
@@ -73,7 +73,7 @@ CUresult StreamGetCtx(CUstream stream, CUcontext* context) {
 CUresult DevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
   FakeCuda* fake = FakeCuda::current;
   if (fake->devices.count(device) == 0) return CUDA_ERROR_INVALID_DEVICE;
-  // "active - Pointer to store context state; 0 = inactive, 1 = active" (cuda.h).
+  // "active - Pointer to store context state; 0 = inactive, 1 = active" (cuda.h:6044).
   auto it = fake->primary_active.find(device);
   *flags = 0;
   *active = it != fake->primary_active.end() ? it->second : 0;
@@ -137,7 +137,9 @@ CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkern
   auto on_device = k.functions.find(device);
   if (on_device == k.functions.end()) return CUDA_ERROR_INVALID_DEVICE;
   // "cuKernelGetAttribute() will always return the attribute value set by this API", not one set
-  // with cuFuncSetAttribute (cuda.h, cuKernelSetAttribute).
+  // with cuFuncSetAttribute (cuda.h:8348-8349, cuKernelSetAttribute). cuda.h does not say whether
+  // cuFuncGetAttribute on the kernel's CUfunction sees cuKernelSetAttribute values; the fake's
+  // does not.
   if (auto set = k.set.find({device, attribute}); set != k.set.end()) {
     *value = set->second;
     return CUDA_SUCCESS;

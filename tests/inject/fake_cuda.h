@@ -28,7 +28,8 @@ struct FakeFunction {
   int cluster[3] = {0, 0, 0};
   int non_portable = 0;
   bool fail = false;  // every attribute query fails (CUDA_ERROR_INVALID_HANDLE)
-  // cuFuncGetModule answers this; 0: CUDA_ERROR_NOT_FOUND (one of its documented results).
+  // cuFuncGetModule answers this ("the handle of the module that function hfunc is located in",
+  // cuda.h:17308); 0: CUDA_ERROR_NOT_FOUND, one of its documented results.
   uint64_t module = 0;
   // Values set by FakeCuda::FuncSetAttribute, by attribute: cuFuncGetAttribute returns them in
   // place of the compiled values above.
@@ -38,13 +39,14 @@ struct FakeFunction {
 // A CUkernel (cuLibraryGetKernel): context-independent, with a CUfunction in each device's
 // context.
 struct FakeKernel {
-  uint64_t library = 0;  // cuKernelGetLibrary; 0: CUDA_ERROR_NOT_FOUND
+  uint64_t library = 0;  // cuKernelGetLibrary (cuda.h:8141); 0: CUDA_ERROR_NOT_FOUND
   // Device ordinal -> the kernel's CUfunction there (a key of FakeCuda::functions, whose compiled
   // values are the kernel's on that device). cuKernelGetFunction: "the handle of the function for
-  // the requested kernel kernel and the current context" (cuda.h): the entry of current_device.
+  // the requested kernel kernel and the current context" (cuda.h:8113-8114): the entry of
+  // current_device.
   std::map<int, uint64_t> functions;
   // cuKernelSetAttribute values by (device, attribute): "on the kernel kernel for the requested
-  // device dev" (cuda.h).
+  // device dev" (cuda.h:8339-8340).
   std::map<std::pair<int, int>, int> set;
 };
 
@@ -56,9 +58,12 @@ struct FakeCuda {
   // CUkernels by handle. cuFuncGetAttribute on a CUkernel handle fails with
   // CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
   std::map<uint64_t, FakeKernel> kernels;
-  // cuStreamGetCtx: stream -> its context; another stream: CUDA_ERROR_INVALID_HANDLE.
+  // cuStreamGetCtx: stream -> "the context that was active in the calling thread when the stream
+  // was created" (cuda.h:15139). Another handle is undefined behaviour there (cuda.h:15140); here
+  // CUDA_ERROR_INVALID_HANDLE.
   std::map<uint64_t, uint64_t> stream_context;
-  // cuDevicePrimaryCtxGetState: device ordinal -> whether its primary context is active (absent: 0).
+  // cuDevicePrimaryCtxGetState: device ordinal -> whether its primary context is active, "0 =
+  // inactive, 1 = active" (cuda.h:6044); absent: 0.
   std::map<int, int> primary_active;
   // Called after every cuFuncGetAttribute and cuKernelGetAttribute with its result, as CUPTI
   // raises the exit callback of a driver call the library itself makes.

@@ -193,7 +193,8 @@ void FunctionTable::Alias(uint64_t alias, const FunctionInfo& kernel_info) noexc
 
 void FunctionTable::RecomputeSet(Slot* slot) noexcept {
   for (int i : {kMaxDynSmem, kCarveout}) {
-    const int32_t value = slot->overridden[i] != kNotSet ? slot->overridden[i] : slot->since_read[i];
+    const int32_t value =
+        slot->overridden[i] != kNotSet ? slot->overridden[i] : slot->since_read[i];
     (i == kMaxDynSmem ? slot->set_max_dyn_smem : slot->set_carveout)
         .store(value, std::memory_order_relaxed);
   }
@@ -263,12 +264,15 @@ size_t FunctionTable::Remove(Owner owner, uint64_t value) noexcept {
       }
     }
   }
+  const auto in_modules = [&](uint64_t module) {
+    const uint64_t* begin = modules;
+    const uint64_t* end = modules + module_count;
+    return module != 0 && std::find(begin, end, module) != end;
+  };
   size_t removed = 0;
   for (size_t i = live_.size(); i-- > 0;) {
     Slot* slot = live_[i];
-    const uint64_t module = slot->owner[static_cast<int>(Owner::kModule)];
-    if (slot->owner[o] == value ||
-        (module != 0 && std::find(modules, modules + module_count, module) != modules + module_count)) {
+    if (slot->owner[o] == value || in_modules(slot->owner[static_cast<int>(Owner::kModule)])) {
       RemoveLocked(slot);  // swaps the last live entry into i: already looked at
       ++removed;
     }

@@ -166,7 +166,8 @@ class FunctionTable {
 
    private:
     friend class FunctionTable;
-    Pin(Slot* slot, uint64_t ordinal, uintptr_t word) : slot_(slot), ordinal_(ordinal), word_(word) {}
+    Pin(Slot* slot, uint64_t ordinal, uintptr_t word)
+        : slot_(slot), ordinal_(ordinal), word_(word) {}
     void Release() noexcept;
 
     Slot* slot_ = nullptr;

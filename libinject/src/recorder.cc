@@ -169,10 +169,10 @@ std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t
   if (driver.FuncGetModule != nullptr && result == CUDA_SUCCESS &&
       (!info->is_kernel || info->resolved_function != 0)) {
     CUmodule module = nullptr;
-    const auto of = info->is_kernel
-                        ? reinterpret_cast<CUfunction>(static_cast<uintptr_t>(info->resolved_function))
-                        : function;
-    if (driver.FuncGetModule(&module, of) == CUDA_SUCCESS) {
+    const uint64_t of = info->is_kernel ? info->resolved_function
+                                        : reinterpret_cast<uintptr_t>(function);
+    if (driver.FuncGetModule(&module, reinterpret_cast<CUfunction>(static_cast<uintptr_t>(of))) ==
+        CUDA_SUCCESS) {
       info->module = reinterpret_cast<uintptr_t>(module);
     }
   }

@@ -89,7 +89,8 @@ class Recorder {
   void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
   // cuFuncSetAttribute of a CUfunction succeeded (it concerns the CUfunction's entry and, when it
   // is the CUfunction of a CUkernel, that CUkernel's entry on the same device).
-  void OnFunctionAttributeSet(uint64_t function, CUfunction_attribute attribute, int value) noexcept;
+  void OnFunctionAttributeSet(uint64_t function, CUfunction_attribute attribute,
+                              int value) noexcept;
   // cuKernelSetAttribute of a CUkernel on one device succeeded.
   void OnKernelAttributeSet(uint64_t kernel, CUdevice device, CUfunction_attribute attribute,
                             int value) noexcept;

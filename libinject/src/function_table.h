@@ -11,7 +11,10 @@
 //  2. Open addressing over a fixed array, allocated once. Lookups are lock-free (an acquire load
 //     of the key, then the device). Claims, publications, attribute sets, removals and reclamation
 //     take the table's mutex: they are the slow path (a first launch, a setting call, an unload).
-//     Claims check for the key under the mutex, so a key is never in two slots.
+//     Claims check for the key under the mutex, so a key is never in two slots. A removed
+//     entry's slot is marked retiring (lookups probe past it, claims skip it) and, once freed (5),
+//     becomes a tombstone that the next claim along its probe sequence reuses. A slot never
+//     becomes empty again, so a lookup stops at the first empty slot, and the table never grows.
 //  3. The published FunctionInfo is a word (pointer | kStale) stored with release and read with
 //     acquire. A FunctionInfo never changes. A setting call that changes an attribute the
 //     FunctionInfo holds marks it stale: the next launch reads the driver again and publishes a

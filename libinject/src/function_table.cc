@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 
-#include "mix64.h"
 
 namespace cuflight::inject {
 namespace {
@@ -45,27 +44,6 @@ uint64_t NextFunctionInfoId() noexcept {
   return g_next_function_info_id.fetch_add(1, std::memory_order_relaxed);
 }
 
-FunctionTable::Pin& FunctionTable::Pin::operator=(Pin&& other) noexcept {
-  if (this != &other) {
-    Release();
-    slot_ = other.slot_;
-    ordinal_ = other.ordinal_;
-    word_ = other.word_;
-    other.slot_ = nullptr;
-  }
-  return *this;
-}
-
-void FunctionTable::Pin::Release() noexcept {
-  if (slot_ != nullptr) slot_->finished.fetch_add(1, std::memory_order_release);
-  slot_ = nullptr;
-}
-
-void FunctionTable::Pin::Drop() noexcept {
-  if (slot_ != nullptr) slot_->launches.fetch_sub(1, std::memory_order_release);
-  slot_ = nullptr;
-}
-
 FunctionTable::FunctionTable(size_t capacity) {
   const size_t n = std::bit_ceil(capacity < 64 ? size_t{64} : capacity);
   slots_ = std::make_unique<Slot[]>(n);
@@ -79,39 +57,6 @@ FunctionTable::~FunctionTable() {
     delete reinterpret_cast<FunctionInfo*>(slot->info.load(std::memory_order_relaxed) & ~kStale);
   }
   for (Retired& r : retired_) delete r.info;
-}
-
-uint64_t FunctionTable::Hash(uint64_t handle, int32_t device) noexcept {
-  return Mix64(handle ^ (static_cast<uint64_t>(static_cast<uint32_t>(device) + 1) << 56));
-}
-
-FunctionTable::Slot* FunctionTable::Find(uint64_t handle, int32_t device) noexcept {
-  if (handle == kEmpty || handle >= kRetiring) return nullptr;
-  size_t index = Hash(handle, device) & mask_;
-  for (int probe = 0; probe < kMaxProbe; ++probe, index = (index + 1) & mask_) {
-    Slot& slot = slots_[index];
-    const uint64_t key = slot.key.load(std::memory_order_acquire);
-    if (key == kEmpty) return nullptr;
-    if (key == handle && slot.device.load(std::memory_order_relaxed) == device) return &slot;
-  }
-  return nullptr;
-}
-
-FunctionTable::Pin FunctionTable::Acquire(uint64_t handle, int32_t device) noexcept {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Slot* slot = Find(handle, device);
-    if (slot == nullptr) return Pin();
-    // Pin first, then check that the slot is still this entry's (design point 5): a remover
-    // that changed the key afterwards sees the pin in `launches`.
-    const uint64_t ticket = slot->launches.fetch_add(1, std::memory_order_seq_cst);
-    if (slot->key.load(std::memory_order_seq_cst) == handle &&
-        slot->device.load(std::memory_order_relaxed) == device) {
-      return Pin(slot, ticket - slot->base.load(std::memory_order_relaxed),
-                 slot->info.load(std::memory_order_seq_cst));
-    }
-    slot->launches.fetch_sub(1, std::memory_order_release);  // removed meanwhile: look again
-  }
-  return Pin();
 }
 
 FunctionTable::Slot* FunctionTable::FindOrClaim(uint64_t handle, int32_t device,
@@ -144,7 +89,6 @@ FunctionTable::Slot* FunctionTable::FindOrClaim(uint64_t handle, int32_t device,
   s.owner[static_cast<int>(Owner::kModule)] = 0;
   s.owner[static_cast<int>(Owner::kLibrary)] = 0;
   s.owner[static_cast<int>(Owner::kContext)] = context;
-  s.live_index = live_.size();
   live_.push_back(&s);  // within the reserved capacity: no allocation
   s.key.store(handle, std::memory_order_release);
   return &s;
@@ -236,13 +180,12 @@ void FunctionTable::RetireLocked(FunctionInfo* info, Slot* slot, bool frees_slot
   }
 }
 
-void FunctionTable::RemoveLocked(Slot* slot) {
+void FunctionTable::RemoveLocked(size_t live_index) {
+  Slot* slot = live_[live_index];
   // seq_cst: ordered after the pins of the launches that still saw the key (design point 5).
   slot->key.store(kRetiring, std::memory_order_seq_cst);
   const uintptr_t word = slot->info.exchange(0, std::memory_order_seq_cst);
-  Slot* last = live_.back();
-  live_[slot->live_index] = last;
-  last->live_index = slot->live_index;
+  live_[live_index] = live_.back();
   live_.pop_back();
   RetireLocked(reinterpret_cast<FunctionInfo*>(word & ~kStale), slot, true);
 }
@@ -273,7 +216,7 @@ size_t FunctionTable::Remove(Owner owner, uint64_t value) noexcept {
   for (size_t i = live_.size(); i-- > 0;) {
     Slot* slot = live_[i];
     if (slot->owner[o] == value || in_modules(slot->owner[static_cast<int>(Owner::kModule)])) {
-      RemoveLocked(slot);  // swaps the last live entry into i: already looked at
+      RemoveLocked(i);  // swaps the last live entry into i: already looked at
       ++removed;
     }
   }
@@ -285,7 +228,7 @@ size_t FunctionTable::RemoveDevice(int32_t device) noexcept {
   size_t removed = 0;
   for (size_t i = live_.size(); i-- > 0;) {
     if (live_[i]->device.load(std::memory_order_relaxed) == device) {
-      RemoveLocked(live_[i]);
+      RemoveLocked(i);
       ++removed;
     }
   }

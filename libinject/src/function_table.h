@@ -54,9 +54,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launch_ring.h"
+#include "mix64.h"
 
 namespace cuflight::inject {
 
@@ -111,10 +113,11 @@ class FunctionTable {
   // What frees a function (design point 4).
   enum class Owner { kModule, kLibrary, kContext };
 
-  struct Slot {
-    // Hot: read by every launch.
+  // Two cache lines: what every launch reads and writes, then what setting calls and removals use.
+  struct alignas(64) Slot {
     std::atomic<uint64_t> key{0};    // handle, or kEmpty / kTombstone / kRetiring
     std::atomic<int32_t> device{-1};
+    std::atomic<uint32_t> set_generation{0};  // bumped by every setting call (under the mutex)
     std::atomic<uintptr_t> info{0};  // const FunctionInfo* | kStale; 0: not read yet
     std::atomic<uint64_t> launches{0};  // pins taken (every launch counted here), all owners
     std::atomic<uint64_t> finished{0};  // pins released
@@ -125,13 +128,13 @@ class FunctionTable {
     // FunctionInfo's value holds.
     std::atomic<int32_t> set_max_dyn_smem{kNotSet};
     std::atomic<int32_t> set_carveout{kNotSet};
+
     // Set by cuFuncSetBlockShape / cuFuncSetSharedSize, read by the legacy cuLaunch* calls.
     std::atomic<uint32_t> legacy_block[3] = {1, 1, 1};
     std::atomic<uint32_t> legacy_smem{0};
     // For the CUfunction a CUkernel resolved to: that CUkernel's handle, whose entry on the same
     // device holds the FunctionInfo (a setting call through either handle concerns it).
     std::atomic<uint64_t> alias{0};
-    std::atomic<uint32_t> set_generation{0};  // bumped by every setting call (under the mutex)
 
    private:
     friend class FunctionTable;
@@ -139,16 +142,25 @@ class FunctionTable {
     int32_t since_read[2] = {kNotSet, kNotSet};  // set through the handle after the last read
     int32_t overridden[2] = {kNotSet, kNotSet};  // SetBy::kResolvedFunction
     uint64_t owner[3] = {0, 0, 0};               // by Owner
-    size_t live_index = 0;
   };
+  static_assert(sizeof(Slot) == 128);
 
   // A launch's hold on a slot (design point 5): while it lives, the FunctionInfo it loaded stays
   // allocated and the slot keeps its owner. Movable; unpins when destroyed.
   class Pin {
    public:
     Pin() = default;
-    Pin(Pin&& other) noexcept { *this = std::move(other); }
-    Pin& operator=(Pin&& other) noexcept;
+    Pin(Pin&& other) noexcept
+        : slot_(std::exchange(other.slot_, nullptr)), ordinal_(other.ordinal_), word_(other.word_) {}
+    Pin& operator=(Pin&& other) noexcept {
+      if (this != &other) {
+        Release();
+        slot_ = std::exchange(other.slot_, nullptr);
+        ordinal_ = other.ordinal_;
+        word_ = other.word_;
+      }
+      return *this;
+    }
     Pin(const Pin&) = delete;
     Pin& operator=(const Pin&) = delete;
     ~Pin() { Release(); }
@@ -165,13 +177,19 @@ class FunctionTable {
       return reinterpret_cast<const FunctionInfo*>(word_ & ~kStale);
     }
     // Gives the pin up as if the launch had never counted here (it goes to another entry).
-    void Drop() noexcept;
+    void Drop() noexcept {
+      if (slot_ != nullptr) slot_->launches.fetch_sub(1, std::memory_order_release);
+      slot_ = nullptr;
+    }
 
    private:
     friend class FunctionTable;
     Pin(Slot* slot, uint64_t ordinal, uintptr_t word)
         : slot_(slot), ordinal_(ordinal), word_(word) {}
-    void Release() noexcept;
+    void Release() noexcept {
+      if (slot_ != nullptr) slot_->finished.fetch_add(1, std::memory_order_release);
+      slot_ = nullptr;
+    }
 
     Slot* slot_ = nullptr;
     uint64_t ordinal_ = 0;
@@ -252,7 +270,7 @@ class FunctionTable {
   };
 
   static uint64_t Hash(uint64_t handle, int32_t device) noexcept;
-  void RemoveLocked(Slot* slot);
+  void RemoveLocked(size_t live_index);
   void RetireLocked(FunctionInfo* info, Slot* slot, bool frees_slot);
   void FreeLocked(Retired& retired) noexcept;
   static void RecomputeSet(Slot* slot) noexcept;
@@ -265,6 +283,41 @@ class FunctionTable {
   std::atomic<size_t> retired_count_{0};
   std::atomic<size_t> live_infos_{0};
 };
+
+// The lookups of every launch, inline.
+
+inline FunctionTable::Slot* FunctionTable::Find(uint64_t handle, int32_t device) noexcept {
+  if (handle == kEmpty || handle >= kRetiring) return nullptr;
+  size_t index = Hash(handle, device) & mask_;
+  for (int probe = 0; probe < kMaxProbe; ++probe, index = (index + 1) & mask_) {
+    Slot& slot = slots_[index];
+    const uint64_t key = slot.key.load(std::memory_order_acquire);
+    if (key == kEmpty) return nullptr;
+    if (key == handle && slot.device.load(std::memory_order_relaxed) == device) return &slot;
+  }
+  return nullptr;
+}
+
+inline FunctionTable::Pin FunctionTable::Acquire(uint64_t handle, int32_t device) noexcept {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Slot* slot = Find(handle, device);
+    if (slot == nullptr) return Pin();
+    // Pin first, then check that the slot is still this entry's (design point 5): a remover
+    // that changed the key afterwards sees the pin in `launches`.
+    const uint64_t ticket = slot->launches.fetch_add(1, std::memory_order_seq_cst);
+    if (slot->key.load(std::memory_order_seq_cst) == handle &&
+        slot->device.load(std::memory_order_relaxed) == device) {
+      return Pin(slot, ticket - slot->base.load(std::memory_order_relaxed),
+                 slot->info.load(std::memory_order_seq_cst));
+    }
+    slot->launches.fetch_sub(1, std::memory_order_release);  // removed meanwhile: look again
+  }
+  return Pin();
+}
+
+inline uint64_t FunctionTable::Hash(uint64_t handle, int32_t device) noexcept {
+  return Mix64(handle ^ (static_cast<uint64_t>(static_cast<uint32_t>(device) + 1) << 56));
+}
 
 }  // namespace cuflight::inject
 

@@ -559,24 +559,30 @@ FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
   } else if (known != nullptr || pin.slot() == nullptr) {
     // A CUkernel (or not known yet) runs in the context of its stream: "the context to launch the
     // kernel on will either be taken from the specified stream hStream or the current context in
-    // case of NULL stream" (cuda.h, cuLaunchKernel).
+    // case of NULL stream" (cuda.h:17494-17496, cuLaunchKernel).
     if (MoveToStreamContext(launch, context, device)) {
       pin.Drop();
       pin = functions_->Acquire(handle, *device);
     }
     if (pin.info() != nullptr) return pin;
   }
-  // Slow path: read the driver and publish, once per function and device.
   pin.Drop();
+  return ReadFunction(launch, data, *context, *device);
+}
+
+FunctionTable::Pin Recorder::ReadFunction(const DecodedLaunch& launch,
+                                          const CUpti_CallbackData* data, uint64_t context,
+                                          int device) noexcept {
+  const uint64_t handle = launch.function;
   try {
-    FunctionTable::Slot* slot = functions_->FindOrClaim(handle, *device, *context);
+    FunctionTable::Slot* slot = functions_->FindOrClaim(handle, device, context);
     if (slot == nullptr) return FunctionTable::Pin();
     // Sets from here on are kept beside what the driver says now.
     const uint32_t generation = slot->set_generation.load(std::memory_order_acquire);
     std::unique_ptr<FunctionInfo> fresh =
-        ReadFunctionInfo(*driver_, handle, *device, data->symbolName,
-                         *context == reinterpret_cast<uintptr_t>(data->context));
-    fresh->context = *context;
+        ReadFunctionInfo(*driver_, handle, device, data->symbolName,
+                         context == reinterpret_cast<uintptr_t>(data->context));
+    fresh->context = context;
     if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
     if (fresh->resolved_function != 0 && fresh->resolved_function != handle) {
       // cuFuncSetAttribute on the CUfunction of this CUkernel concerns this entry too.
@@ -585,7 +591,7 @@ FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
     functions_->Publish(slot, std::move(fresh), generation);
   } catch (...) {  // std::bad_alloc, or a throwing filter: record nothing for this launch
   }
-  return functions_->Acquire(handle, *device);
+  return functions_->Acquire(handle, device);
 }
 
 int Recorder::ResolveDevice(uint64_t context) noexcept {

@@ -105,6 +105,11 @@ class Recorder {
   // the stream's. An empty pin: the table is full.
   FunctionTable::Pin ResolveFunction(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                                      uint64_t* context, int* device) noexcept;
+  // The slow path of ResolveFunction: reads the driver and publishes, once per function and
+  // device; kept out of line so that the cached case stays small.
+  [[gnu::noinline]] FunctionTable::Pin ReadFunction(const DecodedLaunch& launch,
+                                                    const CUpti_CallbackData* data,
+                                                    uint64_t context, int device) noexcept;
   // When the launch names a stream of its own whose context is not *context: sets *context to
   // it and *device to its device, and returns true when the device changed.
   bool MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context, int* device) noexcept;

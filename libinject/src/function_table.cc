@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <new>
 
 
 namespace cuflight::inject {
@@ -164,11 +165,20 @@ uint64_t FunctionTable::AttributeSet(uint64_t handle, int32_t device, SetBy by,
 }
 
 void FunctionTable::InvalidateAll() noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Slot* slot : live_) {
-    const uintptr_t word = slot->info.load(std::memory_order_relaxed);
-    if (word != 0) slot->info.store(word | kStale, std::memory_order_release);
+  for (size_t i = 0; i <= mask_; ++i) {
+    Slot& slot = slots_[i];
+    const uint64_t key = slot.key.load(std::memory_order_acquire);
+    if (key == kEmpty || key >= kRetiring) continue;
+    uintptr_t word = slot.info.load(std::memory_order_acquire);
+    while (word != 0 && (word & kStale) == 0 &&
+           !slot.info.compare_exchange_weak(word, word | kStale, std::memory_order_acq_rel)) {
+    }
   }
+}
+
+void FunctionTable::AfterForkInChild() noexcept {
+  new (&mu_) std::mutex();
+  InvalidateAll();
 }
 
 void FunctionTable::RetireLocked(FunctionInfo* info, Slot* slot, bool frees_slot) {

@@ -231,8 +231,11 @@ class FunctionTable {
   // when there is no such entry. Takes the mutex.
   uint64_t AttributeSet(uint64_t handle, int32_t device, SetBy by, CUfunction_attribute attribute,
                         int value) noexcept;
-  // The next launch of every function reads the driver again (a fork). Takes the mutex.
+  // The next launch of every function reads the driver again. Lock-free.
   void InvalidateAll() noexcept;
+  // In a fork()ed child: the mutex is made anew (a thread of the parent may have held it) and
+  // every function is read again. Only the forking thread exists there.
+  void AfterForkInChild() noexcept;
 
   // Removes every entry `owner` `value` frees (for a library, also the entries of the modules
   // its entries were found in); returns how many. Takes the mutex.

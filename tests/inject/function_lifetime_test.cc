@@ -129,6 +129,36 @@ TEST(FunctionTable, SlotsOfRemovedEntriesAreReusedWithoutGrowth) {
   EXPECT_EQ(table.TotalLaunches(), 100000u);
 }
 
+TEST(FunctionTable, InvalidateAllMakesEveryLaunchReadAgainAndRetiresTheOldInfos) {
+  // What a fork()ed child does (AfterForkInChild), without the table's mutex.
+  FunctionTable table(64);
+  LaunchRing ring(16);
+  for (uint64_t handle : {0x1000, 0x2000}) {
+    auto info = std::make_unique<FunctionInfo>();
+    info->handle = handle;
+    info->device = 0;
+    ASSERT_NE(table.Publish(table.FindOrClaim(handle, 0, kContext), std::move(info), 0), nullptr);
+  }
+  table.FindOrClaim(0x3000, 0, kContext);  // never read: nothing to invalidate
+  table.InvalidateAll();
+  for (uint64_t handle : {0x1000, 0x2000}) {
+    FunctionTable::Pin pin = table.Acquire(handle, 0);
+    EXPECT_EQ(pin.info(), nullptr);
+    ASSERT_NE(pin.any_info(), nullptr);
+    EXPECT_EQ(pin.any_info()->handle, handle);
+  }
+  EXPECT_EQ(table.Acquire(0x3000, 0).any_info(), nullptr);
+  auto fresh = std::make_unique<FunctionInfo>();
+  fresh->handle = 0x1000;
+  fresh->device = 0;
+  const FunctionInfo* published = table.Publish(table.Find(0x1000, 0), std::move(fresh), 0);
+  EXPECT_EQ(table.Acquire(0x1000, 0).info(), published);
+  EXPECT_EQ(table.retired(), 1u);  // the stale one, freed once nothing can see it
+  table.Reclaim(ring);
+  EXPECT_EQ(table.retired(), 0u);
+  EXPECT_EQ(table.live_infos(), 2u);
+}
+
 TEST(FunctionLifetime, AMillionLoadLaunchUnloadCyclesKeepMemoryBoundedAndLoseNothing) {
   // Each cycle loads a module with one function, launches it once and unloads the module, as a
   // JIT compiler does. Half the cycles reuse one of four handles (an allocator gives freed

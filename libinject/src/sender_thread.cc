@@ -157,7 +157,6 @@ void SenderThread::DrainAll() noexcept {
   // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
   LaunchRecord record;
   while (ring_->TryPop(&record)) HandleRecord(record);
-  functions_->Reclaim(*ring_);
   if (activity_ != nullptr) {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
@@ -453,7 +452,11 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     HandleRecord(record);
     busy = true;
   }
-  functions_->Reclaim(*ring_);  // no record held now
+  // Frees what the function table retired (no record is held now); not while an urgent flush
+  // waits: a crashed thread may hold the allocator's lock.
+  if (urgent_requested_.load(std::memory_order_relaxed) == urgent_served_) {
+    functions_->Reclaim(*ring_);
+  }
   ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
   if (activity_ != nullptr) {
     if (cupti_ != nullptr && now >= next_activity_flush_) {

@@ -37,6 +37,9 @@ bool LoadDriverApi(DriverApi* api, std::string* error) {
   }
   Resolve(library, "cuKernelGetFunction", &api->KernelGetFunction);
   Resolve(library, "cuFuncGetModule", &api->FuncGetModule);
+  Resolve(library, "cuKernelGetAttribute", &api->KernelGetAttribute);
+  Resolve(library, "cuKernelGetLibrary", &api->KernelGetLibrary);
+  Resolve(library, "cuDevicePrimaryCtxGetState", &api->DevicePrimaryCtxGetState);
   Resolve(library, "cuStreamGetCtx", &api->StreamGetCtx);
   if (!Resolve(library, "cuDeviceGetUuid_v2", &api->DeviceGetUuid)) {
     Resolve(library, "cuDeviceGetUuid", &api->DeviceGetUuid);

@@ -18,6 +18,14 @@ struct DriverApi {
   // accepts a CUkernel in place of a CUfunction, and the runtime launches that way.
   CUresult (*KernelGetFunction)(CUfunction* f, CUkernel kernel) = nullptr;
   CUresult (*FuncGetModule)(CUmodule* module, CUfunction f) = nullptr;  // optional
+  // Optional (CUDA 12.0+): a CUkernel's attribute on one device, and its library. A CUkernel has
+  // its own code and settings per device (cuda.h, cuKernelGetAttribute / cuKernelSetAttribute).
+  CUresult (*KernelGetAttribute)(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                                 CUdevice d) = nullptr;
+  CUresult (*KernelGetLibrary)(CUlibrary* library, CUkernel kernel) = nullptr;
+  // Optional: whether a device's primary context is active (cuDevicePrimaryCtxRelease destroys
+  // it only with the last reference).
+  CUresult (*DevicePrimaryCtxGetState)(CUdevice d, unsigned int* flags, int* active) = nullptr;
   CUresult (*CtxGetDevice)(CUdevice* device) = nullptr;
   CUresult (*DeviceGet)(CUdevice* device, int ordinal) = nullptr;
   CUresult (*StreamGetCtx)(CUstream stream, CUcontext* context) = nullptr;  // optional

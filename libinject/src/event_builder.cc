@@ -87,9 +87,9 @@ bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& dev
   launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
   launch.max_active_clusters = record.max_active_clusters;
   launch.max_cluster_size = record.max_cluster_size;
-  // The FunctionInfo pointer, not the handle: a handle reused after an unload gets a new
-  // FunctionInfo and so a new cache key.
-  if (!Occupancy(reinterpret_cast<uintptr_t>(f), device, launch, &out->occupancy)) return false;
+  // The FunctionInfo's id, not the handle or the address: a handle reused after an unload gets a
+  // new FunctionInfo, and a freed FunctionInfo's address may come back for another function.
+  if (!Occupancy(f->id, device, launch, &out->occupancy)) return false;
   ApplyDriver(record.driver_max_active_blocks, device, launch, out);
 
   out->tid = record.tid;

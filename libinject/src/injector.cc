@@ -337,7 +337,7 @@ void Injector::OnForkChild() noexcept {
   ResetCrashStateAfterFork();
   new (&pipeline_mu_) std::mutex();  // the parent may have held it at the fork
   if (devices_ != nullptr) devices_->ForgetContexts();
-  if (functions_ != nullptr) functions_->InvalidateAll();
+  if (functions_ != nullptr) functions_->AfterForkInChild();
 }
 
 }  // namespace cuflight::inject

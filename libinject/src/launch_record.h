@@ -57,7 +57,8 @@ struct LaunchRecord {
   uint64_t context = 0;
   uint64_t stream = 0;
   uint64_t correlation_id = 0;
-  // Immutable and alive until the library unloads (FunctionTable never frees one).
+  // Immutable, and alive until the sender thread has handled the record (FunctionTable frees a
+  // retired one only after that: function_table.h, design point 5).
   const FunctionInfo* function = nullptr;
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};

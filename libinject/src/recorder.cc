@@ -41,6 +41,9 @@ constexpr CUpti_CallbackId kDriverCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease,
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
@@ -76,24 +79,6 @@ int GetDeviceAttribute(void* context, int attribute, int* value) {
   const auto* args = static_cast<const std::pair<const DriverApi*, CUdevice>*>(context);
   return static_cast<int>(args->first->DeviceGetAttribute(
       value, static_cast<CUdevice_attribute>(attribute), args->second));
-}
-
-// True when `info` already holds `value` for `attribute`, or does not depend on the attribute:
-// setting it changes nothing the FunctionInfo holds. (The dynamic shared memory limit and the
-// carveout are kept in the function's slot as they are set; see OnAttributeSet.)
-bool HoldsAttribute(const FunctionInfo& info, CUfunction_attribute attribute, int value) {
-  switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
-      return info.required_cluster[0] == static_cast<uint32_t>(value);
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
-      return info.required_cluster[1] == static_cast<uint32_t>(value);
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
-      return info.required_cluster[2] == static_cast<uint32_t>(value);
-    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
-      return info.non_portable_cluster_allowed == (value != 0);
-    default:
-      return true;
-  }
 }
 
 std::string FormatUuid(const CUuuid& uuid) {
@@ -142,25 +127,56 @@ bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result) {
 }
 
 std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
-                                               const char* symbol_name) {
+                                               int ordinal, const char* symbol_name,
+                                               bool resolve_in_current_context) {
   auto info = std::make_unique<FunctionInfo>();
   info->handle = handle;
+  info->device = ordinal;
   CUfunction function = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(handle));
+  const auto kernel = reinterpret_cast<CUkernel>(static_cast<uintptr_t>(handle));
+  CUdevice device = 0;
+  // A CUkernel is read on the launch's device; without cuKernelGetAttribute, through its
+  // CUfunction in the current context.
+  bool per_device = false;
   auto get = [&](CUfunction_attribute attribute, int* value) {
-    return driver.FuncGetAttribute(value, attribute, function);
+    return per_device ? driver.KernelGetAttribute(value, attribute, kernel, device)
+                      : driver.FuncGetAttribute(value, attribute, function);
   };
   int value = 0;
   CUresult result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
   if (result != CUDA_SUCCESS && driver.KernelGetFunction != nullptr) {
-    // A CUkernel (context-independent loading, how the runtime launches): use its CUfunction
-    // in the current context.
+    // Not a CUfunction: a CUkernel (context-independent loading, how the runtime launches)?
     CUfunction resolved = nullptr;
-    if (driver.KernelGetFunction(&resolved, reinterpret_cast<CUkernel>(function)) ==
-            CUDA_SUCCESS &&
-        resolved != nullptr) {
-      function = resolved;
-      info->resolved_function = reinterpret_cast<uintptr_t>(resolved);
+    const bool resolve = resolve_in_current_context || driver.KernelGetAttribute == nullptr;
+    if (resolve && (driver.KernelGetFunction(&resolved, kernel) != CUDA_SUCCESS)) {
+      resolved = nullptr;
+    }
+    if (driver.KernelGetAttribute != nullptr && ordinal >= 0 &&
+        driver.DeviceGet(&device, ordinal) == CUDA_SUCCESS) {
+      per_device = true;
       result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
+    } else if (resolved != nullptr) {
+      function = resolved;
+      result = get(CU_FUNC_ATTRIBUTE_NUM_REGS, &value);
+    }
+    info->is_kernel = result == CUDA_SUCCESS;
+    if (info->is_kernel) {
+      info->resolved_function = reinterpret_cast<uintptr_t>(resolved);
+      CUlibrary library = nullptr;
+      if (driver.KernelGetLibrary != nullptr &&
+          driver.KernelGetLibrary(&library, kernel) == CUDA_SUCCESS) {
+        info->library = reinterpret_cast<uintptr_t>(library);
+      }
+    }
+  }
+  if (driver.FuncGetModule != nullptr && result == CUDA_SUCCESS &&
+      (!info->is_kernel || info->resolved_function != 0)) {
+    CUmodule module = nullptr;
+    const uint64_t of = info->is_kernel ? info->resolved_function
+                                        : reinterpret_cast<uintptr_t>(function);
+    if (driver.FuncGetModule(&module, reinterpret_cast<CUfunction>(static_cast<uintptr_t>(of))) ==
+        CUDA_SUCCESS) {
+      info->module = reinterpret_cast<uintptr_t>(module);
     }
   }
   bool ok = result == CUDA_SUCCESS;
@@ -252,7 +268,7 @@ Recorder::Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* r
       functions_(functions),
       devices_(devices),
       options_(std::move(options)),
-      streams_(cupti, kStreamCapacity) {
+      stream_ids_(cupti, kStreamCapacity) {
   if (options_.sample_every == 0) options_.sample_every = 1;
 }
 
@@ -275,7 +291,9 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape: {
       const auto* p = static_cast<const cuFuncSetBlockShape_params*>(data->functionParams);
       if (!ok || p == nullptr) return;
-      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc));
+      const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc),
+                                                          ResolveDevice(context), context);
       if (slot == nullptr) return;
       slot->legacy_block[0].store(static_cast<uint32_t>(p->x), std::memory_order_relaxed);
       slot->legacy_block[1].store(static_cast<uint32_t>(p->y), std::memory_order_relaxed);
@@ -285,14 +303,16 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize: {
       const auto* p = static_cast<const cuFuncSetSharedSize_params*>(data->functionParams);
       if (!ok || p == nullptr) return;
-      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc));
+      const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+      FunctionTable::Slot* slot = functions_->FindOrClaim(reinterpret_cast<uintptr_t>(p->hfunc),
+                                                          ResolveDevice(context), context);
       if (slot != nullptr) slot->legacy_smem.store(p->bytes, std::memory_order_relaxed);
       return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute: {
       const auto* p = static_cast<const cuFuncSetAttribute_params*>(data->functionParams);
       if (ok && p != nullptr) {
-        OnAttributeSet(reinterpret_cast<uintptr_t>(p->hfunc), p->attrib, p->value);
+        OnFunctionAttributeSet(reinterpret_cast<uintptr_t>(p->hfunc), p->attrib, p->value);
       }
       return;
     }
@@ -300,30 +320,72 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
       // How the runtime's cudaFuncSetAttribute reaches the driver for library-loaded kernels.
       const auto* p = static_cast<const cuKernelSetAttribute_params*>(data->functionParams);
       if (ok && p != nullptr) {
-        OnAttributeSet(reinterpret_cast<uintptr_t>(p->kernel), p->attrib, p->val);
+        OnKernelAttributeSet(reinterpret_cast<uintptr_t>(p->kernel), p->dev, p->attrib, p->val);
       }
       return;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuModuleUnload:
-    case CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload:
-      // The unloaded functions' handles may be reused: read every function again.
-      if (ok) functions_->InvalidateAll();
-      return;
+    // Each teardown drops only what it freed (a failed call frees nothing); the handles of what
+    // it freed may be reused from then on.
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleUnload: {
+      const auto* p = static_cast<const cuModuleUnload_params*>(data->functionParams);
+      if (ok && p != nullptr) {
+        functions_->Remove(FunctionTable::Owner::kModule, reinterpret_cast<uintptr_t>(p->hmod));
+      }
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload: {
+      const auto* p = static_cast<const cuLibraryUnload_params*>(data->functionParams);
+      if (ok && p != nullptr) {
+        functions_->Remove(FunctionTable::Owner::kLibrary, reinterpret_cast<uintptr_t>(p->library));
+      }
+      break;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset:
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease:
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2:
-      devices_->ForgetContexts();
-      functions_->InvalidateAll();
-      streams_.ForgetAll();
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2: {
+      // cuCtxDestroy_params and cuCtxDestroy_v2_params are the same struct: {CUcontext ctx}.
+      const auto* p = static_cast<const cuCtxDestroy_v2_params*>(data->functionParams);
+      if (ok && p != nullptr) ContextGone(reinterpret_cast<uintptr_t>(p->ctx));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain: {
+      const auto* p = static_cast<const cuDevicePrimaryCtxRetain_params*>(data->functionParams);
+      if (ok && p != nullptr && p->pctx != nullptr && p->dev >= 0 &&
+          p->dev < DeviceTable::kMaxDevices) {
+        primary_contexts_[p->dev].store(reinterpret_cast<uintptr_t>(*p->pctx),
+                                        std::memory_order_relaxed);
+      }
       return;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2: {
+      // "The context is automatically reset once the last reference to it is released" (cuda.h,
+      // cuDevicePrimaryCtxRelease): before that, the release frees nothing.
+      const auto* p = static_cast<const cuDevicePrimaryCtxRelease_v2_params*>(data->functionParams);
+      if (!ok || p == nullptr) return;
+      int active = 0;
+      unsigned int flags = 0;
+      if (driver_->DevicePrimaryCtxGetState != nullptr &&
+          driver_->DevicePrimaryCtxGetState(p->dev, &flags, &active) == CUDA_SUCCESS &&
+          active != 0) {
+        return;
+      }
+      PrimaryContextGone(p->dev);  // inactive, or not known: drop its functions (read again)
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2: {
+      // "Destroy all allocations and reset all state on the primary context" (cuda.h).
+      const auto* p = static_cast<const cuDevicePrimaryCtxReset_v2_params*>(data->functionParams);
+      if (ok && p != nullptr) PrimaryContextGone(p->dev);
+      break;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2: {
-      // Both parameter structs hold only hStream (generated_cuda_meta.h).
       const auto* p = static_cast<const cuStreamDestroy_v2_params*>(data->functionParams);
-      if (ok && p != nullptr) streams_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
+      if (ok && p != nullptr) {
+        streams_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
+        stream_ids_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
+      }
       return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
@@ -347,24 +409,56 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     default:
       return;
   }
+  // After a teardown: let the sender thread free what was retired soon, before retired slots
+  // crowd the table.
+  if (functions_->retired() >= kWakeConsumerRetired) ring_->WakeConsumer();
 }
 
-void Recorder::OnAttributeSet(uint64_t handle, CUfunction_attribute attribute,
-                              int value) noexcept {
-  FunctionTable::Slot* slot = functions_->Find(handle);
-  if (slot == nullptr) return;  // never launched: its first launch reads the driver anyway
-  for (FunctionTable::Slot* s :
-       {slot, functions_->Find(slot->alias.load(std::memory_order_acquire))}) {
-    if (s == nullptr) continue;
-    if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-      s->set_max_dyn_smem.store(value, std::memory_order_relaxed);
-    } else if (attribute == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
-      s->set_carveout.store(value, std::memory_order_relaxed);
-    } else if (const FunctionInfo* info = s->info.load(std::memory_order_acquire);
-               info != nullptr && !HoldsAttribute(*info, attribute, value)) {
-      s->info.store(nullptr, std::memory_order_release);
+void Recorder::OnFunctionAttributeSet(uint64_t function, CUfunction_attribute attribute,
+                                      int value) noexcept {
+  // A CUfunction's entry is under its context's device, which the call does not name: look under
+  // every device known (a few probes; this is not the launch path).
+  for (int device = -1; device < DeviceTable::kMaxDevices; ++device) {
+    if (device >= 0 && devices_->Get(device) == nullptr) continue;
+    const uint64_t kernel =
+        functions_->AttributeSet(function, device, FunctionTable::SetBy::kHandle, attribute, value);
+    if (kernel != 0) {
+      functions_->AttributeSet(kernel, device, FunctionTable::SetBy::kResolvedFunction, attribute,
+                               value);
     }
   }
+}
+
+void Recorder::OnKernelAttributeSet(uint64_t kernel, CUdevice device,
+                                    CUfunction_attribute attribute, int value) noexcept {
+  // "sets the value of a specified attribute attrib on the kernel kernel for the requested device
+  // dev" (cuda.h, cuKernelSetAttribute): that device's entry only. A CUdevice is the ordinal
+  // cuDeviceGet was given.
+  functions_->AttributeSet(kernel, static_cast<int32_t>(device), FunctionTable::SetBy::kHandle,
+                           attribute, value);
+}
+
+void Recorder::ContextGone(uint64_t context) noexcept {
+  functions_->Remove(FunctionTable::Owner::kContext, context);
+  devices_->ForgetContexts();  // its handle may come back for another device
+  streams_.ForgetAll();        // its streams are gone with it
+  stream_ids_.ForgetAll();
+}
+
+void Recorder::PrimaryContextGone(CUdevice device) noexcept {
+  uint64_t context = 0;
+  if (device >= 0 && device < DeviceTable::kMaxDevices) {
+    context = primary_contexts_[device].exchange(0, std::memory_order_relaxed);
+  }
+  if (context != 0) {
+    ContextGone(context);
+    return;
+  }
+  // Retained before the library subscribed: every entry of the device goes.
+  functions_->RemoveDevice(static_cast<int32_t>(device));
+  devices_->ForgetContexts();
+  streams_.ForgetAll();
+  stream_ids_.ForgetAll();
 }
 
 void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
@@ -386,11 +480,11 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   const LegacyLaunchState legacy;  // the shape does not matter here, only the stream
   if (LaunchApiOf(cbid) && DecodeLaunch(cbid, data->functionParams, 0, &legacy, &launch)) {
     const StreamIdentity ids =
-        streams_.Lookup(context, launch.stream, launch.per_thread_default_stream);
+        stream_ids_.Lookup(context, launch.stream, launch.per_thread_default_stream);
     record.context = ids.context;
     record.stream = ids.stream;
   } else {
-    record.context = context != 0 ? streams_.Lookup(context, 0, false).context
+    record.context = context != 0 ? stream_ids_.Lookup(context, 0, false).context
                                   : CUPTI_INVALID_CONTEXT_ID;
   }
   api_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -413,7 +507,8 @@ void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) n
   LegacyLaunchState legacy;
   const LegacyLaunchState* legacy_ptr = nullptr;
   if (const uint64_t f = LegacyFunction(cbid, params); f != 0) {
-    if (FunctionTable::Slot* slot = functions_->FindOrClaim(f); slot != nullptr) {
+    if (FunctionTable::Slot* slot = functions_->FindOrClaim(f, ResolveDevice(context), context);
+        slot != nullptr) {
       for (int i = 0; i < 3; ++i) legacy.block[i] = slot->legacy_block[i].load(std::memory_order_relaxed);
       legacy.smem = slot->legacy_smem.load(std::memory_order_relaxed);
     }
@@ -445,27 +540,83 @@ bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-const FunctionInfo* Recorder::ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
-                                              const char* symbol_name) noexcept {
-  const FunctionInfo* info = slot->info.load(std::memory_order_acquire);
-  if (info != nullptr) return info;
-  try {
-    // What the driver says from here on includes every earlier set.
-    slot->set_max_dyn_smem.store(FunctionTable::kNotSet, std::memory_order_relaxed);
-    slot->set_carveout.store(FunctionTable::kNotSet, std::memory_order_relaxed);
-    std::unique_ptr<FunctionInfo> fresh = ReadFunctionInfo(*driver_, handle, symbol_name);
-    if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
-    const uint64_t resolved = fresh->resolved_function;
-    const FunctionInfo* published = functions_->Publish(slot, std::move(fresh));
-    if (resolved != 0 && resolved != handle) {
-      // cuFuncSetAttribute on the CUfunction of this CUkernel concerns this slot too.
-      if (FunctionTable::Slot* s = functions_->FindOrClaim(resolved); s != nullptr) {
-        s->alias.store(handle, std::memory_order_release);
-      }
+bool Recorder::MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context,
+                                   int* device) noexcept {
+  const uint64_t stream = launch.stream;
+  if (stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+      stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+    return false;  // the NULL stream: the current context
+  }
+  uint64_t stream_context = streams_.ContextOf(stream);
+  if (stream_context == 0) {
+    CUcontext c = nullptr;
+    if (driver_->StreamGetCtx == nullptr ||
+        driver_->StreamGetCtx(reinterpret_cast<CUstream>(stream), &c) != CUDA_SUCCESS ||
+        c == nullptr) {
+      return false;
     }
-    return published;
-  } catch (...) {  // std::bad_alloc, or a throwing filter: record nothing for this launch
-    return nullptr;
+    stream_context = reinterpret_cast<uintptr_t>(c);
+    streams_.Remember(stream, stream_context);
+  }
+  if (stream_context == *context) return false;
+  *context = stream_context;
+  const int stream_device = ResolveDevice(stream_context);
+  if (stream_device == *device) return false;
+  *device = stream_device;
+  return true;
+}
+
+FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
+                                             const CUpti_CallbackData* data, uint64_t* context,
+                                             int* device) noexcept {
+  const uint64_t handle = launch.function;
+  FunctionTable::Pin pin = functions_->Acquire(handle, *device);
+  const FunctionInfo* known = pin.any_info();
+  if (known != nullptr && !known->is_kernel) {
+    if (pin.info() != nullptr) return pin;  // a CUfunction: its own context is current
+  } else if (known != nullptr || pin.slot() == nullptr) {
+    // A CUkernel (or not known yet) runs in the context of its stream: "the context to launch the
+    // kernel on will either be taken from the specified stream hStream or the current context in
+    // case of NULL stream" (cuda.h:17494-17496, cuLaunchKernel).
+    if (MoveToStreamContext(launch, context, device)) {
+      pin.Drop();
+      pin = functions_->Acquire(handle, *device);
+    }
+    if (pin.info() != nullptr) return pin;
+  }
+  pin.Drop();
+  return ReadFunction(launch, data, *context, *device);
+}
+
+FunctionTable::Pin Recorder::ReadFunction(const DecodedLaunch& launch,
+                                          const CUpti_CallbackData* data, uint64_t context,
+                                          int device) noexcept {
+  const uint64_t handle = launch.function;
+  // An attribute set on another thread may retire what was just published before this launch
+  // pins it; the launch then reads again (at most 16 times: a bound under a storm of sets), so
+  // it is still recorded.
+  constexpr int kAttempts = 16;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      FunctionTable::Slot* slot = functions_->FindOrClaim(handle, device, context);
+      if (slot == nullptr) return FunctionTable::Pin();
+      // Sets from here on are kept beside what the driver says now.
+      const uint32_t generation = slot->set_generation.load(std::memory_order_acquire);
+      std::unique_ptr<FunctionInfo> fresh =
+          ReadFunctionInfo(*driver_, handle, device, data->symbolName,
+                           context == reinterpret_cast<uintptr_t>(data->context));
+      fresh->context = context;
+      if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
+      if (fresh->resolved_function != 0 && fresh->resolved_function != handle) {
+        // cuFuncSetAttribute on the CUfunction of this CUkernel concerns this entry too.
+        functions_->Alias(fresh->resolved_function, *fresh);
+      }
+      functions_->Publish(slot, std::move(fresh), generation);
+    } catch (...) {  // std::bad_alloc, or a throwing filter: record nothing for this launch
+      return functions_->Acquire(handle, device);
+    }
+    FunctionTable::Pin pin = functions_->Acquire(handle, device);
+    if (pin.info() != nullptr || attempt + 1 == kAttempts) return pin;
   }
 }
 
@@ -491,11 +642,14 @@ int Recorder::ResolveDevice(uint64_t context) noexcept {
   return ordinal;
 }
 
-DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch,
-                                    const LaunchRecord& record) noexcept {
+DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch, const LaunchRecord& record,
+                                    bool current) noexcept {
+  // cuda.h, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: a CUkernel "cast to CUfunction"
+  // is computed in "the current context".
+  const bool per_sm_answerable = current || !record.function->is_kernel;
   const bool cluster = uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] > 1;
   LaunchConfigKey key;
-  key.function = reinterpret_cast<uintptr_t>(record.function);
+  key.function = record.function->id;
   key.device = record.device;
   key.dyn_smem = record.dyn_smem;
   key.carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
@@ -503,7 +657,11 @@ DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch,
     key.block[i] = record.block[i];
     key.cluster[i] = cluster ? record.cluster[i] : 0;
   }
-  if (const std::optional<DriverOccupancy> known = configs_.Find(key)) return *known;
+  if (per_sm_answerable) {
+    if (const std::optional<DriverOccupancy> known = configs_.Find(key)) return *known;
+  } else if (!cluster) {
+    return DriverOccupancy{};
+  }
 
   DriverOccupancy answer;
   const auto function = reinterpret_cast<CUfunction>(launch.function);
@@ -514,7 +672,7 @@ DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch,
       record.carveout >= 0 && record.carveout != record.func_carveout;
   const uint64_t threads = uint64_t{record.block[0]} * record.block[1] * record.block[2];
   if (driver_->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags != nullptr &&
-      !launch_carveout_differs && threads <= INT32_MAX) {
+      per_sm_answerable && !launch_carveout_differs && threads <= INT32_MAX) {
     int blocks = -1;
     if (driver_->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
             &blocks, function, static_cast<int>(threads), record.dyn_smem, CU_OCCUPANCY_DEFAULT) ==
@@ -562,12 +720,14 @@ DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch,
       answer.max_cluster_size = size;
     }
   }
-  // Unknown answers are remembered too: the driver is not asked at every launch.
-  configs_.Insert(key, answer);
+  // Unknown answers are remembered too: the driver is not asked at every launch. (Not an answer
+  // left unknown only because another context was current: that one is asked again.)
+  if (per_sm_answerable) configs_.Insert(key, answer);
   return answer;
 }
 
-int32_t Recorder::DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record) noexcept {
+int32_t Recorder::DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record,
+                               bool current) noexcept {
   // The per-SM answer depends on the function (its FunctionInfo, whose memo this is), the
   // device, the block's thread count, the dynamic shared memory and the effective carveout. When
   // they fit, they are one 42-bit key: threads (11 bits), dynamic smem (18), carveout + 1 (7),
@@ -587,7 +747,8 @@ int32_t Recorder::DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& 
       return static_cast<int32_t>((word >> 42) & 0xff) - 1;
     }
   }
-  const int32_t blocks = AskDriver(launch, record).max_active_blocks;
+  if (!current && record.function->is_kernel) return -1;  // see AskDriver
+  const int32_t blocks = AskDriver(launch, record, current).max_active_blocks;
   if (fits && blocks >= -1 && blocks < 255) {
     record.function->last_driver_answer.store(
         kSet | static_cast<uint64_t>(blocks + 1) << 42 | key, std::memory_order_relaxed);
@@ -601,14 +762,18 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     captured_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  FunctionTable::Slot* slot = functions_->FindOrClaim(launch.function);
+  int device = ResolveDevice(context);
+  const uint64_t calling_context = context;
+  // Pinned until the record is in the ring: the FunctionInfo cannot be freed before the sender
+  // thread is done with it.
+  const FunctionTable::Pin pin = ResolveFunction(launch, data, &context, &device);
+  FunctionTable::Slot* slot = pin.slot();
   if (slot == nullptr) {
     untracked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint64_t n = slot->launches.fetch_add(1, std::memory_order_relaxed);
-  const FunctionInfo* info = ResolveFunction(slot, launch.function, data->symbolName);
-  const int device = ResolveDevice(context);
+  const uint64_t n = pin.ordinal();
+  const FunctionInfo* info = pin.info();
   const DeviceInfo* device_info = device < 0 ? nullptr : devices_->Get(device);
   if (info == nullptr || device_info == nullptr || !info->attributes_ok || !device_info->engine) {
     unresolved_.fetch_add(1, std::memory_order_relaxed);
@@ -622,7 +787,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   LaunchRecord record;
   record.ts_ns = NowRealtimeNs();
   const StreamIdentity ids =
-      streams_.Lookup(context, launch.stream, launch.per_thread_default_stream);
+      stream_ids_.Lookup(context, launch.stream, launch.per_thread_default_stream);
   record.context = ids.context;
   record.stream = ids.stream;
   record.correlation_id = data->correlationId;
@@ -646,10 +811,12 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = ThreadId();
   record.device = device;
+  const bool current_context = context == calling_context;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {
-    record.driver_max_active_blocks = static_cast<int16_t>(DriverBlocks(launch, record));
+    record.driver_max_active_blocks =
+        static_cast<int16_t>(DriverBlocks(launch, record, current_context));
   } else {
-    const DriverOccupancy driver = AskDriver(launch, record);
+    const DriverOccupancy driver = AskDriver(launch, record, current_context);
     record.driver_max_active_blocks = static_cast<int16_t>(driver.max_active_blocks);
     record.max_active_clusters = driver.max_active_clusters;
     // The launch ran: its cluster size is allowed whatever else the driver could say.

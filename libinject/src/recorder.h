@@ -28,6 +28,7 @@
 #include "launch_decoder.h"
 #include "launch_ring.h"
 #include "stream_ids.h"
+#include "stream_table.h"
 
 namespace cuflight::inject {
 
@@ -82,24 +83,52 @@ class Recorder {
   static constexpr size_t kStreamCapacity = 4096;
   // Launch configurations whose driver answer is remembered.
   static constexpr size_t kLaunchConfigCapacity = 16384;
+  // A teardown that leaves this many retired functions waiting wakes the sender thread, which
+  // frees them (FunctionTable::Reclaim) so that their slots can be reused.
+  static constexpr size_t kWakeConsumerRetired = 1024;
 
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
   void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
-  // cuFuncSetAttribute / cuKernelSetAttribute of `handle` succeeded.
-  void OnAttributeSet(uint64_t handle, CUfunction_attribute attribute, int value) noexcept;
+  // cuFuncSetAttribute of a CUfunction succeeded (it concerns the CUfunction's entry and, when it
+  // is the CUfunction of a CUkernel, that CUkernel's entry on the same device).
+  void OnFunctionAttributeSet(uint64_t function, CUfunction_attribute attribute,
+                              int value) noexcept;
+  // cuKernelSetAttribute of a CUkernel on one device succeeded.
+  void OnKernelAttributeSet(uint64_t kernel, CUdevice device, CUfunction_attribute attribute,
+                            int value) noexcept;
+  // A context was destroyed: its functions, streams and device mapping go.
+  void ContextGone(uint64_t context) noexcept;
+  // The primary context of `device` was destroyed (reset, or its last reference released).
+  void PrimaryContextGone(CUdevice device) noexcept;
   void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
                  uint64_t context) noexcept;
-  const FunctionInfo* ResolveFunction(FunctionTable::Slot* slot, uint64_t handle,
-                                      const char* symbol_name) noexcept;
+  // The pinned entry of the launched function on the launch's device, read from the driver on the
+  // first launch (slow path). For a CUkernel on a stream of its own, *context and *device become
+  // the stream's. An empty pin: the table is full.
+  FunctionTable::Pin ResolveFunction(const DecodedLaunch& launch, const CUpti_CallbackData* data,
+                                     uint64_t* context, int* device) noexcept;
+  // The slow path of ResolveFunction: reads the driver and publishes, once per function and
+  // device; kept out of line so that the cached case stays small.
+  [[gnu::noinline]] FunctionTable::Pin ReadFunction(const DecodedLaunch& launch,
+                                                    const CUpti_CallbackData* data,
+                                                    uint64_t context, int device) noexcept;
+  // When the launch names a stream of its own whose context is not *context: sets *context to
+  // it and *device to its device, and returns true when the device changed.
+  bool MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context, int* device) noexcept;
   int ResolveDevice(uint64_t context) noexcept;
   bool StreamIsCapturing(uint64_t stream) noexcept;
   // What the driver says about the configuration `record` describes, asked once per
   // configuration (see launch_config_table.h). Slow path on a configuration's first launch.
-  DriverOccupancy AskDriver(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
+  // `current`: the launch runs in the calling thread's current context. A CUkernel launched into
+  // a stream of another context is not asked about per SM: cuda.h computes a CUkernel's
+  // occupancy "in the current context", which is another device's.
+  DriverOccupancy AskDriver(const DecodedLaunch& launch, const LaunchRecord& record,
+                            bool current) noexcept;
   // The same for a launch that is not a cluster launch, through the function's memo of its last
   // configuration first: a function launched as before costs one load and a compare.
-  int32_t DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record) noexcept;
+  int32_t DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record,
+                       bool current) noexcept;
 
   const DriverApi* driver_;
   const CuptiApi* cupti_;
@@ -115,13 +144,20 @@ class Recorder {
   std::atomic<uint64_t> api_errors_{0};
   std::atomic<bool> sticky_flushed_{false};
   LaunchConfigTable configs_{kLaunchConfigCapacity};
-  StreamIds streams_;
+  StreamTable streams_;
+  StreamIds stream_ids_;
+  // Each device's primary context as cuDevicePrimaryCtxRetain returned it; 0: not seen.
+  std::atomic<uint64_t> primary_contexts_[DeviceTable::kMaxDevices] = {};
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed
-// for tests). `symbol_name` is CUPTI's name for the launch (may be null).
+// for tests): a CUfunction through cuFuncGetAttribute; a CUkernel on device `ordinal` through
+// cuKernelGetAttribute, resolving its CUfunction (cuKernelGetFunction, current context) only when
+// `resolve_in_current_context` (the launch's context is the current one). `symbol_name` is
+// CUPTI's name for the launch (may be null).
 std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
-                                               const char* symbol_name);
+                                               int ordinal, const char* symbol_name,
+                                               bool resolve_in_current_context);
 // Reads a device's limits, name and UUID (slow path; exposed for tests).
 std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal);
 

@@ -50,7 +50,7 @@ int64_t ThreadCpuNs() noexcept {
 }  // namespace
 
 SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
-                           const Recorder* recorder, const FunctionTable* functions,
+                           const Recorder* recorder, FunctionTable* functions,
                            DeviceTable* devices, ActivityBuffers* activity,
                            const CuptiApi* cupti)
     : options_(std::move(options)),
@@ -451,6 +451,11 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     if (!ring_->TryPop(&record)) break;
     HandleRecord(record);
     busy = true;
+  }
+  // Frees what the function table retired (no record is held now); not while an urgent flush
+  // waits: a crashed thread may hold the allocator's lock.
+  if (urgent_requested_.load(std::memory_order_relaxed) == urgent_served_) {
+    functions_->Reclaim(*ring_);
   }
   ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
   if (activity_ != nullptr) {

@@ -78,7 +78,7 @@ class SenderThread {
   // points `activity` at cupti->ActivityGetNumDroppedRecords (ActivityBuffers::
   // SetDroppedRecordsSource), before any CUPTI callback can complete a buffer.
   SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
-               const Recorder* recorder, const FunctionTable* functions,
+               const Recorder* recorder, FunctionTable* functions,
                DeviceTable* devices, ActivityBuffers* activity, const CuptiApi* cupti);
   ~SenderThread();
   SenderThread(const SenderThread&) = delete;
@@ -137,7 +137,8 @@ class SenderThread {
   ProcessFacts facts_;
   LaunchRing* ring_;
   const Recorder* recorder_;
-  const FunctionTable* functions_;
+  // Retired FunctionInfos are freed here, between records (FunctionTable::Reclaim).
+  FunctionTable* functions_;
   DeviceTable* devices_;  // graph-only devices are published here too
   ActivityBuffers* activity_;
   const CuptiApi* cupti_;

@@ -16,9 +16,24 @@ namespace {
 uint64_t H(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f);
+CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                              CUdevice device);
 
 CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction f) {
   const CUresult result = FuncGetAttributeOf(value, attribute, f);
+  if (result == CUDA_SUCCESS && attribute == CU_FUNC_ATTRIBUTE_NUM_REGS) {
+    ++FakeCuda::current->function_reads[H(f)];
+  }
+  if (FakeCuda::current->after_attribute_query) FakeCuda::current->after_attribute_query(result);
+  return result;
+}
+
+CUresult KernelGetAttribute(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                            CUdevice device) {
+  const CUresult result = KernelGetAttributeOf(value, attribute, kernel, device);
+  if (result == CUDA_SUCCESS && attribute == CU_FUNC_ATTRIBUTE_NUM_REGS) {
+    ++FakeCuda::current->kernel_reads[{H(kernel), device}];
+  }
   if (FakeCuda::current->after_attribute_query) FakeCuda::current->after_attribute_query(result);
   return result;
 }
@@ -27,7 +42,46 @@ CUresult KernelGetFunction(CUfunction* f, CUkernel kernel) {
   FakeCuda* fake = FakeCuda::current;
   auto it = fake->kernels.find(H(kernel));
   if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(it->second));
+  // "the handle of the function for the requested kernel kernel and the current context. If
+  // function handle is not found, the call returns CUDA_ERROR_NOT_FOUND" (cuda.h:8113-8114).
+  auto on_device = it->second.functions.find(fake->current_device);
+  if (on_device == it->second.functions.end()) return CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(on_device->second));
+  return CUDA_SUCCESS;
+}
+
+CUresult KernelGetLibrary(CUlibrary* library, CUkernel kernel) {
+  auto it = FakeCuda::current->kernels.find(H(kernel));
+  if (it == FakeCuda::current->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second.library == 0) return CUDA_ERROR_NOT_FOUND;
+  *library = reinterpret_cast<CUlibrary>(static_cast<uintptr_t>(it->second.library));
+  return CUDA_SUCCESS;
+}
+
+CUresult FuncGetModule(CUmodule* module, CUfunction f) {
+  auto it = FakeCuda::current->functions.find(H(f));
+  if (it == FakeCuda::current->functions.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.module == 0) return CUDA_ERROR_NOT_FOUND;
+  *module = reinterpret_cast<CUmodule>(static_cast<uintptr_t>(it->second.module));
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamGetCtx(CUstream stream, CUcontext* context) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->stream_context_queries;
+  auto it = fake->stream_context.find(H(stream));
+  if (it == fake->stream_context.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *context = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(it->second));
+  return CUDA_SUCCESS;
+}
+
+CUresult DevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  FakeCuda* fake = FakeCuda::current;
+  if (fake->devices.count(device) == 0) return CUDA_ERROR_INVALID_DEVICE;
+  // "active - Pointer to store context state; 0 = inactive, 1 = active" (cuda.h:6044).
+  auto it = fake->primary_active.find(device);
+  *flags = 0;
+  *active = it != fake->primary_active.end() ? it->second : 0;
   return CUDA_SUCCESS;
 }
 
@@ -69,10 +123,14 @@ CUresult OccupancyMaxActiveBlocks(int* blocks, CUfunction f, int block_size, siz
   ++fake->occupancy_queries;
   if (fake->occupancy_fails || flags != CU_OCCUPANCY_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
   uint64_t handle = H(f);
+  const FakeKernel* kernel = nullptr;
   if (fake->functions.count(handle) == 0) {
-    auto kernel = fake->kernels.find(handle);
-    if (kernel == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
-    handle = kernel->second;
+    auto k = fake->kernels.find(handle);
+    if (k == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+    auto on_device = k->second.functions.find(fake->current_device);
+    if (on_device == k->second.functions.end()) return CUDA_ERROR_INVALID_HANDLE;
+    kernel = &k->second;
+    handle = on_device->second;
   }
   auto fn_it = fake->functions.find(handle);
   auto dev_it = fake->devices.find(fake->current_device);
@@ -80,6 +138,17 @@ CUresult OccupancyMaxActiveBlocks(int* blocks, CUfunction f, int block_size, siz
     return CUDA_ERROR_INVALID_HANDLE;
   }
   const FakeFunction& fn = fn_it->second;
+  // The attributes as they stand: a value set through cuFuncSetAttribute, or for a CUkernel
+  // through cuKernelSetAttribute on this device, else the compiled one.
+  auto attribute = [&](CUfunction_attribute a, int compiled) {
+    if (kernel != nullptr) {
+      if (auto v = kernel->set.find({fake->current_device, a}); v != kernel->set.end()) {
+        return v->second;
+      }
+    }
+    if (auto v = fn.set.find(a); v != fn.set.end()) return v->second;
+    return compiled;
+  };
   const occupancy::DeviceLimits& d = dev_it->second;
   cudaOccDeviceProp p;
   p.computeMajor = d.cc_major;
@@ -100,10 +169,11 @@ CUresult OccupancyMaxActiveBlocks(int* blocks, CUfunction f, int block_size, siz
   a.sharedSizeBytes = static_cast<size_t>(fn.static_smem);
   a.partitionedGCConfig = PARTITIONED_GC_OFF;
   a.shmemLimitConfig = FUNC_SHMEM_LIMIT_OPTIN;
-  a.maxDynamicSharedSizeBytes = static_cast<size_t>(fn.max_dyn_smem);
+  a.maxDynamicSharedSizeBytes = static_cast<size_t>(
+      attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn.max_dyn_smem));
   a.numBlockBarriers = fn.block_barriers;
   cudaOccDeviceState s;
-  s.carveoutConfig = fn.carveout;
+  s.carveoutConfig = attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, fn.carveout);
   cudaOccResult result{};
   if (cudaOccMaxActiveBlocksPerMultiprocessor(&result, &p, &a, &s, block_size, dyn_smem) !=
       CUDA_OCC_SUCCESS) {
@@ -113,12 +183,8 @@ CUresult OccupancyMaxActiveBlocks(int* blocks, CUfunction f, int block_size, siz
   return CUDA_SUCCESS;
 }
 
-CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
-  FakeCuda* fake = FakeCuda::current;
-  ++fake->attribute_queries;
-  auto it = fake->functions.find(H(f));
-  if (it == fake->functions.end() || it->second.fail) return CUDA_ERROR_INVALID_HANDLE;
-  const FakeFunction& fn = it->second;
+// The value `fn` was compiled with.
+CUresult CompiledAttribute(const FakeFunction& fn, CUfunction_attribute attribute, int* value) {
   switch (attribute) {
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = fn.num_regs; return CUDA_SUCCESS;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = fn.static_smem; return CUDA_SUCCESS;
@@ -133,6 +199,41 @@ CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfuncti
     case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *value = fn.non_portable; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->attribute_queries;
+  auto it = fake->functions.find(H(f));
+  if (it == fake->functions.end() || it->second.fail) return CUDA_ERROR_INVALID_HANDLE;
+  const FakeFunction& fn = it->second;
+  if (auto set = fn.set.find(attribute); set != fn.set.end()) {
+    *value = set->second;
+    return CUDA_SUCCESS;
+  }
+  return CompiledAttribute(fn, attribute, value);
+}
+
+CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkernel kernel,
+                              CUdevice device) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->attribute_queries;
+  auto it = fake->kernels.find(H(kernel));
+  if (it == fake->kernels.end()) return CUDA_ERROR_INVALID_HANDLE;
+  const FakeKernel& k = it->second;
+  auto on_device = k.functions.find(device);
+  if (on_device == k.functions.end()) return CUDA_ERROR_INVALID_DEVICE;
+  // "cuKernelGetAttribute() will always return the attribute value set by this API", not one set
+  // with cuFuncSetAttribute (cuda.h:8348-8349, cuKernelSetAttribute). cuda.h does not say whether
+  // cuFuncGetAttribute on the kernel's CUfunction sees cuKernelSetAttribute values; the fake's
+  // does not.
+  if (auto set = k.set.find({device, attribute}); set != k.set.end()) {
+    *value = set->second;
+    return CUDA_SUCCESS;
+  }
+  auto fn = fake->functions.find(on_device->second);
+  if (fn == fake->functions.end() || fn->second.fail) return CUDA_ERROR_INVALID_HANDLE;
+  return CompiledAttribute(fn->second, attribute, value);
 }
 
 CUresult CtxGetDevice(CUdevice* device) {
@@ -314,10 +415,36 @@ size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, ui
   return bytes;
 }
 
+void FakeCuda::FuncSetAttribute(uint64_t function, CUfunction_attribute attribute, int value) {
+  functions[function].set[attribute] = value;
+}
+
+void FakeCuda::KernelSetAttribute(CUfunction_attribute attribute, int value, uint64_t kernel,
+                                  int device) {
+  kernels[kernel].set[{device, attribute}] = value;
+}
+
+int FakeCuda::Reads() const {
+  int total = 0;
+  for (const auto& [handle, n] : function_reads) total += n;
+  for (const auto& [key, n] : kernel_reads) total += n;
+  return total;
+}
+
+int FakeCuda::KernelReads(uint64_t kernel, int device) const {
+  auto it = kernel_reads.find({kernel, device});
+  return it != kernel_reads.end() ? it->second : 0;
+}
+
 DriverApi FakeCuda::driver() const {
   DriverApi api;
   api.FuncGetAttribute = &FuncGetAttribute;
   api.KernelGetFunction = &KernelGetFunction;
+  api.KernelGetAttribute = &KernelGetAttribute;
+  api.KernelGetLibrary = &KernelGetLibrary;
+  api.FuncGetModule = &FuncGetModule;
+  api.StreamGetCtx = &StreamGetCtx;
+  api.DevicePrimaryCtxGetState = &DevicePrimaryCtxGetState;
   api.OccupancyMaxActiveClusters = &OccupancyMaxActiveClusters;
   api.OccupancyMaxPotentialClusterSize = &OccupancyMaxPotentialClusterSize;
   api.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags = &OccupancyMaxActiveBlocks;

@@ -35,6 +35,26 @@ struct FakeFunction {
   // barrier-heavy kernel (CUTLASS, FlashAttention) gets fewer blocks from the driver than from
   // what the attributes show.
   int block_barriers = 1;
+  // cuFuncGetModule answers this ("the handle of the module that function hfunc is located in",
+  // cuda.h:17308); 0: CUDA_ERROR_NOT_FOUND, one of its documented results.
+  uint64_t module = 0;
+  // Values set by FakeCuda::FuncSetAttribute, by attribute: cuFuncGetAttribute returns them in
+  // place of the compiled values above.
+  std::map<int, int> set;
+};
+
+// A CUkernel (cuLibraryGetKernel): context-independent, with a CUfunction in each device's
+// context.
+struct FakeKernel {
+  uint64_t library = 0;  // cuKernelGetLibrary (cuda.h:8141); 0: CUDA_ERROR_NOT_FOUND
+  // Device ordinal -> the kernel's CUfunction there (a key of FakeCuda::functions, whose compiled
+  // values are the kernel's on that device). cuKernelGetFunction: "the handle of the function for
+  // the requested kernel kernel and the current context" (cuda.h:8113-8114): the entry of
+  // current_device.
+  std::map<int, uint64_t> functions;
+  // cuKernelSetAttribute values by (device, attribute): "on the kernel kernel for the requested
+  // device dev" (cuda.h:8339-8340).
+  std::map<std::pair<int, int>, int> set;
 };
 
 struct FakeCuda {
@@ -42,12 +62,24 @@ struct FakeCuda {
   std::map<int, occupancy::DeviceLimits> devices;      // by ordinal
   std::map<uint64_t, int> context_device;              // CUcontext -> ordinal
   std::map<uint64_t, int> capturing_streams;           // stream -> capturing (1)
-  // CUkernel -> its CUfunction (cuKernelGetFunction). Attribute queries on a CUkernel handle
-  // fail with CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
-  std::map<uint64_t, uint64_t> kernels;
-  // Called after every cuFuncGetAttribute with its result, as CUPTI raises the exit callback of
-  // a driver call the library itself makes.
+  // CUkernels by handle. cuFuncGetAttribute on a CUkernel handle fails with
+  // CUDA_ERROR_INVALID_HANDLE unless it is also in `functions`.
+  std::map<uint64_t, FakeKernel> kernels;
+  // cuStreamGetCtx: stream -> "the context that was active in the calling thread when the stream
+  // was created" (cuda.h:15139). Another handle is undefined behaviour there (cuda.h:15140); here
+  // CUDA_ERROR_INVALID_HANDLE.
+  std::map<uint64_t, uint64_t> stream_context;
+  // cuDevicePrimaryCtxGetState: device ordinal -> whether its primary context is active, "0 =
+  // inactive, 1 = active" (cuda.h:6044); absent: 0.
+  std::map<int, int> primary_active;
+  // Called after every cuFuncGetAttribute and cuKernelGetAttribute with its result, as CUPTI
+  // raises the exit callback of a driver call the library itself makes.
   std::function<void(CUresult)> after_attribute_query;
+  // Successful CU_FUNC_ATTRIBUTE_NUM_REGS queries, the first of each read of a function: by
+  // CUfunction (cuFuncGetAttribute) and by (CUkernel, device) (cuKernelGetAttribute).
+  std::map<uint64_t, int> function_reads;
+  std::map<std::pair<uint64_t, int>, int> kernel_reads;
+  int stream_context_queries = 0;
   // cuOccupancyMaxActiveClusters answers this (CUDA_ERROR_INVALID_CLUSTER_SIZE when < 0), and
   // counts its calls; the last configuration asked about is kept.
   int max_active_clusters = -1;
@@ -87,6 +119,14 @@ struct FakeCuda {
   // count on every read; each call is counted.
   size_t dropped_records = 0;
   int dropped_queries = 0;
+
+  // The driver's side of cuFuncSetAttribute and cuKernelSetAttribute (the library sees only the
+  // calls' callbacks): what cuFuncGetAttribute / cuKernelGetAttribute return from then on.
+  void FuncSetAttribute(uint64_t function, CUfunction_attribute attribute, int value);
+  void KernelSetAttribute(CUfunction_attribute attribute, int value, uint64_t kernel, int device);
+  // Total of function_reads and kernel_reads; kernel_reads of one (CUkernel, device).
+  int Reads() const;
+  int KernelReads(uint64_t kernel, int device) const;
 
   DriverApi driver() const;
   CuptiApi cupti() const;

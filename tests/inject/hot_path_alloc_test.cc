@@ -1,5 +1,6 @@
 // The launch hot path makes no heap allocation: every operator new in this binary is counted
-// while 10,000 launches of a known function go through the recorder into the ring.
+// while 10,000 launches of a known function (a CUfunction, or a CUkernel on a stream) go through
+// the recorder into the ring.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,6 +56,25 @@ TEST(HotPath, CachedLaunchesAllocateNothing) {
   }
   g_counting = false;
   EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(h.ring->SizeApprox(), 10001u);
+}
+
+// A CUkernel (how the runtime launches) on a stream of its own: its device comes from the
+// stream's context, remembered after the first launch.
+TEST(HotPath, CachedCuKernelLaunchesOnAStreamAllocateNothing) {
+  Harness h(16384);
+  h.fake.functions[0x1000] = FakeFunction{};
+  h.fake.kernels[0x7000].functions[0] = 0x1000;
+  h.fake.stream_context[kStream] = kContext;
+  cuLaunchKernel_params p{Fn(0x7000), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", 0);
+  const int stream_queries = h.fake.stream_context_queries;
+  g_allocations = 0;
+  g_counting = true;
+  for (uint32_t i = 0; i < 10000; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", i);
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(h.fake.stream_context_queries, stream_queries);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
 }
 

@@ -212,7 +212,7 @@ TEST(Recorder, CallbacksRaisedByItsOwnDriverCallsAreIgnored) {
   // not become the application's api_error, and nothing may be recorded from inside them.
   Harness h;
   constexpr uint64_t kKernel = 0x7000;
-  h.fake.kernels[kKernel] = kF;
+  h.fake.kernels[kKernel].functions[0] = kF;
   h.fake.functions[kF] = FakeFunction{};
   int nested = 0;
   const int no_params = 0;
@@ -270,7 +270,7 @@ TEST(Recorder, KernelAttributeChangesReachTheNextLaunchThroughEitherHandle) {
   // CUkernel resolves to.
   Harness h;
   constexpr uint64_t kKernel = 0x7000;
-  h.fake.kernels[kKernel] = kF;
+  h.fake.kernels[kKernel].functions[0] = kF;
   h.fake.functions[kF] = FakeFunction{};
   cuLaunchKernel_params p{Fn(kKernel), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 1);

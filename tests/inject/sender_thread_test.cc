@@ -442,6 +442,41 @@ TEST(ActivityBuffers, CuptiDropsAreReadAtEveryCompletionAndCountedOnce) {
   EXPECT_EQ(buffers.lost_records(), 9u);
 }
 
+TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
+  // The module is unloaded while the launch's record is still in the ring: the sender builds the
+  // event from the FunctionInfo first, then frees it (FunctionTable::Reclaim in Step).
+  const std::string path = TempSocketPath("unload");
+  TestCollector collector(path);
+  Pipeline p(path, 1024);
+  FakeFunction f;
+  f.num_regs = 72;
+  f.module = 0xA000;
+  p.h.fake.functions[kF] = f;
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 1);
+  cuModuleUnload_params unload{reinterpret_cast<CUmodule>(uintptr_t{0xA000})};
+  Callback cb(&unload, nullptr, 2);
+  p.h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuModuleUnload,
+                           &cb.data);
+  p.h.fake.functions.erase(kF);
+  EXPECT_EQ(p.h.functions.live_infos(), 1u);
+  EXPECT_EQ(p.h.functions.retired(), 1u);
+  p.sender.Step(Clock::now());
+  EXPECT_EQ(p.h.functions.live_infos(), 0u);
+  EXPECT_EQ(p.h.functions.retired(), 0u);
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  int kernels = 0;
+  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e); k != nullptr) {
+      EXPECT_EQ(k->num_regs, 72);
+      EXPECT_EQ(k->name, "_Z1kv");
+      ++kernels;
+    }
+  }
+  EXPECT_EQ(kernels, 1);
+}
+
 TEST(SenderThread, StatsCountEveryLaunch) {
   const std::string path = TempSocketPath("stats");
   TestCollector collector(path);

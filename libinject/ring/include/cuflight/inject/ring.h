@@ -163,6 +163,12 @@ class MpscRing {
 
   size_t capacity() const noexcept { return mask_ + 1; }
 
+  // Positions claimed by producers so far (pushes done or under way), and positions the consumer
+  // has popped. Both only grow; a record pushed before claimed() was read lies below it. Any
+  // thread (the FunctionTable's reclamation compares the two).
+  uint64_t claimed() const noexcept { return enqueue_pos_.load(std::memory_order_acquire); }
+  uint64_t popped() const noexcept { return dequeue_pos_.load(std::memory_order_acquire); }
+
   // The largest occupancy seen so far, in [0, capacity]. Maintained by producers: after each push,
   // a producer computes (its position + 1 - the consumer index it then reads), clamped to the
   // capacity, and raises the mark if that is higher (a relaxed load; a CAS only when the mark

@@ -2,8 +2,8 @@
 //
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
 //    whitespace; only the kernel event has members it may leave out (cluster, graph_id with
-//    graph_node_id, cluster_occupancy), and lines of earlier encoders lack timing_dropped (stats,
-//    process_end, process_crash). AcceptEncoderLayout walks a line expecting exactly that
+//    graph_node_id, cluster_occupancy), and lines of earlier encoders lack dropped_backpressure
+//    or timing_dropped (stats, process_end, process_crash). AcceptEncoderLayout walks a line expecting exactly that
 //    layout: it compares the bytes of each member name, with the ',' before it, its quotes and
 //    the ':' after it, against the encoder's as whole words (no hashing, no lookup), then parses
 //    and range-checks the value in place.
@@ -704,12 +704,13 @@ inline bool ApiError(Cursor& c, Header* h) {
          c.IdsValue() && c.Close();
 }
 
-// The counters stats, process_end and process_crash share, after `dropped`. timing_dropped is
-// optional: lines written before it existed end the counters at dropped_disconnected.
+// The counters stats, process_end and process_crash share, after `dropped`. dropped_backpressure
+// and timing_dropped are optional: lines written before them lack one or both.
 inline bool LaunchCounters(Cursor& c) {
   return c.Int<R"(,"launches":)", kUint64>() && c.Int<R"(,"filtered":)", kUint64>() &&
          c.Int<R"(,"dropped_ring_full":)", kUint64>() &&
          c.Int<R"(,"dropped_disconnected":)", kUint64>() &&
+         (!c.Name<R"(,"dropped_backpressure":)">() || c.IntValue<kUint64>()) &&
          (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>());
 }
 

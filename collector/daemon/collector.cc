@@ -479,7 +479,8 @@ class Collector::Impl {
   // increases count.
   void UpdateDrops(ProducerProcess& p) {
     if (metrics_ == nullptr) return;  // the counters were not read (ValidateLine)
-    const uint64_t attributed = facts_.dropped_ring_full + facts_.dropped_disconnected;
+    const uint64_t attributed =
+        facts_.dropped_ring_full + facts_.dropped_disconnected + facts_.dropped_backpressure;
     const uint64_t other = facts_.dropped > attributed ? facts_.dropped - attributed : 0;
     auto advance = [this](uint64_t now_value, uint64_t* last, std::string_view reason) {
       if (now_value > *last) {
@@ -489,6 +490,7 @@ class Collector::Impl {
     };
     advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
     advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
+    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "backpressure");
     advance(other, &p.dropped_other, "other");
     if (facts_.timing_dropped > p.timing_dropped) {
       metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);

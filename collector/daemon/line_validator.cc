@@ -90,11 +90,12 @@ constexpr std::array<std::string_view, 6> kKernelKeys = {
     "correlation_id", "device", "demangled", "name", "limiting_resource", "occupancy"};
 constexpr std::array<std::string_view, 3> kKernelTimeKeys = {"correlation_id", "device",
                                                              "duration_ns"};
-constexpr std::array<std::string_view, 5> kCounterKeys = {
-    "emitted", "dropped", "dropped_ring_full", "dropped_disconnected", "timing_dropped"};
+constexpr std::array<std::string_view, 6> kCounterKeys = {
+    "emitted",        "dropped",           "dropped_ring_full", "dropped_disconnected",
+    "timing_dropped", "dropped_backpressure"};
 const MemberSet<6> kKernelMembers(kKernelKeys);
 const MemberSet<3> kKernelTimeMembers(kKernelTimeKeys);
-const MemberSet<5> kCounterMembers(kCounterKeys);
+const MemberSet<6> kCounterMembers(kCounterKeys);
 
 // process_start is rare (one per connection): its strings are decoded in full, so a long or
 // escaped exe path is never cut.
@@ -168,13 +169,14 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
     }
     case schema::EventType::kStats:
     case schema::EventType::kProcessEnd: {
-      std::array<std::string_view, 5> raw;
+      std::array<std::string_view, 6> raw;
       kCounterMembers.Collect(info, &raw);
       facts->emitted = UintOf(info, kCounterKeys[0], raw[0]);
       facts->dropped = UintOf(info, kCounterKeys[1], raw[1]);
       facts->dropped_ring_full = UintOf(info, kCounterKeys[2], raw[2]);
       facts->dropped_disconnected = UintOf(info, kCounterKeys[3], raw[3]);
       facts->timing_dropped = UintOf(info, kCounterKeys[4], raw[4]);
+      facts->dropped_backpressure = UintOf(info, kCounterKeys[5], raw[5]);
       break;
     }
     default:

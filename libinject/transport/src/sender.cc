@@ -160,7 +160,7 @@ struct Sender::Impl {
   bool ack_discarding = false;  // inside an over-long garbage line
 
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
-      rejected_no_room, rejected_too_large, rejected_invalid, retransmitted, connects,
+      dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted, connects,
       connect_failures, disconnects, write_errors, partial_writes, bytes_written, bytes_read, acks,
       garbage_lines;
 };
@@ -569,7 +569,7 @@ void Sender::Impl::Reset() noexcept {
   backoff.Reseed(SeedFor(this));
   for (Counter* c :
        {&enqueued, &preamble_lines, &acked, &spilled, &spill_refusals, &dropped_disconnected,
-        &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
+        &dropped_backpressure, &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
         &connect_failures, &disconnects, &write_errors, &partial_writes, &bytes_written,
         &bytes_read, &acks, &garbage_lines}) {
     c->Zero();
@@ -614,7 +614,7 @@ bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
   }
   while (!s.FitsUnsent(line.size())) {
     s.unsent.PopFront();  // not empty: the window alone leaves room for the line
-    s.dropped_disconnected.Add();
+    (s.Connected() ? s.dropped_backpressure : s.dropped_disconnected).Add();
   }
   if (s.unsent.empty()) s.has_oldest = false;
   s.unsent.Push(seq, line);
@@ -662,21 +662,37 @@ bool Sender::Flush(std::chrono::steady_clock::time_point deadline) noexcept {
       break;
     }
     if (now >= deadline) break;
-    const Clock::time_point wake = std::min(deadline, NextDeadline());
-    int timeout_ms = 1;
-    if (wake > now) {
-      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 1, INT_MAX));
-    }
-    if (s.fd >= 0) {
-      pollfd p{s.fd, static_cast<short>(POLLIN | (WantsWrite() ? POLLOUT : 0)), 0};
-      (void)poll(&p, 1, timeout_ms);
-    } else {
-      (void)poll(nullptr, 0, timeout_ms);
-    }
+    SleepUntilProgress(now, deadline);
   }
   s.force = false;
   return all_acked;
+}
+
+bool Sender::WaitForRoom(size_t bytes, std::chrono::steady_clock::time_point deadline) noexcept {
+  if (!impl_ || !impl_->buffers_ok) return false;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    Poll(now);
+    if (HasRoom(bytes) || now >= deadline) return HasRoom(bytes);
+    SleepUntilProgress(now, deadline);
+  }
+}
+
+void Sender::SleepUntilProgress(std::chrono::steady_clock::time_point now,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+  const Impl& s = *impl_;
+  const Clock::time_point wake = std::min(deadline, NextDeadline());
+  int timeout_ms = 1;
+  if (wake > now) {
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 1, INT_MAX));
+  }
+  if (s.fd >= 0) {
+    pollfd p{s.fd, static_cast<short>(POLLIN | (WantsWrite() ? POLLOUT : 0)), 0};
+    (void)poll(&p, 1, timeout_ms);
+  } else {
+    (void)poll(nullptr, 0, timeout_ms);
+  }
 }
 
 std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
@@ -723,6 +739,7 @@ SenderStats Sender::stats() const noexcept {
   out.spilled = s.spilled.Get();
   out.spill_refusals = s.spill_refusals.Get();
   out.dropped_disconnected = s.dropped_disconnected.Get();
+  out.dropped_backpressure = s.dropped_backpressure.Get();
   out.rejected_no_room = s.rejected_no_room.Get();
   out.rejected_too_large = s.rejected_too_large.Get();
   out.rejected_invalid = s.rejected_invalid.Get();

@@ -562,6 +562,32 @@ TEST_F(SenderTest, BatchesUntilFlushIntervalOrBatchBytes) {
   EXPECT_EQ(Stored(), Range(0, 14));
 }
 
+// With a buffer too small for another batch_bytes, waiting for a batch is pointless (and would
+// hold an owner waiting for room a flush interval per window): what waits goes out at once.
+TEST_F(SenderTest, ABufferThatCannotHoldAnotherBatchSendsAtOnce) {
+  SenderOptions o = Options();
+  o.flush_interval = seconds(10);
+  o.batch_bytes = 1500;
+  o.buffer_bytes = 2000;
+  o.window_bytes = 2000;
+  Sender s(o);
+  auto a = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
+  const auto t0 = steady_clock::now();
+  // 400 bytes wait; 400 + 1500 <= 2000: a batch may still come.
+  for (uint64_t seq = 0; seq < 4; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  s.Poll(t0);
+  EXPECT_EQ(s.stats().bytes_written, 0u);
+  EXPECT_EQ(s.NextDeadline(), t0 + seconds(10));
+  // 600 bytes wait; 600 + 1500 > 2000: it cannot.
+  for (uint64_t seq = 4; seq < 6; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  EXPECT_EQ(s.NextDeadline(), steady_clock::time_point::min());
+  s.Poll(t0);
+  EXPECT_EQ(s.stats().bytes_written, 600u);
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(Stored(), Range(0, 5));
+}
+
 TEST_F(SenderTest, PreambleLineAddedLaterKeepsSeqOrderOnEveryConnection) {
   Sender s(Options());
   auto a = StartCollector();

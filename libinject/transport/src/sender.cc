@@ -111,6 +111,12 @@ struct Sender::Impl {
   bool AppendToSpill(const LineQueue& q, uint64_t index) noexcept;
   void ReleaseSpilledPreamble() noexcept;
   Clock::time_point SpillDeadline() const noexcept;
+  // A batch is ready when batch_bytes wait, or when the buffer could not take batch_bytes more
+  // (a small buffer, or acks lagging): waiting longer would not make the batch bigger.
+  bool BatchReady() const noexcept {
+    return unsent.bytes() >= opts.batch_bytes ||
+           window.bytes() + unsent.bytes() + opts.batch_bytes > buffer_bytes;
+  }
   bool FitsUnsent(size_t len) const noexcept {
     return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
   }
@@ -280,7 +286,7 @@ void Sender::Impl::StampOldest(Clock::time_point now) noexcept {
 }
 
 bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
-  return force || unsent.bytes() >= opts.batch_bytes ||
+  return force || BatchReady() ||
          (has_oldest && now - oldest_since >= opts.flush_interval);
 }
 
@@ -534,7 +540,7 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
   if (!window.empty() || (force && Unacked() > 0)) {
     due = Clock::time_point::min();
   } else if (!unsent.empty()) {
-    due = !has_oldest || unsent.bytes() >= opts.batch_bytes ? Clock::time_point::min()
+    due = !has_oldest || BatchReady() ? Clock::time_point::min()
                                                             : oldest_since + opts.flush_interval;
   }
   return due == kNever ? kNever : std::max(due, spill_retry_at);
@@ -702,7 +708,7 @@ std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
   if (s.fd < 0) return std::min(s.addr.valid() ? s.next_connect : kNever, s.SpillDeadline());
   if (s.connecting) return s.connect_started + kConnectTimeout;
   if (s.unsent.empty() || !s.window.Fits(s.unsent.front().len)) return kNever;
-  if (!s.has_oldest || s.force || s.unsent.bytes() >= s.opts.batch_bytes) {
+  if (!s.has_oldest || s.force || s.BatchReady()) {
     return Clock::time_point::min();
   }
   return s.oldest_since + s.opts.flush_interval;

@@ -12,10 +12,11 @@
 //     copy); the window is what a new connection retransmits. So "the oldest line never sent" is
 //     always the buffer's front, and dropping it for room is O(1); lines in the window are never
 //     dropped. buffer_bytes bounds the two together.
-//  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting or the oldest
-//     has waited `flush_interval` (measured from the first Poll() that saw it), then everything
-//     the window admits goes out with as few sendmsg(2) calls as the socket allows; partial
-//     writes resume where they stopped. Retransmissions and preamble lines are not delayed.
+//  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting, or the buffer
+//     could not take `batch_bytes` more (a bigger batch cannot come), or the oldest has waited
+//     `flush_interval` (measured from the first Poll() that saw it); then everything the window
+//     admits goes out with as few sendmsg(2) calls as the socket allows; partial writes resume
+//     where they stopped. Retransmissions and preamble lines are not delayed.
 //  5. On every connection the stream is the preamble and the held lines merged in seq order:
 //     process_start (the lowest seq) is always first, and a preamble line added later (a device
 //     seen mid-run) goes out after the held lines with lower seqs, never before them, because

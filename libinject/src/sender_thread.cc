@@ -24,7 +24,7 @@ constexpr size_t kLineBytes = 1 << 20;     // longest event line (names can be v
 constexpr size_t kRoomForRecord = 8 << 10; // room asked of the transport before a ring record
 constexpr int kMaxRecordsPerStep = 4096;
 constexpr auto kActivityFlushInterval = std::chrono::milliseconds(500);
-// A wait for room checks the stall clock, a stop and urgent requests at least this often.
+// A wait for room checks the stall clock at least this often.
 constexpr auto kRoomWaitSlice = std::chrono::milliseconds(10);
 
 int64_t NowRealtimeNs() noexcept {
@@ -177,7 +177,6 @@ void SenderThread::UrgentFlush() noexcept {
   // Everything recorded goes out: in either mode it waits for room until the requester's
   // deadline, then the transport drops its oldest never-sent lines for room (counted).
   room_deadline_ = deadline;
-  room_wait_in_step_ = false;
   if (!started_process_) SendProcessStart();
   if (!crash && activity_ != nullptr && cupti_ != nullptr) {
     // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
@@ -229,13 +228,10 @@ void SenderThread::WaitForRoom(size_t bytes) noexcept {
     waiting_ = false;
     return;
   }
+  // Not cut short by a stop or an urgent request: the line has its seq, so nothing may be queued
+  // before it, and either would wait for the same room.
   const Clock::time_point start = Clock::now();
   for (Clock::time_point now = start; now < room_deadline_ && !Stalled(now); now = Clock::now()) {
-    if (room_wait_in_step_ &&
-        (stop_.load(std::memory_order_acquire) ||
-         urgent_requested_.load(std::memory_order_acquire) != urgent_served_)) {
-      break;  // the line is queued now; the stop or the urgent flush waits in its own way
-    }
     Clock::time_point until = std::min(room_deadline_, now + kRoomWaitSlice);
     if (block_) until = std::min(until, progress_at_ + options_.block_stall_limit);
     if (transport_.WaitForRoom(bytes, until)) {
@@ -243,7 +239,7 @@ void SenderThread::WaitForRoom(size_t bytes) noexcept {
       break;
     }
   }
-  room_waited_ += Clock::now() - start;
+  if (finished_ || stop_.load(std::memory_order_acquire)) room_waited_ += Clock::now() - start;
 }
 
 uint64_t SenderThread::NextSeq() noexcept {
@@ -506,10 +502,9 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     now = Clock::now();
     busy = true;
   }
-  // Events made here wait for room in block mode (bounded by the stall rule, a stop or an
-  // urgent request); in drop mode they do not wait.
+  // Events made here wait for room in block mode (bounded by the stall rule); in drop mode they
+  // do not wait.
   room_deadline_ = block_ ? Clock::time_point::max() : Clock::time_point::min();
-  room_wait_in_step_ = true;
   for (int i = 0; i < kMaxRecordsPerStep; ++i) {
     // Leave records in the ring rather than make the transport drop: the ring then drops the
     // newest launches and counts them, exactly (drop), or the launching threads wait (block).
@@ -628,15 +623,14 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   // Everything recorded goes to the transport: in drop mode waiting for room until the deadline,
   // in block mode while the collector makes progress (block_stall_limit).
   room_deadline_ = block_ ? Clock::time_point::max() : deadline;
-  room_wait_in_step_ = false;
-  room_waited_ = Clock::duration::zero();
   if (!started_process_) SendProcessStart();
   DrainAll();
   // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
   SendProcessEnd();
-  // In block mode the wait for room above does not count against the deadline.
+  // In block mode the waits for room since the stop (here, and in the thread's last step) do not
+  // count against the deadline.
   return transport_.Flush(block_ ? deadline + room_waited_ : deadline);
 }
 

@@ -156,8 +156,8 @@ class SenderThread {
   // True when, in the wait for room now going on, no line was acknowledged or spilled for
   // block_stall_limit; stays true until a line is. Call only while the transport has no room.
   bool Stalled(Clock::time_point now) noexcept;
-  // Before a non-preamble line of `bytes` is queued: waits for room until room_deadline_ (and,
-  // in Step, not past a stop or an urgent request), never past a stall.
+  // Before a non-preamble line of `bytes` is queued: waits for room until room_deadline_, never
+  // past a stall.
   void WaitForRoom(size_t bytes) noexcept;
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
@@ -213,8 +213,7 @@ class SenderThread {
   // Back-pressure (transport room).
   bool block_ = false;                 // options_.on_full == kBlock
   Clock::time_point room_deadline_{};  // how long Send may wait for room, set by each context
-  bool room_wait_in_step_ = false;     // the wait also ends at a stop or an urgent request
-  Clock::duration room_waited_{};      // time spent waiting for room (Finish adds it to its bound)
+  Clock::duration room_waited_{};      // time waited for room since the stop (added to its bound)
   bool waiting_ = false;               // the transport had no room when last looked
   bool stalled_ = false;
   uint64_t released_seen_ = 0;         // transport lines acked + spilled when last looked

@@ -26,9 +26,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -195,13 +197,23 @@ void ExpectSeqs(const std::vector<uint64_t>& stored, const std::vector<uint64_t>
                 << (i < expected.size() ? std::to_string(expected[i]) : "none");
 }
 
-// The log of (exe_base, pid) ends with process_end or process_lost.
+// The log of (exe_base, pid) ends with process_end or process_lost. Read while the collector
+// writes: a last line still being written is not a failure, just not the end.
 bool LogEnded(const std::filesystem::path& log_dir, const std::string& exe_base, int32_t pid) {
   const auto file = FindLog(log_dir, exe_base, pid);
   if (file.empty()) return false;
-  const std::vector<LoggedLine> lines = ReadLog(file);
-  return !lines.empty() &&
-         (lines.back().type == "process_end" || lines.back().type == "process_lost");
+  std::string all;
+  if (FILE* f = std::fopen(file.c_str(), "rb")) {
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) all.append(buf, n);
+    std::fclose(f);
+  }
+  if (all.empty() || all.back() != '\n') return false;
+  const size_t last = all.rfind('\n', all.size() - 2);
+  const std::string_view line =
+      std::string_view(all).substr(last == std::string::npos ? 0 : last + 1);
+  return line.find(R"("type":"process_end")") != std::string_view::npos ||
+         line.find(R"("type":"process_lost")") != std::string_view::npos;
 }
 
 // Producers that close their socket while the collector is stopped, with several read chunks of

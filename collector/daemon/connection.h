@@ -44,7 +44,7 @@ struct Connection {
   bool epollout = false;  // EPOLLOUT is in its epoll interest set
   bool acks_off = false;
 
-  bool dirty = false;            // in the loop turn's list of connections to acknowledge
+  bool dirty = false;  // in the loop turn's list of connections to acknowledge
   // Close at the end of this read: the stream ended (EOF, a read error), or the connection is
   // refused (its log cannot take lines). Never because an ack could not be written.
   bool close_requested = false;

@@ -91,8 +91,9 @@ constexpr std::array<std::string_view, 6> kKernelKeys = {
 constexpr std::array<std::string_view, 3> kKernelTimeKeys = {"correlation_id", "device",
                                                              "duration_ns"};
 constexpr std::array<std::string_view, 6> kCounterKeys = {
-    "emitted",        "dropped",           "dropped_ring_full", "dropped_disconnected",
-    "timing_dropped", "dropped_backpressure"};
+    "emitted",           "dropped",
+    "dropped_ring_full", "dropped_disconnected",
+    "timing_dropped",    "dropped_backpressure"};
 const MemberSet<6> kKernelMembers(kKernelKeys);
 const MemberSet<3> kKernelTimeMembers(kKernelTimeKeys);
 const MemberSet<6> kCounterMembers(kCounterKeys);

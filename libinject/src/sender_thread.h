@@ -216,8 +216,8 @@ class SenderThread {
   Clock::duration room_waited_{};      // time waited for room since the stop (added to its bound)
   bool waiting_ = false;               // the transport had no room when last looked
   bool stalled_ = false;
-  uint64_t released_seen_ = 0;         // transport lines acked + spilled when last looked
-  Clock::time_point progress_at_{};    // the last release seen, or the start of the wait
+  uint64_t released_seen_ = 0;       // transport lines acked + spilled when last looked
+  Clock::time_point progress_at_{};  // the last release seen, or the start of the wait
   std::chrono::steady_clock::time_point next_stats_{};
   std::chrono::steady_clock::time_point next_activity_flush_{};
   // Interned kernel names of graph-node activity records: mangled -> demangled.

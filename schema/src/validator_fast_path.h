@@ -3,10 +3,10 @@
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
 //    whitespace; only the kernel event has members it may leave out (cluster, graph_id with
 //    graph_node_id, cluster_occupancy), and lines of earlier encoders lack dropped_backpressure
-//    or timing_dropped (stats, process_end, process_crash). AcceptEncoderLayout walks a line expecting exactly that
-//    layout: it compares the bytes of each member name, with the ',' before it, its quotes and
-//    the ':' after it, against the encoder's as whole words (no hashing, no lookup), then parses
-//    and range-checks the value in place.
+//    or timing_dropped (stats, process_end, process_crash). AcceptEncoderLayout walks a line
+//    expecting exactly that layout: it compares the bytes of each member name, with the ',' before
+//    it, its quotes and the ':' after it, against the encoder's as whole words (no hashing, no
+//    lookup), then parses and range-checks the value in place.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a

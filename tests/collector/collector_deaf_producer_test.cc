@@ -312,8 +312,8 @@ TEST(CollectorDeafProducerTest, KilledProducersWithAcksPendingHaveEveryLineStore
     if (pid == 0) {
       close(down[1]);
       close(up[0]);
-      const Stream s = MakeStream(Identity("killed" + std::to_string(i), getpid(), 200 + i),
-                                  kLast, false, &EveryFiftieth);
+      const Stream s = MakeStream(Identity("killed" + std::to_string(i), getpid(), 200 + i), kLast,
+                                  false, &EveryFiftieth);
       const int fd = ConnectUnix(socket);
       if (fd < 0 || !SendAll(fd, Join(s.lines, 0, kFirstLines), 1 << 16)) _exit(1);
       pollfd p{fd, POLLIN, 0};  // an ack arrived; it stays unread
@@ -363,7 +363,8 @@ TEST(CollectorDeafProducerTest, KilledProducersWithAcksPendingHaveEveryLineStore
     const uint64_t first_bytes = Join(s.lines, 0, kFirstLines).size();
     const size_t complete = CompleteLines(s.lines, first_bytes + rest_bytes[i]);
     ASSERT_GT(rest_bytes[i], Collector::kReadChunkBytes) << "the test needs more than one read";
-    const std::vector<LoggedLine> lines = ReadLog(FindLog(logs, "killed" + std::to_string(i), c.pid));
+    const std::vector<LoggedLine> lines =
+        ReadLog(FindLog(logs, "killed" + std::to_string(i), c.pid));
     ExpectSeqs(StoredSeqs(lines), Prefix(s.seqs, complete));
     ASSERT_FALSE(lines.empty());
     const nlohmann::json lost = nlohmann::json::parse(lines.back().text);

@@ -296,8 +296,8 @@ TEST(CollectorProcessTest, Kill9MidStreamThenRestartAccountsForEveryEvent) {
     }
     EXPECT_EQ(duplicates, 0u);
     EXPECT_TRUE(ordered);
-    const uint64_t dropped = run->stats.dropped_disconnected + run->stats.dropped_backpressure +
-                             run->enqueue_refused;
+    const uint64_t dropped =
+        run->stats.dropped_disconnected + run->stats.dropped_backpressure + run->enqueue_refused;
     EXPECT_EQ(logged.size() + dropped, run->events)
         << "logged " << logged.size() << ", dropped_disconnected "
         << run->stats.dropped_disconnected << ", dropped_backpressure "

@@ -148,8 +148,8 @@ TEST_F(Backpressure, DropModeCountsEveryLossUnderItsReasonAndTheGapsMatch) {
   }
   EXPECT_GT(end.dropped, 0u) << "the run should outpace the collector";
   EXPECT_EQ(gaps, end.dropped);
-  EXPECT_EQ(end.dropped, end.dropped_ring_full + end.dropped_disconnected +
-                             end.dropped_backpressure);
+  EXPECT_EQ(end.dropped,
+            end.dropped_ring_full + end.dropped_disconnected + end.dropped_backpressure);
   EXPECT_EQ(end.dropped_disconnected, 0u) << "the collector was connected throughout";
   EXPECT_EQ(end.emitted + end.dropped, log.seqs.back());  // every seq before process_end
   EXPECT_EQ(end.launches, static_cast<uint64_t>(kLaunches));

@@ -103,9 +103,9 @@ struct Pipeline {
   SenderThread sender;
 
   Pipeline(const std::string& socket, OnFull on_full, size_t ring_slots = 4096)
-      : h(ring_slots), sender(Options(socket, on_full, &h.driver), ReadProcessFacts(),
-                              h.ring.get(), h.recorder.get(), &h.functions, &h.devices, nullptr,
-                              nullptr) {
+      : h(ring_slots),
+        sender(Options(socket, on_full, &h.driver), ReadProcessFacts(), h.ring.get(),
+               h.recorder.get(), &h.functions, &h.devices, nullptr, nullptr) {
     h.fake.functions[kF] = FakeFunction{};
   }
 

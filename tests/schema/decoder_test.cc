@@ -409,15 +409,14 @@ TEST(DecoderTest, DroppedBackpressureIsAnUnsignedCounter) {
       R"("emitted":4,"dropped":5,"dropped_backpressure":)";
   const DecodeResult max = Decode(head + "18446744073709551615}");
   ASSERT_TRUE(max.ok()) << max.message;
-  EXPECT_EQ(std::get<OwnedProcessEndEvent>(max.event).dropped_backpressure,
-            18446744073709551615u);
+  EXPECT_EQ(std::get<OwnedProcessEndEvent>(max.event).dropped_backpressure, 18446744073709551615u);
   EXPECT_EQ(Decode(head + "-1}").reason, Reason::kOutOfRange);
   EXPECT_EQ(Decode(head + "18446744073709551616}").reason, Reason::kOutOfRange);
   EXPECT_EQ(Decode(head + "\"3\"}").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + "null}").reason, Reason::kWrongType);
-  const DecodeResult stats = Decode(
-      R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
-      R"("ring_capacity":6,"interval_ns":7,"dropped_backpressure":5})");
+  const DecodeResult stats =
+      Decode(R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
+             R"("ring_capacity":6,"interval_ns":7,"dropped_backpressure":5})");
   ASSERT_TRUE(stats.ok()) << stats.message;
   EXPECT_EQ(std::get<OwnedStatsEvent>(stats.event).dropped_backpressure, 5u);
 }

@@ -634,9 +634,11 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
        Reason::kOk, Path::kFast},
       {Replace(end, R"("dropped_backpressure":6)", R"("dropped_backpressure":9999999999999999999)"),
        Reason::kOk, Path::kFast},
-      {Replace(end, R"("dropped_backpressure":6)", R"("dropped_backpressure":18446744073709551615)"),
+      {Replace(end, R"("dropped_backpressure":6)",
+               R"("dropped_backpressure":18446744073709551615)"),
        Reason::kOk, Path::kGeneral},  // 20 digits
-      {Replace(end, R"("dropped_backpressure":6)", R"("dropped_backpressure":18446744073709551616)"),
+      {Replace(end, R"("dropped_backpressure":6)",
+               R"("dropped_backpressure":18446744073709551616)"),
        Reason::kOutOfRange, Path::kGeneral},
       {Replace(stats, R"("dropped_backpressure":6)", R"("dropped_backpressure":-6)"),
        Reason::kOutOfRange, Path::kGeneral},

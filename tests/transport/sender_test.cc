@@ -53,9 +53,8 @@ std::string Ack(uint64_t seq) {
 // The accounting identity of SenderStats.
 void ExpectBalanced(const Sender& s) {
   const SenderStats st = s.stats();
-  EXPECT_EQ(st.enqueued + st.preamble_lines,
-            st.acked + st.spilled + st.dropped_disconnected + st.dropped_backpressure +
-                s.unacked_lines());
+  EXPECT_EQ(st.enqueued + st.preamble_lines, st.acked + st.spilled + st.dropped_disconnected +
+                                                 st.dropped_backpressure + s.unacked_lines());
   EXPECT_EQ(st.spilled, 0u);  // no spill sink in these tests
   EXPECT_EQ(st.spill_refusals, 0u);
 }

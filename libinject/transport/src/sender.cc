@@ -166,9 +166,9 @@ struct Sender::Impl {
   bool ack_discarding = false;  // inside an over-long garbage line
 
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
-      dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted, connects,
-      connect_failures, disconnects, write_errors, partial_writes, bytes_written, bytes_read, acks,
-      garbage_lines;
+      dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted,
+      connects, connect_failures, disconnects, write_errors, partial_writes, bytes_written,
+      bytes_read, acks, garbage_lines;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
@@ -286,8 +286,7 @@ void Sender::Impl::StampOldest(Clock::time_point now) noexcept {
 }
 
 bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
-  return force || BatchReady() ||
-         (has_oldest && now - oldest_since >= opts.flush_interval);
+  return force || BatchReady() || (has_oldest && now - oldest_since >= opts.flush_interval);
 }
 
 void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
@@ -540,8 +539,8 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
   if (!window.empty() || (force && Unacked() > 0)) {
     due = Clock::time_point::min();
   } else if (!unsent.empty()) {
-    due = !has_oldest || BatchReady() ? Clock::time_point::min()
-                                                            : oldest_since + opts.flush_interval;
+    due =
+        !has_oldest || BatchReady() ? Clock::time_point::min() : oldest_since + opts.flush_interval;
   }
   return due == kNever ? kNever : std::max(due, spill_retry_at);
 }
@@ -575,11 +574,12 @@ void Sender::Impl::Reset() noexcept {
   backoff.Reseed(SeedFor(this));
   for (Counter* c :
        {&enqueued, &preamble_lines, &acked, &spilled, &spill_refusals, &dropped_disconnected,
-        &dropped_backpressure, &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
+        &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
         &connect_failures, &disconnects, &write_errors, &partial_writes, &bytes_written,
         &bytes_read, &acks, &garbage_lines}) {
     c->Zero();
   }
+  dropped_backpressure.Zero();
 }
 
 Sender::Sender(SenderOptions options) noexcept

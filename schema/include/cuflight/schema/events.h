@@ -253,9 +253,7 @@ struct BasicStatsEvent {
   uint64_t filtered = 0;       // launches not sent because of sampling or name filters
   uint64_t dropped_ring_full = 0;     // events lost because the ring was full
   uint64_t dropped_disconnected = 0;  // events lost because the collector was unreachable
-  // Events lost because the connected collector was behind: its acks did not make room in the
-  // producer's buffer in time.
-  uint64_t dropped_backpressure = 0;
+  uint64_t dropped_backpressure = 0;  // events lost because the connected collector was behind
   uint64_t ring_high_water = 0;       // most ring slots ever in use at once
   uint64_t cpu_ns = 0;                // CPU time of the library's own threads, ns
   // Kernel timing records lost (no kernel_time event for them; not counted in dropped): CUPTI

@@ -366,8 +366,13 @@ class Collector::Impl {
   // ---- lines ----
 
   void HandleLine(Connection& c, std::string_view line) {
-    if (c.close_requested) return;  // unacknowledged: the producer sends it again
     ++stats_.lines_received;
+    if (c.close_requested) {
+      // The connection is being closed because its log refused a line: the rest of this read is
+      // not stored either, and counted (the producer keeps and resends them).
+      Reject(c, RejectReason::kStoreFailed, "the log is not accepting lines");
+      return;
+    }
     const schema::Reason verdict = ValidateLine(line, &facts_, metrics_ != nullptr);
     if (verdict != schema::Reason::kOk) {
       if (facts_.header && c.process != nullptr) AccountSeq(*c.process, facts_.header->seq);
@@ -476,7 +481,8 @@ class Collector::Impl {
   // increases count.
   void UpdateDrops(ProducerProcess& p) {
     if (metrics_ == nullptr) return;  // the counters were not read (ValidateLine)
-    const uint64_t attributed = facts_.dropped_ring_full + facts_.dropped_disconnected;
+    const uint64_t attributed =
+        facts_.dropped_ring_full + facts_.dropped_disconnected + facts_.dropped_backpressure;
     const uint64_t other = facts_.dropped > attributed ? facts_.dropped - attributed : 0;
     auto advance = [this](uint64_t now_value, uint64_t* last, std::string_view reason) {
       if (now_value > *last) {
@@ -486,6 +492,7 @@ class Collector::Impl {
     };
     advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
     advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
+    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "backpressure");
     advance(other, &p.dropped_other, "other");
     if (facts_.timing_dropped > p.timing_dropped) {
       metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);
@@ -605,7 +612,7 @@ class Collector::Impl {
       if (it == connections_.end()) continue;
       Connection& c = *it->second;
       c.dirty = false;
-      if (c.process == nullptr) continue;
+      if (c.process == nullptr || c.acks_off) continue;
       const std::optional<uint64_t> written = sink_->written_seq(c.process->stream);
       if (!written) continue;
       const uint64_t seq = *written;
@@ -613,19 +620,25 @@ class Collector::Impl {
       c.ack_wanted = seq;
       c.ack_wanted_set = true;
       TrySendAck(c);
-      if (c.close_requested) CloseConnection(id);
     }
     dirty_.clear();
   }
 
   // Writes what fits of the pending ack without blocking; keeps EPOLLOUT while something waits.
+  // A write error means the producer will read no more acks (it closed or died); what it sent
+  // before is still in the socket, so the connection is not closed for it: it is read to its end
+  // like any other, without acks.
   void TrySendAck(Connection& c) {
+    if (c.acks_off) return;
     if (!c.out_pending.empty()) {
       const ssize_t n =
           send(c.fd, c.out_pending.data(), c.out_pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.close_requested = true;
-        SetWriteInterest(c, true);
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          StopAcks(c, errno);
+        } else {
+          SetWriteInterest(c, true);
+        }
         return;
       }
       c.out_pending.erase(0, static_cast<size_t>(n));
@@ -639,8 +652,11 @@ class Collector::Impl {
       const size_t len = schema::EncodeAck(c.ack_wanted, buf.data(), buf.size());
       const ssize_t n = send(c.fd, buf.data(), len, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.close_requested = true;
-        SetWriteInterest(c, !c.close_requested);
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          StopAcks(c, errno);
+        } else {
+          SetWriteInterest(c, true);
+        }
         return;
       }
       c.ack_sent = c.ack_wanted;
@@ -653,6 +669,16 @@ class Collector::Impl {
       }
     }
     SetWriteInterest(c, false);
+  }
+
+  void StopAcks(Connection& c, int err) {
+    c.acks_off = true;
+    c.out_pending.clear();
+    c.out_pending.shrink_to_fit();
+    SetWriteInterest(c, false);
+    ++stats_.ack_write_failures;
+    log_->debug("connection {} ({}): ack write failed: {}; reading on without acks", c.id, c.peer,
+                Errno(err));
   }
 
   void SetWriteInterest(Connection& c, bool want) {

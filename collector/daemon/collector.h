@@ -14,7 +14,10 @@
 //     counted as lost for that process, exactly.
 //  4. After each loop turn that appended lines: LogSink::Flush() (write(2)), then one cumulative
 //     ack per connection with the highest seq stored for its process. An ack that does not fit in
-//     the socket buffer waits (only the latest is kept); nothing ever blocks on a producer.
+//     the socket buffer waits (only the latest is kept); nothing ever blocks on a producer. An
+//     ack write that fails (EPIPE, ECONNRESET: the producer closed or died without reading its
+//     acks) ends the acks to that connection, never its reading: the connection is read to its
+//     end and every complete line in it stored, since a dead producer sends nothing again.
 //  5. A connection that ends without process_end: after reconnect_grace without the same process
 //     coming back, process_lost (reason disconnected) is appended to its log. At shutdown,
 //     connections are drained (what they already sent is read and stored), then process_lost

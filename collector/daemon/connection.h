@@ -33,16 +33,21 @@ struct Connection {
   ProducerProcess* process = nullptr;  // set by a valid process_start
 
   // Acknowledgements: the latest seq to acknowledge, the latest whose line was handed to the
-  // socket, and the unsent rest of a partially written ack line.
+  // socket, and the unsent rest of a partially written ack line. acks_off: an ack write failed
+  // (EPIPE, ECONNRESET: the producer closed or died without reading): no more acks are written,
+  // and the connection is still read to its end, every complete line stored.
   uint64_t ack_wanted = 0;
   bool ack_wanted_set = false;
   uint64_t ack_sent = 0;
   bool ack_sent_set = false;
   std::string out_pending;
   bool epollout = false;  // EPOLLOUT is in its epoll interest set
+  bool acks_off = false;
 
-  bool dirty = false;            // in the loop turn's list of connections to acknowledge
-  bool close_requested = false;  // close at the end of this read
+  bool dirty = false;  // in the loop turn's list of connections to acknowledge
+  // Close at the end of this read: the stream ended (EOF, a read error), or the connection is
+  // refused (its log cannot take lines). Never because an ack could not be written.
+  bool close_requested = false;
 };
 
 }  // namespace cuflight::collector

@@ -80,6 +80,9 @@ struct IngestStats {
   uint64_t processes_ended = 0;  // process_end stored
   uint64_t processes_lost = 0;   // process_lost written
   uint64_t acks_sent = 0;
+  // Connections whose ack write failed (the producer closed or died without reading its acks);
+  // they are read to their end all the same.
+  uint64_t ack_write_failures = 0;
   uint64_t flushes = 0;
   uint64_t reopens = 0;  // log files reopened (SIGHUP, RequestReopen)
 

@@ -91,12 +91,14 @@ constexpr std::array<std::string_view, 7> kKernelKeys = {
     "limiting_resource", "occupancy", "graph_node_id"};
 constexpr std::array<std::string_view, 4> kKernelTimeKeys = {"correlation_id", "device",
                                                              "duration_ns", "graph_node_id"};
-constexpr std::array<std::string_view, 6> kCounterKeys = {
-    "emitted",        "dropped",       "dropped_ring_full", "dropped_disconnected",
-    "timing_dropped", "occupancy_disagreements"};
+constexpr std::array<std::string_view, 7> kCounterKeys = {
+    "emitted",           "dropped",
+    "dropped_ring_full", "dropped_disconnected",
+    "timing_dropped",    "dropped_backpressure",
+    "occupancy_disagreements"};
 const MemberSet<7> kKernelMembers(kKernelKeys);
 const MemberSet<4> kKernelTimeMembers(kKernelTimeKeys);
-const MemberSet<6> kCounterMembers(kCounterKeys);
+const MemberSet<7> kCounterMembers(kCounterKeys);
 
 // process_start is rare (one per connection): its strings are decoded in full, so a long or
 // escaped exe path is never cut.
@@ -172,14 +174,15 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
     }
     case schema::EventType::kStats:
     case schema::EventType::kProcessEnd: {
-      std::array<std::string_view, 6> raw;
+      std::array<std::string_view, 7> raw;
       kCounterMembers.Collect(info, &raw);
       facts->emitted = UintOf(info, kCounterKeys[0], raw[0]);
       facts->dropped = UintOf(info, kCounterKeys[1], raw[1]);
       facts->dropped_ring_full = UintOf(info, kCounterKeys[2], raw[2]);
       facts->dropped_disconnected = UintOf(info, kCounterKeys[3], raw[3]);
       facts->timing_dropped = UintOf(info, kCounterKeys[4], raw[4]);
-      facts->occupancy_disagreements = UintOf(info, kCounterKeys[5], raw[5]);
+      facts->dropped_backpressure = UintOf(info, kCounterKeys[5], raw[5]);
+      facts->occupancy_disagreements = UintOf(info, kCounterKeys[6], raw[6]);
       break;
     }
     default:

@@ -44,6 +44,7 @@ struct LineFacts {
   uint64_t dropped = 0;               // all drops
   uint64_t dropped_ring_full = 0;     // of which the ring was full (0 when not reported)
   uint64_t dropped_disconnected = 0;  // of which no collector was reachable (0 when not reported)
+  uint64_t dropped_backpressure = 0;  // of which the collector was behind (0 when not reported)
   uint64_t timing_dropped = 0;        // kernel timing records lost (not events; 0 when absent)
   uint64_t occupancy_disagreements = 0;  // launches the driver and the engine disagreed on
 

@@ -30,6 +30,7 @@ struct ProducerProcess {
   // The producer's own cumulative drop counters, from its latest stats / process_end stored.
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t dropped_backpressure = 0;
   uint64_t dropped_other = 0;
   uint64_t timing_dropped = 0;  // kernel timing records lost (not events)
   uint64_t occupancy_disagreements = 0;  // launches the driver and the engine disagreed on

@@ -215,6 +215,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
     sender_options.transport.buffer_bytes = config_.buffer_bytes;
     sender_options.transport.flush_interval = std::chrono::milliseconds(config_.flush_ms);
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
+    sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;

@@ -24,6 +24,8 @@ constexpr size_t kLineBytes = 1 << 20;     // longest event line (names can be v
 constexpr size_t kRoomForRecord = 8 << 10; // room asked of the transport before a ring record
 constexpr int kMaxRecordsPerStep = 4096;
 constexpr auto kActivityFlushInterval = std::chrono::milliseconds(500);
+// A wait for room checks the stall clock at least this often.
+constexpr auto kRoomWaitSlice = std::chrono::milliseconds(10);
 
 int64_t NowRealtimeNs() noexcept {
   timespec ts{};
@@ -64,6 +66,7 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       transport_(options_.transport),
       line_(kLineBytes) {
   options_.api_error_history = std::clamp(options_.api_error_history, 0, static_cast<int>(kMaxApiErrorHistory));
+  block_ = options_.on_full == OnFull::kBlock;
   history_.assign(static_cast<size_t>(kMaxContexts) * options_.api_error_history, 0);
   if (activity_ != nullptr && cupti_ != nullptr) {
     activity_->SetDroppedRecordsSource(cupti_->ActivityGetNumDroppedRecords);
@@ -168,6 +171,12 @@ void SenderThread::DrainAll() noexcept {
 
 void SenderThread::UrgentFlush() noexcept {
   const bool crash = crash_pending_.load(std::memory_order_acquire);
+  const int64_t deadline_ns = urgent_deadline_ns_.load(std::memory_order_relaxed);
+  const int64_t left_ns = std::max<int64_t>(0, deadline_ns - MonotonicNs());
+  const Clock::time_point deadline = Clock::now() + std::chrono::nanoseconds(left_ns);
+  // Everything recorded goes out: in either mode it waits for room until the requester's
+  // deadline, then the transport drops its oldest never-sent lines for room (counted).
+  room_deadline_ = deadline;
   if (!started_process_) SendProcessStart();
   if (!crash && activity_ != nullptr && cupti_ != nullptr) {
     // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
@@ -179,9 +188,58 @@ void SenderThread::UrgentFlush() noexcept {
     SendProcessCrash(crash_);
     crash_pending_.store(false, std::memory_order_release);
   }
-  const int64_t deadline_ns = urgent_deadline_ns_.load(std::memory_order_relaxed);
-  const int64_t left_ns = std::max<int64_t>(0, deadline_ns - MonotonicNs());
-  transport_.Flush(Clock::now() + std::chrono::nanoseconds(left_ns));
+  transport_.Flush(deadline);
+}
+
+bool SenderThread::MayTake(Clock::time_point now) noexcept {
+  if (transport_.HasRoom(kRoomForRecord)) {
+    waiting_ = false;
+    return true;
+  }
+  return Stalled(now);
+}
+
+bool SenderThread::Stalled(Clock::time_point now) noexcept {
+  if (!block_) return false;
+  const transport::SenderStats t = transport_.stats();
+  const uint64_t released = t.acked + t.spilled;
+  if (released != released_seen_) {
+    released_seen_ = released;
+    progress_at_ = now;
+    stalled_ = false;
+  } else if (!waiting_) {
+    progress_at_ = now;  // a new wait: its clock starts now
+  }
+  waiting_ = true;
+  if (!stalled_ && now - progress_at_ >= options_.block_stall_limit) {
+    stalled_ = true;
+    if (!crash_pending_.load(std::memory_order_acquire)) {
+      Log().warn(
+          "the collector at {} acknowledged nothing for {} ms: events are dropped and counted "
+          "instead of holding the application (CUFLIGHT_ON_FULL=block) until it does again",
+          options_.transport.socket_path, options_.block_stall_limit.count());
+    }
+  }
+  return stalled_;
+}
+
+void SenderThread::WaitForRoom(size_t bytes) noexcept {
+  if (transport_.HasRoom(bytes)) {
+    waiting_ = false;
+    return;
+  }
+  // Not cut short by a stop or an urgent request: the line has its seq, so nothing may be queued
+  // before it, and either would wait for the same room.
+  const Clock::time_point start = Clock::now();
+  for (Clock::time_point now = start; now < room_deadline_ && !Stalled(now); now = Clock::now()) {
+    Clock::time_point until = std::min(room_deadline_, now + kRoomWaitSlice);
+    if (block_) until = std::min(until, progress_at_ + options_.block_stall_limit);
+    if (transport_.WaitForRoom(bytes, until)) {
+      waiting_ = false;
+      break;
+    }
+  }
+  if (finished_ || stop_.load(std::memory_order_acquire)) room_waited_ += Clock::now() - start;
 }
 
 uint64_t SenderThread::NextSeq() noexcept {
@@ -205,6 +263,7 @@ template <typename Event>
 void SenderThread::Send(Event& event, bool preamble) noexcept {
   event.header.pid = facts_.pid;
   const size_t n = schema::Encode(event, line_.data(), line_.size());
+  if (n != 0 && !preamble) WaitForRoom(n);
   const std::string_view line(line_.data(), n);
   const bool taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)
                                          : transport_.Enqueue(event.header.seq, line));
@@ -443,10 +502,13 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     now = Clock::now();
     busy = true;
   }
+  // Events made here wait for room in block mode (bounded by the stall rule); in drop mode they
+  // do not wait.
+  room_deadline_ = block_ ? Clock::time_point::max() : Clock::time_point::min();
   for (int i = 0; i < kMaxRecordsPerStep; ++i) {
     // Leave records in the ring rather than make the transport drop: the ring then drops the
-    // newest launches and counts them, exactly.
-    if (!transport_.HasRoom(kRoomForRecord)) break;
+    // newest launches and counts them, exactly (drop), or the launching threads wait (block).
+    if (!MayTake(now)) break;
     LaunchRecord record;
     if (!ring_->TryPop(&record)) break;
     HandleRecord(record);
@@ -465,7 +527,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
       next_activity_flush_ = now + kActivityFlushInterval;
     }
     ActivityBuffers::Completed completed;
-    while (transport_.HasRoom(kRoomForRecord) && activity_->PopCompleted(&completed)) {
+    while (MayTake(now) && activity_->PopCompleted(&completed)) {
       HandleActivityBuffer(completed.buffer, completed.valid_size);
       activity_->Release(completed.buffer);
       busy = true;
@@ -479,6 +541,9 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     next_stats_ = now + options_.stats_interval;
   }
   transport_.Poll(now);
+  // Acks the poll read may have made room for records waiting in the ring: take them at once
+  // instead of sleeping until the next wake-up.
+  if (!busy && ring_->SizeApprox() > 0 && transport_.HasRoom(kRoomForRecord)) busy = true;
   return busy;
 }
 
@@ -486,8 +551,10 @@ PipelineCounters SenderThread::counters() const noexcept {
   PipelineCounters c;
   c.emitted = emitted_.load(std::memory_order_relaxed);
   c.dropped_ring_full = recorder_ != nullptr ? recorder_->dropped_ring_full() : 0;
+  const transport::SenderStats transport = transport_.stats();
   c.dropped_disconnected =
-      transport_.stats().dropped_disconnected + rejected_.load(std::memory_order_relaxed);
+      transport.dropped_disconnected + rejected_.load(std::memory_order_relaxed);
+  c.dropped_backpressure = transport.dropped_backpressure;
   const uint64_t untracked = recorder_ != nullptr ? recorder_->untracked() : 0;
   c.launches = functions_->TotalLaunches() + untracked;
   c.filtered = functions_->TotalFiltered() + untracked;
@@ -506,7 +573,8 @@ void SenderThread::SendStats() noexcept {
   event.emitted = c.emitted;
   event.dropped_ring_full = c.dropped_ring_full;
   event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.dropped_backpressure = c.dropped_backpressure;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
   event.launches = c.launches;
   event.filtered = c.filtered;
   event.ring_capacity = ring_->capacity();
@@ -527,7 +595,8 @@ void SenderThread::SendProcessEnd() noexcept {
   event.emitted = c.emitted;
   event.dropped_ring_full = c.dropped_ring_full;
   event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.dropped_backpressure = c.dropped_backpressure;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
   event.launches = c.launches;
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
@@ -548,7 +617,8 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.emitted = c.emitted;
   event.dropped_ring_full = c.dropped_ring_full;
   event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected;
+  event.dropped_backpressure = c.dropped_backpressure;
+  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
   event.launches = c.launches;
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
@@ -559,13 +629,18 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
 bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   if (finished_) return transport_.unacked_lines() == 0;
   finished_ = true;
+  // Everything recorded goes to the transport: in drop mode waiting for room until the deadline,
+  // in block mode while the collector makes progress (block_stall_limit).
+  room_deadline_ = block_ ? Clock::time_point::max() : deadline;
   if (!started_process_) SendProcessStart();
   DrainAll();
   // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
   SendProcessEnd();
-  return transport_.Flush(deadline);
+  // In block mode the waits for room since the stop (here, and in the thread's last step) do not
+  // count against the deadline.
+  return transport_.Flush(block_ ? deadline + room_waited_ : deadline);
 }
 
 }  // namespace cuflight::inject

@@ -7,6 +7,18 @@
 // ring dropped still uses a number: before numbering the next event the thread skips as many
 // numbers as the ring dropped since, so the collector sees every loss as a gap.
 //
+// Back-pressure. The transport holds a bounded buffer of events the collector has not
+// acknowledged. While it has no room, the thread leaves launch records in the ring: with
+// CUFLIGHT_ON_FULL=drop the ring then drops the newest launches (dropped_ring_full); with block
+// the launching threads wait on the full ring. Events made without a ring record to leave (kernel
+// timing, stats, the drains at exit and before a crash) wait for room in block mode, and in the
+// drains until their deadline in drop mode. A block-mode wait lasts while the collector makes
+// progress: once no line was acknowledged (or spilled) for block_stall_limit, the thread treats
+// the collector as stalled or gone and takes work again, the transport dropping its oldest
+// never-sent events for room (dropped_backpressure while a collector is connected,
+// dropped_disconnected otherwise), until an acknowledgement comes again. So block mode never
+// waits forever on a dead collector, and loses nothing while a live one keeps acknowledging.
+//
 // Kernel timing records lost before they became events use no number; they are counted in
 // timing_dropped instead (stats, process_end, process_crash): records lost for want of an
 // activity buffer (ActivityBuffers::lost_records) and records CUPTI handed over incomplete
@@ -28,6 +40,7 @@
 
 #include "activity_buffers.h"
 #include "cuflight/inject/config.h"
+#include "cuflight/inject/on_full.h"
 #include "crash_handler.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
@@ -54,6 +67,12 @@ struct SenderThreadOptions {
   const DriverApi* driver = nullptr;
   // Names of driver API callback ids (cuptiGetCallbackName); may be null.
   const CuptiApi* callback_names = nullptr;
+  // CUFLIGHT_ON_FULL: kBlock waits for the transport to have room instead of making it drop
+  // (see Back-pressure above).
+  OnFull on_full = OnFull::kDrop;
+  // Block mode: the longest wait for room during which no line is acknowledged or spilled.
+  static constexpr std::chrono::milliseconds kDefaultBlockStallLimit{5000};
+  std::chrono::milliseconds block_stall_limit{kDefaultBlockStallLimit};
 };
 
 
@@ -62,6 +81,7 @@ struct PipelineCounters {
   uint64_t emitted = 0;  // events handed to the transport
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t dropped_backpressure = 0;  // dropped for room while the collector was connected
   uint64_t launches = 0;
   uint64_t filtered = 0;
   uint64_t ring_high_water = 0;
@@ -110,6 +130,8 @@ class SenderThread {
   const transport::Sender& transport() const { return transport_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   void Run() noexcept;
   uint64_t NextSeq() noexcept;
   schema::Header MakeHeader() noexcept;
@@ -130,6 +152,15 @@ class SenderThread {
   // Handles every record in the ring and every completed activity buffer, ignoring HasRoom.
   void DrainAll() noexcept;
   void UrgentFlush() noexcept;
+  // Whether Step takes more work (a ring record, an activity buffer) at `now`: the transport has
+  // room for a record, or in block mode the collector is stalled (the transport drops instead).
+  bool MayTake(Clock::time_point now) noexcept;
+  // True when, in the wait for room now going on, no line was acknowledged or spilled for
+  // block_stall_limit; stays true until a line is. Call only while the transport has no room.
+  bool Stalled(Clock::time_point now) noexcept;
+  // Before a non-preamble line of `bytes` is queued: waits for room until room_deadline_, never
+  // past a stall.
+  void WaitForRoom(size_t bytes) noexcept;
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
@@ -182,6 +213,14 @@ class SenderThread {
   std::atomic<uint64_t> ring_high_water_{0};
   std::atomic<int64_t> cpu_ns_{0};
   std::atomic<uint64_t> timing_incomplete_{0};  // activity records skipped as incomplete
+  // Back-pressure (transport room).
+  bool block_ = false;                 // options_.on_full == kBlock
+  Clock::time_point room_deadline_{};  // how long Send may wait for room, set by each context
+  Clock::duration room_waited_{};      // time waited for room since the stop (added to its bound)
+  bool waiting_ = false;               // the transport had no room when last looked
+  bool stalled_ = false;
+  uint64_t released_seen_ = 0;       // transport lines acked + spilled when last looked
+  Clock::time_point progress_at_{};  // the last release seen, or the start of the wait
   std::chrono::steady_clock::time_point next_stats_{};
   std::chrono::steady_clock::time_point next_activity_flush_{};
   // Interned kernel names of graph-node activity records: mangled -> demangled.

@@ -551,6 +551,7 @@ void ReadLaunchCounters(Reader& r, E* e) {
   r.OptionalInt("filtered", kUint64, &e->filtered);
   r.OptionalInt("dropped_ring_full", kUint64, &e->dropped_ring_full);
   r.OptionalInt("dropped_disconnected", kUint64, &e->dropped_disconnected);
+  r.OptionalInt("dropped_backpressure", kUint64, &e->dropped_backpressure);
   r.OptionalInt("timing_dropped", kUint64, &e->timing_dropped);
   r.OptionalInt("occupancy_disagreements", kUint64, &e->occupancy_disagreements);
 }

@@ -494,6 +494,8 @@ void WriteLaunchCounters(Writer& w, const E& e) {
   w.Int(e.dropped_ring_full);
   w.Key(R"(,"dropped_disconnected":)");
   w.Int(e.dropped_disconnected);
+  w.Key(R"(,"dropped_backpressure":)");
+  w.Int(e.dropped_backpressure);
   w.Key(R"(,"timing_dropped":)");
   w.Int(e.timing_dropped);
   w.Key(R"(,"occupancy_disagreements":)");

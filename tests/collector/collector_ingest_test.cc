@@ -287,6 +287,54 @@ TEST(CollectorIngestTest, ProducersTimingDroppedCountsOnceInTheMetrics) {
       << rendered;
 }
 
+// The producers' dropped_backpressure reaches cuflight_events_dropped_total{reason=
+// "backpressure"} by its increases, per process, apart from the other reasons; a report out of
+// step adds nothing, and nothing of it is left over as "other".
+TEST(CollectorIngestTest, ProducersBackpressureDropsAreExportedUnderTheirOwnReason) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  Metrics metrics;
+  RunningCollector running(options, &metrics);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("behind", 16);
+  auto counters = [&](auto event, uint64_t seq, uint64_t backpressure) {
+    event.header = schema::Header{1732000000000000000, id.pid, seq};
+    event.emitted = seq;
+    event.dropped_ring_full = 1;
+    event.dropped_disconnected = 2;
+    event.dropped_backpressure = backpressure;
+    event.dropped = 1 + 2 + backpressure;
+    std::string line(1024, '\0');
+    line.resize(schema::Encode(event, line.data(), line.size()));
+    return line;
+  };
+  schema::StatsEvent stats;
+  stats.ring_capacity = 1024;
+  stats.interval_ns = 1;
+  schema::ProcessEndEvent end;
+  const std::string stream = testing::ProcessStartLine(id, 0) + counters(stats, 1, 4) +
+                             counters(stats, 2, 3) +  // out of step: no decrease
+                             counters(end, 3, 10);
+  RawClient client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_EQ(client.WaitAck(3), 3u);
+  running.Stop();
+
+  const std::string rendered = metrics.Render();
+  // 4, then nothing, then 10 - 4.
+  EXPECT_NE(rendered.find("\ncuflight_events_dropped_total{reason=\"backpressure\"} 10\n"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("\ncuflight_events_dropped_total{reason=\"disconnected\"} 2\n"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("\ncuflight_events_dropped_total{reason=\"ring_full\"} 1\n"),
+            std::string::npos)
+      << rendered;
+  EXPECT_EQ(rendered.find("cuflight_events_dropped_total{reason=\"other\"}"), std::string::npos)
+      << rendered;
+}
+
 TEST(CollectorIngestTest, SeqGapsAreCountedAsLostExactly) {
   TempDir dir;
   const CollectorOptions options = TestOptions(dir.path());

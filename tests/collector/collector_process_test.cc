@@ -296,10 +296,12 @@ TEST(CollectorProcessTest, Kill9MidStreamThenRestartAccountsForEveryEvent) {
     }
     EXPECT_EQ(duplicates, 0u);
     EXPECT_TRUE(ordered);
-    const uint64_t dropped = run->stats.dropped_disconnected + run->enqueue_refused;
+    const uint64_t dropped =
+        run->stats.dropped_disconnected + run->stats.dropped_backpressure + run->enqueue_refused;
     EXPECT_EQ(logged.size() + dropped, run->events)
         << "logged " << logged.size() << ", dropped_disconnected "
-        << run->stats.dropped_disconnected << ", refused " << run->enqueue_refused;
+        << run->stats.dropped_disconnected << ", dropped_backpressure "
+        << run->stats.dropped_backpressure << ", refused " << run->enqueue_refused;
     EXPECT_GT(run->stats.dropped_disconnected, 0u) << "the outage should overflow the buffer";
     EXPECT_EQ(logged.count(0), 1u);
     EXPECT_EQ(logged.count(run->events - 1), 1u);

@@ -371,7 +371,7 @@ TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
   const auto& st = std::get<OwnedStatsEvent>(stats.event);
   EXPECT_EQ(st.emitted, 4u);
   EXPECT_EQ(st.launches + st.filtered + st.dropped_ring_full + st.dropped_disconnected +
-                st.ring_high_water + st.cpu_ns + st.timing_dropped,
+                st.dropped_backpressure + st.ring_high_water + st.cpu_ns + st.timing_dropped,
             0u);
 
   const DecodeResult end = Decode(
@@ -390,6 +390,37 @@ TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
   const auto& e = std::get<OwnedProcessEndEvent>(counted.event);
   EXPECT_EQ(e.dropped_disconnected, 4u);
   EXPECT_EQ(e.timing_dropped, 0u);
+  EXPECT_EQ(e.dropped_backpressure, 0u);
+
+  // A line of the encoder before dropped_backpressure: timing_dropped, none of it.
+  const DecodeResult timed = Decode(
+      R"({"type":"process_crash","version":1,"ts_ns":1,"pid":2,"seq":3,"signal":11,)"
+      R"("signal_name":"SIGSEGV","code":1,"addr":0,"tid":2,"app_handler":false,"emitted":3,)"
+      R"("dropped":1,"launches":6,"filtered":0,"dropped_ring_full":0,"dropped_disconnected":1,)"
+      R"("timing_dropped":2})");
+  ASSERT_TRUE(timed.ok()) << timed.message;
+  const auto& c = std::get<OwnedProcessCrashEvent>(timed.event);
+  EXPECT_EQ(c.dropped_disconnected, 1u);
+  EXPECT_EQ(c.timing_dropped, 2u);
+  EXPECT_EQ(c.dropped_backpressure, 0u);
+}
+
+TEST(DecoderTest, DroppedBackpressureIsAnUnsignedCounter) {
+  const std::string head =
+      R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":0,)"
+      R"("emitted":4,"dropped":5,"dropped_backpressure":)";
+  const DecodeResult max = Decode(head + "18446744073709551615}");
+  ASSERT_TRUE(max.ok()) << max.message;
+  EXPECT_EQ(std::get<OwnedProcessEndEvent>(max.event).dropped_backpressure, 18446744073709551615u);
+  EXPECT_EQ(Decode(head + "-1}").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + "18446744073709551616}").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + "\"3\"}").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + "null}").reason, Reason::kWrongType);
+  const DecodeResult stats =
+      Decode(R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
+             R"("ring_capacity":6,"interval_ns":7,"dropped_backpressure":5})");
+  ASSERT_TRUE(stats.ok()) << stats.message;
+  EXPECT_EQ(std::get<OwnedStatsEvent>(stats.event).dropped_backpressure, 5u);
 }
 
 TEST(DecoderTest, TimingDroppedIsAnUnsignedCounter) {

@@ -50,6 +50,7 @@ TEST(EncoderTest, StatsLineIsExact) {
   stats.filtered = 4;
   stats.dropped_ring_full = 3;
   stats.dropped_disconnected = 2;
+  stats.dropped_backpressure = 5;
   stats.ring_high_water = 65535;
   stats.cpu_ns = 123456789;
   stats.timing_dropped = 9;
@@ -58,7 +59,8 @@ TEST(EncoderTest, StatsLineIsExact) {
             R"({"type":"stats","version":1,"ts_ns":1732000000123456789,"pid":4242,"seq":17,)"
             R"("emitted":18446744073709551615,"dropped":0,"ring_capacity":65536,)"
             R"("interval_ns":1000000000,"launches":10,"filtered":4,"dropped_ring_full":3,)"
-            R"("dropped_disconnected":2,"timing_dropped":9,"occupancy_disagreements":7,)"
+            R"("dropped_disconnected":2,"dropped_backpressure":5,"timing_dropped":9,)"
+            R"("occupancy_disagreements":7,)"
             R"("ring_high_water":65535,)"
             R"("cpu_ns":123456789})"
             "\n");
@@ -74,13 +76,14 @@ TEST(EncoderTest, ProcessEndLineIsExact) {
   end.filtered = 7;
   end.dropped_ring_full = 1;
   end.dropped_disconnected = 4;
+  end.dropped_backpressure = 0;
   end.timing_dropped = 18446744073709551615u;
   end.occupancy_disagreements = 1;
   EXPECT_EQ(EncodeToString(end),
             R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":-11,)"
             R"("emitted":4,"dropped":5,"launches":6,"filtered":7,"dropped_ring_full":1,)"
-            R"("dropped_disconnected":4,"timing_dropped":18446744073709551615,)"
-            R"("occupancy_disagreements":1})"
+            R"("dropped_disconnected":4,"dropped_backpressure":0,)"
+            R"("timing_dropped":18446744073709551615,"occupancy_disagreements":1})"
             "\n");
 }
 
@@ -118,12 +121,14 @@ TEST(EncoderTest, ProcessCrashLineIsExact) {
   crash.filtered = 20;
   crash.dropped_ring_full = 1;
   crash.dropped_disconnected = 0;
+  crash.dropped_backpressure = 18446744073709551615u;
   crash.timing_dropped = 3;
   EXPECT_EQ(EncodeToString(crash),
             R"({"type":"process_crash","version":1,"ts_ns":1732000000123456789,"pid":4242,)"
             R"("seq":100,"signal":7,"signal_name":"SIGBUS","code":2,"addr":139637976731648,)"
             R"("tid":4250,"app_handler":true,"emitted":99,"dropped":1,"launches":120,)"
-            R"("filtered":20,"dropped_ring_full":1,"dropped_disconnected":0,"timing_dropped":3,)"
+            R"("filtered":20,"dropped_ring_full":1,"dropped_disconnected":0,)"
+            R"("dropped_backpressure":18446744073709551615,"timing_dropped":3,)"
             R"("occupancy_disagreements":0})"
             "\n");
 }

@@ -313,6 +313,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.filtered = 126001;
   stats.dropped_ring_full = 5;
   stats.dropped_disconnected = 2;
+  stats.dropped_backpressure = 7;
   stats.ring_high_water = 61000;
   stats.cpu_ns = 2'500'000'000;
   stats.timing_dropped = 12;
@@ -321,6 +322,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.interval_ns = kI64Max;
   stats.launches = stats.filtered = stats.dropped_ring_full = kU64Max;
   stats.dropped_disconnected = stats.ring_high_water = stats.cpu_ns = kU64Max;
+  stats.dropped_backpressure = kU64Max;
   stats.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(stats, seq++));
 
@@ -333,6 +335,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   end.filtered = 126001;
   end.dropped_ring_full = 5;
   end.dropped_disconnected = 2;
+  end.dropped_backpressure = 3;
   end.timing_dropped = 40;
   events.emplace_back(end);
   end.exit_code = std::nullopt;
@@ -341,6 +344,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   end.emitted = kU64Max;
   end.dropped = kU64Max;
   end.launches = end.filtered = end.dropped_ring_full = end.dropped_disconnected = kU64Max;
+  end.dropped_backpressure = kU64Max;
   end.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(end, seq++));
 
@@ -376,6 +380,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.filtered = 300;
   crash.dropped_ring_full = 1;
   crash.dropped_disconnected = 2;
+  crash.dropped_backpressure = 4;
   crash.timing_dropped = 1;
   events.emplace_back(crash);
   crash.signal = 6;
@@ -390,6 +395,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.tid = kI32Max;
   crash.emitted = crash.dropped = crash.launches = crash.filtered = kU64Max;
   crash.dropped_ring_full = crash.dropped_disconnected = crash.timing_dropped = kU64Max;
+  crash.dropped_backpressure = kU64Max;
   events.emplace_back(WithHeader(crash, seq++));
   return events;
 }

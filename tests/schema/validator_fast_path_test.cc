@@ -189,13 +189,14 @@ OwnedStatsEvent PlainStats() {
   OwnedStatsEvent s;
   s.header = MakeHeader(5000);
   s.emitted = 4990;
-  s.dropped = 3;
+  s.dropped = 9;
   s.ring_capacity = 65536;
   s.interval_ns = 1'000'000'000;
   s.launches = 5100;
   s.filtered = 107;
   s.dropped_ring_full = 3;
   s.dropped_disconnected = 0;
+  s.dropped_backpressure = 6;
   s.ring_high_water = 812;
   s.cpu_ns = 12'345'678;
   s.timing_dropped = 21;
@@ -223,11 +224,12 @@ OwnedProcessEndEvent PlainProcessEnd() {
   e.header = MakeHeader(5001);
   e.exit_code = 0;
   e.emitted = 5001;
-  e.dropped = 3;
+  e.dropped = 9;
   e.launches = 5100;
   e.filtered = 107;
   e.dropped_ring_full = 3;
   e.dropped_disconnected = 0;
+  e.dropped_backpressure = 6;
   e.timing_dropped = 21;
   return e;
 }
@@ -247,6 +249,7 @@ OwnedProcessCrashEvent PlainProcessCrash() {
   e.filtered = 0;
   e.dropped_ring_full = 0;
   e.dropped_disconnected = 0;
+  e.dropped_backpressure = 0;
   e.timing_dropped = 0;
   return e;
 }
@@ -635,6 +638,28 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
        Reason::kOk, Path::kGeneral},
       {Replace(end, R"(,"timing_dropped":21)", R"(,"timing_dropped":21,"timing_dropped":3)"),
        Reason::kOk, Path::kGeneral},  // repeated: the last counts
+      // dropped_backpressure: optional (lines of earlier encoders lack it, with or without
+      // timing_dropped), before timing_dropped only.
+      {Replace(stats, R"(,"dropped_backpressure":6)", ""), Reason::kOk, Path::kFast},
+      {Replace(end, R"(,"dropped_backpressure":6)", ""), Reason::kOk, Path::kFast},
+      {Replace(crash, R"(,"dropped_backpressure":0)", ""), Reason::kOk, Path::kFast},
+      {Replace(Replace(end, R"(,"dropped_backpressure":6)", ""), R"(,"timing_dropped":21)", ""),
+       Reason::kOk, Path::kFast},
+      {Replace(end, R"("dropped_backpressure":6)", R"("dropped_backpressure":9999999999999999999)"),
+       Reason::kOk, Path::kFast},
+      {Replace(end, R"("dropped_backpressure":6)",
+               R"("dropped_backpressure":18446744073709551615)"),
+       Reason::kOk, Path::kGeneral},  // 20 digits
+      {Replace(end, R"("dropped_backpressure":6)",
+               R"("dropped_backpressure":18446744073709551616)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(stats, R"("dropped_backpressure":6)", R"("dropped_backpressure":-6)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(crash, R"("dropped_backpressure":0)", R"("dropped_backpressure":"0")"),
+       Reason::kWrongType, Path::kGeneral},
+      {Replace(Replace(end, R"(,"dropped_backpressure":6)", ""), R"("timing_dropped":21)",
+               R"("timing_dropped":21,"dropped_backpressure":6)"),
+       Reason::kOk, Path::kGeneral},  // after timing_dropped: not the encoder's place
       // Members that come together.
       {graph, Reason::kOk, Path::kFast},
       {Replace(graph, R"(,"graph_node_id":8)", ""), Reason::kMissingField, Path::kGeneral},

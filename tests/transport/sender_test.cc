@@ -53,8 +53,8 @@ std::string Ack(uint64_t seq) {
 // The accounting identity of SenderStats.
 void ExpectBalanced(const Sender& s) {
   const SenderStats st = s.stats();
-  EXPECT_EQ(st.enqueued + st.preamble_lines,
-            st.acked + st.spilled + st.dropped_disconnected + s.unacked_lines());
+  EXPECT_EQ(st.enqueued + st.preamble_lines, st.acked + st.spilled + st.dropped_disconnected +
+                                                 st.dropped_backpressure + s.unacked_lines());
   EXPECT_EQ(st.spilled, 0u);  // no spill sink in these tests
   EXPECT_EQ(st.spill_refusals, 0u);
 }
@@ -283,6 +283,87 @@ TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
   ExpectBalanced(s);
 }
 
+// A line dropped for room is counted by what was happening: the same overflow with a collector
+// connected that does not acknowledge (it is behind) and with none at all.
+TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4096;
+  o.window_bytes = 1000;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  // 1..10 fill the window (10 x 100 bytes), sent and never acked.
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 10 && !s.WantsWrite(); }));
+  ASSERT_TRUE(s.connected());
+
+  // 100 more while connected: the window keeps 1000 bytes, never-sent lines get 3096, so 30 fit
+  // and the 70 oldest (11..80) are dropped because the collector is behind.
+  for (uint64_t seq = 11; seq <= 110; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    s.Poll(steady_clock::now());
+  }
+  ASSERT_TRUE(s.connected());
+  SenderStats st = s.stats();
+  EXPECT_EQ(st.dropped_backpressure, 70u);
+  EXPECT_EQ(st.dropped_disconnected, 0u);
+  ExpectBalanced(s);
+
+  // The collector goes; 50 more: each pushes out one of the 30 held never-sent lines.
+  a->Kill();
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
+  for (uint64_t seq = 111; seq <= 160; ++seq) {
+    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    s.Poll(steady_clock::now());
+  }
+  ASSERT_FALSE(s.connected());
+  st = s.stats();
+  EXPECT_EQ(st.dropped_backpressure, 70u);
+  EXPECT_EQ(st.dropped_disconnected, 50u);
+  ExpectBalanced(s);
+
+  // Back: the window (1..10), then the 30 newest (131..160); the gaps are the 120 counted.
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  std::vector<uint64_t> expected = Range(0, 10);
+  for (uint64_t seq = 131; seq <= 160; ++seq) expected.push_back(seq);
+  EXPECT_EQ(Stored(), expected);
+  ExpectBalanced(s);
+}
+
+// WaitForRoom sleeps until an ack makes room, and returns by its deadline when none comes.
+TEST_F(SenderTest, WaitForRoomReturnsWhenAnAckMakesRoomOrAtItsDeadline) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 2000;
+  o.window_bytes = 1000;
+  Sender s(o);
+  auto a = StartCollector();
+  a->SetAckMode(FakeCollector::AckMode::kNone);
+  for (uint64_t seq = 0; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 9 && !s.WantsWrite(); }));
+  ASSERT_FALSE(s.HasRoom(100));
+
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(s.WaitForRoom(100, start + milliseconds(100)));
+  const auto waited = steady_clock::now() - start;
+  EXPECT_GE(waited, milliseconds(100));
+  EXPECT_LT(waited, seconds(5));
+
+  // An ack of 0..4 frees 500 bytes of window: 5 never-sent lines go out, and 500 bytes are free.
+  std::thread acker([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    a->SendRaw(0, Ack(4));
+  });
+  EXPECT_TRUE(s.WaitForRoom(500, steady_clock::now() + kTimeout));
+  acker.join();
+  EXPECT_FALSE(s.HasRoom(501));
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.acked, 5u);
+  EXPECT_EQ(st.dropped_backpressure + st.dropped_disconnected, 0u);
+  ExpectBalanced(s);
+}
+
 TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
   SenderOptions o = Options();
   o.buffer_bytes = 1000;
@@ -478,6 +559,32 @@ TEST_F(SenderTest, BatchesUntilFlushIntervalOrBatchBytes) {
   EXPECT_EQ(s.stats().bytes_written, 1500u);
   EXPECT_TRUE(s.Flush(steady_clock::now() + kTimeout));
   EXPECT_EQ(Stored(), Range(0, 14));
+}
+
+// With a buffer too small for another batch_bytes, waiting for a batch is pointless (and would
+// hold an owner waiting for room a flush interval per window): what waits goes out at once.
+TEST_F(SenderTest, ABufferThatCannotHoldAnotherBatchSendsAtOnce) {
+  SenderOptions o = Options();
+  o.flush_interval = seconds(10);
+  o.batch_bytes = 1500;
+  o.buffer_bytes = 2000;
+  o.window_bytes = 2000;
+  Sender s(o);
+  auto a = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
+  const auto t0 = steady_clock::now();
+  // 400 bytes wait; 400 + 1500 <= 2000: a batch may still come.
+  for (uint64_t seq = 0; seq < 4; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  s.Poll(t0);
+  EXPECT_EQ(s.stats().bytes_written, 0u);
+  EXPECT_EQ(s.NextDeadline(), t0 + seconds(10));
+  // 600 bytes wait; 600 + 1500 > 2000: it cannot.
+  for (uint64_t seq = 4; seq < 6; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  EXPECT_EQ(s.NextDeadline(), steady_clock::time_point::min());
+  s.Poll(t0);
+  EXPECT_EQ(s.stats().bytes_written, 600u);
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(Stored(), Range(0, 5));
 }
 
 TEST_F(SenderTest, PreambleLineAddedLaterKeepsSeqOrderOnEveryConnection) {
@@ -737,7 +844,7 @@ TEST_F(SenderTest, RestartsKeepExactAccounting) {
   ASSERT_EQ(stored_set.size(), stored.size());  // each at most once
   for (uint64_t v : stored) EXPECT_TRUE(accepted.count(v)) << v;
   const SenderStats st = s.stats();
-  EXPECT_EQ(accepted.size() - stored.size(), st.dropped_disconnected);
+  EXPECT_EQ(accepted.size() - stored.size(), st.dropped_disconnected + st.dropped_backpressure);
   EXPECT_EQ(st.enqueued + 1, accepted.size());
   EXPECT_EQ(st.acked, stored.size());
   EXPECT_GT(st.dropped_disconnected, 0u);

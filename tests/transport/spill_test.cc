@@ -56,8 +56,8 @@ std::vector<uint64_t> Seqs(const std::vector<std::string>& lines) {
 // The accounting identity of SenderStats, spill included.
 void ExpectBalanced(const Sender& s) {
   const SenderStats st = s.stats();
-  EXPECT_EQ(st.enqueued + st.preamble_lines,
-            st.acked + st.spilled + st.dropped_disconnected + s.unacked_lines());
+  EXPECT_EQ(st.enqueued + st.preamble_lines, st.acked + st.spilled + st.dropped_disconnected +
+                                                 st.dropped_backpressure + s.unacked_lines());
 }
 
 // A SpillSink that records every line per file in memory. A new file starts every

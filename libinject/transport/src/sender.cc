@@ -111,6 +111,12 @@ struct Sender::Impl {
   bool AppendToSpill(const LineQueue& q, uint64_t index) noexcept;
   void ReleaseSpilledPreamble() noexcept;
   Clock::time_point SpillDeadline() const noexcept;
+  // A batch is ready when batch_bytes wait, or when the buffer could not take batch_bytes more
+  // (a small buffer, or acks lagging): waiting longer would not make the batch bigger.
+  bool BatchReady() const noexcept {
+    return unsent.bytes() >= opts.batch_bytes ||
+           window.bytes() + unsent.bytes() + opts.batch_bytes > buffer_bytes;
+  }
   bool FitsUnsent(size_t len) const noexcept {
     return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
   }
@@ -160,9 +166,9 @@ struct Sender::Impl {
   bool ack_discarding = false;  // inside an over-long garbage line
 
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
-      rejected_no_room, rejected_too_large, rejected_invalid, retransmitted, connects,
-      connect_failures, disconnects, write_errors, partial_writes, bytes_written, bytes_read, acks,
-      garbage_lines;
+      dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted,
+      connects, connect_failures, disconnects, write_errors, partial_writes, bytes_written,
+      bytes_read, acks, garbage_lines;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
@@ -280,8 +286,7 @@ void Sender::Impl::StampOldest(Clock::time_point now) noexcept {
 }
 
 bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
-  return force || unsent.bytes() >= opts.batch_bytes ||
-         (has_oldest && now - oldest_since >= opts.flush_interval);
+  return force || BatchReady() || (has_oldest && now - oldest_since >= opts.flush_interval);
 }
 
 void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
@@ -534,8 +539,8 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
   if (!window.empty() || (force && Unacked() > 0)) {
     due = Clock::time_point::min();
   } else if (!unsent.empty()) {
-    due = !has_oldest || unsent.bytes() >= opts.batch_bytes ? Clock::time_point::min()
-                                                            : oldest_since + opts.flush_interval;
+    due =
+        !has_oldest || BatchReady() ? Clock::time_point::min() : oldest_since + opts.flush_interval;
   }
   return due == kNever ? kNever : std::max(due, spill_retry_at);
 }
@@ -574,6 +579,7 @@ void Sender::Impl::Reset() noexcept {
         &bytes_read, &acks, &garbage_lines}) {
     c->Zero();
   }
+  dropped_backpressure.Zero();
 }
 
 Sender::Sender(SenderOptions options) noexcept
@@ -614,7 +620,7 @@ bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
   }
   while (!s.FitsUnsent(line.size())) {
     s.unsent.PopFront();  // not empty: the window alone leaves room for the line
-    s.dropped_disconnected.Add();
+    (s.Connected() ? s.dropped_backpressure : s.dropped_disconnected).Add();
   }
   if (s.unsent.empty()) s.has_oldest = false;
   s.unsent.Push(seq, line);
@@ -662,21 +668,37 @@ bool Sender::Flush(std::chrono::steady_clock::time_point deadline) noexcept {
       break;
     }
     if (now >= deadline) break;
-    const Clock::time_point wake = std::min(deadline, NextDeadline());
-    int timeout_ms = 1;
-    if (wake > now) {
-      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 1, INT_MAX));
-    }
-    if (s.fd >= 0) {
-      pollfd p{s.fd, static_cast<short>(POLLIN | (WantsWrite() ? POLLOUT : 0)), 0};
-      (void)poll(&p, 1, timeout_ms);
-    } else {
-      (void)poll(nullptr, 0, timeout_ms);
-    }
+    SleepUntilProgress(now, deadline);
   }
   s.force = false;
   return all_acked;
+}
+
+bool Sender::WaitForRoom(size_t bytes, std::chrono::steady_clock::time_point deadline) noexcept {
+  if (!impl_ || !impl_->buffers_ok) return false;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    Poll(now);
+    if (HasRoom(bytes) || now >= deadline) return HasRoom(bytes);
+    SleepUntilProgress(now, deadline);
+  }
+}
+
+void Sender::SleepUntilProgress(std::chrono::steady_clock::time_point now,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+  const Impl& s = *impl_;
+  const Clock::time_point wake = std::min(deadline, NextDeadline());
+  int timeout_ms = 1;
+  if (wake > now) {
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 1, INT_MAX));
+  }
+  if (s.fd >= 0) {
+    pollfd p{s.fd, static_cast<short>(POLLIN | (WantsWrite() ? POLLOUT : 0)), 0};
+    (void)poll(&p, 1, timeout_ms);
+  } else {
+    (void)poll(nullptr, 0, timeout_ms);
+  }
 }
 
 std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
@@ -686,7 +708,7 @@ std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
   if (s.fd < 0) return std::min(s.addr.valid() ? s.next_connect : kNever, s.SpillDeadline());
   if (s.connecting) return s.connect_started + kConnectTimeout;
   if (s.unsent.empty() || !s.window.Fits(s.unsent.front().len)) return kNever;
-  if (!s.has_oldest || s.force || s.unsent.bytes() >= s.opts.batch_bytes) {
+  if (!s.has_oldest || s.force || s.BatchReady()) {
     return Clock::time_point::min();
   }
   return s.oldest_since + s.opts.flush_interval;
@@ -723,6 +745,7 @@ SenderStats Sender::stats() const noexcept {
   out.spilled = s.spilled.Get();
   out.spill_refusals = s.spill_refusals.Get();
   out.dropped_disconnected = s.dropped_disconnected.Get();
+  out.dropped_backpressure = s.dropped_backpressure.Get();
   out.rejected_no_room = s.rejected_no_room.Get();
   out.rejected_too_large = s.rejected_too_large.Get();
   out.rejected_invalid = s.rejected_invalid.Get();

@@ -288,13 +288,15 @@ struct BasicStatsEvent {
   static constexpr EventType kType = EventType::kStats;
   Header header;
   uint64_t emitted = 0;        // events handed to the transport
-  uint64_t dropped = 0;        // events lost: dropped_ring_full + dropped_disconnected
+  // events lost: dropped_ring_full + dropped_disconnected + dropped_backpressure
+  uint64_t dropped = 0;
   uint64_t ring_capacity = 0;  // event slots in the ring
   int64_t interval_ns = 0;     // period between stats events
   uint64_t launches = 0;       // kernel launches seen, sent or not (sampling, name filters)
   uint64_t filtered = 0;       // launches not sent because of sampling or name filters
   uint64_t dropped_ring_full = 0;     // events lost because the ring was full
   uint64_t dropped_disconnected = 0;  // events lost because the collector was unreachable
+  uint64_t dropped_backpressure = 0;  // events lost because the connected collector was behind
   uint64_t ring_high_water = 0;       // most ring slots ever in use at once
   uint64_t cpu_ns = 0;                // CPU time of the library's own threads, ns
   // Kernel timing records lost (no kernel_time event for them; not counted in dropped): CUPTI
@@ -307,7 +309,7 @@ struct BasicStatsEvent {
   bool operator==(const BasicStatsEvent&) const = default;
 };
 
-// Last event of a process that exits normally. Counters as in stats (the five after `dropped`
+// Last event of a process that exits normally. Counters as in stats (the six after `dropped`
 // optional on the wire, 0 when absent).
 template <class S>
 struct BasicProcessEndEvent {
@@ -320,6 +322,7 @@ struct BasicProcessEndEvent {
   uint64_t filtered = 0;
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
   uint64_t occupancy_disagreements = 0;
 
@@ -342,7 +345,7 @@ struct BasicProcessLostEvent {
 };
 
 // Sent by the process from its handler of a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-// SIGABRT), after every event recorded before it. Counters as in process_end (the five after
+// SIGABRT), after every event recorded before it. Counters as in process_end (the six after
 // `dropped` optional on the wire, 0 when absent).
 template <class S>
 struct BasicProcessCrashEvent {
@@ -362,6 +365,7 @@ struct BasicProcessCrashEvent {
   uint64_t filtered = 0;
   uint64_t dropped_ring_full = 0;
   uint64_t dropped_disconnected = 0;
+  uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
   uint64_t occupancy_disagreements = 0;
 

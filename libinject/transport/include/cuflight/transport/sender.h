@@ -12,10 +12,11 @@
 //     copy); the window is what a new connection retransmits. So "the oldest line never sent" is
 //     always the buffer's front, and dropping it for room is O(1); lines in the window are never
 //     dropped. buffer_bytes bounds the two together.
-//  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting or the oldest
-//     has waited `flush_interval` (measured from the first Poll() that saw it), then everything
-//     the window admits goes out with as few sendmsg(2) calls as the socket allows; partial
-//     writes resume where they stopped. Retransmissions and preamble lines are not delayed.
+//  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting, or the buffer
+//     could not take `batch_bytes` more (a bigger batch cannot come), or the oldest has waited
+//     `flush_interval` (measured from the first Poll() that saw it); then everything the window
+//     admits goes out with as few sendmsg(2) calls as the socket allows; partial writes resume
+//     where they stopped. Retransmissions and preamble lines are not delayed.
 //  5. On every connection the stream is the preamble and the held lines merged in seq order:
 //     process_start (the lowest seq) is always first, and a preamble line added later (a device
 //     seen mid-run) goes out after the held lines with lower seqs, never before them, because
@@ -38,6 +39,10 @@
 //     collector that comes back later gets the lines held from then on, and sees the spilled
 //     seqs as a gap. Lines the sink refuses (full, disabled) stay held, and are dropped for room
 //     as without a sink; the sink is tried again one flush_interval later.
+//  9. Back-pressure: a line dropped for room is counted by what was happening. With a collector
+//     connected, its acks did not keep up (dropped_backpressure); without one, nothing could be
+//     sent (dropped_disconnected). An owner that would rather wait than drop asks HasRoom()
+//     first, and WaitForRoom() sleeps until acks (or the spill) make room.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -82,7 +87,8 @@ struct SenderOptions {
 };
 
 // Counters since construction (or ResetAfterFork). Accounting identity, at any time:
-//   enqueued + preamble_lines == acked + spilled + dropped_disconnected + Sender::unacked_lines()
+//   enqueued + preamble_lines ==
+//       acked + spilled + dropped_disconnected + dropped_backpressure + Sender::unacked_lines()
 // rejected_* lines were never taken (Enqueue returned false): the caller counts those.
 struct SenderStats {
   uint64_t enqueued = 0;              // lines Enqueue() took
@@ -92,7 +98,10 @@ struct SenderStats {
                                       // written to the spill sink (a preamble line once, however
                                       // many spill files repeat it)
   uint64_t spill_refusals = 0;        // times the spill sink refused a line (full, disabled)
-  uint64_t dropped_disconnected = 0;  // taken, never sent, dropped to make room
+  uint64_t dropped_disconnected = 0;  // taken, never sent, dropped to make room while no
+                                      // collector was connected
+  uint64_t dropped_backpressure = 0;  // taken, never sent, dropped to make room while a
+                                      // collector was connected: it had not acknowledged enough
   uint64_t rejected_no_room = 0;      // Enqueue() false: everything held is sent-unacked
   uint64_t rejected_too_large = 0;    // Enqueue() false: longer than min(window, buffer)
   uint64_t rejected_invalid = 0;      // Enqueue()/AddPreamble() false: empty, no final '\n',
@@ -128,8 +137,9 @@ class Sender {
 
   // Queues one complete line (ending in '\n') with its seq, which must be above every seq given
   // so far. Never blocks. When the line does not fit, the oldest lines never sent are dropped
-  // until it does (counted in dropped_disconnected, exactly; their seqs leave a gap the collector
-  // sees). Returns false, dropping nothing, when the line cannot be taken: longer than
+  // until it does (counted exactly, in dropped_backpressure while a collector is connected, else
+  // in dropped_disconnected; their seqs leave a gap the collector sees). Returns false, dropping
+  // nothing, when the line cannot be taken: longer than
   // min(window_bytes, buffer_bytes) (rejected_too_large), or not fitting even with every
   // never-sent line dropped because the rest is sent-unacked (rejected_no_room), or malformed
   // (rejected_invalid). The caller counts a false return as its own drop: the seq is used.
@@ -138,6 +148,11 @@ class Sender {
   // True if a line of `bytes` would be taken now without dropping anything: the owner can stop
   // draining its ring instead (so that the ring drops, newest first, rather than this buffer).
   bool HasRoom(size_t bytes) const noexcept;
+
+  // Polls, sleeping in poll(2) as Flush() does, until HasRoom(bytes) or `deadline`; returns
+  // HasRoom(bytes). Room comes from acks (or the spill), so this waits on the collector: the
+  // owner bounds it (a past deadline polls once and returns).
+  bool WaitForRoom(size_t bytes, std::chrono::steady_clock::time_point deadline) noexcept;
 
   // Does the I/O due at `now` (the owner's steady clock; only this and Flush's clock are used):
   // connects (after the backoff if the last attempt failed), sends the preamble on a new
@@ -192,6 +207,11 @@ class Sender {
 
  private:
   struct Impl;
+  // Sleeps in poll(2) on the socket until it is ready, the next deadline of the sender, or
+  // `deadline` (at least 1 ms).
+  void SleepUntilProgress(std::chrono::steady_clock::time_point now,
+                          std::chrono::steady_clock::time_point deadline) noexcept;
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -131,6 +131,30 @@ void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {
   state.counters["driver_queries"] = static_cast<double>(s.fake.occupancy_queries);
   state.SetItemsProcessed(state.iterations());
 }
+// What every other driver call costs the application while api_error events are on (the whole
+// driver domain is subscribed): CUPTI raises an enter and an exit callback for it; the handler
+// returns at the enter, and at the exit looks at the result and the callback id.
+void BM_DriverCallbackNotALaunch(benchmark::State& state) {
+  Setup s;
+  cuMemcpyHtoD_v2_params params{};
+  CUresult result = CUDA_SUCCESS;
+  CUpti_CallbackData enter{};
+  enter.callbackSite = CUPTI_API_ENTER;
+  enter.functionParams = &params;
+  enter.context = reinterpret_cast<CUcontext>(0xC0);
+  CUpti_CallbackData exit = enter;
+  exit.callbackSite = CUPTI_API_EXIT;
+  exit.functionReturnValue = &result;
+  for (auto _ : state) {
+    s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+                           &enter);
+    s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+                           &exit);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DriverCallbackNotALaunch);
+
 BENCHMARK(BM_LaunchCallbackNewConfiguration<0>);
 BENCHMARK(BM_LaunchCallbackNewConfiguration<1>);
 

@@ -20,6 +20,7 @@
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
 #include "cuflight/schema/log_layout.h"
+#include "cuflight/schema/routine_failures.h"
 #include "join_key.h"
 
 namespace cuflight::report {
@@ -290,6 +291,9 @@ class Builder {
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedApiErrorEvent& e) {
+    // Logs written before the injected library counted routine failures instead of sending them
+    // hold such events: they are part of normal operation, never why a process failed.
+    if (schema::IsRoutineFailure(e.api, e.code)) return;
     ++p.summary.api_errors;
     if (!p.last_api_error_seq || e.header.seq >= *p.last_api_error_seq) {
       p.last_api_error_seq = e.header.seq;

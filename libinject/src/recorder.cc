@@ -1,6 +1,8 @@
 #include "recorder.h"
 
 #include "cuflight/occupancy/device_attributes.h"
+#include "cuflight/schema/routine_failures.h"
+#include "mix64.h"
 #include "own_calls.h"
 
 #include <cupti.h>
@@ -115,15 +117,38 @@ bool IsStickyError(CUresult result) {
 }
 
 bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result) {
+  static_assert(schema::kCudaErrorNotReady == CUDA_ERROR_NOT_READY);
   if (result == CUDA_ERROR_NOT_READY) return true;
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress:
-    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2:
-    case CUPTI_DRIVER_TRACE_CBID_cuGetExportTable:
-      return true;
-    default:
-      return false;
+  struct Routine {
+    CUpti_CallbackId cbid;
+    int32_t code;
+  };
+  // The shared list, by callback id: a name there that is not a driver callback does not compile.
+#define CUFLIGHT_ROUTINE_BY_CBID(api, code) Routine{CUPTI_DRIVER_TRACE_CBID_##api, code},
+  static constexpr Routine kRoutine[] = {CUFLIGHT_ROUTINE_FAILURES(CUFLIGHT_ROUTINE_BY_CBID)};
+#undef CUFLIGHT_ROUTINE_BY_CBID
+  const auto code = static_cast<int32_t>(result);
+  for (const Routine& r : kRoutine) {
+    if (r.cbid == cbid && (r.code == -1 || r.code == code)) return true;
   }
+  return false;
+}
+
+bool ApiErrorLimiter::Allow(uint32_t cbid, int32_t result, int64_t now_ns) noexcept {
+  const uint64_t key = (uint64_t{cbid} << 32 | static_cast<uint32_t>(result)) + 1;  // never 0
+  Entry& e = entries_[Mix64(key) & (kEntries - 1)];
+  if (e.key.load(std::memory_order_relaxed) != key) {
+    e.key.store(key, std::memory_order_relaxed);
+    e.count.store(0, std::memory_order_relaxed);
+    e.last_ns.store(0, std::memory_order_relaxed);
+  }
+  if (e.count.fetch_add(1, std::memory_order_relaxed) < kBurst) {
+    e.last_ns.store(now_ns, std::memory_order_relaxed);
+    return true;
+  }
+  int64_t last = e.last_ns.load(std::memory_order_relaxed);
+  return now_ns - last >= kIntervalNs &&
+         e.last_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed);
 }
 
 std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t handle,
@@ -463,10 +488,19 @@ void Recorder::PrimaryContextGone(CUdevice device) noexcept {
 
 void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
                           CUresult result) noexcept {
-  if (IsRoutineFailure(cbid, result)) return;
+  if (IsRoutineFailure(cbid, result)) {
+    routine_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const int64_t now_ns = NowRealtimeNs();
+  const bool sticky = IsStickyError(result);
+  if (!limiter_.Allow(cbid, static_cast<int32_t>(result), now_ns)) {
+    suppressed_.fetch_add(1, std::memory_order_relaxed);
+    return;  // a repeat: the first ones of this failure were recorded (and flushed if sticky)
+  }
   LaunchRecord record;
   record.kind = RecordKind::kApiError;
-  record.ts_ns = NowRealtimeNs();
+  record.ts_ns = now_ns;
   const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
   record.correlation_id = data->correlationId;
   record.tid = ThreadId();
@@ -491,7 +525,7 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   ring_->Push(record, options_.on_full);
   // The first sticky error sends everything pending and waits; the failures that follow on the
   // dead context (every later call returns the same error) are recorded without waiting again.
-  if (IsStickyError(result) && options_.on_sticky_error &&
+  if (sticky && options_.on_sticky_error &&
       !sticky_flushed_.exchange(true, std::memory_order_acq_rel)) {
     try {
       options_.on_sticky_error();

@@ -48,10 +48,32 @@ struct RecorderOptions {
 
 // Errors after which the CUDA context cannot be used any more (the process usually ends soon).
 bool IsStickyError(CUresult result);
-// Failures that are part of normal operation and are not reported as api_error: polling
-// (CUDA_ERROR_NOT_READY) and the runtime's probing of driver entry points (cuGetProcAddress,
-// cuGetExportTable).
+// Failures that are part of normal operation and are counted instead of reported as api_error:
+// the list in cuflight/schema/routine_failures.h (polling, entry-point and symbol probing,
+// pointer-attribute probes on host memory, peer access and host registration already in the
+// asked state, ...).
 bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result);
+
+// Repeats of one failure (driver call, CUresult) beyond the first kBurst are recorded at most
+// once per second; the rest are counted. Lock-free; a fixed table of pairs (a pair whose entry
+// another took starts afresh).
+class ApiErrorLimiter {
+ public:
+  static constexpr uint64_t kBurst = 10;
+  static constexpr int64_t kIntervalNs = 1000000000;
+  static constexpr size_t kEntries = 256;
+
+  // True when this failure at `now_ns` is to be recorded.
+  bool Allow(uint32_t cbid, int32_t result, int64_t now_ns) noexcept;
+
+ private:
+  struct Entry {
+    std::atomic<uint64_t> key{0};
+    std::atomic<uint64_t> count{0};
+    std::atomic<int64_t> last_ns{0};
+  };
+  Entry entries_[kEntries];
+};
 
 class Recorder {
  public:
@@ -78,6 +100,10 @@ class Recorder {
   uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
   // Failed driver calls recorded as api_error (or dropped by a full ring).
   uint64_t api_errors() const { return api_errors_.load(std::memory_order_relaxed); }
+  // Failed driver calls of the routine list: counted, not recorded.
+  uint64_t api_errors_routine() const { return routine_.load(std::memory_order_relaxed); }
+  // Repeats of one failure beyond the rate limit: counted, not recorded.
+  uint64_t api_errors_suppressed() const { return suppressed_.load(std::memory_order_relaxed); }
 
   // Streams whose CUPTI ids are remembered.
   static constexpr size_t kStreamCapacity = 4096;
@@ -142,6 +168,9 @@ class Recorder {
   std::atomic<uint64_t> unresolved_{0};
   std::atomic<uint64_t> untracked_{0};
   std::atomic<uint64_t> api_errors_{0};
+  std::atomic<uint64_t> routine_{0};
+  std::atomic<uint64_t> suppressed_{0};
+  ApiErrorLimiter limiter_;
   std::atomic<bool> sticky_flushed_{false};
   LaunchConfigTable configs_{kLaunchConfigCapacity};
   StreamTable streams_;

@@ -563,6 +563,8 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
                      timing_incomplete_.load(std::memory_order_relaxed);
   c.occupancy_disagreements = builder_.disagreements();
+  c.api_errors_routine = recorder_ != nullptr ? recorder_->api_errors_routine() : 0;
+  c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
   return c;
 }
 
@@ -582,6 +584,8 @@ void SenderThread::SendStats() noexcept {
   event.cpu_ns = c.cpu_ns;
   event.timing_dropped = c.timing_dropped;
   event.occupancy_disagreements = c.occupancy_disagreements;
+  event.api_errors_routine = c.api_errors_routine;
+  event.api_errors_suppressed = c.api_errors_suppressed;
   event.interval_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
   Send(event, /*preamble=*/false);
@@ -601,6 +605,8 @@ void SenderThread::SendProcessEnd() noexcept {
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
   event.occupancy_disagreements = c.occupancy_disagreements;
+  event.api_errors_routine = c.api_errors_routine;
+  event.api_errors_suppressed = c.api_errors_suppressed;
   Send(event, /*preamble=*/false);
 }
 
@@ -623,6 +629,8 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.filtered = c.filtered;
   event.timing_dropped = c.timing_dropped;
   event.occupancy_disagreements = c.occupancy_disagreements;
+  event.api_errors_routine = c.api_errors_routine;
+  event.api_errors_suppressed = c.api_errors_suppressed;
   Send(event, /*preamble=*/false);
 }
 

@@ -90,6 +90,8 @@ struct PipelineCounters {
   uint64_t timing_dropped = 0;
   // Kernel events whose driver block count differed from the engine's.
   uint64_t occupancy_disagreements = 0;
+  uint64_t api_errors_routine = 0;     // Recorder::api_errors_routine()
+  uint64_t api_errors_suppressed = 0;  // Recorder::api_errors_suppressed()
 };
 
 class SenderThread {

@@ -554,6 +554,8 @@ void ReadLaunchCounters(Reader& r, E* e) {
   r.OptionalInt("dropped_backpressure", kUint64, &e->dropped_backpressure);
   r.OptionalInt("timing_dropped", kUint64, &e->timing_dropped);
   r.OptionalInt("occupancy_disagreements", kUint64, &e->occupancy_disagreements);
+  r.OptionalInt("api_errors_routine", kUint64, &e->api_errors_routine);
+  r.OptionalInt("api_errors_suppressed", kUint64, &e->api_errors_suppressed);
 }
 
 void Read(Reader& r, OwnedStatsEvent* e) {

@@ -500,6 +500,10 @@ void WriteLaunchCounters(Writer& w, const E& e) {
   w.Int(e.timing_dropped);
   w.Key(R"(,"occupancy_disagreements":)");
   w.Int(e.occupancy_disagreements);
+  w.Key(R"(,"api_errors_routine":)");
+  w.Int(e.api_errors_routine);
+  w.Key(R"(,"api_errors_suppressed":)");
+  w.Int(e.api_errors_suppressed);
 }
 
 template <class S>

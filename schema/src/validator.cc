@@ -56,7 +56,8 @@ using internal::Utf8Length;
   X(code) X(error_name) X(message) X(last_correlation_ids)                                      \
   X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
   X(dropped_ring_full) X(dropped_disconnected) X(dropped_backpressure) X(ring_high_water)       \
-  X(cpu_ns) X(timing_dropped) X(occupancy_disagreements)                                         \
+  X(cpu_ns) X(timing_dropped) X(occupancy_disagreements) X(api_errors_routine)                  \
+  X(api_errors_suppressed)                                                                       \
   X(exit_code)                                                                                   \
   X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
   X(signal) X(signal_name) X(addr) X(app_handler)
@@ -1317,7 +1318,8 @@ void CheckApiError(Checker& c) {
 
 void CheckLaunchCounters(Checker& c) {
   for (const Key k : {k_launches, k_filtered, k_dropped_ring_full, k_dropped_disconnected,
-                      k_dropped_backpressure, k_timing_dropped, k_occupancy_disagreements}) {
+                      k_dropped_backpressure, k_timing_dropped, k_occupancy_disagreements,
+                      k_api_errors_routine, k_api_errors_suppressed}) {
     c.OptionalInt(k, kUint64);
   }
 }

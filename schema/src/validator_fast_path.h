@@ -734,7 +734,9 @@ inline bool LaunchCounters(Cursor& c) {
          c.Int<R"(,"dropped_disconnected":)", kUint64>() &&
          (!c.Name<R"(,"dropped_backpressure":)">() || c.IntValue<kUint64>()) &&
          (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"occupancy_disagreements":)">() || c.IntValue<kUint64>());
+         (!c.Name<R"(,"occupancy_disagreements":)">() || c.IntValue<kUint64>()) &&
+         (!c.Name<R"(,"api_errors_routine":)">() || c.IntValue<kUint64>()) &&
+         (!c.Name<R"(,"api_errors_suppressed":)">() || c.IntValue<kUint64>());
 }
 
 inline bool Stats(Cursor& c, Header* h) {

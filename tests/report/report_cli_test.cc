@@ -287,6 +287,23 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   EXPECT_EQ(launches[1]["in_failed_call"], true);
 }
 
+// A routine failure after the last kernel (NCCL probing a host pointer; a log written before the
+// injected library counted such failures instead of sending them) does not make a healthy
+// process look failed.
+TEST(ReportCli, ARoutineFailureLastIsNotAFailedProcess) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  s += Line(ApiError(kPid, 3, "cuPointerGetAttribute", "CUDA_ERROR_INVALID_VALUE", 1, {11}));
+  s += Line(End(kPid, 4, 0));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("did not end normally"), std::string::npos) << r.out;
+  const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+  EXPECT_EQ(j["review"].size(), 0u);
+}
+
 // A reviewed process's last launches of a CUDA graph: the nodes of one replay share its
 // correlation id, and each shows its own duration and graph node.
 TEST(ReportCli, ReviewedGraphNodesShowTheirOwnDurations) {

@@ -60,7 +60,7 @@ TEST(EncoderTest, StatsLineIsExact) {
             R"("emitted":18446744073709551615,"dropped":0,"ring_capacity":65536,)"
             R"("interval_ns":1000000000,"launches":10,"filtered":4,"dropped_ring_full":3,)"
             R"("dropped_disconnected":2,"dropped_backpressure":5,"timing_dropped":9,)"
-            R"("occupancy_disagreements":7,)"
+            R"("occupancy_disagreements":7,"api_errors_routine":0,"api_errors_suppressed":0,)"
             R"("ring_high_water":65535,)"
             R"("cpu_ns":123456789})"
             "\n");
@@ -79,11 +79,14 @@ TEST(EncoderTest, ProcessEndLineIsExact) {
   end.dropped_backpressure = 0;
   end.timing_dropped = 18446744073709551615u;
   end.occupancy_disagreements = 1;
+  end.api_errors_routine = 12;
+  end.api_errors_suppressed = 3;
   EXPECT_EQ(EncodeToString(end),
             R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":-11,)"
             R"("emitted":4,"dropped":5,"launches":6,"filtered":7,"dropped_ring_full":1,)"
             R"("dropped_disconnected":4,"dropped_backpressure":0,)"
-            R"("timing_dropped":18446744073709551615,"occupancy_disagreements":1})"
+            R"("timing_dropped":18446744073709551615,"occupancy_disagreements":1,)"
+            R"("api_errors_routine":12,"api_errors_suppressed":3})"
             "\n");
 }
 
@@ -129,7 +132,7 @@ TEST(EncoderTest, ProcessCrashLineIsExact) {
             R"("tid":4250,"app_handler":true,"emitted":99,"dropped":1,"launches":120,)"
             R"("filtered":20,"dropped_ring_full":1,"dropped_disconnected":0,)"
             R"("dropped_backpressure":18446744073709551615,"timing_dropped":3,)"
-            R"("occupancy_disagreements":0})"
+            R"("occupancy_disagreements":0,"api_errors_routine":0,"api_errors_suppressed":0})"
             "\n");
 }
 

@@ -305,6 +305,11 @@ struct BasicStatsEvent {
   // Launches whose occupancy the driver and the engine computed differently (kernel events with
   // engine_max_active_blocks); optional on the wire, 0 when absent.
   uint64_t occupancy_disagreements = 0;
+  // Failed driver calls counted instead of sent as api_error (optional on the wire, 0 when
+  // absent): routine failures (cuflight/schema/routine_failures.h), and repeats of one (call,
+  // CUresult) beyond the first 10, past one a second.
+  uint64_t api_errors_routine = 0;
+  uint64_t api_errors_suppressed = 0;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
@@ -325,6 +330,11 @@ struct BasicProcessEndEvent {
   uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
   uint64_t occupancy_disagreements = 0;
+  // Failed driver calls counted instead of sent as api_error (optional on the wire, 0 when
+  // absent): routine failures (cuflight/schema/routine_failures.h), and repeats of one (call,
+  // CUresult) beyond the first 10, past one a second.
+  uint64_t api_errors_routine = 0;
+  uint64_t api_errors_suppressed = 0;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -368,6 +378,11 @@ struct BasicProcessCrashEvent {
   uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
   uint64_t occupancy_disagreements = 0;
+  // Failed driver calls counted instead of sent as api_error (optional on the wire, 0 when
+  // absent): routine failures (cuflight/schema/routine_failures.h), and repeats of one (call,
+  // CUresult) beyond the first 10, past one a second.
+  uint64_t api_errors_routine = 0;
+  uint64_t api_errors_suppressed = 0;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

@@ -10,7 +10,7 @@
 // 3. Descriptors: a SyncAndClose job holds its descriptor until it has run, so a slow disk
 //    (fdatasync taking longer than the jobs arrive) would hold more and more of them. The
 //    worker counts them (descriptors_held) so its callers can bound them: LogSink queues a
-//    periodic round only when the previous one is done, and past kMaxHeldCloses hands closed
+//    periodic round only when the previous one is done, and past 64 queued closes hands closed
 //    files over by name (SyncFile), which holds no descriptor while it waits.
 // 4. Stopping (destructor) finishes the running job and the queued fsyncs, and leaves queued
 //    compressions undone: their plain segments are complete on disk and LogSink::Open compresses

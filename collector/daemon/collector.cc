@@ -42,6 +42,9 @@ constexpr uint64_t kTokenUnix = 1;
 constexpr uint64_t kTokenTcp = 2;
 constexpr uint64_t kTokenWake = 3;
 constexpr uint64_t kFirstConnectionId = 16;
+// The owner TCP connections are counted under for --max-connections-per-uid (they have no uid;
+// (uid_t)-1 is no user's: chown(2) uses it for "unchanged").
+constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
 
 // Periodic work (LogSink::Tick, timeouts, the published stats) runs at least this often.
 constexpr auto kTickInterval = std::chrono::milliseconds(100);
@@ -127,6 +130,8 @@ class Collector::Impl {
     sink_options.retain_bytes = options_.retain_bytes;
     sink_options.retain_days = options_.retain_days;
     sink_options.fsync_interval = options_.fsync_interval;
+    sink_options.max_pending_bytes = options_.max_pending_bytes;
+    sink_options.retention_interval = options_.retention_interval;
     std::string sink_error;
     sink_ = LogSink::Open(sink_options, &sink_error);
     if (!sink_) {
@@ -225,14 +230,16 @@ class Collector::Impl {
   void CheckDescriptorLimit() {
     rlimit limit{};
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-    // Connections plus listeners, the log files and the metrics server's sockets.
-    const rlim_t wanted = static_cast<rlim_t>(options_.max_connections) + 256;
+    // Per connection: its socket, its process's log file and, during an fsync round, a duplicate
+    // of that (log_sink.h); then the listeners, the worker's queued closes (64), the metrics
+    // server's share (17, metrics_server.h) and a margin.
+    const rlim_t wanted = 3 * static_cast<rlim_t>(options_.max_connections) + 256;
     if (limit.rlim_cur >= wanted) return;
     limit.rlim_cur = std::min(wanted, limit.rlim_max);
     setrlimit(RLIMIT_NOFILE, &limit);
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < wanted) {
       log_->warn(
-          "descriptor limit {} is below --max-connections {} + 256; connections beyond "
+          "descriptor limit {} is below 3 x --max-connections {} + 256; connections beyond "
           "it are refused",
           limit.rlim_cur, options_.max_connections);
     }
@@ -268,7 +275,7 @@ class Collector::Impl {
           const int victim = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
           if (victim >= 0) close(victim);
           spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
-          RefuseConnection("out of file descriptors");
+          RefuseConnection("connection_limit", "out of file descriptors");
           continue;
         }
         log_->error("accept failed: {}", Errno(errno));
@@ -276,8 +283,9 @@ class Collector::Impl {
       }
       if (connections_.size() >= static_cast<size_t>(options_.max_connections)) {
         close(fd);
-        RefuseConnection("--max-connections " + std::to_string(options_.max_connections) +
-                         " reached");
+        RefuseConnection(
+            "connection_limit",
+            "--max-connections " + std::to_string(options_.max_connections) + " reached");
         continue;
       }
       auto conn = std::make_unique<Connection>(fd, next_connection_id_++, options_.max_line_bytes);
@@ -294,6 +302,10 @@ class Collector::Impl {
         conn->peer_pid = cred.pid;
         conn->peer_uid = cred.uid;
         conn->peer_gid = cred.gid;
+        if (!TakeOwnerSlot(cred.uid)) {
+          close(fd);
+          continue;
+        }
         conn->peer = fmt::format("pid {} uid {} gid {}", cred.pid, cred.uid, cred.gid);
       } else {
         const int one = 1;
@@ -314,9 +326,15 @@ class Collector::Impl {
           }
         }
         conn->peer = fmt::format("tcp {}:{}", host, port);
+        if (!TakeOwnerSlot(kTcpOwner)) {
+          close(fd);
+          continue;
+        }
       }
+      conn->last_input = conn->accepted_at;
       if (!Watch(fd, conn->id, EPOLLIN)) {
         log_->error("cannot watch a connection: {}", Errno(errno));
+        ReleaseOwnerSlot(*conn);
         close(fd);
         continue;
       }
@@ -327,9 +345,36 @@ class Collector::Impl {
     }
   }
 
-  void RefuseConnection(const std::string& why) {
+  // Counts one more connection of `owner` (a uid, or kTcpOwner) unless its share is taken: then
+  // refuses it (counted) and returns false.
+  bool TakeOwnerSlot(uid_t owner) {
+    const int limit = options_.max_connections_per_uid > 0
+                          ? options_.max_connections_per_uid
+                          : std::max(1, options_.max_connections / 4);
+    int& count = owner_connections_[owner];
+    if (count >= limit) {
+      ++stats_.uid_limit_refusals;
+      RefuseConnection("uid_connection_limit",
+                       fmt::format("{} already holds {} connections (--max-connections-per-uid)",
+                                   owner == kTcpOwner ? std::string("tcp (all peers together)")
+                                                      : fmt::format("uid {}", owner),
+                                   count));
+      if (count == 0) owner_connections_.erase(owner);
+      return false;
+    }
+    ++count;
+    return true;
+  }
+
+  void ReleaseOwnerSlot(const Connection& c) {
+    const auto it = owner_connections_.find(c.is_unix ? c.peer_uid : kTcpOwner);
+    if (it == owner_connections_.end()) return;
+    if (--it->second <= 0) owner_connections_.erase(it);
+  }
+
+  void RefuseConnection(std::string_view reason, const std::string& why) {
     ++stats_.connections_refused;
-    if (metrics_ != nullptr) metrics_->Rejected("connection_limit");
+    if (metrics_ != nullptr) metrics_->Rejected(reason);
     uint64_t suppressed = 0;
     if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
       log_->warn("refused a connection: {}{}", why,
@@ -343,6 +388,7 @@ class Collector::Impl {
     const ssize_t n = recv(c.fd, read_buf_.data(), read_buf_.size(), 0);
     if (n > 0) {
       stats_.bytes_received += static_cast<uint64_t>(n);
+      c.last_input = Clock::now();
       Feed(c, std::string_view(read_buf_.data(), static_cast<size_t>(n)));
       return;
     }
@@ -429,6 +475,7 @@ class Collector::Impl {
       if (sink_->refusing(p.stream)) {
         // The log's buffers are full (e.g. the disk is): this line and the rest of the
         // connection are not stored; the producer resends them after reconnecting.
+        if (!p.highest_refused || seq > *p.highest_refused) p.highest_refused = seq;
         Reject(c, RejectReason::kStoreFailed, "the log is not accepting lines (buffers full)");
         c.close_requested = true;
         return;
@@ -705,20 +752,42 @@ class Collector::Impl {
 
   void PublishBytesWritten() {
     if (metrics_ == nullptr) return;
-    const uint64_t written = sink_->stats().bytes_written;
-    if (written > bytes_written_reported_) {
-      metrics_->BytesWritten(written - bytes_written_reported_);
-      bytes_written_reported_ = written;
+    const LogSinkStats sink = sink_->stats();
+    if (sink.bytes_written > bytes_written_reported_) {
+      metrics_->BytesWritten(sink.bytes_written - bytes_written_reported_);
+      bytes_written_reported_ = sink.bytes_written;
     }
+    metrics_->SetLogTotals({.write_errors = sink.write_errors,
+                            .pending_bytes = sink.pending_bytes,
+                            .fsync_rounds_skipped = sink.fsync_rounds_skipped,
+                            .recovery_failures = sink.recovery_failures});
   }
 
   void Tick(Clock::time_point now) {
     sink_->Tick(std::chrono::system_clock::now());
+    if (sink_->has_pending()) RetryPendingWrites();
     std::vector<uint64_t> expired;
+    std::vector<uint64_t> idle;
     for (auto& [id, c] : connections_) {
       if (c->process == nullptr && now - c->accepted_at >= options_.handshake_timeout) {
         expired.push_back(id);
+      } else if (c->process != nullptr && options_.idle_timeout.count() > 0 &&
+                 now - c->last_input >= options_.idle_timeout) {
+        idle.push_back(id);
       }
+    }
+    for (const uint64_t id : idle) {
+      Connection& c = *connections_.at(id);
+      ++stats_.idle_timeouts;
+      if (metrics_ != nullptr) metrics_->Rejected("idle_timeout");
+      uint64_t suppressed = 0;
+      if (limiter_.Allow(kLogKeyConnection, now, &suppressed)) {
+        log_->warn(
+            "connection {} ({}): nothing received for {} ms; closed (a live producer "
+            "reconnects when it sends again)",
+            c.id, c.peer, options_.idle_timeout.count());
+      }
+      CloseConnection(id);
     }
     for (const uint64_t id : expired) {
       Connection& c = *connections_.at(id);
@@ -746,6 +815,19 @@ class Collector::Impl {
     }
     ReleaseFinished();
     Publish();
+  }
+
+  // A write that failed (a full disk) is retried on the timer, not only after a turn that read
+  // lines: a producer whose window of unacknowledged events is full sends nothing until an ack
+  // comes, so without this, writing would resume only when it exits.
+  void RetryPendingWrites() {
+    sink_->Flush();
+    ++stats_.flushes;
+    for (auto& [id, c] : connections_) {
+      if (c->process != nullptr) MarkForAck(*c);
+    }
+    SendAcks();
+    PublishBytesWritten();
   }
 
   void Publish() {
@@ -783,6 +865,7 @@ class Collector::Impl {
     }
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     close(c.fd);
+    ReleaseOwnerSlot(c);
     ++stats_.connections_closed;
     if (metrics_ != nullptr) metrics_->ProducerDisconnected();
     log_->debug("connection {} ({}) closed", c.id, c.peer);
@@ -794,6 +877,7 @@ class Collector::Impl {
   // stored seq (what a restarted collector recovers). A process with nothing in its log gets no
   // process_lost: there is no log to end.
   void WriteProcessLost(ProducerProcess& p, schema::LostReason reason) {
+    CountUnstored(p);
     if (!p.highest_stored) return;
     ProcessLostRecord record;
     record.ts_ns = RealtimeNs();
@@ -808,6 +892,22 @@ class Collector::Impl {
     log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored, {} lost", p.id,
                Printable(p.key.exe, 80), p.key.pid, schema::LostReasonName(reason),
                *p.highest_stored, p.stored, p.lost);
+  }
+
+  // Lines the log refused (its buffers full) and the producer did not send again are missing
+  // from the log like a gap: from the last seq accounted for up to the highest refused one.
+  void CountUnstored(ProducerProcess& p) {
+    if (!p.highest_refused || *p.highest_refused < p.next_expected) return;
+    const uint64_t missing = *p.highest_refused - p.next_expected + 1;
+    p.next_expected = *p.highest_refused + 1;
+    p.lost += missing;
+    stats_.events_lost += missing;
+    stats_.events_unstored += missing;
+    if (metrics_ != nullptr) metrics_->Unstored(missing);
+    log_->warn(
+        "process {} ({}, pid {}): {} events up to seq {} were received but not stored (the log "
+        "refused them: its buffers were full) and were not sent again; counted as lost",
+        p.id, Printable(p.key.exe, 80), p.key.pid, missing, *p.highest_refused);
   }
 
   // Releases the streams of processes that are over, after their last lines were flushed.
@@ -894,6 +994,7 @@ class Collector::Impl {
   std::string rewrite_buf_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;
+  std::unordered_map<uid_t, int> owner_connections_;  // open connections by uid (or kTcpOwner)
   uint64_t next_connection_id_ = kFirstConnectionId;
   uint64_t next_process_id_ = 1;
   std::vector<uint64_t> dirty_;        // connections to acknowledge after this turn's flush

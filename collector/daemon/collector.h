@@ -22,6 +22,13 @@
 //     coming back, process_lost (reason disconnected) is appended to its log. At shutdown,
 //     connections are drained (what they already sent is read and stored), then process_lost
 //     (reason collector_shutdown) is appended for each process still connected.
+//  6. Limits for a node service of many users: max_connections in all and a share per uid (TCP
+//     peers together are one), a handshake timeout before process_start and an idle timeout
+//     after it (producers' stats events are a heartbeat). Every refusal is counted.
+//  7. The log's failures do not wait for input: each tick (~100 ms) retries writes that failed
+//     (a full disk) and sends the acks they release, since a producer whose window is full sends
+//     nothing. Lines the log refused and the producer never sent again count as lost in its
+//     process_lost.
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
 

@@ -239,6 +239,32 @@ std::vector<Setting> Settings() {
                  o->max_connections = static_cast<int>(v);
                  return true;
                }});
+  s.push_back({"max-connections-per-uid", "N",
+               "Most simultaneous connections of one user (all TCP peers count as one); "
+               "default: a quarter of --max-connections",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 int64_t v = 0;
+                 if (!ParseIntInRange(t, 1, 1000000, "connections", &v, why)) return false;
+                 o->max_connections_per_uid = static_cast<int>(v);
+                 return true;
+               }});
+  s.push_back({"idle-timeout", "MS",
+               "Close an identified connection that sends nothing for MS; 0: never (default "
+               "60000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 0, &o->idle_timeout, why);
+               }});
+  s.push_back({"max-pending-bytes", "N",
+               "Most event bytes held while the disk refuses writes, all logs together; K, M, G "
+               "suffixes (default 128M)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ParseByteCount(t, 64 << 10, kMaxBytes, &o->max_pending_bytes, why);
+               }});
+  s.push_back({"retention-interval", "MS",
+               "Scan the log directory for retention every MS (default 10000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 100, &o->retention_interval, why);
+               }});
   s.push_back(
       {"max-line-bytes", "N",
        "Longest accepted event line in bytes, without its newline; K, M suffixes (default 64K)",

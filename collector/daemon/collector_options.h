@@ -41,14 +41,26 @@ struct CollectorOptions {
   bool tcp_allow_remote = false;
   // Simultaneous producer connections; one more is accepted and closed at once (counted).
   int max_connections = 1024;
+  // Simultaneous connections of one uid (SO_PEERCRED; all TCP peers together count as one),
+  // so that one user cannot hold every slot; 0: a quarter of max_connections (at least 1).
+  int max_connections_per_uid = 0;
   // Longest accepted line without its '\n'; longer lines are discarded and counted.
   size_t max_line_bytes = 64 * 1024;
   // A connection that has not identified itself (a valid process_start) within this time is
   // closed, so silent or trickling peers cannot hold a connection slot.
   std::chrono::milliseconds handshake_timeout{10000};
+  // An identified connection that sends nothing for this long is closed (0: never). Producers
+  // send a stats event every CUFLIGHT_STATS_MS (5 s by default) even when idle, so a live one is
+  // never closed; one that is (stopped, hung) reconnects when it sends again.
+  std::chrono::milliseconds idle_timeout{60000};
   // How long after a producer disconnects without process_end the collector waits for the same
   // process to reconnect before it appends process_lost.
   std::chrono::milliseconds reconnect_grace{2000};
+  // Bound on the event lines received and not yet written (all logs together, e.g. while the
+  // disk is full); past it a process's lines are refused (store_failed) until it reconnects.
+  uint64_t max_pending_bytes = 128ull << 20;
+  // How often retention scans the log directory (on its own thread).
+  std::chrono::milliseconds retention_interval{10000};
   // spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 };

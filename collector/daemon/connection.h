@@ -28,6 +28,7 @@ struct Connection {
   gid_t peer_gid = 0;
   std::string peer;  // for log lines: "pid 123 uid 1000 gid 1000" or "tcp 127.0.0.1:40000"
   std::chrono::steady_clock::time_point accepted_at;
+  std::chrono::steady_clock::time_point last_input;  // the latest read that returned bytes
 
   LineFramer framer;
   ProducerProcess* process = nullptr;  // set by a valid process_start

@@ -65,6 +65,8 @@ struct IngestStats {
   uint64_t connections_closed = 0;
   uint64_t connections_open = 0;
   uint64_t handshake_timeouts = 0;  // closed for sending no valid process_start in time
+  uint64_t idle_timeouts = 0;       // identified, closed for sending nothing for idle_timeout
+  uint64_t uid_limit_refusals = 0;  // of connections_refused: their uid's share was taken
 
   uint64_t bytes_received = 0;
   uint64_t lines_received = 0;  // every framed line, good or bad, over-long ones included
@@ -73,7 +75,12 @@ struct IngestStats {
   uint64_t duplicates = 0;      // valid, but that seq of the process was already stored
   uint64_t lines_rejected = 0;  // sum of rejected[]
   std::array<uint64_t, kRejectReasonSlots> rejected{};  // by RejectReason
-  uint64_t events_lost = 0;                             // seq gaps over all processes
+  // Missing from the logs, over all processes: seq gaps (cuflight_events_lost_total) and
+  // events_unstored.
+  uint64_t events_lost = 0;
+  // Of events_lost: received, refused by the log (buffers full) and not sent again before the
+  // process's process_lost (cuflight_events_unstored_total).
+  uint64_t events_unstored = 0;
   uint64_t pid_mismatch = 0;  // payload pid differed from SO_PEERCRED; stored rewritten
 
   uint64_t processes_seen = 0;   // distinct producer processes identified

@@ -8,9 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <system_error>
 #include <tuple>
-#include <unordered_set>
 
 #include "retention.h"
 #include "segment_file.h"
@@ -27,6 +25,9 @@ constexpr size_t kInitialBufferBytes = size_t{64} * 1024;
 constexpr size_t kMaxRetainedBufferBytes = 4 << 20;
 // Collector-made lines may exceed max_pending_bytes by this much (one line per disconnect).
 constexpr uint64_t kCollectorEventSlackBytes = 1 << 20;
+// Closed files whose descriptor waits in the worker's queue for its last fdatasync; past this
+// many (a slow disk), closed files are handed over by name (SegmentWorker::SyncFile).
+constexpr size_t kMaxQueuedCloses = 64;
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
@@ -44,9 +45,10 @@ std::string StreamKey(std::string_view date, std::string_view base) {
 class LogSink::Stream {
  public:
   std::string key;  // "<date>/<base>"
-  std::filesystem::path date_dir;
+  std::string date;
   std::string base;
-  std::filesystem::path active_path;
+  std::string active_name;  // "<base>.jsonl" in the date directory
+  std::string shown;        // the active file's full path, for messages
   int fd = -1;
   uint64_t file_bytes = 0;  // size of the active file
   std::string buffer;       // complete lines not yet written, in order
@@ -62,206 +64,253 @@ class LogSink::Stream {
   int refs = 0;
 };
 
+namespace {
+
+// True when `name` exists in the directory `dir_fd` (a symbolic link counts: it is not followed,
+// and whoever opens it then fails with ELOOP).
+bool ExistsAt(int dir_fd, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+}  // namespace
+
 LogSink::LogSink(const LogSinkOptions& options) : options_(options) {}
 
 std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error) {
-  if (options.dir.empty()) {
-    *error = "log sink: no log directory given";
-    return nullptr;
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(options.dir, ec);
-  if (ec) {
-    *error = "cannot create log directory " + options.dir.native() + ": " + ec.message();
-    return nullptr;
-  }
+  std::unique_ptr<LogDir> dir = LogDir::Open(options.dir, error);
+  if (!dir) return nullptr;
   // One writer per directory: a second collector on the same log would interleave and undo
   // the first one's work. The lock goes with the process (also on kill -9).
-  const std::filesystem::path lock_path = options.dir / kLockFileName;
-  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  const FileAt lock_file{dir->fd(), kLockFileName, dir->Shown(kLockFileName)};
+  const int lock_fd = OpenAt(lock_file, O_RDWR | O_CREAT, 0640);
   if (lock_fd < 0) {
-    *error = RateLimitedLog::Describe("cannot open", lock_path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot open", lock_file.shown, errno);
     return nullptr;
   }
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(lock_fd);
-    *error = err == EWOULDBLOCK
-                 ? "another process (a collector) is using the log directory " +
-                       options.dir.native() + " (it holds " + lock_path.native() + ")"
-                 : RateLimitedLog::Describe("cannot lock", lock_path.native(), err);
+    *error = err == EWOULDBLOCK ? "another process (a collector) is using the log directory " +
+                                      options.dir.native() + " (it holds " + lock_file.shown + ")"
+                                : RateLimitedLog::Describe("cannot lock", lock_file.shown, err);
     return nullptr;
   }
   std::unique_ptr<LogSink> sink(new LogSink(options));
   sink->lock_fd_ = lock_fd;
+  sink->dir_ = std::move(dir);
   sink->worker_ = std::make_unique<SegmentWorker>(
-      options.zstd_level,
+      sink->dir_.get(), options.zstd_level,
       SegmentWorker::Counters{&sink->counters_.write_errors, &sink->counters_.segments_compressed},
       &sink->log_);
   if (!sink->Recover(error)) return nullptr;
+  LogSink* raw = sink.get();
+  sink->retention_ = std::make_unique<RetentionThread>(
+      [raw](std::chrono::system_clock::time_point now) { raw->RetentionPass(now); });
   return sink;
 }
 
 LogSink::~LogSink() {
+  retention_.reset();  // ends a running pass early: it uses the worker and the directory
   Flush();
+  uint64_t lines = 0;
+  uint64_t bytes = 0;
+  for (auto& [key, stream] : streams_) {
+    lines += stream->buffer_lines;
+    bytes += stream->buffer.size();
+  }
+  if (lines > 0) {
+    counters_.lines_abandoned.fetch_add(lines, kRelaxed);
+    spdlog::error(
+        "log sink: {} lines ({} bytes) could not be written to {} and are not stored (see the "
+        "write errors above); they were never acknowledged, so their producers send them again "
+        "to the next collector if they still run",
+        lines, bytes, options_.dir.native());
+  }
   for (auto& [key, stream] : streams_) CloseFile(stream.get());
   worker_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 bool LogSink::Recover(std::string* error) {
+  std::vector<DirEntry> days;
+  int err = 0;
+  if (!ListDirectory(dir_->fd(), &days, &err)) {
+    *error = RateLimitedLog::Describe("cannot read log directory", options_.dir.native(), err);
+    return false;
+  }
   struct Entry {
-    std::filesystem::path path;
+    std::string name;
     ParsedLogFileName parsed;
     std::string key;
   };
-  std::vector<Entry> entries;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator day(options_.dir, ec), end; !ec && day != end;
-       day.increment(ec)) {
-    const std::string day_name = day->path().filename().string();
-    std::error_code inner;
-    if (!IsDateDirName(day_name) || !day->is_directory(inner)) continue;
-    for (std::filesystem::directory_iterator it(day->path(), inner), it_end; !inner && it != it_end;
-         it.increment(inner)) {
-      ParsedLogFileName parsed = ParseLogFileName(it->path().filename().native());
+  std::vector<DirEntry> names;
+  std::vector<Entry> to_compress;
+  for (const DirEntry& day : days) {
+    if (!IsDateDirName(day.name)) continue;
+    if (day.kind == DirEntry::Kind::kSymlink) {
+      log_.Warn("recover", "not following the symbolic link " + dir_->Shown(day.name));
+      continue;
+    }
+    if (day.kind != DirEntry::Kind::kDirectory) continue;
+    ScopedFd day_fd(dir_->OpenSubdir(day.name, false));
+    if (day_fd.Get() < 0) {
+      log_.Warn("recover", RateLimitedLog::Describe("cannot open", dir_->Shown(day.name), errno));
+      continue;
+    }
+    names.clear();
+    if (!ListDirectory(day_fd.Get(), &names, &err)) {
+      log_.Warn("recover", RateLimitedLog::Describe("cannot list", dir_->Shown(day.name), err));
+    }
+    to_compress.clear();
+    for (DirEntry& e : names) {
+      ParsedLogFileName parsed = ParseLogFileName(e.name);
       if (parsed.kind == LogFileKind::kOther) continue;
-      std::error_code type_ec;
-      if (!it->is_regular_file(type_ec)) continue;
-      std::string key = StreamKey(day_name, parsed.base);
-      entries.push_back(Entry{it->path(), std::move(parsed), std::move(key)});
-    }
-    if (inner) log_.Warn("recover", "cannot list " + day->path().native() + ": " + inner.message());
-  }
-  if (ec) {
-    *error = "cannot read log directory " + options_.dir.native() + ": " + ec.message();
-    return false;
-  }
-
-  std::vector<const Entry*> to_compress;
-  for (const Entry& e : entries) {
-    std::string err;
-    uint64_t trimmed = 0;
-    switch (e.parsed.kind) {
-      case LogFileKind::kTemp:
-        if (::unlink(e.path.c_str()) != 0 && errno != ENOENT) {
-          log_.Warn("recover", RateLimitedLog::Describe("cannot remove", e.path.native(), errno));
-        }
-        break;
-      case LogFileKind::kActive:
-      case LogFileKind::kPlainSegment:
-        if (!TrimTornTail(e.path, &trimmed, &err)) {
-          counters_.write_errors.fetch_add(1, kRelaxed);
-          log_.Warn("recover", err);
-        } else if (trimmed > 0) {
-          counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
-          spdlog::info("log sink: cut a torn last line ({} bytes) off {}", trimmed,
-                       e.path.native());
-        }
-        if (e.parsed.kind == LogFileKind::kPlainSegment) {
-          uint64_t& last = last_segment_[e.key];
-          last = std::max(last, e.parsed.index);
-          to_compress.push_back(&e);
-        }
-        break;
-      case LogFileKind::kCompressedSegment: {
-        uint64_t& last = last_segment_[e.key];
-        last = std::max(last, e.parsed.index);
-        break;
+      const FileAt file{day_fd.Get(), e.name, dir_->Shown(day.name, e.name)};
+      if (e.kind == DirEntry::Kind::kSymlink) {
+        log_.Warn("recover", "not following the symbolic link " + file.shown);
+        continue;
       }
-      case LogFileKind::kOther:
-        break;
-    }
-  }
-
-  std::sort(to_compress.begin(), to_compress.end(), [](const Entry* a, const Entry* b) {
-    return std::tie(a->key, a->parsed.index) < std::tie(b->key, b->parsed.index);
-  });
-  for (const Entry* e : to_compress) {
-    std::filesystem::path compressed =
-        e->path.parent_path() / SegmentFileName(e->parsed.base, e->parsed.index, true);
-    std::error_code exists_ec;
-    if (std::filesystem::exists(compressed, exists_ec)) {
-      // The rename of the finished .zst happened; only the removal of the plain copy did not.
-      if (::unlink(e->path.c_str()) != 0 && errno != ENOENT) {
-        log_.Warn("recover", RateLimitedLog::Describe("cannot remove", e->path.native(), errno));
+      if (e.kind != DirEntry::Kind::kRegular) continue;
+      std::string key = StreamKey(day.name, parsed.base);
+      std::string trim_error;
+      uint64_t trimmed = 0;
+      switch (parsed.kind) {
+        case LogFileKind::kTemp:
+          if (::unlinkat(file.dir, file.name.c_str(), 0) != 0 && errno != ENOENT) {
+            log_.Warn("recover", RateLimitedLog::Describe("cannot remove", file.shown, errno));
+          }
+          break;
+        case LogFileKind::kActive:
+        case LogFileKind::kPlainSegment:
+          if (!TrimTornTail(file, &trimmed, &trim_error)) {
+            counters_.write_errors.fetch_add(1, kRelaxed);
+            log_.Warn("recover", trim_error);
+          } else if (trimmed > 0) {
+            counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
+            spdlog::info("log sink: cut a torn last line ({} bytes) off {}", trimmed, file.shown);
+          }
+          if (parsed.kind == LogFileKind::kPlainSegment) {
+            uint64_t& last = last_segment_[key];
+            last = std::max(last, parsed.index);
+            to_compress.push_back(Entry{std::move(e.name), std::move(parsed), std::move(key)});
+          }
+          break;
+        case LogFileKind::kCompressedSegment: {
+          uint64_t& last = last_segment_[key];
+          last = std::max(last, parsed.index);
+          break;
+        }
+        case LogFileKind::kOther:
+          break;
       }
-    } else {
-      worker_->Compress(e->path, std::move(compressed));
+    }
+    std::sort(to_compress.begin(), to_compress.end(), [](const Entry& a, const Entry& b) {
+      return std::tie(a.key, a.parsed.index) < std::tie(b.key, b.parsed.index);
+    });
+    for (Entry& e : to_compress) {
+      std::string compressed = SegmentFileName(e.parsed.base, e.parsed.index, true);
+      if (ExistsAt(day_fd.Get(), compressed)) {
+        // The rename of the finished .zst happened; only the removal of the plain copy did not.
+        if (::unlinkat(day_fd.Get(), e.name.c_str(), 0) != 0 && errno != ENOENT) {
+          log_.Warn("recover", RateLimitedLog::Describe("cannot remove",
+                                                        dir_->Shown(day.name, e.name), errno));
+        }
+      } else {
+        worker_->Compress(day.name, std::move(e.name), std::move(compressed));
+      }
     }
   }
   return true;
 }
 
 bool LogSink::OpenActiveFile(Stream* s, std::string* error) {
-  std::error_code ec;
-  std::filesystem::create_directories(s->date_dir, ec);
-  if (ec) {
-    *error = "cannot create " + s->date_dir.native() + ": " + ec.message();
+  // With files_mu_: a retention pass does not remove the date directory (emptied) between its
+  // creation here and the file's.
+  std::lock_guard<std::mutex> lock(files_mu_);
+  ScopedFd day(dir_->OpenSubdir(s->date, true));
+  if (day.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
     return false;
   }
+  const FileAt file{day.Get(), s->active_name, s->shown};
   // Our own files always end on a line boundary, except after a crash or a failed write whose
   // partial line could not be cut: cut it now, before appending after it.
   struct stat st {};
-  const bool existed = ::stat(s->active_path.c_str(), &st) == 0;
+  const bool existed = ::fstatat(file.dir, file.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (existed && !S_ISREG(st.st_mode)) {
+    *error = file.shown + " is not a regular file (a symbolic link is never followed)";
+    return false;
+  }
   if (existed && st.st_size > 0) {
     uint64_t trimmed = 0;
     std::string err;
-    if (!TrimTornTail(s->active_path, &trimmed, &err)) {
+    if (!TrimTornTail(file, &trimmed, &err)) {
       *error = err;
       return false;
     }
     if (trimmed > 0) counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
   }
-  const int fd = ::open(s->active_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  const int fd = OpenAt(file, O_WRONLY | O_CREAT | O_APPEND, 0640);
   if (fd < 0) {
-    *error = RateLimitedLog::Describe("cannot open", s->active_path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot open", file.shown, errno);
     return false;
   }
   if (::fstat(fd, &st) != 0) {
-    *error = RateLimitedLog::Describe("cannot stat", s->active_path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot stat", file.shown, errno);
     ::close(fd);
     return false;
   }
   s->fd = fd;
   s->file_bytes = static_cast<uint64_t>(st.st_size);
   s->fragment_in_file = false;
-  if (!existed) dirs_to_sync_.push_back(s->date_dir);
+  if (!existed) dirs_to_sync_.push_back(s->date);
   return true;
 }
 
-void LogSink::RecoverHighestSeq(Stream* s) {
+bool LogSink::RecoverHighestSeq(Stream* s, std::string* error) {
+  ScopedFd day(dir_->OpenSubdir(s->date, false));
+  if (day.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
+    return false;
+  }
   std::string err;
-  std::optional<uint64_t> seq = LastSeqInPlainFile(s->active_path, &err);
+  std::optional<uint64_t> seq =
+      LastSeqInPlainFile(FileAt{day.Get(), s->active_name, s->shown}, &err);
   if (!seq && err.empty()) {
     // Nothing in the active file (a rotation just happened): the newest segment has it.
     const auto it = last_segment_.find(s->key);
     for (uint64_t index = it == last_segment_.end() ? 0 : it->second; index > 0 && !seq; --index) {
-      const std::filesystem::path plain = s->date_dir / SegmentFileName(s->base, index, false);
-      const std::filesystem::path zst = s->date_dir / SegmentFileName(s->base, index, true);
-      std::error_code ec;
-      if (std::filesystem::exists(plain, ec)) {
-        seq = LastSeqInPlainFile(plain, &err);
+      std::string plain = SegmentFileName(s->base, index, false);
+      std::string zst = SegmentFileName(s->base, index, true);
+      if (ExistsAt(day.Get(), plain)) {
+        seq = LastSeqInPlainFile(FileAt{day.Get(), plain, dir_->Shown(s->date, plain)}, &err);
         // The worker may have finished compressing it (and removed it) meanwhile.
-        if (!err.empty() && std::filesystem::exists(zst, ec)) {
+        if (!err.empty() && ExistsAt(day.Get(), zst)) {
           err.clear();
-          seq = LastSeqInZstdFile(zst, &err);
+          seq = LastSeqInZstdFile(FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
         }
-      } else if (std::filesystem::exists(zst, ec)) {
-        seq = LastSeqInZstdFile(zst, &err);
+      } else if (ExistsAt(day.Get(), zst)) {
+        seq = LastSeqInZstdFile(FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
       } else {
-        break;  // older segments were removed by retention, or moved away
+        // Retention removes a stream's recovery file only with the last of its files
+        // (retention.h): with this one gone, every older one is gone too.
+        break;
       }
       if (!err.empty()) break;
     }
   }
-  if (!err.empty()) log_.Warn("recover", err + " (highest seq of " + s->key + " unknown)");
+  if (!err.empty()) {
+    *error = std::move(err);
+    return false;
+  }
   if (seq) {
     s->has_highest = true;
     s->highest = *seq;
     s->has_written = true;
     s->written = *seq;
   }
+  return true;
 }
 
 LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
@@ -282,15 +331,36 @@ LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
   auto stream = std::make_unique<Stream>();
   Stream* s = stream.get();
   s->key = std::move(stream_key);
-  s->date_dir = options_.dir / date;
-  s->active_path = s->date_dir / ActiveFileName(base);
+  s->date = date;
+  s->active_name = ActiveFileName(base);
+  s->shown = dir_->Shown(date, s->active_name);
   s->base = std::move(base);
+  {
+    // Before any file of the stream is opened: retention keeps its active and recovery files.
+    std::lock_guard<std::mutex> lock(files_mu_);
+    pinned_.insert(s->key);
+  }
+  auto unpin = [this, s] {
+    std::lock_guard<std::mutex> lock(files_mu_);
+    pinned_.erase(s->key);
+  };
   if (!OpenActiveFile(s, error)) {
     counters_.write_errors.fetch_add(1, kRelaxed);
     log_.Warn("open", *error);
+    unpin();
     return nullptr;
   }
-  RecoverHighestSeq(s);
+  std::string recovery_error;
+  if (!RecoverHighestSeq(s, &recovery_error)) {
+    counters_.recovery_failures.fetch_add(1, kRelaxed);
+    *error = "cannot recover the highest stored seq of " + s->shown + ": " + recovery_error +
+             " (the process's lines are refused until it can be read; move a corrupt segment "
+             "out of the log directory)";
+    log_.Warn("recover", *error);
+    ::close(s->fd);
+    unpin();
+    return nullptr;
+  }
   s->buffer.reserve(kInitialBufferBytes);
   s->refs = 1;
   streams_.emplace(s->key, std::move(stream));
@@ -375,7 +445,7 @@ bool LogSink::WritePending(Stream* s) {
     // End the partial line so that the lines after it stay readable.
     if (WriteFully(s->fd, "\n", 1, &err) != 1) {
       counters_.write_errors.fetch_add(1, kRelaxed);
-      log_.Warn("write", RateLimitedLog::Describe("cannot write", s->active_path.native(), err));
+      log_.Warn("write", RateLimitedLog::Describe("cannot write", s->shown, err));
       return false;
     }
     s->fragment_in_file = false;
@@ -385,7 +455,7 @@ bool LogSink::WritePending(Stream* s) {
   const size_t n = WriteFully(s->fd, s->buffer.data(), want, &err);
   if (n != want) {
     counters_.write_errors.fetch_add(1, kRelaxed);
-    log_.Warn("write", RateLimitedLog::Describe("cannot write", s->active_path.native(), err));
+    log_.Warn("write", RateLimitedLog::Describe("cannot write", s->shown, err));
     if (n > 0) {
       // Cut the partial batch off again so the file ends on a line boundary; the whole buffer
       // stays pending and is written again by the next Flush.
@@ -432,21 +502,23 @@ void LogSink::Flush() {
 }
 
 void LogSink::Rotate(Stream* s) {
+  ScopedFd day(dir_->OpenSubdir(s->date, false));
   // logrotate may have moved our file away (and maybe created another one at its path) before
   // the SIGHUP: then there is nothing of ours to rename; start a new file instead.
   struct stat by_fd {};
-  struct stat by_path {};
-  const bool ours = ::fstat(s->fd, &by_fd) == 0 && ::stat(s->active_path.c_str(), &by_path) == 0 &&
-                    by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+  struct stat by_name {};
+  const bool ours =
+      day.Get() >= 0 && ::fstat(s->fd, &by_fd) == 0 &&
+      ::fstatat(day.Get(), s->active_name.c_str(), &by_name, AT_SYMLINK_NOFOLLOW) == 0 &&
+      by_fd.st_dev == by_name.st_dev && by_fd.st_ino == by_name.st_ino;
   if (ours) {
     uint64_t& last = last_segment_[s->key];
     const uint64_t index = last + 1;
-    std::filesystem::path plain = s->date_dir / SegmentFileName(s->base, index, false);
-    std::filesystem::path compressed = s->date_dir / SegmentFileName(s->base, index, true);
-    if (::rename(s->active_path.c_str(), plain.c_str()) != 0) {
+    std::string plain = SegmentFileName(s->base, index, false);
+    std::string compressed = SegmentFileName(s->base, index, true);
+    if (::renameat(day.Get(), s->active_name.c_str(), day.Get(), plain.c_str()) != 0) {
       counters_.write_errors.fetch_add(1, kRelaxed);
-      log_.Warn("rotate",
-                RateLimitedLog::Describe("cannot rename", s->active_path.native(), errno));
+      log_.Warn("rotate", RateLimitedLog::Describe("cannot rename", s->shown, errno));
       return;  // keep appending to the current file; the next Flush tries again
     }
     last = index;
@@ -455,7 +527,7 @@ void LogSink::Rotate(Stream* s) {
     // one is removed after that.
     s->needs_sync = false;
     CloseFile(s);
-    worker_->Compress(std::move(plain), std::move(compressed));
+    worker_->Compress(s->date, std::move(plain), std::move(compressed));
   } else {
     CloseFile(s);
   }
@@ -469,13 +541,24 @@ void LogSink::Rotate(Stream* s) {
 
 void LogSink::CloseFile(Stream* s) {
   if (s->fd < 0) return;
-  worker_->SyncAndClose(s->fd, s->needs_sync);
+  const size_t closes_held = worker_->descriptors_held() - worker_->periodic_descriptors_held();
+  if (closes_held < kMaxQueuedCloses) {
+    worker_->SyncAndClose(s->fd, s->needs_sync);
+  } else {
+    // The worker is behind (a slow disk): hand the file over by name, holding no descriptor.
+    ::close(s->fd);
+    if (s->needs_sync) worker_->SyncFile(s->date, s->active_name);
+  }
   s->fd = -1;
   s->needs_sync = false;
 }
 
 void LogSink::Forget(Stream* s) {
   CloseFile(s);
+  {
+    std::lock_guard<std::mutex> lock(files_mu_);
+    pinned_.erase(s->key);
+  }
   const auto it = streams_.find(s->key);
   if (it != streams_.end()) streams_.erase(it);  // destroys *s
 }
@@ -496,25 +579,34 @@ void LogSink::Tick(std::chrono::system_clock::time_point now) {
                          now - last_fsync_ >= options_.fsync_interval;
   if (fsync_due) {
     last_fsync_ = now;
-    for (auto& [key, stream] : streams_) {
-      Stream* s = stream.get();
-      if (s->fd < 0 || !s->needs_sync) continue;
-      // A duplicate, so that the daemon thread may go on writing (or close the original)
-      // while the worker syncs.
-      const int dup_fd = ::fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
-      if (dup_fd < 0) {
-        counters_.write_errors.fetch_add(1, kRelaxed);
-        log_.Warn("fsync",
-                  RateLimitedLog::Describe("cannot dup the fd of", s->active_path.native(), errno));
-        continue;
+    if (worker_->periodic_descriptors_held() > 0) {
+      // The previous round is still running (fdatasync slower than the interval): queueing
+      // another would hold one more descriptor per stream each time. Its files are synced by
+      // the next round instead.
+      counters_.fsync_rounds_skipped.fetch_add(1, kRelaxed);
+      log_.Warn("fsync", "fdatasync is slower than the fsync interval (" +
+                             std::to_string(options_.fsync_interval.count()) +
+                             " ms): a round was skipped");
+    } else {
+      for (auto& [key, stream] : streams_) {
+        Stream* s = stream.get();
+        if (s->fd < 0 || !s->needs_sync) continue;
+        // A duplicate, so that the daemon thread may go on writing (or close the original)
+        // while the worker syncs.
+        const int dup_fd = ::fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+        if (dup_fd < 0) {
+          counters_.write_errors.fetch_add(1, kRelaxed);
+          log_.Warn("fsync", RateLimitedLog::Describe("cannot dup the fd of", s->shown, errno));
+          continue;
+        }
+        worker_->SyncAndClose(dup_fd, true, /*periodic=*/true);
+        s->needs_sync = false;
       }
-      worker_->SyncAndClose(dup_fd, true);
-      s->needs_sync = false;
     }
     std::sort(dirs_to_sync_.begin(), dirs_to_sync_.end());
     dirs_to_sync_.erase(std::unique(dirs_to_sync_.begin(), dirs_to_sync_.end()),
                         dirs_to_sync_.end());
-    for (std::filesystem::path& dir : dirs_to_sync_) worker_->SyncDirectory(std::move(dir));
+    for (std::string& date : dirs_to_sync_) worker_->SyncDirectory(std::move(date));
     dirs_to_sync_.clear();
   }
 
@@ -525,24 +617,31 @@ void LogSink::Tick(std::chrono::system_clock::time_point now) {
   retention_ran_ = true;
   last_retention_ = now;
   if (options_.retain_bytes > 0 || options_.retain_days > 0) {
-    std::unordered_set<std::string> live;
-    live.reserve(streams_.size());
-    for (const auto& [key, stream] : streams_) live.insert(stream->active_path.native());
-    const RetentionResult result = ApplyRetention(
-        options_.dir, RetentionPolicy{options_.retain_bytes, options_.retain_days}, now,
-        [&](const std::filesystem::path& path) {
-          return live.contains(path.native()) || worker_->IsPending(path);
-        },
-        &log_);
-    counters_.files_removed_by_retention.fetch_add(result.files_removed, kRelaxed);
-    if (result.over_limit) {
-      counters_.retention_over_limit.fetch_add(1, kRelaxed);
-      log_.Warn("retention", "the live files alone take " + std::to_string(result.bytes_total) +
-                                 " bytes, more than retain_bytes " +
-                                 std::to_string(options_.retain_bytes));
-    }
+    retention_->Request(now);  // false while a pass still runs: this one is skipped
   }
   worker_->RetryFailed();
+}
+
+void LogSink::RetentionPass(std::chrono::system_clock::time_point now) {
+  RetentionHooks hooks;
+  hooks.mu = &files_mu_;
+  hooks.stop = retention_->stop_flag();
+  hooks.keep = [this](const RetentionFile& f) {
+    // files_mu_ is held (pinned_).
+    if ((f.kind == LogFileKind::kActive || f.recovery_file) && pinned_.contains(f.stream_key)) {
+      return true;
+    }
+    return f.kind == LogFileKind::kPlainSegment && worker_->IsPending(f.date, f.name);
+  };
+  const RetentionResult result = ApplyRetention(
+      *dir_, RetentionPolicy{options_.retain_bytes, options_.retain_days}, now, hooks, &log_);
+  counters_.files_removed_by_retention.fetch_add(result.files_removed, kRelaxed);
+  if (result.over_limit && !result.stopped) {
+    counters_.retention_over_limit.fetch_add(1, kRelaxed);
+    log_.Warn("retention", "the live files alone take " + std::to_string(result.bytes_total) +
+                               " bytes, more than retain_bytes " +
+                               std::to_string(options_.retain_bytes));
+  }
 }
 
 void LogSink::Reopen() {
@@ -572,9 +671,15 @@ LogSinkStats LogSink::stats() const {
   out.segments_compressed = counters_.segments_compressed.load(kRelaxed);
   out.pending_bytes = counters_.pending_bytes.load(kRelaxed);
   out.retention_over_limit = counters_.retention_over_limit.load(kRelaxed);
+  out.fsync_rounds_skipped = counters_.fsync_rounds_skipped.load(kRelaxed);
+  out.recovery_failures = counters_.recovery_failures.load(kRelaxed);
+  out.lines_abandoned = counters_.lines_abandoned.load(kRelaxed);
   return out;
 }
 
-void LogSink::FinishBackgroundWork() { worker_->WaitIdle(); }
+void LogSink::FinishBackgroundWork() {
+  if (retention_) retention_->WaitIdle();
+  worker_->WaitIdle();
+}
 
 }  // namespace cuflight::collector

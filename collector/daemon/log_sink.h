@@ -11,16 +11,28 @@
 //    compresses it to <base>.<N>.jsonl.zst (temp file, fsync, rename) and then removes the
 //    plain copy. One compression at a time, off the daemon thread.
 // 4. Durability: write(2) on Flush (what acks cover); fdatasync every fsync_interval, on the
-//    worker thread, via Tick.
+//    worker thread, via Tick. A round of fdatasyncs is queued only when the previous one has
+//    finished (a slow disk skips rounds, counted in fsync_rounds_skipped), so the descriptors
+//    the worker holds stay bounded by the number of streams plus a few (segment_worker.h).
 // 5. Crash recovery (Open): a torn last line of any plain file is cut off and counted; stale
 //    "*.jsonl.zst.tmp" files are removed; a plain segment whose .zst exists is removed, one
 //    without it is compressed again. A kill -9 at any moment leaves every file readable.
+//    Acquire recovers a stream's highest stored seq from its newest file; when that file cannot
+//    be read (EMFILE, EIO, a corrupt .zst) Acquire fails, counted in recovery_failures, rather
+//    than go on as if the log were empty (which would store the stream's seqs a second time).
 // 6. Errors (ENOSPC, EACCES, ...): never fatal. The data stays buffered and is retried on every
-//    Flush; write_errors counts failures, spdlog gets one line per kind per 10 s. The buffers
-//    are bounded by max_pending_bytes: past it Append refuses lines (see Append).
+//    Flush (the daemon also flushes on its timer while has_pending(): a producer whose window
+//    is full sends nothing that would trigger one); write_errors counts failures, spdlog gets
+//    one line per kind per 10 s. The buffers are bounded by max_pending_bytes: past it Append
+//    refuses lines (see Append). What is still buffered when the sink is destroyed is counted
+//    in one error line (those lines were never acknowledged).
+// 7. The directory (log_dir.h): checked at Open (owner, mode) and never left through a symbolic
+//    link: every file is opened, renamed and removed relative to it with O_NOFOLLOW.
+// 8. Retention runs on a thread of its own (retention.h), so a directory of many files never
+//    stalls the daemon thread; it never removes a file a live stream or a recovery still needs.
 //
 // Threads: every member function must be called from one thread (the daemon's), except stats(),
-// which any thread may call. The worker thread is internal.
+// which any thread may call. The worker and retention threads are internal.
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_LOG_SINK_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_LOG_SINK_H_
 
@@ -29,16 +41,20 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "log_dir.h"
 #include "segment_error_log.h"
 
 namespace cuflight::collector {
 
+class RetentionThread;
 class SegmentWorker;
 
 // Identity of one producer process.
@@ -55,7 +71,8 @@ struct LogSinkOptions {
   uint64_t retain_bytes = 0;                       // 0 = no size limit
   int retain_days = 0;                             // 0 = no age limit
   std::chrono::milliseconds fsync_interval{1000};  // 0 = at every Tick
-  // How often Tick applies retention (a directory scan): 0 = at every Tick.
+  // How often Tick starts a retention pass (a directory scan, on the retention thread): 0 = at
+  // every Tick (a pass still running is not started again).
   std::chrono::milliseconds retention_interval{10000};
   // Bound on data appended but not yet written (all streams together), e.g. while the disk is
   // full; 0 = no bound. 128 MiB: about a quarter of a second of the daemon's peak input.
@@ -79,18 +96,23 @@ struct LogSinkStats {
   uint64_t segments_compressed = 0;   // .zst segments completed by the worker
   uint64_t pending_bytes = 0;         // appended, not yet written (as of the last Flush)
   uint64_t retention_over_limit = 0;  // retention passes that could not get under retain_bytes
+  uint64_t fsync_rounds_skipped = 0;  // periodic fsync rounds skipped: the previous one still ran
+  uint64_t recovery_failures = 0;     // Acquire calls failed: the highest seq could not be read
+  uint64_t lines_abandoned = 0;       // lines still unwritten when the sink was destroyed
 };
 
 class LogSink {
  public:
-  // Creates the directory if needed and recovers existing files: a torn (unterminated) last line
-  // of any active .jsonl file is trimmed and counted. Returns nullptr and sets *error on failure,
-  // also when another LogSink (in any process) has the directory open: Open holds an exclusive
-  // flock(2) on <dir>/.cuflight-collector.lock until the sink is destroyed.
+  // Creates the directory if needed (LogDir::Open: owner and mode are checked) and recovers
+  // existing files: a torn (unterminated) last line of any active .jsonl file is trimmed and
+  // counted. Returns nullptr and sets *error on failure, also when another LogSink (in any
+  // process) has the directory open: Open holds an exclusive flock(2) on
+  // <dir>/.cuflight-collector.lock until the sink is destroyed.
   static std::unique_ptr<LogSink> Open(const LogSinkOptions& options, std::string* error);
 
   // Flushes what is buffered, hands the open files to the worker for a last fdatasync, and stops
-  // the worker after its running job (queued compressions are finished by the next Open).
+  // the worker after its running job (queued compressions are finished by the next Open) and a
+  // retention pass early. Lines that still cannot be written are counted in one error line.
   ~LogSink();
   LogSink(const LogSink&) = delete;
   LogSink& operator=(const LogSink&) = delete;
@@ -102,6 +124,8 @@ class LogSink {
   // names sanitised). Never nullptr on success; nullptr + error if the file cannot be opened.
   // Each Acquire must be matched by one Release; the pointer stays valid until then. Acquiring
   // again clears the stream's refusing state (a new connection retransmits what was refused).
+  // Also nullptr + error when the stream's highest stored seq cannot be recovered (header note
+  // 5): the caller refuses the producer, which keeps its events and tries again later.
   Stream* Acquire(const ProcessKey& key, std::string* error);
 
   // Highest seq stored for this process (from memory, or recovered from the log tail, including
@@ -127,6 +151,9 @@ class LogSink {
   // Dropped (lines_refused) only when the buffers exceed max_pending_bytes by more than 1 MiB.
   void AppendCollectorEvent(Stream* stream, std::string_view line);
 
+  // True while some stream holds data that a Flush has not written yet (a write failed).
+  bool has_pending() const { return !dirty_.empty(); }
+
   // write(2)s everything buffered (all streams). After it returns, acks may be sent for what was
   // appended before (for each stream, up to written_seq). Rotation happens here when a file
   // passes rotate_bytes (the closed segment is compressed to .jsonl.zst on the worker thread).
@@ -137,9 +164,9 @@ class LogSink {
   // process_lost line) before Release.
   void Release(Stream* stream);
 
-  // Periodic work: fsync on its interval (on the worker thread), retention by total size and age
-  // (oldest closed segments first; never the active file of a live stream) every
-  // retention_interval, and a retry of failed compressions. `now` is the wall clock (mtimes are
+  // Periodic work: fsync on its interval (on the worker thread), a retention pass by total size
+  // and age (retention.h; on the retention thread) every retention_interval, and a retry of
+  // failed compressions. Returns without waiting for either. `now` is the wall clock (mtimes are
   // compared with it); call it a few times per second.
   void Tick(std::chrono::system_clock::time_point now);
 
@@ -150,8 +177,8 @@ class LogSink {
   // Counters since Open. Any thread.
   LogSinkStats stats() const;
 
-  // Blocks until the worker has no queued or running job (compressions, fsyncs). For shutdown
-  // paths that want every segment compressed, and for tests.
+  // Blocks until the worker has no queued or running job (compressions, fsyncs) and no retention
+  // pass runs. For shutdown paths that want every segment compressed, and for tests.
   void FinishBackgroundWork();
 
  private:
@@ -159,7 +186,8 @@ class LogSink {
 
   bool Recover(std::string* error);
   bool OpenActiveFile(Stream* stream, std::string* error);
-  void RecoverHighestSeq(Stream* stream);
+  bool RecoverHighestSeq(Stream* stream, std::string* error);
+  void RetentionPass(std::chrono::system_clock::time_point now);
   // Writes the stream's buffer; true when nothing is left in it.
   bool WritePending(Stream* stream);
   void Rotate(Stream* stream);
@@ -178,11 +206,19 @@ class LogSink {
     std::atomic<uint64_t> segments_compressed{0};
     std::atomic<uint64_t> pending_bytes{0};
     std::atomic<uint64_t> retention_over_limit{0};
+    std::atomic<uint64_t> fsync_rounds_skipped{0};
+    std::atomic<uint64_t> recovery_failures{0};
+    std::atomic<uint64_t> lines_abandoned{0};
   };
 
   const LogSinkOptions options_;
   Counters counters_;
   RateLimitedLog log_;
+  std::unique_ptr<LogDir> dir_;
+  // Held by the retention thread around each removal, and by this thread while it pins a stream
+  // or creates a file: see retention.h.
+  std::mutex files_mu_;
+  std::unordered_set<std::string> pinned_;  // keys of streams_ (guarded by files_mu_)
   // Streams by "<date>/<base>": the acquired ones, and released ones whose buffer could not be
   // written yet.
   std::unordered_map<std::string, std::unique_ptr<Stream>> streams_;
@@ -191,12 +227,13 @@ class LogSink {
   // Highest segment number on disk or used, by "<date>/<base>".
   std::unordered_map<std::string, uint64_t> last_segment_;
   uint64_t pending_total_ = 0;
-  std::vector<std::filesystem::path> dirs_to_sync_;
+  std::vector<std::string> dirs_to_sync_;  // date directories with new names
   std::chrono::system_clock::time_point last_fsync_{};
   std::chrono::system_clock::time_point last_retention_{};
   bool retention_ran_ = false;
   int lock_fd_ = -1;
   std::unique_ptr<SegmentWorker> worker_;
+  std::unique_ptr<RetentionThread> retention_;  // last: its passes use everything above
 };
 
 }  // namespace cuflight::collector

@@ -18,7 +18,7 @@ struct ProcessLostRecord {
   std::optional<uint64_t> last_seq;  // highest seq of the process in its log, if any
   schema::LostReason reason = schema::LostReason::kDisconnected;
   uint64_t events_stored = 0;  // events of the process this collector stored
-  uint64_t events_lost = 0;    // seq gaps this collector counted for the process
+  uint64_t events_lost = 0;    // gaps, and refused lines not sent again (ProducerProcess::lost)
 };
 
 // The event line, ending in '\n'. Never empty.

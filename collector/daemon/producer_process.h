@@ -25,7 +25,10 @@ struct ProducerProcess {
   // A seq above it opens a gap of (seq - next_expected) lost events.
   uint64_t next_expected = 0;
   uint64_t stored = 0;  // lines this collector stored for the process
-  uint64_t lost = 0;    // seq gaps this collector counted for the process
+  uint64_t lost = 0;    // seq gaps, and refused lines not sent again (process_lost)
+  // Highest seq of a line the log refused (buffers full); counted as lost at process_lost if
+  // the producer did not send it again.
+  std::optional<uint64_t> highest_refused;
 
   // The producer's own cumulative drop counters, from its latest stats / process_end stored.
   uint64_t dropped_ring_full = 0;

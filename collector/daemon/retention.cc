@@ -1,25 +1,46 @@
 #include "retention.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
+#include <limits>
 #include <string>
-#include <system_error>
+#include <unordered_map>
 #include <vector>
 
-#include "segment_names.h"
+#include "segment_file.h"
 
 namespace cuflight::collector {
 namespace {
 
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+
+struct DateDirInfo {
+  std::string name;
+  int fd = -1;
+  bool touched = false;  // a file in it was removed
+};
+
 struct FileInfo {
-  std::filesystem::path path;
+  size_t date = 0;  // index into the date directories
+  std::string name;
+  size_t stream = 0;  // index into the streams
+  ParsedLogFileName parsed;
   uint64_t bytes = 0;
   std::chrono::system_clock::time_point mtime;
-  bool removable = false;
   bool removed = false;
+  bool kept = false;  // the hook kept it, or it could not be removed: not tried again
+};
+
+struct StreamInfo {
+  std::string key;          // "<date>/<base>"
+  size_t recovery = kNone;  // index of its recovery file
+  size_t remaining = 0;     // its files not removed
+  bool deferred = false;    // its recovery file was due, waiting for the others to go
 };
 
 std::chrono::system_clock::time_point MtimeOf(const struct stat& st) {
@@ -30,83 +51,216 @@ std::chrono::system_clock::time_point MtimeOf(const struct stat& st) {
 
 }  // namespace
 
-RetentionResult ApplyRetention(const std::filesystem::path& dir, const RetentionPolicy& policy,
+RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
                                std::chrono::system_clock::time_point now,
-                               const std::function<bool(const std::filesystem::path&)>& keep,
-                               RateLimitedLog* log) {
+                               const RetentionHooks& hooks, RateLimitedLog* log) {
   RetentionResult result;
+  std::vector<DateDirInfo> dates;
   std::vector<FileInfo> files;
-  std::vector<std::filesystem::path> date_dirs;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator day(dir, ec), end; !ec && day != end;
-       day.increment(ec)) {
-    const std::string day_name = day->path().filename().string();
-    if (!IsDateDirName(day_name) || !day->is_directory(ec)) continue;
-    date_dirs.push_back(day->path());
-    std::error_code inner;
-    for (std::filesystem::directory_iterator it(day->path(), inner), it_end; !inner && it != it_end;
-         it.increment(inner)) {
-      const ParsedLogFileName parsed = ParseLogFileName(it->path().filename().native());
+  std::vector<StreamInfo> streams;
+  std::unordered_map<std::string, size_t> stream_index;
+  auto stopped = [&] {
+    return hooks.stop != nullptr && hooks.stop->load(std::memory_order_relaxed);
+  };
+
+  std::vector<DirEntry> top;
+  int err = 0;
+  if (!ListDirectory(dir.fd(), &top, &err)) {
+    log->Warn("retention", RateLimitedLog::Describe("cannot list", dir.path().native(), err));
+  }
+  std::vector<DirEntry> entries;
+  for (const DirEntry& day : top) {
+    if (day.kind != DirEntry::Kind::kDirectory || !IsDateDirName(day.name)) continue;
+    if (stopped()) break;
+    const int day_fd = dir.OpenSubdir(day.name, false);
+    if (day_fd < 0) {
+      log->Warn("retention", RateLimitedLog::Describe("cannot open", dir.Shown(day.name), errno));
+      continue;
+    }
+    const size_t date_index = dates.size();
+    dates.push_back(DateDirInfo{day.name, day_fd, false});
+    entries.clear();
+    if (!ListDirectory(day_fd, &entries, &err)) {
+      log->Warn("retention", RateLimitedLog::Describe("cannot list", dir.Shown(day.name), err));
+    }
+    for (DirEntry& e : entries) {
+      if (e.kind != DirEntry::Kind::kRegular) continue;  // links are neither followed nor removed
+      ParsedLogFileName parsed = ParseLogFileName(e.name);
       if (parsed.kind == LogFileKind::kOther) continue;
       struct stat st {};
-      if (::lstat(it->path().c_str(), &st) != 0) {
+      if (::fstatat(day_fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno != ENOENT) {
           log->Warn("retention",
-                    RateLimitedLog::Describe("cannot stat", it->path().native(), errno));
+                    RateLimitedLog::Describe("cannot stat", dir.Shown(day.name, e.name), errno));
         }
         continue;
       }
       if (!S_ISREG(st.st_mode)) continue;
+      std::string key = day.name + "/" + parsed.base;
+      auto [it, inserted] = stream_index.try_emplace(std::move(key), streams.size());
+      if (inserted) streams.push_back(StreamInfo{it->first, kNone, 0, false});
       FileInfo info;
-      info.path = it->path();
+      info.date = date_index;
+      info.name = std::move(e.name);
+      info.stream = it->second;
+      info.parsed = std::move(parsed);
       info.bytes = static_cast<uint64_t>(st.st_size);
       info.mtime = MtimeOf(st);
-      info.removable = parsed.kind != LogFileKind::kTemp && !keep(info.path);
+      ++streams[info.stream].remaining;
       result.bytes_total += info.bytes;
       files.push_back(std::move(info));
     }
   }
-  if (ec) {
-    log->Warn("retention", "cannot list " + dir.native() + ": " + ec.message());
+
+  // Each stream's recovery file: its active file when not empty, else its newest segment.
+  for (size_t i = 0; i < files.size(); ++i) {
+    const FileInfo& f = files[i];
+    StreamInfo& s = streams[f.stream];
+    const FileInfo* current = s.recovery == kNone ? nullptr : &files[s.recovery];
+    const bool current_is_active =
+        current != nullptr && current->parsed.kind == LogFileKind::kActive;
+    if (f.parsed.kind == LogFileKind::kActive) {
+      if (f.bytes > 0) s.recovery = i;
+    } else if ((f.parsed.kind == LogFileKind::kPlainSegment ||
+                f.parsed.kind == LogFileKind::kCompressedSegment) &&
+               !current_is_active &&
+               (current == nullptr || f.parsed.index > current->parsed.index)) {
+      s.recovery = i;
+    }
   }
 
-  std::sort(files.begin(), files.end(), [](const FileInfo& a, const FileInfo& b) {
-    if (a.mtime != b.mtime) return a.mtime < b.mtime;
-    return a.path < b.path;
+  std::vector<size_t> order(files.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const FileInfo& fa = files[a];
+    const FileInfo& fb = files[b];
+    if (fa.mtime != fb.mtime) return fa.mtime < fb.mtime;
+    const int by_date = dates[fa.date].name.compare(dates[fb.date].name);
+    if (by_date != 0) return by_date < 0;
+    return fa.name < fb.name;
   });
 
+  // Removes one file unless the hook keeps it; the hook and the unlink under the hook's mutex.
   auto remove = [&](FileInfo& f) {
-    if (::unlink(f.path.c_str()) != 0 && errno != ENOENT) {
-      log->Warn("retention", RateLimitedLog::Describe("cannot remove", f.path.native(), errno));
-      f.removable = false;
-      return;
+    DateDirInfo& date = dates[f.date];
+    StreamInfo& s = streams[f.stream];
+    {
+      std::unique_lock<std::mutex> lock;
+      if (hooks.mu != nullptr) lock = std::unique_lock<std::mutex>(*hooks.mu);
+      const RetentionFile view{s.key, date.name, f.name, f.parsed.kind,
+                               s.recovery != kNone && &files[s.recovery] == &f};
+      if (hooks.keep && hooks.keep(view)) {
+        f.kept = true;
+        return false;
+      }
+      if (::unlinkat(date.fd, f.name.c_str(), 0) != 0 && errno != ENOENT) {
+        log->Warn("retention",
+                  RateLimitedLog::Describe("cannot remove", dir.Shown(date.name, f.name), errno));
+        f.kept = true;
+        return false;
+      }
     }
     f.removed = true;
+    date.touched = true;
+    --s.remaining;
     ++result.files_removed;
     result.bytes_removed += f.bytes;
     result.bytes_total -= f.bytes;
+    return true;
+  };
+  // Removes files[i] if `wanted` says so, holding a recovery file back until it is the last of
+  // its stream's files.
+  auto attempt = [&](size_t i, const std::function<bool(const FileInfo&)>& wanted) {
+    FileInfo& f = files[i];
+    if (f.removed || f.kept || f.parsed.kind == LogFileKind::kTemp || !wanted(f)) return;
+    StreamInfo& s = streams[f.stream];
+    if (i == s.recovery && s.remaining > 1) {
+      s.deferred = true;
+      return;
+    }
+    if (!remove(f)) return;
+    if (s.deferred && s.remaining == 1 && s.recovery != kNone) {
+      FileInfo& r = files[s.recovery];
+      if (!r.removed && !r.kept && wanted(r)) remove(r);
+    }
   };
 
   if (policy.max_days > 0) {
     const auto cutoff = now - std::chrono::hours(24) * policy.max_days;
-    for (FileInfo& f : files) {
-      if (f.removable && f.mtime < cutoff) remove(f);
+    for (const size_t i : order) {
+      if (stopped()) break;
+      attempt(i, [&](const FileInfo& f) { return f.mtime < cutoff; });
     }
   }
   if (policy.max_bytes > 0) {
-    for (FileInfo& f : files) {
-      if (result.bytes_total <= policy.max_bytes) break;
-      if (f.removable && !f.removed) remove(f);
+    for (StreamInfo& s : streams) s.deferred = false;
+    for (const size_t i : order) {
+      if (result.bytes_total <= policy.max_bytes || stopped()) break;
+      attempt(i, [&](const FileInfo&) { return result.bytes_total > policy.max_bytes; });
     }
     result.over_limit = result.bytes_total > policy.max_bytes;
   }
+  result.stopped = stopped();
 
-  if (result.files_removed > 0) {
-    for (const std::filesystem::path& d : date_dirs) {
-      ::rmdir(d.c_str());  // fails (ENOTEMPTY) unless the directory is now empty
+  for (DateDirInfo& d : dates) {
+    if (d.touched) {
+      std::unique_lock<std::mutex> lock;
+      if (hooks.mu != nullptr) lock = std::unique_lock<std::mutex>(*hooks.mu);
+      ::unlinkat(dir.fd(), d.name.c_str(), AT_REMOVEDIR);  // fails (ENOTEMPTY) unless emptied
     }
+    ::close(d.fd);
   }
   return result;
+}
+
+RetentionThread::RetentionThread(Pass pass) : pass_(std::move(pass)), thread_([this] { Run(); }) {}
+
+RetentionThread::~RetentionThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool RetentionThread::Request(std::chrono::system_clock::time_point now) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (requested_ || running_) return false;
+    requested_ = true;
+    now_ = now;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void RetentionThread::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !requested_ && !running_; });
+}
+
+void RetentionThread::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_.load(std::memory_order_relaxed) || requested_; });
+    if (stop_.load(std::memory_order_relaxed)) break;
+    requested_ = false;
+    running_ = true;
+    const auto now = now_;
+    lock.unlock();
+    try {
+      pass_(now);
+    } catch (const std::exception&) {
+      // A failed pass (out of memory listing a huge directory) is tried again at the next
+      // request; nothing was half-done that matters: each removal stands alone.
+    }
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+  }
+  requested_ = false;
+  cv_.notify_all();
 }
 
 }  // namespace cuflight::collector

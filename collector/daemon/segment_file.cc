@@ -45,16 +45,21 @@ bool ScopedFd::Close() {
   return rc == 0;
 }
 
-bool TrimTornTail(const std::filesystem::path& path, uint64_t* bytes_trimmed, std::string* error) {
+int OpenAt(const FileAt& file, int flags, mode_t mode) {
+  return ::openat(file.dir, file.name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
+bool TrimTornTail(const FileAt& file, uint64_t* bytes_trimmed, std::string* error) {
   *bytes_trimmed = 0;
-  ScopedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  const std::string& path = file.shown;
+  ScopedFd fd(OpenAt(file, O_RDWR));
   if (fd.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot open", path, errno);
     return false;
   }
   struct stat st {};
   if (::fstat(fd.Get(), &st) != 0) {
-    *error = RateLimitedLog::Describe("cannot stat", path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot stat", path, errno);
     return false;
   }
   const off_t size = st.st_size;
@@ -67,7 +72,7 @@ bool TrimTornTail(const std::filesystem::path& path, uint64_t* bytes_trimmed, st
     const off_t start = end - static_cast<off_t>(n);
     int err = 0;
     if (!PreadFully(fd.Get(), buf, n, start, &err)) {
-      *error = RateLimitedLog::Describe("cannot read", path.native(), err);
+      *error = RateLimitedLog::Describe("cannot read", path, err);
       return false;
     }
     for (size_t i = n; i-- > 0;) {
@@ -81,7 +86,7 @@ bool TrimTornTail(const std::filesystem::path& path, uint64_t* bytes_trimmed, st
   }
   if (keep == size) return true;
   if (::ftruncate(fd.Get(), keep) != 0) {
-    *error = RateLimitedLog::Describe("cannot truncate", path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot truncate", path, errno);
     return false;
   }
   ::fdatasync(fd.Get());
@@ -106,15 +111,16 @@ std::optional<uint64_t> SeqOfLine(std::string_view line) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> LastSeqInPlainFile(const std::filesystem::path& path, std::string* error) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+std::optional<uint64_t> LastSeqInPlainFile(const FileAt& file, std::string* error) {
+  const std::string& path = file.shown;
+  ScopedFd fd(OpenAt(file, O_RDONLY));
   if (fd.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot open", path, errno);
     return std::nullopt;
   }
   struct stat st {};
   if (::fstat(fd.Get(), &st) != 0) {
-    *error = RateLimitedLog::Describe("cannot stat", path.native(), errno);
+    *error = RateLimitedLog::Describe("cannot stat", path, errno);
     return std::nullopt;
   }
   std::vector<char> buf(kTailChunkBytes);
@@ -127,7 +133,7 @@ std::optional<uint64_t> LastSeqInPlainFile(const std::filesystem::path& path, st
     const off_t start = end - static_cast<off_t>(n);
     int err = 0;
     if (!PreadFully(fd.Get(), buf.data(), n, start, &err)) {
-      *error = RateLimitedLog::Describe("cannot read", path.native(), err);
+      *error = RateLimitedLog::Describe("cannot read", path, err);
       return std::nullopt;
     }
     const std::string_view chunk(buf.data(), n);
@@ -170,6 +176,8 @@ size_t WriteFully(int fd, const char* data, size_t size, int* err) {
   }
   return done;
 }
+
+bool FsyncDirectory(int dir_fd) { return ::fsync(dir_fd) == 0; }
 
 bool FsyncDirectory(const std::filesystem::path& dir) {
   ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

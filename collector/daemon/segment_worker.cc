@@ -1,17 +1,21 @@
 #include "segment_worker.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
 
 #include "segment_file.h"
 #include "zstd_file.h"
 
 namespace cuflight::collector {
 
-SegmentWorker::SegmentWorker(int zstd_level, Counters counters, RateLimitedLog* log)
-    : zstd_level_(zstd_level), counters_(counters), log_(log), thread_([this] { Run(); }) {}
+SegmentWorker::SegmentWorker(const LogDir* dir, int zstd_level, Counters counters,
+                             RateLimitedLog* log)
+    : dir_(dir), zstd_level_(zstd_level), counters_(counters), log_(log), thread_([this] {
+        Run();
+      }) {}
 
 SegmentWorker::~SegmentWorker() {
   {
@@ -22,26 +26,36 @@ SegmentWorker::~SegmentWorker() {
   thread_.join();
 }
 
-void SegmentWorker::Compress(std::filesystem::path plain, std::filesystem::path compressed) {
+void SegmentWorker::Compress(std::string date, std::string plain, std::string compressed) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    compressions_.push_back(CompressJob{std::move(plain), std::move(compressed)});
+    compressions_.push_back(CompressJob{std::move(date), std::move(plain), std::move(compressed)});
   }
   work_cv_.notify_one();
 }
 
-void SegmentWorker::SyncAndClose(int fd, bool sync) {
+void SegmentWorker::SyncAndClose(int fd, bool sync, bool periodic) {
+  held_.fetch_add(1, std::memory_order_relaxed);
+  if (periodic) periodic_held_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    syncs_.push_back(SyncJob{fd, sync, {}});
+    syncs_.push_back(SyncJob{fd, sync, periodic, {}, {}});
   }
   work_cv_.notify_one();
 }
 
-void SegmentWorker::SyncDirectory(std::filesystem::path dir) {
+void SegmentWorker::SyncFile(std::string date, std::string name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    syncs_.push_back(SyncJob{-1, true, std::move(dir)});
+    syncs_.push_back(SyncJob{-1, true, false, std::move(date), std::move(name)});
+  }
+  work_cv_.notify_one();
+}
+
+void SegmentWorker::SyncDirectory(std::string date) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    syncs_.push_back(SyncJob{-1, true, false, std::move(date), {}});
   }
   work_cv_.notify_one();
 }
@@ -56,11 +70,11 @@ void SegmentWorker::RetryFailed() {
   work_cv_.notify_one();
 }
 
-bool SegmentWorker::IsPending(const std::filesystem::path& plain) const {
+bool SegmentWorker::IsPending(std::string_view date, std::string_view plain) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_ && *running_ == plain) return true;
+  if (running_ && running_->date == date && running_->plain == plain) return true;
   for (const CompressJob& job : compressions_) {
-    if (job.plain == plain) return true;
+    if (job.date == date && job.plain == plain) return true;
   }
   return false;
 }
@@ -84,10 +98,10 @@ void SegmentWorker::Run() {
     } else if (stop_) {
       break;
     } else {
-      const CompressJob job = std::move(compressions_.front());
+      running_ = std::move(compressions_.front());
       compressions_.pop_front();
       busy_ = true;
-      running_ = job.plain;
+      const CompressJob job = *running_;
       lock.unlock();
       RunCompress(job);
       lock.lock();
@@ -103,36 +117,69 @@ void SegmentWorker::Run() {
 }
 
 void SegmentWorker::RunCompress(const CompressJob& job) {
-  std::error_code ec;
-  if (!std::filesystem::exists(job.plain, ec)) return;
+  ScopedFd date_dir(dir_->OpenSubdir(job.date, false));
+  if (date_dir.Get() < 0) return;  // gone (retention) or not ours to follow: nothing to do
+  const FileAt plain{date_dir.Get(), job.plain, dir_->Shown(job.date, job.plain)};
+  struct stat st {};
+  if (::fstatat(plain.dir, plain.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISREG(st.st_mode)) {
+    return;
+  }
+  const FileAt compressed{date_dir.Get(), job.compressed, dir_->Shown(job.date, job.compressed)};
   std::string error;
-  if (!CompressFileAtomically(job.plain, job.compressed, zstd_level_, &error)) {
+  if (!CompressFileAtomically(plain, compressed, zstd_level_, &error)) {
     counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
     log_->Warn("compress", error + " (the plain segment is kept)");
     std::lock_guard<std::mutex> lock(mu_);
     failed_.push_back(job);
     return;
   }
-  if (::unlink(job.plain.c_str()) != 0 && errno != ENOENT) {
-    log_->Warn("unlink", RateLimitedLog::Describe("cannot remove", job.plain.native(), errno));
+  if (::unlinkat(plain.dir, plain.name.c_str(), 0) != 0 && errno != ENOENT) {
+    log_->Warn("unlink", RateLimitedLog::Describe("cannot remove", plain.shown, errno));
   }
-  FsyncDirectory(job.plain.parent_path());
+  FsyncDirectory(date_dir.Get());
   counters_.segments_compressed->fetch_add(1, std::memory_order_relaxed);
 }
 
 void SegmentWorker::RunSync(const SyncJob& job) {
-  if (job.fd < 0) {
-    if (!FsyncDirectory(job.dir)) {
-      log_->Warn("fsync",
-                 RateLimitedLog::Describe("cannot fsync directory", job.dir.native(), errno));
+  if (job.fd >= 0) {
+    if (job.sync && ::fdatasync(job.fd) != 0) {
+      counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
+      log_->Warn("fsync", RateLimitedLog::Describe("fdatasync failed on", "a log file", errno));
+    }
+    ::close(job.fd);
+    held_.fetch_sub(1, std::memory_order_relaxed);
+    if (job.periodic) periodic_held_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  ScopedFd date_dir(job.date.empty() ? ::fcntl(dir_->fd(), F_DUPFD_CLOEXEC, 0)
+                                     : dir_->OpenSubdir(job.date, false));
+  if (date_dir.Get() < 0) {
+    if (errno != ENOENT) {
+      log_->Warn("fsync", RateLimitedLog::Describe("cannot open", dir_->Shown(job.date), errno));
     }
     return;
   }
-  if (job.sync && ::fdatasync(job.fd) != 0) {
-    counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
-    log_->Warn("fsync", RateLimitedLog::Describe("fdatasync failed on", "a log file", errno));
+  if (job.name.empty()) {
+    if (!FsyncDirectory(date_dir.Get())) {
+      log_->Warn("fsync",
+                 RateLimitedLog::Describe("cannot fsync directory", dir_->Shown(job.date), errno));
+    }
+    return;
   }
-  ::close(job.fd);
+  const FileAt file{date_dir.Get(), job.name, dir_->Shown(job.date, job.name)};
+  ScopedFd fd(OpenAt(file, O_RDONLY));
+  if (fd.Get() < 0) {
+    // Renamed into a segment meanwhile (its compressed copy is fsynced) or removed: nothing left.
+    if (errno != ENOENT) {
+      log_->Warn("fsync", RateLimitedLog::Describe("cannot open", file.shown, errno));
+    }
+    return;
+  }
+  if (::fdatasync(fd.Get()) != 0) {
+    counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
+    log_->Warn("fsync", RateLimitedLog::Describe("fdatasync failed on", file.shown, errno));
+  }
 }
 
 }  // namespace cuflight::collector

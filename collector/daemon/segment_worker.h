@@ -5,8 +5,14 @@
 //    make acknowledged data durable); compression jobs run in the order queued.
 // 2. A compression job: "<seg>.jsonl" -> "<seg>.jsonl.zst" with CompressFileAtomically, then the
 //    plain file is unlinked. A failed job leaves the plain file in place and is kept aside;
-//    RetryFailed() queues those again (after retention freed space, say).
-// 3. Stopping (destructor) finishes the running job and the queued fsyncs, and leaves queued
+//    RetryFailed() queues those again (after retention freed space, say). Files are reached
+//    through the log directory's descriptor, never through a symbolic link (log_dir.h).
+// 3. Descriptors: a SyncAndClose job holds its descriptor until it has run, so a slow disk
+//    (fdatasync taking longer than the jobs arrive) would hold more and more of them. The
+//    worker counts them (descriptors_held) so its callers can bound them: LogSink queues a
+//    periodic round only when the previous one is done, and past 64 queued closes hands closed
+//    files over by name (SyncFile), which holds no descriptor while it waits.
+// 4. Stopping (destructor) finishes the running job and the queued fsyncs, and leaves queued
 //    compressions undone: their plain segments are complete on disk and LogSink::Open compresses
 //    them on the next start.
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_WORKER_H_
@@ -19,9 +25,12 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "log_dir.h"
 #include "segment_error_log.h"
 
 namespace cuflight::collector {
@@ -33,41 +42,54 @@ class SegmentWorker {
     std::atomic<uint64_t>* segments_compressed;  // .zst files completed
   };
 
-  // Starts the thread. `counters` and `log` must outlive the worker.
-  SegmentWorker(int zstd_level, Counters counters, RateLimitedLog* log);
+  // Starts the thread. `dir`, `counters` and `log` must outlive the worker.
+  SegmentWorker(const LogDir* dir, int zstd_level, Counters counters, RateLimitedLog* log);
   ~SegmentWorker();
   SegmentWorker(const SegmentWorker&) = delete;
   SegmentWorker& operator=(const SegmentWorker&) = delete;
 
-  // Queues the compression of `plain` into `compressed`. A job whose plain file no longer
-  // exists when it runs (moved away, deleted by retention) is skipped.
-  void Compress(std::filesystem::path plain, std::filesystem::path compressed);
-  // Takes ownership of `fd`: fdatasync(2)s it (when `sync`) and closes it.
-  void SyncAndClose(int fd, bool sync);
-  // fsync(2)s the directory `dir` (new names in it).
-  void SyncDirectory(std::filesystem::path dir);
+  // Queues the compression of <date>/<plain> into <date>/<compressed>. A job whose plain file
+  // no longer exists when it runs (moved away, deleted by retention) is skipped.
+  void Compress(std::string date, std::string plain, std::string compressed);
+  // Takes ownership of `fd`: fdatasync(2)s it (when `sync`) and closes it. `periodic` marks the
+  // duplicates of LogSink::Tick's fsync round (counted apart, see periodic_descriptors_held).
+  void SyncAndClose(int fd, bool sync, bool periodic = false);
+  // fdatasync(2)s <date>/<name>, opened again when the job runs (no descriptor held meanwhile).
+  void SyncFile(std::string date, std::string name);
+  // fsync(2)s the directory <date> ("" for the log directory itself): new names in it.
+  void SyncDirectory(std::string date);
   // Queues again every compression that failed so far.
   void RetryFailed();
-  // True while `plain` is queued or being compressed (retention leaves it alone).
-  bool IsPending(const std::filesystem::path& plain) const;
+  // True while <date>/<plain> is queued or being compressed (retention leaves it alone).
+  bool IsPending(std::string_view date, std::string_view plain) const;
+  // Descriptors held by queued or running SyncAndClose jobs: all of them, and those of
+  // periodic jobs only. Any thread.
+  size_t descriptors_held() const { return held_.load(std::memory_order_relaxed); }
+  size_t periodic_descriptors_held() const {
+    return periodic_held_.load(std::memory_order_relaxed);
+  }
   // Blocks until no job is queued or running.
   void WaitIdle();
 
  private:
   struct CompressJob {
-    std::filesystem::path plain;
-    std::filesystem::path compressed;
+    std::string date;
+    std::string plain;
+    std::string compressed;
   };
   struct SyncJob {
-    int fd = -1;  // a file to fdatasync and close, or -1 for a directory fsync
+    int fd = -1;  // a file to fdatasync and close; -1: `name` in `date`, or the directory `date`
     bool sync = true;
-    std::filesystem::path dir;
+    bool periodic = false;
+    std::string date;
+    std::string name;  // empty: fsync the directory `date`
   };
 
   void Run();
   void RunCompress(const CompressJob& job);
   void RunSync(const SyncJob& job);
 
+  const LogDir* const dir_;
   const int zstd_level_;
   const Counters counters_;
   RateLimitedLog* const log_;
@@ -78,7 +100,9 @@ class SegmentWorker {
   std::deque<SyncJob> syncs_;
   std::deque<CompressJob> compressions_;
   std::vector<CompressJob> failed_;
-  std::optional<std::filesystem::path> running_;  // plain file being compressed
+  std::optional<CompressJob> running_;    // the compression being run
+  std::atomic<size_t> held_{0};           // descriptors of queued or running SyncAndClose jobs
+  std::atomic<size_t> periodic_held_{0};  // of which periodic
   bool busy_ = false;
   bool stop_ = false;
   std::thread thread_;  // last: starts after everything above is constructed

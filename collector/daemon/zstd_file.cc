@@ -81,53 +81,66 @@ bool CompressInto(int in, int out, off_t src_size, int level, const std::string&
 
 }  // namespace
 
-bool CompressFileAtomically(const std::filesystem::path& src, const std::filesystem::path& dst,
-                            int level, std::string* error) {
-  std::filesystem::path tmp = dst;
-  tmp += ".tmp";
-  ScopedFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+bool CompressFileAtomically(const FileAt& src, const FileAt& dst, int level, std::string* error) {
+  const FileAt tmp{dst.dir, dst.name + ".tmp", dst.shown + ".tmp"};
+  ScopedFd in(OpenAt(src, O_RDONLY));
   if (in.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", src.native(), errno);
+    *error = RateLimitedLog::Describe("cannot open", src.shown, errno);
     return false;
   }
   struct stat st {};
   if (::fstat(in.Get(), &st) != 0) {
-    *error = RateLimitedLog::Describe("cannot stat", src.native(), errno);
+    *error = RateLimitedLog::Describe("cannot stat", src.shown, errno);
     return false;
   }
-  ScopedFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640));
+  ScopedFd out(OpenAt(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640));
   if (out.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot create", tmp.native(), errno);
+    *error = RateLimitedLog::Describe("cannot create", tmp.shown, errno);
     return false;
   }
-  bool ok = CompressInto(in.Get(), out.Get(), st.st_size, level, src.native(), tmp.native(), error);
+  bool ok = CompressInto(in.Get(), out.Get(), st.st_size, level, src.shown, tmp.shown, error);
   if (ok && ::fsync(out.Get()) != 0) {
-    *error = RateLimitedLog::Describe("cannot fsync", tmp.native(), errno);
+    *error = RateLimitedLog::Describe("cannot fsync", tmp.shown, errno);
     ok = false;
   }
   if (!out.Close() && ok) {
-    *error = RateLimitedLog::Describe("cannot close", tmp.native(), errno);
+    *error = RateLimitedLog::Describe("cannot close", tmp.shown, errno);
     ok = false;
   }
-  if (ok && ::rename(tmp.c_str(), dst.c_str()) != 0) {
-    *error = RateLimitedLog::Describe("cannot rename", tmp.native(), errno);
+  if (ok && ::renameat(tmp.dir, tmp.name.c_str(), dst.dir, dst.name.c_str()) != 0) {
+    *error = RateLimitedLog::Describe("cannot rename", tmp.shown, errno);
     ok = false;
   }
   if (!ok) {
-    ::unlink(tmp.c_str());
+    ::unlinkat(tmp.dir, tmp.name.c_str(), 0);
     return false;
   }
-  FsyncDirectory(dst.parent_path());
+  FsyncDirectory(dst.dir);
   return true;
 }
 
-bool DecompressFile(const std::filesystem::path& src,
-                    const std::function<void(std::string_view)>& sink, std::string* error) {
-  ScopedFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", src.native(), errno);
+bool CompressFileAtomically(const std::filesystem::path& src, const std::filesystem::path& dst,
+                            int level, std::string* error) {
+  auto open_parent = [](const std::filesystem::path& p) {
+    const std::filesystem::path parent = p.parent_path();
+    return ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  };
+  ScopedFd src_dir(open_parent(src));
+  ScopedFd dst_dir(open_parent(dst));
+  if (src_dir.Get() < 0 || dst_dir.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open the directory of",
+                                      (src_dir.Get() < 0 ? src : dst).native(), errno);
     return false;
   }
+  return CompressFileAtomically(FileAt{src_dir.Get(), src.filename().native(), src.native()},
+                                FileAt{dst_dir.Get(), dst.filename().native(), dst.native()}, level,
+                                error);
+}
+
+namespace {
+
+bool DecompressFd(int fd, const std::string& shown,
+                  const std::function<void(std::string_view)>& sink, std::string* error) {
   std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
   if (!dctx) {
     *error = "cannot create a zstd decompression context";
@@ -137,9 +150,9 @@ bool DecompressFile(const std::filesystem::path& src,
   std::vector<char> out_buf(ZSTD_DStreamOutSize());
   size_t last_ret = 0;  // 0 = at a frame boundary
   for (;;) {
-    const ssize_t n = ReadSome(in.Get(), in_buf.data(), in_buf.size());
+    const ssize_t n = ReadSome(fd, in_buf.data(), in_buf.size());
     if (n < 0) {
-      *error = RateLimitedLog::Describe("cannot read", src.native(), errno);
+      *error = RateLimitedLog::Describe("cannot read", shown, errno);
       return false;
     }
     if (n == 0) break;
@@ -148,8 +161,7 @@ bool DecompressFile(const std::filesystem::path& src,
       ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
       last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
       if (ZSTD_isError(last_ret)) {
-        *error =
-            "zstd decompression of " + src.native() + " failed: " + ZSTD_getErrorName(last_ret);
+        *error = "zstd decompression of " + shown + " failed: " + ZSTD_getErrorName(last_ret);
         return false;
       }
       if (output.pos > 0) sink(std::string_view(out_buf.data(), output.pos));
@@ -162,7 +174,7 @@ bool DecompressFile(const std::filesystem::path& src,
     if (last_ret == 0) break;
     last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
     if (ZSTD_isError(last_ret)) {
-      *error = "zstd decompression of " + src.native() + " failed: " + ZSTD_getErrorName(last_ret);
+      *error = "zstd decompression of " + shown + " failed: " + ZSTD_getErrorName(last_ret);
       return false;
     }
     if (output.pos > 0) {
@@ -172,13 +184,35 @@ bool DecompressFile(const std::filesystem::path& src,
     }
   }
   if (last_ret != 0) {
-    *error = src.native() + " ends inside a zstd frame (truncated)";
+    *error = shown + " ends inside a zstd frame (truncated)";
     return false;
   }
   return true;
 }
 
-std::optional<uint64_t> LastSeqInZstdFile(const std::filesystem::path& src, std::string* error) {
+}  // namespace
+
+bool DecompressFile(const FileAt& src, const std::function<void(std::string_view)>& sink,
+                    std::string* error) {
+  ScopedFd in(OpenAt(src, O_RDONLY));
+  if (in.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", src.shown, errno);
+    return false;
+  }
+  return DecompressFd(in.Get(), src.shown, sink, error);
+}
+
+bool DecompressFile(const std::filesystem::path& src,
+                    const std::function<void(std::string_view)>& sink, std::string* error) {
+  ScopedFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.Get() < 0) {
+    *error = RateLimitedLog::Describe("cannot open", src.native(), errno);
+    return false;
+  }
+  return DecompressFd(in.Get(), src.native(), sink, error);
+}
+
+std::optional<uint64_t> LastSeqInZstdFile(const FileAt& src, std::string* error) {
   constexpr std::string_view kSeqKey = "\"seq\"";
   std::string partial;    // the current, unterminated line
   std::string candidate;  // the last complete line seen that contains kSeqKey

@@ -56,6 +56,8 @@ std::unique_ptr<PrivateCollector> PrivateCollector::Start(const std::filesystem:
   options.socket = self->socket_dir_ / "collector.sock";
   options.log_dir = log_dir;
   options.log_level = "warn";
+  // Every producer of a run is the user's own: no share to keep for other users.
+  options.max_connections_per_uid = options.max_connections;
   self->collector_ = collector::Collector::Create(options, nullptr, MakeLogger(), error);
   if (!self->collector_) {
     std::error_code ec;

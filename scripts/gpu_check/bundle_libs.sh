@@ -1,6 +1,6 @@
 #!/bin/sh
 # Copies the shared libraries that cuflight's binaries load from outside the C/C++ runtime
-# (cpp-httplib and the TLS/compression libraries under it; fmt, spdlog and zstd are linked in)
+# (fmt, spdlog and zstd are linked in; the metrics server is cuflight's own)
 # into BUILD/lib/bundled, so that the build folder runs on a machine without those packages (the
 # GPU machine). The binaries find that folder through their RPATH ($ORIGIN/../lib/bundled).
 # usage: scripts/gpu_check/bundle_libs.sh [BUILD]   (default build/release)

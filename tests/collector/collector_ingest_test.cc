@@ -529,6 +529,7 @@ TEST(CollectorIngestTest, ConnectionsBeyondTheLimitAreClosedAndCounted) {
   TempDir dir;
   CollectorOptions options = TestOptions(dir.path());
   options.max_connections = 3;
+  options.max_connections_per_uid = 3;  // every client here has the test's uid
   RunningCollector running(options);
   ASSERT_NE(running.collector(), nullptr);
   std::vector<RawClient> held;

@@ -93,7 +93,15 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
                           "--reconnect-grace",
                           "0",
                           "--log-level",
-                          "debug"});
+                          "debug",
+                          "--max-connections-per-uid",
+                          "5",
+                          "--idle-timeout",
+                          "30000",
+                          "--max-pending-bytes",
+                          "1M",
+                          "--retention-interval",
+                          "60000"});
   ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
   EXPECT_EQ(p.options.socket, "/run/c/s.sock");
   EXPECT_EQ(p.options.log_dir, "/var/tmp/logs");
@@ -109,6 +117,20 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
   EXPECT_EQ(p.options.handshake_timeout.count(), 500);
   EXPECT_EQ(p.options.reconnect_grace.count(), 0);
   EXPECT_EQ(p.options.log_level, "debug");
+  EXPECT_EQ(p.options.max_connections_per_uid, 5);
+  EXPECT_EQ(p.options.idle_timeout.count(), 30000);
+  EXPECT_EQ(p.options.max_pending_bytes, 1ull << 20);
+  EXPECT_EQ(p.options.retention_interval.count(), 60000);
+}
+
+TEST(CollectorOptionsTest, ServiceLimitsHaveDefaults) {
+  const Parsed p = Parse({});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.max_connections_per_uid, 0);  // a quarter of --max-connections
+  // 12 of the injector's stats heartbeats (CUFLIGHT_STATS_MS defaults to 5000).
+  EXPECT_EQ(p.options.idle_timeout.count(), 60000);
+  EXPECT_EQ(p.options.max_pending_bytes, 128ull << 20);
+  EXPECT_EQ(p.options.retention_interval.count(), 10000);
 }
 
 TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
@@ -139,6 +161,10 @@ TEST(CollectorOptionsTest, BadFlagValuesNameTheFlagOnOneLine) {
       {{"--max-connections", "0"}, "--max-connections: '0' is out of range"},
       {{"--max-line-bytes", "100"}, "--max-line-bytes: '100' is out of range"},
       {{"--log-level", "loud"}, "--log-level: 'loud' is not one of"},
+      {{"--max-connections-per-uid", "0"}, "--max-connections-per-uid: '0' is out of range"},
+      {{"--idle-timeout", "soon"}, "--idle-timeout: 'soon' is not a non-negative integer"},
+      {{"--max-pending-bytes", "1K"}, "--max-pending-bytes: '1K' is out of range"},
+      {{"--retention-interval", "10"}, "--retention-interval: '10' is out of range"},
       {{"--socket", ""}, "--socket: the socket path may not be empty"},
       {{"--no-such-flag"}, "--no-such-flag"},
   };

@@ -59,6 +59,16 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   m.OccupancyDisagreements(5);
   m.BytesWritten(100);
   m.BytesWritten(23);
+  m.Unstored(4);
+  m.Unstored(5);
+  m.SetLogTotals({.write_errors = 1,
+                  .pending_bytes = 70000,
+                  .fsync_rounds_skipped = 0,
+                  .recovery_failures = 0});
+  m.SetLogTotals({.write_errors = 4,
+                  .pending_bytes = 5000,
+                  .fsync_rounds_skipped = 2,
+                  .recovery_failures = 1});  // the latest totals are exported
   m.Kernel(1, 10, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 11, "gemm", 0, "registers", 0.25);
   m.Kernel(1, 12, "softmax", 1, "shared_mem", 1.0);
@@ -91,6 +101,11 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   // Timing records are not events: no reason of the events' drops.
   EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 2u);
   EXPECT_EQ(V(e, "cuflight_log_written_bytes_total"), 123);
+  EXPECT_EQ(V(e, "cuflight_events_unstored_total"), 9);
+  EXPECT_EQ(V(e, "cuflight_log_write_errors_total"), 4);
+  EXPECT_EQ(V(e, "cuflight_log_pending_bytes"), 5000);
+  EXPECT_EQ(V(e, "cuflight_log_fsync_skipped_total"), 2);
+  EXPECT_EQ(V(e, "cuflight_log_recovery_failures_total"), 1);
 
   EXPECT_EQ(
       V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "registers"}}),
@@ -165,18 +180,32 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
   m.ProducerDropped("ring_full", 1);
   const std::string text = m.Render();
   const Exposition e = Parse(m);
-  const std::set<std::string> expected = {
-      "cuflight_producers_connected",         "cuflight_producer_connections_total",
-      "cuflight_events_received_total",       "cuflight_events_stored_total",
-      "cuflight_events_rejected_total",       "cuflight_events_lost_total",
-      "cuflight_events_dropped_total",        "cuflight_kernel_timing_dropped_total",
-      "cuflight_occupancy_disagreements_total",
-      "cuflight_log_written_bytes_total",     "cuflight_kernel_launches_total",
-      "cuflight_kernel_occupancy_ratio",      "cuflight_kernel_gpu_seconds_total",
-      "cuflight_kernel_name_launches_total",  "cuflight_kernel_name_occupancy_ratio",
-      "cuflight_kernel_name_gpu_seconds_total", "cuflight_kernel_names_tracked",
-      "cuflight_kernel_names_limit",          "cuflight_kernel_time_unmatched_total",
-      "cuflight_kernel_join_evicted_total",   "cuflight_kernel_join_pending"};
+  const std::set<std::string> expected = {"cuflight_producers_connected",
+                                          "cuflight_producer_connections_total",
+                                          "cuflight_events_received_total",
+                                          "cuflight_events_stored_total",
+                                          "cuflight_events_rejected_total",
+                                          "cuflight_events_lost_total",
+                                          "cuflight_events_dropped_total",
+                                          "cuflight_kernel_timing_dropped_total",
+                                          "cuflight_occupancy_disagreements_total",
+                                          "cuflight_log_written_bytes_total",
+                                          "cuflight_kernel_launches_total",
+                                          "cuflight_events_unstored_total",
+                                          "cuflight_log_write_errors_total",
+                                          "cuflight_log_pending_bytes",
+                                          "cuflight_log_fsync_skipped_total",
+                                          "cuflight_log_recovery_failures_total",
+                                          "cuflight_kernel_occupancy_ratio",
+                                          "cuflight_kernel_gpu_seconds_total",
+                                          "cuflight_kernel_name_launches_total",
+                                          "cuflight_kernel_name_occupancy_ratio",
+                                          "cuflight_kernel_name_gpu_seconds_total",
+                                          "cuflight_kernel_names_tracked",
+                                          "cuflight_kernel_names_limit",
+                                          "cuflight_kernel_time_unmatched_total",
+                                          "cuflight_kernel_join_evicted_total",
+                                          "cuflight_kernel_join_pending"};
   std::set<std::string> seen;
   for (const testing::Family& f : e.families) {
     seen.insert(f.name);
@@ -188,7 +217,7 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
       EXPECT_TRUE(f.name.ends_with("_seconds_total")) << f.name;
     }
     if (f.name.find("bytes") != std::string::npos) {
-      EXPECT_TRUE(f.name.ends_with("_bytes_total")) << f.name;
+      EXPECT_TRUE(f.name.ends_with(f.type == "counter" ? "_bytes_total" : "_bytes")) << f.name;
     }
     EXPECT_FALSE(f.name.find("millis") != std::string::npos ||
                  f.name.find("_ns") != std::string::npos)

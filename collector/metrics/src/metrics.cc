@@ -123,6 +123,11 @@ struct Metrics::State {
   Counter timing_dropped{0};
   Counter occupancy_disagreements{0};
   Counter bytes_written{0};
+  Counter unstored{0};
+  Counter log_write_errors{0};
+  std::atomic<uint64_t> log_pending_bytes{0};
+  Counter log_fsync_skipped{0};
+  Counter log_recovery_failures{0};
 
   LabelTable rejected_reasons;
   LabelTable dropped_reasons;
@@ -184,6 +189,16 @@ void Metrics::OccupancyDisagreements(uint64_t delta) {
 }
 
 void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
+
+void Metrics::Unstored(uint64_t n) { Add(state_->unstored, n); }
+
+void Metrics::SetLogTotals(const LogTotals& totals) {
+  State& s = *state_;
+  s.log_write_errors.store(totals.write_errors, std::memory_order_relaxed);
+  s.log_pending_bytes.store(totals.pending_bytes, std::memory_order_relaxed);
+  s.log_fsync_skipped.store(totals.fsync_rounds_skipped, std::memory_order_relaxed);
+  s.log_recovery_failures.store(totals.recovery_failures, std::memory_order_relaxed);
+}
 
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name,
                      int32_t device, std::string_view limiting_resource, double occupancy,
@@ -272,6 +287,11 @@ void Metrics::State::Render(std::string* out) const {
            "Events the collector never received: gaps in the producers' sequence numbers.");
   w.Sample("cuflight_events_lost_total", {}, Get(lost));
 
+  w.Family("cuflight_events_unstored_total", "counter",
+           "Events the collector received but could not store (its log buffers were full, e.g. "
+           "a full disk) and that their producer did not send again before its process_lost.");
+  w.Sample("cuflight_events_unstored_total", {}, Get(unstored));
+
   w.Family("cuflight_events_dropped_total", "counter",
            "Events the producers report they dropped before sending, by reason.");
   for (size_t i = 0, n = dropped_reasons.size(); i < n; ++i) {
@@ -294,6 +314,25 @@ void Metrics::State::Render(std::string* out) const {
 
   w.Family("cuflight_log_written_bytes_total", "counter", "Bytes written to the event log.");
   w.Sample("cuflight_log_written_bytes_total", {}, Get(bytes_written));
+
+  w.Family("cuflight_log_write_errors_total", "counter",
+           "Failed open, write, rename, fsync or compression calls on the event log (a full "
+           "disk, I/O errors); the data stays buffered and is retried.");
+  w.Sample("cuflight_log_write_errors_total", {}, Get(log_write_errors));
+
+  w.Family("cuflight_log_pending_bytes", "gauge",
+           "Bytes received and not yet written to the event log (the disk refuses writes).");
+  w.Sample("cuflight_log_pending_bytes", {}, log_pending_bytes.load(std::memory_order_relaxed));
+
+  w.Family("cuflight_log_fsync_skipped_total", "counter",
+           "Periodic fdatasync rounds skipped because the previous round had not finished (a "
+           "disk slower than --fsync-interval).");
+  w.Sample("cuflight_log_fsync_skipped_total", {}, Get(log_fsync_skipped));
+
+  w.Family("cuflight_log_recovery_failures_total", "counter",
+           "Producer connections refused because the highest stored seq of their process could "
+           "not be read from its log (EMFILE, EIO, a corrupt segment).");
+  w.Sample("cuflight_log_recovery_failures_total", {}, Get(log_recovery_failures));
 
   w.Family("cuflight_kernel_launches_total", "counter",
            "Kernel launches, by device and the per-SM resource that limits their occupancy.");

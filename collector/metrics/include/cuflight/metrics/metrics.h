@@ -76,6 +76,21 @@ class Metrics {
   void OccupancyDisagreements(uint64_t delta);
   // `n` bytes written to the event log.
   void BytesWritten(uint64_t n);
+  // `n` events a producer sent that the log could not store (its buffers were full, e.g. a full
+  // disk) and that the producer did not send again before its process was written off
+  // (process_lost).
+  void Unstored(uint64_t n);
+
+  // The event log's health: totals since the collector started, as its log sink counts them.
+  struct LogTotals {
+    uint64_t write_errors = 0;          // failed open/write/rename/fsync/compression calls
+    uint64_t pending_bytes = 0;         // received, not yet written (now; a gauge)
+    uint64_t fsync_rounds_skipped = 0;  // periodic fdatasync rounds skipped (a slow disk)
+    uint64_t recovery_failures = 0;     // streams refused: their highest seq could not be read
+  };
+  // Replaces the exported values with `totals` (the counters among them must not decrease).
+  // From one thread at a time (the daemon's).
+  void SetLogTotals(const LogTotals& totals);
 
   // One kernel launch. `name`: the label for the kernel (the daemon passes the demangled name,
   // or the mangled one when demangling failed). `limiting_resource`: a schema resource name.

@@ -1,18 +1,28 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics returns Metrics::Render() as
-// text/plain; version=0.0.4; GET / returns a page linking to it. Any other path is 404.
+// text/plain; version=0.0.4; GET / returns a page linking to it. Any other path is 404, any
+// other method 405.
 //
-// Design:
-//  1. cpp-httplib (Debian's libcpp-httplib) serves on one listener thread plus a pool of two
-//     request threads: scrapes are rare and cheap, and the pool bounds the threads a burst of
-//     connections can take from the daemon.
-//  2. Nothing thrown in a request handler leaves the server's threads: a failed render answers
-//     500. cpp-httplib's Server constructor sets SIGPIPE to SIG_IGN for the whole process, so a
-//     scraper that hangs up mid-response cannot kill the daemon.
-//  3. Reads and writes time out after 5 s and request bodies are capped, so a stuck or hostile
-//     client holds a request thread for a bounded time only.
+// Design (the daemon serves producers of many users; no scrape client may take anything from
+// ingestion, which runs on other threads and needs descriptors):
+//  1. One thread, one epoll set, non-blocking sockets, no request threads: a request is read,
+//     rendered and answered on that thread. Responses close the connection (no keep-alive), so
+//     a connection holds nothing between scrapes.
+//  2. Bounded: at most max_connections connections at a time (their descriptors are the
+//     server's whole share, plus the listener and two of its own). When a connection arrives
+//     with every slot taken, the oldest one that has not yet sent a complete request is closed
+//     to make room (an idle or trickling client cannot keep a scraper out); if all of them are
+//     being answered, the new one is closed instead. Out of descriptors (EMFILE), a pending
+//     connection is accepted into a reserved one and closed, instead of spinning.
+//  3. Each connection has one deadline, request_timeout from its accept, for reading the whole
+//     request and writing the whole response; past it, it is closed. Requests are capped at
+//     8 KiB (431 beyond).
+//  4. Nothing thrown while rendering leaves the thread: the answer is 500. Writes use
+//     MSG_NOSIGNAL, so a client that hangs up mid-response raises no SIGPIPE.
 #ifndef CUFLIGHT_METRICS_METRICS_SERVER_H_
 #define CUFLIGHT_METRICS_METRICS_SERVER_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +30,23 @@
 #include "cuflight/metrics/metrics.h"
 
 namespace cuflight::collector {
+
+struct MetricsServerOptions {
+  // Simultaneous HTTP connections (see the design note), clamped to [1, 1024].
+  int max_connections = 16;
+  // Time from accept to the end of the response, clamped to at least 1 ms.
+  std::chrono::milliseconds request_timeout{5000};
+};
+
+// What the server did with connections, since Start. Any thread.
+struct MetricsServerStats {
+  uint64_t accepted = 0;
+  uint64_t answered = 0;   // responses written completely
+  uint64_t evicted = 0;    // closed to make room for a newer connection
+  uint64_t refused = 0;    // closed at once: every slot was being answered, or no descriptor left
+  uint64_t timed_out = 0;  // closed at the deadline
+  uint64_t open = 0;       // connections open now
+};
 
 class MetricsServer {
  public:
@@ -29,7 +56,8 @@ class MetricsServer {
   // 1..65535. Returns nullptr and sets *error (when error is not null) if the address cannot be
   // resolved or bound. Never throws.
   static std::unique_ptr<MetricsServer> Start(const Metrics& metrics, std::string_view host,
-                                              int port, std::string* error);
+                                              int port, std::string* error,
+                                              const MetricsServerOptions& options = {});
   // Stops the server (see Stop).
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
@@ -37,8 +65,9 @@ class MetricsServer {
 
   // The bound port (the one chosen when 0 was given).
   int port() const;
-  // Closes the listening socket and returns once the server's threads have exited (requests in
-  // progress finish first). Idempotent; any thread but the server's own.
+  MetricsServerStats stats() const;
+  // Closes the listening socket and every connection and returns once the server's thread has
+  // exited. Idempotent; any thread but the server's own.
   void Stop();
 
  private:

@@ -135,7 +135,8 @@ void SenderThread::Run() noexcept {
   }
   running_.store(false, std::memory_order_release);
   cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
-  if (!exit_requested_) return;  // the destructor stopped the thread
+  // Stop gave up on this thread (it was stuck until after the deadline): touch nothing more.
+  if (!exit_requested_ || abandoned_.load(std::memory_order_acquire)) return;
   if (activity_ != nullptr && cupti_ != nullptr && cupti_->ActivityFlushAll != nullptr) {
     // What the ring holds goes out before the CUPTI call that may not return (at most half the
     // time left: the forced flush and Finish need the rest).

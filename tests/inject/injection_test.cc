@@ -627,7 +627,8 @@ TEST_F(BoundedInjection, ASlowForcedFlushStillDeliversEverythingAtExit) {
   const TimedRun t = RunBounded({"4"});
   EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
   EXPECT_EQ(t.r.err, "");
-  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
+  ASSERT_TRUE(
+      collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
   int times = 0;
   for (const std::string& line : collector.Lines()) {
     times += line.find("\"type\":\"kernel_time\"") != std::string::npos;

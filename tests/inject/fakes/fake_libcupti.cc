@@ -14,7 +14,8 @@
 // Modes for the library's bounds on start-up and exit:
 //   FAKE_CUPTI_FLUSH=hang         every cuptiActivityFlushAll blocks forever (cupti_activity.h
 //                                 gives the call no time limit; on a faulted context it may not
-//                                 return);
+//                                 return); fake_cupti_launch first waits (at most 2 s) until a
+//                                 flush hangs, so that the launches find the caller stuck;
 //   FAKE_CUPTI_FLUSH=hang-forced  only a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) blocks;
 //   FAKE_CUPTI_FLUSH=slow:<ms>    every flush takes <ms> milliseconds, then does its work.
 //   FAKE_CUPTI_SUBSCRIBE_DELAY_MS=<ms>  cuptiSubscribe takes that long (as inside cuInit).
@@ -42,6 +43,7 @@ CUpti_BuffersCallbackRequestFunc g_buffer_requested = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_buffer_completed = nullptr;
 std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
 std::atomic<size_t> g_dropped{0};
+std::atomic<bool> g_flush_hanging{false};
 
 void SleepMs(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -206,6 +208,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   if (const char* mode = std::getenv("FAKE_CUPTI_FLUSH"); mode != nullptr) {
     const std::string_view m(mode);
     if (m == "hang" || (m == "hang-forced" && forced)) {
+      g_flush_hanging.store(true);
       for (;;) SleepMs(3600 * 1000);
     }
     if (m.substr(0, 5) == "slow:") SleepMs(std::strtol(mode + 5, nullptr, 10));
@@ -252,6 +255,10 @@ EXPORT int fake_cupti_launch(int count) {
   data.symbolName = "_Z6vecaddPKfS0_Pfi";
   data.context = reinterpret_cast<CUcontext>(0xC0);
   const bool timed = ReadTimingMode().on;
+  if (const char* flush = std::getenv("FAKE_CUPTI_FLUSH");
+      flush != nullptr && std::string_view(flush) == "hang") {
+    for (int waited = 0; !g_flush_hanging.load() && waited < 2000; ++waited) SleepMs(1);
+  }
   for (int i = 0; i < count; ++i) {
     data.correlationId = static_cast<uint32_t>(i + 1);
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,

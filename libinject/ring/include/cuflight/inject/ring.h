@@ -113,6 +113,7 @@ class MpscRing {
   // limit, and at once while the ring is marked stalled). Any thread.
   bool Push(const T& record, OnFull policy) noexcept {
     if (policy == OnFull::kDrop) return TryPush(record);
+    if (!closed_.load(std::memory_order_acquire) && PushOnce(record)) return true;
     uint64_t seen = dequeue_pos_.load(std::memory_order_acquire);
     // The consumer has not moved since a producer gave up on it: do not wait again.
     if (stalled_at_.load(std::memory_order_relaxed) == seen + 1) return TryPush(record);

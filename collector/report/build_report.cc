@@ -363,7 +363,7 @@ class Builder {
                                     e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
                                     e.code, e.tid);
       if (e.addr != 0) s.ending_detail += fmt::format(" at {:#x}", e.addr);
-      if (e.app_handler) s.ending_detail += "; the application's own handler ran next";
+      if (e.app_handler) s.ending_detail += "; the application's own handler ran first and gave up";
       if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
     } else if (s.lost) {
       s.ending = Ending::kLost;

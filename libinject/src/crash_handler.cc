@@ -17,12 +17,21 @@ constexpr size_t kSignalCount = sizeof(kSignals) / sizeof(kSignals[0]);
 // Written before the handler is installed, read by it.
 struct sigaction g_previous[kSignalCount];
 bool g_installed[kSignalCount] = {};
+// True while the previous disposition is the application's handler, to be called first; false
+// when it is the default action (from the start, or since the application's handler gave the
+// signal back to it).
+std::atomic<bool> g_chain[kSignalCount] = {};
+// The application's handler gave the signal back to the default action (reported as
+// app_handler).
+std::atomic<bool> g_app_gave_up[kSignalCount] = {};
 
 std::atomic<bool> g_install_done{false};
 std::atomic<CrashReporter> g_reporter{nullptr};
 std::atomic<int64_t> g_wait_ns{0};
 std::atomic<int> g_reports{0};    // crashes reported (or being reported) in this process
 std::atomic<int> g_reporting{0};  // 1 while a thread is inside the reporter
+
+void OnFatalSignal(int signal, siginfo_t* info, void* ucontext);
 
 int IndexOf(int signal) {
   for (size_t i = 0; i < kSignalCount; ++i) {
@@ -80,6 +89,8 @@ void Report(int signal, const siginfo_t* info, bool app_handler) {
   g_reporting.store(0, std::memory_order_release);
 }
 
+// Calls the application's handler as the kernel would have called it. A handler that longjmps
+// or exits never comes back here, and nothing of cuflight's is left held when it does not.
 void CallPrevious(int signal, siginfo_t* info, void* ucontext, const struct sigaction& previous) {
   if (previous.sa_flags & SA_RESETHAND) {
     // The kernel would have reset the disposition before calling the handler.
@@ -108,23 +119,77 @@ void CallPrevious(int signal, siginfo_t* info, void* ucontext, const struct siga
   } else {
     previous.sa_handler(signal);
   }
+  // Back to the mask of this handler: the signal stays blocked until it returns, so one the
+  // application's handler raised again is delivered only then, under whatever disposition the
+  // signal has by that time.
   sigprocmask(SIG_SETMASK, &saved, nullptr);
+}
+
+bool IsDefault(const struct sigaction& action) {
+  return !(action.sa_flags & SA_SIGINFO) && action.sa_handler == SIG_DFL;
+}
+
+bool IsOurs(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) && action.sa_sigaction == &OnFatalSignal;
+}
+
+struct sigaction OurAction() {
+  struct sigaction ours{};
+  ours.sa_sigaction = &OnFatalSignal;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&ours.sa_mask);
+  return ours;
+}
+
+// The application's handler returned. Decides whether the process is now going to end, without
+// waiting for anything in the cases where it is not.
+void AfterApplicationHandler(int signal, int index, const siginfo_t* info) {
+  struct sigaction current{};
+  if (sigaction(signal, nullptr, &current) != 0) return;
+  if (signal == SIGABRT && info != nullptr && info->si_code <= 0 && info->si_pid == getpid() &&
+      (IsOurs(current) || IsDefault(current))) {
+    // Sent by this process, as abort() does: once the handler returned, abort() restores the
+    // default action itself (out of cuflight's sight) and raises SIGABRT again; a handler that
+    // restored the default and raised again ends the process the same way.
+    Report(signal, info, /*app_handler=*/true);
+    return;
+  }
+  if (IsDefault(current)) {
+    // The handler gave the signal back to the default action (it restored SIG_DFL, or it had
+    // SA_RESETHAND): the fault it did not fix happens again when this returns, or the signal it
+    // raised again is delivered then, and the process ends. cuflight takes the signal back with
+    // the default action as the previous disposition, so that it reports exactly then, and the
+    // default action follows. A handler that did fix the fault sees no difference: the signal
+    // does not come again, and when it does, cuflight reports and the default action (what the
+    // application asked for) ends the process.
+    g_app_gave_up[index].store(true, std::memory_order_relaxed);
+    g_chain[index].store(false, std::memory_order_release);
+    const struct sigaction ours = OurAction();
+    struct sigaction replaced{};
+    if (sigaction(signal, &ours, &replaced) == 0 && !IsDefault(replaced)) {
+      sigaction(signal, &replaced, nullptr);  // another thread installed something meanwhile
+    }
+  }
 }
 
 void OnFatalSignal(int signal, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
   const int index = IndexOf(signal);
   if (index < 0) return;
-  const struct sigaction& previous = g_previous[index];
-  const bool app_handler = IsFunction(previous);
-  Report(signal, info, app_handler);
-  if (app_handler) {
-    CallPrevious(signal, info, ucontext, previous);
+  if (g_chain[index].load(std::memory_order_acquire)) {
+    // The application's handler first, at once: a fault it handles (a JVM's or a garbage
+    // collector's) is neither reported nor slowed.
+    CallPrevious(signal, info, ucontext, g_previous[index]);
+    AfterApplicationHandler(signal, index, info);
     errno = saved_errno;
     return;
   }
-  // The default action, as without cuflight.
-  sigaction(signal, &previous, nullptr);
+  // The default action follows: the process ends. Report first.
+  Report(signal, info, g_app_gave_up[index].load(std::memory_order_relaxed));
+  struct sigaction fallback{};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(signal, &fallback, nullptr);
   if (info == nullptr || info->si_code <= 0 || signal == SIGABRT) {
     // Sent by kill/raise/abort: send it again to this thread; it is blocked until this handler
     // returns, then the default action runs.
@@ -167,15 +232,15 @@ bool InstallCrashHandlers(CrashReporter reporter, int64_t wait_ns) noexcept {
     if (sigaction(kSignals[i], nullptr, &current) != 0) continue;
     if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN) continue;
     g_previous[i] = current;
-    struct sigaction ours{};
-    ours.sa_sigaction = &OnFatalSignal;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&ours.sa_mask);
+    g_chain[i].store(IsFunction(current), std::memory_order_release);
+    const struct sigaction ours = OurAction();
     // Another thread may have changed the disposition since the read above: keep what the
     // exchange returns as the previous one.
     struct sigaction replaced{};
     if (sigaction(kSignals[i], &ours, &replaced) != 0) continue;
     g_previous[i] = replaced;
+    g_chain[i].store(IsFunction(replaced), std::memory_order_release);
+    g_app_gave_up[i].store(false, std::memory_order_relaxed);
     g_installed[i] = true;
     any = true;
   }
@@ -188,8 +253,15 @@ void UninstallCrashHandlers() noexcept {
     if (!g_installed[i]) continue;
     struct sigaction current{};
     if (sigaction(kSignals[i], nullptr, &current) != 0) continue;
-    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &OnFatalSignal) {
-      sigaction(kSignals[i], &g_previous[i], nullptr);
+    if (IsOurs(current)) {
+      if (g_app_gave_up[i].load(std::memory_order_relaxed)) {
+        struct sigaction fallback{};
+        fallback.sa_handler = SIG_DFL;
+        sigemptyset(&fallback.sa_mask);
+        sigaction(kSignals[i], &fallback, nullptr);  // what the application's handler left
+      } else {
+        sigaction(kSignals[i], &g_previous[i], nullptr);
+      }
     }
     g_installed[i] = false;
   }

@@ -119,13 +119,22 @@ bool Injector::InitializeOrExplain() noexcept {
     activity_ = std::make_unique<ActivityBuffers>(kActivityBufferCount, kActivityBufferBytes);
   }
 
-  Pipeline* pipeline = MakePipeline(/*with_activity=*/config_.timing);
+  // The pipeline exists before the subscription (a callback may come as soon as it is made),
+  // but its thread starts only after the subscription and the activity set-up: it calls CUPTI
+  // (cuptiActivityFlushAll) from its first step, and this thread may be inside cuInit.
+  Pipeline* pipeline = MakePipeline(/*with_activity=*/config_.timing, /*start=*/false);
   if (pipeline == nullptr) {
-    Log().error("cannot start the sender thread; the application runs without cuflight");
+    Log().error("cannot set up the event pipeline; the application runs without cuflight");
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
   if (config_.timing) EnableTiming();
+  if (!pipeline->sender->Start()) {
+    if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
+    pipeline->ring->Close();  // a launch that got in meanwhile does not wait
+    Log().error("cannot start the sender thread; the application runs without cuflight");
+    return false;
+  }
   if (config_.crash_handler && !InstallCrashHandlers(&Injector::ReportCrash, kUrgentFlushWaitNs)) {
     Log().warn("cannot install the fatal-signal handlers; a crash will show as process_lost");
   }
@@ -205,7 +214,7 @@ void Injector::EnableTiming() noexcept {
   }
 }
 
-Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
+Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexcept {
   try {
     auto pipeline = std::make_unique<Pipeline>();
     pipeline->ring = std::make_unique<LaunchRing>(config_.ring_slots);
@@ -257,7 +266,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity) noexcept {
         std::move(sender_options), std::move(facts), pipeline->ring.get(),
         pipeline->recorder.get(), functions_.get(), devices_.get(),
         with_activity ? activity_.get() : nullptr, with_activity ? &cupti_ : nullptr);
-    if (!pipeline->sender->Start()) return nullptr;
+    if (start && !pipeline->sender->Start()) return nullptr;
     Pipeline* raw = pipeline.release();  // lives until the process ends
     pipeline_pid_.store(static_cast<int>(getpid()), std::memory_order_release);
     pipeline_.store(raw, std::memory_order_release);
@@ -275,7 +284,7 @@ Injector::Pipeline* Injector::PipelineForThisProcess() noexcept {
   std::lock_guard<std::mutex> lock(pipeline_mu_);
   pipeline = pipeline_.load(std::memory_order_acquire);
   if (pipeline != nullptr) return pipeline;
-  return MakePipeline(/*with_activity=*/false);
+  return MakePipeline(/*with_activity=*/false, /*start=*/true);
 }
 
 void Injector::Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -314,15 +323,18 @@ void Injector::OnExit() noexcept {
       pipeline_pid_.load(std::memory_order_acquire) != static_cast<int>(getpid())) {
     return;
   }
+  // At most kExitFlushLimit in all, whatever CUPTI does: the sender thread does the forced
+  // activity flush and the final sends, and Stop stops waiting for it at the deadline.
   const Clock::time_point deadline = Clock::now() + kExitFlushLimit;
-  if (activity_ != nullptr && cupti_.ActivityFlushAll != nullptr) {
-    // Completes the records of kernels that ran; their buffers reach BufferCompleted now.
-    cupti_.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  }
   pipeline->ring->Close();  // a producer blocked on a full ring (on_full=block) gives up
   if (!pipeline->sender->Stop(deadline)) {
-    Log().warn("exit: {} events were not acknowledged by the collector at {} within 1 s",
-               pipeline->sender->transport().unacked_lines(), config_.collector_path);
+    if (pipeline->sender->abandoned()) {
+      Log().warn("exit: the sender thread did not finish within 1 s (a CUPTI activity flush did "
+                 "not return); exiting without waiting for it, process_end not sent");
+    } else {
+      Log().warn("exit: {} events were not acknowledged by the collector at {} within 1 s",
+                 pipeline->sender->transport().unacked_lines(), config_.collector_path);
+    }
   }
   // cuptiFinalize is not called. cupti_activity.h recommends calling it from the exit callsite of
   // a driver or runtime API callback, or else after the client has synchronized CUDA and flushed

@@ -50,7 +50,8 @@ class Injector {
   bool InitializeOrExplain() noexcept;
   bool Subscribe() noexcept;
   void EnableTiming() noexcept;
-  Pipeline* MakePipeline(bool with_activity) noexcept;
+  // `start`: start the sender thread now (false: the caller starts it).
+  Pipeline* MakePipeline(bool with_activity, bool start) noexcept;
   Pipeline* PipelineForThisProcess() noexcept;
   void OnExit() noexcept;
   void OnForkChild() noexcept;

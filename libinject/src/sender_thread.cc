@@ -93,11 +93,28 @@ bool SenderThread::Start() noexcept {
 }
 
 bool SenderThread::Stop(Clock::time_point deadline) noexcept {
-  if (thread_.joinable()) {
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
+  if (!thread_.joinable()) {
+    if (abandoned_.load(std::memory_order_acquire)) return false;
+    return Finish(deadline);  // never started (tests drive Step and Finish themselves)
   }
-  return Finish(deadline);
+  exit_deadline_ = deadline;
+  exit_requested_ = true;
+  stop_.store(true, std::memory_order_release);  // publishes the two above
+  // The thread does the forced activity flush and Finish; wait for it at most until `deadline`.
+  // A thread still busy then (inside a CUPTI call that does not return) is never joined: the
+  // process is exiting, and the thread ends with it.
+  while (exit_result_.load(std::memory_order_acquire) == kExitPending &&
+         Clock::now() < deadline) {
+    timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  if (exit_result_.load(std::memory_order_acquire) == kExitPending) {
+    abandoned_.store(true, std::memory_order_release);
+    thread_.detach();
+    return false;
+  }
+  thread_.join();
+  return exit_result_.load(std::memory_order_acquire) == kExitAcknowledged;
 }
 
 void SenderThread::Run() noexcept {
@@ -121,6 +138,26 @@ void SenderThread::Run() noexcept {
   }
   running_.store(false, std::memory_order_release);
   cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
+  // Stop gave up on this thread (it was stuck until after the deadline): touch nothing more.
+  if (!exit_requested_ || abandoned_.load(std::memory_order_acquire)) return;
+  if (activity_ != nullptr && cupti_ != nullptr && cupti_->ActivityFlushAll != nullptr) {
+    // What the ring holds goes out before the CUPTI call that may not return (at most half the
+    // time left: the forced flush and Finish need the rest).
+    if (!started_process_) SendProcessStart();
+    LaunchRecord record;
+    while (ring_->TryPop(&record)) HandleRecord(record);
+    const Clock::time_point now = Clock::now();
+    if (exit_deadline_ > now) transport_.Flush(now + (exit_deadline_ - now) / 2);
+    // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
+    // faulted context this may not return: Stop stops waiting at its deadline.
+    cupti_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+  if (abandoned_.load(std::memory_order_acquire)) return;  // Stop gave up on us: touch nothing
+  // Finish a little before Stop's deadline, so that Stop sees the result.
+  const Clock::time_point finish_by = exit_deadline_ - std::chrono::nanoseconds(kUrgentMarginNs);
+  const bool acknowledged = Finish(finish_by);
+  exit_result_.store(acknowledged ? kExitAcknowledged : kExitUnacknowledged,
+                     std::memory_order_release);
 }
 
 bool SenderThread::RequestUrgentFlushAndWait(int64_t wait_ns) noexcept {
@@ -178,17 +215,20 @@ void SenderThread::UrgentFlush() noexcept {
   // deadline, then the transport drops its oldest never-sent lines for room (counted).
   room_deadline_ = deadline;
   if (!started_process_) SendProcessStart();
-  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
-    // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
-    // hold a lock the crashed thread held).
-    cupti_->ActivityFlushAll(0);
-  }
   DrainAll();
   if (crash) {
     SendProcessCrash(crash_);
     crash_pending_.store(false, std::memory_order_release);
   }
   transport_.Flush(deadline);
+  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
+    // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
+    // hold a lock the crashed thread held). After what the ring held is out: on a faulted
+    // context this call may not return, and the requester's wait ends at its deadline anyway.
+    cupti_->ActivityFlushAll(0);
+    DrainAll();
+    transport_.Flush(deadline);
+  }
 }
 
 bool SenderThread::MayTake(Clock::time_point now) noexcept {

@@ -106,12 +106,21 @@ class SenderThread {
   SenderThread(const SenderThread&) = delete;
   SenderThread& operator=(const SenderThread&) = delete;
 
-  // Starts the thread. Returns false (and the library runs without sending) if it cannot.
+  // Starts the thread. Returns false (and the library runs without sending) if it cannot. The
+  // thread calls CUPTI (cuptiActivityFlushAll) from its first step on: start it only once the
+  // CUPTI subscription and the activity set-up are done.
   bool Start() noexcept;
-  // Stops the thread: drains the ring and completed activity buffers, reads CUPTI's count of
-  // dropped records once more, sends process_end, and waits until the collector acknowledged
-  // everything or `deadline`. Returns true when all was acknowledged. Idempotent.
+  // Stops the thread, which then does the exit's work: a forced activity flush
+  // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers),
+  // then Finish: drains the ring and completed activity buffers, reads CUPTI's count of dropped
+  // records once more, sends process_end, and waits until the collector acknowledged everything
+  // or shortly before `deadline`. Stop returns by `deadline` whatever CUPTI does: a thread still
+  // busy then (inside a CUPTI call that does not return, e.g. a flush on a faulted context) is
+  // detached and abandoned, never joined (abandoned() is then true; for the process's exit only:
+  // the object must then never be destroyed). Returns true when all was acknowledged.
+  // Idempotent. Without a started thread, Finish runs on the caller's thread.
   bool Stop(std::chrono::steady_clock::time_point deadline) noexcept;
+  bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
 
   // One iteration of the thread's loop at `now`; returns true if it moved any event. Tests call
   // it directly instead of Start().
@@ -120,9 +129,11 @@ class SenderThread {
   bool Finish(std::chrono::steady_clock::time_point deadline) noexcept;
 
   // Sends everything recorded so far now, then waits until the collector acknowledged it (or
-  // the spill took it), at most `wait_ns`. For sticky CUDA errors, from the application thread
-  // whose call failed. False when the thread is not running, on the thread itself, or at the
-  // deadline.
+  // the spill took it), at most `wait_ns` (never longer, whatever the thread is doing). For
+  // sticky CUDA errors, from the application thread whose call failed: the thread sends what the
+  // ring holds first, then flushes CUPTI's activity buffers (which may hang on a faulted context)
+  // and sends their kernel_time events. False when the thread is not running, on the thread
+  // itself, or at the deadline.
   bool FlushNow(int64_t wait_ns) noexcept;
   // The same from a fatal-signal handler, followed by a process_crash event for `crash`.
   // Async-signal-safe.
@@ -182,6 +193,14 @@ class SenderThread {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
+  // Stop's request, written before stop_ is set, and the thread's answer.
+  std::chrono::steady_clock::time_point exit_deadline_{};
+  bool exit_requested_ = false;
+  static constexpr int kExitPending = 0;
+  static constexpr int kExitAcknowledged = 1;
+  static constexpr int kExitUnacknowledged = 2;
+  std::atomic<int> exit_result_{kExitPending};
+  std::atomic<bool> abandoned_{false};
   std::atomic<int32_t> thread_tid_{0};
 
   // Urgent flushes (FlushNow, FlushForCrash): a requester bumps urgent_requested_ and waits

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <map>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -362,7 +364,9 @@ TEST_F(CrashInjection, EachFatalSignalSendsThePendingKernelsAndProcessCrashThenD
   }
 }
 
-TEST_F(CrashInjection, TheAppsEarlierHandlerStillRunsAfterTheReport) {
+// The application's handler runs first and ends the process itself (_exit): cuflight never gets
+// the signal back, so nothing is reported (crash_handler.h); the app's own exit status stands.
+TEST_F(CrashInjection, AnEarlierAppHandlerRunsFirstAndItsOwnExitIsNotReported) {
   CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
   const std::string path = TempSocketPath("crash-app-before");
   TestCollector collector(path);
@@ -370,11 +374,73 @@ TEST_F(CrashInjection, TheAppsEarlierHandlerStillRunsAfterTheReport) {
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "handler-before-segv"});
   EXPECT_EQ(r.exit_code, 42) << r.err;
   EXPECT_NE(r.out.find("app handler"), std::string::npos);
-  ASSERT_TRUE(collector.WaitFor(HasCrash));
-  const CrashOutcome o = ReadCrashOutcome(collector.Lines());
-  ASSERT_EQ(o.crashes.size(), 1u);
-  EXPECT_TRUE(o.crashes[0].app_handler);
-  EXPECT_EQ(o.kernels, 5);
+  EXPECT_FALSE(HasCrash(collector.Lines()));
+}
+
+long long NumberAfter(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::atoll(text.c_str() + at + key.size() + 1);
+}
+
+// JVMs, Mono and garbage collectors take SIGSEGV as part of their work and resume: a handler
+// that fixes the fault (unprotects the page) or longjmps out is called at once, nothing is
+// reported, and the process goes on to its normal end.
+TEST_F(CrashInjection, AFaultTheAppsHandlerResumesFromIsNeitherReportedNorSlowed) {
+  CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
+  for (const char* mode : {"handler-resume-segv", "handler-longjmp-segv"}) {
+    SCOPED_TRACE(mode);
+    const std::string path = TempSocketPath(std::string("crash-") + mode);
+    TestCollector collector(path);
+    setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+    const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", mode});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(NumberAfter(r.out, "faults"), 20) << r.out;
+    // 20 faults and handler calls take microseconds each; one report alone would wait for the
+    // collector's acknowledgement. Generous for a loaded machine.
+    EXPECT_LT(NumberAfter(r.out, "fault_ns"), 200'000'000) << r.out;
+    ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+      return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+    }));
+    EXPECT_FALSE(HasCrash(collector.Lines()));
+    EXPECT_EQ(ReadCrashOutcome(collector.Lines()).kernels, 5);
+  }
+}
+
+// A handler that gives up (restores the default and returns, has SA_RESETHAND, re-raises the
+// signal, or aborts), or a SIGABRT handler that returns into abort(): the process ends, and the
+// end is reported once, after the app's handler.
+TEST_F(CrashInjection, AFaultTheAppsHandlerGivesUpOnIsReportedOnceAndEndsAsBefore) {
+  CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
+  struct Case {
+    const char* mode;
+    int signal;  // what ends the process, as without cuflight
+    // The SIGSEGV handler gave the signal back (app_handler); abort() from it raises SIGABRT,
+    // for which the app has no handler.
+    bool app_handler;
+  };
+  for (const Case& c : {Case{"handler-giveup-segv", SIGSEGV, true},
+                        Case{"handler-resethand-segv", SIGSEGV, true},
+                        Case{"handler-reraise-segv", SIGSEGV, true},
+                        Case{"handler-abort-segv", SIGABRT, false},
+                        Case{"handler-returns-abrt", SIGABRT, true}}) {
+    SCOPED_TRACE(c.mode);
+    const std::string path = TempSocketPath(std::string("crash-") + c.mode);
+    TestCollector collector(path);
+    setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+    const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", c.mode});
+    EXPECT_EQ(r.exit_code, 128 + c.signal) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_NE(r.out.find("app handler"), std::string::npos);
+    ASSERT_TRUE(collector.WaitFor(HasCrash));
+    const CrashOutcome o = ReadCrashOutcome(collector.Lines());
+    ASSERT_EQ(o.crashes.size(), 1u);
+    EXPECT_TRUE(o.crash_is_last);
+    EXPECT_EQ(o.crashes[0].signal, c.signal);
+    EXPECT_EQ(o.crashes[0].app_handler, c.app_handler);
+    EXPECT_EQ(o.kernels, 5);
+  }
 }
 
 TEST_F(CrashInjection, AHandlerTheAppInstallsLaterReplacesCuflights) {
@@ -437,6 +503,159 @@ TEST_F(CrashInjection, SigkillCannotBeCaughtAndLeavesNoCrashEvent) {
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "kill"});
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
   EXPECT_FALSE(HasCrash(collector.Lines()));
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing
+
+namespace cuflight::inject::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// fake_app under timeout(1): an injector that hangs shows as exit 137 instead of a hung test.
+struct TimedRun {
+  cuflight::testing::ProcessResult r;
+  Clock::duration wall{};
+};
+
+TimedRun RunBounded(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"-s", "KILL", "20", CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO};
+  full.insert(full.end(), args.begin(), args.end());
+  const Clock::time_point start = Clock::now();
+  TimedRun t;
+  t.r = RunProcess("/usr/bin/timeout", full);
+  t.wall = Clock::now() - start;
+  return t;
+}
+
+long long ValueAfter(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  if (at == std::string::npos) return -1;
+  return std::atoll(text.c_str() + at + key.size() + 1);
+}
+
+class BoundedInjection : public Injection {
+ protected:
+  void SetUp() override {
+    Injection::SetUp();
+    UseFakes();
+    unsetenv("FAKE_CUPTI_FLUSH");
+    unsetenv("FAKE_CUPTI_CALL_LOG");
+    unsetenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS");
+    unsetenv("CUFLIGHT_ON_FULL");
+    setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);  // timing on: the sender flushes activity buffers
+  }
+  void TearDown() override {
+    unsetenv("FAKE_CUPTI_FLUSH");
+    unsetenv("FAKE_CUPTI_CALL_LOG");
+    unsetenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS");
+    unsetenv("FAKE_CUPTI_TIMING");
+    unsetenv("CUFLIGHT_ON_FULL");
+    unsetenv("CUFLIGHT_RING_SIZE");
+  }
+};
+
+// The subscription takes 200 ms (as inside cuInit): the sender thread, which flushes CUPTI's
+// activity buffers from its first step, makes no CUPTI call before the set-up's last one.
+TEST_F(BoundedInjection, TheSenderCallsNoCuptiBeforeSubscriptionAndActivitySetUpFinished) {
+  const std::string log = TempSocketPath("calls") + ".log";
+  std::remove(log.c_str());
+  setenv("FAKE_CUPTI_CALL_LOG", log.c_str(), 1);
+  setenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS", "200", 1);
+  const std::string path = TempSocketPath("order");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const TimedRun t = RunBounded({"3"});
+  ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
+  std::vector<std::string> calls;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) calls.push_back(line);
+  std::remove(log.c_str());
+  const auto find = [&](const std::string& name) {
+    return std::find(calls.begin(), calls.end(), name) - calls.begin();
+  };
+  const auto subscribe = find("cuptiSubscribe");
+  const auto enable = find("cuptiActivityEnable");  // the set-up's last call (cupti_activity.h)
+  const auto first_flush = find("cuptiActivityFlushAll");
+  ASSERT_LT(subscribe, static_cast<long>(calls.size()));
+  ASSERT_LT(enable, static_cast<long>(calls.size()));
+  ASSERT_LT(first_flush, static_cast<long>(calls.size()));  // the exit's forced flush at least
+  EXPECT_LT(subscribe, enable);
+  EXPECT_GT(first_flush, enable);
+  EXPECT_GT(find("cuptiActivityGetNumDroppedRecords"), enable);
+}
+
+// The exit's forced flush never returns (a faulted context): the launches already went out, and
+// the process ends about 1 s after exit() began, without process_end.
+TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheForcedFlushHangs) {
+  setenv("FAKE_CUPTI_FLUSH", "hang-forced", 1);
+  const std::string path = TempSocketPath("exit-hang-forced");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const TimedRun t = RunBounded({"10"});
+  EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
+  EXPECT_NE(t.r.err.find("did not finish within 1 s"), std::string::npos) << t.r.err;
+  // 1 s deadline + process start and end; before: no end at all (timeout's 20 s).
+  EXPECT_LT(t.wall, std::chrono::milliseconds(1800));
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+             return l.find("\"type\":\"kernel\"") != std::string::npos;
+           }) == 10;
+  }));
+  EXPECT_EQ(ProcessEnds(collector.Lines()), 0u);
+}
+
+// Every flush hangs: the sender thread is stuck in its first periodic flush; exit still ends
+// within the deadline.
+TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheSenderIsStuckInAFlush) {
+  setenv("FAKE_CUPTI_FLUSH", "hang", 1);
+  const std::string path = TempSocketPath("exit-hang");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const TimedRun t = RunBounded({"10"});
+  EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
+  EXPECT_LT(t.wall, std::chrono::milliseconds(1800));
+}
+
+// A forced flush that is slow (300 ms) but returns: everything, process_end included, arrives.
+TEST_F(BoundedInjection, ASlowForcedFlushStillDeliversEverythingAtExit) {
+  setenv("FAKE_CUPTI_FLUSH", "slow:300", 1);
+  const std::string path = TempSocketPath("exit-slow");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const TimedRun t = RunBounded({"4"});
+  EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
+  EXPECT_EQ(t.r.err, "");
+  ASSERT_TRUE(
+      collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
+  int times = 0;
+  for (const std::string& line : collector.Lines()) {
+    times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
+  }
+  EXPECT_EQ(times, 4);  // the forced flush hands over the 4 completed kernels
+}
+
+// CUFLIGHT_ON_FULL=block with the sender stuck inside a CUPTI flush (it never takes a record):
+// the launches wait at most the ring's block stall limit (1 s) in all, the sticky error's
+// callback at most the urgent-flush wait (2 s), and exit at most 1 s. Before: the launches
+// blocked forever.
+TEST_F(BoundedInjection, StickyErrorInBlockModeWithAStuckSenderReturnsWithinTheBound) {
+  setenv("FAKE_CUPTI_FLUSH", "hang", 1);
+  setenv("CUFLIGHT_ON_FULL", "block", 1);
+  setenv("CUFLIGHT_RING_SIZE", "64", 1);
+  const std::string path = TempSocketPath("sticky-block");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const TimedRun t = RunBounded({"200", "sticky-exit"});
+  EXPECT_EQ(t.r.exit_code, 3) << t.r.out << t.r.err;
+  EXPECT_NE(t.r.out.find("fired=200"), std::string::npos) << t.r.out;
+  const long long launch_ns = ValueAfter(t.r.out, "launch_ns");
+  const long long fail_ns = ValueAfter(t.r.out, "fail_ns");
+  EXPECT_GE(launch_ns, 900'000'000LL) << t.r.out;  // the 65th launch waited for the stall limit
+  EXPECT_LT(launch_ns, 1'500'000'000LL) << t.r.out;  // once, not once per launch
+  EXPECT_LT(fail_ns, 2'500'000'000LL) << t.r.out;
+  EXPECT_LT(t.wall, std::chrono::milliseconds(5500));
 }
 
 }  // namespace

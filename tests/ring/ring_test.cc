@@ -294,6 +294,53 @@ TEST(MpscRingTest, BlockPolicyWithSlowConsumerLosesNothing) {
   EXPECT_FALSE(ring.TryPop(&r));
 }
 
+// Design point 8: a kBlock push gives up on a consumer that stands still for the stall limit,
+// later pushes fail at once while it still stands still, and the first pop ends the stall.
+TEST(MpscRingTest, BlockPolicyGivesUpOnAConsumerThatStandsStill) {
+  MpscRing<Record> ring(4, milliseconds(100));
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(ring.TryPush(Make(0, i)));
+
+  Clock::time_point start = Clock::now();
+  EXPECT_FALSE(ring.Push(Make(1, 0), OnFull::kBlock));
+  const auto first = Clock::now() - start;
+  EXPECT_GE(first, milliseconds(100));
+  EXPECT_LT(first, milliseconds(900));
+  EXPECT_EQ(ring.dropped(), 1u);
+
+  start = Clock::now();
+  EXPECT_FALSE(ring.Push(Make(1, 1), OnFull::kBlock));  // still stalled: no second wait
+  EXPECT_LT(Clock::now() - start, milliseconds(50));
+  EXPECT_EQ(ring.dropped(), 2u);
+
+  Record r;
+  ASSERT_TRUE(ring.TryPop(&r));  // the consumer moves: the stall is over
+  EXPECT_TRUE(ring.Push(Make(1, 2), OnFull::kBlock));
+  EXPECT_FALSE(ring.closed());
+}
+
+// A consumer that is slow but moves (one pop every 60 ms, under the 100 ms stall limit) is
+// waited for: nothing is dropped however long the producer waits in all.
+TEST(MpscRingTest, BlockPolicyWaitsForASlowConsumerThatMoves) {
+  MpscRing<Record> ring(4, milliseconds(100));
+  std::atomic<bool> done{false};
+  std::thread consumer([&] {
+    Record r;
+    while (!done.load()) {
+      std::this_thread::sleep_for(milliseconds(60));
+      ring.TryPop(&r);
+    }
+  });
+  const Clock::time_point start = Clock::now();
+  int pushed = 0;
+  for (uint64_t i = 0; i < 8; ++i) pushed += ring.Push(Make(0, i), OnFull::kBlock) ? 1 : 0;
+  const auto waited = Clock::now() - start;
+  done.store(true);
+  consumer.join();
+  EXPECT_EQ(pushed, 8);
+  EXPECT_EQ(ring.dropped(), 0u);
+  EXPECT_GE(waited, milliseconds(200));  // 4 pushes waited for ~60 ms each: longer than 100 ms
+}
+
 TEST(MpscRingTest, CloseReleasesBlockedProducers) {
   constexpr int kBlocked = 3;
   MpscRing<Record> ring(4);

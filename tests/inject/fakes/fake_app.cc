@@ -16,8 +16,26 @@
 //              _exits 42) before the injector loads, then faults
 //   handler-after-segv: the same, with the handler installed after the injector loaded (it
 //              replaces the injector's; exit 43)
+// Application SIGSEGV handlers installed before the injector loads, as runtimes install theirs:
+//   handler-resume-segv: an SA_SIGINFO handler that fixes the fault and resumes (as a JVM's or a
+//              garbage collector's does with a protected page): 20 stores to a PROT_NONE page,
+//              each unprotected by the handler; prints "faults=N fault_ns=T" (T the time the 20
+//              stores took) and exits 0
+//   handler-longjmp-segv: a plain handler that siglongjmps out of 20 null stores; prints the
+//              same and exits 0
+//   handler-giveup-segv: an SA_SIGINFO handler that prints "app handler", restores SIG_DFL and
+//              returns (the store faults again and ends the process)
+//   handler-resethand-segv: a plain handler with SA_RESETHAND that prints and returns
+//   handler-reraise-segv: a handler that restores SIG_DFL and raise()s SIGSEGV again (blocked
+//              until it returns), as crash reporters do
+//   handler-abort-segv: a handler that prints and calls abort()
+//   handler-returns-abrt: a SIGABRT handler that prints and returns, then abort() (which then
+//              restores the default action itself and raises SIGABRT again)
+// Every mode prints "launch_ns=T", the time its launches took; the sticky modes print
+// "fail_ns=T", the time the failing call's callback took.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -45,6 +63,71 @@ void InstallAppHandler(int exit_code) {
   action.sa_handler = &AppHandler;
   sigemptyset(&action.sa_mask);
   sigaction(SIGSEGV, &action, nullptr);
+}
+
+long long MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+void Say(const char* text) { (void)!write(STDOUT_FILENO, text, std::strlen(text)); }
+
+char* g_page = nullptr;
+sigjmp_buf g_jump;
+
+void ResumeHandler(int, siginfo_t* info, void*) {
+  char* addr = static_cast<char*>(info->si_addr);
+  if (addr < g_page || addr >= g_page + 4096) _exit(93);  // not the fault this app expects
+  mprotect(g_page, 4096, PROT_READ | PROT_WRITE);
+}
+void LongjmpHandler(int) { siglongjmp(g_jump, 1); }
+void GiveUpHandler(int, siginfo_t*, void*) {
+  Say("app handler\n");
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(SIGSEGV, &fallback, nullptr);
+}
+void ResetHandHandler(int) { Say("app handler\n"); }
+void ReraiseHandler(int signal) {
+  Say("app handler\n");
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+}
+void AbortHandler(int) {
+  Say("app handler\n");
+  std::abort();
+}
+
+// Installs the handler of a handler-*-segv mode; false for other modes.
+bool InstallRuntimeHandler(std::string_view mode) {
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  if (mode == "handler-resume-segv") {
+    action.sa_sigaction = &ResumeHandler;
+    action.sa_flags = SA_SIGINFO;
+  } else if (mode == "handler-longjmp-segv") {
+    action.sa_handler = &LongjmpHandler;
+  } else if (mode == "handler-giveup-segv") {
+    action.sa_sigaction = &GiveUpHandler;
+    action.sa_flags = SA_SIGINFO;
+  } else if (mode == "handler-resethand-segv") {
+    action.sa_handler = &ResetHandHandler;
+    action.sa_flags = SA_RESETHAND;
+  } else if (mode == "handler-reraise-segv") {
+    action.sa_handler = &ReraiseHandler;
+  } else if (mode == "handler-abort-segv") {
+    action.sa_handler = &AbortHandler;
+  } else if (mode == "handler-returns-abrt") {
+    action.sa_handler = &ResetHandHandler;  // prints and returns
+    sigaction(SIGABRT, &action, nullptr);
+    return true;
+  } else {
+    return false;
+  }
+  sigaction(SIGSEGV, &action, nullptr);
+  return true;
 }
 
 [[gnu::noinline]] void NullStore() {
@@ -85,6 +168,7 @@ int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) return 2;
   const std::string_view mode = argc == 4 ? argv[3] : "";
   if (mode == "handler-before-segv") InstallAppHandler(42);
+  const bool runtime_handler = InstallRuntimeHandler(mode);
   void* inject = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (inject == nullptr) {
     std::fprintf(stdout, "dlopen failed: %s\n", dlerror());
@@ -101,7 +185,9 @@ int main(int argc, char** argv) {
   if (cupti != nullptr) {
     using Launch = int (*)(int);
     auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+    const long long start = MonotonicNs();
     if (launch != nullptr) fired = launch(std::atoi(argv[2]));
+    std::fprintf(stdout, "launch_ns=%lld\n", MonotonicNs() - start);
   }
   std::fprintf(stdout, "fired=%d\n", fired);
   std::fflush(stdout);
@@ -147,13 +233,37 @@ int main(int argc, char** argv) {
   } else if (mode == "sticky-kill" || mode == "sticky-exit") {
     using Fail = int (*)(int);
     auto fail = reinterpret_cast<Fail>(dlsym(cupti, "fake_cupti_fail"));
-    std::fprintf(stdout, "failed=%d\n", fail != nullptr ? fail(700) : 0);
+    const long long start = MonotonicNs();
+    const int failed = fail != nullptr ? fail(700) : 0;
+    std::fprintf(stdout, "failed=%d fail_ns=%lld\n", failed, MonotonicNs() - start);
     if (mode == "sticky-exit") {
       std::fflush(stdout);
       exit(3);  // runs the injector's atexit flush
     }
     Die("kill");
   } else if (mode == "handler-before-segv" || mode == "handler-after-segv") {
+    Die("segv");
+  } else if (mode == "handler-resume-segv" || mode == "handler-longjmp-segv") {
+    g_page = static_cast<char*>(
+        mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (g_page == MAP_FAILED) return 7;
+    int faults = 0;
+    const long long start = MonotonicNs();
+    for (int i = 0; i < 20; ++i) {
+      if (mode == "handler-resume-segv") {
+        mprotect(g_page, 4096, PROT_NONE);
+        *reinterpret_cast<volatile char*>(g_page + i) = 1;  // faults; the handler unprotects
+        faults += g_page[i] == 1;
+      } else if (sigsetjmp(g_jump, 1) == 0) {
+        NullStore();
+      } else {
+        ++faults;
+      }
+    }
+    std::fprintf(stdout, "faults=%d fault_ns=%lld\n", faults, MonotonicNs() - start);
+  } else if (mode == "handler-returns-abrt") {
+    Die("abrt");
+  } else if (runtime_handler) {
     Die("segv");
   } else if (!mode.empty()) {
     Die(mode);

@@ -10,12 +10,27 @@
 // writes the records into the first buffer it got, the last <incomplete> of them with end 0 (still
 // running), reports <dropped> records dropped (cuptiActivityGetNumDroppedRecords, reset on read)
 // and completes every buffer it got, the others empty.
+//
+// Modes for the library's bounds on start-up and exit:
+//   FAKE_CUPTI_FLUSH=hang         every cuptiActivityFlushAll blocks forever (cupti_activity.h
+//                                 gives the call no time limit; on a faulted context it may not
+//                                 return); fake_cupti_launch first waits (at most 2 s) until a
+//                                 flush hangs, so that the launches find the caller stuck;
+//   FAKE_CUPTI_FLUSH=hang-forced  only a forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) blocks;
+//   FAKE_CUPTI_FLUSH=slow:<ms>    every flush takes <ms> milliseconds, then does its work.
+//   FAKE_CUPTI_SUBSCRIBE_DELAY_MS=<ms>  cuptiSubscribe takes that long (as inside cuInit).
+//   FAKE_CUPTI_CALL_LOG=<path>    appends the name of each CUPTI call, one per line, in the order
+//                                 the calls began (all threads), so a test can check the order.
 #include <cupti.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -28,6 +43,26 @@ CUpti_BuffersCallbackRequestFunc g_buffer_requested = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_buffer_completed = nullptr;
 std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
 std::atomic<size_t> g_dropped{0};
+std::atomic<bool> g_flush_hanging{false};
+
+void SleepMs(long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+// One line per call, written with one write() on an O_APPEND file: lines of calls on different
+// threads never mix.
+void LogCall(const char* name) {
+  const char* path = std::getenv("FAKE_CUPTI_CALL_LOG");
+  if (path == nullptr) return;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char line[128];
+  const int n = std::snprintf(line, sizeof(line), "%s\n", name);
+  (void)!write(fd, line, static_cast<size_t>(n));
+  close(fd);
+}
 
 struct TimingMode {
   bool on = false;
@@ -105,6 +140,10 @@ void DeliverTiming() {
 
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                   void* userdata) {
+  LogCall("cuptiSubscribe");
+  if (const char* delay = std::getenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS"); delay != nullptr) {
+    SleepMs(std::strtol(delay, nullptr, 10));
+  }
   const char* mode = std::getenv("FAKE_CUPTI_MODE");
   if (mode != nullptr && std::strcmp(mode, "taken") == 0) {
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -117,11 +156,13 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Call
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                        CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  LogCall("cuptiEnableCallback");
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < 1024) g_enabled[cbid] = enable != 0;
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle,
                                      CUpti_CallbackDomain domain) {
+  LogCall("cuptiEnableDomain");
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     for (bool& e : g_enabled) e = enable != 0;
   }
@@ -134,6 +175,7 @@ EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const ch
 // FAKE_CUPTI_VERSION=<n> reports another API version (cupti_version.h: 28 is CUDA 12.9 Update 1,
 // 130000 CUDA 13.0).
 EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
+  LogCall("cuptiGetVersion");
   const char* text = std::getenv("FAKE_CUPTI_VERSION");
   *version = text != nullptr ? static_cast<uint32_t>(std::strtoul(text, nullptr, 10)) : 130001;
   return CUPTI_SUCCESS;
@@ -150,16 +192,28 @@ EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t, uint3
   *id = stream == nullptr ? 7u : static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream) >> 3);
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
+  LogCall("cuptiActivityEnable"); return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                                   CUpti_BuffersCallbackCompleteFunc completed) {
+  LogCall("cuptiActivityRegisterCallbacks");
   g_buffer_requested = requested;
   g_buffer_completed = completed;
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
-  if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) DeliverTiming();
+  LogCall("cuptiActivityFlushAll");
+  const bool forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+  if (const char* mode = std::getenv("FAKE_CUPTI_FLUSH"); mode != nullptr) {
+    const std::string_view m(mode);
+    if (m == "hang" || (m == "hang-forced" && forced)) {
+      g_flush_hanging.store(true);
+      for (;;) SleepMs(3600 * 1000);
+    }
+    if (m.substr(0, 5) == "slow:") SleepMs(std::strtol(mode + 5, nullptr, 10));
+  }
+  if (forced) DeliverTiming();
   return CUPTI_SUCCESS;
 }
 // The records of a buffer as DeliverTiming writes them: kernel records back to back.
@@ -175,6 +229,7 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
+  LogCall("cuptiActivityGetNumDroppedRecords");
   *dropped = g_dropped.exchange(0);
   return CUPTI_SUCCESS;
 }
@@ -200,6 +255,10 @@ EXPORT int fake_cupti_launch(int count) {
   data.symbolName = "_Z6vecaddPKfS0_Pfi";
   data.context = reinterpret_cast<CUcontext>(0xC0);
   const bool timed = ReadTimingMode().on;
+  if (const char* flush = std::getenv("FAKE_CUPTI_FLUSH");
+      flush != nullptr && std::string_view(flush) == "hang") {
+    for (int waited = 0; !g_flush_hanging.load() && waited < 2000; ++waited) SleepMs(1);
+  }
   for (int i = 0; i < count; ++i) {
     data.correlationId = static_cast<uint32_t>(i + 1);
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,

@@ -366,8 +366,9 @@ struct BasicProcessCrashEvent {
   int32_t code = 0;                // siginfo si_code (> 0: raised by the kernel for a fault)
   uint64_t addr = 0;               // si_addr for SIGSEGV, SIGBUS, SIGFPE, SIGILL; 0 otherwise
   int32_t tid = 0;                 // the thread that received the signal
-  // The application had its own handler for the signal, which ran next: the process may have
-  // survived (later events then follow). False: the default action (termination) followed.
+  // The application had its own handler for the signal, which ran first and gave the signal back
+  // to the default action (or returned into abort()): the process ends next. False: no handler of
+  // the application's; the default action (termination) followed.
   bool app_handler = false;
   uint64_t emitted = 0;
   uint64_t dropped = 0;

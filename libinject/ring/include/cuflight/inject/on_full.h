@@ -12,7 +12,9 @@ enum class OnFull : uint8_t {
   // cuflight. The default.
   kDrop = 0,
   // The push waits until the consumer makes room (spin, then yield, then short sleeps); it fails
-  // only once the ring is closed.
+  // once the ring is closed, or when the consumer took nothing for the ring's block stall limit
+  // (1 s; after that, pushes fail at once until the consumer takes a record again): a stuck
+  // consumer never holds the application for longer (ring.h, design point 8).
   kBlock = 1,
 };
 

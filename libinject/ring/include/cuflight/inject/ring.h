@@ -9,7 +9,7 @@
 //     and the consumer hands the slot to the next lap with seq = p + capacity.
 //  2. One allocation (the slots), in the constructor. A push or a pop never allocates, locks or
 //     makes a system call, with two exceptions: the one futex wake of (5), and the waiting of
-//     OnFull::kBlock while the ring is full.
+//     OnFull::kBlock while the ring is full (bounded: design point 8).
 //  3. A producer claims a position with a CAS on the producer index, copies its record into the
 //     slot and publishes it with a release store of seq. The consumer reads seq with acquire,
 //     copies the record out and frees the slot with a release store. Each producer's records come
@@ -33,6 +33,15 @@
 //     parked consumer is woken. Records already in the ring can still be popped.
 //  7. The ring must outlive every thread that uses it: destroy it only after the producers and the
 //     consumer are done (Close() and joined, or never started).
+//  8. OnFull::kBlock waits for the consumer, never for longer than the consumer stands still: a
+//     producer that finds the ring full and sees the consumer index unchanged for the block stall
+//     limit (1 s by default) gives up, counts a drop, and marks the ring stalled at that index.
+//     While the consumer index stays there, every later kBlock push that finds the ring full fails
+//     at once (it is counted like a kDrop push); the first pop ends the stall. So a consumer that
+//     is stuck (the sender thread inside a CUPTI call that never returns, a collector that stopped
+//     reading) holds the application for at most one stall limit in all, not once per launch,
+//     and a consumer that is slow but moving is waited for as long as it keeps moving. The clock
+//     is read only in the sleeping phase of the back-off.
 #ifndef CUFLIGHT_INJECT_RING_H_
 #define CUFLIGHT_INJECT_RING_H_
 
@@ -76,9 +85,13 @@ class MpscRing {
   // rounded up to a multiple of 64: 256 bytes for a 192-byte record) and touches them all; throws
   // std::bad_alloc if that fails, and nothing else. Construct the ring before handing it to other
   // threads (thread creation or a release store publishes it).
-  explicit MpscRing(size_t capacity)
+  // `block_stall_limit`: design point 8.
+  static constexpr std::chrono::nanoseconds kDefaultBlockStallLimit = std::chrono::seconds(1);
+  explicit MpscRing(size_t capacity,
+                    std::chrono::nanoseconds block_stall_limit = kDefaultBlockStallLimit)
       : mask_(std::bit_ceil(std::clamp(capacity, kMinCapacity, kMaxCapacity)) - 1),
         wake_threshold_((mask_ + 1) * kWakeNumerator / kWakeDenominator),
+        block_stall_ns_(std::max<int64_t>(0, block_stall_limit.count())),
         slots_(new Slot[mask_ + 1]) {
     for (uint64_t i = 0; i <= mask_; ++i) slots_[i].seq.store(i, std::memory_order_relaxed);
   }
@@ -95,12 +108,29 @@ class MpscRing {
   }
 
   // OnFull::kDrop: TryPush. OnFull::kBlock: waits while the ring is full (spins 64 times, yields
-  // 16 times, then sleeps 50 us per try) and returns false, counting a drop, only when the ring is
-  // or becomes closed. Any thread.
+  // 16 times, then sleeps 50 us per try) and returns false, counting a drop, when the ring is or
+  // becomes closed, or when the consumer stands still (design point 8: at most the block stall
+  // limit, and at once while the ring is marked stalled). Any thread.
   bool Push(const T& record, OnFull policy) noexcept {
     if (policy == OnFull::kDrop) return TryPush(record);
+    if (!closed_.load(std::memory_order_acquire) && PushOnce(record)) return true;
+    uint64_t seen = dequeue_pos_.load(std::memory_order_acquire);
+    // The consumer has not moved since a producer gave up on it: do not wait again.
+    if (stalled_at_.load(std::memory_order_relaxed) == seen + 1) return TryPush(record);
+    int64_t still_since = -1;
     for (uint32_t attempt = 0; !closed_.load(std::memory_order_acquire); ++attempt) {
       if (PushOnce(record)) return true;
+      if (attempt >= kSpinAttempts + kYieldAttempts) {
+        const uint64_t now_seen = dequeue_pos_.load(std::memory_order_acquire);
+        const int64_t now = MonotonicNs();
+        if (now_seen != seen || still_since < 0) {
+          seen = now_seen;
+          still_since = now;
+        } else if (now - still_since >= block_stall_ns_) {
+          stalled_at_.store(seen + 1, std::memory_order_relaxed);
+          break;
+        }
+      }
       Backoff(attempt);
     }
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -258,6 +288,12 @@ class MpscRing {
             &ts, nullptr, 0);
   }
 
+  static int64_t MonotonicNs() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+
   void Backoff(uint32_t attempt) noexcept {
     if (attempt < kSpinAttempts) {
       CpuRelax();
@@ -281,8 +317,11 @@ class MpscRing {
   // Read-only after construction, except closed_ (written once).
   const uint64_t mask_;
   const uint64_t wake_threshold_;
+  const int64_t block_stall_ns_;
   const std::unique_ptr<Slot[]> slots_;
   std::atomic<bool> closed_{false};
+  // The consumer index + 1 at which a kBlock producer last gave up (design point 8); 0: never.
+  std::atomic<uint64_t> stalled_at_{0};
 
   // Producers.
   alignas(kIndexAlign) std::atomic<uint64_t> enqueue_pos_{0};

@@ -589,9 +589,14 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
 
 PipelineCounters SenderThread::counters() const noexcept {
   PipelineCounters c;
-  c.emitted = emitted_.load(std::memory_order_relaxed);
   c.dropped_ring_full = recorder_ != nullptr ? recorder_->dropped_ring_full() : 0;
   const transport::SenderStats transport = transport_.stats();
+  // Lines the transport took and later dropped for room (dropped_disconnected's and
+  // dropped_backpressure's evictions) are counted as dropped, not also as emitted: emitted +
+  // dropped is every seq used.
+  const uint64_t handed = emitted_.load(std::memory_order_relaxed);
+  const uint64_t evicted = transport.dropped_disconnected + transport.dropped_backpressure;
+  c.emitted = handed > evicted ? handed - evicted : 0;
   c.dropped_disconnected =
       transport.dropped_disconnected + rejected_.load(std::memory_order_relaxed);
   c.dropped_backpressure = transport.dropped_backpressure;

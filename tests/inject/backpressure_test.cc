@@ -151,13 +151,17 @@ TEST_F(Backpressure, DropModeCountsEveryLossUnderItsReasonAndTheGapsMatch) {
   EXPECT_EQ(end.dropped,
             end.dropped_ring_full + end.dropped_disconnected + end.dropped_backpressure);
   EXPECT_EQ(end.dropped_disconnected, 0u) << "the collector was connected throughout";
-  EXPECT_EQ(end.emitted + end.dropped, log.seqs.back());  // every seq before process_end
+  EXPECT_EQ(end.emitted + end.dropped, log.seqs.back())  // every seq before process_end
+      << "emitted " << end.emitted << " ring_full " << end.dropped_ring_full << " disconnected "
+      << end.dropped_disconnected << " backpressure " << end.dropped_backpressure << " seqs "
+      << log.seqs.size() << " gaps " << (log.seqs.back() + 1 - log.seqs.size());
   EXPECT_EQ(end.launches, static_cast<uint64_t>(kLaunches));
 }
 
-// No collector at all: the buffer fills, the launching thread waits one stall bound
-// (SenderThreadOptions::kDefaultBlockStallLimit, 5 s), then the library drops and counts instead,
-// and the application finishes.
+// No collector at all: the transport buffer fills, the sender thread stops taking records, the
+// ring fills, and the launching thread waits at most the ring's block stall limit (1 s without the
+// consumer taking a record: MpscRing::kDefaultBlockStallLimit), after which launches are dropped
+// and counted until the sender moves again; exit adds at most its 1 s. The application finishes.
 TEST_F(Backpressure, BlockModeWithoutACollectorWaitsOnlyItsBound) {
   TempDir dir;
   setenv("CUFLIGHT_COLLECTOR", (dir.path() / "nobody.sock").c_str(), 1);
@@ -168,9 +172,8 @@ TEST_F(Backpressure, BlockModeWithoutACollectorWaitsOnlyItsBound) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("fired=" + std::to_string(kLaunches)), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("acknowledged nothing for 5000 ms"), std::string::npos) << r.err;
-  EXPECT_GE(seconds, 5.0);
-  EXPECT_LT(seconds, 30.0);
+  EXPECT_GE(seconds, 1.0);  // it did wait, once
+  EXPECT_LT(seconds, 10.0);
 }
 
 }  // namespace

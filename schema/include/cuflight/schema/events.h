@@ -287,7 +287,7 @@ template <class S>
 struct BasicStatsEvent {
   static constexpr EventType kType = EventType::kStats;
   Header header;
-  uint64_t emitted = 0;        // events handed to the transport
+  uint64_t emitted = 0;        // events handed to the transport and not dropped there
   // events lost: dropped_ring_full + dropped_disconnected + dropped_backpressure
   uint64_t dropped = 0;
   uint64_t ring_capacity = 0;  // event slots in the ring

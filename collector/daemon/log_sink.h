@@ -41,12 +41,17 @@ namespace cuflight::collector {
 
 class SegmentWorker;
 
-// Identity of one producer process.
+// Identity of one producer stream (docs/collector.md, "Process identity"); it names the file.
 struct ProcessKey {
   std::string hostname;  // from process_start
   std::string exe;       // from process_start (basename used in file names)
-  int32_t pid = 0;  // SO_PEERCRED pid for Unix sockets (wins over the payload), else payload pid
+  int32_t pid = 0;       // the pid the collector names the process by (see Collector)
   int64_t start_ns = 0;  // from process_start
+  // The producer's instance id (0: none reported) and what the collector verified about the
+  // writer ("u<uid>", "tcp", "t<token>"). An empty owner gives the short name
+  // <host>-<exe>-<pid>-<start_ns>; otherwise <host>-<exe>-<pid>-<start_ns>-<instance_id>-<owner>.
+  uint64_t instance_id = 0;
+  std::string owner;
 };
 
 struct LogSinkOptions {

@@ -144,8 +144,8 @@ constexpr std::optional<LostReason> LostReasonFromName(std::string_view name) {
   return std::nullopt;
 }
 
-// The longest process_start line a producer sends, '\n' included: it shortens argv (then exe,
-// the config values and the hostname) to fit and says so in `truncated`. The collector accepts a
+// The longest process_start line a producer sends, '\n' included: it shortens argv (then exe and
+// the config values) to fit and says so in `truncated`. The collector accepts a
 // connection's first line up to this length even when its --max-line-bytes is lower, so no
 // process is lost to one long field.
 inline constexpr size_t kMaxProcessStartBytes = 16 * 1024;
@@ -178,8 +178,10 @@ struct BasicProcessStartEvent {
   // process's ids. 0 if unknown.
   uint64_t pid_ns = 0;
   // Names of the fields the producer shortened so that the line stays within
-  // kMaxProcessStartBytes ("argv", "exe", "hostname", "config"), in that order; each shortened
-  // string ends with kTruncationMarker. Empty: nothing was cut (Encode then writes no member).
+  // kMaxProcessStartBytes ("argv", "exe", "config"), in that order. A shortened argv keeps its
+  // leading arguments, the last one kept ending with kTruncationMarker; a shortened exe keeps
+  // the end of the path after the marker; a shortened config value ends with the marker.
+  // Empty: nothing was cut (Encode then writes no member).
   typename S::StringList truncated;
 
   bool operator==(const BasicProcessStartEvent&) const = default;

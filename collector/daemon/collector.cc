@@ -600,18 +600,17 @@ class Collector::Impl {
       p->baseline_pending = resolved.per_connection;
       processes_.emplace(std::move(map_key), std::move(owned));
       ++stats_.processes_seen;
-      log_->info("process {} identified: {} on {}, pid {}{}{}{} ({}){}", p->id,
-                 Printable(p->key.exe, 80), Printable(p->key.hostname, 64), p->key.pid,
-                 header.pid != p->key.pid ? fmt::format(" (payload pid {})", header.pid)
-                                          : std::string(),
-                 facts_.pid_ns != 0 ? fmt::format(" in pid namespace {}", facts_.pid_ns)
-                                    : std::string(),
-                 p->key.owner.empty()
-                     ? std::string()
-                     : fmt::format(", instance {}, owner {}", p->key.instance_id, p->key.owner),
-                 c.peer,
-                 p->highest_stored ? fmt::format("; log holds up to seq {}", *p->highest_stored)
-                                   : std::string());
+      log_->info(
+          "process {} identified: {} on {}, pid {}{}{}{} ({}){}", p->id, Printable(p->key.exe, 80),
+          Printable(p->key.hostname, 64), p->key.pid,
+          header.pid != p->key.pid ? fmt::format(" (payload pid {})", header.pid) : std::string(),
+          facts_.pid_ns != 0 ? fmt::format(" in pid namespace {}", facts_.pid_ns) : std::string(),
+          p->key.owner.empty()
+              ? std::string()
+              : fmt::format(", instance {}, owner {}", p->key.instance_id, p->key.owner),
+          c.peer,
+          p->highest_stored ? fmt::format("; log holds up to seq {}", *p->highest_stored)
+                            : std::string());
     }
     ++p->connections;
     c.process = p;

@@ -2,8 +2,8 @@
 // segments, deduplicated by seq, recovered after a crash, trimmed by retention.
 //
 // 1. Files (names and the sanitising rule: segment_names.h): the active file
-//    <dir>/<YYYY-MM-DD>/<host>-<exe>-<pid>-<start_ns>.jsonl, and closed segments
-//    <base>.<NNNNNN>.jsonl.zst numbered from 1 in the order written.
+//    <dir>/<YYYY-MM-DD>/<base>.jsonl (<base> names the stream: see ProcessKey), and closed
+//    segments <base>.<NNNNNN>.jsonl.zst numbered from 1 in the order written.
 // 2. Hot path: Append copies the line into the stream's buffer (no syscall; no allocation once
 //    the buffer has grown to a flush's worth); Flush issues one write(2) per stream with data.
 // 3. Rotation: when the active file reaches rotate_bytes after a Flush, it is renamed to
@@ -51,7 +51,7 @@ struct ProcessKey {
   // writer ("u<uid>", "tcp", "t<token>"). An empty owner gives the short name
   // <host>-<exe>-<pid>-<start_ns>; otherwise <host>-<exe>-<pid>-<start_ns>-<instance_id>-<owner>.
   uint64_t instance_id = 0;
-  std::string owner;
+  std::string owner{};
 };
 
 struct LogSinkOptions {
@@ -103,7 +103,7 @@ class LogSink {
   class Stream;  // one producer process's log
 
   // The stream for `key`: the same key gives the same stream, also across a collector restart
-  // (the file <dir>/<YYYY-MM-DD of start_ns>/<host>-<exe>-<pid>-<start_ns>.jsonl is found again,
+  // (the file <dir>/<YYYY-MM-DD of start_ns>/<base>.jsonl is found again,
   // names sanitised). Never nullptr on success; nullptr + error if the file cannot be opened.
   // Each Acquire must be matched by one Release; the pointer stays valid until then. Acquiring
   // again clears the stream's refusing state (a new connection retransmits what was refused).

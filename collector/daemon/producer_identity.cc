@@ -46,8 +46,7 @@ std::string NewConnectionToken() {
   uint64_t value = 0;
   if (getrandom(&value, sizeof(value), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(value))) {
     static uint64_t counter = 0;
-    value = static_cast<uint64_t>(
-                std::chrono::system_clock::now().time_since_epoch().count()) *
+    value = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) *
                 0x9e3779b97f4a7c15ull +
             ++counter;
   }

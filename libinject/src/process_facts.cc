@@ -131,11 +131,11 @@ uint64_t NewInstanceId() noexcept {
   if (id == 0) {
     // No entropy yet (early boot) or no getrandom: clocks, ids and addresses (ASLR), mixed.
     int on_stack = 0;
-    id = Mix64(static_cast<uint64_t>(ClockNs(CLOCK_REALTIME)) ^
-               Mix64(static_cast<uint64_t>(ClockNs(CLOCK_MONOTONIC))) ^
-               Mix64((static_cast<uint64_t>(getpid()) << 32) ^
-                     reinterpret_cast<uintptr_t>(&on_stack)) ^
-               Mix64(reinterpret_cast<uintptr_t>(&NewInstanceId)));
+    id = Mix64(
+        static_cast<uint64_t>(ClockNs(CLOCK_REALTIME)) ^
+        Mix64(static_cast<uint64_t>(ClockNs(CLOCK_MONOTONIC))) ^
+        Mix64((static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(&on_stack)) ^
+        Mix64(reinterpret_cast<uintptr_t>(&NewInstanceId)));
   }
   return id != 0 ? id : 1;
 }
@@ -220,8 +220,8 @@ void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes) {
   bool cut_config = false;
   for (auto& [name, value] : facts->config) {
     if (value.size() <= kConfigValueBytes) continue;
-    value = std::string(Utf8Prefix(value, kConfigValueBytes)) +
-            std::string(schema::kTruncationMarker);
+    value =
+        std::string(Utf8Prefix(value, kConfigValueBytes)) + std::string(schema::kTruncationMarker);
     cut_config = true;
   }
   if (cut_config) facts->truncated.emplace_back("config");

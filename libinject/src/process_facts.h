@@ -15,7 +15,7 @@
 namespace cuflight::inject {
 
 struct ProcessFacts {
-  int32_t pid = 0;   // getpid(): the pid in the process's own pid namespace
+  int32_t pid = 0;  // getpid(): the pid in the process's own pid namespace
   int32_t ppid = 0;
   int64_t uid = 0;
   std::string exe;  // /proc/self/exe, or "" when unreadable
@@ -61,8 +61,7 @@ class ProcessStartView {
 // in schema::kTruncationMarker, the rest dropped), then exe (its end kept, after the marker),
 // then the config values (each cut to a few hundred bytes, ending in the marker). Each field cut
 // is named in facts->truncated. Facts that fit are left as they are. May throw std::bad_alloc.
-void BoundProcessFacts(ProcessFacts* facts,
-                       size_t max_line_bytes = schema::kMaxProcessStartBytes);
+void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes = schema::kMaxProcessStartBytes);
 
 }  // namespace cuflight::inject
 

@@ -107,9 +107,9 @@ bool ParseStreamBaseName(std::string_view base, StreamNameParts* out) {
     return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
   };
   StreamNameParts parsed;
-  const bool owned = found >= 1 && !parts[0].empty() &&
-                     ((parts[0][0] >= 'a' && parts[0][0] <= 'z') ||
-                      (parts[0][0] >= 'A' && parts[0][0] <= 'Z'));
+  const bool owned =
+      found >= 1 && !parts[0].empty() &&
+      ((parts[0][0] >= 'a' && parts[0][0] <= 'z') || (parts[0][0] >= 'A' && parts[0][0] <= 'Z'));
   if (owned) {
     // <pid>-<start_ns>-<instance_id>-<owner>, with host and exe before (found == 4 needs a '-'
     // left of pid, which the exe component provides).
@@ -118,8 +118,7 @@ bool ParseStreamBaseName(std::string_view base, StreamNameParts* out) {
       return false;
     }
     parsed.owner = std::string(parts[0]);
-  } else if (found < 2 || !number(parts[0], &parsed.start_ns) ||
-             !number(parts[1], &parsed.pid)) {
+  } else if (found < 2 || !number(parts[0], &parsed.start_ns) || !number(parts[1], &parsed.pid)) {
     return false;
   }
   *out = std::move(parsed);

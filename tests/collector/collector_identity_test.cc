@@ -27,8 +27,8 @@
 namespace cuflight::collector {
 namespace {
 
-using testing::LoggedLine;
 using testing::LogFiles;
+using testing::LoggedLine;
 using testing::ProducerIdentity;
 using testing::RawClient;
 using testing::ReadLog;
@@ -144,9 +144,9 @@ TEST(CollectorIdentityTest, ContainersWithTheSamePidAndStartAreKeptApart) {
     ASSERT_EQ(files.size(), 1u) << i;
     // <host>-<exe>-<pid>-<start_ns>-<instance>-u<uid>: what the process reported, and the uid
     // the kernel reported for the connection.
-    EXPECT_EQ(files[0].filename().string(),
-              "testhost-server-1-1760000000010000000-" + std::to_string(1000 + i) + "-u" +
-                  std::to_string(geteuid()) + ".jsonl");
+    EXPECT_EQ(files[0].filename().string(), "testhost-server-1-1760000000010000000-" +
+                                                std::to_string(1000 + i) + "-u" +
+                                                std::to_string(geteuid()) + ".jsonl");
     const std::vector<LoggedLine> lines = ReadLog(files[0]);
     EXPECT_EQ(SeqsOf(lines), Range(0, 51));
     for (const LoggedLine& l : lines) EXPECT_EQ(l.pid, 1) << l.text;
@@ -380,8 +380,8 @@ TEST(CollectorIdentityTest, AProcessStartLongerThanMaxLineBytesIsStillTaken) {
   ASSERT_GT(start.size(), 6000u);
   ASSERT_LT(start.size(), schema::kMaxProcessStartBytes);
   RawClient client = RawClient::Unix(options.socket);
-  ASSERT_TRUE(client.Send(start + testing::KernelTimeLine(id, 1, 1) +
-                          std::string(2000, 'x') + "\n" + testing::KernelTimeLine(id, 2, 2)));
+  ASSERT_TRUE(client.Send(start + testing::KernelTimeLine(id, 1, 1) + std::string(2000, 'x') +
+                          "\n" + testing::KernelTimeLine(id, 2, 2)));
   ASSERT_EQ(client.WaitAck(2), 2u);
   running.Stop();
   EXPECT_EQ(running.stats().rejected_for(RejectReason::kLineTooLong), 1u);

@@ -343,8 +343,7 @@ TEST(ConfigTest, CollectorUid) {
     ASSERT_EQ(parsed.warnings.size(), 1u) << bad;
     EXPECT_NE(parsed.warnings[0].find("CUFLIGHT_COLLECTOR_UID='"), std::string::npos)
         << parsed.warnings[0];
-    EXPECT_NE(parsed.warnings[0].find("is not a numeric uid in [0, 4294967294]"),
-              std::string::npos)
+    EXPECT_NE(parsed.warnings[0].find("is not a numeric uid in [0, 4294967294]"), std::string::npos)
         << parsed.warnings[0];
   }
 }

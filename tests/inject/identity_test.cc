@@ -56,9 +56,8 @@ std::vector<schema::OwnedEvent> ReadFile(const fs::path& file) {
 }
 
 size_t Count(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
-  return static_cast<size_t>(std::count_if(events.begin(), events.end(), [type](const auto& e) {
-    return schema::TypeOf(e) == type;
-  }));
+  return static_cast<size_t>(std::count_if(
+      events.begin(), events.end(), [type](const auto& e) { return schema::TypeOf(e) == type; }));
 }
 
 // The log files whose stream ended with process_end, read.
@@ -117,11 +116,11 @@ TEST_F(IdentityTest, ACollectorInItsOwnPidNamespaceKeepsConcurrentProcessesApart
   TempDir dir;
   const fs::path socket = dir.path() / "run" / "c.sock";
   const fs::path logs = dir.path() / "logs";
-  ChildProcess collector(unshare,
-                         {"--pid", "--fork", "--mount-proc", "--kill-child", CUFLIGHT_COLLECTOR_PATH,
-                          "--socket", socket.string(), "--log-dir", logs.string(),
-                          "--reconnect-grace", "0"},
-                         dir.path() / "collector.out");
+  ChildProcess collector(
+      unshare,
+      {"--pid", "--fork", "--mount-proc", "--kill-child", CUFLIGHT_COLLECTOR_PATH, "--socket",
+       socket.string(), "--log-dir", logs.string(), "--reconnect-grace", "0"},
+      dir.path() / "collector.out");
   ASSERT_TRUE(WaitForSocket(socket, std::chrono::seconds(20))) << collector.Output();
   setenv("CUFLIGHT_COLLECTOR", socket.c_str(), 1);
 
@@ -141,7 +140,9 @@ TEST_F(IdentityTest, ACollectorInItsOwnPidNamespaceKeepsConcurrentProcessesApart
   ASSERT_TRUE(WaitUntil([&] {
     ended = EndedLogs(logs);
     return ended.size() >= kApps;
-  })) << ended.size() << " logs ended\n" << collector.Output();
+  })) << ended.size()
+      << " logs ended\n"
+      << collector.Output();
   EXPECT_EQ(LogFiles(logs).size(), static_cast<size_t>(kApps));
   std::set<int32_t> pids;
   std::set<uint64_t> instances;
@@ -250,8 +251,7 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
       RunProcess(setpriv, {"--reuid=54321", "--regid=54321", "--clear-groups", "true"});
   if (probe.exit_code != 0) GTEST_SKIP() << "setpriv is not permitted here: " << probe.err;
   const std::vector<std::string> as_victim = {"--reuid=54321", "--regid=54321", "--clear-groups"};
-  const std::vector<std::string> as_squatter = {"--reuid=54322", "--regid=54322",
-                                                "--clear-groups"};
+  const std::vector<std::string> as_squatter = {"--reuid=54322", "--regid=54322", "--clear-groups"};
   const fs::path squatted = "/tmp/cuflight-54321";  // the victim's default directory
   fs::remove_all(squatted);
   TempDir dir;
@@ -261,9 +261,9 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   ASSERT_EQ(chown(squatter_logs.c_str(), 54322, 54322), 0);
 
   std::vector<std::string> args = as_squatter;
-  for (const std::string& a : {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
-                               (squatted / "collector.sock").string(), std::string("--log-dir"),
-                               squatter_logs.string()}) {
+  for (const std::string& a :
+       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
+        (squatted / "collector.sock").string(), std::string("--log-dir"), squatter_logs.string()}) {
     args.push_back(a);
   }
   ChildProcess squatter(setpriv, args, dir.path() / "squatter.out");
@@ -291,8 +291,7 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   const ProcessResult own = RunProcess(setpriv, args);
   if (!saved_runtime_dir.empty()) setenv("XDG_RUNTIME_DIR", saved_runtime_dir.c_str(), 1);
   EXPECT_EQ(own.exit_code, 2) << own.err;
-  EXPECT_NE(own.err.find("directory /tmp/cuflight-54321 is owned by uid 54322"),
-            std::string::npos)
+  EXPECT_NE(own.err.find("directory /tmp/cuflight-54321 is owned by uid 54322"), std::string::npos)
       << own.err;
 
   squatter.Signal(SIGTERM);

@@ -97,8 +97,8 @@ TEST(ProcessFactsTest, FactsThatFitAreLeftAlone) {
 TEST(ProcessFactsTest, ALongArgvIsCutWithAMarkerAndNamed) {
   ProcessFacts f = SmallFacts();
   f.argv = {"python3", "serve.py", "--api-key=sk-0123456789"};
-  for (int i = 0; i < 1000; ++i) f.argv.push_back("--shard=/data/part-" + std::to_string(i) +
-                                                  std::string(40, 'x'));
+  for (int i = 0; i < 1000; ++i)
+    f.argv.push_back("--shard=/data/part-" + std::to_string(i) + std::string(40, 'x'));
   size_t raw = 0;
   for (const auto& a : f.argv) raw += a.size();
   ASSERT_GT(raw, 60u * 1024);

@@ -510,8 +510,7 @@ TEST(DecoderTest, ProcessStartIdentityAndTruncationFields) {
   EXPECT_EQ(start.pid_ns, 4026532198u);
   EXPECT_EQ(start.truncated, std::vector<std::string>{"argv"});
   EXPECT_EQ(Decode(head + R"(,"instance_id":-1})").reason, Reason::kOutOfRange);
-  EXPECT_EQ(Decode(head + R"(,"instance_id":18446744073709551616})").reason,
-            Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + R"(,"instance_id":18446744073709551616})").reason, Reason::kOutOfRange);
   EXPECT_EQ(Decode(head + R"(,"instance_id":"9f"})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(,"pid_ns":null})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(,"truncated":"argv"})").reason, Reason::kWrongType);

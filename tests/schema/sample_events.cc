@@ -557,8 +557,7 @@ std::string EncodeLine(const OwnedEvent& event) {
     const std::vector<std::string_view> argv(start->argv.begin(), start->argv.end());
     const std::vector<std::pair<std::string_view, std::string_view>> config(
         start->config.begin(), start->config.end());
-    const std::vector<std::string_view> truncated(start->truncated.begin(),
-                                                  start->truncated.end());
+    const std::vector<std::string_view> truncated(start->truncated.begin(), start->truncated.end());
     ProcessStartEvent view{start->header,
                            start->exe,
                            argv,

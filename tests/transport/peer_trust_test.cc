@@ -3,8 +3,8 @@
 // run a listener as another user); they skip, saying so, without it.
 #include "cuflight/transport/peer_trust.h"
 
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -59,15 +59,15 @@ TEST(PeerTrustTest, ProducerTrustsItselfRootAndTheConfiguredUid) {
 TEST(PeerTrustTest, DirectoryRule) {
   const TrustedUids trusted = Trust({1000, 0});
   char why[256];
-  EXPECT_TRUE(DirectoryTrusted(DirStat(1000, 0700), trusted, "/run/user/1000/cuflight", why,
-                               sizeof(why)));
+  EXPECT_TRUE(
+      DirectoryTrusted(DirStat(1000, 0700), trusted, "/run/user/1000/cuflight", why, sizeof(why)));
   EXPECT_TRUE(DirectoryTrusted(DirStat(0, 0750), trusted, "/run/cuflight", why, sizeof(why)));
   // /tmp: root's, writable by all, sticky: nobody can replace another's socket there.
   EXPECT_TRUE(DirectoryTrusted(DirStat(0, 01777), trusted, "/tmp", why, sizeof(why)));
 
   // The squatted default directory: made first by another user.
-  ASSERT_FALSE(DirectoryTrusted(DirStat(1001, 0700), trusted, "/tmp/cuflight-1000", why,
-                                sizeof(why)));
+  ASSERT_FALSE(
+      DirectoryTrusted(DirStat(1001, 0700), trusted, "/tmp/cuflight-1000", why, sizeof(why)));
   EXPECT_STREQ(why,
                "directory /tmp/cuflight-1000 is owned by uid 1001, not by uid 1000 or 0 "
                "(another user may have created it to receive these events; set "
@@ -84,8 +84,8 @@ TEST(PeerTrustTest, DirectoryRule) {
 
 TEST(PeerTrustTest, AMissingDirectoryIsNoCollectorNotDistrust) {
   char why[256];
-  EXPECT_EQ(CheckSocketDirectory("/nonexistent-cuflight-dir/c.sock", ProducerTrustedUids(-1),
-                                 why, sizeof(why)),
+  EXPECT_EQ(CheckSocketDirectory("/nonexistent-cuflight-dir/c.sock", ProducerTrustedUids(-1), why,
+                                 sizeof(why)),
             SocketDirectory::kMissing);
   EXPECT_EQ(CheckSocketDirectory("/tmp/c.sock", Trust({0}), why, sizeof(why)),
             SocketDirectory::kTrusted);

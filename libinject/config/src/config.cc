@@ -379,8 +379,8 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
   try {
     return {
         {"collector", config.collector_path},
-        {"collector_uid", config.collector_uid < 0 ? std::string()
-                                                   : std::to_string(config.collector_uid)},
+        {"collector_uid",
+         config.collector_uid < 0 ? std::string() : std::to_string(config.collector_uid)},
         {"timing", config.timing ? "true" : "false"},
         {"ring_size", std::to_string(config.ring_slots)},
         {"on_full", std::string(OnFullName(config.on_full))},

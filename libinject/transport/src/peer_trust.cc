@@ -25,8 +25,8 @@ void UidList(const TrustedUids& trusted, char* out, size_t cap) {
   out[0] = '\0';
   for (int i = 0; i < trusted.count && used < cap; ++i) {
     const char* sep = i == 0 ? "" : (i + 1 == trusted.count ? " or " : ", ");
-    const int n = std::snprintf(out + used, cap - used, "%s%u", sep,
-                                static_cast<unsigned>(trusted.uids[i]));
+    const int n =
+        std::snprintf(out + used, cap - used, "%s%u", sep, static_cast<unsigned>(trusted.uids[i]));
     if (n < 0) break;
     used += static_cast<size_t>(n);
   }
@@ -55,8 +55,8 @@ TrustedUids ProducerTrustedUids(int64_t extra_uid) noexcept {
   return t;
 }
 
-bool DirectoryTrusted(const struct stat& st, const TrustedUids& trusted, const char* dir,
-                      char* why, size_t cap) noexcept {
+bool DirectoryTrusted(const struct stat& st, const TrustedUids& trusted, const char* dir, char* why,
+                      size_t cap) noexcept {
   char uids[64];
   if (!S_ISDIR(st.st_mode)) {
     std::snprintf(why, cap, "%s is not a directory", dir);
@@ -81,8 +81,8 @@ bool DirectoryTrusted(const struct stat& st, const TrustedUids& trusted, const c
   return true;
 }
 
-SocketDirectory CheckSocketDirectory(const char* socket_path, const TrustedUids& trusted,
-                                     char* why, size_t cap) noexcept {
+SocketDirectory CheckSocketDirectory(const char* socket_path, const TrustedUids& trusted, char* why,
+                                     size_t cap) noexcept {
   char dir[kMaxPath + 1];
   const char* slash = std::strrchr(socket_path, '/');
   if (slash == nullptr) {

@@ -29,7 +29,7 @@ struct ProcessKey {
   int32_t pid = 0;
   int64_t start_ns = 0;
   uint64_t instance_id = 0;
-  std::string owner;
+  std::string owner{};
   auto operator<=>(const ProcessKey&) const = default;
 };
 

@@ -131,9 +131,10 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
-// ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir", "spill_rotate_bytes",
-// "spill_max_bytes", "api_errors", "api_error_history", "crash_handler"); each value, given back to ParseConfig as the
-// variable's value, yields the same Config. Returns an empty vector if memory runs out.
+// ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
+// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler");
+// each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
+// an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;
 
 // "trace", "debug", "info", "warn", "error", "off".

@@ -8,8 +8,9 @@
 //     <base>.<NNNNNN>.jsonl (numbered from 1, after any segment of the same name already there)
 //     and a new active file starts. Segments stay uncompressed: no compression runs inside the
 //     application's process. <base> and the date come from (host, exe, pid, start_ns, and the
-//     instance id and owner when given), as the collector names the same process's log. Directories are created 0700, files 0600, opened
-//     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC; nothing is opened before the first line.
+//     instance id and owner when given), as the collector names the same process's log. Directories
+//     are created 0700, files 0600, opened O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC; nothing is
+//     opened before the first line.
 //  2. Retention: the bytes this writer has in its files (written, plus an active file that was
 //     already there) never pass max_bytes: a line that would is refused. Nothing written is ever
 //     deleted or truncated.

@@ -38,8 +38,8 @@ TrustedUids ProducerTrustedUids(int64_t extra_uid) noexcept;
 
 // Rule 2 on the result of stat(2) of a directory: true, or false with one sentence in `why`
 // (NUL-terminated, cut to `cap`) naming `dir` and what is wrong.
-bool DirectoryTrusted(const struct stat& st, const TrustedUids& trusted, const char* dir,
-                      char* why, size_t cap) noexcept;
+bool DirectoryTrusted(const struct stat& st, const TrustedUids& trusted, const char* dir, char* why,
+                      size_t cap) noexcept;
 
 enum class SocketDirectory : uint8_t {
   kTrusted,
@@ -49,8 +49,8 @@ enum class SocketDirectory : uint8_t {
 
 // Rule 2 for the directory of `socket_path` (the part before its last '/'; "." when there is
 // none). `why` is written for every verdict but kTrusted.
-SocketDirectory CheckSocketDirectory(const char* socket_path, const TrustedUids& trusted,
-                                     char* why, size_t cap) noexcept;
+SocketDirectory CheckSocketDirectory(const char* socket_path, const TrustedUids& trusted, char* why,
+                                     size_t cap) noexcept;
 
 // Rule 3 for a connected Unix socket `fd`. A peer whose credentials cannot be read is refused.
 bool CheckSocketPeer(int fd, const TrustedUids& trusted, char* why, size_t cap) noexcept;

@@ -30,6 +30,7 @@
 #include "log_rate_limiter.h"
 #include "pid_rewrite.h"
 #include "process_lost.h"
+#include "producer_identity.h"
 #include "producer_process.h"
 
 namespace cuflight::collector {
@@ -69,7 +70,7 @@ int64_t RealtimeNs() {
 
 std::string MapKey(const ProcessKey& key) {
   std::string k;
-  k.reserve(key.hostname.size() + key.exe.size() + 48);
+  k.reserve(key.hostname.size() + key.exe.size() + key.owner.size() + 72);
   k += key.hostname;
   k += '\0';
   k += key.exe;
@@ -77,6 +78,10 @@ std::string MapKey(const ProcessKey& key) {
   k += std::to_string(key.pid);
   k += '\0';
   k += std::to_string(key.start_ns);
+  k += '\0';
+  k += std::to_string(key.instance_id);
+  k += '\0';
+  k += key.owner;
   return k;
 }
 
@@ -288,7 +293,11 @@ class Collector::Impl {
             "--max-connections " + std::to_string(options_.max_connections) + " reached");
         continue;
       }
-      auto conn = std::make_unique<Connection>(fd, next_connection_id_++, options_.max_line_bytes);
+      // The first line (process_start) may be longer than --max-line-bytes: a producer never
+      // sends one longer than kMaxProcessStartBytes, and without it the process is lost.
+      auto conn = std::make_unique<Connection>(
+          fd, next_connection_id_++,
+          std::max(options_.max_line_bytes, schema::kMaxProcessStartBytes - 1));
       conn->is_unix = is_unix;
       conn->accepted_at = Clock::now();
       if (is_unix) {
@@ -330,6 +339,7 @@ class Collector::Impl {
           close(fd);
           continue;
         }
+        conn->tcp_token = NewConnectionToken();
       }
       conn->last_input = conn->accepted_at;
       if (!Watch(fd, conn->id, EPOLLIN)) {
@@ -448,9 +458,7 @@ class Collector::Impl {
       }
       if (!Identify(c, header)) return;
     } else if (facts_.type == schema::EventType::kProcessStart &&
-               (facts_.hostname != c.process->key.hostname || facts_.exe != c.process->key.exe ||
-                facts_.start_ns != c.process->key.start_ns ||
-                (!c.is_unix && header.pid != c.process->key.pid))) {
+               MapKey(Resolve(c, header).key) != c.process->map_key) {
       AccountSeq(*c.process, header.seq);
       Reject(c, RejectReason::kIdentityChanged,
              "process_start naming another process on an identified connection");
@@ -467,9 +475,16 @@ class Collector::Impl {
       return;
     }
     std::string_view stored_line = line;
-    if (c.is_unix && header.pid != c.peer_pid) {
-      if (RewritePid(line, c.peer_pid, &rewrite_buf_)) stored_line = rewrite_buf_;
+    if (c.rewrite_pid && header.pid != c.stored_pid) {
+      if (RewritePid(line, c.stored_pid, &rewrite_buf_)) stored_line = rewrite_buf_;
       ++stats_.pid_mismatch;
+    }
+    if (p.baseline_pending && facts_.type != schema::EventType::kProcessStart &&
+        facts_.type != schema::EventType::kDevice) {
+      // The first event after the preamble on a per-connection stream: what came before it
+      // went to this producer's earlier streams, or was counted by the producer as dropped.
+      p.baseline_pending = false;
+      p.next_expected = std::max(p.next_expected, seq);
     }
     if (!sink_->Append(p.stream, seq, stored_line)) {
       if (sink_->refusing(p.stream)) {
@@ -556,6 +571,10 @@ class Collector::Impl {
   void AccountSeq(ProducerProcess& p, uint64_t seq) {
     if (p.highest_stored && seq <= *p.highest_stored) return;
     if (seq < p.next_expected) return;
+    if (p.baseline_pending) {  // the preamble of a per-connection stream: no gap counts yet
+      p.next_expected = seq + 1;
+      return;
+    }
     const uint64_t gap = seq - p.next_expected;
     p.next_expected = seq + 1;
     if (gap == 0) return;
@@ -564,12 +583,29 @@ class Collector::Impl {
     if (metrics_ != nullptr) metrics_->Lost(gap);
   }
 
+  // The stream a process_start line names on connection `c` (producer_identity.h).
+  ResolvedIdentity Resolve(const Connection& c, const schema::Header& header) const {
+    ClaimedIdentity claim;
+    claim.hostname = facts_.hostname;
+    claim.exe = facts_.exe;
+    claim.pid = header.pid;
+    claim.start_ns = facts_.start_ns;
+    claim.instance_id = facts_.instance_id;
+    claim.pid_ns = facts_.pid_ns;
+    PeerFacts peer;
+    peer.is_unix = c.is_unix;
+    peer.pid = c.peer_pid;
+    peer.uid = c.peer_uid;
+    peer.tcp_token = c.tcp_token;
+    IdentityPolicy policy;
+    policy.tcp_trust_identity = options_.tcp_trust_identity;
+    policy.own_pid_ns = own_pid_ns_;
+    return ResolveIdentity(claim, peer, policy);
+  }
+
   bool Identify(Connection& c, const schema::Header& header) {
-    ProcessKey key;
-    key.hostname = std::string(facts_.hostname);
-    key.exe = std::string(facts_.exe);
-    key.pid = c.is_unix ? static_cast<int32_t>(c.peer_pid) : header.pid;
-    key.start_ns = facts_.start_ns;
+    ResolvedIdentity resolved = Resolve(c, header);
+    ProcessKey& key = resolved.key;
     std::string map_key = MapKey(key);
     auto it = processes_.find(map_key);
     ProducerProcess* p = nullptr;
@@ -614,19 +650,27 @@ class Collector::Impl {
       p->stream = stream;
       p->highest_stored = sink_->highest_seq(stream);
       p->next_expected = p->highest_stored ? *p->highest_stored + 1 : 0;
+      p->per_connection = resolved.per_connection;
+      p->baseline_pending = resolved.per_connection;
       processes_.emplace(std::move(map_key), std::move(owned));
       ++stats_.processes_seen;
-      log_->info("process {} identified: {} on {}, pid {}{} ({}){}", p->id,
-                 Printable(p->key.exe, 80), Printable(p->key.hostname, 64), p->key.pid,
-                 c.is_unix && header.pid != c.peer_pid
-                     ? fmt::format(" (payload pid {})", header.pid)
-                     : std::string(),
-                 c.peer,
-                 p->highest_stored ? fmt::format("; log holds up to seq {}", *p->highest_stored)
-                                   : std::string());
+      log_->info(
+          "process {} identified: {} on {}, pid {}{}{}{} ({}){}", p->id, Printable(p->key.exe, 80),
+          Printable(p->key.hostname, 64), p->key.pid,
+          header.pid != p->key.pid ? fmt::format(" (payload pid {})", header.pid) : std::string(),
+          facts_.pid_ns != 0 ? fmt::format(" in pid namespace {}", facts_.pid_ns) : std::string(),
+          p->key.owner.empty()
+              ? std::string()
+              : fmt::format(", instance {}, owner {}", p->key.instance_id, p->key.owner),
+          c.peer,
+          p->highest_stored ? fmt::format("; log holds up to seq {}", *p->highest_stored)
+                            : std::string());
     }
     ++p->connections;
     c.process = p;
+    c.rewrite_pid = resolved.rewrite_pid;
+    c.stored_pid = p->key.pid;
+    c.framer.set_max_line_bytes(options_.max_line_bytes);
     return true;
   }
 
@@ -855,7 +899,8 @@ class Collector::Impl {
           finished_.push_back(p->map_key);
         } else if (stopping_) {
           // Shutdown() writes process_lost for it.
-        } else if (options_.reconnect_grace.count() == 0) {
+        } else if (options_.reconnect_grace.count() == 0 || p->per_connection) {
+          // Nobody can continue a per-connection stream: no grace to wait for.
           WriteProcessLost(*p, schema::LostReason::kDisconnected);
           finished_.push_back(p->map_key);
         } else {
@@ -989,6 +1034,7 @@ class Collector::Impl {
   std::atomic<bool> reopen_{false};
   bool stopping_ = false;
 
+  const uint64_t own_pid_ns_ = OwnPidNamespace();
   std::vector<char> read_buf_;
   LineFacts facts_;
   std::string rewrite_buf_;

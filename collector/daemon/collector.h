@@ -7,11 +7,13 @@
 //  2. Complete lines are validated in place in the shared read buffer; a connection keeps only its
 //     unfinished last line (at most max_line_bytes), so memory is bounded per connection, and the
 //     number of connections by max_connections.
-//  3. A connection says who it is with process_start (docs/protocol.md). The identity is
-//     (hostname, exe, pid, start_ns), the pid from SO_PEERCRED on the Unix socket (it wins over the
-//     payload; a differing payload pid is rewritten in the stored line and counted). The log
-//     stores each seq of a process at most once; a seq above the highest accounted for opens a gap,
-//     counted as lost for that process, exactly.
+//  3. A connection says who it is with process_start (docs/protocol.md) and writes only the
+//     stream that names: what the process reports (host, exe, pid, start_ns, instance id) and
+//     what the collector verified about the writer, the owner (the peer's uid on the Unix socket;
+//     over TCP the connection itself, unless tcp_trust_identity). The rules, and when the
+//     kernel's pid wins over the payload's: producer_identity.h. The log stores each seq of a
+//     stream at most once; a seq above the highest accounted for opens a gap, counted as lost for
+//     that stream, exactly.
 //  4. After each loop turn that appended lines: LogSink::Flush() (write(2)), then one cumulative
 //     ack per connection with the highest seq stored for its process. An ack that does not fit in
 //     the socket buffer waits (only the latest is kept); nothing ever blocks on a producer. An

@@ -227,6 +227,13 @@ std::vector<Setting> Settings() {
                [](std::string_view t, CollectorOptions* o, std::string* why) {
                  return ApplyBool(t, &o->tcp_allow_remote, why);
                }});
+  s.push_back({"tcp-trust-identity", nullptr,
+               "Let a TCP connection continue the log of an earlier TCP connection that named "
+               "the same process (no authentication: any TCP client can write any TCP "
+               "process's log); default: each TCP connection writes a log of its own",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyBool(t, &o->tcp_trust_identity, why);
+               }});
   s.push_back({"fsync-interval", "MS",
                "fsync the logs every MS milliseconds; 0: at every tick (default 1000)",
                [](std::string_view t, CollectorOptions* o, std::string* why) {

@@ -39,6 +39,10 @@ struct CollectorOptions {
   // Producer TCP listener; empty host: off. Only loopback addresses unless tcp_allow_remote.
   HostPort tcp;
   bool tcp_allow_remote = false;
+  // Over TCP nothing about the writer is verified, so by default each TCP connection writes a
+  // stream of its own (docs/collector.md, "Process identity"). True: a TCP connection continues
+  // the stream its process_start names, as the Unix socket does for one uid (opt-in, weaker).
+  bool tcp_trust_identity = false;
   // Simultaneous producer connections; one more is accepted and closed at once (counted).
   int max_connections = 1024;
   // Simultaneous connections of one uid (SO_PEERCRED; all TCP peers together count as one),

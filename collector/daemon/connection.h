@@ -26,12 +26,17 @@ struct Connection {
   pid_t peer_pid = 0;
   uid_t peer_uid = 0;
   gid_t peer_gid = 0;
+  // TCP: random per connection; names the connection's own stream (producer_identity.h).
+  std::string tcp_token;
   std::string peer;  // for log lines: "pid 123 uid 1000 gid 1000" or "tcp 127.0.0.1:40000"
   std::chrono::steady_clock::time_point accepted_at;
   std::chrono::steady_clock::time_point last_input;  // the latest read that returned bytes
 
   LineFramer framer;
   ProducerProcess* process = nullptr;  // set by a valid process_start
+  // Set with `process`: the stored lines carry this pid instead of a differing payload pid.
+  bool rewrite_pid = false;
+  int32_t stored_pid = 0;
 
   // Acknowledgements: the latest seq to acknowledge, the latest whose line was handed to the
   // socket, and the unsent rest of a partially written ack line. acks_off: an ack write failed

@@ -27,6 +27,10 @@ class LineFramer {
   template <class OnLine, class OnTooLong>
   void Feed(std::string_view chunk, OnLine&& on_line, OnTooLong&& on_too_long);
 
+  // Changes the bound for the lines after the current one (>= 1); may be called from on_line.
+  // The collector lets a connection's first line (process_start) be longer than the rest.
+  void set_max_line_bytes(size_t max_line_bytes) { max_ = max_line_bytes; }
+
   // Bytes of an unfinished line held (0..max_line_bytes).
   size_t buffered() const { return partial_.size(); }
   // Inside an over-long line whose end has not been seen.

@@ -108,10 +108,14 @@ void ReadProcessStart(std::string_view line, LineFacts* facts) {
     facts->hostname_storage = std::move(start->hostname);
     facts->exe_storage = std::move(start->exe);
     facts->start_ns = start->start_ns;
+    facts->instance_id = start->instance_id;
+    facts->pid_ns = start->pid_ns;
   } else {
     facts->hostname_storage.clear();
     facts->exe_storage.clear();
     facts->start_ns = 0;
+    facts->instance_id = 0;
+    facts->pid_ns = 0;
   }
   facts->hostname = facts->hostname_storage;
   facts->exe = facts->exe_storage;

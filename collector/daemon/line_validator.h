@@ -29,6 +29,8 @@ struct LineFacts {
   std::string_view hostname;
   std::string_view exe;
   int64_t start_ns = 0;
+  uint64_t instance_id = 0;  // 0 when the line has none
+  uint64_t pid_ns = 0;       // 0 when the line has none
   // kernel and kernel_time: what joins them (cuflight/schema/join_key.h).
   uint64_t correlation_id = 0;
   int32_t device = 0;

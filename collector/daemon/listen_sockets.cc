@@ -145,9 +145,13 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
     return listener;
   }
   if (dir_stat.st_uid != geteuid()) {
+    // Also the default /tmp/cuflight-<uid> created first by another user to receive this user's
+    // producers' events: never listen there (producers refuse it too).
     *error = Bad("--socket: directory " + dir.string() + " is owned by uid " +
                  std::to_string(dir_stat.st_uid) + ", not by this user (uid " +
-                 std::to_string(geteuid()) + ")");
+                 std::to_string(geteuid()) +
+                 "); someone else made it, maybe to receive this user's events: remove it, or "
+                 "choose another path (--socket, XDG_RUNTIME_DIR)");
     return listener;
   }
   if ((dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0) {

@@ -315,7 +315,10 @@ bool LogSink::RecoverHighestSeq(Stream* s, std::string* error) {
 
 LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
   const std::string date = StartDate(key.start_ns);
-  std::string base = StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns);
+  std::string base = key.owner.empty()
+                         ? StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns)
+                         : StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns,
+                                          key.instance_id, key.owner);
   std::string stream_key = StreamKey(date, base);
   const auto it = streams_.find(stream_key);
   if (it != streams_.end()) {

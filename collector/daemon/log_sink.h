@@ -2,8 +2,8 @@
 // segments, deduplicated by seq, recovered after a crash, trimmed by retention.
 //
 // 1. Files (names and the sanitising rule: segment_names.h): the active file
-//    <dir>/<YYYY-MM-DD>/<host>-<exe>-<pid>-<start_ns>.jsonl, and closed segments
-//    <base>.<NNNNNN>.jsonl.zst numbered from 1 in the order written.
+//    <dir>/<YYYY-MM-DD>/<base>.jsonl (<base> names the stream: see ProcessKey), and closed
+//    segments <base>.<NNNNNN>.jsonl.zst numbered from 1 in the order written.
 // 2. Hot path: Append copies the line into the stream's buffer (no syscall; no allocation once
 //    the buffer has grown to a flush's worth); Flush issues one write(2) per stream with data.
 // 3. Rotation: when the active file reaches rotate_bytes after a Flush, it is renamed to
@@ -57,12 +57,17 @@ namespace cuflight::collector {
 class RetentionThread;
 class SegmentWorker;
 
-// Identity of one producer process.
+// Identity of one producer stream (docs/collector.md, "Process identity"); it names the file.
 struct ProcessKey {
   std::string hostname;  // from process_start
   std::string exe;       // from process_start (basename used in file names)
-  int32_t pid = 0;  // SO_PEERCRED pid for Unix sockets (wins over the payload), else payload pid
+  int32_t pid = 0;       // the pid the collector names the process by (see Collector)
   int64_t start_ns = 0;  // from process_start
+  // The producer's instance id (0: none reported) and what the collector verified about the
+  // writer ("u<uid>", "tcp", "t<token>"). An empty owner gives the short name
+  // <host>-<exe>-<pid>-<start_ns>; otherwise <host>-<exe>-<pid>-<start_ns>-<instance_id>-<owner>.
+  uint64_t instance_id = 0;
+  std::string owner{};
 };
 
 struct LogSinkOptions {
@@ -120,7 +125,7 @@ class LogSink {
   class Stream;  // one producer process's log
 
   // The stream for `key`: the same key gives the same stream, also across a collector restart
-  // (the file <dir>/<YYYY-MM-DD of start_ns>/<host>-<exe>-<pid>-<start_ns>.jsonl is found again,
+  // (the file <dir>/<YYYY-MM-DD of start_ns>/<base>.jsonl is found again,
   // names sanitised). Never nullptr on success; nullptr + error if the file cannot be opened.
   // Each Acquire must be matched by one Release; the pointer stays valid until then. Acquiring
   // again clears the stream's refusing state (a new connection retransmits what was refused).

@@ -1,5 +1,6 @@
-// What the collector knows about one producer process while it is connected (or within its
-// reconnect grace): its log stream and the accounting of its seq numbers.
+// What the collector knows about one producer stream (a process, as producer_identity.h names
+// it) while it is connected (or within its reconnect grace): its log stream and the accounting
+// of its seq numbers.
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 
@@ -37,6 +38,12 @@ struct ProducerProcess {
   uint64_t dropped_other = 0;
   uint64_t timing_dropped = 0;  // kernel timing records lost (not events)
   uint64_t occupancy_disagreements = 0;  // launches the driver and the engine disagreed on
+
+  // A stream of one TCP connection (producer_identity.h): process_lost follows its close at
+  // once, and seq gaps count from its first event after the preamble (the producer's earlier
+  // events went to the streams of its earlier connections).
+  bool per_connection = false;
+  bool baseline_pending = false;
 
   int connections = 0;  // open connections identified as this process
   bool ended = false;   // process_end stored

@@ -184,14 +184,23 @@ class Builder {
   size_t ProcessOf(const schema::Header& h) {
     if (file_key_ && file_key_->pid == h.pid) return ProcessIndex(*file_key_);
     const auto it = start_of_pid_.find(h.pid);
-    return ProcessIndex({h.pid, it == start_of_pid_.end() ? 0 : it->second});
+    if (it != start_of_pid_.end()) return ProcessIndex(it->second);
+    ProcessKey key;
+    key.pid = h.pid;
+    return ProcessIndex(key);
   }
 
   void OnEvent(const schema::OwnedEvent& event) {
     const schema::Header& h = schema::HeaderOf(event);
     if (!pids_.empty() && !pids_.contains(h.pid)) return;
     if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-      if (!(file_key_ && file_key_->pid == h.pid)) start_of_pid_[h.pid] = start->start_ns;
+      if (!(file_key_ && file_key_->pid == h.pid)) {
+        ProcessKey& key = start_of_pid_[h.pid];
+        key = ProcessKey();
+        key.pid = h.pid;
+        key.start_ns = start->start_ns;
+        key.instance_id = start->instance_id;
+      }
     }
     const size_t index = ProcessOf(h);
     ProcessState& p = processes_[index];
@@ -502,7 +511,7 @@ class Builder {
   std::unordered_map<std::string, bool> regex_cache_;
   std::set<int32_t> pids_;
   std::optional<ProcessKey> file_key_;
-  std::map<int32_t, int64_t> start_of_pid_;
+  std::map<int32_t, ProcessKey> start_of_pid_;  // from the latest process_start of each pid
   std::map<ProcessKey, size_t> process_index_;
   std::vector<ProcessState> processes_;
   std::map<SignatureKey, size_t> signature_index_;
@@ -514,25 +523,19 @@ class Builder {
 
 }  // namespace
 
-// The (pid, start_ns) a collector log file's name states: <host>-<exe>-<pid>-<start_ns>.
+// What a collector log file's name states (cuflight/schema/log_layout.h): pid and start_ns, and
+// for names with an owner the instance id and the owner.
 std::optional<ProcessKey> ProcessKeyOfLogFile(const fs::path& file) {
   const schema::ParsedLogFileName parsed =
       schema::ParseLogFileName(file.filename().native());
   if (parsed.kind == schema::LogFileKind::kOther) return std::nullopt;
-  const std::string_view base = parsed.base;
-  const size_t dash2 = base.rfind('-');
-  if (dash2 == std::string_view::npos || dash2 == 0) return std::nullopt;
-  const size_t dash1 = base.rfind('-', dash2 - 1);
-  if (dash1 == std::string_view::npos) return std::nullopt;
-  const std::string_view pid_text = base.substr(dash1 + 1, dash2 - dash1 - 1);
-  const std::string_view start_text = base.substr(dash2 + 1);
+  schema::StreamNameParts parts;
+  if (!schema::ParseStreamBaseName(parsed.base, &parts)) return std::nullopt;
   ProcessKey key;
-  auto r1 = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), key.pid);
-  auto r2 = std::from_chars(start_text.data(), start_text.data() + start_text.size(), key.start_ns);
-  if (r1.ec != std::errc() || r1.ptr != pid_text.data() + pid_text.size() ||
-      r2.ec != std::errc() || r2.ptr != start_text.data() + start_text.size()) {
-    return std::nullopt;
-  }
+  key.pid = parts.pid;
+  key.start_ns = parts.start_ns;
+  key.instance_id = parts.instance_id;
+  key.owner = std::move(parts.owner);
   return key;
 }
 

@@ -224,7 +224,8 @@ std::string Review(const Report& r) {
     const ProcessSummary& p = r.processes[index];
     std::string who = html::ProcessName(p);
     if (!p.hostname.empty()) who += " on " + p.hostname;
-    out += fmt::format("<div class=\"proc\" id=\"review-{}-{}\">\n", p.key.pid, p.key.start_ns);
+    out += fmt::format("<div class=\"proc\" id=\"review-{}-{}-{}\">\n", p.key.pid, p.key.start_ns,
+                       p.key.instance_id);
     out += fmt::format("<h3>{} <span class=\"ending\">{}</span></h3>\n", Escape(who),
                        Escape(EndingName(p.ending)));
     out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));

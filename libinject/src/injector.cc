@@ -237,6 +237,8 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
                                                     std::move(options));
     SenderThreadOptions sender_options;
     sender_options.transport.socket_path = config_.collector_path;
+    sender_options.transport.trusted_collector_uid = config_.collector_uid;
+    sender_options.transport.warn = [](std::string_view message) { Log().warn("{}", message); };
     sender_options.transport.buffer_bytes = config_.buffer_bytes;
     sender_options.transport.flush_interval = std::chrono::milliseconds(config_.flush_ms);
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
@@ -254,6 +256,8 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
       spill.exe = facts.exe;
       spill.pid = facts.pid;
       spill.start_ns = facts.start_ns;
+      spill.instance_id = facts.instance_id;
+      spill.owner = "u" + std::to_string(geteuid());  // the uid SO_PEERCRED reports
       spill.rotate_bytes = config_.spill_rotate_bytes;
       spill.max_bytes = config_.spill_max_bytes;
       spill.warn = [](std::string_view message) { Log().warn("spill: {}", message); };
@@ -262,6 +266,10 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     facts.cuda_driver_version = driver_version_;
     facts.cupti_version = static_cast<int32_t>(cupti_version_);
     facts.config = Describe(config_);
+    try {
+      BoundProcessFacts(&facts);  // a process_start line of at most kMaxProcessStartBytes
+    } catch (...) {
+    }
     pipeline->sender = std::make_unique<SenderThread>(
         std::move(sender_options), std::move(facts), pipeline->ring.get(),
         pipeline->recorder.get(), functions_.get(), devices_.get(),

@@ -1,16 +1,21 @@
-// Facts about the process for its process_start event, read once from /proc and libc.
+// Facts about the process for its process_start event, read once from /proc and libc, bounded
+// to what one process_start line may hold, and the event made from them.
 #ifndef CUFLIGHT_LIBINJECT_SRC_PROCESS_FACTS_H_
 #define CUFLIGHT_LIBINJECT_SRC_PROCESS_FACTS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "cuflight/schema/events.h"
 
 namespace cuflight::inject {
 
 struct ProcessFacts {
-  int32_t pid = 0;
+  int32_t pid = 0;  // getpid(): the pid in the process's own pid namespace
   int32_t ppid = 0;
   int64_t uid = 0;
   std::string exe;  // /proc/self/exe, or "" when unreadable
@@ -20,11 +25,43 @@ struct ProcessFacts {
   int32_t cuda_driver_version = 0;
   int32_t cupti_version = 0;
   std::vector<std::pair<std::string, std::string>> config;
+  // Random and never 0 (getrandom(2); a mix of clocks, pid and addresses when it fails): a new
+  // one for every process image, since the library is loaded again after exec() and a fork()ed
+  // child reads its own facts.
+  uint64_t instance_id = 0;
+  uint64_t pid_ns = 0;  // st_ino of /proc/self/ns/pid; 0 when unreadable
+  // Fields BoundProcessFacts shortened, in the schema's order ("argv", "exe", "config").
+  std::vector<std::string> truncated;
 };
 
-// pid, ppid, uid, exe, argv, hostname and start_ns of the calling process. Never throws except
-// std::bad_alloc.
+// pid, ppid, uid, exe, argv, hostname, start_ns, instance_id and pid_ns of the calling process.
+// Never throws except std::bad_alloc.
 ProcessFacts ReadProcessFacts();
+
+// A fresh random instance id, never 0. Never throws.
+uint64_t NewInstanceId() noexcept;
+
+// The process_start event of `facts`. The event points into `facts` and into this object: both
+// must outlive its use. Never throws: if memory runs out, the event has no argv, config or
+// truncated (the process is still identified).
+class ProcessStartView {
+ public:
+  explicit ProcessStartView(const ProcessFacts& facts) noexcept;
+  schema::ProcessStartEvent Event(const schema::Header& header) const noexcept;
+
+ private:
+  const ProcessFacts& facts_;
+  std::vector<std::string_view> argv_;
+  std::vector<std::pair<std::string_view, std::string_view>> config_;
+  std::vector<std::string_view> truncated_;
+};
+
+// Shortens the facts so that their process_start line (with any header) takes at most
+// `max_line_bytes` bytes, '\n' included: first argv (leading arguments kept, the cut one ending
+// in schema::kTruncationMarker, the rest dropped), then exe (its end kept, after the marker),
+// then the config values (each cut to a few hundred bytes, ending in the marker). Each field cut
+// is named in facts->truncated. Facts that fit are left as they are. May throw std::bad_alloc.
+void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes = schema::kMaxProcessStartBytes);
 
 }  // namespace cuflight::inject
 

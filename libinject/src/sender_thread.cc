@@ -316,29 +316,8 @@ void SenderThread::Send(Event& event, bool preamble) noexcept {
 
 void SenderThread::SendProcessStart() noexcept {
   started_process_ = true;
-  std::vector<std::string_view> argv;
-  std::vector<std::pair<std::string_view, std::string_view>> config;
-  try {
-    argv.reserve(facts_.argv.size());
-    for (const std::string& a : facts_.argv) argv.emplace_back(a);
-    config.reserve(facts_.config.size());
-    for (const auto& [k, v] : facts_.config) config.emplace_back(k, v);
-  } catch (...) {
-    argv.clear();
-    config.clear();
-  }
-  schema::ProcessStartEvent event;
-  event.header = MakeHeader();
-  event.exe = facts_.exe;
-  event.argv = argv;
-  event.hostname = facts_.hostname;
-  event.start_ns = facts_.start_ns;
-  event.cuflight_version = CUFLIGHT_VERSION;
-  event.cuda_driver_version = facts_.cuda_driver_version;
-  event.cupti_version = facts_.cupti_version;
-  event.ppid = facts_.ppid;
-  event.uid = facts_.uid;
-  event.config = config;
+  const ProcessStartView view(facts_);
+  schema::ProcessStartEvent event = view.Event(MakeHeader());
   Send(event, /*preamble=*/true);
 }
 

@@ -266,6 +266,15 @@ class Reader {
     }
   }
 
+  // Absent: empty.
+  void OptionalStrings(const char* key, std::vector<std::string>* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    out->clear();
+    if (v == nullptr) return;
+    Strings(key, out);
+  }
+
   void Ids(const char* key, std::vector<uint64_t>* out) {
     const json* v = Get(key);
     if (v == nullptr) return;
@@ -447,6 +456,9 @@ void Read(Reader& r, OwnedProcessStartEvent* e) {
   r.OptionalInt("ppid", kCount32, &e->ppid);
   r.OptionalIntOrNull("uid", kUint32, int64_t{-1}, &e->uid);
   r.OptionalStringMap("config", &e->config);
+  r.OptionalInt("instance_id", kUint64, &e->instance_id);
+  r.OptionalInt("pid_ns", kUint64, &e->pid_ns);
+  r.OptionalStrings("truncated", &e->truncated);
 }
 
 void Read(Reader& r, OwnedDeviceEvent* e) {

@@ -549,6 +549,14 @@ size_t Encode(const BasicProcessStartEvent<S>& e, char* buf, size_t cap) noexcep
   w.IntOrNull(e.uid);
   w.Key(R"(,"config":)");
   w.StringMap(e.config);
+  w.Key(R"(,"instance_id":)");
+  w.Int(e.instance_id);
+  w.Key(R"(,"pid_ns":)");
+  w.Int(e.pid_ns);
+  if (!e.truncated.empty()) {
+    w.Key(R"(,"truncated":)");
+    w.Strings(e.truncated);
+  }
   w.Char('}');
   return w.Finish();
 }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <system_error>
+#include <utility>
 
 namespace cuflight::schema {
 namespace {
@@ -77,6 +79,50 @@ std::string StreamBaseName(std::string_view host, std::string_view exe, int32_t 
   base += '-';
   base += std::to_string(start_ns);
   return base;
+}
+
+std::string StreamBaseName(std::string_view host, std::string_view exe, int32_t pid,
+                           int64_t start_ns, uint64_t instance_id, std::string_view owner) {
+  std::string base = StreamBaseName(host, exe, pid, start_ns);
+  base += '-';
+  base += std::to_string(instance_id);
+  base += '-';
+  base += SanitizeNameComponent(owner);
+  return base;
+}
+
+bool ParseStreamBaseName(std::string_view base, StreamNameParts* out) {
+  // The last components, from the right (host and exe before them may contain '-').
+  std::string_view parts[4];
+  int found = 0;
+  std::string_view rest = base;
+  while (found < 4) {
+    const size_t dash = rest.rfind('-');
+    if (dash == std::string_view::npos) break;
+    parts[found++] = rest.substr(dash + 1);
+    rest = rest.substr(0, dash);
+  }
+  const auto number = [](std::string_view text, auto* value) {
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
+    return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+  };
+  StreamNameParts parsed;
+  const bool owned =
+      found >= 1 && !parts[0].empty() &&
+      ((parts[0][0] >= 'a' && parts[0][0] <= 'z') || (parts[0][0] >= 'A' && parts[0][0] <= 'Z'));
+  if (owned) {
+    // <pid>-<start_ns>-<instance_id>-<owner>, with host and exe before (found == 4 needs a '-'
+    // left of pid, which the exe component provides).
+    if (found < 4 || !number(parts[1], &parsed.instance_id) ||
+        !number(parts[2], &parsed.start_ns) || !number(parts[3], &parsed.pid)) {
+      return false;
+    }
+    parsed.owner = std::string(parts[0]);
+  } else if (found < 2 || !number(parts[0], &parsed.start_ns) || !number(parts[1], &parsed.pid)) {
+    return false;
+  }
+  *out = std::move(parsed);
+  return true;
 }
 
 std::string ActiveFileName(std::string_view base) {

@@ -39,7 +39,7 @@ using internal::Utf8Length;
 #define CUFLIGHT_SCHEMA_KNOWN_KEYS(X)                                                            \
   X(type) X(version) X(ts_ns) X(pid) X(seq)                                                      \
   X(exe) X(argv) X(hostname) X(start_ns) X(cuflight_version) X(cuda_driver_version)              \
-  X(cupti_version) X(ppid) X(uid) X(config)                                                      \
+  X(cupti_version) X(ppid) X(uid) X(config) X(instance_id) X(pid_ns) X(truncated)               \
   X(device) X(name) X(uuid) X(cc_major) X(cc_minor) X(sm_count) X(max_threads_per_block)        \
   X(max_threads_per_sm) X(max_blocks_per_sm) X(regs_per_sm) X(regs_per_block) X(smem_per_sm)    \
   X(smem_per_block) X(smem_per_block_optin) X(reserved_smem_per_block) X(warp_size)             \
@@ -962,6 +962,10 @@ class Checker {
     }
   }
 
+  void OptionalStrings(Key k) {
+    if (ok() && Find(k) != nullptr) Strings(k);
+  }
+
   void Ids(Key k) {
     const Value* v = Get(k);
     if (v == nullptr) return;
@@ -1230,6 +1234,9 @@ void CheckProcessStart(Checker& c) {
   c.OptionalInt(k_ppid, kCount32);
   c.OptionalIntOrNull(k_uid, kUint32);
   c.OptionalStringMap(k_config);
+  c.OptionalInt(k_instance_id, kUint64);
+  c.OptionalInt(k_pid_ns, kUint64);
+  c.OptionalStrings(k_truncated);
 }
 
 void CheckDevice(Checker& c) {

@@ -638,7 +638,9 @@ inline bool ProcessStart(Cursor& c, Header* h) {
          c.Int<R"(,"cuda_driver_version":)", kCount32>() &&
          c.Int<R"(,"cupti_version":)", kCount32>() && c.Int<R"(,"ppid":)", kCount32>() &&
          c.IntOrNull<R"(,"uid":)", kUint32>() && c.Name<R"(,"config":)">() &&
-         c.StringMapValue() && c.Close();
+         c.StringMapValue() && (!c.Name<R"(,"instance_id":)">() || c.IntValue<kUint64>()) &&
+         (!c.Name<R"(,"pid_ns":)">() || c.IntValue<kUint64>()) &&
+         (!c.Name<R"(,"truncated":)">() || c.StringsValue()) && c.Close();
 }
 
 inline bool Device(Cursor& c, Header* h) {

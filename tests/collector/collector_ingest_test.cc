@@ -575,8 +575,9 @@ TEST(CollectorIngestTest, SilentAndTricklingPeersAreClosedWithBoundedMemory) {
   EXPECT_TRUE(trickle_closed.load());
   EXPECT_TRUE(WaitUntil([&] { return running.stats().handshake_timeouts == 2; }));
   const IngestStats s = running.stats();
-  // Over 1 s the trickler sent far less than max_line_bytes, or got line_too_long and
-  // nothing held: either way at most 1024 bytes were ever buffered for it.
+  // Over 1 s the trickler sent far less than its first line's bound (kMaxProcessStartBytes, as
+  // max_line_bytes is lower), or got line_too_long and nothing held: either way at most that
+  // much was ever buffered for it.
   EXPECT_LE(s.rejected_for(RejectReason::kLineTooLong), 1u);
   // The identified producer, idle for longer than the timeout, is still served.
   ASSERT_TRUE(identified.Send(testing::KernelTimeLine(id, 1, 1)));

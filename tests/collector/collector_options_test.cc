@@ -43,6 +43,7 @@ TEST(CollectorOptionsTest, DefaultsFollowTheProtocol) {
   EXPECT_TRUE(p.options.metrics.host.empty());
   EXPECT_TRUE(p.options.tcp.host.empty());
   EXPECT_FALSE(p.options.tcp_allow_remote);
+  EXPECT_FALSE(p.options.tcp_trust_identity);  // each TCP connection writes its own log
   EXPECT_EQ(p.options.fsync_interval.count(), 1000);
   EXPECT_EQ(p.options.max_connections, 1024);
   EXPECT_EQ(p.options.max_line_bytes, 65536u);
@@ -82,6 +83,7 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
                           "--tcp",
                           "[::1]:7000",
                           "--tcp-allow-remote",
+                          "--tcp-trust-identity",
                           "--fsync-interval",
                           "250",
                           "--max-connections",
@@ -111,6 +113,7 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
   EXPECT_EQ(p.options.metrics, (HostPort{"127.0.0.1", 9464}));
   EXPECT_EQ(p.options.tcp, (HostPort{"::1", 7000}));
   EXPECT_TRUE(p.options.tcp_allow_remote);
+  EXPECT_TRUE(p.options.tcp_trust_identity);
   EXPECT_EQ(p.options.fsync_interval.count(), 250);
   EXPECT_EQ(p.options.max_connections, 16);
   EXPECT_EQ(p.options.max_line_bytes, 4096u);
@@ -138,7 +141,7 @@ TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
   const auto file = dir.path() / "collector.json";
   std::ofstream(file) << R"({"socket": "/run/cfg.sock", "rotate-bytes": 1048576,
                               "retain-days": "3", "tcp": "127.0.0.1:0", "tcp-allow-remote": true,
-                              "max-connections": 8})";
+                              "tcp-trust-identity": true, "max-connections": 8})";
   const Parsed p = Parse({"--config", file.c_str(), "--max-connections", "99"});
   ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
   EXPECT_EQ(p.options.socket, "/run/cfg.sock");
@@ -146,6 +149,7 @@ TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
   EXPECT_EQ(p.options.retain_days, 3);
   EXPECT_EQ(p.options.tcp, (HostPort{"127.0.0.1", 0}));
   EXPECT_TRUE(p.options.tcp_allow_remote);
+  EXPECT_TRUE(p.options.tcp_trust_identity);
   EXPECT_EQ(p.options.max_connections, 99);
 }
 

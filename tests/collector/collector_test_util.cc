@@ -233,6 +233,18 @@ std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq) {
   e.cuflight_version = "0.1.0";
   e.cuda_driver_version = 12040;
   e.cupti_version = 22;
+  e.instance_id = id.instance_id;
+  e.pid_ns = id.pid_ns;
+  return EncodeEvent(e);
+}
+
+std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq) {
+  schema::ProcessCrashEvent e;
+  e.header = HeaderFor(id, seq);
+  e.signal = 11;
+  e.signal_name = "SIGSEGV";
+  e.code = 1;
+  e.tid = id.pid;
   return EncodeEvent(e);
 }
 

@@ -122,8 +122,12 @@ struct ProducerIdentity {
   std::string hostname = "testhost";
   std::string exe = "/opt/app/bin/trainer";
   int64_t start_ns = 1732000000000000000;
+  uint64_t instance_id = 0;  // 0: a producer older than instance ids (none in the line)
+  uint64_t pid_ns = 0;
 };
 std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq);
+// A process_crash (SIGSEGV) as the producer's signal handler sends it.
+std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq);
 std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device);
 std::string KernelLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
 std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);

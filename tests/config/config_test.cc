@@ -331,9 +331,27 @@ TEST(ConfigTest, ApiErrorsAndCrashHandler) {
   ExpectRejected("CUFLIGHT_CRASH_HANDLER", "2", "true");
 }
 
+// CUFLIGHT_COLLECTOR_UID: a numeric uid; 4294967295 is (uid_t)-1, "no uid" to the kernel.
+TEST(ConfigTest, CollectorUid) {
+  EXPECT_EQ(Parse({}).config.collector_uid, -1);
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR_UID", "0").collector_uid, 0);
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR_UID", " 999 ").collector_uid, 999);
+  EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR_UID", "4294967294").collector_uid, 4294967294);
+  for (const char* bad : {"4294967295", "-1", "cuflight", "12x"}) {
+    const ParsedConfig parsed = Parse({{"CUFLIGHT_COLLECTOR_UID", bad}});
+    EXPECT_EQ(parsed.config.collector_uid, -1) << bad;
+    ASSERT_EQ(parsed.warnings.size(), 1u) << bad;
+    EXPECT_NE(parsed.warnings[0].find("CUFLIGHT_COLLECTOR_UID='"), std::string::npos)
+        << parsed.warnings[0];
+    EXPECT_NE(parsed.warnings[0].find("is not a numeric uid in [0, 4294967294]"), std::string::npos)
+        << parsed.warnings[0];
+  }
+}
+
 TEST(ConfigTest, DescribeKeysAndDefaultValues) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"collector", kDefaultPath},
+      {"collector_uid", ""},
       {"timing", "true"},
       {"ring_size", "16384"},
       {"on_full", "drop"},
@@ -391,6 +409,9 @@ TEST(ConfigTest, DescribeRoundTrips) {
   c.spill_dir = "/var/tmp/cuflight spill";
   c.spill_rotate_bytes = 3 * 1024 * 1024 + 5;
   c.spill_max_bytes = 5 * 1024 * 1024 + 7;
+  c.collector_uid = 0;
+  ExpectRoundTrip(c);
+  c.collector_uid = 4294967294;
   ExpectRoundTrip(c);
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {

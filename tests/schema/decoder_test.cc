@@ -363,6 +363,9 @@ TEST(DecoderTest, LinesWithoutTheMinorAdditionsDecode) {
   EXPECT_EQ(s.ppid, 0);
   EXPECT_EQ(s.uid, -1);
   EXPECT_TRUE(s.config.empty());
+  EXPECT_EQ(s.instance_id, 0u);
+  EXPECT_EQ(s.pid_ns, 0u);
+  EXPECT_TRUE(s.truncated.empty());
 
   const DecodeResult stats = Decode(
       R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":5,)"
@@ -522,6 +525,27 @@ TEST(DecoderTest, ConfigIsSortedAndLastValueWins) {
   EXPECT_EQ(Decode(head + R"({"CUFLIGHT_A":"2","CUFLIGHT_A":7}})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(["CUFLIGHT_A"]})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(null})").reason, Reason::kWrongType);
+}
+
+// The identity fields: integers in [0, 2^64-1]; truncated an array of strings.
+TEST(DecoderTest, ProcessStartIdentityAndTruncationFields) {
+  const std::string head =
+      R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"
+      R"("argv":[],"hostname":"h","start_ns":0,"cuflight_version":"0.1.0",)"
+      R"("cuda_driver_version":0,"cupti_version":0)";
+  const DecodeResult result = Decode(
+      head + R"(,"instance_id":18446744073709551615,"pid_ns":4026532198,"truncated":["argv"]})");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& start = std::get<OwnedProcessStartEvent>(result.event);
+  EXPECT_EQ(start.instance_id, 18446744073709551615u);
+  EXPECT_EQ(start.pid_ns, 4026532198u);
+  EXPECT_EQ(start.truncated, std::vector<std::string>{"argv"});
+  EXPECT_EQ(Decode(head + R"(,"instance_id":-1})").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + R"(,"instance_id":18446744073709551616})").reason, Reason::kOutOfRange);
+  EXPECT_EQ(Decode(head + R"(,"instance_id":"9f"})").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"(,"pid_ns":null})").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"(,"truncated":"argv"})").reason, Reason::kWrongType);
+  EXPECT_EQ(Decode(head + R"(,"truncated":[1]})").reason, Reason::kWrongType);
 }
 
 TEST(DecoderTest, ProcessLost) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -152,15 +153,26 @@ TEST(EncoderTest, ProcessStartLineIsExact) {
   start.ppid = 1;
   start.uid = 1000;
   start.config = config;
+  start.instance_id = 18446744073709551615u;
+  start.pid_ns = 4026531836;
   EXPECT_EQ(EncodeToString(start),
             R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/x",)"
             R"("argv":["a"],"hostname":"h","start_ns":3,"cuflight_version":"0.1.0",)"
             R"("cuda_driver_version":13000,"cupti_version":26,"ppid":1,"uid":1000,)"
-            R"("config":{"CUFLIGHT_SAMPLE":"10","CUFLIGHT_FILTER":"gemm\""}})"
+            R"("config":{"CUFLIGHT_SAMPLE":"10","CUFLIGHT_FILTER":"gemm\""},)"
+            R"("instance_id":18446744073709551615,"pid_ns":4026531836})"
             "\n");
   start.uid = -1;
   start.config = {};
-  EXPECT_NE(EncodeToString(start).find(R"(,"uid":null,"config":{}})"), std::string::npos);
+  start.instance_id = 0;
+  start.pid_ns = 0;
+  EXPECT_NE(EncodeToString(start).find(R"(,"uid":null,"config":{},"instance_id":0,"pid_ns":0})"),
+            std::string::npos);
+  // `truncated` is written only when something was cut.
+  const std::array<std::string_view, 2> cut = {"argv", "exe"};
+  start.truncated = cut;
+  EXPECT_NE(EncodeToString(start).find(R"(,"pid_ns":0,"truncated":["argv","exe"]})"),
+            std::string::npos);
 }
 
 TEST(EncoderTest, KernelLineIsExact) {

@@ -152,7 +152,12 @@ std::vector<OwnedEvent> RoundTripEvents() {
   start.ppid = 4100;
   start.uid = 1000;
   start.config = {{"CUFLIGHT_OUTPUT", "/var/lib/cuflight"}, {"CUFLIGHT_SAMPLE", "1"}};
+  start.instance_id = 0x9e3779b97f4a7c15u;
+  start.pid_ns = 4026531836;  // the initial pid namespace's inode on Linux (PROC_PID_INIT_INO)
   events.emplace_back(start);
+  start.truncated = {"argv", "exe"};
+  events.emplace_back(WithHeader(start, seq++));
+  start.truncated.clear();
   start.argv = hostile;
   start.exe = hostile[5];
   start.cuda_driver_version = 0;
@@ -170,7 +175,11 @@ std::vector<OwnedEvent> RoundTripEvents() {
   start.config.clear();
   start.ppid = kI32Max;
   start.uid = kU32Max;
+  start.instance_id = kU64Max;
+  start.pid_ns = kU64Max;
+  start.truncated = hostile;
   events.emplace_back(WithHeader(start, seq++));
+  start.truncated.clear();
 
   OwnedDeviceEvent device;
   device.header = MakeHeader(seq++);
@@ -554,6 +563,7 @@ std::string EncodeLine(const OwnedEvent& event) {
     const std::vector<std::string_view> argv(start->argv.begin(), start->argv.end());
     const std::vector<std::pair<std::string_view, std::string_view>> config(
         start->config.begin(), start->config.end());
+    const std::vector<std::string_view> truncated(start->truncated.begin(), start->truncated.end());
     ProcessStartEvent view{start->header,
                            start->exe,
                            argv,
@@ -564,7 +574,10 @@ std::string EncodeLine(const OwnedEvent& event) {
                            start->cupti_version,
                            start->ppid,
                            start->uid,
-                           config};
+                           config,
+                           start->instance_id,
+                           start->pid_ns,
+                           truncated};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) {
     KernelEvent view{k->header,

@@ -363,6 +363,24 @@ TEST(ValidatorTest, DuplicateKeysLastOneCounts) {
   EXPECT_EQ(*tid, std::to_string(RealisticKernel().tid));
 }
 
+TEST(ValidatorTest, ProcessStartIdentityAndTruncationRules) {
+  const std::string head =
+      R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"
+      R"("argv":[],"hostname":"h","start_ns":0,"cuflight_version":"0.1.0",)"
+      R"("cuda_driver_version":0,"cupti_version":0)";
+  ExpectCases({
+      {head + R"(})", Reason::kOk},
+      {head + R"(,"instance_id":18446744073709551615,"pid_ns":0,"truncated":[]})", Reason::kOk},
+      {head + R"(,"truncated":["argv","exe"]})", Reason::kOk},
+      {head + R"(,"instance_id":-1})", Reason::kOutOfRange},
+      {head + R"(,"instance_id":18446744073709551616})", Reason::kOutOfRange},
+      {head + R"(,"instance_id":"1"})", Reason::kWrongType},
+      {head + R"(,"pid_ns":1.5})", Reason::kWrongType},
+      {head + R"(,"truncated":{}})", Reason::kWrongType},
+      {head + R"(,"truncated":[null]})", Reason::kWrongType},
+  });
+}
+
 TEST(ValidatorTest, ConfigObjectRules) {
   const std::string head =
       R"({"type":"process_start","version":1,"ts_ns":1,"pid":2,"seq":0,"exe":"/bin/x",)"

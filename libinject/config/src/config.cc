@@ -15,6 +15,7 @@ namespace {
 constexpr size_t kMaxQuotedValue = 120;  // longer values are cut in warnings
 
 constexpr std::string_view kCollector = "CUFLIGHT_COLLECTOR";
+constexpr std::string_view kCollectorUid = "CUFLIGHT_COLLECTOR_UID";
 constexpr std::string_view kTiming = "CUFLIGHT_TIMING";
 constexpr std::string_view kRingSize = "CUFLIGHT_RING_SIZE";
 constexpr std::string_view kOnFull = "CUFLIGHT_ON_FULL";
@@ -149,6 +150,20 @@ class Parser {
     } else {
       *field = static_cast<U>(n);
     }
+  }
+
+  // A uid in [0, kMaxCollectorUid]; unset: -1 (none).
+  void ReadUid(std::string_view name, int64_t* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    uint64_t n = 0;
+    if (!ParseDecimal(value, &n) || n > kMaxCollectorUid) {
+      warnings_->push_back(Rejected(name, value,
+                                    "is not a numeric uid in " + Range(0, kMaxCollectorUid),
+                                    "(none: only collectors of this user or root are trusted)"));
+      return;
+    }
+    *field = static_cast<int64_t>(n);
   }
 
   // A power of two in [kMinRingSlots, kMaxRingSlots]; any other number in range is rounded up.
@@ -328,6 +343,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     c.collector_path = default_collector_path;
     const Parser p(getenv_fn, &parsed.warnings);
     p.ReadString(kCollector, &c.collector_path);
+    p.ReadUid(kCollectorUid, &c.collector_uid);
     p.ReadBool(kTiming, &c.timing);
     p.ReadRingSize(kRingSize, &c.ring_slots);
     p.ReadOnFull(kOnFull, &c.on_full);
@@ -363,6 +379,8 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
   try {
     return {
         {"collector", config.collector_path},
+        {"collector_uid",
+         config.collector_uid < 0 ? std::string() : std::to_string(config.collector_uid)},
         {"timing", config.timing ? "true" : "false"},
         {"ring_size", std::to_string(config.ring_slots)},
         {"on_full", std::string(OnFullName(config.on_full))},

@@ -53,7 +53,11 @@ SpillWriter::SpillWriter(SpillWriterOptions options) noexcept : options_(std::mo
     return;
   }
   try {
-    base_ = schema::StreamBaseName(options_.host, options_.exe, options_.pid, options_.start_ns);
+    base_ =
+        options_.instance_id == 0
+            ? schema::StreamBaseName(options_.host, options_.exe, options_.pid, options_.start_ns)
+            : schema::StreamBaseName(options_.host, options_.exe, options_.pid, options_.start_ns,
+                                     options_.instance_id, options_.owner);
     const std::string_view dir = TrimSlashes(options_.dir);
     date_dir_.assign(dir);
     if (date_dir_ != "/") date_dir_ += '/';

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -16,6 +17,7 @@
 
 #include "backoff.h"
 #include "cuflight/schema/ack.h"
+#include "cuflight/transport/peer_trust.h"
 #include "line_queue.h"
 #include "socket_address.h"
 
@@ -95,6 +97,7 @@ struct Sender::Impl {
   void StampOldest(Clock::time_point now) noexcept;
   void MoveDue(Clock::time_point now) noexcept;
   void TryConnect(Clock::time_point now) noexcept;
+  void RefuseUntrusted(Clock::time_point now) noexcept;
   void CheckConnect(Clock::time_point now) noexcept;
   void OnConnected(Clock::time_point now) noexcept;
   void Disconnect(Clock::time_point now) noexcept;
@@ -142,6 +145,11 @@ struct Sender::Impl {
   Clock::time_point connected_since{};
   Clock::time_point next_connect = Clock::time_point::min();
   bool connect_failed = false;  // the last connect attempt failed (none made yet: false)
+  // Unix sockets: whose collector is trusted (peer_trust.h), why the last one was not, and
+  // whether that was reported (again only after a trusted connection).
+  TrustedUids trusted;
+  char untrusted_why[320] = {};
+  bool untrusted_warned = false;
   bool conn_got_ack = false;
   Cursor cur;
 
@@ -168,12 +176,13 @@ struct Sender::Impl {
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
       dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted,
       connects, connect_failures, disconnects, write_errors, partial_writes, bytes_written,
-      bytes_read, acks, garbage_lines;
+      bytes_read, acks, garbage_lines, untrusted_collector;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
     : opts(std::move(o)), backoff(opts.backoff_min, opts.backoff_max, SeedFor(this)) {
   (void)internal::ParseSocketAddress(opts.socket_path, &addr);
+  trusted = ProducerTrustedUids(opts.trusted_collector_uid);
   spill_on = opts.spill != nullptr;
   buffer_bytes = std::min(opts.buffer_bytes, LineQueue::kMaxByteCapacity);
   max_line = std::clamp<size_t>(opts.window_bytes, 1, std::max<size_t>(buffer_bytes, 1));
@@ -303,6 +312,13 @@ void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
 }
 
 void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
+  const bool unix_socket = addr.family() == AF_UNIX && opts.verify_unix_peer;
+  if (unix_socket) {
+    const SocketDirectory dir = CheckSocketDirectory(opts.socket_path.c_str(), trusted,
+                                                     untrusted_why, sizeof(untrusted_why));
+    if (dir == SocketDirectory::kUntrusted) return RefuseUntrusted(now);
+    // kMissing: connect() below fails with ENOENT, an ordinary absent collector.
+  }
   bool in_progress = false;
   const int s = internal::StartConnect(addr, &in_progress);
   if (s < 0) {
@@ -317,7 +333,31 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
     connect_started = now;
     return;
   }
+  // Before a byte is sent: a Unix connect completes at once, so the peer is known now.
+  if (unix_socket && !CheckSocketPeer(fd, trusted, untrusted_why, sizeof(untrusted_why))) {
+    close(fd);
+    fd = -1;
+    return RefuseUntrusted(now);
+  }
   OnConnected(now);
+}
+
+// An untrusted collector counts as an absent one (its events are held or spilled), with one
+// warning until a trusted connection succeeds.
+void Sender::Impl::RefuseUntrusted(Clock::time_point now) noexcept {
+  connect_failures.Add();
+  untrusted_collector.Add();
+  connect_failed = true;
+  next_connect = now + backoff.Next();
+  if (!untrusted_warned && opts.warn) {
+    untrusted_warned = true;
+    char line[sizeof(untrusted_why) + 160];
+    const int n = std::snprintf(line, sizeof(line),
+                                "not sending to the collector at %s: %s; events are kept (or "
+                                "spilled) as if no collector were there",
+                                opts.socket_path.c_str(), untrusted_why);
+    if (n > 0) opts.warn(std::string_view(line, std::min(sizeof(line) - 1, size_t(n))));
+  }
 }
 
 void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
@@ -338,6 +378,7 @@ void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
 
 void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
   connects.Add();
+  untrusted_warned = false;
   connect_failed = false;
   connected_since = now;
   conn_got_ack = false;
@@ -576,7 +617,7 @@ void Sender::Impl::Reset() noexcept {
        {&enqueued, &preamble_lines, &acked, &spilled, &spill_refusals, &dropped_disconnected,
         &rejected_no_room, &rejected_too_large, &rejected_invalid, &retransmitted, &connects,
         &connect_failures, &disconnects, &write_errors, &partial_writes, &bytes_written,
-        &bytes_read, &acks, &garbage_lines}) {
+        &bytes_read, &acks, &garbage_lines, &untrusted_collector}) {
     c->Zero();
   }
   dropped_backpressure.Zero();
@@ -759,6 +800,7 @@ SenderStats Sender::stats() const noexcept {
   out.bytes_read = s.bytes_read.Get();
   out.acks = s.acks.Get();
   out.garbage_lines = s.garbage_lines.Get();
+  out.untrusted_collector = s.untrusted_collector.Get();
   return out;
 }
 

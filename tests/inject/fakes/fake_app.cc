@@ -1,8 +1,12 @@
 // An "application" for the injection tests: loads libcuflight_inject.so as the driver would
 // (dlopen + InitializeInjection), then fires launch callbacks through the fake CUPTI and exits
-// normally. Usage: fake_app <libcuflight_inject.so> <launches> [mode]
+// normally. Usage: fake_app <libcuflight_inject.so> <launches> [mode [ignored arguments...]]
+//   "" (empty): exits normally (the extra arguments only make argv long)
 //   fork:      after its launches, fork()s a child that fires as many launches itself and exits
 //   forkexec:  after its launches, fork()s a child that only execs /bin/true
+//   exec:      after its launches, waits 300 ms (its events reach the collector) and exec()s
+//              itself as "fake_app <so> <launches>": the same pid, start time and exe, a new
+//              image that loads the injector again and exits normally
 //   segv, bus, fpe, ill, abrt, kill:
 //              after its launches, dies by that signal the way real programs do (a null store,
 //              a read past the end of a truncated mapping, an integer division by zero, an
@@ -165,8 +169,8 @@ void Die(std::string_view how) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) return 2;
-  const std::string_view mode = argc == 4 ? argv[3] : "";
+  if (argc < 3) return 2;
+  const std::string_view mode = argc >= 4 ? argv[3] : "";
   if (mode == "handler-before-segv") InstallAppHandler(42);
   const bool runtime_handler = InstallRuntimeHandler(mode);
   void* inject = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -208,6 +212,11 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(child, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+  } else if (mode == "exec") {
+    timespec pause{0, 300000000};
+    nanosleep(&pause, nullptr);
+    execl("/proc/self/exe", argv[0], argv[1], argv[2], static_cast<char*>(nullptr));
+    return 7;
   } else if (mode == "stream-kill") {
     using Launch = int (*)(int);
     auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));

@@ -144,6 +144,14 @@ constexpr std::optional<LostReason> LostReasonFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// The longest process_start line a producer sends, '\n' included: it shortens argv (then exe and
+// the config values) to fit and says so in `truncated`. The collector accepts a
+// connection's first line up to this length even when its --max-line-bytes is lower, so no
+// process is lost to one long field.
+inline constexpr size_t kMaxProcessStartBytes = 16 * 1024;
+// Ends every string a producer shortened (process_start's `truncated` names the fields).
+inline constexpr std::string_view kTruncationMarker = "...[truncated]";
+
 // First event of a process.
 template <class S>
 struct BasicProcessStartEvent {
@@ -162,6 +170,19 @@ struct BasicProcessStartEvent {
   // the order given (names should be unique); Decode returns them sorted by name (bytewise), a
   // repeated name keeping its last value, as JSON object semantics say.
   typename S::StringMap config;
+  // Random, drawn (getrandom) once per process image: a fork()ed child and a process after
+  // exec() have their own. Names the process's stream together with what the collector verified
+  // (docs/protocol.md, "Process identity"). 0: not reported (a producer older than the field).
+  uint64_t instance_id = 0;
+  // Inode of /proc/self/ns/pid: the pid namespace in which `header.pid` and `ppid` are the
+  // process's ids. 0 if unknown.
+  uint64_t pid_ns = 0;
+  // Names of the fields the producer shortened so that the line stays within
+  // kMaxProcessStartBytes ("argv", "exe", "config"), in that order. A shortened argv keeps its
+  // leading arguments, the last one kept ending with kTruncationMarker; a shortened exe keeps
+  // the end of the path after the marker; a shortened config value ends with the marker.
+  // Empty: nothing was cut (Encode then writes no member).
+  typename S::StringList truncated;
 
   bool operator==(const BasicProcessStartEvent&) const = default;
 };

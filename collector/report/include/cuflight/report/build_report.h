@@ -28,8 +28,8 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error);
 bool BuildReport(const ReportOptions& options, const std::vector<std::filesystem::path>& files,
                  Report* report, std::string* error);
 
-// The (pid, start_ns) a log file's name states (<host>-<exe>-<pid>-<start_ns>, the layout of
-// cuflight/schema/log_layout.h); nullopt for a name of another form.
+// The key a log file's name states (pid and start_ns; instance id and owner for names that have
+// them: the layout of cuflight/schema/log_layout.h); nullopt for a name of another form.
 std::optional<ProcessKey> ProcessKeyOfLogFile(const std::filesystem::path& file);
 
 // Sorts signatures as `key` says, ties broken by launches (most first), then by name.

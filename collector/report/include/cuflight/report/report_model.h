@@ -20,11 +20,16 @@
 
 namespace cuflight::report {
 
-// One producer process: its pid and process_start's start_ns (0 when unknown). Two processes
-// with the same pid (pid reuse, several producers in one test) differ by start_ns.
+// One producer stream: its pid and process_start's start_ns (0 when unknown), and the instance
+// id (0 when unknown) and owner ("" when unknown) its log file's name states. Two processes with
+// the same pid (pid reuse, containers, a process after exec()) differ by start_ns or instance
+// id; streams of one instance id written by different owners (another uid, another TCP
+// connection) are kept apart, as the collector keeps them (docs/collector.md).
 struct ProcessKey {
   int32_t pid = 0;
   int64_t start_ns = 0;
+  uint64_t instance_id = 0;
+  std::string owner{};
   auto operator<=>(const ProcessKey&) const = default;
 };
 
@@ -178,7 +183,7 @@ struct KeptLaunch {
 struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
-  std::vector<ProcessSummary> processes;  // by (pid, start_ns), filtered by --pid
+  std::vector<ProcessSummary> processes;  // by ProcessKey, filtered by --pid
   std::vector<size_t> review;             // indices into processes: ending lost/api_error/crash
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures

@@ -48,19 +48,26 @@ inline constexpr uint64_t kDefaultSpillMaxBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kMinSpillMaxBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxSpillMaxBytes = uint64_t{64} << 40;
 
+// CUFLIGHT_COLLECTOR_UID: the largest uid (uid_t's all-ones value, (uid_t)-1, means "none").
+inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
+
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 17> kConfigVariables = {
-    "CUFLIGHT_COLLECTOR",          "CUFLIGHT_TIMING",         "CUFLIGHT_RING_SIZE",
-    "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",       "CUFLIGHT_STATS_MS",
-    "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",        "CUFLIGHT_EXCLUDE",
-    "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",      "CUFLIGHT_SPILL_DIR",
-    "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES", "CUFLIGHT_API_ERRORS",
-    "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER"};
+inline constexpr std::array<std::string_view, 18> kConfigVariables = {
+    "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
+    "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
+    "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
+    "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
+    "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
+    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
   // given to ParseConfig by the caller.
   std::string collector_path;
+  // CUFLIGHT_COLLECTOR_UID: one more uid whose collector the producer trusts on a Unix socket,
+  // besides its own (real or effective) uid and root's (cuflight/transport/peer_trust.h); -1:
+  // none. For a collector that serves many users under a uid of its own.
+  int64_t collector_uid = -1;
   // CUFLIGHT_TIMING: also record GPU start/end times through the CUPTI activity API.
   bool timing = true;
   // CUFLIGHT_RING_SIZE: launch records the ring holds; a power of two in
@@ -124,9 +131,10 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
-// ("collector", "timing", "ring_size", ..., "spill_dir", "spill_rotate_bytes",
-// "spill_max_bytes", "api_errors", "api_error_history", "crash_handler"); each value, given back to ParseConfig as the
-// variable's value, yields the same Config. Returns an empty vector if memory runs out.
+// ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
+// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler");
+// each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
+// an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;
 
 // "trace", "debug", "info", "warn", "error", "off".

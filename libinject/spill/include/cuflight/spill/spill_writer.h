@@ -7,9 +7,10 @@
 //     take it past rotate_bytes (and it is not empty) it is renamed to the next segment
 //     <base>.<NNNNNN>.jsonl (numbered from 1, after any segment of the same name already there)
 //     and a new active file starts. Segments stay uncompressed: no compression runs inside the
-//     application's process. <base> and the date come from (host, exe, pid, start_ns), as the
-//     collector names the same process's log. Directories are created 0700, files 0600, opened
-//     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC; nothing is opened before the first line.
+//     application's process. <base> and the date come from (host, exe, pid, start_ns, and the
+//     instance id and owner when given), as the collector names the same process's log. Directories
+//     are created 0700, files 0600, opened O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC; nothing is
+//     opened before the first line.
 //  2. Retention: the bytes this writer has in its files (written, plus an active file that was
 //     already there) never pass max_bytes: a line that would is refused. Nothing written is ever
 //     deleted or truncated.
@@ -43,6 +44,11 @@ struct SpillWriterOptions {
   std::string exe;
   int32_t pid = 0;
   int64_t start_ns = 0;
+  // Non-zero: the longer name <host>-<exe>-<pid>-<start_ns>-<instance_id>-<owner> (the
+  // collector's for a producer that reports an instance id; owner "u<uid>" is what it names a
+  // Unix-socket producer of that uid), so a process after exec() spills to files of its own.
+  uint64_t instance_id = 0;
+  std::string owner;
   // Rotation size of the active file (0: never rotate), and the most bytes in all files.
   uint64_t rotate_bytes = uint64_t{64} << 20;
   uint64_t max_bytes = uint64_t{1} << 30;

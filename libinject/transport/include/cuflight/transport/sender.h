@@ -43,12 +43,17 @@
 //     connected, its acks did not keep up (dropped_backpressure); without one, nothing could be
 //     sent (dropped_disconnected). An owner that would rather wait than drop asks HasRoom()
 //     first, and WaitForRoom() sleeps until acks (or the spill) make room.
+// 10. Trust (Unix sockets; peer_trust.h): before connecting, the socket's directory must belong
+//     to a trusted uid and be safe from others; after connecting and before the first byte, the
+//     listening process's uid (SO_PEERCRED) must be trusted. A refused collector is treated as
+//     an absent one (held, spilled, dropped and counted as usual) and reported once via `warn`.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,6 +86,15 @@ struct SenderOptions {
   // and the most preamble lines.
   size_t preamble_bytes = 64 << 10;
   size_t max_preamble_lines = 256;
+  // Unix socket (design point 9): the collector's directory and uid must be trusted
+  // (peer_trust.h): the producer's own uid, root's, or this one (-1: none; CUFLIGHT_COLLECTOR_UID).
+  int64_t trusted_collector_uid = -1;
+  // False turns those checks off (tests of the transport alone; never the injected library).
+  bool verify_unix_peer = true;
+  // Receives one line, without a newline, when a collector is refused as untrusted (again only
+  // after a trusted connection); may be empty. Called on the owner thread, from Poll()/Flush();
+  // must not throw.
+  std::function<void(std::string_view)> warn;
   // Where lines that cannot reach a collector go (design point 8); null (the default): nowhere,
   // they are held up to buffer_bytes and then dropped. Shared: the sender keeps it alive.
   std::shared_ptr<SpillSink> spill;
@@ -116,6 +130,8 @@ struct SenderStats {
   uint64_t bytes_read = 0;
   uint64_t acks = 0;           // well-formed ack lines read
   uint64_t garbage_lines = 0;  // other lines read from the peer, ignored
+  uint64_t untrusted_collector = 0;  // Unix connects refused before sending (design point 9);
+                                     // also counted in connect_failures
 };
 
 class Sender {

@@ -1,0 +1,304 @@
+// Process identity end to end, with real processes: the injected library (real .so, stand-in
+// driver and CUPTI) in the fake application, the real collector. The deployment cases of a
+// node-wide collector: the collector in a pid namespace of its own (unshare), a process that
+// exec()s, an argv of 63 KiB, and a socket directory squatted by another user (setpriv). The
+// cases that need unshare or setpriv skip, saying why, where they are missing or not permitted.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collector_process.h"
+#include "collector_test_util.h"
+#include "cuflight/report/build_report.h"
+#include "cuflight/schema/decoder.h"
+#include "subprocess.h"
+
+namespace cuflight::inject::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::testing::ChildProcess;
+using collector::testing::LogFiles;
+using collector::testing::RunningCollector;
+using collector::testing::TempDir;
+using collector::testing::TestOptions;
+using collector::testing::WaitForSocket;
+using collector::testing::WaitUntil;
+using cuflight::testing::ProcessResult;
+using cuflight::testing::RunProcess;
+
+std::vector<schema::OwnedEvent> ReadFile(const fs::path& file) {
+  std::vector<schema::OwnedEvent> out;
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return out;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    schema::DecodeResult d = schema::Decode(line);
+    EXPECT_TRUE(d.ok()) << d.message;
+    if (d.ok()) out.push_back(std::move(d.event));
+  }
+  std::free(line);
+  std::fclose(f);
+  return out;
+}
+
+size_t Count(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
+  return static_cast<size_t>(std::count_if(
+      events.begin(), events.end(), [type](const auto& e) { return schema::TypeOf(e) == type; }));
+}
+
+// The log files whose stream ended with process_end, read.
+std::map<fs::path, std::vector<schema::OwnedEvent>> EndedLogs(const fs::path& log_dir) {
+  std::map<fs::path, std::vector<schema::OwnedEvent>> out;
+  for (const fs::path& file : LogFiles(log_dir)) {
+    std::vector<schema::OwnedEvent> events = ReadFile(file);
+    if (Count(events, schema::EventType::kProcessEnd) > 0) out[file] = std::move(events);
+  }
+  return out;
+}
+
+// Every seq from 0 to the last, once, in order (process_lost repeats the last one).
+void ExpectCompleteStream(const std::vector<schema::OwnedEvent>& events, const fs::path& file) {
+  uint64_t expected = 0;
+  for (const auto& e : events) {
+    if (schema::TypeOf(e) == schema::EventType::kProcessLost) continue;
+    EXPECT_EQ(schema::HeaderOf(e).seq, expected) << file;
+    ++expected;
+  }
+}
+
+std::string Tool(const char* name) {
+  for (const char* dir : {"/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"}) {
+    const std::string path = std::string(dir) + name;
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
+    setenv("CUFLIGHT_CUPTI_PATH", CUFLIGHT_FAKE_LIBCUPTI, 1);
+    setenv("CUFLIGHT_FLUSH_MS", "10", 1);
+    unsetenv("FAKE_CUPTI_MODE");
+    unsetenv("CUFLIGHT_COLLECTOR_UID");
+  }
+  void TearDown() override {
+    unsetenv("CUFLIGHT_COLLECTOR");
+    unsetenv("CUFLIGHT_FLUSH_MS");
+  }
+};
+
+// The experiment: the collector under `unshare --pid --fork --mount-proc` sees pid 0
+// for every producer (SO_PEERCRED of a peer outside its namespace). Eight applications started
+// together are still eight logs, each named and stored with the pid the process has.
+TEST_F(IdentityTest, ACollectorInItsOwnPidNamespaceKeepsConcurrentProcessesApart) {
+  const std::string unshare = Tool("unshare");
+  if (unshare.empty()) GTEST_SKIP() << "unshare(1) is not installed";
+  const ProcessResult probe = RunProcess(unshare, {"--pid", "--fork", "--mount-proc", "true"});
+  if (probe.exit_code != 0) {
+    GTEST_SKIP() << "unshare --pid --fork --mount-proc is not permitted here: " << probe.err;
+  }
+  TempDir dir;
+  const fs::path socket = dir.path() / "run" / "c.sock";
+  const fs::path logs = dir.path() / "logs";
+  ChildProcess collector(
+      unshare,
+      {"--pid", "--fork", "--mount-proc", "--kill-child", CUFLIGHT_COLLECTOR_PATH, "--socket",
+       socket.string(), "--log-dir", logs.string(), "--reconnect-grace", "0"},
+      dir.path() / "collector.out");
+  ASSERT_TRUE(WaitForSocket(socket, std::chrono::seconds(20))) << collector.Output();
+  setenv("CUFLIGHT_COLLECTOR", socket.c_str(), 1);
+
+  constexpr int kApps = 8;
+  constexpr int kLaunches = 25;
+  std::vector<ProcessResult> results(kApps);
+  std::vector<std::thread> apps;
+  for (int i = 0; i < kApps; ++i) {
+    apps.emplace_back([&results, i] {
+      results[i] = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(kLaunches)});
+    });
+  }
+  for (auto& t : apps) t.join();
+  for (const ProcessResult& r : results) ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+
+  std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
+  ASSERT_TRUE(WaitUntil([&] {
+    ended = EndedLogs(logs);
+    return ended.size() >= kApps;
+  })) << ended.size()
+      << " logs ended\n"
+      << collector.Output();
+  EXPECT_EQ(LogFiles(logs).size(), static_cast<size_t>(kApps));
+  std::set<int32_t> pids;
+  std::set<uint64_t> instances;
+  for (const auto& [file, events] : ended) {
+    ASSERT_FALSE(events.empty());
+    const auto& start = std::get<schema::OwnedProcessStartEvent>(events.front());
+    const int32_t pid = start.header.pid;
+    EXPECT_NE(pid, 0) << file;
+    pids.insert(pid);
+    instances.insert(start.instance_id);
+    EXPECT_NE(file.filename().string().find("-" + std::to_string(pid) + "-"), std::string::npos)
+        << file;
+    for (const auto& e : events) EXPECT_EQ(schema::HeaderOf(e).pid, pid) << file;
+    EXPECT_EQ(Count(events, schema::EventType::kKernel), static_cast<size_t>(kLaunches)) << file;
+    ExpectCompleteStream(events, file);
+  }
+  EXPECT_EQ(pids.size(), static_cast<size_t>(kApps));
+  EXPECT_EQ(instances.size(), static_cast<size_t>(kApps));
+}
+
+// exec() keeps pid, start time and exe and starts seq at 0 again: the new image is a stream of
+// its own, stored in full, and the old one ends with process_lost.
+TEST_F(IdentityTest, AProcessAfterExecIsRecordedInFullAsANewStream) {
+  TempDir dir;
+  const collector::CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
+  const ProcessResult r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "12", "exec"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
+  ASSERT_TRUE(WaitUntil([&] {
+    ended = EndedLogs(options.log_dir);
+    return !ended.empty() && running.stats().processes_lost >= 1;
+  }));
+  const std::vector<fs::path> files = LogFiles(options.log_dir);
+  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(ended.size(), 1u);
+  const fs::path new_image = ended.begin()->first;
+  const fs::path old_image = files[0] == new_image ? files[1] : files[0];
+  const auto& after = ended.begin()->second;
+  const std::vector<schema::OwnedEvent> before = ReadFile(old_image);
+  ASSERT_FALSE(before.empty());
+  const auto& start_before = std::get<schema::OwnedProcessStartEvent>(before.front());
+  const auto& start_after = std::get<schema::OwnedProcessStartEvent>(after.front());
+  EXPECT_EQ(start_before.header.pid, start_after.header.pid);
+  EXPECT_EQ(start_before.start_ns, start_after.start_ns);
+  EXPECT_EQ(start_before.exe, start_after.exe);
+  EXPECT_NE(start_before.instance_id, start_after.instance_id);
+  // The new image: every event, from seq 0, none taken for a duplicate.
+  EXPECT_EQ(Count(after, schema::EventType::kKernel), 12u);
+  ExpectCompleteStream(after, new_image);
+  EXPECT_EQ(Count(before, schema::EventType::kKernel), 12u);
+  EXPECT_EQ(schema::TypeOf(before.back()), schema::EventType::kProcessLost);
+  running.Stop();
+  EXPECT_EQ(running.stats().duplicates, 0u);
+  EXPECT_EQ(running.stats().events_lost, 0u);
+
+  // The report keeps the two images apart too (same pid and start time, other instance ids).
+  report::Report model;
+  std::string error;
+  ASSERT_TRUE(report::BuildReport(report::ReportOptions(), files, &model, &error)) << error;
+  EXPECT_EQ(model.processes.size(), 2u);
+  EXPECT_EQ(model.duplicate_events, 0u);
+}
+
+// An argv of 63 KiB made a process_start over 64 KiB: the collector refused the line and never
+// recorded the process. Now the library cuts argv, marks the cut and names it in `truncated`.
+TEST_F(IdentityTest, AProcessWithA63KiBArgvIsRecorded) {
+  TempDir dir;
+  const collector::CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
+  std::vector<std::string> args = {CUFLIGHT_INJECT_SO, "7", "", "--api-key=abc123"};
+  size_t bytes = 0;
+  for (int i = 0; bytes < 63 * 1024; ++i) {
+    args.push_back("--input=/datasets/shard-" + std::to_string(i) + std::string(100, 'z'));
+    bytes += args.back().size() + 1;
+  }
+  const ProcessResult r = RunProcess(CUFLIGHT_FAKE_APP, args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
+  ASSERT_TRUE(WaitUntil([&] {
+    ended = EndedLogs(options.log_dir);
+    return !ended.empty();
+  })) << "the process was not recorded";
+  const auto& events = ended.begin()->second;
+  const auto& start = std::get<schema::OwnedProcessStartEvent>(events.front());
+  EXPECT_EQ(start.truncated, std::vector<std::string>{"argv"});
+  ASSERT_GE(start.argv.size(), 5u);
+  EXPECT_EQ(start.argv[4], "--api-key=abc123");
+  EXPECT_TRUE(start.argv.back().ends_with("...[truncated]")) << start.argv.back();
+  EXPECT_EQ(Count(events, schema::EventType::kKernel), 7u);
+  EXPECT_EQ(running.stats().rejected_for(collector::RejectReason::kLineTooLong), 0u);
+}
+
+// Another user made /tmp/cuflight-<victim uid>/ first and runs a collector there. The victim's
+// application (no XDG_RUNTIME_DIR, no CUFLIGHT_COLLECTOR) sends it nothing and says why; the
+// victim's own collector refuses the directory and says who made it.
+TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other uids (setpriv)";
+  const std::string setpriv = Tool("setpriv");
+  if (setpriv.empty()) GTEST_SKIP() << "setpriv(1) is not installed";
+  const ProcessResult probe =
+      RunProcess(setpriv, {"--reuid=54321", "--regid=54321", "--clear-groups", "true"});
+  if (probe.exit_code != 0) GTEST_SKIP() << "setpriv is not permitted here: " << probe.err;
+  const std::vector<std::string> as_victim = {"--reuid=54321", "--regid=54321", "--clear-groups"};
+  const std::vector<std::string> as_squatter = {"--reuid=54322", "--regid=54322", "--clear-groups"};
+  const fs::path squatted = "/tmp/cuflight-54321";  // the victim's default directory
+  fs::remove_all(squatted);
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  const fs::path squatter_logs = dir.path() / "squatter-logs";
+  fs::create_directory(squatter_logs);
+  ASSERT_EQ(chown(squatter_logs.c_str(), 54322, 54322), 0);
+
+  std::vector<std::string> args = as_squatter;
+  for (const std::string& a :
+       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
+        (squatted / "collector.sock").string(), std::string("--log-dir"), squatter_logs.string()}) {
+    args.push_back(a);
+  }
+  ChildProcess squatter(setpriv, args, dir.path() / "squatter.out");
+  ASSERT_TRUE(WaitForSocket(squatted / "collector.sock", std::chrono::seconds(20)))
+      << squatter.Output();
+
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  const std::string saved_runtime_dir = runtime_dir != nullptr ? runtime_dir : "";
+  unsetenv("XDG_RUNTIME_DIR");
+  unsetenv("CUFLIGHT_COLLECTOR");
+  args = as_victim;
+  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  const ProcessResult app = RunProcess(setpriv, args);
+  EXPECT_EQ(app.exit_code, 0) << app.out << app.err;
+  EXPECT_NE(app.err.find("not sending to the collector at /tmp/cuflight-54321/collector.sock"),
+            std::string::npos)
+      << app.err;
+  EXPECT_NE(app.err.find("is owned by uid 54322"), std::string::npos) << app.err;
+
+  args = as_victim;
+  for (const std::string& a : {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--log-dir"),
+                               (dir.path() / "victim-logs").string()}) {
+    args.push_back(a);
+  }
+  const ProcessResult own = RunProcess(setpriv, args);
+  if (!saved_runtime_dir.empty()) setenv("XDG_RUNTIME_DIR", saved_runtime_dir.c_str(), 1);
+  EXPECT_EQ(own.exit_code, 2) << own.err;
+  EXPECT_NE(own.err.find("directory /tmp/cuflight-54321 is owned by uid 54322"), std::string::npos)
+      << own.err;
+
+  squatter.Signal(SIGTERM);
+  squatter.Wait(std::chrono::seconds(10));
+  EXPECT_TRUE(LogFiles(squatter_logs).empty()) << "the squatter stored the victim's events";
+  fs::remove_all(squatted);
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing

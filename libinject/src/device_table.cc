@@ -1,5 +1,7 @@
 #include "device_table.h"
 
+#include <new>
+
 namespace cuflight::inject {
 namespace {
 
@@ -68,6 +70,22 @@ void DeviceTable::ForgetContexts() noexcept {
     slot.context.store(0, std::memory_order_release);
     slot.ordinal.store(-1, std::memory_order_release);
   }
+}
+
+void DeviceTable::BeforeFork() noexcept {
+  contexts_mu_.lock();
+  owned_mu_.lock();
+}
+
+void DeviceTable::AfterForkInParent() noexcept {
+  owned_mu_.unlock();
+  contexts_mu_.unlock();
+}
+
+void DeviceTable::AfterForkInChild() noexcept {
+  new (&contexts_mu_) std::mutex();
+  new (&owned_mu_) std::mutex();
+  ForgetContexts();
 }
 
 }  // namespace cuflight::inject

@@ -49,6 +49,12 @@ class DeviceTable {
   void RememberContext(uint64_t context, int ordinal) noexcept;
   // A context was destroyed (its handle may be reused for another device).
   void ForgetContexts() noexcept;
+  // fork() around the table, as FunctionTable's: BeforeFork takes both mutexes (contexts, then
+  // owned devices), AfterForkInParent releases them, AfterForkInChild makes them anew without
+  // taking them and forgets every context (the child has none of the parent's).
+  void BeforeFork() noexcept;
+  void AfterForkInParent() noexcept;
+  void AfterForkInChild() noexcept;
 
  private:
   struct ContextSlot {

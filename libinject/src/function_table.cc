@@ -178,6 +178,23 @@ void FunctionTable::InvalidateAll() noexcept {
 
 void FunctionTable::AfterForkInChild() noexcept {
   new (&mu_) std::mutex();
+  // No launch is in flight in the child: only the forking thread exists, and it is in fork(), not
+  // in a callback. The pins the parent's threads held are never released here, so every slot
+  // counts them finished; and the slots of removed entries are reusable at once (a parent that
+  // removes entries faster than its sender thread reclaims them would otherwise leave the child
+  // probe chains of kRetiring slots, and its first launches no slot). Their FunctionInfos are
+  // freed by the child's first Reclaim: nothing in the child refers to them.
+  for (size_t i = 0; i <= mask_; ++i) {
+    slots_[i].finished.store(slots_[i].launches.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+  }
+  for (Retired& r : retired_) {
+    if (r.frees_slot) r.slot->key.store(kTombstone, std::memory_order_relaxed);
+    r.frees_slot = false;
+    r.quiescent = true;
+    r.ring = nullptr;
+    r.epoch = 0;
+  }
   InvalidateAll();
 }
 

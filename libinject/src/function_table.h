@@ -238,8 +238,13 @@ class FunctionTable {
                         int value) noexcept;
   // The next launch of every function reads the driver again. Lock-free.
   void InvalidateAll() noexcept;
-  // In a fork()ed child: the mutex is made anew (a thread of the parent may have held it) and
-  // every function is read again. Only the forking thread exists there.
+  // fork() around the table (pthread_atfork): BeforeFork takes the mutex in the forking thread,
+  // so that no other thread is half-way through a change when the child's copy is made;
+  // AfterForkInParent releases it. AfterForkInChild makes the mutex anew (held or not: only the
+  // forking thread exists in the child), forgets the pins of the parent's threads, makes the
+  // slots of removed entries reusable, and every function is read again there.
+  void BeforeFork() noexcept { mu_.lock(); }
+  void AfterForkInParent() noexcept { mu_.unlock(); }
   void AfterForkInChild() noexcept;
 
   // Removes every entry `owner` `value` frees (for a library, also the entries of the modules

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "cuflight/spill/spill_writer.h"
@@ -139,7 +140,8 @@ bool Injector::InitializeOrExplain() noexcept {
     Log().warn("cannot install the fatal-signal handlers; a crash will show as process_lost");
   }
   std::atexit([] { Instance().OnExit(); });
-  pthread_atfork(nullptr, nullptr, [] { Instance().OnForkChild(); });
+  pthread_atfork([] { Instance().OnForkPrepare(); }, [] { Instance().OnForkParent(); },
+                 [] { Instance().OnForkChild(); });
   Log().info("recording kernel launches to {}", config_.collector_path);
   return true;
 }
@@ -361,20 +363,44 @@ bool Injector::ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept {
   return pipeline->sender->FlushForCrash(crash, wait_ns);
 }
 
+// fork() from any thread of the application. Every lock the child may take is held by the
+// forking thread across the fork, always in this order: the pipeline's, the function table's, the
+// device table's. No code holds one of them while taking another in another order, and each is
+// held only for short work that never waits on the forking thread, so prepare waits at most for
+// those (the sender thread included) to finish theirs. The logger's lock is not taken (a thread
+// may hold it while stderr blocks): the child makes it anew. The stream tables belong to the
+// parent's recorder, which the child never uses.
+void Injector::OnForkPrepare() noexcept {
+  pipeline_mu_.lock();
+  if (functions_ != nullptr) functions_->BeforeFork();
+  if (devices_ != nullptr) devices_->BeforeFork();
+}
+
+void Injector::OnForkParent() noexcept {
+  if (devices_ != nullptr) devices_->AfterForkInParent();
+  if (functions_ != nullptr) functions_->AfterForkInParent();
+  pipeline_mu_.unlock();
+}
+
 void Injector::OnForkChild() noexcept {
   // Only this thread exists in the child: the parent's sender thread and socket are not ours.
   // Set the parent's pipeline aside (never destroyed: its thread object must not be joined) and
-  // let the first launch in the child build a fresh one with the child's pid.
+  // let the first launch in the child build a fresh one with the child's pid. The parent's
+  // socket is closed here, so the collector sees the parent's stream end when the parent does.
   Pipeline* parent = pipeline_.exchange(nullptr, std::memory_order_acq_rel);
   if (parent != nullptr) {
+    parent->sender->CloseSocketAfterFork();
     parent->previous = inherited_;
     inherited_ = parent;
   }
   pipeline_pid_.store(0, std::memory_order_release);
   ResetCrashStateAfterFork();
-  new (&pipeline_mu_) std::mutex();  // the parent may have held it at the fork
-  if (devices_ != nullptr) devices_->ForgetContexts();
+  // The locks held by this thread since OnForkPrepare are made anew rather than unlocked (the
+  // child's thread is not their owner).
+  new (&pipeline_mu_) std::mutex();
+  if (devices_ != nullptr) devices_->AfterForkInChild();
   if (functions_ != nullptr) functions_->AfterForkInChild();
+  ResetLogAfterFork();
 }
 
 }  // namespace cuflight::inject

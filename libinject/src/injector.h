@@ -54,6 +54,9 @@ class Injector {
   Pipeline* MakePipeline(bool with_activity, bool start) noexcept;
   Pipeline* PipelineForThisProcess() noexcept;
   void OnExit() noexcept;
+  // pthread_atfork's prepare, parent and child handlers.
+  void OnForkPrepare() noexcept;
+  void OnForkParent() noexcept;
   void OnForkChild() noexcept;
   // The crash handler's reporter (async-signal-safe): flushes this process's pipeline.
   static bool ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept;

@@ -1,8 +1,11 @@
 #include "log.h"
 
+#include <spdlog/details/console_globals.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <memory>
+#include <mutex>
+#include <new>
 
 namespace cuflight::inject {
 
@@ -19,5 +22,11 @@ spdlog::logger& Log() noexcept {
 }
 
 void SetLogLevel(spdlog::level::level_enum level) noexcept { Log().set_level(level); }
+
+void ResetLogAfterFork() noexcept {
+  // stderr_sink_mt writes under spdlog's console mutex (spdlog/details/console_globals.h); this
+  // library's copy of spdlog is private to it.
+  new (&spdlog::details::console_mutex::mutex()) spdlog::details::console_mutex::mutex_t();
+}
 
 }  // namespace cuflight::inject

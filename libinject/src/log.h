@@ -14,6 +14,10 @@ spdlog::logger& Log() noexcept;
 // Sets the level from a CUFLIGHT_LOG_LEVEL name (trace, debug, info, warn, error, off).
 void SetLogLevel(spdlog::level::level_enum level) noexcept;
 
+// In a fork()ed child: makes the lock around stderr writes anew (a thread of the parent may
+// have held it at the fork).
+void ResetLogAfterFork() noexcept;
+
 }  // namespace cuflight::inject
 
 #endif  // CUFLIGHT_LIBINJECT_SRC_LOG_H_

@@ -141,6 +141,9 @@ class SenderThread {
 
   PipelineCounters counters() const noexcept;
   const transport::Sender& transport() const { return transport_; }
+  // In a fork()ed child, where this object is the parent's and its thread does not exist:
+  // closes the parent's socket (transport::Sender::CloseAfterFork). Async-signal-safe.
+  void CloseSocketAfterFork() noexcept { transport_.CloseAfterFork(); }
 
  private:
   using Clock = std::chrono::steady_clock;

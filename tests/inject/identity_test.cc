@@ -163,6 +163,44 @@ TEST_F(IdentityTest, ACollectorInItsOwnPidNamespaceKeepsConcurrentProcessesApart
   EXPECT_EQ(instances.size(), static_cast<size_t>(kApps));
 }
 
+// A fork()ed child does not keep its parent's connection open: when the parent is killed, the
+// collector sees its stream end (process_lost) at once, while the children (sleeping 4 s) still
+// live and later end their own streams normally.
+TEST_F(IdentityTest, AKilledParentIsLostAtOnceWhileItsForkedChildrenLive) {
+  TempDir dir;
+  const collector::CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
+  const ProcessResult r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "fork-sleep"});
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(r.exit_code, 128 + SIGKILL) << r.out << r.err;
+  int child[2] = {0, 0};
+  const size_t at = r.out.find("children=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "children=%d,%d", &child[0], &child[1]), 2) << r.out;
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().processes_lost >= 1; }));
+  const auto lost_after = std::chrono::steady_clock::now() - killed;
+  // Well within the children's 4 s: their copies of the parent's socket are closed.
+  EXPECT_LT(lost_after, std::chrono::milliseconds(1500));
+  for (int pid : child) EXPECT_EQ(kill(pid, 0), 0) << "child " << pid << " ended early";
+  // Then each child ends its own stream: process_start of its own pid, 5 kernels, process_end.
+  std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
+  ASSERT_TRUE(WaitUntil([&] {
+    ended = EndedLogs(options.log_dir);
+    return ended.size() >= 2;
+  }));
+  std::set<int32_t> ended_pids;
+  for (const auto& [file, events] : ended) {
+    ended_pids.insert(schema::HeaderOf(events.front()).pid);
+    EXPECT_EQ(Count(events, schema::EventType::kKernel), 5u) << file;
+    ExpectCompleteStream(events, file);
+  }
+  EXPECT_EQ(ended_pids, (std::set<int32_t>{child[0], child[1]}));
+  EXPECT_EQ(running.stats().processes_lost, 1u);
+  running.Stop();
+}
+
 // exec() keeps pid, start time and exe and starts seq at 0 again: the new image is a stream of
 // its own, stored in full, and the old one ends with process_lost.
 TEST_F(IdentityTest, AProcessAfterExecIsRecordedInFullAsANewStream) {

@@ -255,6 +255,46 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   }
 }
 
+// fork() while other threads are inside the library, on its slow paths too (a context destroyed
+// and relaunched in a loop: its function and device tables' locks): no child may find a lock
+// held by a thread it does not have. Each child launches, so each is a stream of its own.
+TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
+  if (CUFLIGHT_THREAD_SANITIZED) {
+    GTEST_SKIP() << "ThreadSanitizer does not support threads after a multi-threaded fork";
+  }
+  constexpr int kForks = 200;
+  constexpr int kChildLaunches = 3;
+  UseFakes();
+  const std::string path = TempSocketPath("forkstorm");
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(kChildLaunches),
+                                                "fork-storm", std::to_string(kForks)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected = "forks=" + std::to_string(kForks) +
+                               " ok=" + std::to_string(kForks) + " hung=0\n";
+  EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
+  // The parent and every child end their streams.
+  ASSERT_TRUE(collector.WaitFor(
+      [](const std::vector<std::string>& l) { return ProcessEnds(l) >= kForks + 1; }))
+      << ProcessEnds(collector.Lines());
+  const auto streams = ByPid(collector.Lines());
+  ASSERT_EQ(streams.size(), static_cast<size_t>(kForks + 1));
+  int children = 0;
+  for (const auto& [pid, events] : streams) {
+    ASSERT_FALSE(events.empty());
+    const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&events.front());
+    ASSERT_NE(start, nullptr) << pid;
+    EXPECT_EQ(start->header.seq, 0u) << pid;
+    EXPECT_TRUE(std::holds_alternative<schema::OwnedProcessEndEvent>(events.back())) << pid;
+    const auto kernels = std::count_if(events.begin(), events.end(), [](const auto& e) {
+      return std::holds_alternative<schema::OwnedKernelEvent>(e);
+    });
+    if (kernels == kChildLaunches) ++children;  // the parent's threads launch far more
+  }
+  EXPECT_EQ(children, kForks);
+}
+
 TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   UseFakes();
   const std::string path = TempSocketPath("forkexec");

@@ -1,6 +1,7 @@
 #include "cuflight/transport/sender.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -671,6 +673,42 @@ TEST_F(SenderTest, NoSigpipeWhenThePeerStopsReadingOrCloses) {
   }));
   ASSERT_EQ(sigaction(SIGPIPE, &old, nullptr), 0);
   ExpectBalanced(s);
+}
+
+// CloseAfterFork closes the connected socket and nothing else: no byte is sent (the collector
+// sees no line from it), and a descriptor number that is no longer that socket (here a pipe put
+// in its place with dup2, as when the number was closed and reused) is left open.
+TEST_F(SenderTest, CloseAfterForkClosesOnlyItsOwnSocket) {
+  auto a = StartCollector();
+  {
+    Sender s(Options());
+    ASSERT_TRUE(s.Enqueue(1, MakeLine(1, 100)));
+    ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+    const int fd = s.fd();
+    ASSERT_GE(fd, 0);
+    const size_t received = a->received(0);
+    ASSERT_TRUE(s.Enqueue(2, MakeLine(2, 100)));  // held, not written: CloseAfterFork sends nothing
+    s.CloseAfterFork();
+    EXPECT_EQ(s.fd(), -1);
+    errno = 0;
+    EXPECT_EQ(fcntl(fd, F_GETFD), -1);
+    EXPECT_EQ(errno, EBADF);
+    EXPECT_EQ(a->received(0), received);
+  }
+  {
+    Sender s(Options());
+    ASSERT_TRUE(s.Enqueue(1, MakeLine(1, 100)));
+    ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+    const int fd = s.fd();
+    ASSERT_GE(fd, 0);
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    ASSERT_EQ(dup2(pipe_fds[0], fd), fd);  // the number now names the pipe
+    s.CloseAfterFork();
+    EXPECT_NE(fcntl(fd, F_GETFD), -1) << "closed a descriptor that was not its socket";
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+  }
 }
 
 TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {

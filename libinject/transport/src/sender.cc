@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -124,6 +125,19 @@ struct Sender::Impl {
     return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
   }
   bool Connected() const noexcept { return fd >= 0 && !connecting; }
+  // Takes `s` as the socket and remembers its inode for CloseAfterFork.
+  void AdoptSocket(int s) noexcept {
+    fd = s;
+    struct stat st {};
+    if (fstat(s, &st) == 0) socket_ino.store(static_cast<uint64_t>(st.st_ino));
+  }
+  // Closes the socket; the inode is forgotten first, so a fork()ed child that sees it still
+  // set knows the number was not yet closed (and so not reused) at the fork.
+  void CloseSocket() noexcept {
+    socket_ino.store(0);
+    close(fd);
+    fd = -1;
+  }
   uint64_t Unacked() const noexcept {
     return window.lines() + unsent.lines() + (preamble.lines() - preamble_released);
   }
@@ -140,6 +154,8 @@ struct Sender::Impl {
   internal::Backoff backoff;
 
   int fd = -1;
+  // The inode of `fd` while it is open (0: none known); seq_cst, read by a fork()ed child.
+  std::atomic<uint64_t> socket_ino{0};
   bool connecting = false;
   Clock::time_point connect_started{};
   Clock::time_point connected_since{};
@@ -327,7 +343,7 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
     next_connect = now + backoff.Next();
     return;
   }
-  fd = s;
+  AdoptSocket(s);
   if (in_progress) {
     connecting = true;
     connect_started = now;
@@ -335,8 +351,7 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
   }
   // Before a byte is sent: a Unix connect completes at once, so the peer is known now.
   if (unix_socket && !CheckSocketPeer(fd, trusted, untrusted_why, sizeof(untrusted_why))) {
-    close(fd);
-    fd = -1;
+    CloseSocket();
     return RefuseUntrusted(now);
   }
   OnConnected(now);
@@ -368,8 +383,7 @@ void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
     return;
   }
   if (err == EINPROGRESS && now - connect_started < kConnectTimeout) return;
-  close(fd);
-  fd = -1;
+  CloseSocket();
   connecting = false;
   connect_failures.Add();
   connect_failed = true;
@@ -389,8 +403,7 @@ void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
 }
 
 void Sender::Impl::Disconnect(Clock::time_point now) noexcept {
-  close(fd);
-  fd = -1;
+  CloseSocket();
   connecting = false;
   disconnects.Add();
   // A connection that worked (acked, or lived a while) is retried at once; one that the peer
@@ -587,8 +600,7 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
 }
 
 void Sender::Impl::Reset() noexcept {
-  if (fd >= 0) close(fd);
-  fd = -1;
+  if (fd >= 0) CloseSocket();
   connecting = false;
   unsent.Clear();
   window.Clear();
@@ -812,6 +824,22 @@ void Sender::SetSpillSink(std::shared_ptr<SpillSink> sink) noexcept {
   s.spill_file = 0;
   s.spill_pre = s.preamble.head_index();
   s.spill_retry_at = Clock::time_point::min();
+}
+
+void Sender::CloseAfterFork() noexcept {
+  if (!impl_) return;
+  Impl& s = *impl_;
+  const int f = s.fd;
+  const uint64_t ino = s.socket_ino.load();
+  if (f < 0 || ino == 0) return;
+  // The same socket as at connect: never close a number the parent reused for something else.
+  struct stat st {};
+  if (fstat(f, &st) != 0 || !S_ISSOCK(st.st_mode) || static_cast<uint64_t>(st.st_ino) != ino) {
+    return;
+  }
+  close(f);
+  s.fd = -1;
+  s.socket_ino.store(0);
 }
 
 void Sender::ResetAfterFork() noexcept {

@@ -4,6 +4,14 @@
 //   "" (empty): exits normally (the extra arguments only make argv long)
 //   fork:      after its launches, fork()s a child that fires as many launches itself and exits
 //   forkexec:  after its launches, fork()s a child that only execs /bin/true
+//   fork-storm [forks]: after its launches, starts 3 threads that keep launching (two) and
+//              destroying and relaunching in the context (one, fake_cupti_churn), and meanwhile
+//              fork()s `forks` (default 500) children one after another; each child fires the
+//              launches itself and exits normally. A child not ended 10 s after its fork is
+//              killed and counted hung. Prints "forks=N ok=K hung=H" and exits normally
+//   fork-sleep: after its launches, fork()s 2 children that each fire the launches, print
+//              nothing (their stdout and stderr go to /dev/null) and exit normally after 4 s;
+//              prints "children=P1,P2", waits 300 ms and kills itself with SIGKILL
 //   exec:      after its launches, waits 300 ms (its events reach the collector) and exec()s
 //              itself as "fake_app <so> <launches>": the same pid, start time and exe, a new
 //              image that loads the injector again and exits normally
@@ -48,8 +56,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -212,6 +223,71 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(child, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+  } else if (mode == "fork-storm") {
+    using Launch = int (*)(int);
+    auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+    auto churn = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_churn"));
+    if (launch == nullptr || churn == nullptr) return 6;
+    const int forks = argc >= 5 ? std::atoi(argv[4]) : 500;
+    const int launches = std::atoi(argv[2]);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        while (!stop.load()) (i == 2 ? churn : launch)(1);
+      });
+    }
+    int ok = 0;
+    int hung = 0;
+    for (int i = 0; i < forks; ++i) {
+      const pid_t child = fork();
+      if (child < 0) break;
+      if (child == 0) {
+        launch(launches);
+        exit(0);  // the child's atexit flush
+      }
+      const long long deadline = MonotonicNs() + 10'000'000'000LL;
+      int status = 0;
+      pid_t done = 0;
+      while ((done = waitpid(child, &status, WNOHANG)) == 0 && MonotonicNs() < deadline) {
+        timespec pause{0, 200000};
+        nanosleep(&pause, nullptr);
+      }
+      if (done == 0) {
+        ++hung;
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        ++ok;
+      }
+    }
+    stop.store(true);
+    for (std::thread& t : threads) t.join();
+    std::fprintf(stdout, "forks=%d ok=%d hung=%d\n", forks, ok, hung);
+  } else if (mode == "fork-sleep") {
+    using Launch = int (*)(int);
+    auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+    if (launch == nullptr) return 6;
+    pid_t children[2] = {};
+    for (pid_t& child : children) {
+      child = fork();
+      if (child == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        launch(std::atoi(argv[2]));
+        timespec pause{4, 0};
+        nanosleep(&pause, nullptr);
+        exit(0);
+      }
+    }
+    char line[64];
+    const int n = std::snprintf(line, sizeof(line), "children=%d,%d\n",
+                                static_cast<int>(children[0]), static_cast<int>(children[1]));
+    (void)!write(STDOUT_FILENO, line, static_cast<size_t>(n));
+    timespec pause{0, 300000000};
+    nanosleep(&pause, nullptr);
+    raise(SIGKILL);
   } else if (mode == "exec") {
     timespec pause{0, 300000000};
     nanosleep(&pause, nullptr);

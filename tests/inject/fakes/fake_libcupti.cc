@@ -268,6 +268,31 @@ EXPORT int fake_cupti_launch(int count) {
   return count;
 }
 
+// `rounds` times: the exit callback of a cuCtxDestroy_v2 of the launches' context, then one
+// launch in it, as a program that makes and destroys a context in a loop does (the driver API
+// reference gives both calls callbacks: cupti_driver_cbid.h, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2;
+// cuda.h: cuCtxDestroy_v2_params {CUcontext ctx}). Each round makes the injector forget what it
+// knew of the context and its functions and learn it again: its slow paths, under its locks.
+// Returns the rounds fired.
+EXPORT int fake_cupti_churn(int rounds) {
+  if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2]) return 0;
+  for (int i = 0; i < rounds; ++i) {
+    cuCtxDestroy_v2_params params{};
+    params.ctx = reinterpret_cast<CUcontext>(0xC0);
+    CUresult result = CUDA_SUCCESS;
+    CUpti_CallbackData data{};
+    data.callbackSite = CUPTI_API_EXIT;
+    data.functionName = "cuCtxDestroy_v2";
+    data.functionParams = &params;
+    data.functionReturnValue = &result;
+    data.context = reinterpret_cast<CUcontext>(0xC0);
+    g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
+               &data);
+    fake_cupti_launch(1);
+  }
+  return rounds;
+}
+
 // Fires the exit callback of a cuCtxSynchronize that returned `code`, on the context the
 // launches use, as the driver does when a kernel faulted. Returns 1 when a callback was enabled.
 EXPORT int fake_cupti_fail(int code) {

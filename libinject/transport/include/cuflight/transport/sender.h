@@ -221,6 +221,13 @@ class Sender {
   // was inside this object at the fork. Async-signal-safe.
   void ResetAfterFork() noexcept;
 
+  // For a fork()ed child that leaves this sender to its parent: closes the inherited socket and
+  // nothing else (no byte sent, no other state touched), so the parent's connection ends when
+  // the parent's copy does. Closes only when the descriptor is still the socket this sender
+  // connected (its inode), never a number the parent reused after closing it. Async-signal-safe
+  // (fstat(2) and close(2)); safe even if another thread of the parent was inside this object.
+  void CloseAfterFork() noexcept;
+
  private:
   struct Impl;
   // Sleeps in poll(2) on the socket until it is ready, the next deadline of the sender, or

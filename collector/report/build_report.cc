@@ -315,6 +315,8 @@ class Builder {
       p.stats_dropped_seq = e.header.seq;
       p.summary.dropped = e.dropped;
       p.summary.timing_dropped = e.timing_dropped;
+      p.summary.timing_stopped = e.timing_stopped;
+      p.summary.timing_stopped_reason = e.timing_stopped_reason;
     }
   }
 
@@ -322,6 +324,8 @@ class Builder {
     p.summary.end = e;
     p.summary.dropped = e.dropped;
     p.summary.timing_dropped = e.timing_dropped;
+    p.summary.timing_stopped = e.timing_stopped;
+    p.summary.timing_stopped_reason = e.timing_stopped_reason;
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessLostEvent& e) {
@@ -329,7 +333,13 @@ class Builder {
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessCrashEvent& e) {
-    if (!p.summary.crash || e.header.seq >= p.summary.crash->header.seq) p.summary.crash = e;
+    if (!p.summary.crash || e.header.seq >= p.summary.crash->header.seq) {
+      p.summary.crash = e;
+      if (!p.summary.end) {
+        p.summary.timing_stopped = e.timing_stopped;
+        p.summary.timing_stopped_reason = e.timing_stopped_reason;
+      }
+    }
   }
 
   bool Selected(const schema::OwnedKernelEvent& e) {
@@ -522,6 +532,27 @@ class Builder {
 };
 
 }  // namespace
+
+std::string TimingStoppedNote(const ProcessSummary& p) {
+  if (p.timing_stopped_reason == schema::TimingStoppedReason::kNone) return "";
+  std::string who = fmt::format("pid {}", p.key.pid);
+  if (!p.exe.empty()) {
+    const size_t slash = p.exe.rfind('/');
+    who += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
+  }
+  const std::string launches = fmt::format("{} {}", p.timing_stopped,
+                                           p.timing_stopped == 1 ? "launch has" : "launches have");
+  if (p.timing_stopped_reason == schema::TimingStoppedReason::kUnavailable) {
+    return fmt::format("{}: kernel timing was unavailable (another CUPTI tool held kernel activity "
+                       "tracing); {} no GPU time",
+                       who, launches);
+  }
+  return fmt::format("{}: kernel timing records stopped arriving while launches went on (another "
+                     "CUPTI client such as torch.profiler took over the activity buffers or "
+                     "disabled kernel records, or the GPU stopped completing kernels); {} no GPU "
+                     "time",
+                     who, launches);
+}
 
 // What a collector log file's name states (cuflight/schema/log_layout.h): pid and start_ns, and
 // for names with an owner the instance id and the owner.

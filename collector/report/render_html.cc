@@ -201,6 +201,11 @@ std::string Summary(const Report& r) {
                        Plural(s.unknown_type_lines, "line", "lines"));
   }
   out += ". <a href=\"#logs\">Details</a></p>\n";
+  for (const ProcessSummary& p : r.processes) {
+    if (const std::string note = TimingStoppedNote(p); !note.empty()) {
+      out += fmt::format("<p class=\"note warn\">{}.</p>\n", Escape(note));
+    }
+  }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "<p class=\"note\">No launch was timed (no kernel_time event joined): GPU times are "
            "unavailable, and the charts weigh kernels by launches.</p>\n";

@@ -45,6 +45,8 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
             {"api_errors", p.api_errors},
             {"dropped", p.dropped},
             {"timing_dropped", p.timing_dropped},
+            {"timing_stopped", p.timing_stopped},
+            {"timing_stopped_reason", schema::TimingStoppedReasonName(p.timing_stopped_reason)},
             {"first_ts_ns", p.first_ts_ns},
             {"last_ts_ns", p.last_ts_ns},
             {"ending", EndingName(p.ending)},

@@ -181,6 +181,9 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
     out += fmt::format("note: {} skipped (event types this cuflight does not know)\n",
                        Plural(r.read.unknown_type_lines, "line", "lines"));
   }
+  for (const ProcessSummary& p : r.processes) {
+    if (const std::string note = TimingStoppedNote(p); !note.empty()) out += "note: " + note + "\n";
+  }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
   }

@@ -45,15 +45,15 @@ void ActivityBuffers::Request(uint8_t** buffer, size_t* size, size_t* max_record
   *size = 0;
 }
 
-void ActivityBuffers::SetDroppedRecordsSource(DroppedRecordsFn fn) noexcept {
-  dropped_source_.store(fn, std::memory_order_release);
+void ActivityBuffers::SetDroppedRecordsSource(const CuptiApi* cupti) noexcept {
+  dropped_source_.store(cupti, std::memory_order_release);
 }
 
 void ActivityBuffers::ReadDropped(CUcontext context, uint32_t stream_id) noexcept {
-  const DroppedRecordsFn fn = dropped_source_.load(std::memory_order_acquire);
-  if (fn == nullptr) return;
+  const CuptiApi* cupti = dropped_source_.load(std::memory_order_acquire);
+  if (cupti == nullptr) return;
   size_t dropped = 0;
-  if (fn(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped != 0) {
+  if (cupti->DroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped != 0) {
     cupti_dropped_.fetch_add(dropped, std::memory_order_relaxed);
   }
 }

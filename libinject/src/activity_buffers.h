@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "cuflight/inject/ring.h"
+#include "cupti_api.h"
 
 namespace cuflight::inject {
 
@@ -28,18 +29,15 @@ class ActivityBuffers {
     size_t valid_size = 0;
   };
 
-  // cuptiActivityGetNumDroppedRecords (CuptiApi::ActivityGetNumDroppedRecords).
-  using DroppedRecordsFn = CUptiResult (*)(CUcontext context, uint32_t stream_id,
-                                           size_t* dropped);
-
   // `count` buffers of `size` bytes each (size rounded up to 8).
   ActivityBuffers(size_t count, size_t size);
   ActivityBuffers(const ActivityBuffers&) = delete;
   ActivityBuffers& operator=(const ActivityBuffers&) = delete;
 
-  // Where Complete and ReadDropped read CUPTI's dropped-record count; null (the default): not
-  // read. Set it before CUPTI's callbacks are registered; any thread.
-  void SetDroppedRecordsSource(DroppedRecordsFn fn) noexcept;
+  // Where Complete and ReadDropped read CUPTI's dropped-record count (CuptiApi::DroppedRecords,
+  // through the activity API family in use); null (the default): not read. Set it before CUPTI's
+  // callbacks are registered; any thread. `cupti` outlives this object.
+  void SetDroppedRecordsSource(const CuptiApi* cupti) noexcept;
 
   // bufferRequested: a free buffer, or *buffer = nullptr and *size = 0 when all are in use
   // (counted in refused()).
@@ -83,7 +81,7 @@ class ActivityBuffers {
   MpscRing<Completed> completed_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> cupti_dropped_{0};
-  std::atomic<DroppedRecordsFn> dropped_source_{nullptr};
+  std::atomic<const CuptiApi*> dropped_source_{nullptr};
 };
 
 }  // namespace cuflight::inject

@@ -38,6 +38,11 @@ bool ResolveAll(void* library, CuptiApi* api) {
   Resolve(library, "cuptiGetCallbackName", &api->GetCallbackName);
   Resolve(library, "cuptiGetContextId", &api->GetContextId);
   Resolve(library, "cuptiGetStreamIdEx", &api->GetStreamIdEx);
+  Resolve(library, "cuptiActivityRegisterCallbacks_v2", &api->ActivityRegisterCallbacksV2);
+  Resolve(library, "cuptiActivityEnable_v2", &api->ActivityEnableV2);
+  Resolve(library, "cuptiActivityDisable_v2", &api->ActivityDisableV2);
+  Resolve(library, "cuptiActivityGetNextRecord_v2", &api->ActivityGetNextRecordV2);
+  Resolve(library, "cuptiActivityGetNumDroppedRecords_v2", &api->ActivityGetNumDroppedRecordsV2);
   return true;
 }
 
@@ -75,6 +80,13 @@ int CollectObject(dl_phdr_info* info, size_t, void* data) {
 }
 
 }  // namespace
+
+bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version) {
+  return cupti_version >= kCuptiVersionMultiSubscriber && api.SubscribeV2 != nullptr &&
+         api.ActivityRegisterCallbacksV2 != nullptr && api.ActivityEnableV2 != nullptr &&
+         api.ActivityDisableV2 != nullptr && api.ActivityGetNextRecordV2 != nullptr &&
+         api.ActivityGetNumDroppedRecordsV2 != nullptr;
+}
 
 std::vector<std::string> LoadedObjects() {
   std::vector<std::string> out;

@@ -12,6 +12,17 @@
 
 namespace cuflight::inject {
 
+// The subscriber-scoped ("_v2") buffer callbacks of CUPTI 13.2+ (cupti_activity.h,
+// CUpti_BuffersCallbackRequestFunc_v2 / CUpti_BuffersCallbackCompleteFunc_v2). The 13.0 headers
+// this library builds against lack them: the last parameter is a CUpti_BufferCallbackRequestInfo*
+// / CUpti_BufferCallbackCompleteInfo*, which the library never reads (it uses predefined records,
+// not user-defined ones), so it is a void* here. The completion callback names no context or
+// stream: the dropped-record count is the subscriber's.
+using BuffersRequestedV2 = void(CUPTIAPI*)(uint8_t** buffer, size_t* size, size_t* max_records,
+                                           void* request_info);
+using BuffersCompletedV2 = void(CUPTIAPI*)(uint8_t* buffer, size_t size, size_t valid_size,
+                                           void* complete_info);
+
 struct CuptiApi {
   CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
   // Optional (CUPTI 12.6+): names the subscriber and reports the holder of a refused one.
@@ -43,7 +54,49 @@ struct CuptiApi {
   CUptiResult (*GetContextId)(CUcontext, uint32_t* id) = nullptr;
   CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t per_thread_stream,
                                uint32_t* id) = nullptr;
+
+  // Optional: the subscriber-scoped activity API (CUPTI docs, "Multiple Subscribers": every
+  // subscriber must use it for several CUPTI tools to trace one process; CUDA 13.3+, driver
+  // r610+). Resolved at run time. The activity configuration is a CUpti_ActivityConfig*; the
+  // library passes NULL (predefined records).
+  CUptiResult (*ActivityRegisterCallbacksV2)(CUpti_SubscriberHandle, BuffersRequestedV2,
+                                             BuffersCompletedV2) = nullptr;
+  CUptiResult (*ActivityEnableV2)(CUpti_SubscriberHandle, CUpti_ActivityKind,
+                                  void* config) = nullptr;
+  CUptiResult (*ActivityDisableV2)(CUpti_SubscriberHandle, CUpti_ActivityKind,
+                                   void* config) = nullptr;
+  CUptiResult (*ActivityGetNextRecordV2)(CUpti_SubscriberHandle, uint8_t* buffer,
+                                         size_t valid_size, CUpti_Activity** record) = nullptr;
+  CUptiResult (*ActivityGetNumDroppedRecordsV2)(CUpti_SubscriberHandle, CUcontext,
+                                                uint32_t stream_id, size_t* dropped) = nullptr;
+
+  // Set once timing uses the subscriber-scoped activity API (before its buffer callbacks are
+  // registered): the buffer walk and the dropped-record count then go through the _v2 calls of
+  // this subscriber. The two families cannot be mixed in one process ("V1 to V2 API Migration":
+  // CUPTI then returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
+  CUpti_SubscriberHandle activity_subscriber = nullptr;
+
+  // The next record of an activity buffer, through the family in use.
+  CUptiResult NextRecord(uint8_t* buffer, size_t valid_size, CUpti_Activity** record) const {
+    return activity_subscriber != nullptr
+               ? ActivityGetNextRecordV2(activity_subscriber, buffer, valid_size, record)
+               : ActivityGetNextRecord(buffer, valid_size, record);
+  }
+  // CUPTI's dropped-record count (reset on every read), through the family in use.
+  CUptiResult DroppedRecords(CUcontext context, uint32_t stream_id, size_t* dropped) const {
+    return activity_subscriber != nullptr
+               ? ActivityGetNumDroppedRecordsV2(activity_subscriber, context, stream_id, dropped)
+               : ActivityGetNumDroppedRecords(context, stream_id, dropped);
+  }
 };
+
+// The first CUPTI with multi-subscriber activity tracing (CUPTI docs, "Recommended
+// Initialization Workflow (CUDA 13.3+)"; 13.2's subscriber-scoped activity API was a preview).
+inline constexpr uint32_t kCuptiVersionMultiSubscriber = 130300;
+
+// Whether timing uses the subscriber-scoped activity API: CUPTI 13.3 or later whose library has
+// every _v2 entry point the library calls. Otherwise the unversioned (global) API throughout.
+bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version);
 
 // The oldest CUPTI whose activity record layout this build reads (CUpti_ActivityKernel10 of the
 // CUDA 13.0 headers). cupti_version.h: from CUDA 13.0 the API version is xxyyzz (130000 for 13.0);

@@ -24,7 +24,8 @@ constexpr size_t kActivityBufferBytes = 1 << 20;
 constexpr auto kExitFlushLimit = std::chrono::seconds(1);
 
 // CUpti_SubscriberParams as CUPTI 13.2 extended it: `allowMultipleSubscribers` asks CUPTI to let
-// this subscriber coexist with others. Older CUPTI versions get the 13.0 struct size.
+// this subscriber coexist with others ("Enabling Multiple Subscribers": the first subscriber's
+// setting holds for all). The 13.0 headers' struct ends before it.
 struct SubscriberParamsV2 {
   size_t structSize;
   const char* subscriberName;
@@ -32,7 +33,10 @@ struct SubscriberParamsV2 {
   size_t oldSubscriberSize;
   uint8_t allowMultipleSubscribers;
 };
-constexpr uint32_t kCuptiVersionWithMultipleSubscribers = 130200;
+// From this version cuptiSubscribe_v2 belongs to the versioned family that must not be mixed with
+// the unversioned activity API; before it (CUPTI 12.6 to 13.1) it only names the subscriber and
+// reports the holder of a refused subscription.
+constexpr uint32_t kCuptiVersionWithSubscriberScopedApi = 130200;
 
 spdlog::level::level_enum ToSpdlog(LogLevel level) {
   switch (level) {
@@ -129,7 +133,7 @@ bool Injector::InitializeOrExplain() noexcept {
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
-  if (config_.timing) EnableTiming();
+  if (config_.timing && !EnableTiming()) pipeline->sender->SetTimingUnavailable();
   if (!pipeline->sender->Start()) {
     if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
     pipeline->ring->Close();  // a launch that got in meanwhile does not wait
@@ -149,12 +153,18 @@ bool Injector::InitializeOrExplain() noexcept {
 bool Injector::Subscribe() noexcept {
   CUptiResult result;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-  if (cupti_.SubscribeV2 != nullptr) {
+  // One API family throughout (CUPTI docs, "V1 to V2 API Migration": mixing them returns
+  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED): with the subscriber-scoped activity API,
+  // cuptiSubscribe_v2 allowing other subscribers; otherwise cuptiSubscribe, or before 13.2
+  // cuptiSubscribe_v2 without the multi-subscriber member for the holder's name.
+  subscriber_scoped_ = UsesSubscriberActivityApi(cupti_, cupti_version_);
+  if (cupti_.SubscribeV2 != nullptr &&
+      (subscriber_scoped_ || cupti_version_ < kCuptiVersionWithSubscriberScopedApi)) {
     SubscriberParamsV2 params{};
     params.subscriberName = "cuflight";
     params.oldSubscriberName = holder;
     params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
-    if (cupti_version_ >= kCuptiVersionWithMultipleSubscribers) {
+    if (subscriber_scoped_) {
       params.structSize = offsetof(SubscriberParamsV2, allowMultipleSubscribers) + 1;
       params.allowMultipleSubscribers = 1;
     } else {
@@ -206,14 +216,33 @@ bool Injector::Subscribe() noexcept {
   return true;
 }
 
-void Injector::EnableTiming() noexcept {
-  CUptiResult result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
-                                                        &Injector::BufferCompleted);
-  if (result == CUPTI_SUCCESS) result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  if (result != CUPTI_SUCCESS) {
-    Log().warn("kernel timing unavailable ({}); kernel events are still recorded",
-               CuptiError(cupti_, result));
+bool Injector::EnableTiming() noexcept {
+  CUptiResult result;
+  if (subscriber_scoped_) {
+    // This subscriber's own buffers and kinds: other tools' subscribers keep theirs
+    // ("Per-Subscriber Activity Management"). Predefined records (no CUpti_ActivityConfig).
+    cupti_.activity_subscriber = subscriber_;  // before a buffer can complete
+    result = cupti_.ActivityRegisterCallbacksV2(subscriber_, &Injector::BufferRequestedV2,
+                                                &Injector::BufferCompletedV2);
+    if (result == CUPTI_SUCCESS) {
+      result = cupti_.ActivityEnableV2(subscriber_, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr);
+    }
+  } else {
+    result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
+                                              &Injector::BufferCompleted);
+    if (result == CUPTI_SUCCESS) {
+      result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
   }
+  if (result != CUPTI_SUCCESS) {
+    Log().warn("kernel timing unavailable ({}{}); kernel events are still recorded",
+               CuptiError(cupti_, result),
+               result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                   ? ": another CUPTI tool holds activity tracing"
+                   : "");
+    return false;
+  }
+  return true;
 }
 
 Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexcept {
@@ -324,6 +353,16 @@ void Injector::BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* b
                                size_t valid_size) {
   Injector& self = Instance();
   if (self.activity_ != nullptr) self.activity_->Complete(context, stream_id, buffer, valid_size);
+}
+
+void Injector::BufferRequestedV2(uint8_t** buffer, size_t* size, size_t* max_records, void*) {
+  BufferRequested(buffer, size, max_records);
+}
+
+void Injector::BufferCompletedV2(uint8_t* buffer, size_t, size_t valid_size, void*) {
+  // No context or stream: ActivityBuffers reads the subscriber's dropped-record count.
+  Injector& self = Instance();
+  if (self.activity_ != nullptr) self.activity_->Complete(buffer, valid_size);
 }
 
 void Injector::OnExit() noexcept {

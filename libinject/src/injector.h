@@ -49,7 +49,9 @@ class Injector {
   Injector() = default;
   bool InitializeOrExplain() noexcept;
   bool Subscribe() noexcept;
-  void EnableTiming() noexcept;
+  // Registers the activity buffer callbacks and enables kernel records, through the family
+  // Subscribe chose. False (one warning said): no timing for this process.
+  bool EnableTiming() noexcept;
   // `start`: start the sender thread now (false: the caller starts it).
   Pipeline* MakePipeline(bool with_activity, bool start) noexcept;
   Pipeline* PipelineForThisProcess() noexcept;
@@ -66,11 +68,18 @@ class Injector {
   static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                        size_t size, size_t valid_size);
+  // The same for the subscriber-scoped activity API (CuptiApi::ActivityRegisterCallbacksV2).
+  static void CUPTIAPI BufferRequestedV2(uint8_t** buffer, size_t* size, size_t* max_records,
+                                         void* request_info);
+  static void CUPTIAPI BufferCompletedV2(uint8_t* buffer, size_t size, size_t valid_size,
+                                         void* complete_info);
 
   Config config_;
   DriverApi driver_;
   CuptiApi cupti_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
+  // Timing uses the subscriber-scoped activity API (UsesSubscriberActivityApi), decided once.
+  bool subscriber_scoped_ = false;
   std::unique_ptr<FunctionTable> functions_;
   std::unique_ptr<DeviceTable> devices_;
   std::unique_ptr<NameFilter> filter_;

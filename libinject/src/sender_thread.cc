@@ -64,12 +64,13 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       activity_(activity),
       cupti_(cupti),
       transport_(options_.transport),
-      line_(kLineBytes) {
+      line_(kLineBytes),
+      timing_watch_(options_.timing_watch) {
   options_.api_error_history = std::clamp(options_.api_error_history, 0, static_cast<int>(kMaxApiErrorHistory));
   block_ = options_.on_full == OnFull::kBlock;
   history_.assign(static_cast<size_t>(kMaxContexts) * options_.api_error_history, 0);
   if (activity_ != nullptr && cupti_ != nullptr) {
-    activity_->SetDroppedRecordsSource(cupti_->ActivityGetNumDroppedRecords);
+    activity_->SetDroppedRecordsSource(cupti_);
   }
 }
 
@@ -439,6 +440,7 @@ void SenderThread::HandleRecord(const LaunchRecord& record) noexcept {
   event.header = MakeHeader();
   event.header.ts_ns = record.ts_ns;
   Send(event, /*preamble=*/false);
+  if (activity_ != nullptr && options_.timing) timing_watch_.OnLaunch(record.ts_ns);
 }
 
 std::string_view SenderThread::Intern(const char* name, std::string_view* demangled) {
@@ -472,7 +474,7 @@ const DeviceInfo* SenderThread::DeviceOfActivity(int ordinal) noexcept {
 void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept {
   if (cupti_ == nullptr) return;
   CUpti_Activity* record = nullptr;
-  while (cupti_->ActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+  while (cupti_->NextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
         record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
       continue;
@@ -497,6 +499,9 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       }
     }
     if (!options_.timing) continue;
+    if (timing_watch_.OnRecord()) {
+      Log().info("kernel timing records arrive again; the launches since are timed");
+    }
     if (kernel.start == 0 || kernel.end == 0 || kernel.end < kernel.start) {
       // Incomplete (a forced flush handed over a kernel still running): no kernel_time with
       // made-up times; counted in timing_dropped.
@@ -551,6 +556,13 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
       activity_->Release(completed.buffer);
       busy = true;
     }
+    if (options_.timing && timing_watch_.Check(NowRealtimeNs())) {
+      Log().warn("kernel timing records stopped arriving {} s ago while launches went on: another "
+                 "CUPTI client (torch.profiler, a second tool) took over the activity buffers or "
+                 "disabled kernel records, or the GPU stopped completing kernels; launches from "
+                 "now on are counted in timing_stopped",
+                 timing_watch_.silence_at_stop_ns() / 1'000'000'000);
+    }
   }
   if (next_stats_ == Clock::time_point{}) {
     next_stats_ = now + options_.stats_interval;
@@ -589,6 +601,8 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.occupancy_disagreements = builder_.disagreements();
   c.api_errors_routine = recorder_ != nullptr ? recorder_->api_errors_routine() : 0;
   c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
+  c.timing_stop = timing_watch_.stop();
+  c.timing_stopped = timing_watch_.stopped_launches();
   return c;
 }
 
@@ -610,6 +624,8 @@ void SenderThread::SendStats() noexcept {
   event.occupancy_disagreements = c.occupancy_disagreements;
   event.api_errors_routine = c.api_errors_routine;
   event.api_errors_suppressed = c.api_errors_suppressed;
+  event.timing_stopped = c.timing_stopped;
+  event.timing_stopped_reason = c.timing_stop;
   event.interval_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
   Send(event, /*preamble=*/false);
@@ -631,6 +647,8 @@ void SenderThread::SendProcessEnd() noexcept {
   event.occupancy_disagreements = c.occupancy_disagreements;
   event.api_errors_routine = c.api_errors_routine;
   event.api_errors_suppressed = c.api_errors_suppressed;
+  event.timing_stopped = c.timing_stopped;
+  event.timing_stopped_reason = c.timing_stop;
   Send(event, /*preamble=*/false);
 }
 
@@ -655,6 +673,8 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.occupancy_disagreements = c.occupancy_disagreements;
   event.api_errors_routine = c.api_errors_routine;
   event.api_errors_suppressed = c.api_errors_suppressed;
+  event.timing_stopped = c.timing_stopped;
+  event.timing_stopped_reason = c.timing_stop;
   Send(event, /*preamble=*/false);
 }
 

@@ -25,6 +25,10 @@
 // (start or end 0, or end before start: a forced flush at exit hands over the records of kernels
 // still running). An incomplete record makes no kernel_time event; a graph kernel node's kernel
 // event, whose launch facts the record holds complete, is still sent.
+//
+// Timing that stops: launches recorded after kernel activity records stopped arriving, or all of
+// them when kernel activity could not be enabled, are counted in timing_stopped with a reason
+// (timing_watch.h).
 #ifndef CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 #define CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 
@@ -52,6 +56,7 @@
 #include "launch_ring.h"
 #include "process_facts.h"
 #include "recorder.h"
+#include "timing_watch.h"
 
 namespace cuflight::inject {
 
@@ -73,6 +78,8 @@ struct SenderThreadOptions {
   // Block mode: the longest wait for room during which no line is acknowledged or spilled.
   static constexpr std::chrono::milliseconds kDefaultBlockStallLimit{5000};
   std::chrono::milliseconds block_stall_limit{kDefaultBlockStallLimit};
+  // When kernel timing is said to have stopped (TimingWatch::Options).
+  TimingWatch::Options timing_watch;
 };
 
 
@@ -92,13 +99,16 @@ struct PipelineCounters {
   uint64_t occupancy_disagreements = 0;
   uint64_t api_errors_routine = 0;     // Recorder::api_errors_routine()
   uint64_t api_errors_suppressed = 0;  // Recorder::api_errors_suppressed()
+  // Launches recorded while kernel timing was stopped, and why (TimingWatch).
+  uint64_t timing_stopped = 0;
+  TimingStop timing_stop = TimingStop::kNone;
 };
 
 class SenderThread {
  public:
   // `activity` and `cupti` may be null (no timing, no graph kernels). With both, the constructor
-  // points `activity` at cupti->ActivityGetNumDroppedRecords (ActivityBuffers::
-  // SetDroppedRecordsSource), before any CUPTI callback can complete a buffer.
+  // points `activity` at cupti's dropped-record count (ActivityBuffers::SetDroppedRecordsSource),
+  // before any CUPTI callback can complete a buffer.
   SenderThread(SenderThreadOptions options, ProcessFacts facts, LaunchRing* ring,
                const Recorder* recorder, FunctionTable* functions,
                DeviceTable* devices, ActivityBuffers* activity, const CuptiApi* cupti);
@@ -110,6 +120,9 @@ class SenderThread {
   // thread calls CUPTI (cuptiActivityFlushAll) from its first step on: start it only once the
   // CUPTI subscription and the activity set-up are done.
   bool Start() noexcept;
+  // Kernel activity could not be enabled: launches count in timing_stopped ("unavailable").
+  // Before Start.
+  void SetTimingUnavailable() noexcept { timing_watch_.SetUnavailable(); }
   // Stops the thread, which then does the exit's work: a forced activity flush
   // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers),
   // then Finish: drains the ring and completed activity buffers, reads CUPTI's count of dropped
@@ -237,6 +250,7 @@ class SenderThread {
   std::atomic<uint64_t> ring_high_water_{0};
   std::atomic<int64_t> cpu_ns_{0};
   std::atomic<uint64_t> timing_incomplete_{0};  // activity records skipped as incomplete
+  TimingWatch timing_watch_;
   // Back-pressure (transport room).
   bool block_ = false;                 // options_.on_full == kBlock
   Clock::time_point room_deadline_{};  // how long Send may wait for room, set by each context

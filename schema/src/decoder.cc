@@ -211,6 +211,16 @@ class Reader {
     *out = *s;
   }
 
+  void OptionalTimingStoppedReason(const char* key, TimingStoppedReason* out) {
+    const json* v = Find(key);
+    if (v == nullptr || !ok()) return;
+    if (!v->is_string()) return Fail(Reason::kWrongType, key, "must be a string", v);
+    const std::optional<TimingStoppedReason> r =
+        TimingStoppedReasonFromName(v->get_ref<const std::string&>());
+    if (!r) return Fail(Reason::kOutOfRange, key, "must be one of records_stopped, unavailable", v);
+    *out = *r;
+  }
+
   void OneLostReason(const char* key, LostReason* out) {
     const json* v = Get(key);
     if (v == nullptr) return;
@@ -568,6 +578,8 @@ void ReadLaunchCounters(Reader& r, E* e) {
   r.OptionalInt("occupancy_disagreements", kUint64, &e->occupancy_disagreements);
   r.OptionalInt("api_errors_routine", kUint64, &e->api_errors_routine);
   r.OptionalInt("api_errors_suppressed", kUint64, &e->api_errors_suppressed);
+  r.OptionalInt("timing_stopped", kUint64, &e->timing_stopped);
+  r.OptionalTimingStoppedReason("timing_stopped_reason", &e->timing_stopped_reason);
 }
 
 void Read(Reader& r, OwnedStatsEvent* e) {

@@ -504,6 +504,15 @@ void WriteLaunchCounters(Writer& w, const E& e) {
   w.Int(e.api_errors_routine);
   w.Key(R"(,"api_errors_suppressed":)");
   w.Int(e.api_errors_suppressed);
+  if (e.timing_stopped_reason != TimingStoppedReason::kNone) {
+    w.Key(R"(,"timing_stopped":)");
+    w.Int(e.timing_stopped);
+    if (e.timing_stopped_reason == TimingStoppedReason::kRecordsStopped) {
+      w.Key(R"(,"timing_stopped_reason":"records_stopped")");
+    } else {
+      w.Key(R"(,"timing_stopped_reason":"unavailable")");
+    }
+  }
 }
 
 template <class S>

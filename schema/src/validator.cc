@@ -57,7 +57,7 @@ using internal::Utf8Length;
   X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
   X(dropped_ring_full) X(dropped_disconnected) X(dropped_backpressure) X(ring_high_water)       \
   X(cpu_ns) X(timing_dropped) X(occupancy_disagreements) X(api_errors_routine)                  \
-  X(api_errors_suppressed)                                                                       \
+  X(api_errors_suppressed) X(timing_stopped) X(timing_stopped_reason)                                                                       \
   X(exit_code)                                                                                   \
   X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
   X(signal) X(signal_name) X(addr) X(app_handler)
@@ -1030,6 +1030,17 @@ class Checker {
     Fail(Reason::kOutOfRange, k, "must be one of driver, engine", v);
   }
 
+  void OptionalTimingStoppedReason(Key k) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    if (StringIs(*v, TimingStoppedReasonName(TimingStoppedReason::kRecordsStopped)) ||
+        StringIs(*v, TimingStoppedReasonName(TimingStoppedReason::kUnavailable))) {
+      return;
+    }
+    Fail(Reason::kOutOfRange, k, "must be one of records_stopped, unavailable", v);
+  }
+
   void OneLostReason(Key k) {
     const Value* v = Get(k);
     if (v == nullptr) return;
@@ -1326,9 +1337,12 @@ void CheckApiError(Checker& c) {
 void CheckLaunchCounters(Checker& c) {
   for (const Key k : {k_launches, k_filtered, k_dropped_ring_full, k_dropped_disconnected,
                       k_dropped_backpressure, k_timing_dropped, k_occupancy_disagreements,
-                      k_api_errors_routine, k_api_errors_suppressed}) {
+                      k_api_errors_routine, k_api_errors_suppressed, k_timing_stopped}) {
     c.OptionalInt(k, kUint64);
   }
+  c.OptionalTimingStoppedReason(k_timing_stopped_reason);
+  c.RequiredWith(k_timing_stopped, k_timing_stopped_reason);
+  c.RequiredWith(k_timing_stopped_reason, k_timing_stopped);
 }
 
 void CheckStats(Checker& c) {

@@ -5,7 +5,8 @@
 //    occupancy_source, engine_max_active_blocks) and the kernel_time event (graph_id with
 //    graph_node_id) have members it may leave out, and lines of earlier encoders lack
 //    dropped_backpressure, timing_dropped or occupancy_disagreements (stats, process_end,
-//    process_crash). AcceptEncoderLayout walks a line expecting exactly that layout: it compares
+//    process_crash), which write timing_stopped with timing_stopped_reason only when timing
+//    stopped. AcceptEncoderLayout walks a line expecting exactly that layout: it compares
 //    the bytes of each member name, with the ',' before it, its quotes and the ':' after it,
 //    against the encoder's as whole words (no hashing, no lookup), then parses and range-checks
 //    the value in place.
@@ -497,6 +498,12 @@ class Cursor {
     return false;
   }
 
+  bool TimingStoppedReasonValue() {
+    if (end_ - p_ >= 17 && Matches<R"("records_stopped")">(p_)) return Record(p_ + 17);
+    if (end_ - p_ >= 13 && Matches<R"("unavailable")">(p_)) return Record(p_ + 13);
+    return false;
+  }
+
   bool LostReasonValue() {
     if (end_ - p_ >= 14 && Matches<R"("disconnected")">(p_)) return Record(p_ + 14);
     if (end_ - p_ >= 20 && Matches<R"("collector_shutdown")">(p_)) return Record(p_ + 20);
@@ -738,7 +745,11 @@ inline bool LaunchCounters(Cursor& c) {
          (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>()) &&
          (!c.Name<R"(,"occupancy_disagreements":)">() || c.IntValue<kUint64>()) &&
          (!c.Name<R"(,"api_errors_routine":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"api_errors_suppressed":)">() || c.IntValue<kUint64>());
+         (!c.Name<R"(,"api_errors_suppressed":)">() || c.IntValue<kUint64>()) &&
+         // timing_stopped and its reason: together or not at all, as the encoder writes them.
+         (!c.Name<R"(,"timing_stopped":)">() ||
+          (c.IntValue<kUint64>() && c.Name<R"(,"timing_stopped_reason":)">() &&
+           c.TimingStoppedReasonValue()));
 }
 
 inline bool Stats(Cursor& c, Header* h) {

@@ -46,6 +46,8 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_MODE");
     unsetenv("FAKE_CUPTI_TIMING");
     unsetenv("FAKE_CUPTI_VERSION");
+    unsetenv("FAKE_CUPTI_ACTIVITY");
+    unsetenv("FAKE_CUPTI_CALL_LOG");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUFLIGHT_RING_SIZE");
@@ -96,6 +98,8 @@ TEST_F(Injection, AnotherCuptiSubscriberMeansOneLineAndNoRecording) {
   EXPECT_NE(r.out.find("fired=0"), std::string::npos);
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("already holds the CUPTI subscriber"), std::string::npos) << r.err;
+  // cuptiSubscribe_v2 (CUPTI 12.6+) names the holder.
+  EXPECT_NE(r.err.find("(Nsight Systems)"), std::string::npos) << r.err;
 }
 
 TEST_F(Injection, ABadSettingFallsBackWithOneWarning) {
@@ -204,6 +208,116 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   }
   EXPECT_EQ(kernels, 4);
   EXPECT_EQ(times, 0);
+}
+
+// What a run of the fake app under the library gave: the collector's events, and the CUPTI calls
+// the fake libcupti saw, in order.
+struct CuptiRun {
+  cuflight::testing::ProcessResult r;
+  std::vector<schema::OwnedEvent> events;
+  std::vector<std::string> calls;
+};
+
+CuptiRun RunWithCallLog(const std::string& name, int launches) {
+  CuptiRun run;
+  const std::string log = TempSocketPath(name) + ".log";
+  std::remove(log.c_str());
+  setenv("FAKE_CUPTI_CALL_LOG", log.c_str(), 1);
+  const std::string path = TempSocketPath(name);
+  TestCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  run.r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(launches)});
+  unsetenv("FAKE_CUPTI_CALL_LOG");
+  EXPECT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    EXPECT_TRUE(d.ok()) << d.message;
+    if (d.ok()) run.events.push_back(std::move(d.event));
+  }
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) run.calls.push_back(line);
+  std::remove(log.c_str());
+  return run;
+}
+
+template <class E>
+std::vector<E> Of(const std::vector<schema::OwnedEvent>& events) {
+  std::vector<E> out;
+  for (const schema::OwnedEvent& e : events) {
+    if (const auto* x = std::get_if<E>(&e)) out.push_back(*x);
+  }
+  return out;
+}
+
+bool Called(const std::vector<std::string>& calls, const std::string& name) {
+  return std::find(calls.begin(), calls.end(), name) != calls.end();
+}
+
+// CUPTI 13.3 (API version 130300) with the subscriber-scoped activity API: the library uses that
+// family for everything (CUPTI docs, "Enabling Multiple Subscribers": every subscriber must use
+// the _v2 APIs; "V1 to V2 API Migration": mixing returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_
+// SUPPORTED, which the fake does). Had one unversioned activity call slipped in, timing would be
+// missing here.
+TEST_F(Injection, Cupti13_3UsesTheSubscriberScopedActivityApiThroughout) {
+  UseFakes();
+  setenv("FAKE_CUPTI_VERSION", "130300", 1);
+  setenv("FAKE_CUPTI_TIMING", "0,2,0", 1);
+  const CuptiRun run = RunWithCallLog("cuptiv2", 5);
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_TRUE(Called(run.calls, "cuptiSubscribe_v2"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityRegisterCallbacks_v2"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityEnable_v2"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityGetNumDroppedRecords_v2"));
+  EXPECT_FALSE(Called(run.calls, "cuptiSubscribe"));
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityRegisterCallbacks"));
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable"));
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityGetNumDroppedRecords"));
+  EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 5u);
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  // The subscriber's dropped-record count (cuptiActivityGetNumDroppedRecords_v2).
+  EXPECT_EQ(ends[0].timing_dropped, 2u);
+  EXPECT_EQ(ends[0].timing_stopped_reason, schema::TimingStoppedReason::kNone);
+}
+
+// CUPTI 13.2 had the _v2 activity calls as a preview, without multi-subscriber tracing: the
+// unversioned family throughout, cuptiSubscribe included (cuptiSubscribe_v2 belongs to the other
+// family from 13.2 on).
+TEST_F(Injection, Cupti13_2KeepsTheUnversionedActivityApi) {
+  UseFakes();
+  setenv("FAKE_CUPTI_VERSION", "130200", 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  const CuptiRun run = RunWithCallLog("cuptiv1", 4);
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_TRUE(Called(run.calls, "cuptiSubscribe"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityEnable"));
+  EXPECT_FALSE(Called(run.calls, "cuptiSubscribe_v2"));
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable_v2"));
+  EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 4u);
+}
+
+// Another tool holds kernel activity tracing: launches are recorded, timing is said to be
+// unavailable once on stderr and in process_end, every launch counted.
+TEST_F(Injection, ActivityHeldByAnotherToolIsReportedAsTimingUnavailable) {
+  UseFakes();
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  setenv("FAKE_CUPTI_ACTIVITY", "held", 1);
+  const CuptiRun run = RunWithCallLog("held", 6);
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(CountLines(run.r.err), 1) << run.r.err;
+  EXPECT_NE(run.r.err.find("kernel timing unavailable"), std::string::npos) << run.r.err;
+  EXPECT_NE(run.r.err.find("another CUPTI tool holds activity tracing"), std::string::npos)
+      << run.r.err;
+  EXPECT_EQ(Of<schema::OwnedKernelEvent>(run.events).size(), 6u);
+  EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 0u);
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].timing_stopped, 6u);
+  EXPECT_EQ(ends[0].timing_stopped_reason, schema::TimingStoppedReason::kUnavailable);
 }
 
 // Splits the collector's lines by the pid in their header.
@@ -615,7 +729,8 @@ TEST_F(BoundedInjection, TheSenderCallsNoCuptiBeforeSubscriptionAndActivitySetUp
   const auto find = [&](const std::string& name) {
     return std::find(calls.begin(), calls.end(), name) - calls.begin();
   };
-  const auto subscribe = find("cuptiSubscribe");
+  // Either family of calls (the fake CUPTI has cuptiSubscribe_v2, as CUPTI has since 12.6).
+  const auto subscribe = std::min(find("cuptiSubscribe"), find("cuptiSubscribe_v2"));
   const auto enable = find("cuptiActivityEnable");  // the set-up's last call (cupti_activity.h)
   const auto first_flush = find("cuptiActivityFlushAll");
   ASSERT_LT(subscribe, static_cast<long>(calls.size()));

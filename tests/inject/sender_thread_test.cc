@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -41,13 +43,15 @@ struct Pipeline {
   SenderThread sender;
 
   Pipeline(const std::string& socket, size_t ring_slots, RecorderOptions options = {},
-           ActivityBuffers* activity = nullptr)
+           ActivityBuffers* activity = nullptr, TimingWatch::Options watch = {})
       : h(ring_slots, std::move(options)),
-        sender(MakeOptions(socket, &h.driver), Facts(), h.ring.get(), h.recorder.get(),
+        sender(MakeOptions(socket, &h.driver, watch), Facts(), h.ring.get(), h.recorder.get(),
                &h.functions, &h.devices, activity, activity != nullptr ? &h.cupti : nullptr) {}
 
-  static SenderThreadOptions MakeOptions(const std::string& socket, const DriverApi* driver) {
+  static SenderThreadOptions MakeOptions(const std::string& socket, const DriverApi* driver,
+                                         TimingWatch::Options watch = {}) {
     SenderThreadOptions o;
+    o.timing_watch = watch;
     o.driver = driver;
     o.transport.socket_path = socket;
     o.transport.backoff_min = std::chrono::milliseconds(1);
@@ -380,6 +384,73 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   EXPECT_EQ(p.sender.counters().timing_dropped, 12u);
 }
 
+// Another CUPTI client takes over the activity buffers (torch.profiler's Kineto registering its
+// own callbacks): launches go on, records stop. The stats then say so with a count, and say it no
+// more once records arrive again; the thresholds are small here (4 launches, 50 ms).
+TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) {
+  const std::string path = TempSocketPath("stopped");
+  TestCollector collector(path);
+  ActivityBuffers buffers(2, 16 << 10);
+  TimingWatch::Options watch;
+  watch.silence_ns = 50'000'000;
+  watch.min_launches = 4;
+  Pipeline p(path, 64, {}, &buffers, watch);
+  p.h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  const auto deliver = [&](uint32_t correlation_id) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    buffers.Request(&buffer, &size, &max_records);
+    ASSERT_NE(buffer, nullptr);
+    const size_t valid = WriteKernelRecords({TimedKernel(correlation_id, 1000, 2000)}, buffer,
+                                            buffers.buffer_size());
+    buffers.Complete(buffer, valid);
+  };
+  Clock::time_point now = Clock::now();
+  const auto step = [&] {
+    now += std::chrono::milliseconds(20);  // past the 10 ms stats interval: stats every step
+    p.sender.Step(now);
+  };
+  // Timed as usual.
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 1);
+  deliver(1);
+  step();
+  // The takeover: six launches, no record, for longer than the silence.
+  for (uint32_t c = 2; c <= 7; ++c) p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", c);
+  step();
+  EXPECT_EQ(p.sender.counters().timing_stop, TimingStop::kNone);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  step();
+  EXPECT_EQ(p.sender.counters().timing_stop, TimingStop::kRecordsStopped);
+  EXPECT_EQ(p.sender.counters().timing_stopped, 6u);
+  p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z1kv", 8);
+  step();
+  EXPECT_EQ(p.sender.counters().timing_stopped, 7u);
+  // Records again (the client gave the buffers back, or the GPU was only slow).
+  deliver(8);
+  step();
+  EXPECT_EQ(p.sender.counters().timing_stop, TimingStop::kNone);
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+
+  std::vector<std::pair<uint64_t, schema::TimingStoppedReason>> seen;  // per stats event
+  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+    if (const auto* st = std::get_if<schema::OwnedStatsEvent>(&e)) {
+      seen.emplace_back(st->timing_stopped, st->timing_stopped_reason);
+    }
+    if (const auto* end = std::get_if<schema::OwnedProcessEndEvent>(&e)) {
+      EXPECT_EQ(end->timing_stopped, 0u);
+      EXPECT_EQ(end->timing_stopped_reason, schema::TimingStoppedReason::kNone);
+    }
+  }
+  using R = schema::TimingStoppedReason;
+  // One stats event per step but the first (which starts the interval).
+  const std::vector<std::pair<uint64_t, R>> expected = {
+      {0, R::kNone}, {6, R::kRecordsStopped}, {7, R::kRecordsStopped}, {0, R::kNone}};
+  EXPECT_EQ(seen, expected);
+}
+
 TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
   const std::string path = TempSocketPath("refused");
   TestCollector collector(path);
@@ -427,7 +498,7 @@ TEST(ActivityBuffers, CuptiDropsAreReadAtEveryCompletionAndCountedOnce) {
   buffers.Complete(buffer, 0);  // no source yet: not read
   EXPECT_EQ(fake.dropped_queries, 0);
   EXPECT_EQ(buffers.cupti_dropped(), 0u);
-  buffers.SetDroppedRecordsSource(cupti.ActivityGetNumDroppedRecords);
+  buffers.SetDroppedRecordsSource(&cupti);
   buffers.Request(&buffer, &size, &max_records);
   ASSERT_NE(buffer, nullptr);
   buffers.Complete(nullptr, 0, buffer, 0);

@@ -183,6 +183,43 @@ TEST(ReportCli, JsonHasTheTimingRecordsEachProcessLost) {
   EXPECT_EQ(timing_dropped, (std::map<int, uint64_t>{{101, 5}, {102, 4}, {103, 0}}));
 }
 
+// Kernel timing that stopped in a process is said in the table (one note per process naming the
+// cause and the count) and in the JSON; a process whose timing did not stop gets no note.
+TEST(ReportCli, TimingThatStoppedIsSaidPerProcess) {
+  TempDir dir;
+  schema::OwnedStatsEvent stats;
+  stats.header = {3, 201, 1};
+  stats.ring_capacity = 64;
+  stats.interval_ns = 1000;
+  stats.timing_stopped = 4096;
+  stats.timing_stopped_reason = schema::TimingStoppedReason::kRecordsStopped;
+  WriteFile(dir.path() / "a.jsonl", Line(Start(201, 0, kStart)) + Line(stats));  // running
+  schema::OwnedProcessEndEvent end = End(202, 1, 0);
+  end.timing_stopped = 1;
+  end.timing_stopped_reason = schema::TimingStoppedReason::kUnavailable;
+  WriteFile(dir.path() / "b.jsonl", Line(Start(202, 0, kStart)) + Line(end));
+  WriteFile(dir.path() / "c.jsonl", Line(Start(203, 0, kStart)) + Line(End(203, 1, 0)));
+  const CliRun table = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("kernel timing records stopped arriving while launches went on"));
+  EXPECT_THAT(table.out, HasSubstr("4096 launches have no GPU time"));
+  EXPECT_THAT(table.out, HasSubstr("kernel timing was unavailable"));
+  EXPECT_THAT(table.out, HasSubstr("1 launch has no GPU time"));
+  EXPECT_EQ(table.out.find("pid 203"), std::string::npos) << table.out;
+  const CliRun r = Report({dir.path().string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, std::pair<uint64_t, std::string>> stopped;  // pid -> count, reason
+  const json j = json::parse(r.out);
+  for (const json& p : j["processes"]) {
+    stopped[p["pid"].get<int>()] = {p["timing_stopped"].get<uint64_t>(),
+                                    p["timing_stopped_reason"].get<std::string>()};
+  }
+  EXPECT_EQ(stopped, (std::map<int, std::pair<uint64_t, std::string>>{
+                         {201, {4096, "records_stopped"}},
+                         {202, {1, "unavailable"}},
+                         {203, {0, ""}}}));
+}
+
 TEST(ReportCli, JsonHasEveryNumberFromHandCalculation) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess(kPid, kStart));

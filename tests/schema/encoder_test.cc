@@ -91,6 +91,31 @@ TEST(EncoderTest, ProcessEndLineIsExact) {
             "\n");
 }
 
+// timing_stopped and its reason go out together, after the other counters, only when timing
+// stopped (schema/v1/process_end.schema.json: dependentRequired).
+TEST(EncoderTest, TimingStoppedIsWrittenWithItsReasonOnlyWhenTimingStopped) {
+  ProcessEndEvent end;
+  end.header = {1, 2, 3};
+  end.exit_code = 0;
+  const std::string plain = EncodeToString(end);
+  EXPECT_EQ(plain.find("timing_stopped"), std::string::npos) << plain;
+  end.timing_stopped = 250;
+  end.timing_stopped_reason = TimingStoppedReason::kRecordsStopped;
+  EXPECT_EQ(EncodeToString(end),
+            R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":0,)"
+            R"("emitted":0,"dropped":0,"launches":0,"filtered":0,"dropped_ring_full":0,)"
+            R"("dropped_disconnected":0,"dropped_backpressure":0,"timing_dropped":0,)"
+            R"("occupancy_disagreements":0,"api_errors_routine":0,"api_errors_suppressed":0,)"
+            R"("timing_stopped":250,"timing_stopped_reason":"records_stopped"})"
+            "\n");
+  end.timing_stopped = 0;
+  end.timing_stopped_reason = TimingStoppedReason::kUnavailable;
+  const std::string unavailable = EncodeToString(end);
+  EXPECT_NE(unavailable.find(R"("timing_stopped":0,"timing_stopped_reason":"unavailable"})"),
+            std::string::npos)
+      << unavailable;
+}
+
 TEST(EncoderTest, ProcessLostLineIsExact) {
   ProcessLostEvent lost;
   lost.header = {1732000000123456789, 4242, 99};

@@ -334,6 +334,15 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.dropped_backpressure = kU64Max;
   stats.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(stats, seq++));
+  // Kernel timing stopped: records stopped arriving with launches since, and never enabled.
+  stats.timing_stopped = 4096;
+  stats.timing_stopped_reason = TimingStoppedReason::kRecordsStopped;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.timing_stopped = 0;
+  stats.timing_stopped_reason = TimingStoppedReason::kUnavailable;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.timing_stopped = 0;
+  stats.timing_stopped_reason = TimingStoppedReason::kNone;
 
   OwnedProcessEndEvent end;
   end.header = MakeHeader(seq++);
@@ -356,6 +365,11 @@ std::vector<OwnedEvent> RoundTripEvents() {
   end.dropped_backpressure = kU64Max;
   end.timing_dropped = kU64Max;
   events.emplace_back(WithHeader(end, seq++));
+  end.timing_stopped = kU64Max;
+  end.timing_stopped_reason = TimingStoppedReason::kUnavailable;
+  events.emplace_back(WithHeader(end, seq++));
+  end.timing_stopped = 0;
+  end.timing_stopped_reason = TimingStoppedReason::kNone;
 
   OwnedProcessLostEvent lost;
   lost.header = MakeHeader(seq - 1);
@@ -398,6 +412,11 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.addr = 0;
   crash.app_handler = true;
   events.emplace_back(WithHeader(crash, seq++));
+  crash.timing_stopped = 17;
+  crash.timing_stopped_reason = TimingStoppedReason::kRecordsStopped;
+  events.emplace_back(WithHeader(crash, seq++));
+  crash.timing_stopped = 0;
+  crash.timing_stopped_reason = TimingStoppedReason::kNone;
   crash.signal = 64;
   crash.code = kI32Min;
   crash.addr = kU64Max;

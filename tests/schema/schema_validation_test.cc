@@ -65,6 +65,13 @@ TEST(SchemaValidationTest, ValidatorRejectsBadLines) {
   bad.push_back(missing);
   std::vector<std::string> lines;
   for (const json& doc : bad) lines.push_back(doc.dump() + "\n");
+  // timing_stopped_reason outside its enum, and either of the pair without the other.
+  const std::string end_line =
+      R"({"type":"process_end","version":1,"ts_ns":1,"pid":2,"seq":3,"exit_code":0,"emitted":0,)"
+      R"("dropped":0)";
+  lines.push_back(end_line + R"(,"timing_stopped":1,"timing_stopped_reason":"stolen"})" + "\n");
+  lines.push_back(end_line + R"(,"timing_stopped":1})" + "\n");
+  lines.push_back(end_line + R"(,"timing_stopped_reason":"unavailable"})" + "\n");
   lines.push_back("{\"type\":\"stats\", NaN}\n");
   lines.push_back("[1,2,3]\n");
   EXPECT_EQ(RunValidator(lines, "schema_bad.jsonl", "invalid"), 0);

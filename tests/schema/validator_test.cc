@@ -529,6 +529,32 @@ TEST(ValidatorTest, KernelTimeGraphIds) {
   EXPECT_EQ(node, 10u);
 }
 
+// timing_stopped and timing_stopped_reason: optional, together, the reason one of two names
+// (schema/v1/stats.schema.json).
+TEST(ValidatorTest, TimingStoppedComesWithItsReason) {
+  const std::string head =
+      R"({"type":"stats","version":1,"ts_ns":1,"pid":2,"seq":3,"emitted":4,"dropped":0,)"
+      R"("ring_capacity":8,"interval_ns":5)";
+  EXPECT_EQ(ExpectAgreement(head + "}"), Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":9,"timing_stopped_reason":"records_stopped"})"),
+            Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped_reason":"unavailable","timing_stopped":0})"),
+            Reason::kOk);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":9,"timing_stopped_reason":"stolen"})"),
+            Reason::kOutOfRange);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":-1,"timing_stopped_reason":"unavailable"})"),
+            Reason::kOutOfRange);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":1,"timing_stopped_reason":1})"),
+            Reason::kWrongType);
+  ValidateError error;
+  LineInfo info;
+  EXPECT_EQ(Validate(head + R"(,"timing_stopped":9})", &info, &error), Reason::kMissingField);
+  EXPECT_EQ(error.field, "timing_stopped_reason");
+  EXPECT_EQ(Validate(head + R"(,"timing_stopped_reason":"unavailable"})", &info, &error),
+            Reason::kMissingField);
+  EXPECT_EQ(error.field, "timing_stopped");
+}
+
 TEST(ValidatorTest, NullInfoAndErrorAreAllowed) {
   EXPECT_EQ(Validate(EncodeLine(RealisticKernel()), nullptr, nullptr), Reason::kOk);
   EXPECT_EQ(Validate("{", nullptr, nullptr), Reason::kMalformedJson);

@@ -21,12 +21,27 @@
 //   FAKE_CUPTI_SUBSCRIBE_DELAY_MS=<ms>  cuptiSubscribe takes that long (as inside cuInit).
 //   FAKE_CUPTI_CALL_LOG=<path>    appends the name of each CUPTI call, one per line, in the order
 //                                 the calls began (all threads), so a test can check the order.
+//
+// The two activity API families (CUPTI docs, "Multiple Subscribers"): the unversioned (global)
+// calls and the subscriber-scoped _v2 calls of CUPTI 13.2+. "V1 to V2 API Migration": the
+// families "are incompatible; they cannot be used together. When both V1 and V2 APIs are present
+// in the same process, CUPTI returns the error CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED".
+// Here: once cuptiSubscribe_v2 allowed multiple subscribers or a _v2 activity call succeeded, every
+// unversioned activity call fails so; once an unversioned one succeeded, every _v2 one does.
+// The _v2 buffer callbacks get a request / complete info (never read by the library) and no
+// context or stream.
+//   FAKE_CUPTI_MODE=taken         cuptiSubscribe and cuptiSubscribe_v2 fail as when another tool
+//                                 holds CUPTI (cuptiSubscribe_v2 names it: "Nsight Systems").
+//   FAKE_CUPTI_ACTIVITY=held      cuptiActivityEnable and cuptiActivityEnable_v2 fail with
+//                                 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another
+//                                 tool holds activity tracing.
 #include <cupti.h>
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +56,26 @@ void* g_userdata = nullptr;
 bool g_enabled[1024] = {};
 CUpti_BuffersCallbackRequestFunc g_buffer_requested = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_buffer_completed = nullptr;
+// The _v2 callbacks (cupti_activity.h of CUDA 13.2+, CUpti_BuffersCallbackRequestFunc_v2 and
+// CUpti_BuffersCallbackCompleteFunc_v2; their info structs' first member is structSize).
+using RequestedV2 = void (*)(uint8_t**, size_t*, size_t*, void*);
+using CompletedV2 = void (*)(uint8_t*, size_t, size_t, void*);
+RequestedV2 g_buffer_requested_v2 = nullptr;
+CompletedV2 g_buffer_completed_v2 = nullptr;
+struct BufferInfo {
+  size_t structSize = sizeof(BufferInfo);
+  uint64_t threadId = 0;
+};
+// Which family the process uses: 0 none yet, 1 unversioned, 2 subscriber-scoped (_v2).
+std::atomic<int> g_family{0};
+// Kernel records are written only once a client enabled the kind (cupti_activity.h,
+// cuptiActivityEnable: "Enable collection of a specific kind of activity record").
+std::atomic<bool> g_kernels_enabled{false};
+bool UseFamily(int family) {
+  int none = 0;
+  return g_family.compare_exchange_strong(none, family) || none == family;
+}
+
 std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
@@ -81,7 +116,19 @@ TimingMode ReadTimingMode() {
 
 void DeliverTiming() {
   const TimingMode mode = ReadTimingMode();
-  if (!mode.on || g_buffer_requested == nullptr || g_buffer_completed == nullptr) return;
+  const bool v2 = g_family.load() == 2;
+  if (!mode.on || !g_kernels_enabled.load() || (v2 ? g_buffer_requested_v2 == nullptr || g_buffer_completed_v2 == nullptr
+                      : g_buffer_requested == nullptr || g_buffer_completed == nullptr)) {
+    return;
+  }
+  BufferInfo info;
+  const auto request = [&](uint8_t** buffer, size_t* size, size_t* max_records) {
+    if (v2) {
+      g_buffer_requested_v2(buffer, size, max_records, &info);
+    } else {
+      g_buffer_requested(buffer, size, max_records);
+    }
+  };
   struct Given {
     uint8_t* buffer;
     size_t size;
@@ -92,7 +139,7 @@ void DeliverTiming() {
     uint8_t* buffer = nullptr;
     size_t size = 0;
     size_t max_records = 0;
-    g_buffer_requested(&buffer, &size, &max_records);
+    request(&buffer, &size, &max_records);
     if (buffer == nullptr) {
       ++refused;
     } else {
@@ -103,7 +150,7 @@ void DeliverTiming() {
     uint8_t* buffer = nullptr;
     size_t size = 0;
     size_t max_records = 0;
-    g_buffer_requested(&buffer, &size, &max_records);
+    request(&buffer, &size, &max_records);
     if (buffer != nullptr) given.push_back({buffer, size});
   }
   g_dropped.store(static_cast<size_t>(mode.dropped));
@@ -133,7 +180,11 @@ void DeliverTiming() {
   }
   g_timed.clear();
   for (size_t i = 0; i < given.size(); ++i) {
-    g_buffer_completed(nullptr, 0, given[i].buffer, given[i].size, i == 0 ? valid : 0);
+    if (v2) {
+      g_buffer_completed_v2(given[i].buffer, given[i].size, i == 0 ? valid : 0, &info);
+    } else {
+      g_buffer_completed(nullptr, 0, given[i].buffer, given[i].size, i == 0 ? valid : 0);
+    }
   }
 }
 }  // namespace
@@ -146,6 +197,38 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Call
   }
   const char* mode = std::getenv("FAKE_CUPTI_MODE");
   if (mode != nullptr && std::strcmp(mode, "taken") == 0) {
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  }
+  g_callback = callback;
+  g_userdata = userdata;
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
+  return CUPTI_SUCCESS;
+}
+// CUpti_SubscriberParams of CUPTI 13.2+ (cupti_callbacks.h): the 13.0 struct plus
+// allowMultipleSubscribers; a caller's structSize says which members it has.
+struct SubscriberParams {
+  size_t structSize;
+  const char* subscriberName;
+  char* oldSubscriberName;
+  size_t oldSubscriberSize;
+  uint8_t allowMultipleSubscribers;
+};
+EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
+                                     CUpti_CallbackFunc callback, void* userdata,
+                                     CUpti_SubscriberParams* declared) {
+  LogCall("cuptiSubscribe_v2");
+  auto* params = reinterpret_cast<SubscriberParams*>(declared);
+  const char* mode = std::getenv("FAKE_CUPTI_MODE");
+  if (mode != nullptr && std::strcmp(mode, "taken") == 0) {
+    if (params != nullptr && params->oldSubscriberName != nullptr &&
+        params->oldSubscriberSize > std::strlen("Nsight Systems")) {
+      std::strcpy(params->oldSubscriberName, "Nsight Systems");
+    }
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  }
+  if (params != nullptr &&
+      params->structSize > offsetof(SubscriberParams, allowMultipleSubscribers) &&
+      params->allowMultipleSubscribers != 0 && !UseFamily(2)) {
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   g_callback = callback;
@@ -192,12 +275,38 @@ EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t, uint3
   *id = stream == nullptr ? 7u : static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream) >> 3);
   return CUPTI_SUCCESS;
 }
+bool ActivityHeld() {
+  const char* held = std::getenv("FAKE_CUPTI_ACTIVITY");
+  return held != nullptr && std::strcmp(held, "held") == 0;
+}
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
-  LogCall("cuptiActivityEnable"); return CUPTI_SUCCESS; }
+  LogCall("cuptiActivityEnable");
+  if (!UseFamily(1) || ActivityHeld()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_kernels_enabled.store(true);
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind, void*) {
+  LogCall("cuptiActivityEnable_v2");
+  if (!UseFamily(2) || ActivityHeld()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_kernels_enabled.store(true);
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind, void*) {
+  return UseFamily(2) ? CUPTI_SUCCESS : CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+}
+EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle, RequestedV2 requested,
+                                                     CompletedV2 completed) {
+  LogCall("cuptiActivityRegisterCallbacks_v2");
+  if (!UseFamily(2)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_buffer_requested_v2 = requested;
+  g_buffer_completed_v2 = completed;
+  return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                                   CUpti_BuffersCallbackCompleteFunc completed) {
   LogCall("cuptiActivityRegisterCallbacks");
+  if (!UseFamily(1)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   g_buffer_requested = requested;
   g_buffer_completed = completed;
   return CUPTI_SUCCESS;
@@ -217,8 +326,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   return CUPTI_SUCCESS;
 }
 // The records of a buffer as DeliverTiming writes them: kernel records back to back.
-EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
-                                              CUpti_Activity** record) {
+CUptiResult NextRecord(uint8_t* buffer, size_t valid_size, CUpti_Activity** record) {
   size_t at = 0;
   if (*record != nullptr) {
     at = static_cast<size_t>(reinterpret_cast<uint8_t*>(*record) - buffer) +
@@ -228,8 +336,26 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size
   *record = reinterpret_cast<CUpti_Activity*>(buffer + at);
   return CUPTI_SUCCESS;
 }
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
+                                              CUpti_Activity** record) {
+  if (g_family.load() == 2) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  return NextRecord(buffer, valid_size, record);
+}
+EXPORT CUptiResult cuptiActivityGetNextRecord_v2(CUpti_SubscriberHandle, uint8_t* buffer,
+                                                 size_t valid_size, CUpti_Activity** record) {
+  if (g_family.load() != 2) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  return NextRecord(buffer, valid_size, record);
+}
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
   LogCall("cuptiActivityGetNumDroppedRecords");
+  if (g_family.load() == 2) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  *dropped = g_dropped.exchange(0);
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle, CUcontext, uint32_t,
+                                                        size_t* dropped) {
+  LogCall("cuptiActivityGetNumDroppedRecords_v2");
+  if (g_family.load() != 2) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   *dropped = g_dropped.exchange(0);
   return CUPTI_SUCCESS;
 }

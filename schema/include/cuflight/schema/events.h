@@ -136,6 +136,37 @@ constexpr std::optional<OccupancySource> OccupancySourceFromName(std::string_vie
   return std::nullopt;
 }
 
+// Why kernel timing stopped in a process (stats, process_end, process_crash: the wire's
+// timing_stopped_reason, "records_stopped" or "unavailable"; kNone is not encoded).
+//   kRecordsStopped: kernel activity records stopped arriving while launches went on (another
+//                    CUPTI client took over the activity buffers or disabled kernel records, or
+//                    the GPU stopped completing kernels);
+//   kUnavailable:    kernel activity could not be enabled (another CUPTI tool holds it).
+enum class TimingStoppedReason : uint8_t {
+  kNone = 0,
+  kRecordsStopped = 1,
+  kUnavailable = 2,
+};
+
+constexpr std::string_view TimingStoppedReasonName(TimingStoppedReason reason) {
+  switch (reason) {
+    case TimingStoppedReason::kRecordsStopped:
+      return "records_stopped";
+    case TimingStoppedReason::kUnavailable:
+      return "unavailable";
+    case TimingStoppedReason::kNone:
+      break;
+  }
+  return "";
+}
+
+// Inverse of TimingStoppedReasonName for the two wire names; nullopt for any other string.
+constexpr std::optional<TimingStoppedReason> TimingStoppedReasonFromName(std::string_view name) {
+  if (name == "records_stopped") return TimingStoppedReason::kRecordsStopped;
+  if (name == "unavailable") return TimingStoppedReason::kUnavailable;
+  return std::nullopt;
+}
+
 // Inverse of LostReasonName; nullopt for any other string.
 constexpr std::optional<LostReason> LostReasonFromName(std::string_view name) {
   for (int i = 0; i < kLostReasonCount; ++i) {
@@ -331,6 +362,10 @@ struct BasicStatsEvent {
   // CUresult) beyond the first 10, past one a second.
   uint64_t api_errors_routine = 0;
   uint64_t api_errors_suppressed = 0;
+  // Launches recorded while kernel timing was stopped, and why (optional on the wire, together:
+  // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
+  uint64_t timing_stopped = 0;
+  TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
@@ -356,6 +391,10 @@ struct BasicProcessEndEvent {
   // CUresult) beyond the first 10, past one a second.
   uint64_t api_errors_routine = 0;
   uint64_t api_errors_suppressed = 0;
+  // Launches recorded while kernel timing was stopped, and why (optional on the wire, together:
+  // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
+  uint64_t timing_stopped = 0;
+  TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -405,6 +444,10 @@ struct BasicProcessCrashEvent {
   // CUresult) beyond the first 10, past one a second.
   uint64_t api_errors_routine = 0;
   uint64_t api_errors_suppressed = 0;
+  // Launches recorded while kernel timing was stopped, and why (optional on the wire, together:
+  // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
+  uint64_t timing_stopped = 0;
+  TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

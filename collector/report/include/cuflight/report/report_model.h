@@ -89,12 +89,21 @@ struct ProcessSummary {
   // Kernel timing records the process reported lost (no kernel_time for them; process_end, else
   // its latest stats).
   uint64_t timing_dropped = 0;
+  // Launches recorded while kernel timing was stopped, and why (process_end, else the latest of
+  // process_crash and stats).
+  uint64_t timing_stopped = 0;
+  schema::TimingStoppedReason timing_stopped_reason = schema::TimingStoppedReason::kNone;
   Ending ending = Ending::kRunning;
   // One line saying how it ended, e.g. "lost: connection ended without process_end (last seq
   // 41, 0 events lost)" or "api_error: cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED (719)".
   std::string ending_detail;
   std::vector<StreamTail> streams;  // by (device, stream)
 };
+
+// One sentence on kernel timing that stopped in the process, e.g. "pid 42 train.py: kernel timing
+// records stopped arriving while launches went on (...); 4,096 launches have no GPU time"; "" when
+// it did not stop.
+std::string TimingStoppedNote(const ProcessSummary& p);
 
 // Exact statistics of the GPU durations of a signature's timed launches, in ns. Percentiles are
 // nearest-rank: the smallest duration d with at least p% of the durations <= d.

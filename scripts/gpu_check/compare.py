@@ -357,6 +357,41 @@ def compare_names(profiler_counts, events, out):
             "ok": bool(profiler_counts) and not missing}
 
 
+def judge_shared_cupti(profiler_counts, kernels, kernel_times, ends, stderr, out):
+    """torch.profiler inside a run cuflight records (two CUPTI clients in one process). The
+    application must behave as without cuflight (the caller checks its exit status) and the
+    profiler must list kernels. cuflight then either traced alongside it (every recorded launch
+    timed: the subscriber-scoped activity API, CUDA 13.3+ with driver r610+), or said what it
+    could not do: one stderr line that another tool holds CUPTI, or `timing_stopped` with its
+    reason in process_end. Kernel events without timing and nothing said is the failure this
+    looks for. Returns (ok, outcome word, one line)."""
+    if not profiler_counts:
+        return False, "FAILED", "torch.profiler listed no kernel"
+    timed = {t.get("correlation_id") for t in kernel_times}
+    untimed = sum(1 for k in kernels if k.get("correlation_id") not in timed)
+    stopped = [e for e in ends if e.get("timing_stopped_reason")]
+    held = "already holds the CUPTI subscriber" in stderr
+    if held and not kernels:
+        line = "cuflight said another CUPTI tool holds the subscriber and recorded nothing"
+        out.write(line + "\n")
+        return True, "refused", line
+    if not kernels:
+        return False, "FAILED", "cuflight recorded no launch and said nothing"
+    if untimed == 0:
+        line = f"both traced: {len(kernels)} launches recorded, all timed"
+        out.write(line + "\n")
+        return True, "both", line
+    if stopped:
+        e = stopped[-1]
+        line = (f"{len(kernels)} launches recorded, {untimed} untimed; process_end says "
+                f"timing_stopped {e.get('timing_stopped')} ({e.get('timing_stopped_reason')})")
+        out.write(line + "\n")
+        return True, "timing-stopped", line
+    line = f"{untimed} of {len(kernels)} launches untimed and nothing said (no timing_stopped)"
+    out.write("FAIL " + line + "\n")
+    return False, "FAILED", line
+
+
 def check_fault_review(report, events, truths, out):
     """The post-mortem view of a faulting program: `report` is `cuflight report --json` of its
     logs. Its review section (processes that crashed, were lost or ended in a failed CUDA call)

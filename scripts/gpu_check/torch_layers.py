@@ -8,9 +8,11 @@ usage: torch_layers.py [--steps N] [--profile OUT.json]
 kernels it saw as {"kernels": {name: launches}, "steps": N, "torch": version}.
 
 Why two runs and not one: torch.profiler (Kineto) uses CUPTI, and so does cuflight's injected
-library. CUPTI allows one callback subscriber and one set of activity-buffer callbacks per
-process, so in one process either the profiler or cuflight would be refused (or both would
-lose records). gpu-check therefore runs this script twice: once with --profile and no injector,
+library. Before CUDA 13.3 (and driver r610) CUPTI allows one callback subscriber and one set of
+activity-buffer callbacks per process, so in one process either the profiler or cuflight would be
+refused (or one would lose records). For a comparison that holds on any stack, gpu-check runs
+this script twice (and a third time with both in one process, to check how they share CUPTI):
+once with --profile and no injector,
 to list the kernels and how often each ran, and once under `cuflight run` without --profile;
 the run is deterministic (fixed seeds and shapes, no cuDNN autotuning), so both launch the same
 kernels, and compare.py checks that every kernel the profiler saw is among cuflight's events.

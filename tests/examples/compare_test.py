@@ -7,6 +7,7 @@ installed). Each test starts from such a pair, changes the log the way a broken 
 and runs compare.py as gpu-check does, checking its exit status and its summary.
 """
 
+import io
 import json
 import os
 import pathlib
@@ -332,6 +333,40 @@ class CompareTest(unittest.TestCase):
                                 "_Z7softmaxPf": 1}, self.torch_events())
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(s["more"], 1)
+
+    # -- torch.profiler and cuflight in one process ------------------------------------------------
+
+    def shared(self, kernels, times, ends, stderr=""):
+        sys.path.insert(0, str(SOURCE / "scripts" / "gpu_check"))
+        import compare  # noqa: E402
+        out = io.StringIO()
+        return compare.judge_shared_cupti({"gemm": 2}, kernels, times, ends, stderr, out)
+
+    def test_both_tools_tracing_passes(self):
+        ok, word, _ = self.shared([{"correlation_id": 1}, {"correlation_id": 2}],
+                                  [{"correlation_id": 1}, {"correlation_id": 2}], [{}])
+        self.assertEqual((ok, word), (True, "both"))
+
+    def test_untimed_launches_said_in_process_end_pass(self):
+        ok, word, line = self.shared(
+            [{"correlation_id": 1}, {"correlation_id": 2}], [{"correlation_id": 1}],
+            [{"timing_stopped": 1, "timing_stopped_reason": "records_stopped"}])
+        self.assertEqual((ok, word), (True, "timing-stopped"))
+        self.assertIn("records_stopped", line)
+
+    def test_untimed_launches_nothing_said_fail(self):
+        ok, word, _ = self.shared([{"correlation_id": 1}, {"correlation_id": 2}],
+                                  [{"correlation_id": 1}], [{}])
+        self.assertEqual((ok, word), (False, "FAILED"))
+
+    def test_a_refused_subscription_said_once_passes(self):
+        ok, word, _ = self.shared([], [], [], "cuflight: another CUPTI tool already holds the "
+                                  "CUPTI subscriber; the application runs without cuflight")
+        self.assertEqual((ok, word), (True, "refused"))
+
+    def test_nothing_recorded_nothing_said_fails(self):
+        ok, word, _ = self.shared([], [], [])
+        self.assertEqual((ok, word), (False, "FAILED"))
 
 
 @unittest.skipIf(subprocess.run([sys.executable, "-c", "import jsonschema"],

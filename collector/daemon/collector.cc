@@ -574,6 +574,9 @@ class Collector::Impl {
                                facts_.graph_node_id);
         }
         break;
+      case schema::EventType::kApiError:
+        if (metrics_ != nullptr) metrics_->ApiError(facts_.error_name);
+        break;
       case schema::EventType::kStats:
         UpdateDrops(p);
         break;
@@ -983,6 +986,7 @@ class Collector::Impl {
     record.events_stored = p.stored;
     record.events_lost = p.lost;
     sink_->AppendCollectorEvent(p.stream, EncodeProcessLost(record));
+    if (metrics_ != nullptr) metrics_->EventStored("process_lost");
     appended_ = true;
     ++stats_.processes_lost;
     log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored, {} lost", p.id,

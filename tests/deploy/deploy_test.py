@@ -10,7 +10,8 @@
   Manifests       the Kubernetes pod example agrees with the DaemonSet (socket, library, uid,
                   group, volumes)
   PrometheusRules promtool check rules and promtool test rules; every series the rules and their
-                  test inputs name is one a real collector exposes, with its real labels
+                  test inputs name is one a real collector exposes, with its real labels; the
+                  example Prometheus configurations pass promtool check config
   Dashboard       every PromQL expression of the Grafana dashboard parses (promtool check rules,
                   each as a recording rule) and names only series a real collector exposes
   Extractor       the metric-name extractor these checks rely on, on hand-written expressions
@@ -506,6 +507,29 @@ class PrometheusRules(unittest.TestCase):
     def test_the_rules_pass_their_promtool_tests(self):
         r = run([self.promtool, 'test', 'rules', RULES_TEST], cwd=os.path.dirname(RULES_TEST))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_the_example_configurations_pass_promtool_check(self):
+        need_yaml()
+        directory = os.path.dirname(RULES)
+        for name in ('prometheus.example.yml', 'federate.example.yml',
+                     'prometheus-kubernetes.example.yml'):
+            path = os.path.join(directory, name)
+            with open(path) as f:
+                config = yaml.safe_load(f)
+            # Debian's Prometheus is built without Kubernetes service discovery, so its promtool
+            # does not know kubernetes_sd_configs: that block is replaced by a static target and
+            # the rest (relabelling, rule files) is checked.
+            for job in config.get('scrape_configs', []):
+                if job.pop('kubernetes_sd_configs', None) is not None:
+                    job['static_configs'] = [{'targets': ['10.0.0.1:9464']}]
+            with tempfile.TemporaryDirectory() as tmp:
+                for rule_file in config.get('rule_files', []):  # relative to the configuration
+                    shutil.copy(os.path.join(directory, rule_file), tmp)
+                checked = os.path.join(tmp, name)
+                with open(checked, 'w') as f:
+                    yaml.safe_dump(config, f)
+                r = run([self.promtool, 'check', 'config', checked])
+            self.assertEqual(r.returncode, 0, f'{name}: {r.stdout}{r.stderr}')
 
     def test_the_rules_name_only_series_the_collector_exposes(self):
         need_yaml()

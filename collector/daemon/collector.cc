@@ -123,7 +123,7 @@ class Collector::Impl {
         return false;
       }
     }
-    unix_ = UnixListener::Open(options_.socket, &listen_error);
+    unix_ = UnixListener::Open(options_.socket, &listen_error, options_.socket_group);
     if (unix_.fd() < 0) {
       *error = {listen_error.bad_value ? 2 : 1, listen_error.line};
       return false;
@@ -182,7 +182,11 @@ class Collector::Impl {
   }
 
   int Run() {
-    log_->info("collector listening on {}{}; logs in {}", unix_.path().string(),
+    log_->info("collector listening on {} ({}){}; logs in {}", unix_.path().string(),
+               options_.socket_group
+                   ? fmt::format("this user, root and group {} (gid {})",
+                                 options_.socket_group_name, *options_.socket_group)
+                   : std::string("this user and root only"),
                tcp_.fd() >= 0 ? fmt::format(" and tcp port {}", tcp_.port()) : std::string(),
                options_.log_dir.string());
     std::array<epoll_event, kMaxEpollEvents> events{};
@@ -311,6 +315,10 @@ class Collector::Impl {
         conn->peer_pid = cred.pid;
         conn->peer_uid = cred.uid;
         conn->peer_gid = cred.gid;
+        if (!PeerAllowed(fd, cred)) {
+          close(fd);
+          continue;
+        }
         if (!TakeOwnerSlot(cred.uid)) {
           close(fd);
           continue;
@@ -353,6 +361,49 @@ class Collector::Impl {
       log_->debug("connection {} from {}", conn->id, conn->peer);
       connections_.emplace(conn->id, std::move(conn));
     }
+  }
+
+  // Whether a Unix peer may connect: the collector's user, root, or (with --socket-group) a
+  // process with that group as its gid or a supplementary group (SO_PEERGROUPS, the groups it
+  // had at connect(2)). The socket's mode already keeps others out; this holds when the file's
+  // mode or its directory was loosened by hand. A refused peer is counted and logged, not served.
+  bool PeerAllowed(int fd, const ucred& cred) {
+    if (cred.uid == geteuid() || cred.uid == 0) return true;
+    if (options_.socket_group && (cred.gid == *options_.socket_group ||
+                                  PeerHasGroup(fd, *options_.socket_group))) {
+      return true;
+    }
+    ++stats_.peer_refusals;
+    RefuseConnection(
+        "peer_not_allowed",
+        fmt::format("pid {} uid {} gid {} may not connect: only uid {} (this collector's user) "
+                    "and root{}",
+                    cred.pid, cred.uid, cred.gid, geteuid(),
+                    options_.socket_group
+                        ? fmt::format(" and members of group {} (gid {}, --socket-group) may",
+                                      options_.socket_group_name, *options_.socket_group)
+                        : std::string(" may; let a group's members in with --socket-group")));
+    return false;
+  }
+
+  // Whether `group` is among the peer's supplementary groups. False when the kernel cannot say
+  // (SO_PEERGROUPS needs Linux 4.13).
+  bool PeerHasGroup(int fd, gid_t group) {
+    std::vector<gid_t> groups(64);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+        groups.resize(len / sizeof(gid_t));
+        return std::find(groups.begin(), groups.end(), group) != groups.end();
+      }
+      if (errno != ERANGE) {
+        log_->warn("SO_PEERGROUPS failed: {}; only the peer's gid is compared with --socket-group",
+                   Errno(errno));
+        return false;
+      }
+      groups.resize(len / sizeof(gid_t) + 1);  // ERANGE: len is the size needed
+    }
+    return false;
   }
 
   // Counts one more connection of `owner` (a uid, or kTcpOwner) unless its share is taken: then
@@ -522,6 +573,9 @@ class Collector::Impl {
           metrics_->KernelTime(p.id, facts_.correlation_id, facts_.device, facts_.duration_ns,
                                facts_.graph_node_id);
         }
+        break;
+      case schema::EventType::kApiError:
+        if (metrics_ != nullptr) metrics_->ApiError(facts_.error_name);
         break;
       case schema::EventType::kStats:
         UpdateDrops(p);
@@ -932,6 +986,7 @@ class Collector::Impl {
     record.events_stored = p.stored;
     record.events_lost = p.lost;
     sink_->AppendCollectorEvent(p.stream, EncodeProcessLost(record));
+    if (metrics_ != nullptr) metrics_->EventStored("process_lost");
     appended_ = true;
     ++stats_.processes_lost;
     log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored, {} lost", p.id,

@@ -1,10 +1,12 @@
 #include "collector_options.h"
 
+#include <grp.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <exception>
@@ -137,6 +139,35 @@ bool ParseHostPort(std::string_view text, HostPort* out, std::string* why) {
   return true;
 }
 
+// A group name (resolved through NSS: /etc/group, LDAP, ...) or a numeric gid; empty: none.
+bool ParseGroup(std::string_view text, CollectorOptions* out, std::string* why) {
+  if (text.empty()) {
+    out->socket_group.reset();
+    out->socket_group_name.clear();
+    return true;
+  }
+  const std::string name(text);
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(16384);
+  int rc = 0;
+  while ((rc = getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found)) == ERANGE &&
+         buffer.size() < (1u << 22)) {
+    buffer.resize(buffer.size() * 4);
+  }
+  if (found != nullptr) {
+    out->socket_group = entry.gr_gid;
+  } else if (const std::optional<uint64_t> gid = ParseUnsigned(text);
+             gid && *gid < std::numeric_limits<gid_t>::max()) {
+    out->socket_group = static_cast<gid_t>(*gid);  // (gid_t)-1 means "no change" to chown(2)
+  } else {
+    *why = Quote(text) + " is neither a known group name nor a numeric gid";
+    return false;
+  }
+  out->socket_group_name = name;
+  return true;
+}
+
 // One setting: its flag name (without dashes; also its config key), help, and how its text
 // applies to the options. `apply` returns false with *why set for a bad value.
 struct Setting {
@@ -182,6 +213,12 @@ std::vector<Setting> Settings() {
                  }
                  o->socket = std::filesystem::path(std::string(t));
                  return true;
+               }});
+  s.push_back({"socket-group", "GROUP",
+               "Also let processes of this group's members connect to the socket (a group name or "
+               "gid); default: only the collector's user and root",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ParseGroup(t, o, why);
                }});
   s.push_back({"log-dir", "DIR",
                "Directory of the event logs (default: /var/log/cuflight for root, else "

@@ -7,9 +7,12 @@
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_OPTIONS_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_OPTIONS_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -28,6 +31,11 @@ struct CollectorOptions {
   // Unix domain socket producers connect to (docs/protocol.md: $CUFLIGHT_COLLECTOR, else
   // $XDG_RUNTIME_DIR/cuflight/collector.sock, else /tmp/cuflight-<uid>/collector.sock).
   std::filesystem::path socket;
+  // The group whose members' processes may connect to the socket besides the collector's own
+  // user and root (docs/collector.md, "Who may connect"); nullopt (the default): nobody else.
+  // The socket is then 0660 with this group, and the group must be able to search its directory.
+  std::optional<gid_t> socket_group;
+  std::string socket_group_name;  // as given (a name, or the gid in decimal), for messages
   // Where the event logs go (DefaultLogDir()).
   std::filesystem::path log_dir;
   uint64_t rotate_bytes = 64ull << 20;

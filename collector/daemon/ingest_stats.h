@@ -67,6 +67,9 @@ struct IngestStats {
   uint64_t handshake_timeouts = 0;  // closed for sending no valid process_start in time
   uint64_t idle_timeouts = 0;       // identified, closed for sending nothing for idle_timeout
   uint64_t uid_limit_refusals = 0;  // of connections_refused: their uid's share was taken
+  // Of connections_refused: a Unix peer neither the collector's user, nor root, nor a member of
+  // --socket-group.
+  uint64_t peer_refusals = 0;
 
   uint64_t bytes_received = 0;
   uint64_t lines_received = 0;  // every framed line, good or bad, over-long ones included

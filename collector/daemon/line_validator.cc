@@ -99,6 +99,8 @@ constexpr std::array<std::string_view, 7> kCounterKeys = {
 const MemberSet<7> kKernelMembers(kKernelKeys);
 const MemberSet<4> kKernelTimeMembers(kKernelTimeKeys);
 const MemberSet<7> kCounterMembers(kCounterKeys);
+constexpr std::array<std::string_view, 1> kApiErrorKeys = {"error_name"};
+const MemberSet<1> kApiErrorMembers(kApiErrorKeys);
 
 // process_start is rare (one per connection): its strings are decoded in full, so a long or
 // escaped exe path is never cut.
@@ -174,6 +176,13 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
       facts->device = Int32Of(info, kKernelTimeKeys[1], raw[1]);
       facts->duration_ns = UintOf(info, kKernelTimeKeys[2], raw[2]);
       facts->graph_node_id = UintOf(info, kKernelTimeKeys[3], raw[3]);
+      break;
+    }
+    case schema::EventType::kApiError: {
+      std::array<std::string_view, 1> raw;
+      kApiErrorMembers.Collect(info, &raw);
+      facts->error_name = StringOf(info, kApiErrorKeys[0], raw[0], facts->error_name_scratch.data(),
+                                   facts->error_name_scratch.size());
       break;
     }
     case schema::EventType::kStats:

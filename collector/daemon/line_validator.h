@@ -41,6 +41,8 @@ struct LineFacts {
   double occupancy = 0;
   // kernel_time.
   uint64_t duration_ns = 0;
+  // api_error.
+  std::string_view error_name;
   // stats and process_end: the producer's cumulative counters.
   uint64_t emitted = 0;
   uint64_t dropped = 0;               // all drops
@@ -58,14 +60,15 @@ struct LineFacts {
   std::string exe_storage;
   std::array<char, 1024> name_scratch{};
   std::array<char, 32> resource_scratch{};
+  std::array<char, 128> error_name_scratch{};
 };
 
 // Validates one line (with or without its '\n') with schema::Validate (the verdicts of
 // schema::Decode, without allocating). Returns kOk and fills *facts, or the reason the line is
 // rejected with facts->header and facts->message as far as known. The header, the type and the
-// process_start fields are always filled; the kernel, kernel_time, stats and process_end fields
-// only when `metrics_fields` (they feed the metrics only). Views in *facts are valid while both
-// `line` and *facts are, until the next call. Never throws.
+// process_start fields are always filled; the kernel, kernel_time, api_error, stats and
+// process_end fields only when `metrics_fields` (they feed the metrics only). Views in *facts are
+// valid while both `line` and *facts are, until the next call. Never throws.
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts,
                             bool metrics_fields = true) noexcept;
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -47,8 +48,19 @@ bool FillSockaddr(const std::filesystem::path& path, sockaddr_un* addr) {
   return true;
 }
 
-// Creates `dir` and its missing parents, each 0700.
-bool MakeDirectories(const std::filesystem::path& dir, std::string* why) {
+constexpr const char* kGroupMemberHint =
+    " (the collector's user must be a member of that group, or root)";
+
+std::string Octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// Creates `dir` and its missing parents, each 0700; with a socket group, each 0710 with that
+// group (search only: members reach the socket, nobody else lists or writes the directory).
+bool MakeDirectories(const std::filesystem::path& dir, std::optional<gid_t> group,
+                     std::string* why) {
   struct stat st {};
   if (lstat(dir.c_str(), &st) == 0) return true;
   if (errno != ENOENT) {
@@ -56,11 +68,18 @@ bool MakeDirectories(const std::filesystem::path& dir, std::string* why) {
     return false;
   }
   if (dir.has_parent_path() && dir.parent_path() != dir &&
-      !MakeDirectories(dir.parent_path(), why)) {
+      !MakeDirectories(dir.parent_path(), group, why)) {
     return false;
   }
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST) return true;  // made by someone else meanwhile: checked by the caller
     *why = "cannot create directory " + dir.string() + ": " + Errno(errno);
+    return false;
+  }
+  if (group && (lchown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0 ||
+                chmod(dir.c_str(), 0710) != 0)) {
+    *why = "cannot give directory " + dir.string() + " to group " + std::to_string(*group) +
+           ": " + Errno(errno) + kGroupMemberHint;
     return false;
   }
   return true;
@@ -121,7 +140,8 @@ UnixListener& UnixListener::operator=(UnixListener&& other) noexcept {
   return *this;
 }
 
-UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* error) {
+UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* error,
+                                std::optional<gid_t> group) {
   UnixListener listener;
   sockaddr_un addr{};
   if (!FillSockaddr(path, &addr)) {
@@ -131,7 +151,7 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
   const std::filesystem::path dir =
       path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::string why;
-  if (!MakeDirectories(dir, &why)) {
+  if (!MakeDirectories(dir, group, &why)) {
     *error = Failed("--socket: " + why);
     return listener;
   }
@@ -157,6 +177,17 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
   if ((dir_stat.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     *error = Bad("--socket: directory " + dir.string() +
                  " is writable by group or others; use a directory only its owner can write");
+    return listener;
+  }
+  const bool group_may_search = group && ((dir_stat.st_gid == *group &&
+                                           (dir_stat.st_mode & S_IXGRP) != 0) ||
+                                          (dir_stat.st_mode & S_IXOTH) != 0);
+  if (group && !group_may_search) {
+    *error = Failed("--socket-group: members of group " + std::to_string(*group) +
+                    " cannot reach the socket: its directory " + dir.string() + " (mode " +
+                    Octal(dir_stat.st_mode) + ", group " + std::to_string(dir_stat.st_gid) +
+                    ") does not let them search it; give the directory that group with g+x "
+                    "(chgrp, chmod 0750; systemd: Group= and RuntimeDirectoryMode=0750)");
     return listener;
   }
 
@@ -192,8 +223,8 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
     *error = Failed("--socket: socket(): " + Errno(errno));
     return listener;
   }
-  // bind(2) creates the file with the umask applied: create it 0600, then widen to 0660, so
-  // there is no moment where others may connect.
+  // bind(2) creates the file with the umask applied: create it 0600, then (with a socket group)
+  // give it the group and widen it to 0660, so there is no moment where others may connect.
   const mode_t old_mask = umask(0177);
   const int bound = bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int bind_errno = errno;
@@ -202,8 +233,14 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
     *error = Failed("--socket: cannot bind " + path.string() + ": " + Errno(bind_errno));
     return listener;
   }
+  if (group && lchown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    *error = Failed("--socket-group: cannot give the socket " + path.string() + " to group " +
+                    std::to_string(*group) + ": " + Errno(errno) + kGroupMemberHint);
+    unlink(path.c_str());
+    return listener;
+  }
   struct stat created {};
-  if (chmod(path.c_str(), 0660) != 0 || lstat(path.c_str(), &created) != 0) {
+  if (chmod(path.c_str(), group ? 0660 : 0600) != 0 || lstat(path.c_str(), &created) != 0) {
     *error = Failed("--socket: cannot set the mode of " + path.string() + ": " + Errno(errno));
     unlink(path.c_str());
     return listener;

@@ -3,7 +3,10 @@
 // 1. Unix socket: it lives in a directory only its owner can write (created 0700 when missing;
 //    an existing one must be a real directory owned by the collector's user, not writable by
 //    group or others), so nobody else can replace the socket between the checks below and
-//    bind(2). The socket file is created 0660.
+//    bind(2). The socket file is created 0600: only the collector's user (and root) may connect.
+//    With a socket group it is 0660 with that group, directories created for it are 0710 with
+//    that group, and an existing directory must let the group search it (the collector also
+//    checks each peer's groups when it accepts: collector.cc).
 // 2. An existing file at the socket path is removed only if it is a socket owned by this user
 //    that nobody listens on (connect(2) is refused: a collector that died left it). A live socket,
 //    another user's file or a non-socket is refused.
@@ -15,6 +18,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "collector_options.h"
@@ -37,9 +41,11 @@ class UnixListener {
   UnixListener(const UnixListener&) = delete;
   UnixListener& operator=(const UnixListener&) = delete;
 
-  // Binds and listens at `path` as described above. On failure returns an invalid listener
-  // (fd() < 0) and fills *error.
-  static UnixListener Open(const std::filesystem::path& path, ListenError* error);
+  // Binds and listens at `path` as described above; `group`: the socket group (--socket-group),
+  // of which the collector's user must be a member (or root). On failure returns an invalid
+  // listener (fd() < 0) and fills *error.
+  static UnixListener Open(const std::filesystem::path& path, ListenError* error,
+                           std::optional<gid_t> group = std::nullopt);
 
   int fd() const { return fd_; }
   const std::filesystem::path& path() const { return path_; }

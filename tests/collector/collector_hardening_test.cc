@@ -6,7 +6,9 @@
 //     user cannot take every connection slot;
 //   - a slow fdatasync (strace --inject) does not pile up descriptors;
 //   - a slow directory scan (strace --inject on getdents64) does not stall acknowledgements;
-//   - a thousand idle scrape connections neither starve /metrics nor the producers.
+//   - a thousand idle scrape connections neither starve /metrics nor the producers;
+//   - the collector as a user of its own with --socket-group: members' processes are served,
+//     other users' are refused (by the socket's mode, and by the collector when it was loosened).
 // A test that needs a privilege or a tool the machine lacks skips, saying which.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -268,24 +270,42 @@ TEST(CollectorHardeningTest, SilentConnectionsAreClosedAndHeartbeatingOnesKept) 
   EXPECT_EQ(StoredSeqs(ReadLog(FindLog(options.log_dir, "quiet", getpid()))), Range(0, 2));
 }
 
-// Connects to `socket` as uid `id`, gid `group` in a child process, sends `stream` and waits
-// for the ack of `last`. Returns the child's exit status (0 when acknowledged); *child is its
-// pid.
-int StreamAsAnotherUser(const fs::path& socket, uid_t id, gid_t group, const std::string& stream,
-                        uint64_t last, pid_t* child) {
+// Who a child process runs as: uid, gid and supplementary groups.
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// Exit statuses of StreamAs's child.
+constexpr int kAcked = 0;
+constexpr int kConnectDenied = 8;  // connect(2) failed with EACCES: the socket file's mode
+constexpr int kClosedByCollector = 6;  // EOF, or a send or read refused (EPIPE, ECONNRESET)
+constexpr const char* kStreamAsStatuses =
+    "0: acked, 3: setuid, 4: connect, 5: send, 6: closed, 7: no ack, 8: connect EACCES";
+
+// Connects to `socket` as `who` in a child process, sends `stream` and waits for the ack of
+// `last`. Returns the child's exit status (kStreamAsStatuses); *child is its pid.
+int StreamAs(const fs::path& socket, const Credentials& who, const std::string& stream,
+             uint64_t last, pid_t* child) {
   const std::string ack = "\"seq\":" + std::to_string(last) + "}";
   const pid_t pid = ::fork();
   if (pid == 0) {
     // Only async-signal-safe calls from here: the parent has threads.
-    const gid_t groups[] = {group};
-    if (::setgroups(1, groups) != 0 || ::setgid(group) != 0 || ::setuid(id) != 0) _exit(3);
+    if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
+        ::setuid(who.uid) != 0) {
+      _exit(3);
+    }
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(4);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      _exit(errno == EACCES ? kConnectDenied : 4);
+    }
     for (size_t done = 0; done < stream.size();) {
       const ssize_t n = ::send(fd, stream.data() + done, stream.size() - done, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) _exit(kClosedByCollector);
       if (n <= 0) _exit(5);
       done += static_cast<size_t>(n);
     }
@@ -295,10 +315,10 @@ int StreamAsAnotherUser(const fs::path& socket, uid_t id, gid_t group, const std
       pollfd p{fd, POLLIN, 0};
       if (::poll(&p, 1, 100) <= 0) continue;
       const ssize_t n = ::recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
-      if (n <= 0) _exit(6);
+      if (n <= 0) _exit(kClosedByCollector);
       have += static_cast<size_t>(n);
       buf[have] = '\0';
-      if (std::strstr(buf, ack.c_str()) != nullptr) _exit(0);
+      if (std::strstr(buf, ack.c_str()) != nullptr) _exit(kAcked);
       if (have > sizeof(buf) / 2) have = 0;
     }
     _exit(7);
@@ -309,6 +329,12 @@ int StreamAsAnotherUser(const fs::path& socket, uid_t id, gid_t group, const std
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// StreamAs as uid `id` with `group` as its gid and only supplementary group.
+int StreamAsAnotherUser(const fs::path& socket, uid_t id, gid_t group, const std::string& stream,
+                        uint64_t last, pid_t* child) {
+  return StreamAs(socket, Credentials{id, group, {group}}, stream, last, child);
+}
+
 // Before: identified connections never timed out, so one user with socket access could hold
 // every --max-connections slot. Now each uid has a share; others still get in.
 TEST(CollectorHardeningTest, OneUserCannotTakeEveryConnectionSlot) {
@@ -317,8 +343,9 @@ TEST(CollectorHardeningTest, OneUserCannotTakeEveryConnectionSlot) {
   options.max_connections = 8;
   options.max_connections_per_uid = 2;
   options.tcp = HostPort{"127.0.0.1", 0};
-  // Another user reaches the socket through its group (root's: gid 0): the socket is 0660 in a
-  // directory the group may search.
+  // Another user reaches the socket through its group (root's: gid 0, --socket-group): the
+  // socket is 0660 in a directory the group may search.
+  options.socket_group = 0;
   ASSERT_EQ(::chmod(dir.path().c_str(), 0750), 0);
   fs::create_directory(dir.path() / "run");
   ASSERT_EQ(::chmod((dir.path() / "run").c_str(), 0750), 0);
@@ -351,7 +378,7 @@ TEST(CollectorHardeningTest, OneUserCannotTakeEveryConnectionSlot) {
   pid_t child = 0;
   const int status =
       StreamAsAnotherUser(options.socket, kOtherUser, 0, KernelStream(other, 4), 4, &child);
-  EXPECT_EQ(status, 0) << "3: setuid, 4: connect, 5: send, 6: closed, 7: no ack";
+  EXPECT_EQ(status, kAcked) << kStreamAsStatuses;
   EXPECT_EQ(running.stats().uid_limit_refusals, 1u);
   EXPECT_EQ(running.Stop(), 0);
   // Logged under the child's pid (SO_PEERCRED), not the payload's.
@@ -611,6 +638,205 @@ TEST(CollectorHardeningTest, IdleScrapeConnectionsStarveNeitherMetricsNorProduce
   for (const int fd : scrapers) ::close(fd);
   collector.Signal(SIGTERM);
   EXPECT_EQ(collector.Wait(seconds(20)), 0) << collector.Output();
+}
+
+// ---- who may connect: the real binary as a user of its own, producers of other users ----
+
+// setpriv(1) arguments that run a program as `who`; empty when setpriv is missing or not
+// permitted here (*why says which).
+std::vector<std::string> AsUser(const Credentials& who, std::string* setpriv, std::string* why) {
+  if (::geteuid() != 0) {
+    *why = "needs root to run processes as other users";
+    return {};
+  }
+  *setpriv = FindProgram("setpriv");
+  if (setpriv->empty()) {
+    *why = "setpriv is not installed (Debian package util-linux)";
+    return {};
+  }
+  std::vector<std::string> args = {"--reuid=" + std::to_string(who.uid),
+                                   "--regid=" + std::to_string(who.gid)};
+  if (who.groups.empty()) {
+    args.emplace_back("--clear-groups");
+  } else {
+    std::string list;
+    for (const gid_t g : who.groups) list += (list.empty() ? "" : ",") + std::to_string(g);
+    args.push_back("--groups=" + list);
+  }
+  std::vector<std::string> probe = args;
+  probe.emplace_back("/bin/true");
+  const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(*setpriv, probe);
+  if (r.exit_code != 0) {
+    *why = "setpriv is not permitted here: " + r.err;
+    return {};
+  }
+  return args;
+}
+
+// A producer of today: with an instance id, so its stream's name ends in its owner (u<uid>).
+ProducerIdentity Current(const std::string& exe, int64_t start_ns) {
+  ProducerIdentity id = Identity(exe, start_ns);
+  id.instance_id = 0x5eed0000 + static_cast<uint64_t>(start_ns);
+  return id;
+}
+
+size_t Occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+struct FileFacts {
+  mode_t mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+FileFacts Stat(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return FileFacts{st.st_mode & 07777, st.st_uid, st.st_gid};
+}
+
+// The collector as a service user of its own with --socket-group: a process of a member (by a
+// supplementary group or by its gid) is served and recorded under its own uid and gid; another
+// user's is refused by the socket's mode and, when the file is loosened by hand, by the
+// collector itself, with one log line naming the peer and a count in the metrics.
+TEST(CollectorHardeningTest, ASocketGroupLetsItsMembersInAndNobodyElse) {
+  constexpr uid_t kService = 54370;
+  constexpr gid_t kSocketGroup = 54371;
+  const Credentials member{54372, 54372, {kSocketGroup}};
+  const Credentials member_by_gid{54373, kSocketGroup, {}};
+  const Credentials outsider{54374, 54374, {}};
+  std::string setpriv;
+  std::string why;
+  std::vector<std::string> args = AsUser({kService, kService, {kSocketGroup}}, &setpriv, &why);
+  if (args.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), kService, kService), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  const fs::path socket = dir.path() / "run" / "collector.sock";
+  const fs::path logs = dir.path() / "logs";
+  for (const std::string& a :
+       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"), socket.string(),
+        std::string("--log-dir"), logs.string(), std::string("--socket-group"),
+        std::to_string(kSocketGroup), std::string("--metrics"), std::string("127.0.0.1:0"),
+        std::string("--reconnect-grace"), std::string("0")}) {
+    args.push_back(a);
+  }
+  ChildProcess collector(setpriv, args, dir.path() / "collector.out");
+  ASSERT_TRUE(WaitForSocket(socket, seconds(20))) << collector.Output();
+  const int port = MetricsPort(collector);
+  ASSERT_GT(port, 0) << collector.Output();
+  const FileFacts sock = Stat(socket);
+  EXPECT_EQ(sock.mode, 0660u);
+  EXPECT_EQ(sock.uid, kService);
+  EXPECT_EQ(sock.gid, kSocketGroup);
+  const FileFacts run = Stat(socket.parent_path());
+  EXPECT_EQ(run.mode, 0710u);
+  EXPECT_EQ(run.gid, kSocketGroup);
+
+  pid_t member_pid = 0;
+  EXPECT_EQ(StreamAs(socket, member, KernelStream(Current("member", 1), 3), 3, &member_pid),
+            kAcked)
+      << kStreamAsStatuses << "\n" << collector.Output();
+  pid_t by_gid_pid = 0;
+  EXPECT_EQ(StreamAs(socket, member_by_gid, KernelStream(Current("by-gid", 2), 3), 3, &by_gid_pid),
+            kAcked)
+      << kStreamAsStatuses << "\n" << collector.Output();
+  pid_t outsider_pid = 0;
+  EXPECT_EQ(StreamAs(socket, outsider, KernelStream(Current("outsider", 3), 3), 3, &outsider_pid),
+            kConnectDenied)
+      << kStreamAsStatuses;
+  EXPECT_EQ(collector.Output().find("refused a connection"), std::string::npos);
+
+  // An operator loosens the socket by hand: the collector itself still refuses the outsider.
+  ASSERT_EQ(::chmod(socket.c_str(), 0666), 0);
+  ASSERT_EQ(::chmod(socket.parent_path().c_str(), 0711), 0);
+  EXPECT_EQ(StreamAs(socket, outsider, KernelStream(Current("outsider", 3), 3), 3, &outsider_pid),
+            kClosedByCollector)
+      << kStreamAsStatuses;
+  const std::string refusal = "refused a connection: pid " + std::to_string(outsider_pid) +
+                              " uid 54374 gid 54374 may not connect: only uid 54370 (this "
+                              "collector's user) and root and members of group 54371 (gid "
+                              "54371, --socket-group) may";
+  EXPECT_TRUE(collector.WaitForOutput(refusal, seconds(10))) << collector.Output();
+  const cuflight::collector::testing::HttpResponse scrape =
+      cuflight::collector::testing::HttpGet(port, "/metrics");
+  EXPECT_NE(scrape.body.find("cuflight_events_rejected_total{reason=\"peer_not_allowed\"} 1\n"),
+            std::string::npos)
+      << scrape.body;
+
+  collector.Signal(SIGTERM);
+  EXPECT_EQ(collector.Wait(seconds(20)), 0) << collector.Output();
+  const std::string out = collector.Output();
+  EXPECT_EQ(Occurrences(out, "refused a connection"), 1u) << out;
+  // Recorded as before: SO_PEERCRED's pid, uid and gid in the collector's log, the uid in the
+  // stream's name; nothing of the outsider.
+  EXPECT_NE(out.find("pid " + std::to_string(member_pid) + " uid 54372 gid 54372"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("pid " + std::to_string(by_gid_pid) + " uid 54373 gid 54371"),
+            std::string::npos)
+      << out;
+  const fs::path member_log = FindLog(logs, "member", member_pid);
+  ASSERT_FALSE(member_log.empty());
+  EXPECT_TRUE(member_log.filename().string().ends_with("-u54372.jsonl")) << member_log;
+  EXPECT_EQ(StoredSeqs(ReadLog(member_log)), Range(0, 3));
+  const fs::path by_gid_log = FindLog(logs, "by-gid", by_gid_pid);
+  ASSERT_FALSE(by_gid_log.empty());
+  EXPECT_TRUE(by_gid_log.filename().string().ends_with("-u54373.jsonl")) << by_gid_log;
+  EXPECT_TRUE(FindLog(logs, "outsider", outsider_pid).empty());
+}
+
+// Without --socket-group nobody but the collector's user and root is served: not the members of
+// its own group, not anyone the file's mode was loosened for by hand.
+TEST(CollectorHardeningTest, WithoutASocketGroupOnlyTheCollectorsUserAndRootAreServed) {
+  constexpr uid_t kService = 54375;
+  const Credentials same_group{54376, kService, {kService}};
+  std::string setpriv;
+  std::string why;
+  std::vector<std::string> args = AsUser({kService, kService, {}}, &setpriv, &why);
+  if (args.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), kService, kService), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  const fs::path socket = dir.path() / "run" / "collector.sock";
+  const fs::path logs = dir.path() / "logs";
+  for (const std::string& a : {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
+                               socket.string(), std::string("--log-dir"), logs.string(),
+                               std::string("--reconnect-grace"), std::string("0")}) {
+    args.push_back(a);
+  }
+  ChildProcess collector(setpriv, args, dir.path() / "collector.out");
+  ASSERT_TRUE(WaitForSocket(socket, seconds(20))) << collector.Output();
+  EXPECT_EQ(Stat(socket).mode, 0600u);
+  EXPECT_EQ(Stat(socket.parent_path()).mode, 0700u);
+
+  pid_t pid = 0;
+  EXPECT_EQ(StreamAs(socket, same_group, KernelStream(Current("same-group", 4), 3), 3, &pid),
+            kConnectDenied)
+      << kStreamAsStatuses;
+  ASSERT_EQ(::chmod(socket.c_str(), 0666), 0);
+  ASSERT_EQ(::chmod(socket.parent_path().c_str(), 0755), 0);
+  EXPECT_EQ(StreamAs(socket, same_group, KernelStream(Current("same-group", 4), 3), 3, &pid),
+            kClosedByCollector)
+      << kStreamAsStatuses;
+  EXPECT_TRUE(collector.WaitForOutput(
+      "refused a connection: pid " + std::to_string(pid) +
+          " uid 54376 gid 54375 may not connect: only uid 54375 (this collector's user) and root "
+          "may; let a group's members in with --socket-group",
+      seconds(10)))
+      << collector.Output();
+  // Root is served (the test's own process).
+  RawClient root = RawClient::Unix(socket);
+  ASSERT_TRUE(root.Send(KernelStream(Identity("root", 5), 2)));
+  EXPECT_EQ(root.WaitAck(2), 2u);
+  root.Close();
+  collector.Signal(SIGTERM);
+  EXPECT_EQ(collector.Wait(seconds(20)), 0) << collector.Output();
+  EXPECT_TRUE(FindLog(logs, "same-group", pid).empty());
+  EXPECT_FALSE(FindLog(logs, "root", getpid()).empty());
 }
 
 }  // namespace

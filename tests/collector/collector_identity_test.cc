@@ -318,20 +318,20 @@ TEST(CollectorIdentityTest, TrustingTcpIdentityLetsAReconnectContinueItsLog) {
 // another user claiming the same identity writes a log of its own. Needs root (setuid).
 TEST(CollectorIdentityTest, AUnixConnectionOfAnotherUidNeverReachesTheStream) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  constexpr uid_t kOther = 54321;
   TempDir dir;
-  const CollectorOptions options = TestOptions(dir.path());
+  CollectorOptions options = TestOptions(dir.path());
+  options.socket_group = kOther;  // the other uid's own group may connect
   RunningCollector running(options);
   ASSERT_NE(running.collector(), nullptr);
-  // Let the other uid reach the socket.
+  // Let the other uid reach the socket's directory.
   chmod(dir.path().c_str(), 0755);
   chmod(options.socket.parent_path().c_str(), 0755);
-  chmod(options.socket.c_str(), 0666);
   const ProducerIdentity victim = Container(0xfeed);
   RawClient real = RawClient::Unix(options.socket);
   ASSERT_TRUE(real.Send(Stream(victim, 1, 10, false)));
   ASSERT_EQ(real.WaitAck(10), 10u);
 
-  constexpr uid_t kOther = 54321;
   // Built before fork(): the child (of a process with threads) makes system calls only.
   std::string forged = testing::ProcessStartLine(victim, 0);
   forged += testing::ProcessCrashLine(victim, 11);

@@ -287,6 +287,36 @@ TEST(CollectorIngestTest, ProducersTimingDroppedCountsOnceInTheMetrics) {
       << rendered;
 }
 
+// api_error events reach cuflight_api_errors_total by their error_name, escaped or not. The
+// codes are cuda.h's: CUDA_ERROR_ILLEGAL_ADDRESS = 700, CUDA_ERROR_INVALID_VALUE = 1.
+TEST(CollectorIngestTest, ApiErrorsAreCountedByErrorNameInTheMetrics) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  Metrics metrics;
+  RunningCollector running(options, &metrics);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity a = Identity("faulty", 7);
+  std::string escaped = testing::ApiErrorLine(a, 3, "CUDA_ERROR_INVALID_VALUE", 1);
+  const std::string plain_name = R"("error_name":"CUDA_ERROR_INVALID_VALUE")";
+  ASSERT_NE(escaped.find(plain_name), std::string::npos) << escaped;
+  escaped.replace(escaped.find(plain_name), plain_name.size(),
+                  R"("error_name":"CUDA_ERROR_INVALID_\u0056ALUE")");
+  RawClient client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client.Send(testing::ProcessStartLine(a, 0) +
+                          testing::ApiErrorLine(a, 1, "CUDA_ERROR_ILLEGAL_ADDRESS", 700) +
+                          testing::ApiErrorLine(a, 2, "CUDA_ERROR_ILLEGAL_ADDRESS", 700) + escaped +
+                          testing::ProcessEndLine(a, 4, 4, 0)));
+  ASSERT_EQ(client.WaitAck(4), 4u);
+  running.Stop();
+  const std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("\ncuflight_api_errors_total{error=\"CUDA_ERROR_ILLEGAL_ADDRESS\"} 2\n"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("\ncuflight_api_errors_total{error=\"CUDA_ERROR_INVALID_VALUE\"} 1\n"),
+            std::string::npos)
+      << rendered;
+}
+
 // The producers' dropped_backpressure reaches cuflight_events_dropped_total{reason=
 // "backpressure"} by its increases, per process, apart from the other reasons; a report out of
 // step adds nothing, and nothing of it is left over as "other".
@@ -400,7 +430,8 @@ TEST(CollectorIngestTest, ProcessLostFollowsTheGraceWhenTheProcessDoesNotReturn)
   TempDir dir;
   CollectorOptions options = TestOptions(dir.path());
   options.reconnect_grace = std::chrono::milliseconds(200);
-  RunningCollector running(options);
+  Metrics metrics;
+  RunningCollector running(options, &metrics);
   ASSERT_NE(running.collector(), nullptr);
   const ProducerIdentity id = Identity("crashy", 5);
   RawClient client = RawClient::Unix(options.socket);
@@ -421,6 +452,11 @@ TEST(CollectorIngestTest, ProcessLostFollowsTheGraceWhenTheProcessDoesNotReturn)
   EXPECT_EQ(lost["last_seq"], 9);
   EXPECT_EQ(lost["events_stored"], 10);
   EXPECT_EQ(lost["events_lost"], 0);
+  // The collector's own line is a stored line too (what the lost-process alert counts).
+  const std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("\ncuflight_events_stored_total{type=\"process_lost\"} 1\n"),
+            std::string::npos)
+      << rendered;
 }
 
 TEST(CollectorIngestTest, ShutdownDrainsWhatWasSentAndMarksLiveProcesses) {

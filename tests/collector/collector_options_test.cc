@@ -47,6 +47,27 @@ TEST(CollectorOptionsTest, DefaultsFollowTheProtocol) {
   EXPECT_EQ(p.options.fsync_interval.count(), 1000);
   EXPECT_EQ(p.options.max_connections, 1024);
   EXPECT_EQ(p.options.max_line_bytes, 65536u);
+  EXPECT_FALSE(p.options.socket_group.has_value());  // nobody else may connect by default
+}
+
+// --socket-group takes a group name (through NSS, as /etc/group has it) or a numeric gid. Every
+// Linux system has group "root" with gid 0 (group(5), the LSB's required groups).
+TEST(CollectorOptionsTest, SocketGroupTakesANameOrAGid) {
+  const Parsed by_name = Parse({"--socket-group", "root"});
+  ASSERT_EQ(by_name.status, ParseStatus::kRun) << by_name.error;
+  EXPECT_EQ(by_name.options.socket_group, gid_t{0});
+  EXPECT_EQ(by_name.options.socket_group_name, "root");
+  const Parsed by_gid = Parse({"--socket-group", "54360"});
+  ASSERT_EQ(by_gid.status, ParseStatus::kRun) << by_gid.error;
+  EXPECT_EQ(by_gid.options.socket_group, gid_t{54360});
+  const Parsed unknown = Parse({"--socket-group", "no-such-group-here"});
+  EXPECT_EQ(unknown.status, ParseStatus::kExitUsage);
+  EXPECT_NE(unknown.error.find("--socket-group: 'no-such-group-here' is neither a known group "
+                               "name nor a numeric gid"),
+            std::string::npos)
+      << unknown.error;
+  // (gid_t)-1 is "no change" to chown(2), never a group.
+  EXPECT_EQ(Parse({"--socket-group", "4294967295"}).status, ParseStatus::kExitUsage);
 }
 
 TEST(CollectorOptionsTest, DefaultSocketPathUsesTheEnvironmentInProtocolOrder) {
@@ -103,7 +124,9 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
                           "--max-pending-bytes",
                           "1M",
                           "--retention-interval",
-                          "60000"});
+                          "60000",
+                          "--socket-group",
+                          "54361"});
   ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
   EXPECT_EQ(p.options.socket, "/run/c/s.sock");
   EXPECT_EQ(p.options.log_dir, "/var/tmp/logs");
@@ -124,6 +147,7 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
   EXPECT_EQ(p.options.idle_timeout.count(), 30000);
   EXPECT_EQ(p.options.max_pending_bytes, 1ull << 20);
   EXPECT_EQ(p.options.retention_interval.count(), 60000);
+  EXPECT_EQ(p.options.socket_group, gid_t{54361});
 }
 
 TEST(CollectorOptionsTest, ServiceLimitsHaveDefaults) {
@@ -141,7 +165,8 @@ TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
   const auto file = dir.path() / "collector.json";
   std::ofstream(file) << R"({"socket": "/run/cfg.sock", "rotate-bytes": 1048576,
                               "retain-days": "3", "tcp": "127.0.0.1:0", "tcp-allow-remote": true,
-                              "tcp-trust-identity": true, "max-connections": 8})";
+                              "tcp-trust-identity": true, "max-connections": 8,
+                              "socket-group": 54362})";
   const Parsed p = Parse({"--config", file.c_str(), "--max-connections", "99"});
   ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
   EXPECT_EQ(p.options.socket, "/run/cfg.sock");
@@ -151,6 +176,7 @@ TEST(CollectorOptionsTest, ConfigFileSetsValuesAndFlagsWin) {
   EXPECT_TRUE(p.options.tcp_allow_remote);
   EXPECT_TRUE(p.options.tcp_trust_identity);
   EXPECT_EQ(p.options.max_connections, 99);
+  EXPECT_EQ(p.options.socket_group, gid_t{54362});
 }
 
 TEST(CollectorOptionsTest, BadFlagValuesNameTheFlagOnOneLine) {
@@ -213,7 +239,7 @@ TEST(CollectorOptionsTest, BadConfigFilesNameTheFileAndKey) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {unknown, "unknown key 'rotate_bytes' (keys: socket, log-dir"},
+      {unknown, "unknown key 'rotate_bytes' (keys: socket, socket-group, log-dir"},
       {bad_value, "key 'retain-days': '-3' is not a non-negative integer"},
       {bad_type, "key 'log-dir' must be a string or an integer"},
       {not_json, "not a JSON object"},

@@ -248,6 +248,20 @@ std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq) {
   return EncodeEvent(e);
 }
 
+std::string ApiErrorLine(const ProducerIdentity& id, uint64_t seq, std::string_view error_name,
+                         int32_t code) {
+  schema::ApiErrorEvent e;
+  e.header = HeaderFor(id, seq);
+  e.api = "cuCtxSynchronize";
+  e.code = code;
+  e.error_name = error_name;
+  e.message = "an error the test made";
+  e.device = 0;
+  e.context = 1;
+  e.stream = 0xffffffff;
+  return EncodeEvent(e);
+}
+
 std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device) {
   schema::DeviceEvent e;
   e.header = HeaderFor(id, seq);

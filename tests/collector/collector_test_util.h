@@ -128,6 +128,9 @@ struct ProducerIdentity {
 std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq);
 // A process_crash (SIGSEGV) as the producer's signal handler sends it.
 std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq);
+// An api_error of cuCtxSynchronize failing with `error_name` (CUresult `code`).
+std::string ApiErrorLine(const ProducerIdentity& id, uint64_t seq, std::string_view error_name,
+                         int32_t code);
 std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device);
 std::string KernelLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
 std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);

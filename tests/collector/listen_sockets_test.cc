@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -37,17 +39,102 @@ void MakeStaleSocket(const std::filesystem::path& path) {
   close(fd);
 }
 
-TEST(ListenSocketsTest, CreatesAnOwnerOnlyDirectoryAndA0660Socket) {
+gid_t GroupOf(const std::filesystem::path& p) {
+  struct stat st {};
+  EXPECT_EQ(lstat(p.c_str(), &st), 0) << p;
+  return st.st_gid;
+}
+
+// Without --socket-group nobody but the collector's user (and root) may connect: an owner-only
+// socket in an owner-only directory.
+TEST(ListenSocketsTest, CreatesAnOwnerOnlyDirectoryAndA0600Socket) {
   TempDir dir;
   const auto path = dir.path() / "a" / "b" / "collector.sock";
   ListenError error;
   UnixListener listener = UnixListener::Open(path, &error);
   ASSERT_GE(listener.fd(), 0) << error.line;
   EXPECT_EQ(ModeOf(dir.path() / "a" / "b"), 0700u);
-  EXPECT_EQ(ModeOf(path), 0660u);
+  EXPECT_EQ(ModeOf(path), 0600u);
   EXPECT_TRUE(RawClient::Unix(path).connected());
   listener.Close();
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path)));
+}
+
+// A group any user here may give a file to: root may use any gid, another user its own.
+gid_t SomeGroup() { return geteuid() == 0 ? 54350 : getegid(); }
+
+// With a socket group: the socket is 0660 with that group, and the directories made for it let
+// the group search them (0710) but not list or write them.
+TEST(ListenSocketsTest, ASocketGroupGetsTheSocketAndSearchOnTheDirectoriesMadeForIt) {
+  TempDir dir;
+  const gid_t group = SomeGroup();
+  const auto path = dir.path() / "a" / "b" / "collector.sock";
+  ListenError error;
+  UnixListener listener = UnixListener::Open(path, &error, group);
+  ASSERT_GE(listener.fd(), 0) << error.line;
+  for (const auto& made : {dir.path() / "a", dir.path() / "a" / "b"}) {
+    EXPECT_EQ(ModeOf(made), 0710u) << made;
+    EXPECT_EQ(GroupOf(made), group) << made;
+  }
+  EXPECT_EQ(ModeOf(path), 0660u);
+  EXPECT_EQ(GroupOf(path), group);
+  EXPECT_TRUE(RawClient::Unix(path).connected());
+}
+
+// An existing directory the group may not search would make the flag a silent no-op: refused
+// at start, naming the directory and what to change.
+TEST(ListenSocketsTest, ASocketGroupThatCannotSearchAnExistingDirectoryIsRefused) {
+  TempDir dir;
+  const gid_t group = SomeGroup();
+  const auto sub = dir.path() / "run";
+  std::filesystem::create_directory(sub);
+  ASSERT_EQ(chmod(sub.c_str(), 0700), 0);
+  ListenError error;
+  UnixListener refused = UnixListener::Open(sub / "c.sock", &error, group);
+  EXPECT_LT(refused.fd(), 0);
+  EXPECT_FALSE(error.bad_value);
+  EXPECT_NE(error.line.find("--socket-group: members of group " + std::to_string(group) +
+                            " cannot reach the socket: its directory " + sub.string() +
+                            " (mode 0700"),
+            std::string::npos)
+      << error.line;
+  EXPECT_FALSE(std::filesystem::exists(sub / "c.sock"));
+
+  // The directory of that group with g+x (systemd's RuntimeDirectory with Group=): accepted.
+  ASSERT_EQ(chown(sub.c_str(), static_cast<uid_t>(-1), group), 0);
+  ASSERT_EQ(chmod(sub.c_str(), 0750), 0);
+  UnixListener accepted = UnixListener::Open(sub / "c.sock", &error, group);
+  EXPECT_GE(accepted.fd(), 0) << error.line;
+}
+
+// chown(2) gives a file only to a group its caller is a member of (unless root): the collector
+// says so instead of serving a socket nobody in the group can use. As root, the check runs in a
+// child with another uid and no supplementary groups.
+TEST(ListenSocketsTest, ASocketGroupTheUserIsNotAMemberOfIsRefused) {
+  TempDir dir;
+  static constexpr uid_t kUser = 54352;
+  static constexpr gid_t kNotMine = 54353;
+  const auto socket = dir.path() / "run" / "c.sock";
+  const auto attempt = [&socket] {
+    ListenError error;
+    UnixListener listener = UnixListener::Open(socket, &error, kNotMine);
+    return listener.fd() < 0 &&
+           error.line.find("to group 54353: Operation not permitted (the collector's user must "
+                           "be a member of that group, or root)") != std::string::npos;
+  };
+  if (geteuid() != 0) {
+    EXPECT_TRUE(attempt());
+    return;
+  }
+  ASSERT_EQ(chown(dir.path().c_str(), kUser, kUser), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(kUser) != 0 || setuid(kUser) != 0) _exit(2);
+    _exit(attempt() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 TEST(ListenSocketsTest, RefusesADirectoryOthersCanWrite) {

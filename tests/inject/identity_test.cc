@@ -1,7 +1,8 @@
 // Process identity end to end, with real processes: the injected library (real .so, stand-in
 // driver and CUPTI) in the fake application, the real collector. The deployment cases of a
 // node-wide collector: the collector in a pid namespace of its own (unshare), a process that
-// exec()s, an argv of 63 KiB, and a socket directory squatted by another user (setpriv). The
+// exec()s, an argv of 63 KiB, a socket directory squatted by another user, and a socket group
+// that lets one user's application in and not another's (setpriv). The
 // cases that need unshare or setpriv skip, saying why, where they are missing or not permitted.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -336,6 +337,72 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   squatter.Wait(std::chrono::seconds(10));
   EXPECT_TRUE(LogFiles(squatter_logs).empty()) << "the squatter stored the victim's events";
   fs::remove_all(squatted);
+}
+
+// A node collector as a service user of its own, with --socket-group: the application of a
+// member of the group is recorded under its uid; another user's is refused by the socket's mode
+// and says so in one line on stderr, then runs on. (The collector's own refusal of a peer the
+// mode let in: tests/collector/collector_hardening_test.cc.)
+TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other uids (setpriv)";
+  const std::string setpriv = Tool("setpriv");
+  if (setpriv.empty()) GTEST_SKIP() << "setpriv(1) is not installed";
+  const std::vector<std::string> as_service = {"--reuid=54380", "--regid=54380",
+                                               "--groups=54381"};
+  const std::vector<std::string> as_member = {"--reuid=54382", "--regid=54382", "--groups=54381"};
+  const std::vector<std::string> as_outsider = {"--reuid=54383", "--regid=54383",
+                                                "--clear-groups"};
+  std::vector<std::string> args = as_service;
+  args.emplace_back("true");
+  const ProcessResult probe = RunProcess(setpriv, args);
+  if (probe.exit_code != 0) GTEST_SKIP() << "setpriv is not permitted here: " << probe.err;
+
+  TempDir dir;
+  ASSERT_EQ(chown(dir.path().c_str(), 54380, 54380), 0);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
+  const fs::path socket = dir.path() / "run" / "collector.sock";
+  const fs::path logs = dir.path() / "logs";
+  args = as_service;
+  for (const std::string& a :
+       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"), socket.string(),
+        std::string("--log-dir"), logs.string(), std::string("--socket-group"),
+        std::string("54381")}) {
+    args.push_back(a);
+  }
+  ChildProcess collector(setpriv, args, dir.path() / "collector.out");
+  ASSERT_TRUE(WaitForSocket(socket, std::chrono::seconds(20))) << collector.Output();
+  setenv("CUFLIGHT_COLLECTOR", socket.c_str(), 1);
+  setenv("CUFLIGHT_COLLECTOR_UID", "54380", 1);  // what deploy/ tells the node's jobs
+
+  args = as_member;
+  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  const ProcessResult member = RunProcess(setpriv, args);
+  EXPECT_EQ(member.exit_code, 0) << member.out << member.err;
+  EXPECT_EQ(member.err.find("cannot connect"), std::string::npos) << member.err;
+
+  args = as_outsider;
+  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  const ProcessResult outsider = RunProcess(setpriv, args);
+  unsetenv("CUFLIGHT_COLLECTOR_UID");
+  EXPECT_EQ(outsider.exit_code, 0) << outsider.out << outsider.err;
+  const std::string why = "cannot connect to the collector at " + socket.string() +
+                          ": permission denied (uid 54383 and its groups may not use the socket";
+  const size_t first = outsider.err.find(why);
+  EXPECT_NE(first, std::string::npos) << outsider.err;
+  EXPECT_EQ(outsider.err.find(why, first + 1), std::string::npos) << "said twice: "
+                                                                   << outsider.err;
+
+  collector.Signal(SIGTERM);
+  EXPECT_EQ(collector.Wait(std::chrono::seconds(20)), 0) << collector.Output();
+  const std::vector<fs::path> files = LogFiles(logs);
+  ASSERT_EQ(files.size(), 1u) << collector.Output();
+  EXPECT_TRUE(files[0].filename().string().ends_with("-u54382.jsonl")) << files[0];
+  const std::vector<schema::OwnedEvent> events = ReadFile(files[0]);
+  EXPECT_EQ(Count(events, schema::EventType::kKernel), 5u);
+  EXPECT_EQ(Count(events, schema::EventType::kProcessEnd), 1u);
+  ExpectCompleteStream(events, files[0]);
+  EXPECT_NE(collector.Output().find(" uid 54382 gid 54382"), std::string::npos)
+      << collector.Output();
 }
 
 }  // namespace

@@ -205,7 +205,8 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
                                           "cuflight_kernel_names_limit",
                                           "cuflight_kernel_time_unmatched_total",
                                           "cuflight_kernel_join_evicted_total",
-                                          "cuflight_kernel_join_pending"};
+                                          "cuflight_kernel_join_pending",
+                                          "cuflight_api_errors_total"};
   std::set<std::string> seen;
   for (const testing::Family& f : e.families) {
     seen.insert(f.name);
@@ -427,6 +428,26 @@ TEST(MetricsTest, ReasonsAreBounded) {
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "drop_15"}}), 2);
   EXPECT_EQ(V(e, "cuflight_events_dropped_total", {{"reason", "other"}}), 8);
   EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 17u);
+}
+
+// api_error events by error name: the first 32 distinct names each, the rest as "other", an
+// empty name as "unknown". By hand: 3 illegal addresses, 1 invalid value; names 0..39 once each,
+// of which the first 30 fit beside the 2 above (32 in all) and 10 are "other".
+TEST(MetricsTest, ApiErrorsAreCountedByBoundedErrorName) {
+  Metrics m;
+  EXPECT_TRUE(Parse(m).SamplesNamed("cuflight_api_errors_total").empty());  // none yet
+  for (int i = 0; i < 3; ++i) m.ApiError("CUDA_ERROR_ILLEGAL_ADDRESS");
+  m.ApiError("CUDA_ERROR_INVALID_VALUE");
+  for (int i = 0; i < 40; ++i) m.ApiError("CUDA_ERROR_" + std::to_string(i));
+  m.ApiError("");
+  const Exposition e = Parse(m);
+  EXPECT_EQ(V(e, "cuflight_api_errors_total", {{"error", "CUDA_ERROR_ILLEGAL_ADDRESS"}}), 3);
+  EXPECT_EQ(V(e, "cuflight_api_errors_total", {{"error", "CUDA_ERROR_INVALID_VALUE"}}), 1);
+  EXPECT_EQ(V(e, "cuflight_api_errors_total", {{"error", "CUDA_ERROR_29"}}), 1);
+  EXPECT_FALSE(e.Value("cuflight_api_errors_total", {{"error", "CUDA_ERROR_30"}}).has_value());
+  EXPECT_EQ(V(e, "cuflight_api_errors_total", {{"error", "other"}}), 10);
+  EXPECT_EQ(V(e, "cuflight_api_errors_total", {{"error", "unknown"}}), 1);
+  EXPECT_EQ(e.SamplesNamed("cuflight_api_errors_total").size(), 34u);  // 32 + other + unknown
 }
 
 // A 3-node CUDA graph replayed 4 times: the 3 kernel nodes of a replay share its correlation id

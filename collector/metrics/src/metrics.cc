@@ -41,6 +41,9 @@ constexpr std::array<std::string_view, kOccupancyBuckets> kBucketBounds = {
 
 constexpr size_t kMaxRejectReasons = 32;
 constexpr size_t kMaxDropReasons = 16;
+// CUDA error names: cuda.h has about 100 CUresult values, of which a node sees a handful; the
+// names beyond the first 32 seen are summed as "other".
+constexpr size_t kMaxApiErrorNames = 32;
 constexpr size_t kMaxReasonBytes = 64;
 
 // Series of the kernel-name table's reserved value "unknown" (LabelTable::kOther is "other").
@@ -104,9 +107,11 @@ struct Metrics::State {
       : top_names(static_cast<size_t>(std::clamp(top_kernel_names, 0, kMaxTopKernelNames))),
         rejected_reasons({"other"}, kMaxRejectReasons, kMaxReasonBytes),
         dropped_reasons({"other"}, kMaxDropReasons, kMaxReasonBytes),
+        api_error_names({"other", "unknown"}, kMaxApiErrorNames, kMaxReasonBytes, kUnknownName),
         kernel_names({"other", "unknown"}, top_names, kMaxKernelNameBytes, kUnknownName),
         rejected(std::make_unique<Counter[]>(rejected_reasons.capacity())),
         dropped(std::make_unique<Counter[]>(dropped_reasons.capacity())),
+        api_errors(std::make_unique<Counter[]>(api_error_names.capacity())),
         names(std::make_unique<NameSeries[]>(kernel_names.capacity())),
         join(join_capacity) {
     for (int d = 0; d < kMaxDevices; ++d) device_labels[d] = std::to_string(d);
@@ -131,9 +136,11 @@ struct Metrics::State {
 
   LabelTable rejected_reasons;
   LabelTable dropped_reasons;
+  LabelTable api_error_names;
   LabelTable kernel_names;
   std::unique_ptr<Counter[]> rejected;  // by rejected_reasons series
   std::unique_ptr<Counter[]> dropped;   // by dropped_reasons series
+  std::unique_ptr<Counter[]> api_errors;  // by api_error_names series
   std::unique_ptr<NameSeries[]> names;  // by kernel_names series
 
   DeviceSeries devices[kDeviceSlots];
@@ -181,6 +188,10 @@ void Metrics::Lost(uint64_t n) { Add(state_->lost, n); }
 
 void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
   Add(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
+}
+
+void Metrics::ApiError(std::string_view error_name) {
+  Add(state_->api_errors[state_->api_error_names.Index(error_name)]);
 }
 
 void Metrics::ProducerTimingDropped(uint64_t delta) { Add(state_->timing_dropped, delta); }
@@ -298,6 +309,14 @@ void Metrics::State::Render(std::string* out) const {
     const uint64_t v = Get(dropped[i]);
     if (i < dropped_reasons.reserved_count() && v == 0) continue;
     w.Sample("cuflight_events_dropped_total", {{"reason", dropped_reasons.label(i)}}, v);
+  }
+
+  w.Family("cuflight_api_errors_total", "counter",
+           "Failed CUDA calls the producers reported (api_error events), by error name.");
+  for (size_t i = 0, n = api_error_names.size(); i < n; ++i) {
+    const uint64_t v = Get(api_errors[i]);
+    if (i < api_error_names.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_api_errors_total", {{"error", api_error_names.label(i)}}, v);
   }
 
   w.Family("cuflight_kernel_timing_dropped_total", "counter",

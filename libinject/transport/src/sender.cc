@@ -102,6 +102,7 @@ struct Sender::Impl {
   void CheckConnect(Clock::time_point now) noexcept;
   void OnConnected(Clock::time_point now) noexcept;
   void Disconnect(Clock::time_point now) noexcept;
+  void WarnDenied() noexcept;
   void ReadAcks(Clock::time_point now) noexcept;
   void ConsumeAckBytes(size_t n) noexcept;
   void ApplyAck(uint64_t seq) noexcept;
@@ -166,6 +167,7 @@ struct Sender::Impl {
   TrustedUids trusted;
   char untrusted_why[320] = {};
   bool untrusted_warned = false;
+  bool denied_warned = false;  // WarnDenied() said it since the last connection
   bool conn_got_ack = false;
   Cursor cur;
 
@@ -338,6 +340,7 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
   bool in_progress = false;
   const int s = internal::StartConnect(addr, &in_progress);
   if (s < 0) {
+    if (errno == EACCES && addr.family() == AF_UNIX) WarnDenied();
     connect_failures.Add();
     connect_failed = true;
     next_connect = now + backoff.Next();
@@ -375,6 +378,21 @@ void Sender::Impl::RefuseUntrusted(Clock::time_point now) noexcept {
   }
 }
 
+// The socket's mode does not let this process connect (another user's collector that did not
+// let this user's group in): one warning until a connection succeeds.
+void Sender::Impl::WarnDenied() noexcept {
+  if (denied_warned || !opts.warn) return;
+  denied_warned = true;
+  char line[512];  // a Unix socket path is at most 107 bytes
+  const int n = std::snprintf(
+      line, sizeof(line),
+      "cannot connect to the collector at %s: permission denied (uid %u and its groups may not "
+      "use the socket; its operator lets a group in with cuflight-collector --socket-group); "
+      "events are kept (or spilled) as if no collector were there",
+      opts.socket_path.c_str(), static_cast<unsigned>(geteuid()));
+  if (n > 0) opts.warn(std::string_view(line, std::min(sizeof(line) - 1, size_t(n))));
+}
+
 void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
   const int err = internal::FinishConnect(fd);
   if (err == 0) {
@@ -393,6 +411,7 @@ void Sender::Impl::CheckConnect(Clock::time_point now) noexcept {
 void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
   connects.Add();
   untrusted_warned = false;
+  denied_warned = false;
   connect_failed = false;
   connected_since = now;
   conn_got_ack = false;

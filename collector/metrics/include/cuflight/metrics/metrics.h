@@ -9,8 +9,9 @@
 //     only place an update allocates, so the only one that can throw, std::bad_alloc).
 //  2. Every label has a bounded set of values, so the number of series is bounded whatever
 //     producers send: devices 0..63 (others as "other"), the six limiting resources (others as
-//     "unknown"), the schema's event types (others as "other"), at most 32 rejection reasons and
-//     16 drop reasons (further ones as "other"), and `top_kernel_names` kernel names.
+//     "unknown"), the schema's event types (others as "other"), at most 32 rejection reasons,
+//     16 drop reasons and 32 CUDA error names (further ones as "other"), and `top_kernel_names`
+//     kernel names.
 //  3. Kernel names: the first `top_kernel_names` distinct names get their own label value for
 //     the object's life; later names are summed under kernel="other". A series, once exported,
 //     is never removed or moved, so every counter is monotonic (a sketch that evicted names
@@ -23,7 +24,8 @@
 //     table; a full set evicts its oldest entry (counted). Time whose kernel is unknown (lost,
 //     evicted or never sent) is counted under its device and kernel="unknown".
 //  5. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
-//     event, rejection, loss, drop, timing-drop and byte counts) may be called from any thread. Kernel(),
+//     event, rejection, loss, drop, timing-drop, API-error and byte counts) may be called from
+//     any thread. Kernel(),
 //     KernelTime() and ProcessGone() share the join table and must be called from one thread at
 //     a time (the daemon's ingest thread); they may run concurrently with every other method.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
@@ -74,6 +76,10 @@ class Metrics {
   // `delta` launches whose occupancy a producer's driver and engine computed differently (from
   // the deltas of its stats / process_end `occupancy_disagreements`).
   void OccupancyDisagreements(uint64_t delta);
+  // One failed CUDA call a producer reported (an api_error event), by its `error_name` (e.g.
+  // "CUDA_ERROR_ILLEGAL_ADDRESS"): the first 32 distinct names get their own label value, later
+  // ones count as "other"; an empty name as "unknown".
+  void ApiError(std::string_view error_name);
   // `n` bytes written to the event log.
   void BytesWritten(uint64_t n);
   // `n` events a producer sent that the log could not store (its buffers were full, e.g. a full

@@ -47,6 +47,8 @@
 //     to a trusted uid and be safe from others; after connecting and before the first byte, the
 //     listening process's uid (SO_PEERCRED) must be trusted. A refused collector is treated as
 //     an absent one (held, spilled, dropped and counted as usual) and reported once via `warn`.
+//     So is a socket whose mode refuses this process (EACCES: a collector of another user that
+//     did not let this user's group in with --socket-group).
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -91,8 +93,8 @@ struct SenderOptions {
   int64_t trusted_collector_uid = -1;
   // False turns those checks off (tests of the transport alone; never the injected library).
   bool verify_unix_peer = true;
-  // Receives one line, without a newline, when a collector is refused as untrusted (again only
-  // after a trusted connection); may be empty. Called on the owner thread, from Poll()/Flush();
+  // Receives one line, without a newline, when a collector is refused as untrusted or its
+  // socket's mode refuses this process (each again only after a connection); may be empty. Called on the owner thread, from Poll()/Flush();
   // must not throw.
   std::function<void(std::string_view)> warn;
   // Where lines that cannot reach a collector go (design point 8); null (the default): nowhere,

@@ -441,6 +441,13 @@ class TracedCollector {
     child_.emplace(strace, strace_args, output);
   }
   ~TracedCollector() {
+    // The collector outlives a killed strace (it is detached, not killed): kill it first, even
+    // when the test never asked for its pid.
+    if (pid_ <= 0) {
+      std::ifstream in("/proc/" + std::to_string(child_->pid()) + "/task/" +
+                       std::to_string(child_->pid()) + "/children");
+      in >> pid_;
+    }
     if (pid_ > 0) ::kill(pid_, SIGKILL);
     child_->Signal(SIGKILL);  // strace may wait out a delay first; the tracee is gone already
     child_->Wait(seconds(10));

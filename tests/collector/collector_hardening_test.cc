@@ -164,6 +164,11 @@ TEST(CollectorHardeningTest, FullDiskThenFreedResumesOnItsOwnAndLosesNothing) {
 
   ASSERT_TRUE(ResizeDisk(options.log_dir, "16m"));
   EXPECT_EQ(client.WaitAck(kFillerLast, seconds(10)), kFillerLast);  // with no new input
+  // The collector publishes its figures after the acks of the same turn.
+  EXPECT_TRUE(WaitUntil([&] {
+    return running.collector()->sink_stats().pending_bytes == 0 &&
+           metrics.Render().find("\ncuflight_log_pending_bytes 0\n") != std::string::npos;
+  }));
   EXPECT_EQ(running.collector()->sink_stats().pending_bytes, 0u);
   const std::string text = metrics.Render();
   EXPECT_EQ(text.find("\ncuflight_log_write_errors_total 0\n"), std::string::npos) << text;

@@ -105,10 +105,11 @@ bool Injector::InitializeOrExplain() noexcept {
   if (config_.timing && cupti_version_ < kCuptiApiVersionForActivityLayout) {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
-    Log().warn("libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing and "
-               "graph-node events are off; launches are still recorded",
+    Log().warn("libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
+               "graph-node events and stall detection are off; launches are still recorded",
                cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
     config_.timing = false;
+    config_.stall_ms = 0;  // stall detection sees kernels finish through their timing records
   }
 
   std::vector<std::string> filter_warnings;
@@ -129,7 +130,10 @@ bool Injector::InitializeOrExplain() noexcept {
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
-  if (config_.timing) EnableTiming();
+  if (config_.timing && !EnableTiming() && pipeline->sender->stall_detection()) {
+    pipeline->sender->DisableStallDetection();
+    Log().warn("stall detection is off: it needs kernel timing");
+  }
   if (!pipeline->sender->Start()) {
     if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
     pipeline->ring->Close();  // a launch that got in meanwhile does not wait
@@ -206,14 +210,16 @@ bool Injector::Subscribe() noexcept {
   return true;
 }
 
-void Injector::EnableTiming() noexcept {
+bool Injector::EnableTiming() noexcept {
   CUptiResult result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
                                                         &Injector::BufferCompleted);
   if (result == CUPTI_SUCCESS) result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (result != CUPTI_SUCCESS) {
     Log().warn("kernel timing unavailable ({}); kernel events are still recorded",
                CuptiError(cupti_, result));
+    return false;
   }
+  return true;
 }
 
 Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexcept {
@@ -246,6 +252,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
+    sender_options.stall_threshold = std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;
     sender_options.callback_names = &cupti_;

@@ -49,7 +49,9 @@ class Injector {
   Injector() = default;
   bool InitializeOrExplain() noexcept;
   bool Subscribe() noexcept;
-  void EnableTiming() noexcept;
+  // Registers the activity buffers and enables kernel records; false (with one warning) when CUPTI
+  // refuses.
+  bool EnableTiming() noexcept;
   // `start`: start the sender thread now (false: the caller starts it).
   Pipeline* MakePipeline(bool with_activity, bool start) noexcept;
   Pipeline* PipelineForThisProcess() noexcept;

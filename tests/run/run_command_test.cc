@@ -151,6 +151,7 @@ TEST_F(RunCommandTest, BadFlagsAreOneLineAndExitTwoWithoutRunningAnything) {
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--timing", "sometimes"}, {"--ring-size", "100"},
         {"--include", "("}, {"--on-full", "wait"}, {"--drain-timeout", "soon"},
+        {"--stall-ms", "50"}, {"--stall-ms", "5000", "--timing", "off"},
         {"--collector", "/x.sock", "--out", "/tmp/x"}}) {
     std::vector<std::string> args = {"run"};
     args.insert(args.end(), flags.begin(), flags.end());

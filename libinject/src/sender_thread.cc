@@ -741,6 +741,15 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
+  if (stall_ != nullptr) {
+    // A stall that ended before the exit (its kernels' records came with the last flush) is
+    // reported resolved; one still going on stays as last reported.
+    schema::StallEvent event;
+    if (stall_->PollAtExit(Clock::now(), &event)) {
+      event.header = MakeHeader();
+      Send(event, /*preamble=*/false);
+    }
+  }
   SendProcessEnd();
   // In block mode the waits for room since the stop (here, and in the thread's last step) do not
   // count against the deadline.

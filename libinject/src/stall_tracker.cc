@@ -220,9 +220,20 @@ StallTracker::Clock::time_point StallTracker::WaitStart(const Stream& s) const n
   return std::max(entries_[s.head].launched_at, s.progress_at);
 }
 
+bool StallTracker::PollAtExit(Clock::time_point now, schema::StallEvent* out) noexcept {
+  if (!stalled_) return false;
+  now = std::max(now, last_poll_);
+  for (const Stream& s : streams_) {
+    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) return false;
+  }
+  next_check_ = Clock::time_point{};
+  return Poll(now, out);  // resolved
+}
+
 bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept {
   if (now < next_check_) return false;
   next_check_ = now + check_interval_;
+  last_poll_ = now;
   int n = 0;
   for (size_t i = 0; i < streams_.size(); ++i) {
     const Stream& s = streams_[i];

@@ -82,6 +82,11 @@ class StallTracker {
   // object, valid until its next non-const call.
   bool Poll(Clock::time_point now, schema::StallEvent* out) noexcept;
 
+  // At the process's exit, after the last activity records were handled: a resolved event when a
+  // stall was reported and no stream is stalled any more (never a new stalled event). `now` is
+  // taken as at least the time of the last Poll.
+  bool PollAtExit(Clock::time_point now, schema::StallEvent* out) noexcept;
+
   std::chrono::milliseconds threshold() const { return threshold_; }
   // How often the sender should ask CUPTI for completed activity buffers so that kernels are seen
   // finishing well within the threshold: a quarter of it, within [50, 500] ms.
@@ -156,6 +161,7 @@ class StallTracker {
   uint64_t completed_ = 0;  // kernels seen finishing, all time
 
   Clock::time_point next_check_{};
+  Clock::time_point last_poll_{};
   bool stalled_ = false;
   Clock::time_point stall_began_{};
   Clock::time_point next_event_{};

@@ -36,7 +36,14 @@ constexpr milliseconds kThreshold(1000);
 class FakeGpu {
  public:
   FakeGpu(FakeCuda* fake, ActivityBuffers* buffers) : fake_(fake), buffers_(buffers) {
-    fake_->on_flush = [this](uint32_t) { HandOverFinished(); };
+    fake_->on_flush = [this](uint32_t flag) {
+      // A forced flush also hands over the records of kernels still running, incomplete (end 0).
+      if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) {
+        for (const auto& [corr, r] : running_) finished_.push_back(r);
+        running_.clear();
+      }
+      HandOverFinished();
+    };
   }
 
   void Launched(uint32_t correlation_id, uint32_t stream_id) {
@@ -310,6 +317,34 @@ TEST(Stall, KernelsQueuedBehindALongKernelWaitFromItsEndNotTheirLaunch) {
   EXPECT_LE(s.streams[0].launches[0].age_ms, 1810);
   // The first kernel's end began the wait: nothing finished since.
   EXPECT_EQ(s.completed, 0u);
+}
+
+// At exit the library flushes CUPTI's buffers (forced) and handles what they hold: a stall whose
+// kernels finished by then is reported resolved before process_end; one whose kernel still runs
+// (its record handed over incomplete) is not.
+TEST(Stall, AStallThatEndedBeforeTheExitIsResolvedBeforeProcessEnd) {
+  for (const bool finished : {true, false}) {
+    SCOPED_TRACE(finished);
+    const std::string path = TempSocketPath("stall-exit");
+    TestCollector collector(path);
+    Pipeline p(path);
+    const Clock::time_point t0 = Clock::now();
+    p.Launch(kSpin, "_Z4spinPVi", 1);
+    p.StepUntil(t0, t0 + milliseconds(1100));
+    if (finished) p.gpu.Finish(1);
+    p.h.cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // as the exit does
+    const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+    const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+    ASSERT_EQ(stalls.size(), finished ? 2u : 1u);
+    EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
+    if (finished) {
+      EXPECT_EQ(stalls[1].state, schema::StallState::kResolved);
+      EXPECT_EQ(stalls[1].completed, 1u);
+      EXPECT_EQ(schema::TypeOf(events[events.size() - 2]), schema::EventType::kStall);
+    } else {
+      EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 1u);
+    }
+  }
 }
 
 TEST(Stall, AKernelThatFinishedIsNeverBlamedWhateverTheOrderOfItsRecords) {

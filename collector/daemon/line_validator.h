@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cuflight/metrics/metrics.h"
-
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
@@ -70,8 +69,8 @@ struct LineFacts {
 // schema::Decode, without allocating). Returns kOk and fills *facts, or the reason the line is
 // rejected with facts->header and facts->message as far as known. The header, the type and the
 // process_start fields are always filled; the kernel, kernel_time, stats, process_end and stall
-// fields only when `metrics_fields` (they feed the metrics only). Views in *facts are valid while both
-// `line` and *facts are, until the next call. Never throws.
+// fields only when `metrics_fields` (they feed the metrics only). Views in *facts are valid while
+// both `line` and *facts are, until the next call. Never throws.
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts,
                             bool metrics_fields = true) noexcept;
 

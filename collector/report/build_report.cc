@@ -85,18 +85,17 @@ std::string StallText(const StallSummary& s) {
     } else {
       const schema::OwnedStallLaunch& l = first.launches.front();
       const std::string& name = l.demangled.empty() ? l.name : l.demangled;
-      text += fmt::format("{} (corr {})", name.empty() ? "a kernel not named" : Clip(name, kMaxKernelNameBytes),
+      text += fmt::format("{} (corr {})",
+                          name.empty() ? "a kernel not named" : Clip(name, kMaxKernelNameBytes),
                           l.correlation_id);
     }
   }
-  text += fmt::format("; {} stream{} stalled, {}", e.streams_stalled,
-                      e.streams_stalled == 1 ? "" : "s",
-                      e.completed == 0 ? std::string("nothing finished since the last report")
-                                       : fmt::format("{} kernels finished since the last report",
-                                                     e.completed));
+  text += fmt::format(
+      "; {} stream{} stalled, {}", e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
+      e.completed == 0 ? std::string("nothing finished since the last report")
+                       : fmt::format("{} kernels finished since the last report", e.completed));
   return text;
 }
-
 
 struct StreamState {
   StreamTail tail;

@@ -228,27 +228,31 @@ std::string StallTables(const StallSummary& s) {
   std::string out = fmt::format(
       "<p class=\"{}\">{}: {} into the stall, {} stalled{}; {}.</p>\n", s.ongoing ? "bad" : "warn",
       s.ongoing ? "Stalled now, as last reported" : "The last stall, before it resolved",
-      Escape(Seconds(e.stalled_ms)), Plural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
+      Escape(Seconds(e.stalled_ms)),
+      Plural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
       e.streams.size() < static_cast<size_t>(e.streams_stalled)
           ? fmt::format(" ({} listed)", e.streams.size())
           : std::string(),
-      e.completed == 0 ? std::string("nothing finished since the report before")
-                       : Plural(e.completed, "kernel", "kernels") + " finished since the report before");
+      e.completed == 0
+          ? std::string("nothing finished since the report before")
+          : Plural(e.completed, "kernel", "kernels") + " finished since the report before");
   for (const schema::OwnedStallStream& stream : e.streams) {
     out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
                        Escape(StreamName(stream.stream)), Escape(Seconds(stream.waiting_ms)),
                        FormatCount(static_cast<uint64_t>(stream.unfinished)),
-                       stream.launches.empty() ? "." : ", the oldest (the first is what the stream "
-                                                       "waits on):");
+                       stream.launches.empty() ? "."
+                                               : ", the oldest (the first is what the stream "
+                                                 "waits on):");
     if (stream.launches.empty()) continue;
-    out += "<table class=\"stall\"><thead><tr><th class=\"n\">CORR</th><th class=\"n\">AGE</th>"
-           "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
-           "<th>KERNEL</th></tr></thead>\n<tbody>\n";
+    out +=
+        "<table class=\"stall\"><thead><tr><th class=\"n\">CORR</th><th class=\"n\">AGE</th>"
+        "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
+        "<th>KERNEL</th></tr></thead>\n<tbody>\n";
     for (const schema::OwnedStallLaunch& l : stream.launches) {
       const std::string& name = l.demangled.empty() ? l.name : l.demangled;
-      out += "<tr>" + Cell(fmt::format("{}", l.correlation_id), "n") + Cell(Seconds(l.age_ms), "n") +
-             Cell(FormatDim3(l.grid), "n") + Cell(FormatDim3(l.block), "n") +
-             Cell(FormatPercent(l.occupancy), "n") +
+      out += "<tr>" + Cell(fmt::format("{}", l.correlation_id), "n") +
+             Cell(Seconds(l.age_ms), "n") + Cell(FormatDim3(l.grid), "n") +
+             Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
              Cell(name.empty() ? std::string("(name not kept)") : name, "name") + "</tr>\n";
     }
     out += "</tbody></table>\n";
@@ -260,8 +264,9 @@ std::string Review(const Report& r) {
   std::string out =
       "<section id=\"review\">\n<h2>Processes that did not end normally or stalled</h2>\n";
   if (r.review.empty()) {
-    out += "<p class=\"muted\">None: every process ended normally or is still running, and none "
-           "stalled.</p>\n";
+    out +=
+        "<p class=\"muted\">None: every process ended normally or is still running, and none "
+        "stalled.</p>\n";
     out += "</section>\n";
     return out;
   }
@@ -270,8 +275,8 @@ std::string Review(const Report& r) {
     std::string who = html::ProcessName(p);
     if (!p.hostname.empty()) who += " on " + p.hostname;
     const bool stalled_now = p.stall && p.stall->ongoing;
-    out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n", stalled_now ? " stall" : "",
-                       p.key.pid, p.key.start_ns, p.key.instance_id);
+    out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n",
+                       stalled_now ? " stall" : "", p.key.pid, p.key.start_ns, p.key.instance_id);
     out += fmt::format("<h3>{} <span class=\"{}\">{}</span>{}</h3>\n", Escape(who),
                        p.ending == Ending::kStalled ? "stalled" : "ending",
                        Escape(EndingName(p.ending)),

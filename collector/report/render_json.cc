@@ -95,12 +95,9 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
                            {"unfinished", s.unfinished},
                            {"launches", launches}});
       }
-      stall["latest"] = {{"seq", e.header.seq},
-                         {"ts_ns", e.header.ts_ns},
-                         {"stall_ms", e.stall_ms},
-                         {"stalled_ms", e.stalled_ms},
-                         {"completed", e.completed},
-                         {"streams_stalled", e.streams_stalled},
+      stall["latest"] = {{"seq", e.header.seq},      {"ts_ns", e.header.ts_ns},
+                         {"stall_ms", e.stall_ms},   {"stalled_ms", e.stalled_ms},
+                         {"completed", e.completed}, {"streams_stalled", e.streams_stalled},
                          {"streams", streams}};
     }
     j["stall"] = stall;

@@ -20,14 +20,15 @@ std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<dou
 // launches (the first is what the stream waits on, the others are queued behind it).
 std::string RenderStall(const StallSummary& s, bool color, int width) {
   const schema::OwnedStallEvent& e = s.latest;
-  std::string out = Paint(
-      fmt::format("    {} ({} into the stall, {} stream{} stalled{}):", 
-                  s.ongoing ? "stalled now, as last reported" : "the last stall, before it resolved",
-                  Seconds(e.stalled_ms), e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
-                  e.streams.size() < static_cast<size_t>(e.streams_stalled)
-                      ? fmt::format(", {} listed", e.streams.size())
-                      : std::string()),
-      s.ongoing ? ansi::kRed : ansi::kYellow, color);
+  std::string out =
+      Paint(fmt::format(
+                "    {} ({} into the stall, {} stream{} stalled{}):",
+                s.ongoing ? "stalled now, as last reported" : "the last stall, before it resolved",
+                Seconds(e.stalled_ms), e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
+                e.streams.size() < static_cast<size_t>(e.streams_stalled)
+                    ? fmt::format(", {} listed", e.streams.size())
+                    : std::string()),
+            s.ongoing ? ansi::kRed : ansi::kYellow, color);
   out += '\n';
   for (const schema::OwnedStallStream& stream : e.streams) {
     out += fmt::format("    device {}, stream {}: waiting {}, {} unfinished", stream.device,
@@ -52,10 +53,9 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
                     {FormatPercent(l.occupancy), ""},
                     {name.empty() ? std::string("(name not kept)") : name, ""}});
     }
-    table.FitLastColumn(static_cast<size_t>(width), 6, kMinNameWidth,
-                        [](std::string_view name, size_t room) {
-                          return ShortenKernelName(name, room);
-                        });
+    table.FitLastColumn(
+        static_cast<size_t>(width), 6, kMinNameWidth,
+        [](std::string_view name, size_t room) { return ShortenKernelName(name, room); });
     out += table.Render(6, color);
   }
   return out;

@@ -70,8 +70,8 @@ std::string StallText(const schema::OwnedStallEvent& e) {
                           Dim(l.grid), Dim(l.block), l.occupancy, Ms(l.age_ms), l.correlation_id);
       if (s.unfinished > 1) text += fmt::format(" (+{} queued)", s.unfinished - 1);
     }
-    text += fmt::format("; {} stream{} stalled", e.streams_stalled,
-                        e.streams_stalled == 1 ? "" : "s");
+    text +=
+        fmt::format("; {} stream{} stalled", e.streams_stalled, e.streams_stalled == 1 ? "" : "s");
   }
   return text + fmt::format(", {} kernel{} finished since the last report", e.completed,
                             e.completed == 1 ? "" : "s");

@@ -30,7 +30,8 @@ std::string ReadTail(const std::filesystem::path& path, size_t n) {
     out.resize(size - from);
     size_t got = 0;
     while (got < out.size()) {
-      const ssize_t r = pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(from + got));
+      const ssize_t r =
+          pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(from + got));
       if (r <= 0) break;
       got += static_cast<size_t>(r);
     }
@@ -45,8 +46,8 @@ std::string ReadTail(const std::filesystem::path& path, size_t n) {
 }
 
 bool EndsOrStalls(std::string_view line) {
-  for (std::string_view type : {"\"stall\"", "\"process_end\"", "\"process_lost\"",
-                                "\"process_crash\""}) {
+  for (std::string_view type :
+       {"\"stall\"", "\"process_end\"", "\"process_lost\"", "\"process_crash\""}) {
     const size_t at = line.find(type);
     if (at != std::string_view::npos && line.substr(0, at).ends_with("\"type\":")) return true;
   }

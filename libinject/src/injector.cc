@@ -105,9 +105,10 @@ bool Injector::InitializeOrExplain() noexcept {
   if (config_.timing && cupti_version_ < kCuptiApiVersionForActivityLayout) {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
-    Log().warn("libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
-               "graph-node events and stall detection are off; launches are still recorded",
-               cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
+    Log().warn(
+        "libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
+        "graph-node events and stall detection are off; launches are still recorded",
+        cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
     config_.timing = false;
     config_.stall_ms = 0;  // stall detection sees kernels finish through their timing records
   }
@@ -252,7 +253,8 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
-    sender_options.stall_threshold = std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
+    sender_options.stall_threshold =
+        std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;
     sender_options.callback_names = &cupti_;

@@ -45,9 +45,9 @@
 #include <vector>
 
 #include "activity_buffers.h"
+#include "crash_handler.h"
 #include "cuflight/inject/config.h"
 #include "cuflight/inject/on_full.h"
-#include "crash_handler.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
 #include "cupti_api.h"

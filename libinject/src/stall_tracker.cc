@@ -45,7 +45,8 @@ uint16_t CutName(std::string_view text, char* out) {
 
 StallTracker::StallTracker(milliseconds threshold)
     : threshold_(threshold),
-      repeat_(std::clamp<milliseconds>(threshold, std::chrono::seconds(1), std::chrono::seconds(60))),
+      repeat_(
+          std::clamp<milliseconds>(threshold, std::chrono::seconds(1), std::chrono::seconds(60))),
       check_interval_(std::clamp<milliseconds>(threshold / 4, milliseconds(10), milliseconds(100))),
       entries_(new Entry[kMaxPending]),
       streams_(kMaxStreams),
@@ -237,7 +238,9 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   int n = 0;
   for (size_t i = 0; i < streams_.size(); ++i) {
     const Stream& s = streams_[i];
-    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) order_[n++] = static_cast<int>(i);
+    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) {
+      order_[n++] = static_cast<int>(i);
+    }
   }
   if (n == 0) {
     if (!stalled_) return false;
@@ -265,7 +268,8 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   next_event_ = now + repeat_;
   // Longest waiting first.
   std::sort(order_.begin(), order_.begin() + n, [this](int a, int b) {
-    return WaitStart(streams_[static_cast<size_t>(a)]) < WaitStart(streams_[static_cast<size_t>(b)]);
+    return WaitStart(streams_[static_cast<size_t>(a)]) <
+           WaitStart(streams_[static_cast<size_t>(b)]);
   });
   for (Stream& s : streams_) s.reported = false;
   for (int k = 0; k < n; ++k) streams_[static_cast<size_t>(order_[k])].reported = true;
@@ -306,8 +310,8 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   out->completed = completed_ - completed_at_event_;
   completed_at_event_ = completed_;
   out->streams_stalled = n;
-  out->streams = std::span<const schema::StallStream>(event_streams_.data(),
-                                                      static_cast<size_t>(listed));
+  out->streams =
+      std::span<const schema::StallStream>(event_streams_.data(), static_cast<size_t>(listed));
   return true;
 }
 

@@ -56,7 +56,7 @@ class StallTracker {
     int32_t device = 0;
     uint64_t correlation_id = 0;
     uint64_t function_id = 0;  // FunctionInfo::id: names are kept once per function
-    std::string_view name;      // read during the call only
+    std::string_view name;     // read during the call only
     std::string_view demangled;
     schema::Dim3 grid;
     schema::Dim3 block;
@@ -119,7 +119,7 @@ class StallTracker {
     int32_t head = kNone;   // oldest pending launch
     int32_t tail = kNone;
     int64_t count = 0;
-    uint64_t finished_up_to = 0;  // highest correlation id seen finishing on the stream
+    uint64_t finished_up_to = 0;      // highest correlation id seen finishing on the stream
     Clock::time_point progress_at{};  // when a kernel of the stream was last seen finishing
     // completed_ when the stream's wait began, for the first event's `completed`.
     uint64_t completed_at_wait = 0;

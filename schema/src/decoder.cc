@@ -244,8 +244,7 @@ class Reader {
     for (size_t i = 0; i < v->size(); ++i) {
       const json& item = (*v)[i];
       if (!item.is_object()) return Fail(Reason::kWrongType, key, kWhat, v);
-      const std::string prefix =
-          std::string(prefix_) + ": " + key + "[" + std::to_string(i) + "]";
+      const std::string prefix = std::string(prefix_) + ": " + key + "[" + std::to_string(i) + "]";
       Reader nested(item, prefix, result_);
       read(nested, &out->emplace_back());
       if (!ok()) return;

@@ -1,14 +1,14 @@
 // Expected-order fast path of the line validator (schema::Validate, validator.cc).
 //
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
-//    whitespace (the stall event's nested stream and launch objects included); only the kernel event (cluster, graph_id with graph_node_id, cluster_occupancy,
-//    occupancy_source, engine_max_active_blocks) and the kernel_time event (graph_id with
-//    graph_node_id) have members it may leave out, and lines of earlier encoders lack
-//    dropped_backpressure, timing_dropped or occupancy_disagreements (stats, process_end,
-//    process_crash). AcceptEncoderLayout walks a line expecting exactly that layout: it compares
-//    the bytes of each member name, with the ',' before it, its quotes and the ':' after it,
-//    against the encoder's as whole words (no hashing, no lookup), then parses and range-checks
-//    the value in place.
+//    whitespace (the stall event's nested stream and launch objects included); only the kernel
+//    event (cluster, graph_id with graph_node_id, cluster_occupancy, occupancy_source,
+//    engine_max_active_blocks) and the kernel_time event (graph_id with graph_node_id) have members
+//    it may leave out, and lines of earlier encoders lack dropped_backpressure, timing_dropped or
+//    occupancy_disagreements (stats, process_end, process_crash). AcceptEncoderLayout walks a line
+//    expecting exactly that layout: it compares the bytes of each member name, with the ',' before
+//    it, its quotes and the ':' after it, against the encoder's as whole words (no hashing, no
+//    lookup), then parses and range-checks the value in place.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a

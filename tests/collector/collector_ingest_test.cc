@@ -317,8 +317,9 @@ TEST(CollectorIngestTest, StallEventsDriveTheOldestUnfinishedKernelGauge) {
   RunningCollector running(options, &metrics);
   ASSERT_NE(running.collector(), nullptr);
   const ProducerIdentity id = Identity("hung", 21);
-  const std::string prefix = "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
-                             std::to_string(getpid()) + "\",exe=\"hung\",device=\"";
+  const std::string prefix =
+      "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
+      std::to_string(getpid()) + "\",exe=\"hung\",device=\"";
   // The gauge grows with the time since the event: read its integer part.
   const auto value_of = [&](const std::string& rendered, const std::string& device) -> double {
     const size_t at = rendered.find(prefix + device + "\"} ");
@@ -356,7 +357,8 @@ TEST(CollectorIngestTest, StallEventsDriveTheOldestUnfinishedKernelGauge) {
   ASSERT_EQ(other.WaitAck(1), 1u);
   EXPECT_NE(metrics.Render().find("exe=\"lost\""), std::string::npos);
   other.Close();
-  EXPECT_TRUE(WaitUntil([&] { return metrics.Render().find("exe=\"lost\"") == std::string::npos; }));
+  EXPECT_TRUE(
+      WaitUntil([&] { return metrics.Render().find("exe=\"lost\"") == std::string::npos; }));
   running.Stop();
 }
 

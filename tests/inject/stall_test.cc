@@ -130,8 +130,8 @@ struct Pipeline {
   // Launches `function` on `stream` (handle) with a grid of `grid_x` blocks of `block_x` threads.
   void Launch(uint64_t function, const char* name, uint32_t corr, uint64_t stream = kStream,
               uint32_t grid_x = 1, uint32_t block_x = 32) {
-    cuLaunchKernel_params params{Fn(function), grid_x, 1, 1, block_x, 1, 1, 0, St(stream),
-                                 nullptr, nullptr};
+    cuLaunchKernel_params params{Fn(function), grid_x,  1,      1, block_x, 1, 1, 0,
+                                 St(stream),   nullptr, nullptr};
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, name, corr);
     gpu.Launched(corr, stream == kStream ? kStreamId : kStream2Id);
   }
@@ -189,7 +189,7 @@ TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches)
   TestCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
-  p.Launch(kSpin, "_Z4spinPVi", 1, kStream, 1, 32);   // never finishes
+  p.Launch(kSpin, "_Z4spinPVi", 1, kStream, 1, 32);    // never finishes
   p.Launch(kStep, "_Z4stepPf", 2, kStream, 264, 256);  // queued behind it
   p.Launch(kStep, "_Z4stepPf", 3, kStream, 264, 256);
   p.Launch(kReduce, "_Z6reducePf", 4, kStream2, 8, 1024);  // waits for the first (an event)
@@ -215,8 +215,8 @@ TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches)
   EXPECT_EQ(first.stream, kStreamId);
   EXPECT_EQ(first.device, 0);
   EXPECT_EQ(first.unfinished, 3);
-  EXPECT_EQ(Names(first), (std::vector<std::string>{"spin(int volatile*)", "step(float*)",
-                                                    "step(float*)"}));
+  EXPECT_EQ(Names(first),
+            (std::vector<std::string>{"spin(int volatile*)", "step(float*)", "step(float*)"}));
   const schema::OwnedStallLaunch& spin = first.launches[0];
   EXPECT_EQ(spin.correlation_id, 1u);
   EXPECT_EQ(spin.name, "_Z4spinPVi");

@@ -7,10 +7,10 @@
 
 #include <filesystem>
 #include <map>
-#include <tuple>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -295,7 +295,8 @@ struct StallStreamSpec {
   std::vector<std::tuple<uint64_t, std::string, int64_t>> launches;
 };
 schema::OwnedStallEvent StallEvent(int32_t pid, uint64_t seq, schema::StallState state,
-                                   int64_t stalled_ms, const std::vector<StallStreamSpec>& streams) {
+                                   int64_t stalled_ms,
+                                   const std::vector<StallStreamSpec>& streams) {
   schema::OwnedStallEvent e;
   e.header = {kStart + static_cast<int64_t>(seq), pid, seq};
   e.state = state;
@@ -341,9 +342,10 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   b += Line(StallEvent(hung, 5, schema::StallState::kStalled, 10000,
                        {{0, 0x10, {{31, "spin(int volatile*)", 10000}, {32, "step(float*)", 9990}}},
                         {1, 0x20, {{33, "reduce(float*)", 10000}}}}));
-  b += Line(StallEvent(hung, 6, schema::StallState::kStalled, 42000,
-                       {{0, 0x10, {{31, "spin(int volatile*)", 42000}, {32, "step(float*)", 41990}}},
-                        {1, 0x20, {{33, "reduce(float*)", 42000}}}}));
+  b +=
+      Line(StallEvent(hung, 6, schema::StallState::kStalled, 42000,
+                      {{0, 0x10, {{31, "spin(int volatile*)", 42000}, {32, "step(float*)", 41990}}},
+                       {1, 0x20, {{33, "reduce(float*)", 42000}}}}));
   WriteFile(dir.path() / "b.jsonl", b);
   // pid 102: stalled once, resolved, ended normally.
   const int32_t slow = kPid + 2;
@@ -360,11 +362,13 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   EXPECT_THAT(r.out, HasSubstr("4 processes (1 stalled, 1 did not end normally)"));
   const size_t review = r.out.find("Processes that did not end normally or stalled (3)");
   ASSERT_NE(review, std::string::npos) << r.out;
-  const size_t first = r.out.find("pid 101 trainer on node1: stalled: kernels unfinished for 42.0 s: "
-                                  "device 0 stream 0x10 waits on spin(int volatile*)");
+  const size_t first = r.out.find(
+      "pid 101 trainer on node1: stalled: kernels unfinished for 42.0 s: "
+      "device 0 stream 0x10 waits on spin(int volatile*)");
   const size_t second = r.out.find("pid 100 trainer on node1: api_error:");
-  const size_t third = r.out.find("pid 102 trainer on node1: ended: exit code 0; stalled 1 time, "
-                                  "the longest 15.0 s, resolved");
+  const size_t third = r.out.find(
+      "pid 102 trainer on node1: ended: exit code 0; stalled 1 time, "
+      "the longest 15.0 s, resolved");
   ASSERT_NE(first, std::string::npos) << r.out;
   ASSERT_NE(second, std::string::npos) << r.out;
   ASSERT_NE(third, std::string::npos) << r.out;

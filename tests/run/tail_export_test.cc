@@ -285,7 +285,7 @@ TEST(TailTest, JsonWithFiltersPrintsOnlyTheMatchingStoredLines) {
 }
 
 schema::OwnedStallEvent Stall(int32_t pid, uint64_t seq, bool stalled, int64_t stalled_ms,
-                               const std::string& kernel) {
+                              const std::string& kernel) {
   schema::OwnedStallEvent e;
   e.header = {1'700'000'100'000'000'000 + static_cast<int64_t>(seq), pid, seq};
   e.state = stalled ? schema::StallState::kStalled : schema::StallState::kResolved;
@@ -318,13 +318,13 @@ TEST(TailTest, StalledProcessesComeFirstThenStallEventsAsTheyArrive) {
   const std::filesystem::path logs = dir.path() / "logs" / "2026-01-05";
   std::filesystem::create_directories(logs);
   // Stalled for 20 s, then 42 s: stalled now.
-  Append(logs / "node1-hung-101-1.jsonl",
-         Line(Start(101, 0, 1)) + Line(Device(101, 1)) + Line(Stall(101, 2, true, 20000, "spin")) +
-             Line(Stall(101, 3, true, 42000, "spin")));
+  Append(logs / "node1-hung-101-1.jsonl", Line(Start(101, 0, 1)) + Line(Device(101, 1)) +
+                                              Line(Stall(101, 2, true, 20000, "spin")) +
+                                              Line(Stall(101, 3, true, 42000, "spin")));
   // Stalled, then resolved: not stalled now.
-  Append(logs / "node1-slow-102-1.jsonl",
-         Line(Start(102, 0, 1)) + Line(Stall(102, 1, true, 11000, "long_kernel")) +
-             Line(Stall(102, 2, false, 15000, "")));
+  Append(logs / "node1-slow-102-1.jsonl", Line(Start(102, 0, 1)) +
+                                              Line(Stall(102, 1, true, 11000, "long_kernel")) +
+                                              Line(Stall(102, 2, false, 15000, "")));
   // Stalled when it was lost: over.
   schema::OwnedProcessLostEvent lost;
   lost.header = {1'700'000'200'000'000'000, 103, 2};
@@ -353,8 +353,9 @@ TEST(TailTest, StalledProcessesComeFirstThenStallEventsAsTheyArrive) {
       "pid 101 stall STALLED 42.0 s: device 0 stream 0xe waits on spin() grid 1x1x1 block "
       "32x1x1 occupancy 0.25 launched 42.0 s ago corr 17 (+2 queued); 1 stream stalled, 0 "
       "kernels finished since the last report");
-  const size_t second = output.find("pid 104 stall STALLED 12.0 s: device 0 stream 0xe waits on "
-                                    "reduce()");
+  const size_t second = output.find(
+      "pid 104 stall STALLED 12.0 s: device 0 stream 0xe waits on "
+      "reduce()");
   const size_t following = output.find("cuflight tail: following");
   ASSERT_NE(header, std::string::npos) << output;
   ASSERT_NE(first, std::string::npos) << output;

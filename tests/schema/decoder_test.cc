@@ -636,7 +636,8 @@ TEST(DecoderTest, Stall) {
             Reason::kOutOfRange);
   const DecodeResult not_objects = Decode(head + "[1,2,3]]}");
   EXPECT_EQ(not_objects.reason, Reason::kWrongType);
-  EXPECT_THAT(not_objects.message, HasSubstr(R"(stall: field "streams" must be an array of objects)"));
+  EXPECT_THAT(not_objects.message,
+              HasSubstr(R"(stall: field "streams" must be an array of objects)"));
   // A nested fault names its place.
   std::string no_name = stream;
   no_name.erase(no_name.find(R"("name":"_Z4spinPVi",)"), 20);

@@ -715,16 +715,15 @@ std::string EncodeLine(const OwnedEvent& event) {
     for (const OwnedStallStream& s : stall->streams) {
       std::vector<StallLaunch>& views = launches.emplace_back();
       for (const OwnedStallLaunch& l : s.launches) {
-        views.push_back({l.correlation_id, l.name, l.demangled, l.grid, l.block, l.occupancy,
-                         l.age_ms});
+        views.push_back(
+            {l.correlation_id, l.name, l.demangled, l.grid, l.block, l.occupancy, l.age_ms});
       }
     }
     for (size_t i = 0; i < stall->streams.size(); ++i) {
       const OwnedStallStream& s = stall->streams[i];
-      streams.push_back(
-          {s.device, s.context, s.stream, s.waiting_ms, s.unfinished, launches[i]});
+      streams.push_back({s.device, s.context, s.stream, s.waiting_ms, s.unfinished, launches[i]});
     }
-    StallEvent view{stall->header,      stall->state,           stall->stall_ms, stall->stalled_ms,
+    StallEvent view{stall->header,    stall->state,           stall->stall_ms, stall->stalled_ms,
                     stall->completed, stall->streams_stalled, streams};
     n = Encode(view, line.data(), line.size());
   } else {

@@ -274,13 +274,12 @@ OwnedStallEvent PlainStall() {
   e.stalled_ms = 12034;
   e.completed = 0;
   e.streams_stalled = 2;
-  OwnedStallLaunch spin{991, "_Z4spinPVi", "spin(int volatile*)", {1, 1, 1}, {32, 1, 1},
+  OwnedStallLaunch spin{991,      "_Z4spinPVi", "spin(int volatile*)", {1, 1, 1}, {32, 1, 1},
                         0.015625, 12034};
-  OwnedStallLaunch queued{992, "_Z6kernelPfi", "kernel(float*, int)", {264, 8, 1}, {256, 1, 1},
+  OwnedStallLaunch queued{992,   "_Z6kernelPfi", "kernel(float*, int)", {264, 8, 1}, {256, 1, 1},
                           0.375, 12001};
   e.streams.push_back({1, 3, 14, 12034, 2, {spin, queued}});
-  OwnedStallLaunch waiting{993, "_Z6reducePf", "reduce(float*)", {1, 1, 1}, {1024, 1, 1}, 1,
-                           10500};
+  OwnedStallLaunch waiting{993, "_Z6reducePf", "reduce(float*)", {1, 1, 1}, {1024, 1, 1}, 1, 10500};
   e.streams.push_back({0, 2, 7, 10500, 1, {waiting}});
   return e;
 }
@@ -735,26 +734,20 @@ TEST(ValidatorFastPathTest, StallDeviationsFallBackToTheGeneralPath) {
       {Replace(s, R"("streams":[{)", R"("streams":[ {)"), Reason::kOk, Path::kGeneral},
       {Replace(s, R"({"device":1,"context":3)", R"({"context":3,"device":1)"), Reason::kOk,
        Path::kGeneral},
-      {Replace(s, R"("device":1,)", R"("device":1,"extra":[{}],)"), Reason::kOk,
-       Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("device":1,"extra":[{}],)"), Reason::kOk, Path::kGeneral},
       {Replace(s, R"("device":1,)", R"("device":1,"device":-1,)"), Reason::kOutOfRange,
        Path::kGeneral},  // repeated in a nested object: the last counts there too
-      {Replace(s, R"("device":1,)", R"("device":-1,"device":1,)"), Reason::kOk,
-       Path::kGeneral},
-      {Replace(s, R"("device":1,)", R"("d\u0065vice":-1,)"), Reason::kOutOfRange,
-       Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("device":-1,"device":1,)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("d\u0065vice":-1,)"), Reason::kOutOfRange, Path::kGeneral},
       {Replace(s, R"("device":1,)", ""), Reason::kMissingField, Path::kGeneral},
       {Replace(s, R"("device":1,)", R"("device":2147483648,)"), Reason::kOutOfRange,
        Path::kGeneral},
-      {Replace(s, R"("waiting_ms":12034)", R"("waiting_ms":1.2e4)"), Reason::kOk,
-       Path::kGeneral},
-      {Replace(s, R"("unfinished":2)", R"("unfinished":"2")"), Reason::kWrongType,
-       Path::kGeneral},
+      {Replace(s, R"("waiting_ms":12034)", R"("waiting_ms":1.2e4)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"("unfinished":2)", R"("unfinished":"2")"), Reason::kWrongType, Path::kGeneral},
       {Replace(s, R"(,"launches":[{"correlation_id":991)", R"(,"launches":{"correlation_id":991)"),
        Reason::kMalformedJson, Path::kGeneral},
       {Replace(s, R"("streams":[)", R"("streams":[1,)"), Reason::kWrongType, Path::kGeneral},
-      {Replace(s, R"("streams":[)", R"("streams":{"a":)"), Reason::kMalformedJson,
-       Path::kGeneral},
+      {Replace(s, R"("streams":[)", R"("streams":{"a":)"), Reason::kMalformedJson, Path::kGeneral},
       {Replace(s, R"("name":"_Z4spinPVi")", R"("name":"_Z4spin\u0050Vi")"), Reason::kOk,
        Path::kGeneral},
       {Replace(s, R"("name":"_Z4spinPVi")", R"("name":7)"), Reason::kWrongType, Path::kGeneral},

@@ -327,9 +327,8 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
       }
     }
     // The oldest first; the pairs past kMaxStallSeries become one "other" series.
-    std::sort(series.begin(), series.end(), [](const Series& a, const Series& b) {
-      return a.seconds > b.seconds;
-    });
+    std::sort(series.begin(), series.end(),
+              [](const Series& a, const Series& b) { return a.seconds > b.seconds; });
     w.Family("cuflight_processes_stalled", "gauge",
              "Processes whose latest stall event says stalled: kernels they launched have not "
              "finished for CUFLIGHT_STALL_MS.");

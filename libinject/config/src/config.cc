@@ -161,14 +161,14 @@ class Parser {
     if (given) {
       uint64_t n = 0;
       if (!ParseDecimal(value, &n)) {
-        warnings_->push_back(Rejected(name, value,
-                                      "is not 0 (off) or a whole number of ms in " +
-                                          Range(kMinStallMs, kMaxStallMs),
-                                      std::to_string(*field)));
+        warnings_->push_back(
+            Rejected(name, value,
+                     "is not 0 (off) or a whole number of ms in " + Range(kMinStallMs, kMaxStallMs),
+                     std::to_string(*field)));
       } else if (n != 0 && (n < kMinStallMs || n > kMaxStallMs)) {
-        warnings_->push_back(Rejected(
-            name, value, "is not 0 (off) or in " + Range(kMinStallMs, kMaxStallMs),
-            std::to_string(*field)));
+        warnings_->push_back(Rejected(name, value,
+                                      "is not 0 (off) or in " + Range(kMinStallMs, kMaxStallMs),
+                                      std::to_string(*field)));
       } else {
         *field = static_cast<uint32_t>(n);
       }

@@ -44,8 +44,8 @@ inline constexpr int kEventTypeCount = 10;
 
 // Wire names (`type`), indexed by EventType.
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
-    "process_start", "device",       "kernel",        "kernel_time", "api_error",
-    "stats",         "process_end",  "process_lost",  "process_crash", "stall"};
+    "process_start", "device",      "kernel",       "kernel_time",   "api_error",
+    "stats",         "process_end", "process_lost", "process_crash", "stall"};
 
 // Wire name of `type`, which must be one of the enumerators.
 constexpr std::string_view EventTypeName(EventType type) {

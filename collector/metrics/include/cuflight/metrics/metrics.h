@@ -28,9 +28,10 @@
 //     first, and the others are one series whose labels are all "other" (their largest age).
 //     Updated at most once a second per process (the producer's rate), under a mutex.
 //  6. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
-//     event, rejection, loss, drop, timing-drop and byte counts) may be called from any thread. Kernel(),
-//     KernelTime() and ProcessGone() share the join table and must be called from one thread at
-//     a time (the daemon's ingest thread); they may run concurrently with every other method.
+//     event, rejection, loss, drop, timing-drop and byte counts) may be called from any thread.
+//     Kernel(), KernelTime() and ProcessGone() share the join table and must be called from one
+//     thread at a time (the daemon's ingest thread); they may run concurrently with every other
+//     method.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
 #define CUFLIGHT_METRICS_METRICS_H_
 

@@ -59,14 +59,25 @@ inline constexpr uint32_t kMaxStallMs = 3'600'000;
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 19> kConfigVariables = {
-    "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
-    "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
-    "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
-    "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
-    "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
-    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
-    "CUFLIGHT_STALL_MS"};
+inline constexpr std::array<std::string_view, 19> kConfigVariables = {"CUFLIGHT_COLLECTOR",
+                                                                      "CUFLIGHT_COLLECTOR_UID",
+                                                                      "CUFLIGHT_TIMING",
+                                                                      "CUFLIGHT_RING_SIZE",
+                                                                      "CUFLIGHT_ON_FULL",
+                                                                      "CUFLIGHT_FLUSH_MS",
+                                                                      "CUFLIGHT_STATS_MS",
+                                                                      "CUFLIGHT_BUFFER_BYTES",
+                                                                      "CUFLIGHT_INCLUDE",
+                                                                      "CUFLIGHT_EXCLUDE",
+                                                                      "CUFLIGHT_SAMPLE",
+                                                                      "CUFLIGHT_LOG_LEVEL",
+                                                                      "CUFLIGHT_SPILL_DIR",
+                                                                      "CUFLIGHT_SPILL_ROTATE_BYTES",
+                                                                      "CUFLIGHT_SPILL_MAX_BYTES",
+                                                                      "CUFLIGHT_API_ERRORS",
+                                                                      "CUFLIGHT_API_ERROR_HISTORY",
+                                                                      "CUFLIGHT_CRASH_HANDLER",
+                                                                      "CUFLIGHT_STALL_MS"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,

@@ -580,7 +580,14 @@ class Collector::Impl {
       case schema::EventType::kStats:
         UpdateDrops(p);
         break;
+      case schema::EventType::kStall:
+        if (metrics_ != nullptr) {
+          metrics_->Stall(p.id, p.key.hostname, p.key.pid, p.key.exe, facts_.stall_ages,
+                          Clock::now());
+        }
+        break;
       case schema::EventType::kProcessEnd:
+        if (metrics_ != nullptr) metrics_->Stall(p.id, {}, 0, {}, {}, Clock::now());  // over
         UpdateDrops(p);
         if (!p.ended) ++stats_.processes_ended;
         p.ended = true;

@@ -1,5 +1,6 @@
 #include "line_validator.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdint>
@@ -123,6 +124,25 @@ void ReadProcessStart(std::string_view line, LineFacts* facts) {
   facts->exe = facts->exe_storage;
 }
 
+// A stall event is rare (at most one a second per process): decoded in full.
+void ReadStall(std::string_view line, LineFacts* facts) {
+  facts->stall_ages.clear();
+  schema::DecodeResult decoded = schema::Decode(line);
+  const auto* stall = std::get_if<schema::OwnedStallEvent>(&decoded.event);
+  if (stall == nullptr || stall->state != schema::StallState::kStalled) return;
+  for (const schema::OwnedStallStream& s : stall->streams) {
+    const int64_t ms = s.launches.empty() ? s.waiting_ms : s.launches.front().age_ms;
+    const double seconds = static_cast<double>(ms) / 1000.0;
+    auto it = std::find_if(facts->stall_ages.begin(), facts->stall_ages.end(),
+                           [&s](const Metrics::StallAge& a) { return a.device == s.device; });
+    if (it == facts->stall_ages.end()) {
+      facts->stall_ages.push_back({s.device, seconds});
+    } else {
+      it->seconds = std::max(it->seconds, seconds);
+    }
+  }
+}
+
 }  // namespace
 
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metrics_fields) noexcept {
@@ -198,6 +218,13 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
       facts->occupancy_disagreements = UintOf(info, kCounterKeys[6], raw[6]);
       break;
     }
+    case schema::EventType::kStall:
+      try {
+        ReadStall(line, facts);
+      } catch (const std::exception&) {
+        return schema::Reason::kInternalError;
+      }
+      break;
     default:
       break;
   }

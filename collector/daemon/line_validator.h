@@ -9,7 +9,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
@@ -51,6 +53,9 @@ struct LineFacts {
   uint64_t dropped_backpressure = 0;  // of which the collector was behind (0 when not reported)
   uint64_t timing_dropped = 0;        // kernel timing records lost (not events; 0 when absent)
   uint64_t occupancy_disagreements = 0;  // launches the driver and the engine disagreed on
+  // stall: per device, the age of the oldest unfinished kernel the event lists (the first launch
+  // of each stream, or the stream's waiting time when it lists none); empty when resolved.
+  std::vector<Metrics::StallAge> stall_ages;
 
   // Storage the views above may point into (besides the line itself). Reuse one LineFacts per
   // thread: after the first lines nothing is allocated on the path of a valid line.
@@ -66,8 +71,8 @@ struct LineFacts {
 // Validates one line (with or without its '\n') with schema::Validate (the verdicts of
 // schema::Decode, without allocating). Returns kOk and fills *facts, or the reason the line is
 // rejected with facts->header and facts->message as far as known. The header, the type and the
-// process_start fields are always filled; the kernel, kernel_time, api_error, stats and
-// process_end fields only when `metrics_fields` (they feed the metrics only). Views in *facts are
+// process_start fields are always filled; the kernel, kernel_time, api_error, stats, process_end
+// and stall fields only when `metrics_fields` (they feed the metrics only). Views in *facts are
 // valid while both `line` and *facts are, until the next call. Never throws.
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts,
                             bool metrics_fields = true) noexcept;

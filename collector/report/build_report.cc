@@ -61,6 +61,41 @@ std::string Clip(std::string_view text, size_t max) {
   return std::string(text.substr(0, max)) + "...";
 }
 
+// Longest kernel name quoted in a process's ending line.
+constexpr size_t kMaxKernelNameBytes = 80;
+
+std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
+
+// What a process's stalls were, in one phrase: the one going on ("kernels unfinished for 42.0 s:
+// device 0 stream 0xe waits on spin(int volatile*) (corr 17); 2 streams stalled, nothing
+// finished since the stall began"), or a count and the longest ("stalled 2 times, the longest
+// 42.0 s, resolved").
+std::string StallText(const StallSummary& s) {
+  if (!s.ongoing) {
+    return fmt::format("stalled {} time{}, the longest {}, resolved", s.stalls,
+                       s.stalls == 1 ? "" : "s", Seconds(s.longest_ms));
+  }
+  const schema::OwnedStallEvent& e = s.latest;
+  std::string text = fmt::format("kernels unfinished for {}", Seconds(e.stalled_ms));
+  if (!e.streams.empty()) {
+    const schema::OwnedStallStream& first = e.streams.front();
+    text += fmt::format(": device {} stream {:#x} waits on ", first.device, first.stream);
+    if (first.launches.empty()) {
+      text += "launches not listed";
+    } else {
+      const schema::OwnedStallLaunch& l = first.launches.front();
+      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      text += fmt::format("{} (corr {})",
+                          name.empty() ? "a kernel not named" : Clip(name, kMaxKernelNameBytes),
+                          l.correlation_id);
+    }
+  }
+  text += fmt::format(
+      "; {} stream{} stalled, {}", e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
+      e.completed == 0 ? std::string("nothing finished since the last report")
+                       : fmt::format("{} kernels finished since the last report", e.completed));
+  return text;
+}
 
 struct StreamState {
   StreamTail tail;
@@ -80,6 +115,7 @@ struct ProcessState {
   std::optional<uint64_t> last_kernel_seq;
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
+  std::optional<uint64_t> last_stall_seq;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
   std::map<uint64_t, uint64_t> seen_seqs;
@@ -342,6 +378,19 @@ class Builder {
     }
   }
 
+  // A process's events are read in seq order (segments in order); one read out of order only
+  // counts for the longest stall.
+  void On(size_t, ProcessState& p, const schema::OwnedStallEvent& e) {
+    StallSummary& s = p.summary.stall ? *p.summary.stall : p.summary.stall.emplace();
+    s.longest_ms = std::max(s.longest_ms, e.stalled_ms);
+    if (p.last_stall_seq && e.header.seq < *p.last_stall_seq) return;
+    p.last_stall_seq = e.header.seq;
+    const bool stalled = e.state == schema::StallState::kStalled;
+    if (stalled && !s.ongoing) ++s.stalls;
+    s.ongoing = stalled;
+    if (stalled) s.latest = e;
+  }
+
   bool Selected(const schema::OwnedKernelEvent& e) {
     if (options_.since_ns && e.header.ts_ns < *options_.since_ns) return false;
     if (options_.until_ns && e.header.ts_ns > *options_.until_ns) return false;
@@ -404,10 +453,15 @@ class Builder {
       s.ending = Ending::kEnded;
       s.ending_detail = s.end->exit_code ? fmt::format("ended: exit code {}", *s.end->exit_code)
                                          : std::string("ended");
+    } else if (s.stall && s.stall->ongoing) {
+      s.ending = Ending::kStalled;
+      s.ending_detail = "stalled: " + StallText(*s.stall);
+      return;
     } else {
       s.ending = Ending::kRunning;
       s.ending_detail = "no process_end (still running, or the log is cut)";
     }
+    if (s.stall) s.ending_detail += "; " + StallText(*s.stall);
   }
 
   void FinishProcesses() {

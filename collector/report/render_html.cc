@@ -79,6 +79,9 @@ tbody.sig tr:first-child td{border-bottom:none}
 .ending{display:inline-block;padding:0 6px;border-radius:4px;background:#fbe3d6;color:#8a3200;
 font-weight:600}
 .proc{border-left:4px solid var(--bad);padding:2px 0 2px 12px;margin:12px 0}
+.stalled{display:inline-block;padding:0 6px;border-radius:4px;background:#D55E00;color:#fff;
+font-weight:600}
+.proc.stall{border-left-color:#000}
 code{font-family:ui-monospace,Menlo,Consolas,monospace}
 details{margin:6px 0}
 )css";
@@ -183,7 +186,11 @@ std::string Summary(const Report& r) {
                        Escape(value), Escape(label));
   };
   card("processes", FormatCount(r.processes.size()));
-  card("did not end normally", FormatCount(r.review.size()), r.review.empty() ? "" : "bad");
+  size_t stalled = 0;
+  for (const ProcessSummary& p : r.processes) stalled += p.stall && p.stall->ongoing ? 1 : 0;
+  if (stalled > 0) card("stalled at the end of the log", FormatCount(stalled), "bad");
+  card("did not end normally or stalled", FormatCount(r.review.size()),
+       r.review.empty() ? "" : "bad");
   card("kernel launches", FormatCount(r.launches));
   card("timed launches", FormatCount(r.timed_launches));
   card("kernel signatures", FormatCount(r.signatures.size()));
@@ -218,10 +225,53 @@ std::string Summary(const Report& r) {
   return out;
 }
 
+std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
+
+// What the latest stall event of `s` says was stalled: per stream, the oldest unfinished launches.
+std::string StallTables(const StallSummary& s) {
+  const schema::OwnedStallEvent& e = s.latest;
+  std::string out = fmt::format(
+      "<p class=\"{}\">{}: {} into the stall, {} stalled{}; {}.</p>\n", s.ongoing ? "bad" : "warn",
+      s.ongoing ? "Stalled now, as last reported" : "The last stall, before it resolved",
+      Escape(Seconds(e.stalled_ms)),
+      Plural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
+      e.streams.size() < static_cast<size_t>(e.streams_stalled)
+          ? fmt::format(" ({} listed)", e.streams.size())
+          : std::string(),
+      e.completed == 0
+          ? std::string("nothing finished since the report before")
+          : Plural(e.completed, "kernel", "kernels") + " finished since the report before");
+  for (const schema::OwnedStallStream& stream : e.streams) {
+    out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
+                       Escape(StreamName(stream.stream)), Escape(Seconds(stream.waiting_ms)),
+                       FormatCount(static_cast<uint64_t>(stream.unfinished)),
+                       stream.launches.empty() ? "."
+                                               : ", the oldest (the first is what the stream "
+                                                 "waits on):");
+    if (stream.launches.empty()) continue;
+    out +=
+        "<table class=\"stall\"><thead><tr><th class=\"n\">CORR</th><th class=\"n\">AGE</th>"
+        "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
+        "<th>KERNEL</th></tr></thead>\n<tbody>\n";
+    for (const schema::OwnedStallLaunch& l : stream.launches) {
+      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      out += "<tr>" + Cell(fmt::format("{}", l.correlation_id), "n") +
+             Cell(Seconds(l.age_ms), "n") + Cell(FormatDim3(l.grid), "n") +
+             Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
+             Cell(name.empty() ? std::string("(name not kept)") : name, "name") + "</tr>\n";
+    }
+    out += "</tbody></table>\n";
+  }
+  return out;
+}
+
 std::string Review(const Report& r) {
-  std::string out = "<section id=\"review\">\n<h2>Processes that did not end normally</h2>\n";
+  std::string out =
+      "<section id=\"review\">\n<h2>Processes that did not end normally or stalled</h2>\n";
   if (r.review.empty()) {
-    out += "<p class=\"muted\">None: every process ended normally or is still running.</p>\n";
+    out +=
+        "<p class=\"muted\">None: every process ended normally or is still running, and none "
+        "stalled.</p>\n";
     out += "</section>\n";
     return out;
   }
@@ -229,11 +279,17 @@ std::string Review(const Report& r) {
     const ProcessSummary& p = r.processes[index];
     std::string who = html::ProcessName(p);
     if (!p.hostname.empty()) who += " on " + p.hostname;
-    out += fmt::format("<div class=\"proc\" id=\"review-{}-{}-{}\">\n", p.key.pid, p.key.start_ns,
-                       p.key.instance_id);
-    out += fmt::format("<h3>{} <span class=\"ending\">{}</span></h3>\n", Escape(who),
-                       Escape(EndingName(p.ending)));
+    const bool stalled_now = p.stall && p.stall->ongoing;
+    out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n",
+                       stalled_now ? " stall" : "", p.key.pid, p.key.start_ns, p.key.instance_id);
+    out += fmt::format("<h3>{} <span class=\"{}\">{}</span>{}</h3>\n", Escape(who),
+                       p.ending == Ending::kStalled ? "stalled" : "ending",
+                       Escape(EndingName(p.ending)),
+                       stalled_now && p.ending != Ending::kStalled
+                           ? std::string(" <span class=\"stalled\">STALLED</span>")
+                           : std::string());
     out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
+    if (p.stall && p.stall->stalls > 0) out += StallTables(*p.stall);
     if (p.streams.empty()) {
       out += "<p class=\"muted\">No kernel launched.</p>\n</div>\n";
       continue;

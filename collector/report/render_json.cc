@@ -73,6 +73,37 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
                            {"device", e.device},          {"stream", e.stream},
                            {"last_correlation_ids", e.last_correlation_ids}};
   }
+  if (p.stall) {
+    const StallSummary& st = *p.stall;
+    json stall = {{"stalls", st.stalls}, {"longest_ms", st.longest_ms}, {"ongoing", st.ongoing}};
+    if (st.stalls > 0) {
+      const schema::OwnedStallEvent& e = st.latest;
+      json streams = json::array();
+      for (const schema::OwnedStallStream& s : e.streams) {
+        json launches = json::array();
+        for (const schema::OwnedStallLaunch& l : s.launches) {
+          launches.push_back({{"correlation_id", l.correlation_id},
+                              {"name", l.name},
+                              {"demangled", l.demangled},
+                              {"grid", Dim(l.grid)},
+                              {"block", Dim(l.block)},
+                              {"occupancy", l.occupancy},
+                              {"age_ms", l.age_ms}});
+        }
+        streams.push_back({{"device", s.device},
+                           {"context", s.context},
+                           {"stream", s.stream},
+                           {"waiting_ms", s.waiting_ms},
+                           {"unfinished", s.unfinished},
+                           {"launches", launches}});
+      }
+      stall["latest"] = {{"seq", e.header.seq},      {"ts_ns", e.header.ts_ns},
+                         {"stall_ms", e.stall_ms},   {"stalled_ms", e.stalled_ms},
+                         {"completed", e.completed}, {"streams_stalled", e.streams_stalled},
+                         {"streams", streams}};
+    }
+    j["stall"] = stall;
+  }
   if (with_streams) {
     json streams = json::array();
     for (const StreamTail& s : p.streams) {

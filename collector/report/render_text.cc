@@ -32,9 +32,20 @@ std::string HeaderLine(const Report& r) {
   const logread::ReadSummary& s = r.read;
   std::string files = Plural(s.files, "file", "files");
   if (s.compressed_files > 0) files += fmt::format(" ({} zstd)", s.compressed_files);
-  size_t review = r.review.size();
+  size_t stalled = 0;
+  size_t abnormal = 0;
+  for (const size_t i : r.review) {
+    const ProcessSummary& p = r.processes[i];
+    stalled += p.stall && p.stall->ongoing ? 1 : 0;
+    abnormal += NeedsReview(p.ending) && p.ending != Ending::kStalled ? 1 : 0;
+  }
   std::string processes = Plural(r.processes.size(), "process", "processes");
-  if (review > 0) processes += fmt::format(" ({} did not end normally)", review);
+  std::string notes;
+  if (stalled > 0) notes += fmt::format("{} stalled", stalled);
+  if (abnormal > 0) {
+    notes += fmt::format("{}{} did not end normally", notes.empty() ? "" : ", ", abnormal);
+  }
+  if (!notes.empty()) processes += " (" + notes + ")";
   return fmt::format("cuflight report: {}, {}, {}, {} ({} timed) in {}", files,
                      Plural(s.events, "event", "events"), processes,
                      Plural(r.launches, "launch", "launches"), r.timed_launches,

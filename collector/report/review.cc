@@ -14,6 +14,53 @@ std::string StreamName(uint64_t stream) {
   return stream == 0 ? std::string("0 (legacy default)") : fmt::format("{:#x}", stream);
 }
 
+std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
+
+// What the latest stall event of `s` says was stalled: per stream, its oldest unfinished
+// launches (the first is what the stream waits on, the others are queued behind it).
+std::string RenderStall(const StallSummary& s, bool color, int width) {
+  const schema::OwnedStallEvent& e = s.latest;
+  std::string out =
+      Paint(fmt::format(
+                "    {} ({} into the stall, {} stream{} stalled{}):",
+                s.ongoing ? "stalled now, as last reported" : "the last stall, before it resolved",
+                Seconds(e.stalled_ms), e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
+                e.streams.size() < static_cast<size_t>(e.streams_stalled)
+                    ? fmt::format(", {} listed", e.streams.size())
+                    : std::string()),
+            s.ongoing ? ansi::kRed : ansi::kYellow, color);
+  out += '\n';
+  for (const schema::OwnedStallStream& stream : e.streams) {
+    out += fmt::format("    device {}, stream {}: waiting {}, {} unfinished", stream.device,
+                       StreamName(stream.stream), Seconds(stream.waiting_ms), stream.unfinished);
+    if (stream.launches.empty()) {
+      out += '\n';
+      continue;
+    }
+    out += ", the oldest:\n";
+    ReportTable table({{"CORR", ReportTable::Align::kRight},
+                       {"AGE", ReportTable::Align::kRight},
+                       {"GRID", ReportTable::Align::kRight},
+                       {"BLOCK", ReportTable::Align::kRight},
+                       {"OCC", ReportTable::Align::kRight},
+                       {"KERNEL", ReportTable::Align::kLeft}});
+    for (const schema::OwnedStallLaunch& l : stream.launches) {
+      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      table.AddRow({{fmt::format("{}", l.correlation_id), ""},
+                    {Seconds(l.age_ms), ""},
+                    {FormatDim3(l.grid), ""},
+                    {FormatDim3(l.block), ""},
+                    {FormatPercent(l.occupancy), ""},
+                    {name.empty() ? std::string("(name not kept)") : name, ""}});
+    }
+    table.FitLastColumn(
+        static_cast<size_t>(width), 6, kMinNameWidth,
+        [](std::string_view name, size_t room) { return ShortenKernelName(name, room); });
+    out += table.Render(6, color);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string_view EndingName(Ending ending) {
@@ -28,27 +75,38 @@ std::string_view EndingName(Ending ending) {
       return "api_error";
     case Ending::kCrash:
       return "crash";
+    case Ending::kStalled:
+      return "stalled";
   }
   return "unknown";
 }
 
 bool NeedsReview(Ending ending) {
-  return ending == Ending::kLost || ending == Ending::kApiError || ending == Ending::kCrash;
+  return ending == Ending::kLost || ending == Ending::kApiError || ending == Ending::kCrash ||
+         ending == Ending::kStalled;
 }
 
 std::vector<size_t> SelectForReview(const std::vector<ProcessSummary>& processes) {
-  std::vector<size_t> out;
+  std::vector<size_t> stalled;
+  std::vector<size_t> others;
   for (size_t i = 0; i < processes.size(); ++i) {
-    if (NeedsReview(processes[i].ending)) out.push_back(i);
+    const ProcessSummary& p = processes[i];
+    if (p.stall && p.stall->ongoing) {
+      stalled.push_back(i);
+    } else if (NeedsReview(p.ending) || p.stall) {
+      others.push_back(i);
+    }
   }
-  return out;
+  stalled.insert(stalled.end(), others.begin(), others.end());
+  return stalled;
 }
 
 std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
                              const std::vector<size_t>& review, bool color, int width) {
   if (review.empty()) return "";
-  std::string out = Paint(fmt::format("Processes that did not end normally ({})", review.size()),
-                          ansi::kRed, color);
+  std::string out =
+      Paint(fmt::format("Processes that did not end normally or stalled ({})", review.size()),
+            ansi::kRed, color);
   out += '\n';
   for (const size_t index : review) {
     const ProcessSummary& p = processes[index];
@@ -64,6 +122,7 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
     }
     out += Paint(line, ansi::kBold, color);
     out += '\n';
+    if (p.stall && p.stall->stalls > 0) out += RenderStall(*p.stall, color, width);
     if (p.streams.empty()) {
       out += "    no kernel launched\n";
       continue;

@@ -44,7 +44,9 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   if (!pids_.empty() && std::find(pids_.begin(), pids_.end(), header.pid) == pids_.end()) {
     return false;
   }
+  // A stall is shown whatever the kernel filters say: a hang matters whichever kernel it is.
   if (!kernel_ && !limiter_) return true;
+  if (std::holds_alternative<schema::OwnedStallEvent>(event)) return true;
   if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
     return pending_.erase({header.pid, schema::JoinKeyOf(*t)}) > 0;
   }

@@ -29,8 +29,8 @@ class EventFilter {
   // only kernel events whose name contains a match (the demangled name, else the mangled one)
   // and whose limiting_resource is the one named, plus the kernel_time events of the kernels
   // shown (joined by pid and schema::JoinKey: correlation_id, graph node and device; the kernel
-  // therefore must come first, as the producer sends them). Not const: remembers the kernels
-  // shown.
+  // therefore must come first, as the producer sends them). Stall events pass the kernel
+  // filters (only --pid selects them). Not const: remembers the kernels shown.
   bool Accept(const schema::OwnedEvent& event);
 
  private:

@@ -44,6 +44,39 @@ std::string GraphNode(const std::optional<uint64_t>& graph_id,
   return fmt::format(" graph {} node {}", *graph_id, *graph_node_id);
 }
 
+std::string Ms(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
+
+// "STALLED 42.0 s: device 0 stream 0xe waits on spin(int volatile*) grid 1x1x1 block 32x1x1
+// occupancy 0.02 launched 42.0 s ago corr 17 (+2 queued); device 1 stream 0x10 ...; 2 streams
+// stalled, 0 kernels finished since the last report", or "resolved after 42.0 s, ...".
+std::string StallText(const schema::OwnedStallEvent& e) {
+  std::string text;
+  if (e.state == schema::StallState::kResolved) {
+    text = fmt::format("resolved after {}", Ms(e.stalled_ms));
+  } else {
+    text = fmt::format("STALLED {}", Ms(e.stalled_ms));
+    const char* separator = ": ";
+    for (const schema::OwnedStallStream& s : e.streams) {
+      text += fmt::format("{}device {} stream {:#x} ", separator, s.device, s.stream);
+      separator = "; ";
+      if (s.launches.empty()) {
+        text += fmt::format("waiting {}, {} unfinished", Ms(s.waiting_ms), s.unfinished);
+        continue;
+      }
+      const schema::OwnedStallLaunch& l = s.launches.front();
+      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      text += fmt::format("waits on {} grid {} block {} occupancy {:.2f} launched {} ago corr {}",
+                          name.empty() ? std::string("(name not kept)") : Printable(name),
+                          Dim(l.grid), Dim(l.block), l.occupancy, Ms(l.age_ms), l.correlation_id);
+      if (s.unfinished > 1) text += fmt::format(" (+{} queued)", s.unfinished - 1);
+    }
+    text +=
+        fmt::format("; {} stream{} stalled", e.streams_stalled, e.streams_stalled == 1 ? "" : "s");
+  }
+  return text + fmt::format(", {} kernel{} finished since the last report", e.completed,
+                            e.completed == 1 ? "" : "s");
+}
+
 std::string Fields(const schema::OwnedEvent& event) {
   return std::visit(
       [](const auto& e) -> std::string {
@@ -83,6 +116,8 @@ std::string Fields(const schema::OwnedEvent& event) {
           return fmt::format("exit {} launches {} emitted {} dropped {}",
                              e.exit_code ? std::to_string(*e.exit_code) : std::string("unknown"),
                              e.launches, e.emitted, e.dropped);
+        } else if constexpr (std::is_same_v<T, schema::OwnedStallEvent>) {
+          return StallText(e);
         } else if constexpr (std::is_same_v<T, schema::OwnedProcessLostEvent>) {
           return fmt::format("{}: last seq {} stored {} lost {}",
                              schema::LostReasonName(e.reason),

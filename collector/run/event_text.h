@@ -12,8 +12,12 @@ namespace cuflight::run {
 // newline, e.g.
 //   12:04:31.207 pid 4242 kernel vecadd(float*, int) grid 1024x1x1 block 256x1x1 regs 64
 //       smem 9216 occupancy 0.50 (registers) stream 0x7f..  corr 17
-// (one line). Control characters in names are shown as '?'. Types this build prints no fields
-// for show their seq. Never throws except std::bad_alloc.
+// (one line). A stall event says what each listed stream waits on:
+//   12:05:13.002 pid 4242 stall STALLED 42.0 s: device 0 stream 0xe waits on spin(int volatile*)
+//       grid 1x1x1 block 32x1x1 occupancy 0.02 launched 42.0 s ago corr 17 (+2 queued); 1 stream
+//       stalled, 0 kernels finished since the last report
+// Control characters in names are shown as '?'. Types this build prints no fields for show their
+// seq. Never throws except std::bad_alloc.
 std::string EventText(const schema::OwnedEvent& event);
 
 }  // namespace cuflight::run

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <system_error>
@@ -12,6 +13,7 @@
 #include "event_filter.h"
 #include "event_text.h"
 #include "log_follower.h"
+#include "stalled_now.h"
 #include "usage_error.h"
 
 namespace cuflight::run {
@@ -100,6 +102,21 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   }
 
   StopSignals stop;
+  // Stalled processes first: what the ends of the active files say now.
+  std::vector<StalledProcess> stalled = FindStalledNow(dir);
+  stalled.erase(std::remove_if(stalled.begin(), stalled.end(),
+                               [&filter](const StalledProcess& s) {
+                                 return !filter.Accept(schema::OwnedEvent(s.event));
+                               }),
+                stalled.end());
+  if (!stalled.empty()) {
+    err << "cuflight tail: " << stalled.size() << " process" << (stalled.size() == 1 ? "" : "es")
+        << " stalled now (the latest stall event of each):" << std::endl;
+    for (const StalledProcess& s : stalled) {
+      out << (json_ ? s.line : EventText(schema::OwnedEvent(s.event))) << '\n';
+    }
+    out.flush();
+  }
   LogFollower follower(dir, from_start_);
   int notes = 0;
   uint64_t skipped = 0;

@@ -109,10 +109,12 @@ bool Injector::InitializeOrExplain() noexcept {
   if (config_.timing && cupti_version_ < kCuptiApiVersionForActivityLayout) {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
-    Log().warn("libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing and "
-               "graph-node events are off; launches are still recorded",
-               cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
+    Log().warn(
+        "libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
+        "graph-node events and stall detection are off; launches are still recorded",
+        cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
     config_.timing = false;
+    config_.stall_ms = 0;  // stall detection sees kernels finish through their timing records
   }
 
   std::vector<std::string> filter_warnings;
@@ -133,7 +135,11 @@ bool Injector::InitializeOrExplain() noexcept {
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
-  if (config_.timing && !EnableTiming()) pipeline->sender->SetTimingUnavailable();
+  if (config_.timing && !EnableTiming()) {
+    pipeline->sender->SetTimingUnavailable();
+    // Stall detection needs the kernel records too: EnableTiming's one line says so.
+    if (pipeline->sender->stall_detection()) pipeline->sender->DisableStallDetection();
+  }
   if (!pipeline->sender->Start()) {
     if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
     pipeline->ring->Close();  // a launch that got in meanwhile does not wait
@@ -235,7 +241,8 @@ bool Injector::EnableTiming() noexcept {
     }
   }
   if (result != CUPTI_SUCCESS) {
-    Log().warn("kernel timing unavailable ({}{}); kernel events are still recorded",
+    Log().warn("kernel timing unavailable ({}{}); kernel events are still recorded, without GPU "
+               "times or stall detection",
                CuptiError(cupti_, result),
                result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                    ? ": another CUPTI tool holds activity tracing"
@@ -275,6 +282,8 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
+    sender_options.stall_threshold =
+        std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;
     sender_options.callback_names = &cupti_;

@@ -72,6 +72,43 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
   if (activity_ != nullptr && cupti_ != nullptr) {
     activity_->SetDroppedRecordsSource(cupti_);
   }
+  if (options_.stall_threshold.count() > 0 && options_.timing && activity_ != nullptr &&
+      cupti_ != nullptr) {
+    try {
+      stall_ = std::make_unique<StallTracker>(options_.stall_threshold);
+    } catch (...) {
+      Log().warn("cannot allocate the stall tracker; stall detection is off");
+    }
+  }
+}
+
+void SenderThread::DisableStallDetection() noexcept {
+  stall_.reset();
+  for (auto& [key, value] : facts_.config) {
+    if (key != "stall_ms") continue;
+    try {
+      value = "0";
+    } catch (...) {
+    }
+  }
+}
+
+void SenderThread::StampClocks(Clock::time_point now) noexcept {
+  stamp_now_ = now;
+  stamp_realtime_ns_ = NowRealtimeNs();
+}
+
+void SenderThread::CheckStall(Clock::time_point now) noexcept {
+  if (stall_ == nullptr) return;
+  const uint64_t lost = activity_->lost_records();
+  if (lost != timing_lost_seen_) {
+    timing_lost_seen_ = lost;
+    stall_->OnTimingLost();
+  }
+  schema::StallEvent event;
+  if (!stall_->Poll(now, &event)) return;
+  event.header = MakeHeader();
+  Send(event, /*preamble=*/false);
 }
 
 SenderThread::~SenderThread() {
@@ -145,6 +182,7 @@ void SenderThread::Run() noexcept {
     // What the ring holds goes out before the CUPTI call that may not return (at most half the
     // time left: the forced flush and Finish need the rest).
     if (!started_process_) SendProcessStart();
+    StampClocks(Clock::now());
     LaunchRecord record;
     while (ring_->TryPop(&record)) HandleRecord(record);
     const Clock::time_point now = Clock::now();
@@ -196,6 +234,7 @@ bool SenderThread::FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexce
 
 void SenderThread::DrainAll() noexcept {
   // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
+  StampClocks(Clock::now());
   LaunchRecord record;
   while (ring_->TryPop(&record)) HandleRecord(record);
   if (activity_ != nullptr) {
@@ -437,6 +476,23 @@ void SenderThread::HandleRecord(const LaunchRecord& record) noexcept {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (stall_ != nullptr) {
+    // On the sender's clock: when the record was taken, less how long after the launch that was.
+    const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
+    StallTracker::Launch launch;
+    launch.context = record.context;
+    launch.stream = record.stream;
+    launch.device = record.device;
+    launch.correlation_id = record.correlation_id;
+    launch.function_id = record.function != nullptr ? record.function->id : 0;
+    launch.name = event.name;
+    launch.demangled = event.demangled;
+    launch.grid = event.grid;
+    launch.block = event.block;
+    launch.occupancy = event.occupancy.occupancy;
+    launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
+    stall_->OnLaunch(launch);
+  }
   event.header = MakeHeader();
   event.header.ts_ns = record.ts_ns;
   Send(event, /*preamble=*/false);
@@ -508,6 +564,9 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    if (stall_ != nullptr) {
+      stall_->OnFinished(kernel.contextId, kernel.streamId, kernel.correlationId, stamp_now_);
+    }
     schema::KernelTimeEvent event;
     EventBuilder::BuildKernelTime(kernel, &event);
     event.header = MakeHeader();
@@ -517,6 +576,7 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
 
 bool SenderThread::Step(Clock::time_point now) noexcept {
   bool busy = false;
+  StampClocks(now);
   if (!started_process_) SendProcessStart();
   const uint32_t urgent = urgent_requested_.load(std::memory_order_acquire);
   if (urgent != urgent_served_) {
@@ -524,6 +584,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     urgent_served_ = urgent;
     urgent_done_.store(urgent, std::memory_order_release);
     now = Clock::now();
+    StampClocks(now);
     busy = true;
   }
   // Events made here wait for room in block mode (bounded by the stall rule); in drop mode they
@@ -546,12 +607,20 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
   ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
   if (activity_ != nullptr) {
     if (cupti_ != nullptr && now >= next_activity_flush_) {
-      // Hands over buffers CUPTI holds partly filled, so timing is never older than this.
+      // Hands over buffers CUPTI holds partly filled, so timing is never older than this (and
+      // kernels are seen finishing well within the stall threshold).
       cupti_->ActivityFlushAll(0);
-      next_activity_flush_ = now + kActivityFlushInterval;
+      next_activity_flush_ =
+          now + (stall_ != nullptr ? stall_->flush_interval() : kActivityFlushInterval);
     }
     ActivityBuffers::Completed completed;
-    while (MayTake(now) && activity_->PopCompleted(&completed)) {
+    bool drained = true;
+    while (true) {
+      if (!MayTake(now)) {
+        drained = false;
+        break;
+      }
+      if (!activity_->PopCompleted(&completed)) break;
       HandleActivityBuffer(completed.buffer, completed.valid_size);
       activity_->Release(completed.buffer);
       busy = true;
@@ -563,6 +632,9 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
                  "now on are counted in timing_stopped",
                  timing_watch_.silence_at_stop_ns() / 1'000'000'000);
     }
+    // Only with every completed buffer handled: kernels left in a buffer would look unfinished
+    // (and a stall event would take room the transport does not have).
+    if (drained) CheckStall(now);
   }
   if (next_stats_ == Clock::time_point{}) {
     next_stats_ = now + options_.stats_interval;
@@ -689,6 +761,15 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
+  if (stall_ != nullptr) {
+    // A stall that ended before the exit (its kernels' records came with the last flush) is
+    // reported resolved; one still going on stays as last reported.
+    schema::StallEvent event;
+    if (stall_->PollAtExit(Clock::now(), &event)) {
+      event.header = MakeHeader();
+      Send(event, /*preamble=*/false);
+    }
+  }
   SendProcessEnd();
   // In block mode the waits for room since the stop (here, and in the thread's last step) do not
   // count against the deadline.

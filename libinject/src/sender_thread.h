@@ -19,6 +19,12 @@
 // dropped_disconnected otherwise), until an acknowledgement comes again. So block mode never
 // waits forever on a dead collector, and loses nothing while a live one keeps acknowledging.
 //
+// Stalls (stall_tracker.h). With a stall threshold and kernel timing, every launch record and
+// complete kernel activity record the thread handles also goes to a StallTracker, and each step
+// that drained every completed activity buffer asks it whether a stall event is due. Activity
+// buffers are then asked of CUPTI (cuptiActivityFlushAll, default flush) every quarter of the
+// threshold, within [50, 500] ms, instead of every 500 ms.
+//
 // Kernel timing records lost before they became events use no number; they are counted in
 // timing_dropped instead (stats, process_end, process_crash): records lost for want of an
 // activity buffer (ActivityBuffers::lost_records) and records CUPTI handed over incomplete
@@ -43,9 +49,9 @@
 #include <vector>
 
 #include "activity_buffers.h"
+#include "crash_handler.h"
 #include "cuflight/inject/config.h"
 #include "cuflight/inject/on_full.h"
-#include "crash_handler.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
 #include "cupti_api.h"
@@ -57,6 +63,7 @@
 #include "process_facts.h"
 #include "recorder.h"
 #include "timing_watch.h"
+#include "stall_tracker.h"
 
 namespace cuflight::inject {
 
@@ -80,6 +87,9 @@ struct SenderThreadOptions {
   std::chrono::milliseconds block_stall_limit{kDefaultBlockStallLimit};
   // When kernel timing is said to have stopped (TimingWatch::Options).
   TimingWatch::Options timing_watch;
+  // CUFLIGHT_STALL_MS: stall events when launched kernels have not finished for this long; 0:
+  // none. Needs `timing` and the activity buffers (without them it is off).
+  std::chrono::milliseconds stall_threshold{0};
 };
 
 
@@ -152,6 +162,12 @@ class SenderThread {
   // Async-signal-safe.
   bool FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexcept;
 
+  // Turns stall detection off (kernel timing turned out unavailable after construction: CUPTI
+  // refused the activity set-up) and says so in process_start's config (stall_ms "0"). Only
+  // before Start().
+  void DisableStallDetection() noexcept;
+  bool stall_detection() const noexcept { return stall_ != nullptr; }
+
   PipelineCounters counters() const noexcept;
   const transport::Sender& transport() const { return transport_; }
   // In a fork()ed child, where this object is the parent's and its thread does not exist:
@@ -173,6 +189,11 @@ class SenderThread {
   // The device an activity record names, read from the driver when no launch described it.
   const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
+  // The clocks launch and activity records are stamped with (the stall tracker's), read once per
+  // step or drain.
+  void StampClocks(Clock::time_point now) noexcept;
+  // Sends a stall event if one is due at `now` (stall_tracker.h).
+  void CheckStall(Clock::time_point now) noexcept;
   void SendStats() noexcept;
   void SendProcessEnd() noexcept;
   void SendProcessCrash(const CrashInfo& crash) noexcept;
@@ -261,6 +282,11 @@ class SenderThread {
   Clock::time_point progress_at_{};  // the last release seen, or the start of the wait
   std::chrono::steady_clock::time_point next_stats_{};
   std::chrono::steady_clock::time_point next_activity_flush_{};
+  // Stall detection (null: off), and the clocks of the step being made.
+  std::unique_ptr<StallTracker> stall_;
+  Clock::time_point stamp_now_{};
+  int64_t stamp_realtime_ns_ = 0;
+  uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked
   // Interned kernel names of graph-node activity records: mangled -> demangled.
   std::unordered_map<std::string, std::string> names_;
 };

@@ -232,6 +232,35 @@ class Reader {
     *out = *r;
   }
 
+  void OneStallState(const char* key, StallState* out) {
+    const json* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_string()) return Fail(Reason::kWrongType, key, "must be a string", v);
+    const std::optional<StallState> state = StallStateFromName(v->get_ref<const std::string&>());
+    if (!state) return Fail(Reason::kOutOfRange, key, "must be one of stalled, resolved", v);
+    *out = *state;
+  }
+
+  // An array of objects, each read by `read(Reader&, T*)` with the prefix "<prefix>: <key>[i]",
+  // in order; the first fault of any of them is the line's.
+  template <class T, class ReadItem>
+  void Objects(const char* key, std::vector<T>* out, ReadItem read) {
+    const json* v = Get(key);
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an array of objects";
+    if (!v->is_array()) return Fail(Reason::kWrongType, key, kWhat, v);
+    out->clear();
+    out->reserve(v->size());
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& item = (*v)[i];
+      if (!item.is_object()) return Fail(Reason::kWrongType, key, kWhat, v);
+      const std::string prefix = std::string(prefix_) + ": " + key + "[" + std::to_string(i) + "]";
+      Reader nested(item, prefix, result_);
+      read(nested, &out->emplace_back());
+      if (!ok()) return;
+    }
+  }
+
   template <class T>
   void IntOrNull(const char* key, const IntRange& range, std::optional<T>* out) {
     const json* v = Get(key);
@@ -618,6 +647,34 @@ void Read(Reader& r, OwnedProcessCrashEvent* e) {
   ReadLaunchCounters(r, e);
 }
 
+void Read(Reader& r, OwnedStallLaunch* l) {
+  r.Int("correlation_id", kUint64, &l->correlation_id);
+  r.String("name", &l->name);
+  r.String("demangled", &l->demangled);
+  r.Dim("grid", &l->grid);
+  r.Dim("block", &l->block);
+  r.Number("occupancy", 0, 1, &l->occupancy);
+  r.Int("age_ms", kCount64, &l->age_ms);
+}
+
+void Read(Reader& r, OwnedStallStream* s) {
+  r.Int("device", kCount32, &s->device);
+  r.Int("context", kUint64, &s->context);
+  r.Int("stream", kUint64, &s->stream);
+  r.Int("waiting_ms", kCount64, &s->waiting_ms);
+  r.Int("unfinished", kCount64, &s->unfinished);
+  r.Objects("launches", &s->launches, [](Reader& nested, OwnedStallLaunch* l) { Read(nested, l); });
+}
+
+void Read(Reader& r, OwnedStallEvent* e) {
+  r.OneStallState("state", &e->state);
+  r.Int("stall_ms", kCount64, &e->stall_ms);
+  r.Int("stalled_ms", kCount64, &e->stalled_ms);
+  r.Int("completed", kUint64, &e->completed);
+  r.Int("streams_stalled", kCount32, &e->streams_stalled);
+  r.Objects("streams", &e->streams, [](Reader& nested, OwnedStallStream* s) { Read(nested, s); });
+}
+
 template <class T>
 void ReadEvent(Reader& r, const Header& header, OwnedEvent* out) {
   T& e = out->emplace<T>();
@@ -724,6 +781,8 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
       return ReadEvent<OwnedProcessLostEvent>(r, header, &result->event);
     case EventType::kProcessCrash:
       return ReadEvent<OwnedProcessCrashEvent>(r, header, &result->event);
+    case EventType::kStall:
+      return ReadEvent<OwnedStallEvent>(r, header, &result->event);
   }
 }
 

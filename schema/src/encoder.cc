@@ -822,6 +822,65 @@ size_t Encode(const BasicProcessCrashEvent<S>& e, char* buf, size_t cap) noexcep
   return w.Finish();
 }
 
+template <class S>
+size_t Encode(const BasicStallEvent<S>& e, char* buf, size_t cap) noexcept {
+  Writer w(buf, cap);
+  WriteHeader(w, R"({"type":"stall","version":1,"ts_ns":)", e.header);
+  w.Key(R"(,"state":)");
+  w.Char('"');
+  const std::string_view state = StallStateName(e.state);
+  w.Raw(state.data(), state.size());
+  w.Char('"');
+  w.Key(R"(,"stall_ms":)");
+  w.Int(e.stall_ms);
+  w.Key(R"(,"stalled_ms":)");
+  w.Int(e.stalled_ms);
+  w.Key(R"(,"completed":)");
+  w.Int(e.completed);
+  w.Key(R"(,"streams_stalled":)");
+  w.Int(e.streams_stalled);
+  w.Key(R"(,"streams":[)");
+  bool first_stream = true;
+  for (const BasicStallStream<S>& s : e.streams) {
+    if (!first_stream) w.Char(',');
+    first_stream = false;
+    w.Key(R"({"device":)");
+    w.Int(s.device);
+    w.Key(R"(,"context":)");
+    w.Int(s.context);
+    w.Key(R"(,"stream":)");
+    w.Int(s.stream);
+    w.Key(R"(,"waiting_ms":)");
+    w.Int(s.waiting_ms);
+    w.Key(R"(,"unfinished":)");
+    w.Int(s.unfinished);
+    w.Key(R"(,"launches":[)");
+    bool first_launch = true;
+    for (const BasicStallLaunch<S>& l : s.launches) {
+      if (!first_launch) w.Char(',');
+      first_launch = false;
+      w.Key(R"({"correlation_id":)");
+      w.Int(l.correlation_id);
+      w.Key(R"(,"name":)");
+      w.String(l.name);
+      w.Key(R"(,"demangled":)");
+      w.String(l.demangled);
+      w.Key(R"(,"grid":)");
+      w.Dim(l.grid);
+      w.Key(R"(,"block":)");
+      w.Dim(l.block);
+      w.Key(R"(,"occupancy":)");
+      w.Fraction(l.occupancy);
+      w.Key(R"(,"age_ms":)");
+      w.Int(l.age_ms);
+      w.Char('}');
+    }
+    w.Key("]}");
+  }
+  w.Key("]}");
+  return w.Finish();
+}
+
 size_t Encode(const Event& event, char* buf, size_t cap) noexcept {
   return EncodeAny(event, buf, cap);
 }
@@ -848,5 +907,7 @@ template size_t Encode(const BasicProcessLostEvent<View>&, char*, size_t) noexce
 template size_t Encode(const BasicProcessLostEvent<Owned>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessCrashEvent<View>&, char*, size_t) noexcept;
 template size_t Encode(const BasicProcessCrashEvent<Owned>&, char*, size_t) noexcept;
+template size_t Encode(const BasicStallEvent<View>&, char*, size_t) noexcept;
+template size_t Encode(const BasicStallEvent<Owned>&, char*, size_t) noexcept;
 
 }  // namespace cuflight::schema

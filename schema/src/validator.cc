@@ -1,5 +1,6 @@
 #include "cuflight/schema/validator.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -60,7 +61,9 @@ using internal::Utf8Length;
   X(api_errors_suppressed) X(timing_stopped) X(timing_stopped_reason)                                                                       \
   X(exit_code)                                                                                   \
   X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
-  X(signal) X(signal_name) X(addr) X(app_handler)
+  X(signal) X(signal_name) X(addr) X(app_handler)                                               \
+  X(state) X(stall_ms) X(stalled_ms) X(completed) X(streams_stalled) X(streams) X(waiting_ms)  \
+  X(unfinished) X(age_ms)
 
 #define CUFLIGHT_SCHEMA_KEY_ENUM(name) k_##name,
 #define CUFLIGHT_SCHEMA_KEY_NAME(name) #name,
@@ -116,7 +119,7 @@ constexpr NameWords WordsOf(const char* s, size_t n) {
 
 // The hash of a name, into kKeyTableSize entries: the multiplier is searched (below, at compile
 // time) so that no two known names share an entry, so a lookup is one probe and one comparison.
-constexpr size_t kKeyTableBits = 10;
+constexpr size_t kKeyTableBits = 11;  // 2 KiB: about 110 names fit without collision
 constexpr size_t kKeyTableSize = size_t{1} << kKeyTableBits;
 
 constexpr size_t NameHash(const NameWords& w, size_t n, uint64_t multiplier) {
@@ -1041,6 +1044,72 @@ class Checker {
     Fail(Reason::kOutOfRange, k, "must be one of records_stopped, unavailable", v);
   }
 
+  void OneStallState(Key k) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    for (int i = 0; i < kStallStateCount; ++i) {
+      if (StringIs(*v, StallStateName(static_cast<StallState>(i)))) return;
+    }
+    Fail(Reason::kOutOfRange, k, "must be one of stalled, resolved", v);
+  }
+
+  // An array of objects, each checked in order by `check(Checker&)` over its own members (the
+  // last of a repeated name counts, as at the top level), with the prefix "<prefix>: <key>[i]";
+  // the first fault of any of them is the line's (Decode's Reader::Objects).
+  template <class CheckItem>
+  void Objects(Key k, CheckItem check) {
+    const Value* v = Get(k);
+    if (v == nullptr) return;
+    constexpr const char* kWhat = "must be an array of objects";
+    if (v->kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, v);
+    ElementReader items(*v);
+    Value item{};
+    uint64_t index = 0;
+    while (items.Next(&item)) {
+      if (item.kind != Kind::kObject) return Fail(Reason::kWrongType, k, kWhat, v);
+      Slots members;
+      ElementReader reader(item);
+      Value member{};
+      std::string_view name;
+      bool escaped = false;
+      while (reader.Next(&member, &name, &escaped)) {
+        uint8_t key;
+        if (!escaped) {
+          key = LookupKey(name.data(), name.size());
+        } else {
+          char unescaped[kMaxKeyLength];
+          const std::optional<size_t> n = Unescape(name, unescaped, sizeof(unescaped));
+          key = n ? LookupKey(unescaped, *n) : kNoKey;
+        }
+        if (key != kNoKey) members.Set(static_cast<Key>(key), member);
+      }
+      // "<prefix>: <key>[<index>]", cut to the buffer (only messages read it).
+      char prefix[128];
+      size_t used = 0;
+      const auto append = [&](std::string_view text) {
+        const size_t n = std::min(text.size(), sizeof(prefix) - used);
+        std::memcpy(prefix + used, text.data(), n);
+        used += n;
+      };
+      append(prefix_);
+      append(": ");
+      append(kKeyNames[k]);
+      append("[");
+      char digits[24];
+      const auto r = std::to_chars(digits, digits + sizeof(digits), index);
+      append(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
+      append("]");
+      Checker nested(members, std::string_view(prefix, used), error_);
+      check(nested);
+      if (!nested.ok()) {
+        reason_ = nested.reason();
+        return;
+      }
+      ++index;
+    }
+  }
+
   void OneLostReason(Key k) {
     const Value* v = Get(k);
     if (v == nullptr) return;
@@ -1381,6 +1450,34 @@ void CheckProcessCrash(Checker& c) {
   CheckLaunchCounters(c);
 }
 
+void CheckStallLaunch(Checker& c) {
+  c.Int<int64_t>(k_correlation_id, kUint64);
+  c.String(k_name);
+  c.String(k_demangled);
+  c.Dim(k_grid);
+  c.Dim(k_block);
+  c.Number(k_occupancy, 0, 1);
+  c.Int<int64_t>(k_age_ms, kCount64);
+}
+
+void CheckStallStream(Checker& c) {
+  c.Int<int64_t>(k_device, kCount32);
+  c.Int<int64_t>(k_context, kUint64);
+  c.Int<int64_t>(k_stream, kUint64);
+  c.Int<int64_t>(k_waiting_ms, kCount64);
+  c.Int<int64_t>(k_unfinished, kCount64);
+  c.Objects(k_launches, CheckStallLaunch);
+}
+
+void CheckStall(Checker& c) {
+  c.OneStallState(k_state);
+  c.Int<int64_t>(k_stall_ms, kCount64);
+  c.Int<int64_t>(k_stalled_ms, kCount64);
+  c.Int<int64_t>(k_completed, kUint64);
+  c.Int<int64_t>(k_streams_stalled, kCount32);
+  c.Objects(k_streams, CheckStallStream);
+}
+
 // The EventType a `type` string value names, or nullopt.
 std::optional<EventType> TypeOfValue(const Value& v) {
   if (!v.escaped) return EventTypeFromName(v.inner());
@@ -1587,6 +1684,9 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
       break;
     case EventType::kProcessCrash:
       CheckProcessCrash(c);
+      break;
+    case EventType::kStall:
+      CheckStall(c);
       break;
   }
   return c.reason();

@@ -1,15 +1,15 @@
 // Expected-order fast path of the line validator (schema::Validate, validator.cc).
 //
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
-//    whitespace; only the kernel event (cluster, graph_id with graph_node_id, cluster_occupancy,
-//    occupancy_source, engine_max_active_blocks) and the kernel_time event (graph_id with
-//    graph_node_id) have members it may leave out, and lines of earlier encoders lack
-//    dropped_backpressure, timing_dropped or occupancy_disagreements (stats, process_end,
-//    process_crash), which write timing_stopped with timing_stopped_reason only when timing
-//    stopped. AcceptEncoderLayout walks a line expecting exactly that layout: it compares
-//    the bytes of each member name, with the ',' before it, its quotes and the ':' after it,
-//    against the encoder's as whole words (no hashing, no lookup), then parses and range-checks
-//    the value in place.
+//    whitespace (the stall event's nested stream and launch objects included); only the kernel
+//    event (cluster, graph_id with graph_node_id, cluster_occupancy, occupancy_source,
+//    engine_max_active_blocks) and the kernel_time event (graph_id with graph_node_id) have members
+//    it may leave out, and lines of earlier encoders lack dropped_backpressure, timing_dropped or
+//    occupancy_disagreements (stats, process_end, process_crash), which write timing_stopped with
+//    timing_stopped_reason only when timing stopped. AcceptEncoderLayout walks a line expecting
+//    exactly that layout: it compares the bytes of each member name, with the ',' before it, its
+//    quotes and the ':' after it, against the encoder's as whole words (no hashing, no lookup),
+//    then parses and range-checks the value in place.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a
@@ -364,6 +364,14 @@ class Cursor {
     return true;
   }
 
+  // Any literal L at the cursor (the opening of a nested object, `{"device":`); moves past it.
+  template <Lit L>
+  [[gnu::always_inline]] bool Expect() {
+    if (!MatchesBefore<L>(p_, end_)) return false;
+    p_ += L.kSize;
+    return true;
+  }
+
   // The line's opening: L is `{"type":"<name>","version":1,"ts_ns":`, then the values of ts_ns,
   // pid and seq, which go to *h.
   template <Lit L>
@@ -502,6 +510,59 @@ class Cursor {
     if (end_ - p_ >= 17 && Matches<R"("records_stopped")">(p_)) return Record(p_ + 17);
     if (end_ - p_ >= 13 && Matches<R"("unavailable")">(p_)) return Record(p_ + 13);
     return false;
+  }
+
+  bool StallStateValue() {
+    if (end_ - p_ >= 9 && Matches<R"("stalled")">(p_)) return Record(p_ + 9);
+    if (end_ - p_ >= 10 && Matches<R"("resolved")">(p_)) return Record(p_ + 10);
+    return false;
+  }
+
+  // The stall event's `streams`: an array of stream objects, each with its `launches` array of
+  // launch objects, every member in the encoder's order (encoder.cc). The nested members are
+  // checked as the general path checks them (CheckStallStream, CheckStallLaunch) and not recorded.
+  bool StallStreamsValue() {
+    const char* p = p_;
+    if (p == end_ || *p != '[') return false;
+    ++p;
+    if (p < end_ && *p == ']') return Record(p + 1);
+    Member scratch[8];  // the nested members' records, thrown away
+    while (true) {
+      Cursor s(p, end_, scratch);
+      if (!(s.Expect<R"({"device":)">() && s.IntValue<kCount32>() &&
+            s.Int<R"(,"context":)", kUint64>() && s.Int<R"(,"stream":)", kUint64>() &&
+            s.Int<R"(,"waiting_ms":)", kCount64>() && s.Int<R"(,"unfinished":)", kCount64>() &&
+            s.Expect<R"(,"launches":[)">())) {
+        return false;
+      }
+      p = s.p_;
+      if (p == end_) return false;
+      if (*p != ']') {
+        while (true) {
+          Cursor l(p, end_, scratch);
+          if (!(l.Expect<R"({"correlation_id":)">() && l.IntValue<kUint64>() &&
+                l.String<R"(,"name":)">() && l.String<R"(,"demangled":)">() &&
+                l.Dim<R"(,"grid":)">() && l.Dim<R"(,"block":)">() &&
+                l.Fraction<R"(,"occupancy":)">() && l.Int<R"(,"age_ms":)", kCount64>())) {
+            return false;
+          }
+          p = l.p_;
+          if (p == end_ || *p != '}') return false;
+          ++p;
+          if (p == end_) return false;
+          if (*p == ']') break;
+          if (*p != ',') return false;
+          ++p;
+        }
+      }
+      ++p;  // past the launches' ']'
+      if (p == end_ || *p != '}') return false;
+      ++p;
+      if (p == end_) return false;
+      if (*p == ']') return Record(p + 1);
+      if (*p != ',') return false;
+      ++p;
+    }
   }
 
   bool LostReasonValue() {
@@ -782,6 +843,14 @@ inline bool ProcessCrash(Cursor& c, Header* h) {
          LaunchCounters(c) && c.Close();
 }
 
+inline bool Stall(Cursor& c, Header* h) {
+  return c.Open<R"({"type":"stall","version":1,"ts_ns":)">(h) && c.Name<R"(,"state":)">() &&
+         c.StallStateValue() && c.Int<R"(,"stall_ms":)", kCount64>() &&
+         c.Int<R"(,"stalled_ms":)", kCount64>() && c.Int<R"(,"completed":)", kUint64>() &&
+         c.Int<R"(,"streams_stalled":)", kCount32>() && c.Name<R"(,"streams":)">() &&
+         c.StallStreamsValue() && c.Close();
+}
+
 // Walks a line with one of the functions above. Everything is inlined into one function per
 // event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
 // cursor in memory would add a store-to-load round trip to every member.
@@ -826,9 +895,14 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
       type = EventType::kApiError;
       ok = Walk<ApiError>(p, end, members, &header, &count);
       break;
-    case 's':
-      type = EventType::kStats;
-      ok = Walk<Stats>(p, end, members, &header, &count);
+    case 's':  // stats or stall: p[12] is 't' or 'l'
+      if (p[12] == 'l') {
+        type = EventType::kStall;
+        ok = Walk<Stall>(p, end, members, &header, &count);
+      } else {
+        type = EventType::kStats;
+        ok = Walk<Stats>(p, end, members, &header, &count);
+      }
       break;
     case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
       switch (p[17]) {

@@ -5,6 +5,7 @@ usage:
   compare.py kernels --truth FILE --log PATH [--log PATH ...] [--summary FILE]
   compare.py fault-review --truth FILE --report FILE --log PATH [--log PATH ...] [--summary FILE]
   compare.py names --profiler FILE --log PATH [--log PATH ...] [--summary FILE]
+  compare.py stall --truth FILE --log PATH [--log PATH ...] [--summary FILE]
 
 kernels: FILE holds the program's stdout; its ground-truth lines (JSON objects with a "kernel"
 key, format in examples/common/ground_truth.h) are read and every other line is ignored. A
@@ -21,6 +22,12 @@ on purpose is held to the same: its launches were recorded before the fault.
 fault-review: FILE (--report) is `cuflight report --json` of a faulting program's logs; its
 review section (processes that crashed, were lost or ended in a failed CUDA call) must name a
 ground-truth kernel among a stream's last launches. Exits 0 when it does, 1 when not.
+
+stall: FILE holds the stdout of a program that stalls on purpose (examples/hang.cu): its line
+{"stall_kernel": NAME, ...} names the kernel it stalls on. Among the logs' stall events (docs/
+protocol.md, "Stalls"), one with state stalled must name NAME (mangled, or its demangled name up
+to the parameter list) as the oldest unfinished launch of its longest-waiting stream, and a
+resolved event must follow it. Exits 0 when both hold, 1 when not.
 
 names: FILE is torch_layers.py's profiler listing ({"kernels": {name: count}}, the kernels
 torch.profiler saw). Every such kernel must appear among cuflight's kernel events at least as
@@ -421,6 +428,69 @@ def check_fault_review(report, events, truths, out):
                   "last launches"
 
 
+def parse_stall_expectation(text):
+    """The kernel names of the {"stall_kernel": ...} lines of a program's stdout."""
+    names = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("stall_kernel"), str):
+            names.append(obj["stall_kernel"])
+    return names
+
+
+def launch_is(launch, name):
+    """Whether a stall event's launch is the kernel `name` (mangled, or demangled whole or up to
+    its parameter list)."""
+    if launch.get("name") == name:
+        return True
+    demangled = launch.get("demangled") or ""
+    return demangled == name or demangled.split("(")[0] == name
+
+
+def check_stall(expected, stalls, out):
+    """A program that stalls on `expected` (a kernel name): `stalls` are its stall events in the
+    logs. Some stalled event must name the kernel as the oldest unfinished launch of its
+    longest-waiting stream (streams[0].launches[0]), and a resolved event must come after it (by
+    seq). Returns (ok, one line)."""
+    stalls = sorted(stalls, key=lambda e: e.get("seq", 0))
+    stalled = [e for e in stalls if e.get("state") == "stalled"]
+    if not stalled:
+        return False, f"no stall event (state stalled) in the logs; expected one naming {expected}"
+    first = stalled[0]
+
+    def head(event):
+        streams = event.get("streams") or []
+        launches = streams[0].get("launches") or [] if streams else []
+        return launches[0] if launches else {}
+
+    naming = [e for e in stalled if launch_is(head(e), expected)]
+    if not naming:
+        got = head(first)
+        return False, (f"the stall events name {got.get('demangled') or got.get('name') or 'no launch'} "
+                       f"(corr {got.get('correlation_id')}) as the oldest unfinished launch, not "
+                       f"{expected}")
+    named = naming[0]
+    resolved = [e for e in stalls if e.get("state") == "resolved" and e.get("seq", 0) > named["seq"]]
+    launch = head(named)
+    line = (f"stall: {len(stalled)} stalled event(s); the first naming {expected} after "
+            f"{named.get('stalled_ms', 0) / 1000:.1f} s: {launch.get('demangled') or launch.get('name')} "
+            f"(corr {launch.get('correlation_id')}, launched {launch.get('age_ms', 0) / 1000:.1f} s "
+            f"before), {named.get('streams_stalled')} stream(s) stalled; ")
+    if not resolved:
+        line += "no resolved event after it"
+        out.write(line + "\n")
+        return False, line
+    line += f"resolved after {resolved[0].get('stalled_ms', 0) / 1000:.1f} s"
+    out.write(line + "\n")
+    return True, line
+
+
 # ----------------------------------------------------------------------------------------------
 # Command line
 
@@ -438,6 +508,10 @@ def main(argv=None):
     f.add_argument("--report", required=True)
     f.add_argument("--log", action="append", required=True)
     f.add_argument("--summary")
+    st = sub.add_parser("stall", help="the stall events of a program that stalls on purpose")
+    st.add_argument("--truth", required=True)
+    st.add_argument("--log", action="append", required=True)
+    st.add_argument("--summary")
     n = sub.add_parser("names", help="kernel names against torch.profiler's")
     n.add_argument("--profiler", required=True)
     n.add_argument("--log", action="append", required=True)
@@ -445,7 +519,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         events = read_events(args.log)
-        if args.command == "kernels":
+        if args.command == "stall":
+            try:
+                text = pathlib.Path(args.truth).read_text(encoding="utf-8", errors="replace")
+            except OSError as e:
+                raise InputError(f"{args.truth}: {e.strerror}") from e
+            expected = parse_stall_expectation(text)
+            if not expected:
+                raise InputError(f"{args.truth}: no stall_kernel line")
+            ok, line = check_stall(expected[0], read_events(args.log, "stall"), sys.stdout)
+            summary = {"ok": ok, "detail": line}
+        elif args.command == "kernels":
             truths, notes = read_truth(args.truth)
             for note in notes:
                 sys.stdout.write(f"note: {note}\n")

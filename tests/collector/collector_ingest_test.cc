@@ -317,6 +317,81 @@ TEST(CollectorIngestTest, ApiErrorsAreCountedByErrorNameInTheMetrics) {
       << rendered;
 }
 
+// A stall event as the injector writes it (docs/protocol.md, "Stalls"): the stalled streams with
+// their oldest launches, (device, age of the first launch in ms) per stream.
+std::string StallLine(const ProducerIdentity& id, uint64_t seq,
+                      const std::vector<std::pair<int, int64_t>>& streams) {
+  std::string line = R"({"type":"stall","version":1,"ts_ns":1732000000000000000,"pid":)" +
+                     std::to_string(id.pid) + R"(,"seq":)" + std::to_string(seq) +
+                     (streams.empty() ? R"(,"state":"resolved")" : R"(,"state":"stalled")") +
+                     R"(,"stall_ms":10000,"stalled_ms":12000,"completed":0,"streams_stalled":)" +
+                     std::to_string(streams.size()) + R"(,"streams":[)";
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (i > 0) line += ",";
+    line += R"({"device":)" + std::to_string(streams[i].first) + R"(,"context":1,"stream":)" +
+            std::to_string(10 + i) + R"(,"waiting_ms":)" + std::to_string(streams[i].second) +
+            R"(,"unfinished":1,"launches":[{"correlation_id":)" + std::to_string(100 + i) +
+            R"x(,"name":"_Z4spinPVi","demangled":"spin(int volatile*)","grid":[1,1,1],)x"
+            R"("block":[32,1,1],"occupancy":0.5,"age_ms":)" +
+            std::to_string(streams[i].second) + "}]}";
+  }
+  return line + "]}\n";
+}
+
+// The gauge of the oldest unfinished kernel follows a process's stall events: one series per
+// device (the oldest of its streams), gone when the stall resolves, and gone with the process.
+TEST(CollectorIngestTest, StallEventsDriveTheOldestUnfinishedKernelGauge) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  Metrics metrics;
+  RunningCollector running(options, &metrics);
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("hung", 21);
+  const std::string prefix =
+      "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
+      std::to_string(getpid()) + "\",exe=\"hung\",device=\"";
+  // The gauge grows with the time since the event: read its integer part.
+  const auto value_of = [&](const std::string& rendered, const std::string& device) -> double {
+    const size_t at = rendered.find(prefix + device + "\"} ");
+    if (at == std::string::npos) return -1;
+    return std::stod(rendered.substr(at + prefix.size() + device.size() + 3));
+  };
+  RawClient client = RawClient::Unix(options.socket);
+  ASSERT_TRUE(client.Send(testing::ProcessStartLine(id, 0) +
+                          StallLine(id, 1, {{0, 12000}, {0, 15500}, {1, 11000}})));
+  ASSERT_EQ(client.WaitAck(1), 1u);
+  std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("\ncuflight_processes_stalled 1\n"), std::string::npos) << rendered;
+  EXPECT_GE(value_of(rendered, "0"), 15.5);  // the older of device 0's two streams
+  EXPECT_LT(value_of(rendered, "0"), 25.5);
+  EXPECT_GE(value_of(rendered, "1"), 11);
+  EXPECT_LT(value_of(rendered, "1"), 21);
+  // Resolved: no series left.
+  ASSERT_TRUE(client.Send(StallLine(id, 2, {})));
+  ASSERT_EQ(client.WaitAck(2), 2u);
+  rendered = metrics.Render();
+  EXPECT_EQ(rendered.find(prefix), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("\ncuflight_processes_stalled 0\n"), std::string::npos) << rendered;
+  // Stalled again, then the process ends: gone with it.
+  ASSERT_TRUE(client.Send(StallLine(id, 3, {{2, 30000}})));
+  ASSERT_EQ(client.WaitAck(3), 3u);
+  EXPECT_GE(value_of(metrics.Render(), "2"), 30);
+  ASSERT_TRUE(client.Send(testing::ProcessEndLine(id, 4, 4, 0)));
+  ASSERT_EQ(client.WaitAck(4), 4u);
+  rendered = metrics.Render();
+  EXPECT_EQ(rendered.find(prefix), std::string::npos) << rendered;
+  // A process that stalls and then is lost (its connection ends without process_end).
+  const ProducerIdentity lost = Identity("lost", 22);
+  RawClient other = RawClient::Unix(options.socket);
+  ASSERT_TRUE(other.Send(testing::ProcessStartLine(lost, 0) + StallLine(lost, 1, {{0, 20000}})));
+  ASSERT_EQ(other.WaitAck(1), 1u);
+  EXPECT_NE(metrics.Render().find("exe=\"lost\""), std::string::npos);
+  other.Close();
+  EXPECT_TRUE(
+      WaitUntil([&] { return metrics.Render().find("exe=\"lost\"") == std::string::npos; }));
+  running.Stop();
+}
+
 // The producers' dropped_backpressure reaches cuflight_events_dropped_total{reason=
 // "backpressure"} by its increases, per process, apart from the other reasons; a report out of
 // step adds nothing, and nothing of it is left over as "other".

@@ -47,6 +47,7 @@ Config Documented() {
   c.api_errors = true;
   c.api_error_history = 8;
   c.crash_handler = true;
+  c.stall_ms = 10000;
   return c;
 }
 
@@ -332,6 +333,27 @@ TEST(ConfigTest, ApiErrorsAndCrashHandler) {
 }
 
 // CUFLIGHT_COLLECTOR_UID: a numeric uid; 4294967295 is (uid_t)-1, "no uid" to the kernel.
+TEST(ConfigTest, StallMs) {
+  EXPECT_EQ(Accepted("CUFLIGHT_STALL_MS", "0").stall_ms, 0u);  // off
+  EXPECT_EQ(Accepted("CUFLIGHT_STALL_MS", "100").stall_ms, 100u);
+  EXPECT_EQ(Accepted("CUFLIGHT_STALL_MS", " 2500 ").stall_ms, 2500u);
+  EXPECT_EQ(Accepted("CUFLIGHT_STALL_MS", "3600000").stall_ms, 3600000u);
+  for (const char* bad : {"99", "1", "3600001", "-5", "10s", "1e4", "0x10"}) {
+    ExpectRejected("CUFLIGHT_STALL_MS", bad, "10000");
+  }
+  // Without kernel timing there is no stall detection: off, silently unless it was asked for.
+  const ParsedConfig untimed = Parse({{"CUFLIGHT_TIMING", "0"}});
+  EXPECT_EQ(untimed.config.stall_ms, 0u);
+  EXPECT_TRUE(untimed.warnings.empty());
+  const ParsedConfig asked = Parse({{"CUFLIGHT_TIMING", "off"}, {"CUFLIGHT_STALL_MS", "5000"}});
+  EXPECT_EQ(asked.config.stall_ms, 0u);
+  ASSERT_EQ(asked.warnings.size(), 1u);
+  EXPECT_THAT(asked.warnings[0], HasSubstr("CUFLIGHT_STALL_MS='5000'"));
+  EXPECT_THAT(asked.warnings[0], HasSubstr("stall detection is off"));
+  const ParsedConfig off_anyway = Parse({{"CUFLIGHT_TIMING", "0"}, {"CUFLIGHT_STALL_MS", "0"}});
+  EXPECT_TRUE(off_anyway.warnings.empty());
+}
+
 TEST(ConfigTest, CollectorUid) {
   EXPECT_EQ(Parse({}).config.collector_uid, -1);
   EXPECT_EQ(Accepted("CUFLIGHT_COLLECTOR_UID", "0").collector_uid, 0);
@@ -367,7 +389,8 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"spill_max_bytes", "1073741824"},
       {"api_errors", "true"},
       {"api_error_history", "8"},
-      {"crash_handler", "true"}};
+      {"crash_handler", "true"},
+      {"stall_ms", "10000"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -397,6 +420,7 @@ TEST(ConfigTest, DescribeRoundTrips) {
   Config c;
   c.collector_path = "/tmp/cuflight-test/other.sock";
   c.timing = false;
+  c.stall_ms = 0;  // stall detection needs timing (ParseConfig turns it off without)
   c.ring_slots = 1 << 20;
   c.on_full = OnFull::kBlock;
   c.flush_ms = 7;

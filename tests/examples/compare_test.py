@@ -274,6 +274,53 @@ class CompareTest(unittest.TestCase):
     # -- zstd segments and input errors ----------------------------------------------------------
 
     @unittest.skipIf(shutil.which("zstd") is None, "no zstd command")
+    def stall(self, seq, state, launch_name, stalled_ms=1000):
+        event = {"type": "stall", "version": 1, "ts_ns": 1763708400000000000 + seq, "pid": 4242,
+                 "seq": seq, "state": state, "stall_ms": 1000, "stalled_ms": stalled_ms,
+                 "completed": 0, "streams_stalled": 0, "streams": []}
+        if state == "stalled":
+            event["streams_stalled"] = 1
+            event["streams"] = [{"device": 0, "context": 1, "stream": 14,
+                                 "waiting_ms": stalled_ms, "unfinished": 3, "launches": [
+                                     {"correlation_id": 40 + seq, "name": launch_name,
+                                      "demangled": "", "grid": [1, 1, 1], "block": [32, 1, 1],
+                                      "occupancy": 0.03125, "age_ms": stalled_ms}]}]
+        return event
+
+    def test_a_stall_naming_the_kernel_then_resolved_passes(self):
+        truth = self.write_truth(['{"stall_kernel":"_Z4spinPVi","release_after_s":3}'])
+        log = self.write_log([self.stall(5, "stalled", "_Z4stepPfi", 1000),
+                              self.stall(6, "stalled", "_Z4spinPVi", 2000),
+                              self.stall(7, "resolved", "", 3100)])
+        r, summary = self.run_compare("stall", "--truth", str(truth), "--log", str(log))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("the first naming _Z4spinPVi after 2.0 s", summary["detail"])
+        self.assertIn("resolved after 3.1 s", summary["detail"])
+
+    def test_a_stall_naming_another_kernel_or_never_resolved_fails(self):
+        truth = self.write_truth(['{"stall_kernel":"_Z4spinPVi","release_after_s":3}'])
+        log = self.write_log([self.stall(5, "stalled", "_Z4stepPfi"),
+                              self.stall(6, "resolved", "")])
+        r, summary = self.run_compare("stall", "--truth", str(truth), "--log", str(log))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("name _Z4stepPfi (corr 45) as the oldest unfinished launch, not _Z4spinPVi",
+                      summary["detail"])
+        log = self.write_log([self.stall(5, "stalled", "_Z4spinPVi")])
+        r, summary = self.run_compare("stall", "--truth", str(truth), "--log", str(log))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("no resolved event after it", summary["detail"])
+        # A resolved event before the one naming the kernel does not count.
+        log = self.write_log([self.stall(7, "resolved", ""), self.stall(8, "stalled", "_Z4spinPVi")])
+        r, _ = self.run_compare("stall", "--truth", str(truth), "--log", str(log))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+
+    def test_a_stall_check_without_the_expectation_is_an_input_error(self):
+        truth = self.write_truth(['{"note":"nothing"}'])
+        log = self.write_log([self.stall(5, "stalled", "_Z4spinPVi")])
+        r, _ = self.run_compare("stall", "--truth", str(truth), "--log", str(log))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no stall_kernel line", r.stderr)
+
     def test_compressed_segments_are_read(self):
         path = self.write_log(read_lines("block_reduce.jsonl"))
         subprocess.run(["zstd", "-q", "--rm", str(path), "-o",

@@ -7,7 +7,9 @@ build; its example programs are replaced by stand-ins that print ground truth an
 through the injection tests' fake driver and CUPTI (tests/inject/fakes); a fake nvidia-smi names
 the GPU. gpu-check then runs for real: the packed gpu tests from gpu-tests.txt, every example
 under the packed `cuflight run`, the comparison, the fault review through `cuflight report`, the
-summary, its exit status and the row it appends to (a copy of) docs/gpu-verification.md.
+stall check of the hang example (its stand-in's launches stay unfinished past gpu-check's
+CUFLIGHT_STALL_MS), the summary, its exit status and the row it appends to (a copy of)
+docs/gpu-verification.md.
 
 The stand-in device is the fake driver's H100 (tests/inject/fakes/fake_libcuda.cc) and every
 launch the fake CUPTI fires is cuLaunchKernel of _Z6vecaddPKfS0_Pfi with grid 132, block 256 and
@@ -55,6 +57,18 @@ def truth(launches=LAUNCHES, max_active_blocks=MAX_ACTIVE_BLOCKS, limiter=LIMITE
                        "reference_max_active_blocks": max_active_blocks,
                        "limiting_resource": limiter, "limiting_resources": [limiter],
                        "carveout": -1})
+
+
+def stall_stand_in(path, stall_kernel=KERNEL):
+    """hang's stand-in: its ground truth and the kernel it stalls on, then launches whose records
+    the fake CUPTI keeps until the exit's forced flush (FAKE_CUPTI_TIMING), while it sleeps 2 s:
+    the launches stay unfinished past gpu-check's CUFLIGHT_STALL_MS, then finish at the exit."""
+    write_script(path, "#!/bin/sh\n"
+                       f"echo '{truth()}'\n"
+                       f"echo '{{\"stall_kernel\":\"{stall_kernel}\",\"release_after_s\":2}}'\n"
+                       "FAKE_CUPTI_TIMING=0,0,0 "
+                       f'exec "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" {LAUNCHES} sleep 2000 '
+                       ">&2\n")
 
 
 def write_script(path, text):
@@ -116,6 +130,7 @@ class GpuCheckDryRun(unittest.TestCase):
         stand_in(examples / "vecadd", truth())
         stand_in(examples / "illegal_address", truth(), mode="sticky-exit")
         stand_in(examples / "wrong_truth", truth(launches=LAUNCHES + 2, max_active_blocks=5))
+        stall_stand_in(examples / "hang")
         # launch_storm: with the injector named, its launches go through the fakes; the rates it
         # prints are made up, 1,000,000/s plain and 900,000/s under the injector.
         write_script(cls.pack / "bin" / "launch_storm",
@@ -195,7 +210,42 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(row[0], datetime.date.today().isoformat())
         self.assertEqual(row[1:4], ["Fake H100", "580.00", "13.0"])
         self.assertEqual(row[4:], ["passed", f"2 / {2 * LAUNCHES} / {2 * LAUNCHES}", "0 / 0 / 0",
-                                   "skipped", "pass"])
+                                   "skipped", "skipped", "pass"])
+
+    def test_a_hang_is_named_while_it_lasts_and_then_resolved(self):
+        r, out = self.gpu_check("--only", "hang")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ok hang", r.stdout)
+        self.assertEqual(self.summary_line(r.stdout, "stall (hang):"), "stall (hang): yes / yes")
+        # What compare.py found in the logs: the stall named the oldest of the stand-in's
+        # launches, with all of them stalled behind it, then resolved at the exit.
+        line = self.summary_line(r.stdout, "stall: ")
+        self.assertIn(f"the first naming {KERNEL} after ", line)
+        self.assertIn("vecadd(float const*, float const*, float*, int) (corr ", line)
+        self.assertIn("resolved after ", line)
+        stalls = []
+        for path in (out / "hang").rglob("*.jsonl"):
+            stalls += [json.loads(l) for l in path.read_text().splitlines()
+                       if json.loads(l)["type"] == "stall"]
+        self.assertEqual([s["state"] for s in stalls][-1], "resolved")
+        self.assertEqual(stalls[0]["streams"][0]["unfinished"], LAUNCHES)
+        self.assertEqual(stalls[0]["stall_ms"], 1000)  # gpu-check's CUFLIGHT_STALL_MS
+        self.assertEqual(self.summary_line(r.stdout, "RESULT:"), "RESULT: PASS")
+        self.assertEqual(doc_rows(self.repo)[-1][7], "yes / yes")
+
+    def test_a_hang_naming_another_kernel_fails(self):
+        hang = self.pack / "bin" / "examples" / "hang"
+        stall_stand_in(hang, stall_kernel="_Z4spinPVi")
+        try:
+            r, _ = self.gpu_check("--only", "hang", "--no-doc")
+        finally:
+            stall_stand_in(hang)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("FAIL hang: the stall events name vecadd(float const*, float const*, float*, "
+                      "int) (corr ", r.stdout)
+        self.assertTrue(self.summary_line(r.stdout, "stall (hang):").startswith(
+            "stall (hang): FAILED: the stall events name vecadd"))
+        self.assertEqual(self.summary_line(r.stdout, "RESULT:"), "RESULT: FAIL")
 
     def test_wrong_values_and_missed_launches_fail(self):
         r, _ = self.gpu_check("--only", "wrong_truth", "--no-doc")

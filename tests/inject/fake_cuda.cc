@@ -365,7 +365,13 @@ CUptiResult ActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
   return CUPTI_SUCCESS;
 }
 
-CUptiResult ActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
+CUptiResult ActivityFlushAll(uint32_t flag) {
+  FakeCuda* fake = FakeCuda::current;
+  if (fake == nullptr) return CUPTI_SUCCESS;
+  ++fake->flushes;
+  if (fake->on_flush) fake->on_flush(flag);
+  return CUPTI_SUCCESS;
+}
 
 // Two errors the driver can name, as cuda.h documents them; other codes are unknown.
 CUresult GetErrorName(CUresult error, const char** name) {

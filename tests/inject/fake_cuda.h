@@ -115,6 +115,13 @@ struct FakeCuda {
   // WriteKernelRecords lays them out, up to the valid size.
   std::vector<CUpti_Activity*> activity_records;
   size_t activity_next = 0;
+  // cuptiActivityFlushAll(flag) calls this with the flag, when set, so that a test can hand over
+  // the buffers CUPTI would: with flag 0 "all the activity buffers which have all the activity
+  // records completed", with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED also "the ones which have one or
+  // more incomplete activity records" (cupti_activity.h, cuptiActivityFlushAll). Calls are
+  // counted.
+  std::function<void(uint32_t)> on_flush;
+  int flushes = 0;
   // cuptiActivityGetNumDroppedRecords hands this out and resets it to 0, as CUPTI resets its
   // count on every read; each call is counted.
   size_t dropped_records = 0;

@@ -196,7 +196,9 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("API version 28"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("kernel timing and graph-node events are off"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kernel timing, graph-node events and stall detection are off"),
+            std::string::npos)
+      << r.err;
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));
@@ -205,6 +207,11 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   for (const std::string& line : collector.Lines()) {
     kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
     times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
+    // Stall detection sees kernels finish through their timing: off too, and said so.
+    if (line.find("\"type\":\"process_start\"") != std::string::npos) {
+      EXPECT_NE(line.find("\"stall_ms\":\"0\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"timing\":\"false\""), std::string::npos) << line;
+    }
   }
   EXPECT_EQ(kernels, 4);
   EXPECT_EQ(times, 0);

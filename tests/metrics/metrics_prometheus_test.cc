@@ -262,6 +262,8 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   m.Kernel(2, 1, "softmax", 1, "shared_mem", 0.25);
   m.KernelTime(1, 1, 0, 1'500'000'000);
   m.KernelTime(2, 1, 1, 250'000'000);
+  const Metrics::StallAge stall[] = {{0, 12.5}};
+  m.Stall(3, "node1", 4242, "/opt/train", stall, Clock::now());
 
   std::string error;
   auto server = MetricsServer::Start(m, "127.0.0.1", 0, &error);
@@ -298,6 +300,12 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   ExpectValue("cuflight_log_written_bytes_total", 1000);
   ExpectValue("cuflight_producers_connected", 2);
   ExpectValue("cuflight_kernel_names_tracked", 3);
+  // The stalled process's gauge grows from 12.5 s with the time since its stall event.
+  ExpectValue("cuflight_processes_stalled", 1);
+  ExpectValue(
+      "count(cuflight_kernel_oldest_unfinished_seconds{hostname=\"node1\",pid=\"4242\","
+      "exe=\"train\",device=\"0\"} >= 12.5)",
+      1);
 
   // The escaped label value reaches Prometheus as the original name.
   const std::optional<json> odd =

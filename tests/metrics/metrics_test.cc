@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -206,7 +207,9 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
                                           "cuflight_kernel_time_unmatched_total",
                                           "cuflight_kernel_join_evicted_total",
                                           "cuflight_kernel_join_pending",
-                                          "cuflight_api_errors_total"};
+                                          "cuflight_api_errors_total",
+                                          "cuflight_processes_stalled",
+                                          "cuflight_kernel_oldest_unfinished_seconds"};
   std::set<std::string> seen;
   for (const testing::Family& f : e.families) {
     seen.insert(f.name);
@@ -215,7 +218,7 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
     const bool total = f.name.ends_with("_total");
     EXPECT_EQ(total, f.type == "counter") << f.name << " is a " << f.type;
     if (f.name.find("seconds") != std::string::npos) {
-      EXPECT_TRUE(f.name.ends_with("_seconds_total")) << f.name;
+      EXPECT_TRUE(f.name.ends_with(f.type == "counter" ? "_seconds_total" : "_seconds")) << f.name;
     }
     if (f.name.find("bytes") != std::string::npos) {
       EXPECT_TRUE(f.name.ends_with(f.type == "counter" ? "_bytes_total" : "_bytes")) << f.name;
@@ -527,6 +530,90 @@ TEST(MetricsTest, JoinEvictionIsCountedAndEvictedTimeIsUnknown) {
   EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), evicted);
   EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), kLaunches * 0.001);
   EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
+}
+
+using Steady = std::chrono::steady_clock;
+
+TEST(MetricsTest, StalledProcessesExportTheirOldestUnfinishedKernelPerDeviceWhileStalled) {
+  Metrics m;
+  const Steady::time_point t0 = Steady::now();
+  const Metrics::StallAge train[] = {{0, 12.5}, {3, 10.25}};
+  m.Stall(1, "node1", 4242, "/opt/app/bin/train", train, t0);
+  const Metrics::StallAge other[] = {{1, 30}};
+  m.Stall(2, "node2", 77, "serve", other, t0);
+  Exposition e;
+  std::string error;
+  // 2 s after the events: each age has grown by 2 s (the stall goes on until an event says not).
+  ASSERT_TRUE(ParseExposition(m.Render(t0 + std::chrono::seconds(2)), &e, &error)) << error;
+  EXPECT_EQ(V(e, "cuflight_processes_stalled"), 2);
+  const std::string name = "cuflight_kernel_oldest_unfinished_seconds";
+  EXPECT_EQ(V(e, name, {{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}, {"device", "0"}}),
+            14.5);
+  EXPECT_EQ(V(e, name, {{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}, {"device", "3"}}),
+            12.25);
+  EXPECT_EQ(V(e, name, {{"hostname", "node2"}, {"pid", "77"}, {"exe", "serve"}, {"device", "1"}}),
+            32);
+  EXPECT_EQ(e.SamplesNamed(name).size(), 3u);
+  // A later event replaces the process's ages; one with none (resolved) removes its series.
+  const Metrics::StallAge later[] = {{0, 20}};
+  m.Stall(1, "node1", 4242, "/opt/app/bin/train", later, t0 + std::chrono::seconds(5));
+  m.Stall(2, "node2", 77, "serve", {}, t0 + std::chrono::seconds(5));
+  e = Exposition{};
+  ASSERT_TRUE(ParseExposition(m.Render(t0 + std::chrono::seconds(6)), &e, &error)) << error;
+  EXPECT_EQ(V(e, "cuflight_processes_stalled"), 1);
+  ASSERT_EQ(e.SamplesNamed(name).size(), 1u);
+  EXPECT_EQ(e.SamplesNamed(name)[0]->value, 21);
+  EXPECT_EQ(e.SamplesNamed(name)[0]->labels.at("device"), "0");
+  // A process that goes (process_end, process_lost) leaves nothing behind.
+  m.ProcessGone(1);
+  e = Exposition{};
+  ASSERT_TRUE(ParseExposition(m.Render(t0 + std::chrono::seconds(7)), &e, &error)) << error;
+  EXPECT_EQ(V(e, "cuflight_processes_stalled"), 0);
+  EXPECT_TRUE(e.SamplesNamed(name).empty());
+  EXPECT_NE(e.FindFamily(name), nullptr);  // the family is always declared
+}
+
+TEST(MetricsTest, StallSeriesAreBoundedAndTheRestIsOneOtherSeriesWithTheLargestAge) {
+  Metrics m;
+  const Steady::time_point t0 = Steady::now();
+  // 100 stalled processes on one device each, process i's kernel i seconds old, and one process
+  // on an ordinal past the device labels.
+  for (int i = 1; i <= 100; ++i) {
+    const Metrics::StallAge age[] = {{0, static_cast<double>(i)}};
+    m.Stall(static_cast<uint64_t>(i), "node", i, "app", age, t0);
+  }
+  const Metrics::StallAge far[] = {{500, 0.5}};
+  m.Stall(101, "node\n\"x\"", 101, std::string(1000, 'e'), far, t0);
+  Exposition e;
+  std::string error;
+  ASSERT_TRUE(ParseExposition(m.Render(t0), &e, &error)) << error;
+  EXPECT_EQ(V(e, "cuflight_processes_stalled"), 101);
+  const auto samples = e.SamplesNamed("cuflight_kernel_oldest_unfinished_seconds");
+  ASSERT_EQ(samples.size(), Metrics::kMaxStallSeries + 1);
+  // The 64 oldest (ages 100 down to 37) keep their labels; the 37 others (36 s down to 0.5 s)
+  // are one series holding the largest of their ages.
+  std::set<std::string> pids;
+  for (const testing::Sample* s : samples) {
+    if (s->labels.at("pid") == "other") {
+      EXPECT_EQ(s->labels.at("hostname"), "other");
+      EXPECT_EQ(s->labels.at("device"), "other");
+      EXPECT_EQ(s->value, 36);
+      continue;
+    }
+    pids.insert(s->labels.at("pid"));
+    EXPECT_EQ(s->value, std::stod(s->labels.at("pid")));
+    EXPECT_GE(s->value, 37);
+  }
+  EXPECT_EQ(pids.size(), Metrics::kMaxStallSeries);
+  // The odd process, once among the oldest: its labels are escaped and bounded.
+  for (int i = 1; i <= 100; ++i) m.ProcessGone(static_cast<uint64_t>(i));
+  e = Exposition{};
+  ASSERT_TRUE(ParseExposition(m.Render(t0), &e, &error)) << error;
+  const auto odd = e.SamplesNamed("cuflight_kernel_oldest_unfinished_seconds");
+  ASSERT_EQ(odd.size(), 1u);
+  EXPECT_EQ(odd[0]->labels.at("hostname"), "node\n\"x\"");
+  EXPECT_EQ(odd[0]->labels.at("device"), "other");
+  EXPECT_LE(odd[0]->labels.at("exe").size(), Metrics::kMaxKernelNameBytes + 3);
 }
 
 TEST(MetricsTest, FreshObjectRendersValidTextWithZeroes) {

@@ -388,6 +388,50 @@ TEST(HtmlPage, ReviewShowsTheCrashedProcessAndItsUnfinishedKernel) {
   EXPECT_THAT(SvgById(page, kHtmlTimelineChartId), HasSubstr(">crash SIGSEGV</text>"));
 }
 
+// A process hung at the end of its log: a stall event naming its spinning kernel; and a crashed
+// one. The stalled process is reviewed first, marked, with what its streams wait on.
+TEST(HtmlPage, ReviewMarksTheStalledProcessFirstWithWhatItWaitsOn) {
+  TempDir dir;
+  constexpr int32_t pid = 300;
+  std::string s = Line(StartOn(pid, kStart, "/opt/app/bin/hang", "node3")) +
+                  Line(DeviceAt(pid, 1, kStart + 500));
+  s += Line(Kernel(pid, 2, kStart + 1000, 7, Gemm()));
+  schema::OwnedStallEvent stall;
+  stall.header = {kStart + 11 * kSecond, pid, 3};
+  stall.stall_ms = 10000;
+  stall.stalled_ms = 10000;
+  stall.streams_stalled = 1;
+  schema::OwnedStallStream& stream = stall.streams.emplace_back();
+  stream.stream = 0x10;
+  stream.waiting_ms = 10000;
+  stream.unfinished = 1;
+  schema::OwnedStallLaunch& l = stream.launches.emplace_back();
+  l.correlation_id = 7;
+  l.name = "_Z4spinPVi";
+  l.demangled = "spin<evil>(int volatile*)";
+  l.grid = {1, 1, 1};
+  l.block = {32, 1, 1};
+  l.occupancy = 0.015625;
+  l.age_ms = 10000;
+  s += Line(stall);
+  WriteFile(dir.path() / "a.jsonl", s);
+  WriteFile(dir.path() / "b.jsonl", CrashedProcess());
+  const std::string page = Page(dir.path());
+  EXPECT_EQ(CheckWellFormed(page), "");
+  const std::string review = Section(page, "review");
+  const size_t hung = review.find("pid 300 hang on node3");
+  const size_t crashed = review.find("pid 200 infer on node2");
+  ASSERT_NE(hung, std::string::npos) << review;
+  ASSERT_NE(crashed, std::string::npos) << review;
+  EXPECT_LT(hung, crashed);
+  EXPECT_THAT(review, HasSubstr("<div class=\"proc stall\" id=\"review-300-"));
+  EXPECT_THAT(review, HasSubstr("<span class=\"stalled\">stalled</span>"));
+  EXPECT_THAT(review, HasSubstr("Stalled now, as last reported: 10.0 s into the stall"));
+  EXPECT_THAT(review, HasSubstr("spin&lt;evil&gt;(int volatile*)"));
+  EXPECT_THAT(review, Not(HasSubstr("spin<evil>")));
+  EXPECT_THAT(Section(page, "summary"), HasSubstr("stalled at the end of the log"));
+}
+
 TEST(HtmlPage, KernelTableHasTheTerminalColumns) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess());

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -301,7 +302,7 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   WriteFile(dir.path() / "b.jsonl", NormalProcess(kPid + 1, kStart));
   const CliRun r = Report({dir.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t review = r.out.find("Processes that did not end normally (1)");
+  const size_t review = r.out.find("Processes that did not end normally or stalled (1)");
   ASSERT_NE(review, std::string::npos) << r.out;
   EXPECT_LT(review, r.out.find("Kernels by total GPU time"));
   EXPECT_THAT(r.out, HasSubstr("pid 100 trainer on node1: api_error: cuStreamSynchronize returned "
@@ -322,6 +323,123 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   EXPECT_EQ(launches[0]["duration_ns"], 1000);
   EXPECT_EQ(launches[1]["finished"], false);
   EXPECT_EQ(launches[1]["in_failed_call"], true);
+}
+
+// A stall event as the injector sends it: `streams` of (device, stream, [(corr, name, age ms)]).
+struct StallStreamSpec {
+  int32_t device;
+  uint64_t stream;
+  std::vector<std::tuple<uint64_t, std::string, int64_t>> launches;
+};
+schema::OwnedStallEvent StallEvent(int32_t pid, uint64_t seq, schema::StallState state,
+                                   int64_t stalled_ms,
+                                   const std::vector<StallStreamSpec>& streams) {
+  schema::OwnedStallEvent e;
+  e.header = {kStart + static_cast<int64_t>(seq), pid, seq};
+  e.state = state;
+  e.stall_ms = 10000;
+  e.stalled_ms = stalled_ms;
+  e.streams_stalled = static_cast<int32_t>(streams.size());
+  for (const StallStreamSpec& spec : streams) {
+    schema::OwnedStallStream& s = e.streams.emplace_back();
+    s.device = spec.device;
+    s.stream = spec.stream;
+    s.context = 1;
+    s.waiting_ms = stalled_ms;
+    s.unfinished = static_cast<int64_t>(spec.launches.size());
+    for (const auto& [corr, name, age] : spec.launches) {
+      schema::OwnedStallLaunch& l = s.launches.emplace_back();
+      l.correlation_id = corr;
+      l.demangled = name;
+      l.grid = {1, 1, 1};
+      l.block = {32, 1, 1};
+      l.occupancy = 0.5;
+      l.age_ms = age;
+    }
+  }
+  return e;
+}
+
+// Stalled processes come first in the review, with what each waits on; then the others that did
+// not end normally, and a process whose stall resolved, in pid order.
+TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
+  TempDir dir;
+  // pid 100: an api_error (reviewed, not stalled).
+  std::string a = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  a += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  a += Line(ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11}));
+  WriteFile(dir.path() / "a.jsonl", a);
+  // pid 101: stalled twice, the first resolved; still stalled when its log ends.
+  const int32_t hung = kPid + 1;
+  std::string b = Line(Start(hung, 0, kStart)) + Line(Device(hung, 1, 0, "GPU"));
+  b += Line(Kernel(hung, 2, kStart + 1, 21, Gemm()));
+  b += Line(StallEvent(hung, 3, schema::StallState::kStalled, 10500,
+                       {{0, 0x10, {{21, "gemm(float*)", 10500}}}}));
+  b += Line(StallEvent(hung, 4, schema::StallState::kResolved, 12000, {}));
+  b += Line(StallEvent(hung, 5, schema::StallState::kStalled, 10000,
+                       {{0, 0x10, {{31, "spin(int volatile*)", 10000}, {32, "step(float*)", 9990}}},
+                        {1, 0x20, {{33, "reduce(float*)", 10000}}}}));
+  b +=
+      Line(StallEvent(hung, 6, schema::StallState::kStalled, 42000,
+                      {{0, 0x10, {{31, "spin(int volatile*)", 42000}, {32, "step(float*)", 41990}}},
+                       {1, 0x20, {{33, "reduce(float*)", 42000}}}}));
+  WriteFile(dir.path() / "b.jsonl", b);
+  // pid 102: stalled once, resolved, ended normally.
+  const int32_t slow = kPid + 2;
+  std::string c = Line(Start(slow, 0, kStart)) + Line(Device(slow, 1, 0, "GPU"));
+  c += Line(StallEvent(slow, 2, schema::StallState::kStalled, 11000,
+                       {{0, 0, {{41, "long_kernel()", 11000}}}}));
+  c += Line(StallEvent(slow, 3, schema::StallState::kResolved, 15000, {}));
+  c += Line(End(slow, 4, 0));
+  WriteFile(dir.path() / "c.jsonl", c);
+  WriteFile(dir.path() / "d.jsonl", NormalProcess(kPid + 3, kStart));
+
+  const CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 processes (1 stalled, 1 did not end normally)"));
+  const size_t review = r.out.find("Processes that did not end normally or stalled (3)");
+  ASSERT_NE(review, std::string::npos) << r.out;
+  const size_t first = r.out.find(
+      "pid 101 trainer on node1: stalled: kernels unfinished for 42.0 s: "
+      "device 0 stream 0x10 waits on spin(int volatile*)");
+  const size_t second = r.out.find("pid 100 trainer on node1: api_error:");
+  const size_t third = r.out.find(
+      "pid 102 trainer on node1: ended: exit code 0; stalled 1 time, "
+      "the longest 15.0 s, resolved");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  ASSERT_NE(second, std::string::npos) << r.out;
+  ASSERT_NE(third, std::string::npos) << r.out;
+  EXPECT_LT(review, first);
+  EXPECT_LT(first, second);
+  EXPECT_LT(second, third);
+  EXPECT_EQ(r.out.find("pid 103"), std::string::npos);  // ended normally, never stalled
+  EXPECT_THAT(r.out, HasSubstr("stalled now, as last reported (42.0 s into the stall, 2 streams "
+                               "stalled):"));
+  EXPECT_THAT(r.out, HasSubstr("device 0, stream 0x10: waiting 42.0 s, 2 unfinished, the oldest:"));
+  EXPECT_THAT(r.out, HasSubstr("device 1, stream 0x20: waiting 42.0 s, 1 unfinished, the oldest:"));
+  EXPECT_THAT(r.out, HasSubstr("reduce(float*)"));
+  EXPECT_THAT(r.out, HasSubstr("step(float*)"));  // queued behind the spinning kernel
+
+  const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+  ASSERT_EQ(j["review"].size(), 3u);
+  EXPECT_EQ(j["review"][0]["pid"], hung);
+  EXPECT_EQ(j["review"][0]["ending"], "stalled");
+  EXPECT_EQ(j["review"][0]["ending_detail"],
+            "stalled: kernels unfinished for 42.0 s: device 0 stream 0x10 waits on spin(int "
+            "volatile*) (corr 31); 2 streams stalled, nothing finished since the last report");
+  const json& stall = j["review"][0]["stall"];
+  EXPECT_EQ(stall["stalls"], 2);
+  EXPECT_EQ(stall["ongoing"], true);
+  EXPECT_EQ(stall["longest_ms"], 42000);
+  EXPECT_EQ(stall["latest"]["seq"], 6);
+  ASSERT_EQ(stall["latest"]["streams"].size(), 2u);
+  EXPECT_EQ(stall["latest"]["streams"][0]["launches"][0]["demangled"], "spin(int volatile*)");
+  EXPECT_EQ(j["review"][1]["pid"], kPid);
+  EXPECT_FALSE(j["review"][1].contains("stall"));
+  EXPECT_EQ(j["review"][2]["pid"], slow);
+  EXPECT_EQ(j["review"][2]["ending"], "ended");
+  EXPECT_EQ(j["review"][2]["stall"]["ongoing"], false);
+  EXPECT_EQ(j["review"][2]["stall"]["longest_ms"], 15000);
 }
 
 // A routine failure after the last kernel (NCCL probing a host pointer; a log written before the

@@ -148,10 +148,14 @@ TEST_F(RunCommandTest, AnApplicationNotFoundIs127WithOneLineLikeAShell) {
 
 TEST_F(RunCommandTest, BadFlagsAreOneLineAndExitTwoWithoutRunningAnything) {
   const std::string marker = (dir_.path() / "ran").string();
-  for (const std::vector<std::string>& flags :
-       {std::vector<std::string>{"--timing", "sometimes"}, {"--ring-size", "100"},
-        {"--include", "("}, {"--on-full", "wait"}, {"--drain-timeout", "soon"},
-        {"--collector", "/x.sock", "--out", "/tmp/x"}}) {
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--timing", "sometimes"},
+                                                {"--ring-size", "100"},
+                                                {"--include", "("},
+                                                {"--on-full", "wait"},
+                                                {"--drain-timeout", "soon"},
+                                                {"--stall-ms", "50"},
+                                                {"--stall-ms", "5000", "--timing", "off"},
+                                                {"--collector", "/x.sock", "--out", "/tmp/x"}}) {
     std::vector<std::string> args = {"run"};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "touch", marker});

@@ -284,6 +284,96 @@ TEST(TailTest, JsonWithFiltersPrintsOnlyTheMatchingStoredLines) {
   EXPECT_EQ(names, (std::vector<std::string>{"gemm_a()", "gemm_last()"}));
 }
 
+schema::OwnedStallEvent Stall(int32_t pid, uint64_t seq, bool stalled, int64_t stalled_ms,
+                              const std::string& kernel) {
+  schema::OwnedStallEvent e;
+  e.header = {1'700'000'100'000'000'000 + static_cast<int64_t>(seq), pid, seq};
+  e.state = stalled ? schema::StallState::kStalled : schema::StallState::kResolved;
+  e.stall_ms = 10000;
+  e.stalled_ms = stalled_ms;
+  if (!stalled) return e;
+  e.streams_stalled = 1;
+  schema::OwnedStallStream& s = e.streams.emplace_back();
+  s.device = 0;
+  s.context = 1;
+  s.stream = 0xe;
+  s.waiting_ms = stalled_ms;
+  s.unfinished = 3;
+  schema::OwnedStallLaunch& l = s.launches.emplace_back();
+  l.correlation_id = 17;
+  l.name = "_Z" + std::to_string(kernel.size()) + kernel + "v";
+  l.demangled = kernel + "()";
+  l.grid = {1, 1, 1};
+  l.block = {32, 1, 1};
+  l.occupancy = 0.25;
+  l.age_ms = stalled_ms;
+  return e;
+}
+
+// Processes stalled now are listed first, the longest stalled first (from the ends of the active
+// files, whatever the kernel filters), then tail follows; a stall event that arrives later is one
+// line saying what the stream waits on.
+TEST(TailTest, StalledProcessesComeFirstThenStallEventsAsTheyArrive) {
+  TempDir dir;
+  const std::filesystem::path logs = dir.path() / "logs" / "2026-01-05";
+  std::filesystem::create_directories(logs);
+  // Stalled for 20 s, then 42 s: stalled now.
+  Append(logs / "node1-hung-101-1.jsonl", Line(Start(101, 0, 1)) + Line(Device(101, 1)) +
+                                              Line(Stall(101, 2, true, 20000, "spin")) +
+                                              Line(Stall(101, 3, true, 42000, "spin")));
+  // Stalled, then resolved: not stalled now.
+  Append(logs / "node1-slow-102-1.jsonl", Line(Start(102, 0, 1)) +
+                                              Line(Stall(102, 1, true, 11000, "long_kernel")) +
+                                              Line(Stall(102, 2, false, 15000, "")));
+  // Stalled when it was lost: over.
+  schema::OwnedProcessLostEvent lost;
+  lost.header = {1'700'000'200'000'000'000, 103, 2};
+  lost.last_seq = 1;
+  Append(logs / "node1-gone-103-1.jsonl",
+         Line(Start(103, 0, 1)) + Line(Stall(103, 1, true, 30000, "gone_kernel")) + Line(lost));
+  // Stalled for 12 s: listed after the one stalled longer.
+  Append(logs / "node1-wait-104-1.jsonl",
+         Line(Start(104, 0, 1)) + Line(Stall(104, 1, true, 12000, "reduce")));
+
+  ChildProcess tail(CUFLIGHT_CLI_PATH,
+                    {"tail", "--log-dir", (dir.path() / "logs").string(), "--interval", "20",
+                     "--kernel", "^nothing$"},
+                    dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  Append(logs / "node1-wait-104-1.jsonl", Line(Stall(104, 2, false, 13000, "")));
+  Append(logs / "node1-new-105-1.jsonl",
+         Line(Start(105, 0, 1)) + Line(Stall(105, 1, true, 10000, "late_hang")));
+  ASSERT_TRUE(tail.WaitForOutput("late_hang", kDeadline)) << tail.Output();
+  ASSERT_TRUE(tail.WaitForOutput("resolved after 13.0 s", kDeadline)) << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  const std::string output = tail.Output();
+  const size_t header = output.find("cuflight tail: 2 processes stalled now");
+  const size_t first = output.find(
+      "pid 101 stall STALLED 42.0 s: device 0 stream 0xe waits on spin() grid 1x1x1 block "
+      "32x1x1 occupancy 0.25 launched 42.0 s ago corr 17 (+2 queued); 1 stream stalled, 0 "
+      "kernels finished since the last report");
+  const size_t second = output.find(
+      "pid 104 stall STALLED 12.0 s: device 0 stream 0xe waits on "
+      "reduce()");
+  const size_t following = output.find("cuflight tail: following");
+  ASSERT_NE(header, std::string::npos) << output;
+  ASSERT_NE(first, std::string::npos) << output;
+  ASSERT_NE(second, std::string::npos) << output;
+  EXPECT_LT(header, first);
+  EXPECT_LT(first, second);
+  EXPECT_LT(second, following);
+  EXPECT_EQ(output.find("long_kernel"), std::string::npos) << output;  // resolved
+  EXPECT_EQ(output.find("gone_kernel"), std::string::npos) << output;  // lost
+  EXPECT_NE(output.find("pid 105 stall STALLED 10.0 s: device 0 stream 0xe waits on late_hang()"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("pid 104 stall resolved after 13.0 s, 0 kernels finished since the last "
+                        "report"),
+            std::string::npos)
+      << output;
+}
+
 TEST(TailTest, BadInputIsOneLineAndExitTwo) {
   TempDir dir;
   for (const std::vector<std::string>& args :

@@ -596,6 +596,64 @@ TEST(DecoderTest, ProcessCrash) {
   EXPECT_THAT(no_signal.message, HasSubstr(R"(process_crash: field "signal")"));
 }
 
+TEST(DecoderTest, Stall) {
+  // A hand-written line, as a reader of the protocol documentation would write one.
+  const std::string head =
+      R"({"type":"stall","version":1,"ts_ns":5,"pid":6,"seq":7,"state":"stalled","stall_ms":10000,)"
+      R"("stalled_ms":12500,"completed":0,"streams_stalled":1,"streams":[)";
+  const std::string launch =
+      R"x({"correlation_id":41,"name":"_Z4spinPVi","demangled":"spin(int volatile*)",)x"
+      R"("grid":[1,1,1],"block":[32,1,1],"occupancy":0.015625,"age_ms":12500})";
+  const std::string stream = R"({"device":0,"context":1,"stream":7,"waiting_ms":12500,)"
+                             R"("unfinished":3,"launches":[)" +
+                             launch + "]}";
+  const DecodeResult result = Decode(head + stream + "]}");
+  ASSERT_TRUE(result.ok()) << result.message;
+  const auto& stall = std::get<OwnedStallEvent>(result.event);
+  EXPECT_EQ(stall.header, (Header{5, 6, 7}));
+  EXPECT_EQ(stall.state, StallState::kStalled);
+  EXPECT_EQ(stall.stall_ms, 10000);
+  EXPECT_EQ(stall.stalled_ms, 12500);
+  EXPECT_EQ(stall.streams_stalled, 1);
+  ASSERT_EQ(stall.streams.size(), 1u);
+  EXPECT_EQ(stall.streams[0].stream, 7u);
+  EXPECT_EQ(stall.streams[0].unfinished, 3);
+  ASSERT_EQ(stall.streams[0].launches.size(), 1u);
+  const OwnedStallLaunch& l = stall.streams[0].launches[0];
+  EXPECT_EQ(l.correlation_id, 41u);
+  EXPECT_EQ(l.demangled, "spin(int volatile*)");
+  EXPECT_EQ(l.block, (Dim3{32, 1, 1}));
+  EXPECT_EQ(l.occupancy, 1.0 / 64);
+  EXPECT_EQ(l.age_ms, 12500);
+
+  const DecodeResult resolved = Decode(
+      R"({"type":"stall","version":1,"ts_ns":5,"pid":6,"seq":8,"state":"resolved",)"
+      R"("stall_ms":10000,"stalled_ms":40000,"completed":4,"streams_stalled":0,"streams":[]})");
+  ASSERT_TRUE(resolved.ok()) << resolved.message;
+  EXPECT_EQ(std::get<OwnedStallEvent>(resolved.event).state, StallState::kResolved);
+
+  EXPECT_EQ(Decode(std::string(head).replace(head.find("stalled"), 7, "hung") + "]}").reason,
+            Reason::kOutOfRange);
+  const DecodeResult not_objects = Decode(head + "[1,2,3]]}");
+  EXPECT_EQ(not_objects.reason, Reason::kWrongType);
+  EXPECT_THAT(not_objects.message,
+              HasSubstr(R"(stall: field "streams" must be an array of objects)"));
+  // A nested fault names its place.
+  std::string no_name = stream;
+  no_name.erase(no_name.find(R"("name":"_Z4spinPVi",)"), 20);
+  const DecodeResult missing = Decode(head + no_name + "]}");
+  EXPECT_EQ(missing.reason, Reason::kMissingField);
+  EXPECT_EQ(missing.message, R"(stall: streams[0]: launches[0]: field "name" is missing)");
+  std::string bad_device = stream;
+  bad_device.replace(bad_device.find(R"("device":0)"), 10, R"("device":-1)");
+  const DecodeResult negative = Decode(head + stream + "," + bad_device + "]}");
+  EXPECT_EQ(negative.reason, Reason::kOutOfRange);
+  EXPECT_THAT(negative.message, StartsWith(R"(stall: streams[1]: field "device")"));
+  EXPECT_EQ(StallStateFromName("resolved"), StallState::kResolved);
+  EXPECT_EQ(StallStateName(StallState::kStalled), "stalled");
+  EXPECT_EQ(StallStateFromName("Stalled"), std::nullopt);
+}
+
 TEST(DecoderTest, ReasonNamesAreStableAndDistinct) {
   EXPECT_EQ(ReasonName(Reason::kOk), "ok");
   EXPECT_EQ(ReasonName(Reason::kMalformedJson), "malformed_json");

@@ -89,6 +89,59 @@ T WithHeader(T event, uint64_t seq) {
   return event;
 }
 
+OwnedStallEvent SampleStall(uint64_t seq) {
+  OwnedStallEvent e;
+  e.header = MakeHeader(seq);
+  e.state = StallState::kStalled;
+  e.stall_ms = 10000;
+  e.stalled_ms = 12034;
+  e.completed = 0;
+  e.streams_stalled = 2;
+  OwnedStallStream spin;
+  spin.device = 1;
+  spin.context = 3;
+  spin.stream = 14;
+  spin.waiting_ms = 12034;
+  spin.unfinished = 3;
+  OwnedStallLaunch head;
+  head.correlation_id = 991;
+  head.name = "_Z4spinPVi";
+  head.demangled = "spin(int volatile*)";
+  head.grid = {1, 1, 1};
+  head.block = {32, 1, 1};
+  head.occupancy = 0.015625;
+  head.age_ms = 12034;
+  spin.launches.push_back(head);
+  OwnedStallLaunch queued = head;
+  queued.correlation_id = 992;
+  queued.name = "_Z6kernelPfi";
+  queued.demangled = "kernel(float*, int)";
+  queued.grid = {1024, 2, 1};
+  queued.block = {256, 1, 1};
+  queued.occupancy = 0.375;
+  queued.age_ms = 12030;
+  spin.launches.push_back(queued);
+  queued.correlation_id = 995;
+  queued.age_ms = 11000;
+  spin.launches.push_back(queued);
+  e.streams.push_back(spin);
+  OwnedStallStream behind;  // waits on the first (an event, a collective)
+  behind.device = 0;
+  behind.context = 2;
+  behind.stream = 7;
+  behind.waiting_ms = 10500;
+  behind.unfinished = 1;
+  OwnedStallLaunch waiting = head;
+  waiting.correlation_id = 993;
+  waiting.name = "_Z6reducePf";
+  waiting.demangled = "reduce(float*)";
+  waiting.occupancy = 1;
+  waiting.age_ms = 10500;
+  behind.launches.push_back(waiting);
+  e.streams.push_back(behind);
+  return e;
+}
+
 }  // namespace
 
 std::vector<std::string> HostileValidStrings() {
@@ -425,6 +478,39 @@ std::vector<OwnedEvent> RoundTripEvents() {
   crash.dropped_ring_full = crash.dropped_disconnected = crash.timing_dropped = kU64Max;
   crash.dropped_backpressure = kU64Max;
   events.emplace_back(WithHeader(crash, seq++));
+
+  OwnedStallEvent stall = SampleStall(seq++);
+  events.emplace_back(stall);
+  stall.streams[0].launches[0].name = hostile[0];
+  stall.streams[0].launches[0].demangled = hostile[1];
+  stall.streams[0].launches.erase(stall.streams[0].launches.begin() + 1,
+                                  stall.streams[0].launches.end());
+  stall.streams[1].launches.clear();  // a stream whose launches were not kept
+  stall.completed = 17;
+  events.emplace_back(WithHeader(stall, seq++));
+  OwnedStallEvent resolved;
+  resolved.state = StallState::kResolved;
+  resolved.stall_ms = 10000;
+  resolved.stalled_ms = 42123;
+  resolved.completed = 5;
+  events.emplace_back(WithHeader(resolved, seq++));
+  OwnedStallEvent extreme_stall = SampleStall(seq++);
+  extreme_stall.stall_ms = extreme_stall.stalled_ms = kI64Max;
+  extreme_stall.completed = kU64Max;
+  extreme_stall.streams_stalled = kI32Max;
+  extreme_stall.streams[0].device = kI32Max;
+  extreme_stall.streams[0].context = kU64Max;
+  extreme_stall.streams[0].stream = kU64Max;
+  extreme_stall.streams[0].waiting_ms = kI64Max;
+  extreme_stall.streams[0].unfinished = kI64Max;
+  OwnedStallLaunch& edge = extreme_stall.streams[0].launches[0];
+  edge.correlation_id = kU64Max;
+  edge.grid = {kU32Max, kU32Max, kU32Max};
+  edge.block = {0, 0, 0};
+  edge.occupancy = std::numeric_limits<double>::denorm_min();
+  edge.age_ms = kI64Max;
+  extreme_stall.streams[1].launches[0].occupancy = 1;
+  events.emplace_back(extreme_stall);
   return events;
 }
 
@@ -570,6 +656,22 @@ std::vector<std::string> MutatedLines() {
         lines.push_back(changed.dump() + "\n");
       }
     }
+    // The stall event's nested objects: each member of its first stream, and of that stream's
+    // first launch, removed or replaced in turn.
+    if (sample["type"] != "stall") continue;
+    for (const json::json_pointer& object :
+         {json::json_pointer("/streams/0"), json::json_pointer("/streams/0/launches/0")}) {
+      for (const auto& [key, unused] : sample.at(object).items()) {
+        json removed = sample;
+        removed.at(object).erase(key);
+        lines.push_back(removed.dump() + "\n");
+        for (const json& value : values) {
+          json changed = sample;
+          changed.at(object)[key] = value;
+          lines.push_back(changed.dump() + "\n");
+        }
+      }
+    }
   }
   return lines;
 }
@@ -624,6 +726,24 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->occupancy,
                      k->occupancy_source,
                      k->engine_max_active_blocks};
+    n = Encode(view, line.data(), line.size());
+  } else if (const auto* stall = std::get_if<OwnedStallEvent>(&event)) {
+    // The injector's view: spans over arrays of views.
+    std::vector<std::vector<StallLaunch>> launches;
+    std::vector<StallStream> streams;
+    for (const OwnedStallStream& s : stall->streams) {
+      std::vector<StallLaunch>& views = launches.emplace_back();
+      for (const OwnedStallLaunch& l : s.launches) {
+        views.push_back(
+            {l.correlation_id, l.name, l.demangled, l.grid, l.block, l.occupancy, l.age_ms});
+      }
+    }
+    for (size_t i = 0; i < stall->streams.size(); ++i) {
+      const OwnedStallStream& s = stall->streams[i];
+      streams.push_back({s.device, s.context, s.stream, s.waiting_ms, s.unfinished, launches[i]});
+    }
+    StallEvent view{stall->header,    stall->state,           stall->stall_ms, stall->stalled_ms,
+                    stall->completed, stall->streams_stalled, streams};
     n = Encode(view, line.data(), line.size());
   } else {
     n = Encode(event, line.data(), line.size());

@@ -115,9 +115,10 @@ struct Case {
 };
 
 void ExpectCases(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
     const Path path = Check(c.line);
-    EXPECT_EQ(PathName(path), PathName(c.path)) << Printable(c.line);
+    EXPECT_STREQ(PathName(path), PathName(c.path)) << "case " << i << ": " << Printable(c.line);
     EXPECT_EQ(ReasonName(Validate(c.line, nullptr, nullptr)), ReasonName(c.expected))
         << Printable(c.line);
   }
@@ -264,6 +265,25 @@ OwnedProcessLostEvent PlainProcessLost() {
   return e;
 }
 
+// A stall: two streams, the first with a launch queued behind the one it waits on.
+OwnedStallEvent PlainStall() {
+  OwnedStallEvent e;
+  e.header = MakeHeader(90);
+  e.state = StallState::kStalled;
+  e.stall_ms = 10000;
+  e.stalled_ms = 12034;
+  e.completed = 0;
+  e.streams_stalled = 2;
+  OwnedStallLaunch spin{991,      "_Z4spinPVi", "spin(int volatile*)", {1, 1, 1}, {32, 1, 1},
+                        0.015625, 12034};
+  OwnedStallLaunch queued{992,   "_Z6kernelPfi", "kernel(float*, int)", {264, 8, 1}, {256, 1, 1},
+                          0.375, 12001};
+  e.streams.push_back({1, 3, 14, 12034, 2, {spin, queued}});
+  OwnedStallLaunch waiting{993, "_Z6reducePf", "reduce(float*)", {1, 1, 1}, {1024, 1, 1}, 1, 10500};
+  e.streams.push_back({0, 2, 7, 10500, 1, {waiting}});
+  return e;
+}
+
 // Every type, with every optional shape the encoder writes.
 std::vector<OwnedEvent> PlainEvents() {
   std::vector<OwnedEvent> events;
@@ -361,6 +381,22 @@ std::vector<OwnedEvent> PlainEvents() {
   lost.last_seq.reset();
   lost.reason = LostReason::kCollectorShutdown;
   events.emplace_back(lost);
+
+  OwnedStallEvent stall = PlainStall();
+  events.emplace_back(stall);
+  stall.streams[1].launches.clear();  // a stream without listed launches
+  events.emplace_back(stall);
+  stall.streams.resize(1);
+  stall.streams[0].launches.resize(1);
+  stall.completed = 12;
+  events.emplace_back(stall);
+  OwnedStallEvent resolved;
+  resolved.header = MakeHeader(91);
+  resolved.state = StallState::kResolved;
+  resolved.stall_ms = 10000;
+  resolved.stalled_ms = 42000;
+  resolved.completed = 3;
+  events.emplace_back(resolved);
   return events;
 }
 
@@ -414,7 +450,7 @@ TEST(ValidatorFastPathTest, ByteMutationsAgree) {
        {OwnedEvent(PlainKernel()), OwnedEvent(PlainKernelTime()), OwnedEvent(PlainDevice()),
         OwnedEvent(PlainApiError()), OwnedEvent(PlainStats()), OwnedEvent(PlainProcessStart()),
         OwnedEvent(PlainProcessEnd()), OwnedEvent(PlainProcessLost()),
-        OwnedEvent(PlainProcessCrash())}) {
+        OwnedEvent(PlainProcessCrash()), OwnedEvent(PlainStall())}) {
     lines.push_back(EncodeLine(event));
   }
   const std::string replacements = std::string("\"\\}],0 1-.e:\x80\x01", 14) + '\0';
@@ -683,6 +719,72 @@ TEST(ValidatorFastPathTest, DeviationsFallBackToTheGeneralPath) {
   });
 }
 
+// The stall event's nested objects: the encoder's layout stays on the fast path; any deviation
+// inside a stream or a launch object goes to the general path, which gives Decode's Reason.
+TEST(ValidatorFastPathTest, StallDeviationsFallBackToTheGeneralPath) {
+  const std::string s = WithoutNewline(EncodeLine(PlainStall()));
+  ExpectCases({
+      {s, Reason::kOk, Path::kFast},
+      {Replace(s, R"("state":"stalled")", R"("state":"resolved")"), Reason::kOk, Path::kFast},
+      {Replace(s, R"("state":"stalled")", R"("state":"hung")"), Reason::kOutOfRange,
+       Path::kGeneral},
+      {Replace(s, R"("state":"stalled")", R"("state":1)"), Reason::kWrongType, Path::kGeneral},
+      {Replace(s, R"("state":"stalled")", R"("state":"stall\u0065d")"), Reason::kOk,
+       Path::kGeneral},
+      {Replace(s, R"("streams":[{)", R"("streams":[ {)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"({"device":1,"context":3)", R"({"context":3,"device":1)"), Reason::kOk,
+       Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("device":1,"extra":[{}],)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("device":1,"device":-1,)"), Reason::kOutOfRange,
+       Path::kGeneral},  // repeated in a nested object: the last counts there too
+      {Replace(s, R"("device":1,)", R"("device":-1,"device":1,)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("d\u0065vice":-1,)"), Reason::kOutOfRange, Path::kGeneral},
+      {Replace(s, R"("device":1,)", ""), Reason::kMissingField, Path::kGeneral},
+      {Replace(s, R"("device":1,)", R"("device":2147483648,)"), Reason::kOutOfRange,
+       Path::kGeneral},
+      {Replace(s, R"("waiting_ms":12034)", R"("waiting_ms":1.2e4)"), Reason::kOk, Path::kGeneral},
+      {Replace(s, R"("unfinished":2)", R"("unfinished":"2")"), Reason::kWrongType, Path::kGeneral},
+      {Replace(s, R"(,"launches":[{"correlation_id":991)", R"(,"launches":{"correlation_id":991)"),
+       Reason::kMalformedJson, Path::kGeneral},
+      {Replace(s, R"("streams":[)", R"("streams":[1,)"), Reason::kWrongType, Path::kGeneral},
+      {Replace(s, R"("streams":[)", R"("streams":{"a":)"), Reason::kMalformedJson, Path::kGeneral},
+      {Replace(s, R"("name":"_Z4spinPVi")", R"("name":"_Z4spin\u0050Vi")"), Reason::kOk,
+       Path::kGeneral},
+      {Replace(s, R"("name":"_Z4spinPVi")", R"("name":7)"), Reason::kWrongType, Path::kGeneral},
+      {Replace(s, R"("grid":[1,1,1])", R"("grid":[1,1])"), Reason::kWrongType, Path::kGeneral},
+      {Replace(s, R"("grid":[1,1,1])", R"("grid":[1,1,4294967296])"), Reason::kOutOfRange,
+       Path::kGeneral},
+      {Replace(s, R"("occupancy":0.015625)", R"("occupancy":1.5)"), Reason::kOutOfRange,
+       Path::kGeneral},
+      {Replace(s, R"("occupancy":0.015625)", R"("occupancy":1)"), Reason::kOk, Path::kFast},
+      {Replace(s, R"("age_ms":12034)", R"("age_ms":-1)"), Reason::kOutOfRange, Path::kGeneral},
+      {Replace(s, R"(,"age_ms":12034)", ""), Reason::kMissingField, Path::kGeneral},
+      // The first fault in Decode's order wins: the first stream before the second, a stream's
+      // own members before its launches.
+      {Replace(Replace(s, R"("age_ms":12034)", R"("age_ms":-1)"), R"("device":0,)",
+               R"("device":"0",)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(Replace(s, R"("age_ms":12034)", R"("age_ms":"x")"), R"("unfinished":2)",
+               R"("unfinished":-2)"),
+       Reason::kOutOfRange, Path::kGeneral},
+      {Replace(Replace(s, R"("age_ms":12034)", R"("age_ms":"x")"), R"("unfinished":2)",
+               R"("unfinished":2)"),
+       Reason::kWrongType, Path::kGeneral},
+  });
+  LineInfo info;
+  ValidateError error;
+  ASSERT_EQ(Validate(Replace(s, R"("age_ms":10500)", R"("age_ms":-3)"), &info, &error),
+            Reason::kOutOfRange);
+  EXPECT_EQ(error.field, "age_ms");
+  EXPECT_EQ(error.message(),
+            R"(stall: streams[1]: launches[0]: field "age_ms" must be an integer in )"
+            R"([0, 9223372036854775807], got -3)");
+  const DecodeResult decoded = Decode(Replace(s, R"("age_ms":10500)", R"("age_ms":-3)"));
+  EXPECT_EQ(decoded.message,
+            R"(stall: streams[1]: launches[0]: field "age_ms" must be an integer in )"
+            R"([0, 9223372036854775807], got -3)");
+}
+
 // Lines shorter than the fast path's window, and damaged ends, reach the end of the line safely
 // (AddressSanitizer checks the reads): each is its own allocation of exactly its size.
 TEST(ValidatorFastPathTest, ReadsNothingPastTheLine) {
@@ -694,7 +796,8 @@ TEST(ValidatorFastPathTest, ReadsNothingPastTheLine) {
     g.graph_node_id = 8;
     return OwnedEvent(g);
   }());
-  for (const std::string* line : {&k, &t, &graph_time}) {
+  const std::string stall = EncodeLine(PlainStall());
+  for (const std::string* line : {&k, &t, &graph_time, &stall}) {
     for (size_t cut = 0; cut <= line->size(); ++cut) {
       const std::vector<char> exact(line->begin(), line->begin() + static_cast<ptrdiff_t>(cut));
       const std::string_view view(exact.data(), exact.size());

@@ -4,6 +4,8 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,20 @@ struct DeviceSeries {
   Counter gpu_ns{0};
 };
 
+// A stalled process (design point 5).
+struct StalledProcess {
+  std::string hostname;  // label values, sanitized
+  std::string pid;
+  std::string exe;
+  std::vector<std::pair<int, double>> ages;  // device slot, seconds at `received`
+  std::chrono::steady_clock::time_point received;
+};
+
+// The label value of a producer-given string: valid UTF-8, at most `max` bytes.
+std::string LabelValue(std::string_view raw, size_t max) {
+  return LabelTable::SanitizeUtf8(LabelTable::CutUtf8(raw, max));
+}
+
 struct NameSeries {
   Counter launches[kResourceSlots] = {};
   Counter occupancy_count{0};  // launches with an occupancy (not NaN)
@@ -153,13 +169,18 @@ struct Metrics::State {
   Counter join_evicted{0};
   std::atomic<uint64_t> join_pending{0};
 
+  // Stalled processes by process id; written by Stall and ProcessGone, read by Render.
+  mutable std::mutex stall_mu;
+  std::map<uint64_t, StalledProcess> stalled;
+
   DeviceSeries& Device(int32_t device) {
     DeviceSeries& d = devices[DeviceSlot(device)];
     if (!d.seen.load(std::memory_order_relaxed)) d.seen.store(true, std::memory_order_relaxed);
     return d;
   }
 
-  void Render(std::string* out) const;
+  void Render(std::string* out, std::chrono::steady_clock::time_point now) const;
+  void RenderStalls(ExpositionWriter& w, std::chrono::steady_clock::time_point now) const;
 };
 
 Metrics::Metrics(int top_kernel_names, size_t join_capacity)
@@ -254,16 +275,96 @@ void Metrics::ProcessGone(uint64_t process_id) {
   State& s = *state_;
   s.join.ForgetProcess(process_id);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
+  const std::lock_guard<std::mutex> lock(s.stall_mu);
+  s.stalled.erase(process_id);
 }
 
-std::string Metrics::Render() const {
+void Metrics::Stall(uint64_t process_id, std::string_view hostname, int32_t pid,
+                    std::string_view exe, std::span<const StallAge> ages,
+                    std::chrono::steady_clock::time_point received) {
+  State& s = *state_;
+  if (ages.empty()) {
+    const std::lock_guard<std::mutex> lock(s.stall_mu);
+    s.stalled.erase(process_id);
+    return;
+  }
+  StalledProcess p;
+  p.hostname = LabelValue(hostname, kMaxKernelNameBytes);
+  p.pid = std::to_string(pid);
+  const size_t slash = exe.rfind('/');
+  p.exe = LabelValue(slash == std::string_view::npos ? exe : exe.substr(slash + 1),
+                     kMaxKernelNameBytes);
+  for (const StallAge& a : ages) {
+    const int slot = DeviceSlot(a.device);
+    const double seconds = std::isfinite(a.seconds) && a.seconds > 0 ? a.seconds : 0;
+    auto it = std::find_if(p.ages.begin(), p.ages.end(),
+                           [slot](const auto& e) { return e.first == slot; });
+    if (it == p.ages.end()) {
+      p.ages.emplace_back(slot, seconds);
+    } else {
+      it->second = std::max(it->second, seconds);  // several ordinals as "other"
+    }
+  }
+  p.received = received;
+  const std::lock_guard<std::mutex> lock(s.stall_mu);
+  s.stalled[process_id] = std::move(p);
+}
+
+std::string Metrics::Render() const { return Render(std::chrono::steady_clock::now()); }
+
+std::string Metrics::Render(std::chrono::steady_clock::time_point now) const {
   std::string out;
   out.reserve(16384);
-  state_->Render(&out);
+  state_->Render(&out, now);
   return out;
 }
 
-void Metrics::State::Render(std::string* out) const {
+void Metrics::State::RenderStalls(ExpositionWriter& w,
+                                  std::chrono::steady_clock::time_point now) const {
+  struct Series {
+    const StalledProcess* process;
+    int device;
+    double seconds;
+  };
+  std::vector<Series> series;
+  size_t processes = 0;
+  {
+    const std::lock_guard<std::mutex> lock(stall_mu);
+    processes = stalled.size();
+    for (const auto& [id, p] : stalled) {
+      const double since = std::chrono::duration<double>(now - p.received).count();
+      for (const auto& [device, seconds] : p.ages) {
+        series.push_back({&p, device, seconds + std::max(0.0, since)});
+      }
+    }
+    // The oldest first; the pairs past kMaxStallSeries become one "other" series.
+    std::sort(series.begin(), series.end(),
+              [](const Series& a, const Series& b) { return a.seconds > b.seconds; });
+    w.Family("cuflight_processes_stalled", "gauge",
+             "Processes whose latest stall event says stalled: kernels they launched have not "
+             "finished for CUFLIGHT_STALL_MS.");
+    w.Sample("cuflight_processes_stalled", {}, static_cast<uint64_t>(processes));
+    w.Family("cuflight_kernel_oldest_unfinished_seconds", "gauge",
+             "Age of the oldest unfinished kernel of a stalled process, by device; present only "
+             "while the process is stalled.");
+    for (size_t i = 0; i < series.size() && i < Metrics::kMaxStallSeries; ++i) {
+      const Series& e = series[i];
+      w.Sample("cuflight_kernel_oldest_unfinished_seconds",
+               {{"hostname", e.process->hostname},
+                {"pid", e.process->pid},
+                {"exe", e.process->exe},
+                {"device", device_labels[e.device]}},
+               e.seconds);
+    }
+    if (series.size() > Metrics::kMaxStallSeries) {
+      w.Sample("cuflight_kernel_oldest_unfinished_seconds",
+               {{"hostname", "other"}, {"pid", "other"}, {"exe", "other"}, {"device", "other"}},
+               series[Metrics::kMaxStallSeries].seconds);
+    }
+  }
+}
+
+void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_point now) const {
   ExpositionWriter w(out);
 
   w.Family("cuflight_producers_connected", "gauge", "Producer connections open now.");
@@ -448,6 +549,8 @@ void Metrics::State::Render(std::string* out) const {
 
   w.Family("cuflight_kernel_join_pending", "gauge", "Launches waiting for their kernel_time.");
   w.Sample("cuflight_kernel_join_pending", {}, join_pending.load(std::memory_order_relaxed));
+
+  RenderStalls(w, now);
 }
 
 }  // namespace cuflight::collector

@@ -32,6 +32,7 @@ constexpr std::string_view kSpillMaxBytes = "CUFLIGHT_SPILL_MAX_BYTES";
 constexpr std::string_view kApiErrors = "CUFLIGHT_API_ERRORS";
 constexpr std::string_view kApiErrorHistory = "CUFLIGHT_API_ERROR_HISTORY";
 constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
+constexpr std::string_view kStallMs = "CUFLIGHT_STALL_MS";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -150,6 +151,37 @@ class Parser {
     } else {
       *field = static_cast<U>(n);
     }
+  }
+
+  // 0 (off) or a whole number of ms in [kMinStallMs, kMaxStallMs]. Kernel timing off (`timing`
+  // false) turns it off, with a warning when the variable asked for it.
+  void ReadStallMs(std::string_view name, uint32_t* field, bool timing) const {
+    std::string_view value;
+    const bool given = Get(name, &value);
+    if (given) {
+      uint64_t n = 0;
+      if (!ParseDecimal(value, &n)) {
+        warnings_->push_back(
+            Rejected(name, value,
+                     "is not 0 (off) or a whole number of ms in " + Range(kMinStallMs, kMaxStallMs),
+                     std::to_string(*field)));
+      } else if (n != 0 && (n < kMinStallMs || n > kMaxStallMs)) {
+        warnings_->push_back(Rejected(name, value,
+                                      "is not 0 (off) or in " + Range(kMinStallMs, kMaxStallMs),
+                                      std::to_string(*field)));
+      } else {
+        *field = static_cast<uint32_t>(n);
+      }
+    }
+    if (timing || *field == 0) return;
+    if (given) {
+      std::string line(name);
+      line += '=';
+      line += Quoted(value);
+      line += " needs kernel timing, which CUFLIGHT_TIMING turns off; stall detection is off";
+      warnings_->push_back(std::move(line));
+    }
+    *field = 0;
   }
 
   // A uid in [0, kMaxCollectorUid]; unset: -1 (none).
@@ -361,6 +393,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadBool(kApiErrors, &c.api_errors);
     p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
     p.ReadBool(kCrashHandler, &c.crash_handler);
+    p.ReadStallMs(kStallMs, &c.stall_ms, c.timing);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -397,6 +430,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"api_errors", config.api_errors ? "true" : "false"},
         {"api_error_history", std::to_string(config.api_error_history)},
         {"crash_handler", config.crash_handler ? "true" : "false"},
+        {"stall_ms", std::to_string(config.stall_ms)},
     };
   } catch (...) {
     return {};

@@ -22,6 +22,9 @@
 //   sticky-kill: after its launches, a cuCtxSynchronize fails with CUDA_ERROR_ILLEGAL_ADDRESS
 //              (a sticky error), then the process kills itself with SIGKILL
 //   sticky-exit: the same failure, then exit(3), as a CUDA program that reports the fault does
+//   sleep [ms]: after its launches, sleeps `ms` (default 1500) milliseconds and exits normally: a
+//              program waiting on kernels that do not finish meanwhile (with FAKE_CUPTI_TIMING,
+//              their records come only with the exit's forced flush)
 //   stream-kill: fires one launch every ~100 us for 300 ms, prints "fired=N kill_ns=T" (T the
 //              CLOCK_REALTIME of the kill) and kills itself with SIGKILL
 //   handler-before-segv: installs its own SIGSEGV handler (which prints "app handler" and
@@ -326,6 +329,11 @@ int main(int argc, char** argv) {
       exit(3);  // runs the injector's atexit flush
     }
     Die("kill");
+  } else if (mode == "sleep") {
+    const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;
+    timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};
+    while (nanosleep(&pause, &pause) != 0) {
+    }
   } else if (mode == "handler-before-segv" || mode == "handler-after-segv") {
     Die("segv");
   } else if (mode == "handler-resume-segv" || mode == "handler-longjmp-segv") {

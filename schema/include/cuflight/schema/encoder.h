@@ -21,6 +21,8 @@
 //     to >= 0, so floating-point noise never makes a line fail validation;
 //   - the what-if fields (`regs_for_next_block`, `smem_for_next_block`) and process_start's
 //     `uid` are null when negative.
+// Stall events: `occupancy` is clamped like the kernel event's; names are written as given (the
+// injector cuts them to kMaxStallNameBytes).
 // Optional members: `cluster` (and `cluster_occupancy`, when occupancy.has_cluster) only when
 // the kernel's `cluster` is set; `graph_id` and `graph_node_id` each only when set. Every other
 // member, `cooperative`, `config` and the counters added in later minor versions included, is
@@ -54,6 +56,8 @@ template <class S>
 size_t Encode(const BasicProcessLostEvent<S>& event, char* buf, size_t cap) noexcept;
 template <class S>
 size_t Encode(const BasicProcessCrashEvent<S>& event, char* buf, size_t cap) noexcept;
+template <class S>
+size_t Encode(const BasicStallEvent<S>& event, char* buf, size_t cap) noexcept;
 
 // The occupancy fields alone, as one JSON object line with the `kernel` event's names and
 // formatting (`cluster_occupancy` only when o.has_cluster), for tools that print a calculation

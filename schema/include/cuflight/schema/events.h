@@ -38,13 +38,14 @@ enum class EventType : uint8_t {
   kProcessEnd = 6,
   kProcessLost = 7,
   kProcessCrash = 8,
+  kStall = 9,
 };
-inline constexpr int kEventTypeCount = 9;
+inline constexpr int kEventTypeCount = 10;
 
 // Wire names (`type`), indexed by EventType.
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
-    "process_start", "device", "kernel",     "kernel_time",
-    "api_error",     "stats",  "process_end", "process_lost", "process_crash"};
+    "process_start", "device",      "kernel",       "kernel_time",   "api_error",
+    "stats",         "process_end", "process_lost", "process_crash", "stall"};
 
 // Wire name of `type`, which must be one of the enumerators.
 constexpr std::string_view EventTypeName(EventType type) {
@@ -83,6 +84,8 @@ struct View {
   using StringList = std::span<const std::string_view>;
   using IdList = std::span<const uint64_t>;
   using StringMap = std::span<const std::pair<std::string_view, std::string_view>>;
+  template <class T>
+  using List = std::span<const T>;
 };
 
 struct Owned {
@@ -90,6 +93,8 @@ struct Owned {
   using StringList = std::vector<std::string>;
   using IdList = std::vector<uint64_t>;
   using StringMap = std::vector<std::pair<std::string, std::string>>;
+  template <class T>
+  using List = std::vector<T>;
 };
 
 // Why the collector wrote a process_lost event (wire names "disconnected", "collector_shutdown").
@@ -107,6 +112,30 @@ constexpr std::string_view LostReasonName(LostReason reason) {
       return "collector_shutdown";
   }
   return "unknown";
+}
+
+// What a stall event reports (wire names "stalled", "resolved").
+enum class StallState : uint8_t {
+  kStalled = 0,   // launched kernels have not finished for the stall threshold (or still do not)
+  kResolved = 1,  // the stall reported before is over: every stream it named made progress
+};
+inline constexpr int kStallStateCount = 2;
+
+constexpr std::string_view StallStateName(StallState state) {
+  switch (state) {
+    case StallState::kStalled:
+      return "stalled";
+    case StallState::kResolved:
+      return "resolved";
+  }
+  return "unknown";
+}
+
+// Inverse of StallStateName; nullopt for any other string.
+constexpr std::optional<StallState> StallStateFromName(std::string_view name) {
+  if (name == "stalled") return StallState::kStalled;
+  if (name == "resolved") return StallState::kResolved;
+  return std::nullopt;
 }
 
 // Who computed a kernel event's block count (wire names "driver", "engine"; kUnknown is not
@@ -452,6 +481,69 @@ struct BasicProcessCrashEvent {
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };
 
+// One unfinished launch named by a stall event: the facts of its kernel event (joined to it by
+// correlation_id and the stream's device) and how long ago it was launched.
+template <class S>
+struct BasicStallLaunch {
+  uint64_t correlation_id = 0;
+  // As in the kernel event, each cut to kMaxStallNameBytes (then ending in kTruncationMarker).
+  typename S::String name;
+  typename S::String demangled;
+  Dim3 grid;
+  Dim3 block;
+  double occupancy = 0;  // the kernel event's occupancy, in [0, 1]
+  int64_t age_ms = 0;    // since the launch (host clock)
+
+  bool operator==(const BasicStallLaunch&) const = default;
+};
+
+// A stream that has made no progress for the stall threshold: its oldest unfinished launches.
+template <class S>
+struct BasicStallStream {
+  int32_t device = 0;
+  uint64_t context = 0;  // CUPTI's ids, as in kernel events
+  uint64_t stream = 0;
+  // Since the stream last made progress: its oldest unfinished launch was launched, or the launch
+  // before it on the stream was seen finishing, whichever is later. Kernels queued behind a long
+  // one wait from when it finished, not from their own launch.
+  int64_t waiting_ms = 0;
+  int64_t unfinished = 0;  // launches on the stream not seen finishing, listed or not
+  // The oldest unfinished launches, oldest first (at most kMaxStallLaunches from the injector).
+  // The first is what the stream waits on; the others are queued behind it.
+  typename S::template List<BasicStallLaunch<S>> launches;
+
+  bool operator==(const BasicStallStream&) const = default;
+};
+
+// The longest kernel name a stall event carries, in bytes, the truncation marker included; and the
+// most streams and launches per stream the injector lists (docs/protocol.md, "Stalls").
+inline constexpr size_t kMaxStallNameBytes = 256;
+inline constexpr size_t kMaxStallStreams = 8;
+inline constexpr size_t kMaxStallLaunches = 4;
+
+// Sent by the process while launched kernels do not finish (CUFLIGHT_STALL_MS): state stalled
+// when a stream has made no progress for stall_ms, again at a bounded rate while one has not, and
+// state resolved (no streams) once every stream has.
+template <class S>
+struct BasicStallEvent {
+  static constexpr EventType kType = EventType::kStall;
+  Header header;
+  StallState state = StallState::kStalled;
+  int64_t stall_ms = 0;  // the threshold in force (CUFLIGHT_STALL_MS)
+  // stalled: the longest waiting_ms of the stalled streams; resolved: how long the stall lasted,
+  // from the start of the first stalled stream's wait to the progress that ended it.
+  int64_t stalled_ms = 0;
+  // Kernels the process saw finish, on any stream, since the previous stall event of this stall
+  // (in the first: since the stall began). 0 while stalled: the whole process made no progress.
+  uint64_t completed = 0;
+  int32_t streams_stalled = 0;  // streams stalled now, listed or not; 0 when resolved
+  // The stalled streams, longest waiting first (at most kMaxStallStreams from the injector);
+  // empty when resolved.
+  typename S::template List<BasicStallStream<S>> streams;
+
+  bool operator==(const BasicStallEvent&) const = default;
+};
+
 using ProcessStartEvent = BasicProcessStartEvent<View>;
 using DeviceEvent = BasicDeviceEvent<View>;
 using KernelEvent = BasicKernelEvent<View>;
@@ -461,6 +553,9 @@ using StatsEvent = BasicStatsEvent<View>;
 using ProcessEndEvent = BasicProcessEndEvent<View>;
 using ProcessLostEvent = BasicProcessLostEvent<View>;
 using ProcessCrashEvent = BasicProcessCrashEvent<View>;
+using StallLaunch = BasicStallLaunch<View>;
+using StallStream = BasicStallStream<View>;
+using StallEvent = BasicStallEvent<View>;
 
 using OwnedProcessStartEvent = BasicProcessStartEvent<Owned>;
 using OwnedDeviceEvent = BasicDeviceEvent<Owned>;
@@ -471,13 +566,16 @@ using OwnedStatsEvent = BasicStatsEvent<Owned>;
 using OwnedProcessEndEvent = BasicProcessEndEvent<Owned>;
 using OwnedProcessLostEvent = BasicProcessLostEvent<Owned>;
 using OwnedProcessCrashEvent = BasicProcessCrashEvent<Owned>;
+using OwnedStallLaunch = BasicStallLaunch<Owned>;
+using OwnedStallStream = BasicStallStream<Owned>;
+using OwnedStallEvent = BasicStallEvent<Owned>;
 
 // Any event; the alternative index is the EventType.
 template <class S>
 using BasicEvent = std::variant<BasicProcessStartEvent<S>, BasicDeviceEvent<S>, BasicKernelEvent<S>,
                                 BasicKernelTimeEvent<S>, BasicApiErrorEvent<S>, BasicStatsEvent<S>,
                                 BasicProcessEndEvent<S>, BasicProcessLostEvent<S>,
-                                BasicProcessCrashEvent<S>>;
+                                BasicProcessCrashEvent<S>, BasicStallEvent<S>>;
 using Event = BasicEvent<View>;
 using OwnedEvent = BasicEvent<Owned>;
 static_assert(std::variant_size_v<Event> == kEventTypeCount);

@@ -23,17 +23,24 @@
 //     of a multi-device cooperative launch, is its own launch) in a fixed-size set-associative
 //     table; a full set evicts its oldest entry (counted). Time whose kernel is unknown (lost,
 //     evicted or never sent) is counted under its device and kernel="unknown".
-//  5. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
+//  5. Stalls: the processes that report a GPU stall now (their latest stall event says stalled),
+//     with the age of the oldest unfinished kernel per device. Series exist only while a process
+//     is stalled; at most kMaxStallSeries (process, device) pairs get their own, the oldest
+//     first, and the others are one series whose labels are all "other" (their largest age).
+//     Updated at most once a second per process (the producer's rate), under a mutex.
+//  6. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
 //     event, rejection, loss, drop, timing-drop, API-error and byte counts) may be called from
-//     any thread. Kernel(),
-//     KernelTime() and ProcessGone() share the join table and must be called from one thread at
-//     a time (the daemon's ingest thread); they may run concurrently with every other method.
+//     any thread. Kernel(), KernelTime() and ProcessGone() share the join table and must be called
+//     from one thread at a time (the daemon's ingest thread); they may run concurrently with every
+//     other method.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
 #define CUFLIGHT_METRICS_METRICS_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -119,13 +126,31 @@ class Metrics {
   void KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
                   uint64_t duration_ns, uint64_t graph_node_id = 0);
   // Forgets the join state of a process that has gone (its pending launches are dropped
-  // without being counted as evicted). Scans the join table: O(join_capacity).
+  // without being counted as evicted; scans the join table: O(join_capacity)), and its stall.
   // Join-table thread rule (above).
   void ProcessGone(uint64_t process_id);
+
+  // Most (process, device) pairs of stalled processes with series of their own (design point 5).
+  static constexpr size_t kMaxStallSeries = 64;
+  // One device of a stalled process: the age of its oldest unfinished kernel when the stall event
+  // was built.
+  struct StallAge {
+    int32_t device = 0;
+    double seconds = 0;
+  };
+  // A process's latest stall event, received at `received` (steady clock): stalled with `ages`
+  // per device (each device once), or, when `ages` is empty (resolved, or nothing listed), not
+  // stalled any more. The gauge of a device is its age plus the time since `received`: it keeps
+  // growing until the next event. `hostname`, `pid` and `exe` (cut to a basename of at most
+  // kMaxKernelNameBytes) label the series. Any thread.
+  void Stall(uint64_t process_id, std::string_view hostname, int32_t pid, std::string_view exe,
+             std::span<const StallAge> ages, std::chrono::steady_clock::time_point received);
 
   // Every series in the Prometheus text exposition format 0.0.4 (HELP and TYPE lines, then the
   // samples; families in a fixed order). Any thread; allocates the returned string only.
   std::string Render() const;
+  // The same at a given time (the stall ages grow with it); for tests.
+  std::string Render(std::chrono::steady_clock::time_point now) const;
 
  private:
   struct State;

@@ -41,9 +41,21 @@ enum class Ending : uint8_t {
   kLost = 2,      // process_lost: the connection ended without process_end
   kApiError = 3,  // its last CUDA activity (kernel launch or failed call) is an api_error
   kCrash = 4,     // a process_crash event: a fatal signal in the process
+  // No process_end or process_lost, and its latest stall event says stalled: hung when the log
+  // ends (still hung, or the log is cut).
+  kStalled = 5,
 };
-// "ended", "running", "lost", "api_error", "crash".
+// "ended", "running", "lost", "api_error", "crash", "stalled".
 std::string_view EndingName(Ending ending);
+
+// A process's GPU stalls, from its stall events (docs/crash.md, "GPU hangs").
+struct StallSummary {
+  uint64_t stalls = 0;     // stalls that began: a stalled event with none going on before it
+  int64_t longest_ms = 0;  // the longest: resolved events' stalled_ms, or the last one's so far
+  bool ongoing = false;    // the latest stall event says stalled
+  // The latest stall event with state stalled: what was stalled, per stream.
+  schema::OwnedStallEvent latest;
+};
 
 // One kernel launch as the review section shows it.
 struct LaunchSummary {
@@ -84,6 +96,7 @@ struct ProcessSummary {
   std::optional<schema::OwnedProcessLostEvent> lost;
   std::optional<schema::OwnedProcessCrashEvent> crash;  // the latest
   std::optional<schema::OwnedApiErrorEvent> last_api_error;
+  std::optional<StallSummary> stall;  // set when the process sent a stall event
   // Events the process reported as dropped (process_end, else its latest stats).
   uint64_t dropped = 0;
   // Kernel timing records the process reported lost (no kernel_time for them; process_end, else
@@ -193,7 +206,9 @@ struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
   std::vector<ProcessSummary> processes;  // by ProcessKey, filtered by --pid
-  std::vector<size_t> review;             // indices into processes: ending lost/api_error/crash
+  // Indices into processes: the stalled ones first (a stall going on at the end of the log),
+  // then those that ended lost, api_error or crash or had a stall (review.h).
+  std::vector<size_t> review;
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures
   uint64_t timed_launches = 0;

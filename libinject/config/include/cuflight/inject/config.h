@@ -48,17 +48,36 @@ inline constexpr uint64_t kDefaultSpillMaxBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kMinSpillMaxBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxSpillMaxBytes = uint64_t{64} << 40;
 
+// CUFLIGHT_STALL_MS: 0 turns stall detection off; otherwise at least kMinStallMs (the activity
+// flush that shows kernels finishing runs every few hundred ms, so a shorter threshold would call
+// every kernel stalled) and at most an hour.
+inline constexpr uint32_t kDefaultStallMs = 10'000;
+inline constexpr uint32_t kMinStallMs = 100;
+inline constexpr uint32_t kMaxStallMs = 3'600'000;
+
 // CUFLIGHT_COLLECTOR_UID: the largest uid (uid_t's all-ones value, (uid_t)-1, means "none").
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 18> kConfigVariables = {
-    "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
-    "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
-    "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
-    "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
-    "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
-    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER"};
+inline constexpr std::array<std::string_view, 19> kConfigVariables = {"CUFLIGHT_COLLECTOR",
+                                                                      "CUFLIGHT_COLLECTOR_UID",
+                                                                      "CUFLIGHT_TIMING",
+                                                                      "CUFLIGHT_RING_SIZE",
+                                                                      "CUFLIGHT_ON_FULL",
+                                                                      "CUFLIGHT_FLUSH_MS",
+                                                                      "CUFLIGHT_STATS_MS",
+                                                                      "CUFLIGHT_BUFFER_BYTES",
+                                                                      "CUFLIGHT_INCLUDE",
+                                                                      "CUFLIGHT_EXCLUDE",
+                                                                      "CUFLIGHT_SAMPLE",
+                                                                      "CUFLIGHT_LOG_LEVEL",
+                                                                      "CUFLIGHT_SPILL_DIR",
+                                                                      "CUFLIGHT_SPILL_ROTATE_BYTES",
+                                                                      "CUFLIGHT_SPILL_MAX_BYTES",
+                                                                      "CUFLIGHT_API_ERRORS",
+                                                                      "CUFLIGHT_API_ERROR_HISTORY",
+                                                                      "CUFLIGHT_CRASH_HANDLER",
+                                                                      "CUFLIGHT_STALL_MS"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -111,6 +130,10 @@ struct Config {
   // CUFLIGHT_CRASH_HANDLER: handle SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT to send what is
   // pending and a process_crash event before the signal takes its course.
   bool crash_handler = true;
+  // CUFLIGHT_STALL_MS: report a stall (docs/crash.md, "GPU hangs") when launched kernels have
+  // not finished for this long; 0: off. 0 or in [kMinStallMs, kMaxStallMs]. Needs kernel timing:
+  // ParseConfig makes it 0 when `timing` is false (with a warning when the variable was set).
+  uint32_t stall_ms = kDefaultStallMs;
 
   bool operator==(const Config&) const = default;
 };
@@ -132,7 +155,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
 // ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
-// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler");
+// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
+// "stall_ms");
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

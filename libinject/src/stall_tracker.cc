@@ -1,0 +1,318 @@
+#include "stall_tracker.h"
+
+#include <cupti.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "mix64.h"
+
+namespace cuflight::inject {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Buckets of the stream index: a power of two, four times kMaxStreams (short probes).
+constexpr size_t kIndexSize = 4 * StallTracker::kMaxStreams;
+
+size_t StreamHash(uint64_t context, uint64_t stream) {
+  return static_cast<size_t>(Mix64(context * 0x9E3779B97F4A7C15ULL ^ stream)) & (kIndexSize - 1);
+}
+
+int64_t Ms(StallTracker::Clock::duration d) {
+  const int64_t ms = std::chrono::duration_cast<milliseconds>(d).count();
+  return ms < 0 ? 0 : ms;
+}
+
+// Copies `text` into out[0, kMaxStallNameBytes): whole when it fits, else its first bytes (not
+// splitting a UTF-8 sequence) followed by schema::kTruncationMarker. Returns the size written.
+uint16_t CutName(std::string_view text, char* out) {
+  constexpr size_t kCap = schema::kMaxStallNameBytes;
+  if (text.size() <= kCap) {
+    std::memcpy(out, text.data(), text.size());
+    return static_cast<uint16_t>(text.size());
+  }
+  const std::string_view marker = schema::kTruncationMarker;
+  size_t keep = kCap - marker.size();
+  // Back off continuation bytes (10xxxxxx) so that the cut falls before a sequence's first byte.
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  std::memcpy(out, text.data(), keep);
+  std::memcpy(out + keep, marker.data(), marker.size());
+  return static_cast<uint16_t>(keep + marker.size());
+}
+
+}  // namespace
+
+StallTracker::StallTracker(milliseconds threshold)
+    : threshold_(threshold),
+      repeat_(
+          std::clamp<milliseconds>(threshold, std::chrono::seconds(1), std::chrono::seconds(60))),
+      check_interval_(std::clamp<milliseconds>(threshold / 4, milliseconds(10), milliseconds(100))),
+      entries_(new Entry[kMaxPending]),
+      streams_(kMaxStreams),
+      index_(kIndexSize, static_cast<int16_t>(kNone)),
+      names_(new Name[kMaxNames]) {
+  for (int i = 0; i < kMaxPending; ++i) entries_[i].next = i + 1 < kMaxPending ? i + 1 : kNone;
+  free_ = 0;
+}
+
+milliseconds StallTracker::flush_interval() const {
+  return std::clamp<milliseconds>(threshold_ / 4, milliseconds(50), milliseconds(500));
+}
+
+StallTracker::Stream* StallTracker::FindStream(uint64_t context, uint64_t stream) noexcept {
+  if (last_stream_ != kNone) {
+    Stream& s = streams_[static_cast<size_t>(last_stream_)];
+    if (s.used && s.context == context && s.stream == stream) return &s;
+  }
+  for (size_t i = StreamHash(context, stream), probes = 0; probes < kIndexSize;
+       i = (i + 1) & (kIndexSize - 1), ++probes) {
+    const int16_t slot = index_[i];
+    if (slot == kNone) return nullptr;
+    Stream& s = streams_[static_cast<size_t>(slot)];
+    if (s.context == context && s.stream == stream) {
+      last_stream_ = slot;
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+void StallTracker::RebuildIndex() noexcept {
+  std::fill(index_.begin(), index_.end(), static_cast<int16_t>(kNone));
+  for (size_t slot = 0; slot < streams_.size(); ++slot) {
+    const Stream& s = streams_[slot];
+    if (!s.used) continue;
+    size_t i = StreamHash(s.context, s.stream);
+    while (index_[i] != kNone) i = (i + 1) & (kIndexSize - 1);
+    index_[i] = static_cast<int16_t>(slot);
+  }
+}
+
+StallTracker::Stream* StallTracker::FindOrAddStream(uint64_t context, uint64_t stream,
+                                                    Clock::time_point now) noexcept {
+  if (Stream* s = FindStream(context, stream)) return s;
+  // A slot never used, else the least recently used one with nothing pending and not in the
+  // stall being reported.
+  int chosen = kNone;
+  bool reuse = false;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const Stream& s = streams_[i];
+    if (!s.used) {
+      chosen = static_cast<int>(i);
+      reuse = false;
+      break;
+    }
+    if (s.count == 0 && !s.reported &&
+        (chosen == kNone || s.last_used < streams_[static_cast<size_t>(chosen)].last_used)) {
+      chosen = static_cast<int>(i);
+      reuse = true;
+    }
+  }
+  if (chosen == kNone) return nullptr;
+  Stream& s = streams_[static_cast<size_t>(chosen)];
+  s = Stream{};
+  s.context = context;
+  s.stream = stream;
+  s.used = true;
+  s.last_used = now;
+  if (reuse) {
+    RebuildIndex();  // the slot's old key is somewhere in the index
+  } else {
+    size_t i = StreamHash(context, stream);
+    while (index_[i] != kNone) i = (i + 1) & (kIndexSize - 1);
+    index_[i] = static_cast<int16_t>(chosen);
+  }
+  last_stream_ = chosen;
+  return &s;
+}
+
+uint16_t StallTracker::AcquireName(const Launch& launch) noexcept {
+  const size_t home = static_cast<size_t>(Mix64(launch.function_id)) & (kMaxNames - 1);
+  int free_slot = kNone;
+  for (size_t k = 0; k < kNameProbe; ++k) {
+    const size_t i = (home + k) & (kMaxNames - 1);
+    Name& n = names_[i];
+    if (n.refs > 0 && n.function_id == launch.function_id) {
+      ++n.refs;
+      return static_cast<uint16_t>(i);
+    }
+    if (n.refs == 0 && free_slot == kNone) free_slot = static_cast<int>(i);
+  }
+  if (free_slot == kNone) return kNoName;  // the event then shows the launch without a name
+  Name& n = names_[static_cast<size_t>(free_slot)];
+  n.function_id = launch.function_id;
+  n.refs = 1;
+  n.name_size = CutName(launch.name, n.name);
+  n.demangled_size = CutName(launch.demangled, n.demangled);
+  return static_cast<uint16_t>(free_slot);
+}
+
+void StallTracker::ReleaseName(uint16_t name) noexcept {
+  if (name != kNoName && names_[name].refs > 0) --names_[name].refs;
+}
+
+void StallTracker::OnLaunch(const Launch& launch) noexcept {
+  if (launch.context == CUPTI_INVALID_CONTEXT_ID || launch.stream == CUPTI_INVALID_STREAM_ID) {
+    ++untracked_;  // its activity record names a stream this launch cannot be matched to
+    return;
+  }
+  Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
+  if (s == nullptr || free_ == kNone) {
+    ++untracked_;
+    return;
+  }
+  s->device = launch.device;
+  s->last_used = std::max(s->last_used, launch.launched_at);
+  if (launch.correlation_id <= s->finished_up_to) return;  // its record came first: finished
+  const int32_t e = free_;
+  Entry& entry = entries_[e];
+  free_ = entry.next;
+  entry.correlation_id = launch.correlation_id;
+  entry.launched_at = launch.launched_at;
+  entry.grid = launch.grid;
+  entry.block = launch.block;
+  entry.occupancy = launch.occupancy;
+  entry.name = AcquireName(launch);
+  entry.next = kNone;
+  if (s->tail == kNone) {
+    s->head = e;
+    s->completed_at_wait = completed_;
+  } else {
+    entries_[s->tail].next = e;
+  }
+  s->tail = e;
+  ++s->count;
+  ++pending_;
+}
+
+void StallTracker::PopHead(Stream& s) noexcept {
+  const int32_t e = s.head;
+  Entry& entry = entries_[e];
+  s.head = entry.next;
+  if (s.head == kNone) s.tail = kNone;
+  --s.count;
+  --pending_;
+  ReleaseName(entry.name);
+  entry.next = free_;
+  free_ = e;
+}
+
+void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
+                              Clock::time_point now) noexcept {
+  ++completed_;
+  Stream* s = FindOrAddStream(context, stream, now);
+  if (s == nullptr) return;
+  s->finished_up_to = std::max(s->finished_up_to, correlation_id);
+  s->progress_at = now;
+  s->last_used = now;
+  while (s->head != kNone && entries_[s->head].correlation_id <= s->finished_up_to) PopHead(*s);
+  if (s->count > 0) s->completed_at_wait = completed_;
+}
+
+void StallTracker::OnTimingLost() noexcept {
+  for (Stream& s : streams_) {
+    if (!s.used || s.reported) continue;
+    while (s.head != kNone) PopHead(s);
+  }
+}
+
+StallTracker::Clock::time_point StallTracker::WaitStart(const Stream& s) const noexcept {
+  return std::max(entries_[s.head].launched_at, s.progress_at);
+}
+
+bool StallTracker::PollAtExit(Clock::time_point now, schema::StallEvent* out) noexcept {
+  if (!stalled_) return false;
+  now = std::max(now, last_poll_);
+  for (const Stream& s : streams_) {
+    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) return false;
+  }
+  next_check_ = Clock::time_point{};
+  return Poll(now, out);  // resolved
+}
+
+bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept {
+  if (now < next_check_) return false;
+  next_check_ = now + check_interval_;
+  last_poll_ = now;
+  int n = 0;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const Stream& s = streams_[i];
+    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) {
+      order_[n++] = static_cast<int>(i);
+    }
+  }
+  if (n == 0) {
+    if (!stalled_) return false;
+    *out = schema::StallEvent{};
+    out->state = schema::StallState::kResolved;
+    out->stall_ms = threshold_.count();
+    out->stalled_ms = Ms(now - stall_began_);
+    out->completed = completed_ - completed_at_event_;
+    stalled_ = false;
+    for (Stream& s : streams_) s.reported = false;
+    return true;
+  }
+  if (!stalled_) {
+    stalled_ = true;
+    stall_began_ = now;
+    completed_at_event_ = completed_;
+    for (int k = 0; k < n; ++k) {
+      const Stream& s = streams_[static_cast<size_t>(order_[k])];
+      stall_began_ = std::min(stall_began_, WaitStart(s));
+      completed_at_event_ = std::min(completed_at_event_, s.completed_at_wait);
+    }
+  } else if (now < next_event_) {
+    return false;
+  }
+  next_event_ = now + repeat_;
+  // Longest waiting first.
+  std::sort(order_.begin(), order_.begin() + n, [this](int a, int b) {
+    return WaitStart(streams_[static_cast<size_t>(a)]) <
+           WaitStart(streams_[static_cast<size_t>(b)]);
+  });
+  for (Stream& s : streams_) s.reported = false;
+  for (int k = 0; k < n; ++k) streams_[static_cast<size_t>(order_[k])].reported = true;
+  const int listed = std::min(n, static_cast<int>(schema::kMaxStallStreams));
+  for (int k = 0; k < listed; ++k) {
+    const Stream& s = streams_[static_cast<size_t>(order_[k])];
+    schema::StallStream& view = event_streams_[static_cast<size_t>(k)];
+    view.device = s.device;
+    view.context = s.context;
+    view.stream = s.stream;
+    view.waiting_ms = Ms(now - WaitStart(s));
+    view.unfinished = s.count;
+    auto& launches = event_launches_[static_cast<size_t>(k)];
+    size_t m = 0;
+    for (int32_t e = s.head; e != kNone && m < launches.size(); e = entries_[e].next, ++m) {
+      const Entry& entry = entries_[e];
+      schema::StallLaunch& l = launches[m];
+      l.correlation_id = entry.correlation_id;
+      if (entry.name != kNoName) {
+        const Name& name = names_[entry.name];
+        l.name = std::string_view(name.name, name.name_size);
+        l.demangled = std::string_view(name.demangled, name.demangled_size);
+      } else {
+        l.name = {};
+        l.demangled = {};
+      }
+      l.grid = entry.grid;
+      l.block = entry.block;
+      l.occupancy = entry.occupancy;
+      l.age_ms = Ms(now - entry.launched_at);
+    }
+    view.launches = std::span<const schema::StallLaunch>(launches.data(), m);
+  }
+  *out = schema::StallEvent{};
+  out->state = schema::StallState::kStalled;
+  out->stall_ms = threshold_.count();
+  out->stalled_ms = event_streams_[0].waiting_ms;
+  out->completed = completed_ - completed_at_event_;
+  completed_at_event_ = completed_;
+  out->streams_stalled = n;
+  out->streams =
+      std::span<const schema::StallStream>(event_streams_.data(), static_cast<size_t>(listed));
+  return true;
+}
+
+}  // namespace cuflight::inject

@@ -1,0 +1,179 @@
+// Which launched kernels have not finished, per stream, and when a stream has made no progress
+// for the stall threshold (CUFLIGHT_STALL_MS): the sender thread's view, built from what it drains
+// anyway (launch records as it builds their kernel events, kernel activity records as CUPTI hands
+// them over). Nothing here runs on a launching thread.
+//
+// 1. A launch is pending from its record until its stream is seen finishing it: a complete kernel
+//    activity record with its correlation id, or with a later one on the same stream. Kernels of
+//    one stream finish in launch order and correlation ids grow with each API call, so a later
+//    kernel finishing (the activity record of a launch not recorded, a sampled-out one, a graph
+//    node) finishes every earlier one too, and a lost or late record is made up by the next one.
+//    Launches whose stream CUPTI could not name (CUPTI_INVALID_STREAM_ID) are not tracked.
+// 2. Progress. A stream's wait starts when its oldest pending launch was launched or the stream
+//    was last seen finishing a kernel, whichever is later: kernels queued behind a long one wait
+//    from when it finished, not from their own launch. A stream whose wait reaches the threshold
+//    is stalled; the process is stalled while any stream is.
+// 3. Events (Poll). Stalled: when the first stream stalls; again every repeat interval (the
+//    threshold, at least 1 s, at most 60 s) while one stays stalled; resolved when none is any
+//    more. Each lists the kMaxStallStreams longest-waiting streams with their kMaxStallLaunches
+//    oldest pending launches.
+// 4. Bounded, allocated once: kMaxStreams streams with pending launches (a stream with none is
+//    reused for a new one), kMaxPending pending launches, names of kMaxNames functions with
+//    pending launches. A launch that finds no room is not tracked (counted in untracked()): the
+//    oldest launches, which a stall names, are the ones kept.
+// 5. Lost timing records (CUPTI had no activity buffer): a launch pending then may have finished
+//    unseen, and nothing later on an idle stream would show it. OnTimingLost forgets the pending
+//    launches of every stream not in the stall being reported.
+// Threads: one at a time (the sender thread). No allocation after the constructor; no lock.
+#ifndef CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
+#define CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "cuflight/schema/events.h"
+
+namespace cuflight::inject {
+
+class StallTracker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static constexpr int kMaxStreams = 256;
+  static constexpr int kMaxPending = 8192;
+  static constexpr int kMaxNames = 256;
+  // Probe window of the name table (a function's name is in one of these slots from its hash).
+  static constexpr int kNameProbe = 8;
+
+  // A recorded launch whose kernel event was built.
+  struct Launch {
+    uint64_t context = 0;  // CUPTI's ids, as in the kernel event
+    uint64_t stream = 0;
+    int32_t device = 0;
+    uint64_t correlation_id = 0;
+    uint64_t function_id = 0;  // FunctionInfo::id: names are kept once per function
+    std::string_view name;     // read during the call only
+    std::string_view demangled;
+    schema::Dim3 grid;
+    schema::Dim3 block;
+    double occupancy = 0;
+    Clock::time_point launched_at;  // on the sender's clock
+  };
+
+  // `threshold` > 0. Allocates the tables (about 0.6 MiB); throws std::bad_alloc.
+  explicit StallTracker(std::chrono::milliseconds threshold);
+  StallTracker(const StallTracker&) = delete;
+  StallTracker& operator=(const StallTracker&) = delete;
+
+  void OnLaunch(const Launch& launch) noexcept;
+  // A complete kernel activity record (CUPTI's contextId, streamId, correlationId) handled at
+  // `now`.
+  void OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
+                  Clock::time_point now) noexcept;
+  // Timing records were lost (design point 5).
+  void OnTimingLost() noexcept;
+
+  // At most every check interval (a quarter of the threshold, at most 100 ms): whether a stall
+  // event is due at `now`. When it is, fills *out (its header excepted) with views into this
+  // object, valid until its next non-const call.
+  bool Poll(Clock::time_point now, schema::StallEvent* out) noexcept;
+
+  // At the process's exit, after the last activity records were handled: a resolved event when a
+  // stall was reported and no stream is stalled any more (never a new stalled event). `now` is
+  // taken as at least the time of the last Poll.
+  bool PollAtExit(Clock::time_point now, schema::StallEvent* out) noexcept;
+
+  std::chrono::milliseconds threshold() const { return threshold_; }
+  // How often the sender should ask CUPTI for completed activity buffers so that kernels are seen
+  // finishing well within the threshold: a quarter of it, within [50, 500] ms.
+  std::chrono::milliseconds flush_interval() const;
+  bool stalled() const { return stalled_; }
+  // Launches pending now, and launches not tracked for want of room since construction.
+  int pending() const { return pending_; }
+  uint64_t untracked() const { return untracked_; }
+
+ private:
+  static constexpr uint16_t kNoName = 0xFFFF;
+  static constexpr int32_t kNone = -1;
+
+  struct Entry {
+    uint64_t correlation_id;
+    Clock::time_point launched_at;
+    schema::Dim3 grid;
+    schema::Dim3 block;
+    double occupancy;
+    uint16_t name;  // index into names_, or kNoName
+    int32_t next;   // the next pending launch of the stream, or the next free entry
+  };
+
+  struct Stream {
+    uint64_t context = 0;
+    uint64_t stream = 0;
+    int32_t device = 0;
+    bool used = false;
+    bool reported = false;  // in the stall event sent last
+    int32_t head = kNone;   // oldest pending launch
+    int32_t tail = kNone;
+    int64_t count = 0;
+    uint64_t finished_up_to = 0;      // highest correlation id seen finishing on the stream
+    Clock::time_point progress_at{};  // when a kernel of the stream was last seen finishing
+    // completed_ when the stream's wait began, for the first event's `completed`.
+    uint64_t completed_at_wait = 0;
+    Clock::time_point last_used{};
+  };
+
+  struct Name {
+    uint64_t function_id = 0;
+    uint32_t refs = 0;  // pending launches using it; 0: free
+    uint16_t name_size = 0;
+    uint16_t demangled_size = 0;
+    char name[schema::kMaxStallNameBytes];
+    char demangled[schema::kMaxStallNameBytes];
+  };
+
+  Stream* FindStream(uint64_t context, uint64_t stream) noexcept;
+  Stream* FindOrAddStream(uint64_t context, uint64_t stream, Clock::time_point now) noexcept;
+  void RebuildIndex() noexcept;
+  uint16_t AcquireName(const Launch& launch) noexcept;
+  void ReleaseName(uint16_t name) noexcept;
+  // Drops the stream's oldest pending launch.
+  void PopHead(Stream& s) noexcept;
+  Clock::time_point WaitStart(const Stream& s) const noexcept;
+
+  std::chrono::milliseconds threshold_;
+  std::chrono::milliseconds repeat_;
+  std::chrono::milliseconds check_interval_;
+
+  std::unique_ptr<Entry[]> entries_;
+  int32_t free_ = kNone;
+  int pending_ = 0;
+  std::vector<Stream> streams_;
+  // (context, stream) -> index into streams_, open addressing; rebuilt when a stream is reused.
+  std::vector<int16_t> index_;
+  int last_stream_ = kNone;  // the stream found last (records come in runs of one stream)
+  std::unique_ptr<Name[]> names_;
+
+  uint64_t untracked_ = 0;
+  uint64_t completed_ = 0;  // kernels seen finishing, all time
+
+  Clock::time_point next_check_{};
+  Clock::time_point last_poll_{};
+  bool stalled_ = false;
+  Clock::time_point stall_began_{};
+  Clock::time_point next_event_{};
+  uint64_t completed_at_event_ = 0;  // completed_ when the last stall event was built
+
+  // The event's storage: the listed streams and their launches.
+  std::array<schema::StallStream, schema::kMaxStallStreams> event_streams_{};
+  std::array<std::array<schema::StallLaunch, schema::kMaxStallLaunches>, schema::kMaxStallStreams>
+      event_launches_{};
+  std::array<int, kMaxStreams> order_{};  // scratch: stalled streams by wait
+};
+
+}  // namespace cuflight::inject
+
+#endif  // CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_

@@ -59,8 +59,8 @@ using internal::Utf8Length;
   X(cpu_ns) X(timing_dropped) X(occupancy_disagreements) X(api_errors_routine)                  \
   X(api_errors_suppressed)                                                                       \
   X(exit_code)                                                                                   \
-  X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
-  X(signal) X(signal_name) X(addr) X(app_handler)
+  X(last_seq) X(reason) X(events_stored) X(events_lost) X(events_recovered)                    \
+  X(signal) X(signal_name) X(addr) X(app_handler) X(recovered)
 
 #define CUFLIGHT_SCHEMA_KEY_ENUM(name) k_##name,
 #define CUFLIGHT_SCHEMA_KEY_NAME(name) #name,
@@ -1253,6 +1253,7 @@ void CheckDevice(Checker& c) {
   }
   c.Int<int64_t>(k_warp_size, kCount32);
   c.Int<int64_t>(k_max_cluster_size, kCount32);
+  c.OptionalBool(k_recovered);
 }
 
 void CheckKernel(Checker& c) {
@@ -1298,6 +1299,7 @@ void CheckKernel(Checker& c) {
   c.Int<int64_t>(k_best_block_size, kCount32);
   c.OptionalOccupancySource(k_occupancy_source);
   c.OptionalInt(k_engine_max_active_blocks, kCount32);
+  c.OptionalBool(k_recovered);
 }
 
 void CheckKernelTime(Checker& c) {
@@ -1353,6 +1355,7 @@ void CheckProcessLost(Checker& c) {
   c.OneLostReason(k_reason);
   c.Int<int64_t>(k_events_stored, kUint64);
   c.Int<int64_t>(k_events_lost, kUint64);
+  c.OptionalInt(k_events_recovered, kUint64);
 }
 
 void CheckProcessCrash(Checker& c) {

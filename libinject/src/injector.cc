@@ -301,7 +301,7 @@ void Injector::MakeRing(Pipeline* pipeline, int32_t pid) {
       std::clamp<size_t>(config_.ring_slots, LaunchRing::kMinCapacity, LaunchRing::kMaxCapacity));
   // The black box is passed to the collector over its Unix socket; a TCP collector cannot
   // receive it.
-  if (!config_.collector_path.starts_with("tcp:")) {
+  if (config_.blackbox && !config_.collector_path.starts_with("tcp:")) {
     blackbox::RegionOptions region;
     region.ring_capacity = static_cast<uint32_t>(capacity);
     region.journal_capacity = static_cast<uint32_t>(std::min<size_t>(capacity, kMaxJournal));

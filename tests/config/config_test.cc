@@ -47,6 +47,7 @@ Config Documented() {
   c.api_errors = true;
   c.api_error_history = 8;
   c.crash_handler = true;
+  c.blackbox = true;
   return c;
 }
 
@@ -329,6 +330,9 @@ TEST(ConfigTest, ApiErrorsAndCrashHandler) {
   ExpectRejected("CUFLIGHT_API_ERROR_HISTORY", "65", "8");
   ExpectRejected("CUFLIGHT_API_ERRORS", "maybe", "true");
   ExpectRejected("CUFLIGHT_CRASH_HANDLER", "2", "true");
+  EXPECT_FALSE(Accepted("CUFLIGHT_BLACKBOX", "0").blackbox);
+  EXPECT_TRUE(Accepted("CUFLIGHT_BLACKBOX", "on").blackbox);
+  ExpectRejected("CUFLIGHT_BLACKBOX", "sometimes", "true");
 }
 
 // CUFLIGHT_COLLECTOR_UID: a numeric uid; 4294967295 is (uid_t)-1, "no uid" to the kernel.
@@ -367,7 +371,8 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"spill_max_bytes", "1073741824"},
       {"api_errors", "true"},
       {"api_error_history", "8"},
-      {"crash_handler", "true"}};
+      {"crash_handler", "true"},
+      {"blackbox", "true"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {

@@ -32,6 +32,7 @@ constexpr std::string_view kSpillMaxBytes = "CUFLIGHT_SPILL_MAX_BYTES";
 constexpr std::string_view kApiErrors = "CUFLIGHT_API_ERRORS";
 constexpr std::string_view kApiErrorHistory = "CUFLIGHT_API_ERROR_HISTORY";
 constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
+constexpr std::string_view kBlackbox = "CUFLIGHT_BLACKBOX";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -361,6 +362,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadBool(kApiErrors, &c.api_errors);
     p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
     p.ReadBool(kCrashHandler, &c.crash_handler);
+    p.ReadBool(kBlackbox, &c.blackbox);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -397,6 +399,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"api_errors", config.api_errors ? "true" : "false"},
         {"api_error_history", std::to_string(config.api_error_history)},
         {"crash_handler", config.crash_handler ? "true" : "false"},
+        {"blackbox", config.blackbox ? "true" : "false"},
     };
   } catch (...) {
     return {};

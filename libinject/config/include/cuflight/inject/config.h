@@ -52,13 +52,14 @@ inline constexpr uint64_t kMaxSpillMaxBytes = uint64_t{64} << 40;
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 18> kConfigVariables = {
+inline constexpr std::array<std::string_view, 19> kConfigVariables = {
     "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
     "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
     "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
     "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
     "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
-    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER"};
+    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
+    "CUFLIGHT_BLACKBOX"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -111,6 +112,10 @@ struct Config {
   // CUFLIGHT_CRASH_HANDLER: handle SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT to send what is
   // pending and a process_crash event before the signal takes its course.
   bool crash_handler = true;
+  // CUFLIGHT_BLACKBOX: keep the launch ring and what the collector needs to make its events in a
+  // memfd passed to the collector, which reads it if the process dies without a word (SIGKILL,
+  // the OOM killer): docs/crash.md. Off: the ring in the process's own memory.
+  bool blackbox = true;
 
   bool operator==(const Config&) const = default;
 };
@@ -132,7 +137,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
 // ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
-// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler");
+// "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
+// "blackbox");
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

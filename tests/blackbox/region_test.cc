@@ -46,6 +46,14 @@ TEST(RegionWriterTest, TheMemfdIsSealedAndSized) {
 // A ring too large for the collector's bound gets no black box (the caller keeps its ring in
 // its own memory).
 TEST(RegionWriterTest, ARingBeyondTheBoundGetsNoRegion) {
+  // 262144 slots (32 MiB) with a full journal (11 MiB), the default descriptors and names still
+  // fit in 64 MiB (docs/protocol.md); twice that does not.
+  RegionOptions fits;
+  fits.ring_capacity = 262144;
+  fits.journal_capacity = 65536;
+  EXPECT_GT(RegionWriter::RegionBytes(fits), 0u);
+  fits.ring_capacity = 524288;
+  EXPECT_EQ(RegionWriter::RegionBytes(fits), 0u);
   RegionOptions options;
   options.ring_capacity = 1u << 20;  // 128 MiB of slots
   options.journal_capacity = 1u << 16;

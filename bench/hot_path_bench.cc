@@ -1,6 +1,8 @@
 // The launch hot path: the CUPTI callback handler on hand-made callback data for a function,
 // device and context already seen (the cached case), through to the record in the ring. The
 // ring is drained with the timer paused whenever it is full, so every timed push succeeds.
+// BM_LaunchCallbackCachedInBlackbox: the same with the ring in a black box (a memfd of 262144
+// slots, the largest ring a black box holds), as the injected library runs it by default.
 //
 // BM_LaunchCallbackNewConfiguration: the slow path a launch configuration takes once (here every
 // launch has a dynamic shared memory size not seen before), with the driver asked for its
@@ -13,7 +15,10 @@
 #include <benchmark/benchmark.h>
 #include <cupti.h>
 
+#include <cstdlib>
+#include <string>
 
+#include "cuflight/blackbox/region_writer.h"
 #include "cuflight/occupancy/device_presets.h"
 #include "device_table.h"
 #include "fake_cuda.h"
@@ -28,6 +33,7 @@ using testing::FakeCuda;
 using testing::FakeFunction;
 
 constexpr size_t kRingSlots = size_t{1} << 20;
+constexpr size_t kBlackboxRingSlots = size_t{1} << 18;
 
 struct Setup {
   FakeCuda fake;
@@ -36,23 +42,40 @@ struct Setup {
   CuptiApi cupti;
   FunctionTable functions{1 << 16};
   DeviceTable devices;
-  LaunchRing ring{kRingSlots};
+  std::unique_ptr<blackbox::RegionWriter> region;
+  std::unique_ptr<LaunchRing> ring;
   std::unique_ptr<Recorder> recorder;
+  size_t ring_slots = kRingSlots;
 
-  Setup() {
+  explicit Setup(bool in_blackbox = false) {
     fake.devices[0] = occupancy::FindDevicePreset("h100-sxm")->limits;
     fake.context_device[0xC0] = 0;
     for (uint64_t f = 0; f < 64; ++f) fake.functions[0x1000 + f] = FakeFunction{};
     driver = fake.driver();
     cupti = fake.cupti();
-    recorder = std::make_unique<Recorder>(&driver, &cupti, &ring, &functions, &devices,
-                                          RecorderOptions{});
+    RecorderOptions options;
+    if (in_blackbox) {
+      ring_slots = kBlackboxRingSlots;
+      blackbox::RegionOptions o;
+      o.ring_capacity = static_cast<uint32_t>(ring_slots);
+      o.journal_capacity = 1 << 16;
+      std::string error;
+      region = blackbox::RegionWriter::Create(o, &error);
+      if (region == nullptr) std::abort();
+      ring = std::make_unique<LaunchRing>(
+          ring_slots, LaunchRing::Storage{region->ring_control(), region->ring_slots()});
+      options.blackbox = region.get();
+    } else {
+      ring = std::make_unique<LaunchRing>(ring_slots);
+    }
+    recorder =
+        std::make_unique<Recorder>(&driver, &cupti, ring.get(), &functions, &devices, options);
   }
 };
 
-template <int kFunctions>
+template <int kFunctions, bool kInBlackbox = false>
 void BM_LaunchCallbackCached(benchmark::State& state) {
-  Setup s;
+  Setup s(kInBlackbox);
   cuLaunchKernel_params params[kFunctions];
   for (int i = 0; i < kFunctions; ++i) {
     params[i] = {reinterpret_cast<CUfunction>(uintptr_t{0x1000} + i), 132, 1, 1, 256, 1, 1, 0,
@@ -69,12 +92,12 @@ void BM_LaunchCallbackCached(benchmark::State& state) {
     s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
   }
   uint32_t i = 0;
-  size_t in_ring = s.ring.SizeApprox();
+  size_t in_ring = s.ring->SizeApprox();
   for (auto _ : state) {
-    if (in_ring == kRingSlots) {
+    if (in_ring == s.ring_slots) {
       state.PauseTiming();
       LaunchRecord r;
-      while (s.ring.TryPop(&r)) {
+      while (s.ring->TryPop(&r)) {
       }
       in_ring = 0;
       state.ResumeTiming();
@@ -84,19 +107,23 @@ void BM_LaunchCallbackCached(benchmark::State& state) {
     s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
     ++in_ring;
   }
-  state.counters["dropped"] = static_cast<double>(s.ring.dropped());
+  state.counters["dropped"] = static_cast<double>(s.ring->dropped());
   state.counters["driver_queries"] = static_cast<double>(s.fake.occupancy_queries);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LaunchCallbackCached<1>);
 BENCHMARK(BM_LaunchCallbackCached<64>);
+void BM_LaunchCallbackCachedInBlackbox(benchmark::State& state) {
+  BM_LaunchCallbackCached<1, true>(state);
+}
+BENCHMARK(BM_LaunchCallbackCachedInBlackbox);
 
 template <int kAskDriver>
 void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {
   Setup s;
   if (!kAskDriver) {
     s.driver.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags = nullptr;
-    s.recorder = std::make_unique<Recorder>(&s.driver, &s.cupti, &s.ring, &s.functions,
+    s.recorder = std::make_unique<Recorder>(&s.driver, &s.cupti, s.ring.get(), &s.functions,
                                             &s.devices, RecorderOptions{});
   }
   cuLaunchKernel_params params = {reinterpret_cast<CUfunction>(uintptr_t{0x1000}), 132, 1, 1, 256,
@@ -110,12 +137,12 @@ void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {
   data.functionParams = &params;
   s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
   uint32_t i = 0;
-  size_t in_ring = s.ring.SizeApprox();
+  size_t in_ring = s.ring->SizeApprox();
   for (auto _ : state) {
-    if (in_ring == kRingSlots) {
+    if (in_ring == s.ring_slots) {
       state.PauseTiming();
       LaunchRecord r;
-      while (s.ring.TryPop(&r)) {
+      while (s.ring->TryPop(&r)) {
       }
       in_ring = 0;
       state.ResumeTiming();

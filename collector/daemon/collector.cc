@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "cuflight/blackbox/region_reader.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
 #include "line_validator.h"
@@ -43,6 +44,15 @@ constexpr uint64_t kTokenUnix = 1;
 constexpr uint64_t kTokenTcp = 2;
 constexpr uint64_t kTokenWake = 3;
 constexpr uint64_t kFirstConnectionId = 16;
+// A producer's pidfd (its black box waits for its end): this bit and the process's id.
+constexpr uint64_t kTokenProducerGone = uint64_t{1} << 62;
+// Descriptors one read takes with SCM_RIGHTS: a producer passes one (its black box); more are
+// closed as they come, and beyond this many the kernel closes them itself (MSG_CTRUNC).
+constexpr size_t kMaxPassedFds = 4;
+// After a connection with a black box ended without process_end, process_lost waits at least
+// this long for the producer's end (its pidfd), so that a producer that is still exiting (the
+// socket closes before the process is reaped) has its black box read.
+constexpr auto kBlackboxWait = std::chrono::seconds(2);
 // The owner TCP connections are counted under for --max-connections-per-uid (they have no uid;
 // (uid_t)-1 is no user's: chown(2) uses it for "unchanged").
 constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
@@ -263,6 +273,8 @@ class Collector::Impl {
     } else if (token == kTokenWake) {
       uint64_t value = 0;
       [[maybe_unused]] const ssize_t ignored = read(wake_fd_, &value, sizeof(value));
+    } else if ((token & kTokenProducerGone) != 0) {
+      OnProducerGone(token & ~kTokenProducerGone);
     } else {
       auto it = connections_.find(token);
       if (it == connections_.end()) return;  // closed earlier in this turn
@@ -446,7 +458,8 @@ class Collector::Impl {
 
   // One read of up to kReadChunkBytes; the lines in it are handled before returning.
   void ReadOnce(Connection& c) {
-    const ssize_t n = recv(c.fd, read_buf_.data(), read_buf_.size(), 0);
+    const ssize_t n =
+        c.is_unix ? ReceiveUnix(c) : recv(c.fd, read_buf_.data(), read_buf_.size(), 0);
     if (n > 0) {
       stats_.bytes_received += static_cast<uint64_t>(n);
       c.last_input = Clock::now();
@@ -458,6 +471,66 @@ class Collector::Impl {
       log_->debug("connection {} ({}): read failed: {}", c.id, c.peer, Errno(errno));
     }
     c.close_requested = true;
+  }
+
+  // recvmsg(2) on a Unix connection: the bytes into read_buf_, and a descriptor the producer
+  // passed (its black box) to TakeBlackbox.
+  ssize_t ReceiveUnix(Connection& c) {
+    iovec iov{read_buf_.data(), read_buf_.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxPassedFds * sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(c.fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) BlackboxRefused(c, "too_many_descriptors", "");
+    for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+        TakeBlackbox(c, fd);
+      }
+    }
+    return n;
+  }
+
+  // A descriptor passed on `c`: the first one is the producer's black box, if it checks out
+  // (producer_blackbox.h); any other is closed, counted and logged.
+  void TakeBlackbox(Connection& c, int fd) {
+    if (c.blackbox_offered) {
+      close(fd);
+      BlackboxRefused(c, "second_descriptor", "a connection passes one black box");
+      return;
+    }
+    c.blackbox_offered = true;
+    std::string_view reason;
+    std::string why;
+    c.blackbox = ProducerBlackbox::Adopt(fd, c.fd, c.peer_pid, &reason, &why);
+    if (c.blackbox == nullptr) {
+      BlackboxRefused(c, reason, why);
+      return;
+    }
+    ++stats_.blackboxes_received;
+    log_->debug("connection {} ({}): black box of {} bytes", c.id, c.peer,
+                c.blackbox->bytes().size());
+  }
+
+  void BlackboxRefused(const Connection& c, std::string_view reason, const std::string& why) {
+    ++stats_.blackbox_errors;
+    if (metrics_ != nullptr) metrics_->BlackboxError(reason);
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn(
+          "connection {} ({}): black box refused ({}){}{}; a kill of it loses what it had "
+          "not sent{}",
+          c.id, c.peer, reason, why.empty() ? "" : ": ", Printable(why, 240),
+          suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                         : std::string());
+    }
   }
 
   void Feed(Connection& c, std::string_view chunk) {
@@ -695,6 +768,7 @@ class Collector::Impl {
                    p->key.pid);
       }
       p->lost_deadline.reset();
+      DropBlackbox(*p);  // alive: it sends what it holds again, and its connection passes its own
     } else {
       std::string error;
       LogSink::Stream* stream = sink_->Acquire(key, &error);
@@ -908,6 +982,7 @@ class Collector::Impl {
     bool wrote = false;
     for (auto& [key, p] : processes_) {
       if (p->connections == 0 && !p->ended && p->lost_deadline && now >= *p->lost_deadline) {
+        RecoverIfGone(*p);
         WriteProcessLost(*p, schema::LostReason::kDisconnected);
         p->lost_deadline.reset();
         finished_.push_back(p->map_key);
@@ -960,6 +1035,12 @@ class Collector::Impl {
           finished_.push_back(p->map_key);
         } else if (stopping_) {
           // Shutdown() writes process_lost for it.
+        } else if (c.blackbox != nullptr) {
+          // The producer may be dying: its black box is read once it is gone, or at the end of
+          // the grace if it is gone by then; a producer that comes back brings its own.
+          WatchBlackbox(*p, std::move(c.blackbox));
+          p->lost_deadline =
+              Clock::now() + std::max<Clock::duration>(options_.reconnect_grace, kBlackboxWait);
         } else if (options_.reconnect_grace.count() == 0 || p->per_connection) {
           // Nobody can continue a per-connection stream: no grace to wait for.
           WriteProcessLost(*p, schema::LostReason::kDisconnected);
@@ -978,6 +1059,127 @@ class Collector::Impl {
     connections_.erase(it);
   }
 
+  // ---- black boxes ----
+
+  // Keeps `box` for `p` (replacing an older one) and watches its pidfd: OnProducerGone when the
+  // producer has exited.
+  void WatchBlackbox(ProducerProcess& p, std::unique_ptr<ProducerBlackbox> box) {
+    DropBlackbox(p);
+    if (!Watch(box->pidfd(), kTokenProducerGone | p.id, EPOLLIN)) {
+      log_->error("cannot watch the pidfd of process {}: {}", p.id, Errno(errno));
+    }
+    p.blackbox = std::move(box);
+  }
+
+  void DropBlackbox(ProducerProcess& p) {
+    if (p.blackbox == nullptr) return;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.blackbox->pidfd(), nullptr);
+    p.blackbox.reset();
+  }
+
+  // The producer of process `id` has exited: nothing more can come from it, so its black box is
+  // read and process_lost written now.
+  void OnProducerGone(uint64_t id) {
+    for (auto& [key, p] : processes_) {
+      if (p->id != id || p->blackbox == nullptr) continue;
+      if (p->connections > 0 || p->ended) {  // a stream another connection carries on
+        DropBlackbox(*p);
+        return;
+      }
+      RecoverIfGone(*p);
+      WriteProcessLost(*p, schema::LostReason::kDisconnected);
+      p->lost_deadline.reset();
+      finished_.push_back(p->map_key);
+      return;
+    }
+  }
+
+  // Reads the pending black box of `p` if its producer has exited, storing what it gives, and
+  // lets it go either way (a producer still alive at the deadline keeps what it holds).
+  void RecoverIfGone(ProducerProcess& p) {
+    if (p.blackbox == nullptr) return;
+    if (!p.blackbox->ProducerGone()) {
+      ++stats_.blackbox_skipped_alive;
+      log_->info(
+          "process {} ({}, pid {}): still running when its connection's grace ended; its "
+          "black box is not read",
+          p.id, Printable(p.key.exe, 80), p.key.pid);
+      DropBlackbox(p);
+      return;
+    }
+    blackbox::RecoveryOptions options;
+    options.after_seq = p.highest_stored;
+    options.pid = p.key.pid;
+    options.max_line_bytes = options_.max_line_bytes;
+    const uint64_t before = p.recovered;
+    const blackbox::RecoveryResult r = blackbox::Recover(
+        p.blackbox->bytes(), options,
+        [this, &p](uint64_t seq, std::string_view line) { StoreRecovered(p, seq, line); });
+    DropBlackbox(p);
+    ++stats_.blackboxes_read;
+    if (r.error != blackbox::RegionError::kNone) {
+      ++stats_.blackbox_errors;
+      const std::string_view reason = blackbox::RegionErrorName(r.error);
+      if (metrics_ != nullptr) metrics_->BlackboxError(reason);
+      log_->warn("process {} ({}, pid {}): its black box cannot be read ({}): {}", p.id,
+                 Printable(p.key.exe, 80), p.key.pid, reason, Printable(r.message, 240));
+      return;
+    }
+    p.blackbox_read = true;
+    // The seqs the producer used after the last one stored (sent and never received, or made
+    // and dropped) are missing from the log like a gap.
+    if (r.end_seq > p.next_expected) {
+      const uint64_t missing = r.end_seq - p.next_expected;
+      p.next_expected = r.end_seq;
+      p.lost += missing;
+      stats_.events_lost += missing;
+      if (metrics_ != nullptr) metrics_->Lost(missing);
+    }
+    stats_.blackbox_torn += r.torn;
+    stats_.blackbox_unrecoverable += r.unrecoverable;
+    if (r.invalid > 0) {
+      ++stats_.blackbox_errors;
+      if (metrics_ != nullptr) metrics_->BlackboxError("invalid_entries");
+    }
+    log_->info(
+        "process {} ({}, pid {}): {} events recovered from its black box ({} kernel, {} device; "
+        "{} it had used seqs for could not be made, {} launches torn by the kill{})",
+        p.id, Printable(p.key.exe, 80), p.key.pid, p.recovered - before, r.kernels, r.devices,
+        r.unrecoverable, r.torn,
+        r.invalid > 0 ? fmt::format(", {} invalid entries", r.invalid) : std::string());
+  }
+
+  // A line made from a black box: validated as a received one is, stored, counted as recovered.
+  // A line that does not pass (only a corrupt region makes one) stays a gap, counted as lost.
+  void StoreRecovered(ProducerProcess& p, uint64_t seq, std::string_view line) {
+    const schema::Reason verdict = ValidateLine(line, &facts_, metrics_ != nullptr);
+    if (verdict != schema::Reason::kOk || !facts_.header || facts_.header->seq != seq ||
+        (facts_.type != schema::EventType::kKernel && facts_.type != schema::EventType::kDevice)) {
+      ++stats_.blackbox_lines_rejected;
+      if (metrics_ != nullptr) metrics_->BlackboxError("line_rejected");
+      uint64_t suppressed = 0;
+      if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+        log_->warn("process {}: a line recovered from its black box was rejected ({}): {}", p.id,
+                   schema::ReasonName(verdict), Printable(facts_.message, 240));
+      }
+      return;
+    }
+    if (p.highest_stored && seq <= *p.highest_stored) return;
+    if (!sink_->Append(p.stream, seq, line)) return;  // a gap, counted at the end
+    AccountSeq(p, seq);
+    p.highest_stored = seq;
+    ++p.stored;
+    ++p.recovered;
+    ++stats_.lines_stored;
+    ++stats_.events_recovered;
+    appended_ = true;
+    if (metrics_ != nullptr) {
+      metrics_->EventStored(schema::EventTypeName(facts_.type));
+      metrics_->Recovered(1);
+    }
+    OnStored(p);
+  }
+
   // Appends process_lost to the process's log. last_seq (also the line's seq) is the highest seq
   // in the log, this run's or an earlier one's, so a log's last line always carries the highest
   // stored seq (what a restarted collector recovers). A process with nothing in its log gets no
@@ -992,13 +1194,17 @@ class Collector::Impl {
     record.reason = reason;
     record.events_stored = p.stored;
     record.events_lost = p.lost;
+    if (p.blackbox_read) record.events_recovered = p.recovered;
     sink_->AppendCollectorEvent(p.stream, EncodeProcessLost(record));
     if (metrics_ != nullptr) metrics_->EventStored("process_lost");
     appended_ = true;
     ++stats_.processes_lost;
-    log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored, {} lost", p.id,
+    log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored{}, {} lost", p.id,
                Printable(p.key.exe, 80), p.key.pid, schema::LostReasonName(reason),
-               *p.highest_stored, p.stored, p.lost);
+               *p.highest_stored, p.stored,
+               p.blackbox_read ? fmt::format(" ({} recovered from its black box)", p.recovered)
+                               : std::string(),
+               p.lost);
   }
 
   // Lines the log refused (its buffers full) and the producer did not send again are missing
@@ -1057,6 +1263,7 @@ class Collector::Impl {
     ids.clear();
     for (auto& [key, p] : processes_) {
       if (p->ended) continue;
+      if (p->connections == 0) RecoverIfGone(*p);
       WriteProcessLost(*p, p->connections > 0 ? schema::LostReason::kCollectorShutdown
                                               : schema::LostReason::kDisconnected);
     }

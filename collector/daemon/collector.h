@@ -24,6 +24,15 @@
 //     coming back, process_lost (reason disconnected) is appended to its log. At shutdown,
 //     connections are drained (what they already sent is read and stored), then process_lost
 //     (reason collector_shutdown) is appended for each process still connected.
+//  8. Black boxes (docs/protocol.md, "The black box"): a Unix connection may pass its producer's
+//     black box with SCM_RIGHTS, one per connection, checked and mapped read-only
+//     (producer_blackbox.h). When the connection ends without process_end, the collector watches
+//     the producer's pidfd: once the producer is gone (or at the end of the grace, at least 2 s,
+//     if it is gone by then) it reads the black box, stores the events it gives (marked
+//     recovered, validated like received lines) with the seqs the producer gave or would have
+//     given them, counts the seqs the producer used and the log lacks as lost, and writes
+//     process_lost with events_recovered. A producer that comes back, or is still running,
+//     keeps what it holds: its black box is not read.
 //  6. Limits for a node service of many users: max_connections in all and a share per uid (TCP
 //     peers together are one), a handshake timeout before process_start and an idle timeout
 //     after it (producers' stats events are a heartbeat). Every refusal is counted.

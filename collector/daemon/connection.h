@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "line_framer.h"
+#include "producer_blackbox.h"
 
 namespace cuflight::collector {
 
@@ -54,6 +56,11 @@ struct Connection {
   // Close at the end of this read: the stream ended (EOF, a read error), or the connection is
   // refused (its log cannot take lines). Never because an ack could not be written.
   bool close_requested = false;
+
+  // The black box the producer passed with its first bytes (Unix sockets only; at most one per
+  // connection: a second descriptor is refused).
+  std::unique_ptr<ProducerBlackbox> blackbox;
+  bool blackbox_offered = false;
 };
 
 }  // namespace cuflight::collector

@@ -96,6 +96,18 @@ struct IngestStats {
   uint64_t flushes = 0;
   uint64_t reopens = 0;  // log files reopened (SIGHUP, RequestReopen)
 
+  // Producers' black boxes (docs/protocol.md, "The black box").
+  uint64_t blackboxes_received = 0;  // accepted on a connection
+  // Refused on receipt (not a sealed memfd, too large, a bad header, no pidfd, a second one),
+  // unreadable when read, or read with invalid entries (cuflight_blackbox_errors_total).
+  uint64_t blackbox_errors = 0;
+  uint64_t blackboxes_read = 0;          // read after their producer died
+  uint64_t blackbox_skipped_alive = 0;   // not read: the producer still ran at the deadline
+  uint64_t events_recovered = 0;         // stored from them (also in lines_stored)
+  uint64_t blackbox_torn = 0;            // launches the kill caught in mid-record (used no seq)
+  uint64_t blackbox_unrecoverable = 0;   // seqs used for what could not be made (lost)
+  uint64_t blackbox_lines_rejected = 0;  // made, but refused by validation (lost)
+
   uint64_t rejected_for(RejectReason reason) const { return rejected[static_cast<size_t>(reason)]; }
 };
 

@@ -15,6 +15,7 @@ std::string EncodeProcessLost(const ProcessLostRecord& record) {
   event.reason = record.reason;
   event.events_stored = record.events_stored;
   event.events_lost = record.events_lost;
+  event.events_recovered = record.events_recovered;
   // Every field is a number or a short fixed word: 512 bytes is several times the longest line.
   std::array<char, 512> buf;
   const size_t n = schema::Encode(event, buf.data(), buf.size());

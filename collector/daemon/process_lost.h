@@ -19,6 +19,8 @@ struct ProcessLostRecord {
   schema::LostReason reason = schema::LostReason::kDisconnected;
   uint64_t events_stored = 0;  // events of the process this collector stored
   uint64_t events_lost = 0;    // gaps, and refused lines not sent again (ProducerProcess::lost)
+  // Of events_stored, recovered from the producer's black box; set when one was read.
+  std::optional<uint64_t> events_recovered;
 };
 
 // The event line, ending in '\n'. Never empty.

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "log_sink.h"
+#include "producer_blackbox.h"
 
 namespace cuflight::collector {
 
@@ -49,6 +51,13 @@ struct ProducerProcess {
   bool ended = false;   // process_end stored
   // Set while no connection is open: when to append process_lost if it has not come back.
   std::optional<std::chrono::steady_clock::time_point> lost_deadline;
+
+  // The black box of its last connection, kept from that connection's end (without
+  // process_end) until the producer is gone (its pidfd is watched) or the deadline: then it is
+  // read, and what it gives is stored before process_lost.
+  std::unique_ptr<ProducerBlackbox> blackbox;
+  bool blackbox_read = false;  // a black box was read: process_lost says events_recovered
+  uint64_t recovered = 0;      // events stored from it (also in `stored`)
 };
 
 }  // namespace cuflight::collector

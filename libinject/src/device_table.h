@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuflight/blackbox/region_layout.h"
 #include "cuflight/occupancy/device_limits.h"
 #include "cuflight/occupancy/engine.h"
 
@@ -30,6 +31,7 @@ struct DeviceInfo {
 
 class DeviceTable {
  public:
+  // Launch records carry the ordinal in 8 bits, and the black box describes this many.
   static constexpr int kMaxDevices = 64;
   static constexpr int kContextSlots = 256;
 
@@ -67,6 +69,8 @@ class DeviceTable {
   std::mutex owned_mu_;
   std::vector<std::unique_ptr<DeviceInfo>> owned_;
 };
+static_assert(DeviceTable::kMaxDevices <= 127 &&
+              DeviceTable::kMaxDevices == static_cast<int>(blackbox::kMaxDevices));
 
 }  // namespace cuflight::inject
 

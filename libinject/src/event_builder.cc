@@ -9,115 +9,27 @@ uint32_t Clamp32(int32_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
 
 }  // namespace
 
-bool EventBuilder::Occupancy(uint64_t function_key, const DeviceInfo& device,
-                             const occupancy::LaunchConfig& launch,
-                             schema::OccupancyFields* out) noexcept {
-  if (!device.engine) return false;
-  occupancy::CacheKey key;
-  key.function = function_key;
-  key.device = static_cast<uint32_t>(device.ordinal);
-  key.block_x = launch.block.x;
-  key.block_y = launch.block.y;
-  key.block_z = launch.block.z;
-  key.dyn_smem = static_cast<uint32_t>(launch.dyn_smem);
-  key.carveout = launch.carveout;
-  key.cluster_x = launch.cluster.x;
-  key.cluster_y = launch.cluster.y;
-  key.cluster_z = launch.cluster.z;
-  key.func_max_dyn_smem = static_cast<int32_t>(launch.func_max_dyn_smem);
-  key.max_active_clusters = launch.max_active_clusters;
-  key.max_cluster_size = launch.max_cluster_size;
-  if (cache_.Lookup(key, out)) {
-    ++hits_;
-  } else {
-    ++misses_;
-    occupancy::Result result;
-    if (occupancy::Compute(*device.engine, launch, &result) != occupancy::Status::kOk) {
-      return false;
-    }
-    *out = result.fields;
-    cache_.Insert(key, *out);
-  }
-  occupancy::ComputeWaves(device.limits.sm_count, launch, out);
-  return true;
-}
-
-void EventBuilder::ApplyDriver(int32_t driver_blocks, const DeviceInfo& device,
-                               const occupancy::LaunchConfig& launch,
-                               schema::KernelEvent* out) noexcept {
-  out->engine_max_active_blocks.reset();
-  if (driver_blocks < 0) {
-    out->occupancy_source = schema::OccupancySource::kEngine;
-    return;
-  }
-  out->occupancy_source = schema::OccupancySource::kDriver;
-  schema::OccupancyFields& f = out->occupancy;
-  if (driver_blocks == f.max_active_blocks) return;
-  disagreements_.fetch_add(1, std::memory_order_relaxed);
-  out->engine_max_active_blocks = f.max_active_blocks;
-  const int warp_size = device.limits.warp_size > 0 ? device.limits.warp_size : 32;
-  const uint64_t threads = launch.block.count();
-  const auto wpb = static_cast<int32_t>(
-      std::min<uint64_t>((threads + static_cast<uint64_t>(warp_size) - 1) / warp_size, INT32_MAX));
-  f.max_active_blocks = driver_blocks;
-  f.active_warps = static_cast<int32_t>(
-      std::min<int64_t>(int64_t{driver_blocks} * wpb, INT32_MAX));
-  f.occupancy = f.max_warps > 0 ? std::min(1.0, static_cast<double>(f.active_warps) / f.max_warps)
-                                : 0.0;
-  // No resource the engine computes gives this count: none is named as the limit.
-  f.limiting_resource = schema::Resource::kOther;
-  f.limiting_resources = schema::MaskOf(schema::Resource::kOther);
-  occupancy::ComputeWaves(device.limits.sm_count, launch, &f);
+blackbox::FunctionFacts EventBuilder::FactsOf(const FunctionInfo& f) noexcept {
+  blackbox::FunctionFacts facts;
+  // The FunctionInfo's id, not the handle or the address: a handle reused after an unload gets a
+  // new FunctionInfo, and a freed FunctionInfo's address may come back for another function.
+  facts.key = f.id;
+  facts.attributes_ok = f.attributes_ok;
+  facts.num_regs = f.num_regs;
+  facts.static_smem = f.static_smem;
+  facts.local_bytes = f.local_bytes;
+  facts.const_bytes = f.const_bytes;
+  facts.max_threads_per_block = f.max_threads_per_block;
+  facts.non_portable_cluster_allowed = f.non_portable_cluster_allowed;
+  facts.name = f.name;
+  facts.demangled = f.demangled;
+  return facts;
 }
 
 bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
                                schema::KernelEvent* out) noexcept {
-  const FunctionInfo* f = record.function;
-  if (f == nullptr || !f->attributes_ok) return false;
-  occupancy::LaunchConfig launch;
-  launch.regs_per_thread = f->num_regs;
-  launch.static_smem = f->static_smem;
-  launch.dyn_smem = record.dyn_smem;
-  launch.block = {record.block[0], record.block[1], record.block[2]};
-  launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
-  launch.func_max_threads_per_block = f->max_threads_per_block;
-  launch.func_max_dyn_smem = record.func_max_dyn_smem;
-  launch.carveout = record.carveout >= 0 ? record.carveout : record.func_carveout;
-  launch.cluster = {record.cluster[0], record.cluster[1], record.cluster[2]};
-  launch.non_portable_cluster_size_allowed = f->non_portable_cluster_allowed;
-  launch.max_active_clusters = record.max_active_clusters;
-  launch.max_cluster_size = record.max_cluster_size;
-  // The FunctionInfo's id, not the handle or the address: a handle reused after an unload gets a
-  // new FunctionInfo, and a freed FunctionInfo's address may come back for another function.
-  if (!Occupancy(f->id, device, launch, &out->occupancy)) return false;
-  ApplyDriver(record.driver_max_active_blocks, device, launch, out);
-
-  out->tid = record.tid;
-  out->device = record.device;
-  out->context = record.context;
-  out->stream = record.stream;
-  out->correlation_id = record.correlation_id;
-  out->api = LaunchApiName(record.api);
-  out->name = f->name;
-  out->demangled = f->demangled;
-  out->grid = {record.grid[0], record.grid[1], record.grid[2]};
-  out->block = {record.block[0], record.block[1], record.block[2]};
-  if (launch.is_cluster()) {
-    out->cluster = schema::Dim3{record.cluster[0], record.cluster[1], record.cluster[2]};
-  } else {
-    out->cluster.reset();
-  }
-  out->num_regs = f->num_regs;
-  out->static_shared_bytes = f->static_smem;
-  out->dyn_shared_bytes = record.dyn_smem;
-  out->local_bytes = f->local_bytes;
-  out->const_bytes = f->const_bytes;
-  out->max_threads_per_block = f->max_threads_per_block;
-  out->carveout = launch.carveout;
-  out->cooperative = record.cooperative;
-  out->graph_id.reset();
-  out->graph_node_id.reset();
-  return true;
+  if (record.function == nullptr || !device.engine) return false;
+  return kernel_.Build(record, FactsOf(*record.function), *device.engine, out);
 }
 
 bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& device,
@@ -152,8 +64,9 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
   }
   // Graph kernels have no stable function handle here: key the cache by the name's address,
   // which the caller keeps interned per distinct name for the life of the sender.
-  if (!Occupancy(reinterpret_cast<uintptr_t>(name.data()) ^ (uint64_t{1} << 63), device, launch,
-                 &out->occupancy)) {
+  if (!device.engine ||
+      !kernel_.Occupancy(reinterpret_cast<uintptr_t>(name.data()) ^ (uint64_t{1} << 63),
+                         device.ordinal, *device.engine, launch, &out->occupancy)) {
     return false;
   }
   out->tid = 0;
@@ -185,6 +98,7 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
   // No CUfunction is at hand for an activity record: the engine's figure, said as such.
   out->occupancy_source = schema::OccupancySource::kEngine;
   out->engine_max_active_blocks.reset();
+  out->recovered = false;
   return true;
 }
 

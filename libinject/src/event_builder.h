@@ -1,6 +1,8 @@
 // Sender-thread side of a launch: LaunchRecord (or a CUPTI kernel activity record of a graph
 // node) + FunctionInfo + DeviceInfo -> the kernel event, with occupancy from the engine through
-// the occupancy cache. Runs on the sender thread only; allocation-free.
+// the occupancy cache. A launch's event is blackbox::KernelEventBuilder's, the code the collector
+// uses for the launches it recovers from a dead process's black box. Runs on the sender thread
+// only; allocation-free.
 #ifndef CUFLIGHT_LIBINJECT_SRC_EVENT_BUILDER_H_
 #define CUFLIGHT_LIBINJECT_SRC_EVENT_BUILDER_H_
 
@@ -9,8 +11,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "cuflight/blackbox/kernel_event.h"
 #include "cuflight/occupancy/engine.h"
-#include "cuflight/occupancy/occupancy_cache.h"
 #include "cuflight/schema/events.h"
 #include "device_table.h"
 #include "function_table.h"
@@ -23,7 +25,7 @@ using KernelActivity = CUpti_ActivityKernel10;
 
 class EventBuilder {
  public:
-  explicit EventBuilder(size_t cache_capacity = 4096) : cache_(cache_capacity) {}
+  explicit EventBuilder(size_t cache_capacity = 4096) : kernel_(cache_capacity) {}
 
   // Fills *out (whose header the caller sets) for a recorded launch. The string views point into
   // the FunctionInfo. Returns false when occupancy cannot be computed (the device or function
@@ -40,25 +42,17 @@ class EventBuilder {
   // The kernel_time event of any kernel activity record.
   static void BuildKernelTime(const KernelActivity& activity, schema::KernelTimeEvent* out) noexcept;
 
-  uint64_t cache_hits() const { return hits_; }
-  uint64_t cache_misses() const { return misses_; }
+  // What the kernel event needs of `f` (the views point into it).
+  static blackbox::FunctionFacts FactsOf(const FunctionInfo& f) noexcept;
+
+  uint64_t cache_hits() const { return kernel_.cache_hits(); }
+  uint64_t cache_misses() const { return kernel_.cache_misses(); }
   // Kernel events built whose driver block count differed from the engine's.
   // Any thread (the sender's stats are read elsewhere too).
-  uint64_t disagreements() const { return disagreements_.load(std::memory_order_relaxed); }
+  uint64_t disagreements() const { return kernel_.disagreements(); }
 
  private:
-  bool Occupancy(uint64_t function_key, const DeviceInfo& device,
-                 const occupancy::LaunchConfig& launch, schema::OccupancyFields* out) noexcept;
-  // Makes the driver's block count (`driver_blocks` >= 0) the event's: max_active_blocks,
-  // active_warps, occupancy and waves; the engine's count goes to engine_max_active_blocks and
-  // limiting_resource becomes "other" when the two differ. driver_blocks < 0: the engine's.
-  void ApplyDriver(int32_t driver_blocks, const DeviceInfo& device,
-                   const occupancy::LaunchConfig& launch, schema::KernelEvent* out) noexcept;
-
-  occupancy::OccupancyCache cache_;
-  uint64_t hits_ = 0;
-  uint64_t misses_ = 0;
-  std::atomic<uint64_t> disagreements_{0};
+  blackbox::KernelEventBuilder kernel_;
 };
 
 }  // namespace cuflight::inject

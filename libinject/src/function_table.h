@@ -57,6 +57,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuflight/blackbox/launch_record.h"
 #include "launch_ring.h"
 #include "mix64.h"
 
@@ -98,6 +99,9 @@ struct FunctionInfo {
   // Recorder::DriverBlocks. 0: none yet. Written and read by launching threads, relaxed: the word
   // is self-contained.
   mutable std::atomic<uint64_t> last_driver_answer{0};
+  // The function's descriptor in the black box (its launch records carry it, for a collector
+  // that recovers them); blackbox::kNoFunctionDescriptor: none.
+  uint32_t desc_index = blackbox::kNoFunctionDescriptor;
 };
 
 class FunctionTable {

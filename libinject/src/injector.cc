@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,9 @@ constexpr size_t kFunctionTableCapacity = 1 << 16;
 constexpr size_t kActivityBufferCount = 8;
 constexpr size_t kActivityBufferBytes = 1 << 20;
 constexpr auto kExitFlushLimit = std::chrono::seconds(1);
+// The black box's journal holds at most this many records (176 bytes each) whose events the
+// transport has not written yet; a larger ring's backlog beyond it is not recoverable.
+constexpr size_t kMaxJournal = size_t{1} << 16;
 
 // CUpti_SubscriberParams as CUPTI 13.2 extended it: `allowMultipleSubscribers` asks CUPTI to let
 // this subscriber coexist with others ("Enabling Multiple Subscribers": the first subscriber's
@@ -255,8 +260,10 @@ bool Injector::EnableTiming() noexcept {
 Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexcept {
   try {
     auto pipeline = std::make_unique<Pipeline>();
-    pipeline->ring = std::make_unique<LaunchRing>(config_.ring_slots);
+    ProcessFacts facts = ReadProcessFacts();
+    MakeRing(pipeline.get(), facts.pid);
     RecorderOptions options;
+    options.blackbox = pipeline->blackbox.get();
     options.sample_every = config_.sample_every;
     options.on_full = config_.on_full;
     options.api_errors = config_.api_errors;
@@ -287,7 +294,10 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;
     sender_options.callback_names = &cupti_;
-    ProcessFacts facts = ReadProcessFacts();
+    sender_options.blackbox = pipeline->blackbox.get();
+    if (pipeline->blackbox != nullptr) {
+      sender_options.transport.pass_fd = pipeline->blackbox->fd();
+    }
     if (!config_.spill_dir.empty()) {
       // One writer per process (a fork()ed child makes its own, under its own pid).
       spill::SpillWriterOptions spill;
@@ -321,6 +331,34 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     return raw;
   } catch (...) {
     return nullptr;
+  }
+}
+
+void Injector::MakeRing(Pipeline* pipeline, int32_t pid) {
+  const size_t capacity = std::bit_ceil(
+      std::clamp<size_t>(config_.ring_slots, LaunchRing::kMinCapacity, LaunchRing::kMaxCapacity));
+  // The black box is passed to the collector over its Unix socket; a TCP collector cannot
+  // receive it.
+  if (config_.blackbox && !config_.collector_path.starts_with("tcp:")) {
+    blackbox::RegionOptions region;
+    region.ring_capacity = static_cast<uint32_t>(capacity);
+    region.journal_capacity = static_cast<uint32_t>(std::min<size_t>(capacity, kMaxJournal));
+    region.pid = pid;
+    std::string error;
+    pipeline->blackbox = blackbox::RegionWriter::Create(region, &error);
+    if (pipeline->blackbox == nullptr) {
+      Log().warn(
+          "no black box ({}): events recorded and not yet sent when the process is killed "
+          "are lost",
+          error);
+    }
+  }
+  if (pipeline->blackbox != nullptr) {
+    pipeline->ring = std::make_unique<LaunchRing>(
+        capacity,
+        LaunchRing::Storage{pipeline->blackbox->ring_control(), pipeline->blackbox->ring_slots()});
+  } else {
+    pipeline->ring = std::make_unique<LaunchRing>(capacity);
   }
 }
 
@@ -438,6 +476,7 @@ void Injector::OnForkChild() noexcept {
   Pipeline* parent = pipeline_.exchange(nullptr, std::memory_order_acq_rel);
   if (parent != nullptr) {
     parent->sender->CloseSocketAfterFork();
+    if (parent->blackbox != nullptr) parent->blackbox->CloseAfterFork();
     parent->previous = inherited_;
     inherited_ = parent;
   }

@@ -14,8 +14,9 @@
 #include <mutex>
 
 #include "activity_buffers.h"
-#include "cuflight/inject/config.h"
 #include "crash_handler.h"
+#include "cuflight/blackbox/region_writer.h"
+#include "cuflight/inject/config.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
@@ -40,6 +41,9 @@ class Injector {
  private:
   // What a process (the original one, or a fork()ed child that launches kernels) sends through.
   struct Pipeline {
+    // The memfd the ring lies in, shared with the collector (null: the ring is in this
+    // process's own memory). Declared first: it outlives the ring.
+    std::unique_ptr<blackbox::RegionWriter> blackbox;
     std::unique_ptr<LaunchRing> ring;
     std::unique_ptr<Recorder> recorder;
     std::unique_ptr<SenderThread> sender;
@@ -54,6 +58,9 @@ class Injector {
   bool EnableTiming() noexcept;
   // `start`: start the sender thread now (false: the caller starts it).
   Pipeline* MakePipeline(bool with_activity, bool start) noexcept;
+  // The black box for a ring of `ring_slots` and its ring; a ring in this process's memory (and
+  // one warning) when no black box can be made or the collector is reached over TCP.
+  void MakeRing(Pipeline* pipeline, int32_t pid);
   Pipeline* PipelineForThisProcess() noexcept;
   void OnExit() noexcept;
   // pthread_atfork's prepare, parent and child handlers.

@@ -2,6 +2,7 @@
 
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
+#include "event_builder.h"
 #include "mix64.h"
 #include "own_calls.h"
 
@@ -504,7 +505,7 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
   record.correlation_id = data->correlationId;
   record.tid = ThreadId();
-  record.device = devices_->DeviceOf(context);  // -1 when not known yet
+  record.device = static_cast<int8_t>(devices_->DeviceOf(context));  // -1 when not known yet
   record.cbid = cbid;
   record.result = static_cast<int32_t>(result);
   // The same ids as the launches' events (usually remembered from them: CUPTI may not answer
@@ -641,6 +642,7 @@ FunctionTable::Pin Recorder::ReadFunction(const DecodedLaunch& launch,
                            context == reinterpret_cast<uintptr_t>(data->context));
       fresh->context = context;
       if (options_.accept) fresh->accepted = options_.accept(fresh->demangled, fresh->name);
+      Describe(fresh.get(), device);
       if (fresh->resolved_function != 0 && fresh->resolved_function != handle) {
         // cuFuncSetAttribute on the CUfunction of this CUkernel concerns this entry too.
         functions_->Alias(fresh->resolved_function, *fresh);
@@ -652,6 +654,16 @@ FunctionTable::Pin Recorder::ReadFunction(const DecodedLaunch& launch,
     FunctionTable::Pin pin = functions_->Acquire(handle, device);
     if (pin.info() != nullptr || attempt + 1 == kAttempts) return pin;
   }
+}
+
+void Recorder::Describe(FunctionInfo* info, int device) noexcept {
+  // Only what RecordOne records: a function whose launches are filtered out, or whose occupancy
+  // cannot be computed, needs no descriptor.
+  if (options_.blackbox == nullptr || !info->accepted || !info->attributes_ok) return;
+  const DeviceInfo* d = device < 0 ? nullptr : devices_->Get(device);
+  if (d == nullptr || !d->engine) return;
+  info->desc_index = options_.blackbox->AddFunction(
+      EventBuilder::FactsOf(*info), device, blackbox::DeviceFacts{d->name, d->uuid, d->limits});
 }
 
 int Recorder::ResolveDevice(uint64_t context) noexcept {
@@ -826,6 +838,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.stream = ids.stream;
   record.correlation_id = data->correlationId;
   record.function = info;
+  record.function_desc = info->desc_index;
   for (int i = 0; i < 3; ++i) {
     record.grid[i] = launch.grid[i];
     record.block[i] = launch.block[i];
@@ -844,7 +857,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
                                  : static_cast<int32_t>(info->max_dyn_smem);
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = ThreadId();
-  record.device = device;
+  record.device = static_cast<int8_t>(device);  // [0, DeviceTable::kMaxDevices)
   const bool current_context = context == calling_context;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {
     record.driver_max_active_blocks =

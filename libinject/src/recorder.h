@@ -20,6 +20,7 @@
 #include <span>
 #include <string_view>
 
+#include "cuflight/blackbox/region_writer.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
@@ -44,6 +45,9 @@ struct RecorderOptions {
   // (the context is unusable: illegal address, launch failure, ECC, ...) is in the ring; sends
   // everything pending at once. May be empty.
   std::function<void()> on_sticky_error;
+  // The black box the ring lies in: each function read is described there (slow path), and its
+  // launch records name the descriptor. Null: none (the records name none).
+  blackbox::RegionWriter* blackbox = nullptr;
 };
 
 // Errors after which the CUDA context cannot be used any more (the process usually ends soon).
@@ -143,6 +147,9 @@ class Recorder {
   // it and *device to its device, and returns true when the device changed.
   bool MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context, int* device) noexcept;
   int ResolveDevice(uint64_t context) noexcept;
+  // Describes `info` (read for `device`) in the black box, when there is one and its launches
+  // are recorded: sets info->desc_index. Slow path.
+  void Describe(FunctionInfo* info, int device) noexcept;
   bool StreamIsCapturing(uint64_t stream) noexcept;
   // What the driver says about the configuration `record` describes, asked once per
   // configuration (see launch_config_table.h). Slow path on a configuration's first launch.

@@ -183,8 +183,8 @@ void SenderThread::Run() noexcept {
     // time left: the forced flush and Finish need the rest).
     if (!started_process_) SendProcessStart();
     StampClocks(Clock::now());
-    LaunchRecord record;
-    while (ring_->TryPop(&record)) HandleRecord(record);
+    while (TakeRecord()) {
+    }
     const Clock::time_point now = Clock::now();
     if (exit_deadline_ > now) transport_.Flush(now + (exit_deadline_ - now) / 2);
     // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
@@ -235,8 +235,8 @@ bool SenderThread::FlushForCrash(const CrashInfo& crash, int64_t wait_ns) noexce
 void SenderThread::DrainAll() noexcept {
   // Everything recorded goes out, even if the transport must drop its oldest never-sent lines.
   StampClocks(Clock::now());
-  LaunchRecord record;
-  while (ring_->TryPop(&record)) HandleRecord(record);
+  while (TakeRecord()) {
+  }
   if (activity_ != nullptr) {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
@@ -331,16 +331,30 @@ uint64_t SenderThread::NextSeq() noexcept {
   return next_seq_++;
 }
 
-schema::Header SenderThread::MakeHeader() noexcept {
+schema::Header SenderThread::MakeHeader(bool publish) noexcept {
   schema::Header header;
   header.ts_ns = NowRealtimeNs();
   header.pid = facts_.pid;
   header.seq = NextSeq();
+  // Before the line can go anywhere: a reader of the black box never gives this seq to another.
+  if (publish) PublishState();
   return header;
 }
 
+blackbox::SeqState SenderThread::BlackboxState() const noexcept {
+  // NextSeq skips the ring's drops as it sees them: seq_base + the ring's drop count is the next
+  // seq, whenever it is read.
+  return {.seq_base = next_seq_ - ring_drops_seen_,
+          .handled_pos = handled_pos_,
+          .announced_devices = announced_devices_};
+}
+
+void SenderThread::PublishState() noexcept {
+  if (options_.blackbox != nullptr) options_.blackbox->PublishState(BlackboxState());
+}
+
 template <typename Event>
-void SenderThread::Send(Event& event, bool preamble) noexcept {
+bool SenderThread::Send(Event& event, bool preamble) noexcept {
   event.header.pid = facts_.pid;
   const size_t n = schema::Encode(event, line_.data(), line_.size());
   if (n != 0 && !preamble) WaitForRoom(n);
@@ -352,6 +366,7 @@ void SenderThread::Send(Event& event, bool preamble) noexcept {
   } else {
     rejected_.fetch_add(1, std::memory_order_relaxed);
   }
+  return taken;
 }
 
 void SenderThread::SendProcessStart() noexcept {
@@ -366,26 +381,15 @@ void SenderThread::EnsureDeviceEvent(int ordinal) noexcept {
   const DeviceInfo* info = devices_->Get(ordinal);
   if (info == nullptr) return;
   device_sent_[ordinal] = true;
-  const occupancy::DeviceLimits& l = info->limits;
   schema::DeviceEvent event;
-  event.header = MakeHeader();
-  event.device = ordinal;
-  event.name = info->name;
-  event.uuid = info->uuid;
-  event.cc_major = l.cc_major;
-  event.cc_minor = l.cc_minor;
-  event.sm_count = l.sm_count;
-  event.max_threads_per_block = l.max_threads_per_block;
-  event.max_threads_per_sm = l.max_threads_per_sm;
-  event.max_blocks_per_sm = l.max_blocks_per_sm;
-  event.regs_per_sm = l.regs_per_sm;
-  event.regs_per_block = l.regs_per_block;
-  event.smem_per_sm = l.smem_per_sm;
-  event.smem_per_block = l.smem_per_block;
-  event.smem_per_block_optin = l.smem_per_block_optin;
-  event.reserved_smem_per_block = l.reserved_smem_per_block;
-  event.warp_size = l.warp_size;
-  event.max_cluster_size = l.max_cluster_size;
+  blackbox::BuildDeviceEvent(ordinal, info->name, info->uuid, info->limits, &event);
+  event.header = MakeHeader(/*publish=*/false);
+  // The seq is the device's in the black box before a state says it is used (one step).
+  announced_devices_ |= uint64_t{1} << ordinal;
+  if (options_.blackbox != nullptr) {
+    options_.blackbox->AnnounceDevice(ordinal, event.header.seq, event.header.ts_ns);
+  }
+  PublishState();
   Send(event, /*preamble=*/true);
 }
 
@@ -446,7 +450,7 @@ void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
     message = nullptr;
   }
   schema::ApiErrorEvent event;
-  event.header = MakeHeader();
+  event.header = MakeHeader(/*publish=*/false);  // HandleRecord publishes
   event.header.ts_ns = record.ts_ns;
   event.api = api;
   event.code = record.result;
@@ -459,44 +463,62 @@ void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
   Send(event, /*preamble=*/false);
 }
 
-void SenderThread::HandleRecord(const LaunchRecord& record) noexcept {
+bool SenderThread::TakeRecord() noexcept {
+  LaunchRecord record;
+  uint64_t pos = 0;
+  if (!ring_->TryPeek(&record, &pos)) return false;
+  HandleRecord(record, pos);
+  // Only now: until here a reader of the black box finds the record in its slot.
+  ring_->Consume();
+  return true;
+}
+
+void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexcept {
+  bool journaled = false;
   if (record.kind == RecordKind::kApiError) {
     HandleApiError(record);
-    return;
+  } else if (const DeviceInfo* device = devices_->Get(record.device); device != nullptr) {
+    // (The recorder only records launches on known devices.)
+    RememberLaunch(record.context, record.correlation_id);
+    EnsureDeviceEvent(record.device);
+    schema::KernelEvent event;
+    if (!builder_.BuildKernel(record, *device, &event)) {
+      // The recorder checked the same facts; reaching here means the engine refused the launch
+      // (the driver accepted it). Its seq stays unused: the collector counts it lost.
+      NextSeq();
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      if (stall_ != nullptr) {
+        // On the sender's clock: when the record was taken, less how long after the launch that
+        // was.
+        const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
+        StallTracker::Launch launch;
+        launch.context = record.context;
+        launch.stream = record.stream;
+        launch.device = record.device;
+        launch.correlation_id = record.correlation_id;
+        launch.function_id = record.function != nullptr ? record.function->id : 0;
+        launch.name = event.name;
+        launch.demangled = event.demangled;
+        launch.grid = event.grid;
+        launch.block = event.block;
+        launch.occupancy = event.occupancy.occupancy;
+        launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
+        stall_->OnLaunch(launch);
+      }
+      event.header = MakeHeader(/*publish=*/false);
+      event.header.ts_ns = record.ts_ns;
+      if (Send(event, /*preamble=*/false) && options_.blackbox != nullptr) {
+        // The record and the state that says it is handled, in one step.
+        handled_pos_ = pos + 1;
+        options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
+        journaled = true;
+      }
+      if (activity_ != nullptr && options_.timing) timing_watch_.OnLaunch(record.ts_ns);
+    }
   }
-  RememberLaunch(record.context, record.correlation_id);
-  const DeviceInfo* device = devices_->Get(record.device);
-  if (device == nullptr) return;  // the recorder only records launches on known devices
-  EnsureDeviceEvent(record.device);
-  schema::KernelEvent event;
-  if (!builder_.BuildKernel(record, *device, &event)) {
-    // The recorder checked the same facts; reaching here means the engine refused the launch
-    // (the driver accepted it). Its seq stays unused: the collector counts it lost.
-    NextSeq();
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (stall_ != nullptr) {
-    // On the sender's clock: when the record was taken, less how long after the launch that was.
-    const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
-    StallTracker::Launch launch;
-    launch.context = record.context;
-    launch.stream = record.stream;
-    launch.device = record.device;
-    launch.correlation_id = record.correlation_id;
-    launch.function_id = record.function != nullptr ? record.function->id : 0;
-    launch.name = event.name;
-    launch.demangled = event.demangled;
-    launch.grid = event.grid;
-    launch.block = event.block;
-    launch.occupancy = event.occupancy.occupancy;
-    launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
-    stall_->OnLaunch(launch);
-  }
-  event.header = MakeHeader();
-  event.header.ts_ns = record.ts_ns;
-  Send(event, /*preamble=*/false);
-  if (activity_ != nullptr && options_.timing) timing_watch_.OnLaunch(record.ts_ns);
+  handled_pos_ = pos + 1;
+  if (!journaled) PublishState();
 }
 
 std::string_view SenderThread::Intern(const char* name, std::string_view* demangled) {
@@ -593,10 +615,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
   for (int i = 0; i < kMaxRecordsPerStep; ++i) {
     // Leave records in the ring rather than make the transport drop: the ring then drops the
     // newest launches and counts them, exactly (drop), or the launching threads wait (block).
-    if (!MayTake(now)) break;
-    LaunchRecord record;
-    if (!ring_->TryPop(&record)) break;
-    HandleRecord(record);
+    if (!MayTake(now) || !TakeRecord()) break;
     busy = true;
   }
   // Frees what the function table retired (no record is held now); not while an urgent flush
@@ -644,6 +663,12 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     next_stats_ = now + options_.stats_interval;
   }
   transport_.Poll(now);
+  if (options_.blackbox != nullptr) {
+    // Lines the socket took reach the collector whatever happens to this process.
+    if (const std::optional<uint64_t> written = transport_.written_seq()) {
+      options_.blackbox->ReleaseJournal(*written);
+    }
+  }
   // Acks the poll read may have made room for records waiting in the ring: take them at once
   // instead of sleeping until the next wake-up.
   if (!busy && ring_->SizeApprox() > 0 && transport_.HasRoom(kRoomForRecord)) busy = true;

@@ -25,6 +25,14 @@
 // buffers are then asked of CUPTI (cuptiActivityFlushAll, default flush) every quarter of the
 // threshold, within [50, 500] ms, instead of every 500 ms.
 //
+// The black box (SenderThreadOptions::blackbox, cuflight/blackbox/region_layout.h). The thread
+// takes a ring record with TryPeek and frees its slot only once it has handled it, so until then
+// the record is still in the ring. After every seq it uses it publishes its state there (next
+// seq, ring position handled, devices announced); a kernel event's record goes to the journal
+// with that state, in one step, and stays there until the transport wrote the event's line. A
+// collector that reads the black box after this process died knows what each record got or
+// would have got.
+//
 // Kernel timing records lost before they became events use no number; they are counted in
 // timing_dropped instead (stats, process_end, process_crash): records lost for want of an
 // activity buffer (ActivityBuffers::lost_records) and records CUPTI handed over incomplete
@@ -50,6 +58,7 @@
 
 #include "activity_buffers.h"
 #include "crash_handler.h"
+#include "cuflight/blackbox/region_writer.h"
 #include "cuflight/inject/config.h"
 #include "cuflight/inject/on_full.h"
 #include "cuflight/schema/events.h"
@@ -82,6 +91,8 @@ struct SenderThreadOptions {
   // CUFLIGHT_ON_FULL: kBlock waits for the transport to have room instead of making it drop
   // (see Back-pressure above).
   OnFull on_full = OnFull::kDrop;
+  // The black box the ring lies in (see above); null: none.
+  blackbox::RegionWriter* blackbox = nullptr;
   // Block mode: the longest wait for room during which no line is acknowledged or spilled.
   static constexpr std::chrono::milliseconds kDefaultBlockStallLimit{5000};
   std::chrono::milliseconds block_stall_limit{kDefaultBlockStallLimit};
@@ -179,13 +190,22 @@ class SenderThread {
 
   void Run() noexcept;
   uint64_t NextSeq() noexcept;
-  schema::Header MakeHeader() noexcept;
-  // Encodes and queues one event; the preamble ones go to the transport's preamble.
+  // A header with the next seq; `publish`: the black box learns at once that the seq is used
+  // (false for the events of a ring record, whose handling publishes at its end).
+  schema::Header MakeHeader(bool publish = true) noexcept;
+  // The black box's view of the thread's progress; publishes it.
+  blackbox::SeqState BlackboxState() const noexcept;
+  void PublishState() noexcept;
+  // Encodes and queues one event; the preamble ones go to the transport's preamble. True when
+  // the transport took it.
   template <typename Event>
-  void Send(Event& event, bool preamble) noexcept;
+  bool Send(Event& event, bool preamble) noexcept;
+  // Takes the oldest ring record, handles it, then frees its slot; false when there is none.
+  bool TakeRecord() noexcept;
   void SendProcessStart() noexcept;
   void EnsureDeviceEvent(int ordinal) noexcept;
-  void HandleRecord(const LaunchRecord& record) noexcept;
+  // The record at ring position `pos`.
+  void HandleRecord(const LaunchRecord& record, uint64_t pos) noexcept;
   // The device an activity record names, read from the driver when no launch described it.
   const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
@@ -266,6 +286,10 @@ class SenderThread {
 
   uint64_t next_seq_ = 0;
   uint64_t ring_drops_seen_ = 0;
+  // The black box's state (see above): the ring position below which every record is handled,
+  // and the devices whose device event has a seq.
+  uint64_t handled_pos_ = 0;
+  uint64_t announced_devices_ = 0;
   std::atomic<uint64_t> emitted_{0};
   std::atomic<uint64_t> rejected_{0};       // Enqueue refused or encode failed: seq used
   std::atomic<uint64_t> ring_high_water_{0};

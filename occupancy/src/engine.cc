@@ -165,6 +165,16 @@ Status DeviceContext::Validate(const DeviceLimits& d) {
       d.reserved_smem_per_block > kMaxSmemBytes) {
     return Status::kInvalidDevice;
   }
+  const MaxDeviceLimits& m = kMaxDeviceLimits;
+  if (d.cc_major < 0 || d.cc_major > m.cc || d.cc_minor < 0 || d.cc_minor > m.cc ||
+      d.sm_count > m.sm_count || d.warp_size > m.warp_size ||
+      d.max_threads_per_block > m.max_threads_per_block ||
+      d.max_threads_per_sm > m.max_threads_per_sm || d.max_blocks_per_sm > m.max_blocks_per_sm ||
+      d.regs_per_sm > m.regs || d.regs_per_block > m.regs ||
+      d.max_cluster_size > m.max_cluster_size || d.max_cluster_size_non_portable < 0 ||
+      d.max_cluster_size_non_portable > m.max_cluster_size) {
+    return Status::kInvalidDevice;
+  }
   cudaOccDeviceProp p = MakeDeviceProp(d);
   int value = 0;
   size_t smem = 1;

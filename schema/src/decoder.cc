@@ -518,6 +518,7 @@ void Read(Reader& r, OwnedDeviceEvent* e) {
   r.Int("reserved_smem_per_block", kCount64, &e->reserved_smem_per_block);
   r.Int("warp_size", kCount32, &e->warp_size);
   r.Int("max_cluster_size", kCount32, &e->max_cluster_size);
+  r.OptionalBool("recovered", &e->recovered);
 }
 
 void Read(Reader& r, OwnedKernelEvent* e) {
@@ -567,6 +568,7 @@ void Read(Reader& r, OwnedKernelEvent* e) {
   r.Int("best_block_size", kCount32, &o.best_block_size);
   r.OptionalOccupancySource("occupancy_source", &e->occupancy_source);
   r.OptionalInt("engine_max_active_blocks", kCount32, &e->engine_max_active_blocks);
+  r.OptionalBool("recovered", &e->recovered);
 }
 
 void Read(Reader& r, OwnedKernelTimeEvent* e) {
@@ -633,6 +635,7 @@ void Read(Reader& r, OwnedProcessLostEvent* e) {
   r.OneLostReason("reason", &e->reason);
   r.Int("events_stored", kUint64, &e->events_stored);
   r.Int("events_lost", kUint64, &e->events_lost);
+  r.OptionalInt("events_recovered", kUint64, &e->events_recovered);
 }
 
 void Read(Reader& r, OwnedProcessCrashEvent* e) {

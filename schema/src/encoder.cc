@@ -608,6 +608,7 @@ size_t Encode(const BasicDeviceEvent<S>& e, char* buf, size_t cap) noexcept {
   w.Int(e.warp_size);
   w.Key(R"(,"max_cluster_size":)");
   w.Int(e.max_cluster_size);
+  if (e.recovered) w.Key(R"(,"recovered":true)");
   w.Char('}');
   return w.Finish();
 }
@@ -673,6 +674,7 @@ size_t Encode(const BasicKernelEvent<S>& e, char* buf, size_t cap) noexcept {
     w.Key(R"(,"engine_max_active_blocks":)");
     w.Int(*e.engine_max_active_blocks);
   }
+  if (e.recovered) w.Key(R"(,"recovered":true)");
   w.Char('}');
   return w.Finish();
 }
@@ -790,6 +792,10 @@ size_t Encode(const BasicProcessLostEvent<S>& e, char* buf, size_t cap) noexcept
   w.Int(e.events_stored);
   w.Key(R"(,"events_lost":)");
   w.Int(e.events_lost);
+  if (e.events_recovered) {
+    w.Key(R"(,"events_recovered":)");
+    w.Int(*e.events_recovered);
+  }
   w.Char('}');
   return w.Finish();
 }

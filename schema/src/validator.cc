@@ -60,8 +60,8 @@ using internal::Utf8Length;
   X(cpu_ns) X(timing_dropped) X(occupancy_disagreements) X(api_errors_routine)                  \
   X(api_errors_suppressed) X(timing_stopped) X(timing_stopped_reason)                                                                       \
   X(exit_code)                                                                                   \
-  X(last_seq) X(reason) X(events_stored) X(events_lost)                                         \
-  X(signal) X(signal_name) X(addr) X(app_handler)                                               \
+  X(last_seq) X(reason) X(events_stored) X(events_lost) X(events_recovered)                    \
+  X(signal) X(signal_name) X(addr) X(app_handler) X(recovered)                                  \
   X(state) X(stall_ms) X(stalled_ms) X(completed) X(streams_stalled) X(streams) X(waiting_ms)  \
   X(unfinished) X(age_ms)
 
@@ -1333,6 +1333,7 @@ void CheckDevice(Checker& c) {
   }
   c.Int<int64_t>(k_warp_size, kCount32);
   c.Int<int64_t>(k_max_cluster_size, kCount32);
+  c.OptionalBool(k_recovered);
 }
 
 void CheckKernel(Checker& c) {
@@ -1378,6 +1379,7 @@ void CheckKernel(Checker& c) {
   c.Int<int64_t>(k_best_block_size, kCount32);
   c.OptionalOccupancySource(k_occupancy_source);
   c.OptionalInt(k_engine_max_active_blocks, kCount32);
+  c.OptionalBool(k_recovered);
 }
 
 void CheckKernelTime(Checker& c) {
@@ -1436,6 +1438,7 @@ void CheckProcessLost(Checker& c) {
   c.OneLostReason(k_reason);
   c.Int<int64_t>(k_events_stored, kUint64);
   c.Int<int64_t>(k_events_lost, kUint64);
+  c.OptionalInt(k_events_recovered, kUint64);
 }
 
 void CheckProcessCrash(Checker& c) {

@@ -3,8 +3,9 @@
 // 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
 //    whitespace (the stall event's nested stream and launch objects included); only the kernel
 //    event (cluster, graph_id with graph_node_id, cluster_occupancy, occupancy_source,
-//    engine_max_active_blocks) and the kernel_time event (graph_id with graph_node_id) have members
-//    it may leave out, and lines of earlier encoders lack dropped_backpressure, timing_dropped or
+//    engine_max_active_blocks, recovered), the kernel_time event (graph_id with graph_node_id),
+//    the device event (recovered) and process_lost (events_recovered) have members it may leave
+//    out, and lines of earlier encoders lack dropped_backpressure, timing_dropped or
 //    occupancy_disagreements (stats, process_end, process_crash), which write timing_stopped with
 //    timing_stopped_reason only when timing stopped. AcceptEncoderLayout walks a line expecting
 //    exactly that layout: it compares the bytes of each member name, with the ',' before it, its
@@ -695,7 +696,7 @@ class Cursor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The event types, in the encoder's order (encoder.cc). Kernel has the most members: 45, within
+// The event types, in the encoder's order (encoder.cc). Kernel has the most members: 46, within
 // LineInfo::kMaxMembers.
 
 inline bool ProcessStart(Cursor& c, Header* h) {
@@ -724,7 +725,7 @@ inline bool Device(Cursor& c, Header* h) {
          c.Int<R"(,"smem_per_block_optin":)", kCount64>() &&
          c.Int<R"(,"reserved_smem_per_block":)", kCount64>() &&
          c.Int<R"(,"warp_size":)", kCount32>() && c.Int<R"(,"max_cluster_size":)", kCount32>() &&
-         c.Close();
+         (!c.Name<R"(,"recovered":)">() || c.BoolValue()) && c.Close();
 }
 
 inline bool Kernel(Cursor& c, Header* h) {
@@ -768,7 +769,8 @@ inline bool Kernel(Cursor& c, Header* h) {
          c.IntOrNull<R"(,"smem_for_next_block":)", kCount64>() &&
          c.Int<R"(,"best_block_size":)", kCount32>() &&
          (!c.Name<R"(,"occupancy_source":)">() || c.OccupancySourceValue()) &&
-         (!c.Name<R"(,"engine_max_active_blocks":)">() || c.IntValue<kCount32>()) && c.Close();
+         (!c.Name<R"(,"engine_max_active_blocks":)">() || c.IntValue<kCount32>()) &&
+         (!c.Name<R"(,"recovered":)">() || c.BoolValue()) && c.Close();
 }
 
 inline bool KernelTime(Cursor& c, Header* h) {
@@ -831,7 +833,8 @@ inline bool ProcessLost(Cursor& c, Header* h) {
   return c.Open<R"({"type":"process_lost","version":1,"ts_ns":)">(h) &&
          c.IntOrNull<R"(,"last_seq":)", kUint64>() && c.Name<R"(,"reason":)">() &&
          c.LostReasonValue() && c.Int<R"(,"events_stored":)", kUint64>() &&
-         c.Int<R"(,"events_lost":)", kUint64>() && c.Close();
+         c.Int<R"(,"events_lost":)", kUint64>() &&
+         (!c.Name<R"(,"events_recovered":)">() || c.IntValue<kUint64>()) && c.Close();
 }
 
 inline bool ProcessCrash(Cursor& c, Header* h) {

@@ -48,6 +48,7 @@ Config Documented() {
   c.api_error_history = 8;
   c.crash_handler = true;
   c.stall_ms = 10000;
+  c.blackbox = true;
   return c;
 }
 
@@ -330,6 +331,9 @@ TEST(ConfigTest, ApiErrorsAndCrashHandler) {
   ExpectRejected("CUFLIGHT_API_ERROR_HISTORY", "65", "8");
   ExpectRejected("CUFLIGHT_API_ERRORS", "maybe", "true");
   ExpectRejected("CUFLIGHT_CRASH_HANDLER", "2", "true");
+  EXPECT_FALSE(Accepted("CUFLIGHT_BLACKBOX", "0").blackbox);
+  EXPECT_TRUE(Accepted("CUFLIGHT_BLACKBOX", "on").blackbox);
+  ExpectRejected("CUFLIGHT_BLACKBOX", "sometimes", "true");
 }
 
 // CUFLIGHT_COLLECTOR_UID: a numeric uid; 4294967295 is (uid_t)-1, "no uid" to the kernel.
@@ -390,7 +394,8 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"api_errors", "true"},
       {"api_error_history", "8"},
       {"crash_handler", "true"},
-      {"stall_ms", "10000"}};
+      {"stall_ms", "10000"},
+      {"blackbox", "true"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {

@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <string>
 
 #include "activity_buffers.h"
+#include "cuflight/blackbox/region_writer.h"
 #include "inject_test_support.h"
 
 namespace {
@@ -57,6 +60,41 @@ TEST(HotPath, CachedLaunchesAllocateNothing) {
   g_counting = false;
   EXPECT_EQ(g_allocations.load(), 0);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
+}
+
+// The same with the ring in a black box, as the injected library runs by default: the function
+// and its device are described there on the slow path, and a cached launch only copies its
+// record (which names the function's descriptor) into the memfd.
+TEST(HotPath, CachedLaunchesIntoTheBlackBoxAllocateNothing) {
+  Harness h(16384);
+  blackbox::RegionOptions o;
+  o.ring_capacity = 16384;
+  o.journal_capacity = 16384;
+  std::string error;
+  const std::unique_ptr<blackbox::RegionWriter> region = blackbox::RegionWriter::Create(o, &error);
+  ASSERT_NE(region, nullptr) << error;
+  h.ring = std::make_unique<LaunchRing>(
+      16384, LaunchRing::Storage{region->ring_control(), region->ring_slots()});
+  RecorderOptions options;
+  options.blackbox = region.get();
+  h.recorder = std::make_unique<Recorder>(&h.driver, &h.cupti, h.ring.get(), &h.functions,
+                                          &h.devices, options);
+  h.fake.functions[0x1000] = FakeFunction{};
+  cuLaunchKernel_params plain{Fn(0x1000), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", 0);  // the slow path
+
+  g_allocations = 0;
+  g_counting = true;
+  for (uint32_t i = 0; i < 10000; ++i) {
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", i);
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(h.ring->SizeApprox(), 10001u);
+  LaunchRecord r;
+  ASSERT_TRUE(h.ring->TryPop(&r));
+  EXPECT_EQ(r.function_desc, 0u);  // the black box's first descriptor
+  EXPECT_EQ(region->functions_refused(), 0u);
 }
 
 // A CUkernel (how the runtime launches) on a stream of its own: its device comes from the

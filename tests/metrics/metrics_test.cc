@@ -62,6 +62,11 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   m.BytesWritten(23);
   m.Unstored(4);
   m.Unstored(5);
+  m.Recovered(3);
+  m.Recovered(1);
+  m.BlackboxError("not_sealed");
+  m.BlackboxError("bad_state");
+  m.BlackboxError("not_sealed");
   m.SetLogTotals({.write_errors = 1,
                   .pending_bytes = 70000,
                   .fsync_rounds_skipped = 0,
@@ -103,6 +108,10 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   EXPECT_EQ(e.SamplesNamed("cuflight_events_dropped_total").size(), 2u);
   EXPECT_EQ(V(e, "cuflight_log_written_bytes_total"), 123);
   EXPECT_EQ(V(e, "cuflight_events_unstored_total"), 9);
+  EXPECT_EQ(V(e, "cuflight_events_recovered_total"), 4);
+  EXPECT_EQ(V(e, "cuflight_blackbox_errors_total", {{"reason", "not_sealed"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_blackbox_errors_total", {{"reason", "bad_state"}}), 1);
+  EXPECT_EQ(e.SamplesNamed("cuflight_blackbox_errors_total").size(), 2u);
   EXPECT_EQ(V(e, "cuflight_log_write_errors_total"), 4);
   EXPECT_EQ(V(e, "cuflight_log_pending_bytes"), 5000);
   EXPECT_EQ(V(e, "cuflight_log_fsync_skipped_total"), 2);
@@ -193,6 +202,8 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
                                           "cuflight_log_written_bytes_total",
                                           "cuflight_kernel_launches_total",
                                           "cuflight_events_unstored_total",
+                                          "cuflight_events_recovered_total",
+                                          "cuflight_blackbox_errors_total",
                                           "cuflight_log_write_errors_total",
                                           "cuflight_log_pending_bytes",
                                           "cuflight_log_fsync_skipped_total",

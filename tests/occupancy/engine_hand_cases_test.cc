@@ -2,6 +2,9 @@
 // arithmetic written next to each expectation. None of these numbers come from the engine.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <initializer_list>
+
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/occupancy/engine.h"
 
@@ -248,6 +251,24 @@ TEST(EngineHandCases, InvalidInput) {
   bad.sm_count = 0;
   EXPECT_EQ(DeviceContext::Validate(bad), Status::kInvalidDevice);
   EXPECT_FALSE(DeviceContext::Make(bad).has_value());
+  // Limits no driver reports (a hostile black box): refused before the reference's int
+  // arithmetic could overflow (50855968-thread warps times 1024 registers did).
+  const DeviceLimits a100 = FindDevicePreset("a100")->limits;
+  for (auto poke : std::initializer_list<void (*)(DeviceLimits&)>{
+           [](DeviceLimits& d) { d.warp_size = 50855968; },
+           [](DeviceLimits& d) { d.max_threads_per_block = 1 << 20; },
+           [](DeviceLimits& d) { d.max_threads_per_sm = INT32_MAX; },
+           [](DeviceLimits& d) { d.regs_per_sm = INT32_MAX; },
+           [](DeviceLimits& d) { d.regs_per_block = 1 << 30; },
+           [](DeviceLimits& d) { d.max_blocks_per_sm = 1 << 20; },
+           [](DeviceLimits& d) { d.sm_count = INT32_MAX; },
+           [](DeviceLimits& d) { d.cc_minor = -1; },
+           [](DeviceLimits& d) { d.max_cluster_size_non_portable = -5; },
+       }) {
+    bad = a100;
+    poke(bad);
+    EXPECT_EQ(DeviceContext::Validate(bad), Status::kInvalidDevice);
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -112,6 +114,75 @@ TEST(MpscRingTest, SingleThreadFifo) {
   EXPECT_FALSE(ring.TryPop(&r));
   EXPECT_EQ(ring.SizeApprox(), 0u);
   EXPECT_EQ(ring.dropped(), 0u);
+}
+
+// TryPeek leaves the record where it is (its slot stays taken) until Consume frees it.
+TEST(MpscRingTest, PeekLeavesTheRecordInItsSlotUntilConsumed) {
+  MpscRing<Record> ring(4);
+  Record r;
+  uint64_t pos = 99;
+  EXPECT_FALSE(ring.TryPeek(&r, &pos));
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(ring.TryPush(Make(3, i)));
+  for (int look = 0; look < 2; ++look) {
+    ASSERT_TRUE(ring.TryPeek(&r, &pos));
+    EXPECT_EQ(pos, 0u);
+    EXPECT_EQ(r.seq, 0u);
+  }
+  EXPECT_FALSE(ring.TryPush(Make(3, 4)));  // still full: the peeked record holds its slot
+  EXPECT_EQ(ring.popped(), 0u);
+  ring.Consume();
+  EXPECT_EQ(ring.popped(), 1u);
+  EXPECT_TRUE(ring.TryPush(Make(3, 4)));
+  for (uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(ring.TryPeek(&r, &pos));
+    EXPECT_EQ(pos, i);
+    EXPECT_EQ(r.seq, i);
+    EXPECT_TRUE(Intact(r));
+    ring.Consume();
+  }
+  EXPECT_FALSE(ring.TryPeek(&r));
+  EXPECT_EQ(ring.dropped(), 1u);
+}
+
+// Over caller memory the ring keeps its words where Storage's layout says: a reader of the raw
+// bytes (the collector reading a producer's black box) finds the positions, the drop count, each
+// slot's turn word (position + 1 once committed, position + capacity once freed) and the record
+// 8 bytes into its slot.
+TEST(MpscRingTest, OverCallerStorageTheWordsLieWhereTheLayoutSays) {
+  using Ring = MpscRing<Record>;
+  static_assert(sizeof(Ring::Control) == 512 && alignof(Ring::Control) == 128);
+  static_assert(sizeof(Ring::Slot) == 256 && offsetof(Ring::Slot, data) == 8);
+  alignas(128) static unsigned char control[512];
+  alignas(64) static unsigned char slots[8 * 256];
+  std::memset(control, 0xAB, sizeof(control));  // not initialised: the ring constructs its words
+  std::memset(slots, 0xCD, sizeof(slots));
+  Ring ring(8, Ring::Storage{control, slots});
+  const auto word = [](const unsigned char* at) {
+    uint64_t v = 0;
+    std::memcpy(&v, at, sizeof(v));
+    return v;
+  };
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(ring.TryPush(Make(5, i)));
+  EXPECT_FALSE(ring.TryPush(Make(5, 8)));
+  Record r;
+  ASSERT_TRUE(ring.TryPop(&r));
+  ASSERT_TRUE(ring.TryPop(&r));
+  EXPECT_EQ(word(control + 0), 8u);    // claimed
+  EXPECT_EQ(word(control + 128), 2u);  // consumed
+  EXPECT_EQ(word(control + 384), 1u);  // dropped
+  EXPECT_EQ(word(slots + 0 * 256), 0u + 8);  // freed for the next lap: position 0 + capacity
+  EXPECT_EQ(word(slots + 1 * 256), 1u + 8);
+  for (uint64_t i = 2; i < 8; ++i) {
+    EXPECT_EQ(word(slots + i * 256), i + 1) << i;  // committed, not consumed
+    Record raw;
+    std::memcpy(&raw, slots + i * 256 + 8, sizeof(raw));
+    EXPECT_EQ(raw.seq, i);
+    EXPECT_TRUE(Intact(raw));
+  }
+  for (uint64_t i = 2; i < 8; ++i) {
+    ASSERT_TRUE(ring.TryPop(&r));
+    EXPECT_EQ(r.seq, i);
+  }
 }
 
 TEST(MpscRingTest, FullAndEmptyEdges) {

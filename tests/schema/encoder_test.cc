@@ -133,6 +133,30 @@ TEST(EncoderTest, ProcessLostLineIsExact) {
   lost.reason = LostReason::kDisconnected;
   EXPECT_NE(EncodeToString(lost).find(R"(,"last_seq":null,"reason":"disconnected",)"),
             std::string::npos);
+  // After a black box was read: how many of events_stored came from it, last.
+  lost.events_recovered = 40;
+  EXPECT_TRUE(EncodeToString(lost).ends_with(R"("events_lost":2,"events_recovered":40})"
+                                             "\n"))
+      << EncodeToString(lost);
+}
+
+// "recovered" marks what the collector made from a black box; it is written, last, only then.
+TEST(EncoderTest, RecoveredOnlyWhenTrueAndLast) {
+  OwnedKernelEvent k = RealisticKernel();
+  std::string line = EncodeLine(k);
+  EXPECT_EQ(line.find("recovered"), std::string::npos) << line;
+  k.recovered = true;
+  line = EncodeLine(k);
+  EXPECT_TRUE(line.ends_with(R"(,"recovered":true})"
+                             "\n"))
+      << line;
+  OwnedDeviceEvent d;
+  EXPECT_EQ(EncodeLine(d).find("recovered"), std::string::npos);
+  d.recovered = true;
+  line = EncodeLine(d);
+  EXPECT_TRUE(line.ends_with(R"("max_cluster_size":0,"recovered":true})"
+                             "\n"))
+      << line;
 }
 
 TEST(EncoderTest, ProcessCrashLineIsExact) {

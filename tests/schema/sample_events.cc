@@ -258,6 +258,9 @@ std::vector<OwnedEvent> RoundTripEvents() {
   device.max_cluster_size = 0;
   device.smem_per_block_optin = kI64Max;
   events.emplace_back(WithHeader(device, seq++));
+  device.recovered = true;  // made by the collector from the producer's black box
+  events.emplace_back(WithHeader(device, seq++));
+  device.recovered = false;
 
   OwnedKernelEvent kernel = SampleKernel(seq++);
   events.emplace_back(kernel);
@@ -284,6 +287,14 @@ std::vector<OwnedEvent> RoundTripEvents() {
   kernel.cooperative = false;
   kernel.graph_id.reset();
   kernel.graph_node_id.reset();
+  kernel.recovered = true;  // made by the collector from the producer's black box
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.occupancy_source = OccupancySource::kDriver;
+  kernel.engine_max_active_blocks = 3;
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.recovered = false;
+  kernel.occupancy_source = OccupancySource::kUnknown;
+  kernel.engine_max_active_blocks.reset();
   for (const std::string& s : hostile) {
     kernel.name = s;
     kernel.demangled = s + s;
@@ -441,6 +452,14 @@ std::vector<OwnedEvent> RoundTripEvents() {
   lost.last_seq = kU64Max;
   lost.events_stored = kU64Max;
   lost.events_lost = kU64Max;
+  events.emplace_back(lost);
+  lost.events_recovered = 0;  // a black box was read; nothing in it was missing from the log
+  events.emplace_back(lost);
+  lost.header.seq = 90;
+  lost.last_seq = 90;
+  lost.events_stored = 91;
+  lost.events_lost = 0;
+  lost.events_recovered = kU64Max;
   events.emplace_back(lost);
 
   OwnedProcessCrashEvent crash;
@@ -725,7 +744,8 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->graph_node_id,
                      k->occupancy,
                      k->occupancy_source,
-                     k->engine_max_active_blocks};
+                     k->engine_max_active_blocks,
+                     k->recovered};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* stall = std::get_if<OwnedStallEvent>(&event)) {
     // The injector's view: spans over arrays of views.

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -224,9 +225,34 @@ void FakeCollector::AcceptAll() {
 
 bool FakeCollector::ReadOnce(Conn& c) {
   std::string buf(read_chunk_, '\0');
-  const ssize_t n = recv(c.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+  // Descriptors passed with SCM_RIGHTS (a producer's black box): each is described, then closed.
+  iovec iov{buf.data(), buf.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(c.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
   if (n <= 0) return false;
+  for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+      struct stat st {};
+      PassedFd passed;
+      passed.at_byte = c.info.bytes;
+      if (fstat(fd, &st) == 0) {
+        passed.dev = st.st_dev;
+        passed.ino = st.st_ino;
+      }
+      c.info.passed.push_back(passed);
+      close(fd);
+    }
+  }
   c.info.bytes += static_cast<uint64_t>(n);
   c.partial.append(buf.data(), static_cast<size_t>(n));
   size_t start = 0;

@@ -29,6 +29,14 @@ struct Store {
   uint64_t duplicates = 0;  // lines skipped because their seq was not above the highest
 };
 
+// A descriptor a connection passed with SCM_RIGHTS: the file it refers to, and the byte of the
+// stream it came with.
+struct PassedFd {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t at_byte = 0;
+};
+
 class FakeCollector {
  public:
   struct Connection {
@@ -37,6 +45,7 @@ class FakeCollector {
     std::vector<std::string> lines;
     uint64_t bytes = 0;
     bool open = true;
+    std::vector<PassedFd> passed;
   };
   enum class AckMode { kAuto, kNone };
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -131,6 +132,74 @@ TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
   EXPECT_EQ(st.connects, 1u);
   EXPECT_EQ(st.retransmitted, 0u);
   EXPECT_TRUE(s.connected());
+  ExpectBalanced(s);
+}
+
+// pass_fd goes with the first bytes of every Unix connection, once each; never over TCP.
+TEST_F(SenderTest, PassesItsDescriptorWithTheFirstBytesOfEveryConnection) {
+  char name[] = "/tmp/cuflight-passed-XXXXXX";
+  const int file = mkstemp(name);
+  ASSERT_GE(file, 0);
+  unlink(name);
+  struct stat st {};
+  ASSERT_EQ(fstat(file, &st), 0);
+  SenderOptions o = Options();
+  o.pass_fd = file;
+  auto collector = StartCollector();
+  Sender s(o);
+  EXPECT_FALSE(s.written_seq().has_value());
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq < 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_EQ(s.written_seq(), 49u);
+  collector->Kill();  // a new collector, a new connection: the descriptor again
+  collector = StartCollector();
+  for (uint64_t seq = 50; seq < 60; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0 && s.stats().connects == 2; }));
+  const auto conns = collector->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_EQ(conns[0].passed.size(), 1u);
+  EXPECT_EQ(conns[0].passed[0].at_byte, 0u);
+  EXPECT_EQ(conns[0].passed[0].ino, static_cast<uint64_t>(st.st_ino));
+  EXPECT_EQ(conns[0].passed[0].dev, static_cast<uint64_t>(st.st_dev));
+  EXPECT_EQ(s.stats().fds_passed, 2u);
+  EXPECT_EQ(s.stats().fd_pass_failures, 0u);
+  close(file);
+
+  // TCP carries no descriptor.
+  FakeCollector tcp(store_);
+  SenderOptions t = Options();
+  t.socket_path = "tcp:127.0.0.1:" + std::to_string(tcp.port());
+  t.pass_fd = 0;
+  Sender over_tcp(t);
+  ASSERT_TRUE(over_tcp.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(Pump(over_tcp, [&] { return over_tcp.unacked_lines() == 0; }));
+  EXPECT_EQ(over_tcp.stats().fds_passed, 0u);
+  EXPECT_TRUE(tcp.connections().at(0).passed.empty());
+}
+
+// A descriptor the kernel refuses to pass (here: not open) costs nothing but the passing: the
+// lines go out without it, one warning says so, and no later connection tries again.
+TEST_F(SenderTest, ADescriptorTheKernelRefusesIsDroppedWithOneWarning) {
+  SenderOptions o = Options();
+  o.pass_fd = 1 << 20;  // beyond any open descriptor: EBADF
+  std::vector<std::string> warnings;
+  o.warn = [&warnings](std::string_view w) { warnings.emplace_back(w); };
+  auto collector = StartCollector();
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  collector->Kill();
+  collector = StartCollector();
+  ASSERT_TRUE(s.Enqueue(20, MakeLine(20, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0 && s.stats().connects == 2; }));
+  EXPECT_EQ(Stored(), Range(0, 20));
+  EXPECT_EQ(s.stats().fds_passed, 0u);
+  EXPECT_EQ(s.stats().fd_pass_failures, 1u);
+  EXPECT_EQ(s.stats().write_errors, 0u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("cannot pass the black box"), std::string::npos) << warnings[0];
   ExpectBalanced(s);
 }
 

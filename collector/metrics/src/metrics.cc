@@ -46,6 +46,7 @@ constexpr size_t kMaxDropReasons = 16;
 // CUDA error names: cuda.h has about 100 CUresult values, of which a node sees a handful; the
 // names beyond the first 32 seen are summed as "other".
 constexpr size_t kMaxApiErrorNames = 32;
+constexpr size_t kMaxBlackboxReasons = 16;
 constexpr size_t kMaxReasonBytes = 64;
 
 // Series of the kernel-name table's reserved value "unknown" (LabelTable::kOther is "other").
@@ -124,10 +125,12 @@ struct Metrics::State {
         rejected_reasons({"other"}, kMaxRejectReasons, kMaxReasonBytes),
         dropped_reasons({"other"}, kMaxDropReasons, kMaxReasonBytes),
         api_error_names({"other", "unknown"}, kMaxApiErrorNames, kMaxReasonBytes, kUnknownName),
+        blackbox_reasons({"other"}, kMaxBlackboxReasons, kMaxReasonBytes),
         kernel_names({"other", "unknown"}, top_names, kMaxKernelNameBytes, kUnknownName),
         rejected(std::make_unique<Counter[]>(rejected_reasons.capacity())),
         dropped(std::make_unique<Counter[]>(dropped_reasons.capacity())),
         api_errors(std::make_unique<Counter[]>(api_error_names.capacity())),
+        blackbox_errors(std::make_unique<Counter[]>(blackbox_reasons.capacity())),
         names(std::make_unique<NameSeries[]>(kernel_names.capacity())),
         join(join_capacity) {
     for (int d = 0; d < kMaxDevices; ++d) device_labels[d] = std::to_string(d);
@@ -145,6 +148,7 @@ struct Metrics::State {
   Counter occupancy_disagreements{0};
   Counter bytes_written{0};
   Counter unstored{0};
+  Counter recovered{0};
   Counter log_write_errors{0};
   std::atomic<uint64_t> log_pending_bytes{0};
   Counter log_fsync_skipped{0};
@@ -153,10 +157,12 @@ struct Metrics::State {
   LabelTable rejected_reasons;
   LabelTable dropped_reasons;
   LabelTable api_error_names;
+  LabelTable blackbox_reasons;
   LabelTable kernel_names;
   std::unique_ptr<Counter[]> rejected;  // by rejected_reasons series
   std::unique_ptr<Counter[]> dropped;   // by dropped_reasons series
   std::unique_ptr<Counter[]> api_errors;  // by api_error_names series
+  std::unique_ptr<Counter[]> blackbox_errors;  // by blackbox_reasons series
   std::unique_ptr<NameSeries[]> names;  // by kernel_names series
 
   DeviceSeries devices[kDeviceSlots];
@@ -223,6 +229,12 @@ void Metrics::OccupancyDisagreements(uint64_t delta) {
 void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
 
 void Metrics::Unstored(uint64_t n) { Add(state_->unstored, n); }
+
+void Metrics::Recovered(uint64_t n) { Add(state_->recovered, n); }
+
+void Metrics::BlackboxError(std::string_view reason) {
+  Add(state_->blackbox_errors[state_->blackbox_reasons.Index(reason)]);
+}
 
 void Metrics::SetLogTotals(const LogTotals& totals) {
   State& s = *state_;
@@ -403,6 +415,19 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
            "Events the collector received but could not store (its log buffers were full, e.g. "
            "a full disk) and that their producer did not send again before its process_lost.");
   w.Sample("cuflight_events_unstored_total", {}, Get(unstored));
+
+  w.Family("cuflight_events_recovered_total", "counter",
+           "Events the collector recovered from the black box of a producer that died without "
+           "sending them (stored, marked recovered).");
+  w.Sample("cuflight_events_recovered_total", {}, Get(recovered));
+
+  w.Family("cuflight_blackbox_errors_total", "counter",
+           "Producers' black boxes the collector refused or could not read, by reason.");
+  for (size_t i = 0, n = blackbox_reasons.size(); i < n; ++i) {
+    const uint64_t v = Get(blackbox_errors[i]);
+    if (i < blackbox_reasons.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_blackbox_errors_total", {{"reason", blackbox_reasons.label(i)}}, v);
+  }
 
   w.Family("cuflight_events_dropped_total", "counter",
            "Events the producers report they dropped before sending, by reason.");

@@ -33,6 +33,7 @@ constexpr std::string_view kApiErrors = "CUFLIGHT_API_ERRORS";
 constexpr std::string_view kApiErrorHistory = "CUFLIGHT_API_ERROR_HISTORY";
 constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
 constexpr std::string_view kStallMs = "CUFLIGHT_STALL_MS";
+constexpr std::string_view kBlackbox = "CUFLIGHT_BLACKBOX";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -394,6 +395,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
     p.ReadBool(kCrashHandler, &c.crash_handler);
     p.ReadStallMs(kStallMs, &c.stall_ms, c.timing);
+    p.ReadBool(kBlackbox, &c.blackbox);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -431,6 +433,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"api_error_history", std::to_string(config.api_error_history)},
         {"crash_handler", config.crash_handler ? "true" : "false"},
         {"stall_ms", std::to_string(config.stall_ms)},
+        {"blackbox", config.blackbox ? "true" : "false"},
     };
   } catch (...) {
     return {};

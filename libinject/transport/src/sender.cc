@@ -187,6 +187,11 @@ struct Sender::Impl {
   uint64_t spill_pre = 0;   // the next preamble line that file lacks (<= preamble_released)
   Clock::time_point spill_retry_at = Clock::time_point::min();  // after a refusal
 
+  // Descriptor passing (design point 11): on for Unix addresses with a pass_fd until the kernel
+  // refuses it; pending until a send on the current connection carried it.
+  bool pass_on = false;
+  bool pass_pending = false;
+
   char ack_buf[kAckBufferBytes];
   size_t ack_len = 0;
   bool ack_discarding = false;  // inside an over-long garbage line
@@ -194,7 +199,7 @@ struct Sender::Impl {
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
       dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted,
       connects, connect_failures, disconnects, write_errors, partial_writes, bytes_written,
-      bytes_read, acks, garbage_lines, untrusted_collector;
+      bytes_read, acks, garbage_lines, untrusted_collector, fds_passed, fd_pass_failures;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
@@ -202,6 +207,7 @@ Sender::Impl::Impl(SenderOptions o) noexcept
   (void)internal::ParseSocketAddress(opts.socket_path, &addr);
   trusted = ProducerTrustedUids(opts.trusted_collector_uid);
   spill_on = opts.spill != nullptr;
+  pass_on = opts.pass_fd >= 0 && addr.family() == AF_UNIX;
   buffer_bytes = std::min(opts.buffer_bytes, LineQueue::kMaxByteCapacity);
   max_line = std::clamp<size_t>(opts.window_bytes, 1, std::max<size_t>(buffer_bytes, 1));
   const size_t window_slots =
@@ -419,6 +425,7 @@ void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
   cur = Cursor{preamble.head_index(), 0, window.head_index(), 0};
   ack_len = 0;
   ack_discarding = false;
+  pass_pending = pass_on;
 }
 
 void Sender::Impl::Disconnect(Clock::time_point now) noexcept {
@@ -516,13 +523,46 @@ void Sender::Impl::WriteDue(Clock::time_point now) noexcept {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(n);
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (pass_pending) {  // the descriptor goes with the connection's first bytes
+      std::memset(control, 0, sizeof(control));
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &opts.pass_fd, sizeof(int));
+    }
     const ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (pass_pending && errno != EPIPE && errno != ECONNRESET && errno != ENOTCONN) {
+        // The kernel refused the descriptor, not the bytes (EPERM from a security module,
+        // ETOOMANYREFS, EBADF, ...): the lines go without it from now on.
+        const int err = errno;
+        pass_on = false;
+        pass_pending = false;
+        fd_pass_failures.Add();
+        if (opts.warn) {
+          char line[256];
+          const int len = std::snprintf(
+              line, sizeof(line),
+              "cannot pass the black box to the collector at %s (%s); events recorded and not "
+              "yet sent when the process is killed are lost",
+              opts.socket_path.c_str(), std::strerror(err));  // NOLINT(concurrency-mt-unsafe)
+          if (len > 0) opts.warn(std::string_view(line, std::min(sizeof(line) - 1, size_t(len))));
+        }
+        continue;
+      }
       write_errors.Add();
       Disconnect(now);
       return;
+    }
+    if (pass_pending) {
+      pass_pending = false;
+      fds_passed.Add();
     }
     bytes_written.Add(static_cast<uint64_t>(w));
     Advance(static_cast<size_t>(w));
@@ -637,6 +677,9 @@ void Sender::Impl::Reset() noexcept {
   // The sink's files are the parent's: the child must not write to them (the shared_ptr is not
   // touched, since releasing it is not async-signal-safe).
   spill_on = false;
+  // The descriptor is the parent's too.
+  pass_on = false;
+  pass_pending = false;
   spill_file = 0;
   spill_pre = 0;
   spill_retry_at = Clock::time_point::min();
@@ -652,6 +695,8 @@ void Sender::Impl::Reset() noexcept {
     c->Zero();
   }
   dropped_backpressure.Zero();
+  fds_passed.Zero();
+  fd_pass_failures.Zero();
 }
 
 Sender::Sender(SenderOptions options) noexcept
@@ -795,6 +840,10 @@ bool Sender::WantsWrite() const noexcept {
 
 uint64_t Sender::unacked_lines() const noexcept { return impl_ ? impl_->Unacked() : 0; }
 
+std::optional<uint64_t> Sender::written_seq() const noexcept {
+  return impl_ ? impl_->max_written : std::nullopt;
+}
+
 size_t Sender::held_bytes() const noexcept {
   return impl_ ? impl_->window.bytes() + impl_->unsent.bytes() : 0;
 }
@@ -832,6 +881,8 @@ SenderStats Sender::stats() const noexcept {
   out.acks = s.acks.Get();
   out.garbage_lines = s.garbage_lines.Get();
   out.untrusted_collector = s.untrusted_collector.Get();
+  out.fds_passed = s.fds_passed.Get();
+  out.fd_pass_failures = s.fd_pass_failures.Get();
   return out;
 }
 

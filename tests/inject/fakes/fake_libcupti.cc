@@ -79,6 +79,7 @@ bool UseFamily(int family) {
 std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
+std::atomic<uint32_t> g_next_correlation_id{0};
 
 void SleepMs(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -361,7 +362,8 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle, 
 }
 
 // Fires `count` cuLaunchKernel exit callbacks (block 256, dynamic smem 0, grid 132) as the
-// driver would for a successful runtime launch. Returns how many reached an enabled callback.
+// driver would for a successful runtime launch, with correlation ids 1, 2, ... over the process.
+// Returns how many reached an enabled callback.
 EXPORT int fake_cupti_launch(int count) {
   if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel]) return 0;
   cuLaunchKernel_params params{};
@@ -386,7 +388,11 @@ EXPORT int fake_cupti_launch(int count) {
     for (int waited = 0; !g_flush_hanging.load() && waited < 2000; ++waited) SleepMs(1);
   }
   for (int i = 0; i < count; ++i) {
-    data.correlationId = static_cast<uint32_t>(i + 1);
+    // One id per launch, never repeated in the process: cupti_callbacks.h, correlationId: "this
+    // ID will equal the correlation ID in the CUpti_ActivityAPI record corresponding to the CUDA
+    // driver function call"; cupti_activity.h, CUpti_ActivityKernel10.correlationId: "Each kernel
+    // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call.
+    data.correlationId = g_next_correlation_id.fetch_add(1) + 1;
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
     if (timed) g_timed.push_back(data.correlationId);

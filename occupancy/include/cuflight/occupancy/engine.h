@@ -65,7 +65,8 @@ struct LaunchConfig {
 enum class Status : uint8_t {
   kOk = 0,
   kUnsupportedDevice,  // compute capability the reference calculator does not know
-  kInvalidDevice,      // a device limit is zero or negative
+  kInvalidDevice,      // a device limit is zero, negative, or beyond any device by far
+                       // (kMaxDeviceLimits)
   kInvalidSmemPerSm,   // shared memory per SM above the architecture's largest carveout
   kInvalidLaunch,      // a block dimension is 0, a count or size is negative, or a size is
                        // beyond any device (regs/thread > kMaxRegsPerThread, smem > kMaxSmemBytes)
@@ -75,6 +76,21 @@ std::string_view StatusMessage(Status s);
 // Input bounds beyond every GPU, which keep the reference's int arithmetic from overflowing.
 inline constexpr int kMaxRegsPerThread = 65536;
 inline constexpr int64_t kMaxSmemBytes = int64_t{1} << 30;
+// Device limits far beyond every GPU (the largest today in parentheses), so that limits that do
+// not come from a driver (a dead producer's black box, read by the collector) cannot overflow the
+// reference's int arithmetic either: with a block of at most kMaxThreadsPerBlock threads and
+// kMaxRegsPerThread registers each, a block's registers stay below 2^31.
+struct MaxDeviceLimits {
+  int cc = 99;                          // compute capability major and minor (12)
+  int sm_count = 1 << 16;               // (170)
+  int warp_size = 128;                  // (32)
+  int max_threads_per_block = 1 << 14;  // (1024)
+  int max_threads_per_sm = 1 << 16;     // (2048)
+  int max_blocks_per_sm = 1 << 12;      // (32)
+  int regs = 1 << 24;                   // per SM and per block (65536)
+  int max_cluster_size = 1 << 12;       // portable or not (16)
+};
+inline constexpr MaxDeviceLimits kMaxDeviceLimits{};
 
 // Blocks per SM when a resource places no limit at all (e.g. a kernel with no shared memory).
 inline constexpr int32_t kUnlimited = INT32_MAX;

@@ -271,6 +271,9 @@ struct BasicDeviceEvent {
   int64_t reserved_smem_per_block = 0;
   int32_t warp_size = 32;
   int32_t max_cluster_size = 0;  // largest portable cluster, blocks; 0 without clusters (< sm_90)
+  // Made by the collector from the producer's black box after the process died without sending
+  // it (docs/protocol.md, "The black box"); written only when true.
+  bool recovered = false;
 
   bool operator==(const BasicDeviceEvent&) const = default;
 };
@@ -317,6 +320,10 @@ struct BasicKernelEvent {
   // The engine's max_active_blocks, only when it differs from the driver's (occupancy_source
   // driver; limiting_resource is then "other"). The per-resource figures are the engine's.
   std::optional<int32_t> engine_max_active_blocks;
+  // Made by the collector from the producer's black box (the launch was recorded, the process
+  // died before sending it): the same numbers the producer would have sent. Written only when
+  // true.
+  bool recovered = false;
 
   bool operator==(const BasicKernelEvent&) const = default;
 };
@@ -438,7 +445,12 @@ struct BasicProcessLostEvent {
   std::optional<uint64_t> last_seq;  // highest seq received from the process; nullopt (null): none
   LostReason reason = LostReason::kDisconnected;
   uint64_t events_stored = 0;  // events of the process the collector stored
-  uint64_t events_lost = 0;    // events missing from the seq numbers the collector saw (gaps)
+  // Events missing from the log: gaps in the seq numbers the collector saw and, when the
+  // producer's black box was read, the seqs it used after the last one stored.
+  uint64_t events_lost = 0;
+  // Events the collector recovered from the producer's black box (included in events_stored);
+  // set only when a black box was read.
+  std::optional<uint64_t> events_recovered;
 
   bool operator==(const BasicProcessLostEvent&) const = default;
 };

@@ -10,8 +10,8 @@
 //  2. Every label has a bounded set of values, so the number of series is bounded whatever
 //     producers send: devices 0..63 (others as "other"), the six limiting resources (others as
 //     "unknown"), the schema's event types (others as "other"), at most 32 rejection reasons,
-//     16 drop reasons and 32 CUDA error names (further ones as "other"), and `top_kernel_names`
-//     kernel names.
+//     16 drop reasons, 32 CUDA error names and 16 black box error reasons (further ones as
+//     "other"), and `top_kernel_names` kernel names.
 //  3. Kernel names: the first `top_kernel_names` distinct names get their own label value for
 //     the object's life; later names are summed under kernel="other". A series, once exported,
 //     is never removed or moved, so every counter is monotonic (a sketch that evicted names
@@ -93,6 +93,12 @@ class Metrics {
   // disk) and that the producer did not send again before its process was written off
   // (process_lost).
   void Unstored(uint64_t n);
+  // `n` events recovered from the black box of a producer that died without sending them.
+  void Recovered(uint64_t n);
+  // A producer's black box refused at receipt or unreadable at recovery, by reason (a
+  // blackbox::RegionErrorName or a daemon reason such as "not_sealed"; at most 16 reasons, then
+  // "other").
+  void BlackboxError(std::string_view reason);
 
   // The event log's health: totals since the collector started, as its log sink counts them.
   struct LogTotals {

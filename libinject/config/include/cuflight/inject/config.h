@@ -59,25 +59,14 @@ inline constexpr uint32_t kMaxStallMs = 3'600'000;
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 19> kConfigVariables = {"CUFLIGHT_COLLECTOR",
-                                                                      "CUFLIGHT_COLLECTOR_UID",
-                                                                      "CUFLIGHT_TIMING",
-                                                                      "CUFLIGHT_RING_SIZE",
-                                                                      "CUFLIGHT_ON_FULL",
-                                                                      "CUFLIGHT_FLUSH_MS",
-                                                                      "CUFLIGHT_STATS_MS",
-                                                                      "CUFLIGHT_BUFFER_BYTES",
-                                                                      "CUFLIGHT_INCLUDE",
-                                                                      "CUFLIGHT_EXCLUDE",
-                                                                      "CUFLIGHT_SAMPLE",
-                                                                      "CUFLIGHT_LOG_LEVEL",
-                                                                      "CUFLIGHT_SPILL_DIR",
-                                                                      "CUFLIGHT_SPILL_ROTATE_BYTES",
-                                                                      "CUFLIGHT_SPILL_MAX_BYTES",
-                                                                      "CUFLIGHT_API_ERRORS",
-                                                                      "CUFLIGHT_API_ERROR_HISTORY",
-                                                                      "CUFLIGHT_CRASH_HANDLER",
-                                                                      "CUFLIGHT_STALL_MS"};
+inline constexpr std::array<std::string_view, 20> kConfigVariables = {
+    "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
+    "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
+    "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
+    "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
+    "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
+    "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
+    "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -134,6 +123,10 @@ struct Config {
   // not finished for this long; 0: off. 0 or in [kMinStallMs, kMaxStallMs]. Needs kernel timing:
   // ParseConfig makes it 0 when `timing` is false (with a warning when the variable was set).
   uint32_t stall_ms = kDefaultStallMs;
+  // CUFLIGHT_BLACKBOX: keep the launch ring and what the collector needs to make its events in a
+  // memfd passed to the collector, which reads it if the process dies without a word (SIGKILL,
+  // the OOM killer): docs/crash.md. Off: the ring in the process's own memory.
+  bool blackbox = true;
 
   bool operator==(const Config&) const = default;
 };
@@ -156,7 +149,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
 // ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
 // "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
-// "stall_ms");
+// "stall_ms", "blackbox");
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

@@ -32,7 +32,9 @@
 //     producer waiting under OnFull::kBlock gives up within one back-off step (about 50 us), and a
 //     parked consumer is woken. Records already in the ring can still be popped.
 //  7. The ring must outlive every thread that uses it: destroy it only after the producers and the
-//     consumer are done (Close() and joined, or never started).
+//     consumer are done (Close() and joined, or never started). Its slots and control words may
+//     live in memory the caller provides (the producer's black box, shared with the collector:
+//     cuflight/blackbox/region_layout.h), whose layout Slot and Control pin.
 //  8. OnFull::kBlock waits for the consumer, never for longer than the consumer stands still: a
 //     producer that finds the ring full and sees the consumer index unchanged for the block stall
 //     limit (1 s by default) gives up, counts a drop, and marks the ring stalled at that index.
@@ -42,6 +44,10 @@
 //     reading) holds the application for at most one stall limit in all, not once per launch,
 //     and a consumer that is slow but moving is waited for as long as it keeps moving. The clock
 //     is read only in the sleeping phase of the back-off.
+//  9. The consumer may look before it takes: TryPeek copies the oldest record out and leaves it
+//     in its slot, Consume then frees it. Until then the record is still in the ring, so a
+//     reader of the ring's memory after the process died (the collector, reading the black box)
+//     finds every record the consumer had not finished with.
 #ifndef CUFLIGHT_INJECT_RING_H_
 #define CUFLIGHT_INJECT_RING_H_
 
@@ -59,6 +65,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 #include "cuflight/inject/on_full.h"
@@ -67,6 +74,37 @@ namespace cuflight::inject {
 
 template <typename T>
 class MpscRing {
+  static constexpr size_t kSlotAlign = std::max<size_t>(64, alignof(T));
+  static constexpr size_t kIndexAlign = 128;
+  static constexpr uint32_t kAwake = 0;
+  static constexpr uint32_t kParked = 1;
+
+ public:
+  // One slot: the turn word (design point 1), then the record; each starts a 64-byte line.
+  struct alignas(kSlotAlign) Slot {
+    std::atomic<uint64_t> seq{0};
+    alignas(T) unsigned char data[sizeof(T)];
+  };
+  // The words producers and the consumer write, each group on its own pair of cache lines
+  // (design point 4): the claim position, the consumer's position and parking state, the
+  // high-water mark, the drop counter.
+  struct Control {
+    alignas(kIndexAlign) std::atomic<uint64_t> enqueue_pos{0};
+    alignas(kIndexAlign) std::atomic<uint64_t> dequeue_pos{0};
+    std::atomic<uint32_t> consumer_state{kAwake};
+    std::atomic<bool> wake_requested{false};
+    alignas(kIndexAlign) std::atomic<uint64_t> high_water{0};
+    alignas(kIndexAlign) std::atomic<uint64_t> dropped{0};
+  };
+  // Memory for the ring's slots and control words, provided by the caller (design point 7):
+  // `control` sizeof(Control) bytes aligned to alignof(Control), `slots` capacity * sizeof(Slot)
+  // bytes aligned to alignof(Slot); neither needs to be initialised.
+  struct Storage {
+    void* control = nullptr;
+    void* slots = nullptr;
+  };
+
+ private:
   static_assert(std::is_trivially_copyable_v<T>, "ring records are copied with memcpy");
   static_assert(std::atomic<uint64_t>::is_always_lock_free);
   static_assert(std::atomic<uint32_t>::is_always_lock_free &&
@@ -92,8 +130,26 @@ class MpscRing {
       : mask_(std::bit_ceil(std::clamp(capacity, kMinCapacity, kMaxCapacity)) - 1),
         wake_threshold_((mask_ + 1) * kWakeNumerator / kWakeDenominator),
         block_stall_ns_(std::max<int64_t>(0, block_stall_limit.count())),
-        slots_(new Slot[mask_ + 1]) {
+        owned_slots_(new Slot[mask_ + 1]),
+        owned_control_(new Control()),
+        slots_(owned_slots_.get()),
+        ctl_(owned_control_.get()) {
     for (uint64_t i = 0; i <= mask_; ++i) slots_[i].seq.store(i, std::memory_order_relaxed);
+  }
+  // The same over `storage` (design point 7), which must outlive the ring: `capacity` must be a
+  // power of two in [kMinCapacity, kMaxCapacity]. Constructs the slots and control words there
+  // and touches every slot; allocates nothing, throws nothing.
+  MpscRing(size_t capacity, Storage storage,
+           std::chrono::nanoseconds block_stall_limit = kDefaultBlockStallLimit) noexcept
+      : mask_(capacity - 1),
+        wake_threshold_((mask_ + 1) * kWakeNumerator / kWakeDenominator),
+        block_stall_ns_(std::max<int64_t>(0, block_stall_limit.count())),
+        slots_(static_cast<Slot*>(storage.slots)),
+        ctl_(new (storage.control) Control()) {
+    for (uint64_t i = 0; i <= mask_; ++i) {
+      new (&slots_[i]) Slot();
+      slots_[i].seq.store(i, std::memory_order_relaxed);
+    }
   }
   MpscRing(const MpscRing&) = delete;
   MpscRing& operator=(const MpscRing&) = delete;
@@ -103,7 +159,7 @@ class MpscRing {
   // point 5.
   bool TryPush(const T& record) noexcept {
     if (!closed_.load(std::memory_order_relaxed) && PushOnce(record)) return true;
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    ctl_->dropped.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
 
@@ -114,14 +170,14 @@ class MpscRing {
   bool Push(const T& record, OnFull policy) noexcept {
     if (policy == OnFull::kDrop) return TryPush(record);
     if (!closed_.load(std::memory_order_acquire) && PushOnce(record)) return true;
-    uint64_t seen = dequeue_pos_.load(std::memory_order_acquire);
+    uint64_t seen = ctl_->dequeue_pos.load(std::memory_order_acquire);
     // The consumer has not moved since a producer gave up on it: do not wait again.
     if (stalled_at_.load(std::memory_order_relaxed) == seen + 1) return TryPush(record);
     int64_t still_since = -1;
     for (uint32_t attempt = 0; !closed_.load(std::memory_order_acquire); ++attempt) {
       if (PushOnce(record)) return true;
       if (attempt >= kSpinAttempts + kYieldAttempts) {
-        const uint64_t now_seen = dequeue_pos_.load(std::memory_order_acquire);
+        const uint64_t now_seen = ctl_->dequeue_pos.load(std::memory_order_acquire);
         const int64_t now = MonotonicNs();
         if (now_seen != seen || still_since < 0) {
           seen = now_seen;
@@ -133,20 +189,35 @@ class MpscRing {
       }
       Backoff(attempt);
     }
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    ctl_->dropped.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
 
   // Moves the oldest record into *out and returns true; false when the ring is empty, or when the
   // oldest position is claimed but still being written (design point 3). Consumer thread only.
   bool TryPop(T* out) noexcept {
-    const uint64_t pos = dequeue_pos_.load(std::memory_order_relaxed);
-    Slot& slot = slots_[pos & mask_];
+    if (!TryPeek(out)) return false;
+    Consume();
+    return true;
+  }
+
+  // Copies the oldest record into *out and leaves it in the ring (design point 9); sets *position
+  // (if not null) to its position. False as TryPop. Consumer thread only.
+  bool TryPeek(T* out, uint64_t* position = nullptr) noexcept {
+    const uint64_t pos = ctl_->dequeue_pos.load(std::memory_order_relaxed);
+    const Slot& slot = slots_[pos & mask_];
     if (slot.seq.load(std::memory_order_acquire) != pos + 1) return false;
     std::memcpy(static_cast<void*>(out), slot.data, sizeof(T));
-    slot.seq.store(pos + mask_ + 1, std::memory_order_release);
-    dequeue_pos_.store(pos + 1, std::memory_order_release);
+    if (position != nullptr) *position = pos;
     return true;
+  }
+
+  // Frees the record the last successful TryPeek returned. Consumer thread only, once per
+  // TryPeek that returned true.
+  void Consume() noexcept {
+    const uint64_t pos = ctl_->dequeue_pos.load(std::memory_order_relaxed);
+    slots_[pos & mask_].seq.store(pos + mask_ + 1, std::memory_order_release);
+    ctl_->dequeue_pos.store(pos + 1, std::memory_order_release);
   }
 
   // Parks the consumer until a producer finds the ring at least half full, WakeConsumer() or
@@ -154,21 +225,22 @@ class MpscRing {
   // timeout <= 0. May return early (a signal, a racing wake-up): callers loop on their own
   // deadline. Consumer thread only.
   void ConsumerWait(std::chrono::nanoseconds timeout) noexcept {
-    if (timeout.count() <= 0 || wake_requested_.exchange(false, std::memory_order_acq_rel)) return;
-    consumer_state_.store(kParked, std::memory_order_seq_cst);
-    const uint64_t claimed = enqueue_pos_.load(std::memory_order_seq_cst);
+    if (timeout.count() <= 0 || ctl_->wake_requested.exchange(false, std::memory_order_acq_rel))
+      return;
+    ctl_->consumer_state.store(kParked, std::memory_order_seq_cst);
+    const uint64_t claimed = ctl_->enqueue_pos.load(std::memory_order_seq_cst);
     const bool stay_awake =
         closed_.load(std::memory_order_seq_cst) ||
-        wake_requested_.exchange(false, std::memory_order_seq_cst) ||
-        claimed - dequeue_pos_.load(std::memory_order_relaxed) >= wake_threshold_;
+        ctl_->wake_requested.exchange(false, std::memory_order_seq_cst) ||
+        claimed - ctl_->dequeue_pos.load(std::memory_order_relaxed) >= wake_threshold_;
     if (!stay_awake) FutexWait(timeout);
-    consumer_state_.store(kAwake, std::memory_order_relaxed);
+    ctl_->consumer_state.store(kAwake, std::memory_order_relaxed);
   }
 
   // Ends the current ConsumerWait, or the next one if the consumer is not parked. Any thread; one
   // futex wake system call when the consumer is parked, none otherwise.
   void WakeConsumer() noexcept {
-    wake_requested_.store(true, std::memory_order_seq_cst);
+    ctl_->wake_requested.store(true, std::memory_order_seq_cst);
     WakeIfParked();
   }
 
@@ -186,8 +258,8 @@ class MpscRing {
   // Records pushed (or being pushed) and not yet popped, clamped to [0, capacity]; exact only
   // while no other thread pushes or pops. Any thread.
   size_t SizeApprox() const noexcept {
-    const uint64_t popped = dequeue_pos_.load(std::memory_order_acquire);
-    const uint64_t claimed = enqueue_pos_.load(std::memory_order_acquire);
+    const uint64_t popped = ctl_->dequeue_pos.load(std::memory_order_acquire);
+    const uint64_t claimed = ctl_->enqueue_pos.load(std::memory_order_acquire);
     return static_cast<size_t>(std::min<uint64_t>(claimed - popped, mask_ + 1));
   }
 
@@ -196,8 +268,8 @@ class MpscRing {
   // Positions claimed by producers so far (pushes done or under way), and positions the consumer
   // has popped. Both only grow; a record pushed before claimed() was read lies below it. Any
   // thread (the FunctionTable's reclamation compares the two).
-  uint64_t claimed() const noexcept { return enqueue_pos_.load(std::memory_order_acquire); }
-  uint64_t popped() const noexcept { return dequeue_pos_.load(std::memory_order_acquire); }
+  uint64_t claimed() const noexcept { return ctl_->enqueue_pos.load(std::memory_order_acquire); }
+  uint64_t popped() const noexcept { return ctl_->dequeue_pos.load(std::memory_order_acquire); }
 
   // The largest occupancy seen so far, in [0, capacity]. Maintained by producers: after each push,
   // a producer computes (its position + 1 - the consumer index it then reads), clamped to the
@@ -207,30 +279,21 @@ class MpscRing {
   // and pops each sample can be off, either way, by the pops that ran during that push (the
   // consumer index is read without waiting for the latest value). Any thread.
   size_t high_water() const noexcept {
-    return static_cast<size_t>(high_water_.load(std::memory_order_relaxed));
+    return static_cast<size_t>(ctl_->high_water.load(std::memory_order_relaxed));
   }
 
   // Pushes that returned false (ring full or closed), over the ring's lifetime. Any thread.
-  uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t dropped() const noexcept { return ctl_->dropped.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr size_t kSlotAlign = std::max<size_t>(64, alignof(T));
-  static constexpr size_t kIndexAlign = 128;
-  static constexpr uint32_t kAwake = 0;
-  static constexpr uint32_t kParked = 1;
   static constexpr uint32_t kSpinAttempts = 64;
   static constexpr uint32_t kYieldAttempts = 16;
   static constexpr long kBlockedSleepNs = 50'000;
 
-  struct alignas(kSlotAlign) Slot {
-    std::atomic<uint64_t> seq{0};
-    alignas(T) unsigned char data[sizeof(T)];
-  };
-
   // One attempt: claims a free position and publishes `record` there, or returns false when the
   // ring is full.
   bool PushOnce(const T& record) noexcept {
-    uint64_t pos = enqueue_pos_.load(std::memory_order_relaxed);
+    uint64_t pos = ctl_->enqueue_pos.load(std::memory_order_relaxed);
     Slot* slot;
     for (;;) {
       slot = &slots_[pos & mask_];
@@ -239,8 +302,8 @@ class MpscRing {
       const auto lag = static_cast<int64_t>(seq - pos);
       if (lag == 0) {
         // seq_cst on success: ordered before the consumer-state load of design point 5.
-        if (enqueue_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
-                                               std::memory_order_relaxed)) {
+        if (ctl_->enqueue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                                    std::memory_order_relaxed)) {
           break;
         }
       } else if (lag < 0) {
@@ -248,7 +311,7 @@ class MpscRing {
         RaiseHighWater(mask_ + 1);
         return false;
       } else {
-        pos = enqueue_pos_.load(std::memory_order_relaxed);  // another producer took pos
+        pos = ctl_->enqueue_pos.load(std::memory_order_relaxed);  // another producer took pos
       }
     }
     std::memcpy(slot->data, static_cast<const void*>(&record), sizeof(T));
@@ -256,24 +319,24 @@ class MpscRing {
 
     // The consumer frees a slot before it advances its index, so this can read one above the
     // capacity (and never more: the acquire load of seq above saw the slot freed).
-    const uint64_t popped = dequeue_pos_.load(std::memory_order_relaxed);
+    const uint64_t popped = ctl_->dequeue_pos.load(std::memory_order_relaxed);
     const uint64_t occupancy = pos + 1 > popped ? std::min(pos + 1 - popped, mask_ + 1) : 0;
-    if (occupancy > high_water_.load(std::memory_order_relaxed)) RaiseHighWater(occupancy);
+    if (occupancy > ctl_->high_water.load(std::memory_order_relaxed)) RaiseHighWater(occupancy);
     if (occupancy >= wake_threshold_) WakeIfParked();
     return true;
   }
 
   void RaiseHighWater(uint64_t occupancy) noexcept {
-    uint64_t mark = high_water_.load(std::memory_order_relaxed);
+    uint64_t mark = ctl_->high_water.load(std::memory_order_relaxed);
     while (occupancy > mark &&
-           !high_water_.compare_exchange_weak(mark, occupancy, std::memory_order_relaxed)) {
+           !ctl_->high_water.compare_exchange_weak(mark, occupancy, std::memory_order_relaxed)) {
     }
   }
 
   void WakeIfParked() noexcept {
-    if (consumer_state_.load(std::memory_order_seq_cst) == kParked &&
-        consumer_state_.exchange(kAwake, std::memory_order_seq_cst) == kParked) {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&consumer_state_), FUTEX_WAKE_PRIVATE, 1,
+    if (ctl_->consumer_state.load(std::memory_order_seq_cst) == kParked &&
+        ctl_->consumer_state.exchange(kAwake, std::memory_order_seq_cst) == kParked) {
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ctl_->consumer_state), FUTEX_WAKE_PRIVATE, 1,
               nullptr, nullptr, 0);
     }
   }
@@ -284,8 +347,8 @@ class MpscRing {
     ts.tv_sec = static_cast<time_t>(timeout.count() / kNsPerS);
     ts.tv_nsec = static_cast<long>(timeout.count() % kNsPerS);
     // Returns at once (EAGAIN) if a producer already switched the state back to kAwake.
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&consumer_state_), FUTEX_WAIT_PRIVATE, kParked,
-            &ts, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ctl_->consumer_state), FUTEX_WAIT_PRIVATE,
+            kParked, &ts, nullptr, 0);
   }
 
   static int64_t MonotonicNs() noexcept {
@@ -318,26 +381,13 @@ class MpscRing {
   const uint64_t mask_;
   const uint64_t wake_threshold_;
   const int64_t block_stall_ns_;
-  const std::unique_ptr<Slot[]> slots_;
+  const std::unique_ptr<Slot[]> owned_slots_;  // null over caller storage
+  const std::unique_ptr<Control> owned_control_;
+  Slot* const slots_;
+  Control* const ctl_;
   std::atomic<bool> closed_{false};
   // The consumer index + 1 at which a kBlock producer last gave up (design point 8); 0: never.
   std::atomic<uint64_t> stalled_at_{0};
-
-  // Producers.
-  alignas(kIndexAlign) std::atomic<uint64_t> enqueue_pos_{0};
-
-  // Written by the consumer; read by producers once per push (dequeue_pos_) or only past the wake
-  // threshold (consumer_state_).
-  alignas(kIndexAlign) std::atomic<uint64_t> dequeue_pos_{0};
-  std::atomic<uint32_t> consumer_state_{kAwake};
-  std::atomic<bool> wake_requested_{false};
-
-  // Read by every push, written only when the mark moves.
-  alignas(kIndexAlign) std::atomic<uint64_t> high_water_{0};
-
-  // Written only by failed pushes, apart from high_water_ so that a burst of drops does not slow
-  // the pushes that succeed.
-  alignas(kIndexAlign) std::atomic<uint64_t> dropped_{0};
 };
 
 }  // namespace cuflight::inject

@@ -49,6 +49,11 @@
 //     an absent one (held, spilled, dropped and counted as usual) and reported once via `warn`.
 //     So is a socket whose mode refuses this process (EACCES: a collector of another user that
 //     did not let this user's group in with --socket-group).
+// 11. Descriptor passing (Unix sockets; SenderOptions::pass_fd): every connection passes one
+//     descriptor (the injected library's black box) with SCM_RIGHTS along with its first bytes,
+//     so only a collector that passed the trust checks receives it. When the kernel refuses it
+//     (a security module, a descriptor limit), the line goes out without it, passing stops for
+//     good and `warn` says so once.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -57,6 +62,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -100,6 +106,9 @@ struct SenderOptions {
   // Where lines that cannot reach a collector go (design point 8); null (the default): nowhere,
   // they are held up to buffer_bytes and then dropped. Shared: the sender keeps it alive.
   std::shared_ptr<SpillSink> spill;
+  // A descriptor to pass with SCM_RIGHTS on every Unix-socket connection (design point 11); -1
+  // (the default): none. The caller keeps it open while the sender lives. Never over TCP.
+  int pass_fd = -1;
 };
 
 // Counters since construction (or ResetAfterFork). Accounting identity, at any time:
@@ -134,6 +143,8 @@ struct SenderStats {
   uint64_t garbage_lines = 0;  // other lines read from the peer, ignored
   uint64_t untrusted_collector = 0;  // Unix connects refused before sending (design point 9);
                                      // also counted in connect_failures
+  uint64_t fds_passed = 0;           // connections pass_fd went out on (design point 11)
+  uint64_t fd_pass_failures = 0;     // sends the kernel refused with the descriptor (then none)
 };
 
 class Sender {
@@ -197,6 +208,9 @@ class Sender {
 
   // Lines held and not yet acked, preamble included: what would be lost if the process died now.
   uint64_t unacked_lines() const noexcept;
+  // The highest seq whose line was written completely to some connection (none yet: nullopt).
+  // What a connection's socket took reaches the collector even if this process dies next.
+  std::optional<uint64_t> written_seq() const noexcept;
   // Bytes of held lines (sent-unacked plus never-sent; the preamble is not counted).
   size_t held_bytes() const noexcept;
   bool connected() const noexcept;

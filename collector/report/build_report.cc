@@ -70,7 +70,27 @@ struct StreamState {
 struct DeviceInfo {
   std::string name;
   int warp_size = 32;
+  occupancy::DeviceLimits limits;
 };
+
+occupancy::DeviceLimits LimitsOf(const schema::OwnedDeviceEvent& e) {
+  occupancy::DeviceLimits l;
+  l.cc_major = e.cc_major;
+  l.cc_minor = e.cc_minor;
+  l.sm_count = e.sm_count;
+  l.max_threads_per_block = e.max_threads_per_block;
+  l.max_threads_per_sm = e.max_threads_per_sm;
+  l.max_blocks_per_sm = e.max_blocks_per_sm;
+  l.regs_per_sm = e.regs_per_sm;
+  l.regs_per_block = e.regs_per_block;
+  l.smem_per_sm = e.smem_per_sm;
+  l.smem_per_block = e.smem_per_block;
+  l.smem_per_block_optin = e.smem_per_block_optin;
+  l.reserved_smem_per_block = e.reserved_smem_per_block;
+  l.warp_size = e.warp_size > 0 ? e.warp_size : 32;
+  l.max_cluster_size = e.max_cluster_size;
+  return l;
+}
 
 struct ProcessState {
   ProcessSummary summary;
@@ -226,7 +246,7 @@ class Builder {
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
-    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32};
+    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
   }
 
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
@@ -276,6 +296,7 @@ class Builder {
       st.sig.waves_min = e.occupancy.waves;
       st.sig.waves_max = e.occupancy.waves;
       st.warp_size = device == p.devices.end() ? 32 : device->second.warp_size;
+      if (device != p.devices.end()) st.sig.device_limits = device->second.limits;
     }
     SignatureState& st = signatures_[it->second];
     ++st.sig.launches;

@@ -89,7 +89,11 @@ std::string KernelTable(const Report& r, size_t shown, bool color) {
     }
     cells.push_back({s.display_name(), ""});
     table.AddRow(std::move(cells));
-    if (!s.advice.empty()) table.AddNote("  > " + s.advice, ansi::kCyan);
+    if (!s.advice.empty()) {
+      for (std::string& line : WrapWords(s.advice, kTableWidth, "  > ", "    ")) {
+        table.AddNote(std::move(line), ansi::kCyan);
+      }
+    }
   }
   table.FitLastColumn(kTableWidth, 0, kMinNameWidth, Shorten);
   std::string out = table.Render(0, color);

@@ -196,6 +196,31 @@ std::string ShortenKernelName(std::string_view name, size_t width) {
   return s.substr(0, width - 3) + "...";
 }
 
+std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,
+                                   std::string_view rest) {
+  std::vector<std::string> lines;
+  std::string line(first);
+  bool empty = true;  // no word on `line` yet
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t space = text.find(' ', pos);
+    const std::string_view word =
+        text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
+    pos = space == std::string_view::npos ? text.size() : space + 1;
+    if (word.empty()) continue;
+    if (!empty && line.size() + 1 + word.size() > width) {
+      lines.push_back(std::move(line));
+      line = std::string(rest);
+      empty = true;
+    }
+    if (!empty) line += ' ';
+    line += word;
+    empty = false;
+  }
+  lines.push_back(std::move(line));
+  return lines;
+}
+
 std::optional<int64_t> ParseTimeBound(std::string_view text) {
   if (text.find('-') != std::string_view::npos || text.find('T') != std::string_view::npos) {
     return ParseRfc3339(text);

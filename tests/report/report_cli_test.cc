@@ -110,10 +110,13 @@ TEST(ReportCli, TableHeaderAdviceAndNoReview) {
   EXPECT_THAT(r.out, StartsWith("cuflight report: 1 file, 14 events, 1 process, 6 launches (5 "
                                 "timed) in 2 kernel signatures\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("did not end normally")));
-  EXPECT_THAT(r.out, HasSubstr("  > registers limit 6 blocks/SM (75%); <= 32 regs/thread would "
-                               "fit 7 (88%)\n"));
-  EXPECT_THAT(r.out, HasSubstr("  > 48 KiB smem per block limits 3 blocks/SM (19%); <= 40 KiB "
-                               "per block would fit 4 (25%)\n"));
+  // The advice (advice_test.cc has its rules), wrapped at 120 columns under its "  > ".
+  EXPECT_THAT(r.out, HasSubstr("\n  > 75% occupancy (probably enough); registers limit 6 "
+                               "blocks/SM; if latency-bound, <= 32 regs/thread would fit 7 (88%):"
+                               "\n    __launch_bounds__(256, 7) or -maxrregcount=32\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  > 19% occupancy (low, likely latency-bound); 48 KiB "
+                               "smem/block limits 3 blocks/SM; <= 40 KiB/block would fit 4 (25%):"
+                               "\n    less dynamic shared memory (smaller tiles)\n"));
   // gemm first (1 ms in all = 100+200+300+400 us), then reduce (50 us).
   EXPECT_LT(r.out.find("gemm<2>"), r.out.find("reduce"));
   EXPECT_THAT(r.out, HasSubstr("1.00ms"));
@@ -454,9 +457,10 @@ TEST(ReportCli, SortTopAndCsv) {
   EXPECT_THAT(rows[0], StartsWith("name,demangled,device_model,block_x,"));
   EXPECT_THAT(rows[1], StartsWith("_Z4gemmILi2EEvPfi,\"void gemm<2>(float*, int)\",NVIDIA A100,256,"
                                   "1,1,64,0,0,0,4,4,1000000,250000,200000,400000,0.75,6,registers,"));
-  // The advice holds no comma or quote: not quoted.
-  EXPECT_THAT(rows[1], HasSubstr(",registers limit 6 blocks/SM (75%); <= 32 regs/thread would "
-                                 "fit 7 (88%)"));
+  // The advice holds commas: quoted, on one line.
+  EXPECT_THAT(rows[1], HasSubstr(",\"75% occupancy (probably enough); registers limit 6 blocks/SM; "
+                                 "if latency-bound, <= 32 regs/thread would fit 7 (88%): "
+                                 "__launch_bounds__(256, 7) or -maxrregcount=32\""));
 }
 
 TEST(ReportCli, SeveralDeviceModelsSplitSignatures) {

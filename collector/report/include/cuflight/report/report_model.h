@@ -133,6 +133,9 @@ struct Signature {
   std::string name;       // mangled
   std::string demangled;  // "" when demangling failed
   std::string device_model;  // the device event's name; "" when the device event is missing
+  // The device event's limits (what the occupancy engine needs to check a what-if); nullopt when
+  // the device event is missing.
+  std::optional<occupancy::DeviceLimits> device_limits;
   schema::Dim3 block;
   int64_t dyn_smem = 0;
   int32_t regs = 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cuflight/schema/events.h"
 
@@ -27,6 +28,11 @@ std::string FormatDim3(const schema::Dim3& d);
 // parameter list are dropped first, then template arguments become "<...>", then leading
 // namespaces go, and last the tail is cut to end in "...".
 std::string ShortenKernelName(std::string_view name, size_t width);
+
+// `text` as lines of at most `width` bytes, the first starting with `first`, the others with
+// `rest`, broken at spaces. Never cuts: a word longer than a line stands alone on its line.
+std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,
+                                   std::string_view rest);
 
 // --since/--until: RFC 3339 ("2026-11-21T07:00:00Z", fractional seconds and a +hh:mm/-hh:mm
 // offset allowed) or seconds since the Unix epoch ("1732000000", "1732000000.5"), as ns since the

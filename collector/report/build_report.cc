@@ -21,6 +21,7 @@
 #include "cuflight/report/review.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
+#include "cuflight/schema/sticky_errors.h"
 #include "join_key.h"
 
 namespace cuflight::report {
@@ -28,9 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using schema::Resource;
-
-// Longest api_error message quoted in a process's ending line.
-constexpr size_t kMaxMessageBytes = 120;
 
 std::optional<Resource> LimiterFromName(std::string_view name) {
   if (name == "regs") return Resource::kRegisters;
@@ -54,11 +52,6 @@ std::string PresetKeys() {
     keys += p.key;
   }
   return keys;
-}
-
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  return std::string(text.substr(0, max)) + "...";
 }
 
 
@@ -100,6 +93,7 @@ struct ProcessState {
   std::optional<uint64_t> last_kernel_seq;
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
+  CompletionEvidence completion;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
   std::map<uint64_t, uint64_t> seen_seqs;
@@ -243,6 +237,11 @@ class Builder {
     s.hostname = e.hostname;
     s.exe = e.exe;
     s.argv = e.argv;
+    for (const auto& [name, value] : e.config) {
+      if (name == "CUFLIGHT_TIMING") {
+        p.completion.timing_off = value == "off" || value == "0" || value == "false";
+      }
+    }
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
@@ -315,7 +314,9 @@ class Builder {
   // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
   // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h). A repeated
   // key (the same event in two files under different seqs) keeps the first time read.
-  void On(size_t index, ProcessState&, const schema::OwnedKernelTimeEvent& e) {
+  void On(size_t index, ProcessState& p, const schema::OwnedKernelTimeEvent& e) {
+    p.completion.last_kernel_time_seq =
+        std::max(p.completion.last_kernel_time_seq.value_or(0), e.header.seq);
     gpu_times_.try_emplace(JoinKey{index, schema::JoinKeyOf(e)},
                            GpuTime{e.start_ns, e.end_ns, e.duration_ns});
   }
@@ -325,6 +326,10 @@ class Builder {
     // hold such events: they are part of normal operation, never why a process failed.
     if (schema::IsRoutineFailure(e.api, e.code)) return;
     ++p.summary.api_errors;
+    if (schema::IsStickyError(e.code) &&
+        (!p.completion.sticky_error_seq || e.header.seq < *p.completion.sticky_error_seq)) {
+      p.completion.sticky_error_seq = e.header.seq;
+    }
     if (!p.last_api_error_seq || e.header.seq >= *p.last_api_error_seq) {
       p.last_api_error_seq = e.header.seq;
       p.summary.last_api_error = e;
@@ -377,48 +382,9 @@ class Builder {
   }
 
   void Classify(ProcessState& p) {
-    ProcessSummary& s = p.summary;
     const bool api_error_last =
         p.last_api_error_seq && (!p.last_kernel_seq || *p.last_api_error_seq > *p.last_kernel_seq);
-    std::string error_line;
-    if (s.last_api_error) {
-      const schema::OwnedApiErrorEvent& e = *s.last_api_error;
-      error_line = fmt::format("{} returned {} ({})", e.api, e.error_name, e.code);
-      if (!e.message.empty()) error_line += ": " + Clip(e.message, kMaxMessageBytes);
-    }
-    if (s.crash) {
-      const schema::OwnedProcessCrashEvent& e = *s.crash;
-      s.ending = Ending::kCrash;
-      s.ending_detail = fmt::format("crash: {} (signal {}, code {}) in thread {}",
-                                    e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
-                                    e.code, e.tid);
-      if (e.addr != 0) s.ending_detail += fmt::format(" at {:#x}", e.addr);
-      if (e.app_handler) s.ending_detail += "; the application's own handler ran first and gave up";
-      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
-    } else if (s.lost) {
-      s.ending = Ending::kLost;
-      const schema::OwnedProcessLostEvent& e = *s.lost;
-      s.ending_detail = fmt::format(
-          "lost: {} (last seq {}, {} events lost)",
-          e.reason == schema::LostReason::kCollectorShutdown
-              ? "the collector stopped while the process was connected"
-              : "connection ended without process_end",
-          e.last_seq ? fmt::format("{}", *e.last_seq) : std::string("none"), e.events_lost);
-      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
-    } else if (api_error_last) {
-      s.ending = Ending::kApiError;
-      s.ending_detail = "api_error: " + error_line;
-      if (s.end && s.end->exit_code) {
-        s.ending_detail += fmt::format("; exit code {}", *s.end->exit_code);
-      }
-    } else if (s.end) {
-      s.ending = Ending::kEnded;
-      s.ending_detail = s.end->exit_code ? fmt::format("ended: exit code {}", *s.end->exit_code)
-                                         : std::string("ended");
-    } else {
-      s.ending = Ending::kRunning;
-      s.ending_detail = "no process_end (still running, or the log is cut)";
-    }
+    DescribeEnding(api_error_last, &p.summary);
   }
 
   void FinishProcesses() {
@@ -432,13 +398,19 @@ class Builder {
         if (DurationOf(index, launch)) ++s.timed_kernels;
       }
       for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
+      // Only a sticky error stops the kernels in flight; any other failed call is about itself.
       const std::vector<uint64_t>* error_ids =
-          s.last_api_error ? &s.last_api_error->last_correlation_ids : nullptr;
+          s.last_api_error && schema::IsStickyError(s.last_api_error->code)
+              ? &s.last_api_error->last_correlation_ids
+              : nullptr;
+      p.completion.ended = s.end.has_value();
+      p.completion.timing_dropped = s.timing_dropped;
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
         for (LaunchSummary& l : stream.last) {
           l.duration_ns = DurationOf(index, {l.correlation_id, l.graph_node_id, tail.device});
-          l.in_error = error_ids != nullptr &&
+          l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+          l.in_error = l.completion == Completion::kNotFinished && error_ids != nullptr &&
                        std::find(error_ids->begin(), error_ids->end(), l.correlation_id) !=
                            error_ids->end();
           tail.last.push_back(std::move(l));

@@ -141,10 +141,6 @@ std::string Cell(std::string_view text, std::string_view cls = "") {
   return fmt::format("<td class=\"{}\">{}</td>", cls, Escape(text));
 }
 
-std::string StreamName(uint64_t stream) {
-  return stream == 0 ? std::string("0 (legacy default)") : fmt::format("{:#x}", stream);
-}
-
 std::string Header(const Report& r, const HtmlOptions& h) {
   int64_t first = 0;
   int64_t last = 0;
@@ -230,11 +226,11 @@ std::string Review(const Report& r) {
                        Escape(EndingName(p.ending)));
     out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
     if (p.streams.empty()) {
-      out += "<p class=\"muted\">No kernel launched.</p>\n</div>\n";
+      out += "<p class=\"muted\">No kernel launch stored.</p>\n</div>\n";
       continue;
     }
     for (const StreamTail& s : p.streams) {
-      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(StreamName(s.stream)),
+      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
                          Plural(s.launches, "launch", "launches"));
       if (s.last.empty()) {
         out += ".</p>\n";
@@ -246,12 +242,11 @@ std::string Review(const Report& r) {
              "</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th><th>FINISHED</th><th>KERNEL"
              "</th></tr></thead>\n<tbody>\n";
       for (const LaunchSummary& l : s.last) {
-        std::string finished = l.duration_ns ? "yes " + FormatDuration(*l.duration_ns) : "NO";
-        std::string cls = l.duration_ns ? "" : "warn";
-        if (l.in_error) {
-          finished += " (failed call)";
-          cls = "bad";
-        }
+        const std::string finished = FinishedText(l);
+        const std::string cls = l.completion == Completion::kFinished  ? ""
+                                : l.completion == Completion::kUnknown ? "muted"
+                                : l.in_error                           ? "bad"
+                                                                       : "warn";
         out += "<tr>" + Cell(fmt::format("{}", l.seq), "n") + Cell(FormatDim3(l.grid), "n") +
                Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
                Cell(finished, cls) + Cell(l.name, "name") + "</tr>\n";

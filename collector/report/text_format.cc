@@ -178,6 +178,12 @@ std::string FormatDim3(const schema::Dim3& d) {
   return fmt::format("{}x{}x{}", d.x, d.y, d.z);
 }
 
+std::string FormatStreamId(uint64_t stream) {
+  if (stream == 0xffffffffu) return "?";
+  if (stream > 0xffffffffu) return fmt::format("{:#x}", stream);
+  return fmt::format("{}", stream);
+}
+
 std::string ShortenKernelName(std::string_view name, size_t width) {
   if (width < 8) width = 8;
   if (name.size() <= width) return std::string(name);

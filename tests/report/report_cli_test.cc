@@ -257,9 +257,9 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   TempDir dir;
   std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
   KernelSpec on_stream = Gemm();
-  on_stream.stream = 0x7f00;
+  on_stream.stream = 7;
   s += Line(Kernel(kPid, 2, kStart + 1, 11, on_stream));
-  s += Line(KernelTime(kPid, 3, 11, 1000, 0x7f00));
+  s += Line(KernelTime(kPid, 3, 11, 1000, 7));
   s += Line(Kernel(kPid, 4, kStart + 2, 12, on_stream));
   s += Line(ApiError(kPid, 5, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11, 12}));
   s += Line(End(kPid, 6, 1));
@@ -272,9 +272,13 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   EXPECT_LT(review, r.out.find("Kernels by total GPU time"));
   EXPECT_THAT(r.out, HasSubstr("pid 100 trainer on node1: api_error: cuStreamSynchronize returned "
                                "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
-  EXPECT_THAT(r.out, HasSubstr("device 0, stream 0x7f00: 2 launches:"));
-  EXPECT_THAT(r.out, HasSubstr("yes 1.00us (failed call)"));
-  EXPECT_THAT(r.out, HasSubstr("NO (failed call)"));
+  EXPECT_THAT(r.out, HasSubstr("device 0, stream 7: 2 launches:"));
+  // Both launches are named by the sticky error, but 11 finished: it did not fail. 12 has no
+  // kernel_time after the process's exit flush (process_end, no timing record lost): it did not
+  // finish, stopped by the error.
+  EXPECT_THAT(r.out, HasSubstr("  yes 1.00us  "));
+  EXPECT_THAT(r.out, Not(HasSubstr("yes 1.00us (")));
+  EXPECT_THAT(r.out, HasSubstr("  NO (failed)  "));
 
   const json j = json::parse(Report({dir.path().string(), "--json"}).out);
   ASSERT_EQ(j["review"].size(), 1u);
@@ -286,8 +290,80 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0]["finished"], true);
   EXPECT_EQ(launches[0]["duration_ns"], 1000);
+  EXPECT_EQ(launches[0]["in_failed_call"], false);
   EXPECT_EQ(launches[1]["finished"], false);
   EXPECT_EQ(launches[1]["in_failed_call"], true);
+}
+
+// A failed call that is not sticky (a bad argument) says nothing about the kernels in flight.
+TEST(ReportCli, ANonStickyErrorMarksNoLaunchFailed) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  s += Line(ApiError(kPid, 3, "cuMemcpyHtoD_v2", "CUDA_ERROR_INVALID_VALUE", 1, {11}));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+  ASSERT_EQ(j["review"].size(), 1u);
+  const json& l = j["review"][0]["streams"][0]["last_launches"][0];
+  EXPECT_TRUE(l["finished"].is_null()) << l.dump();
+  EXPECT_EQ(l["in_failed_call"], false);
+}
+
+// After a sticky error the library flushes CUPTI's completed records; a kernel_time written after
+// the error shows that flush ran, so a launch before the error without one did not finish. With
+// no kernel_time after the error (the flush may not have returned on the dead context) the log
+// cannot tell.
+TEST(ReportCli, AfterAStickyErrorFlushAnUntimedLaunchDidNotFinish) {
+  for (const bool flushed : {true, false}) {
+    TempDir dir;
+    std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+    s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+    s += Line(Kernel(kPid, 3, kStart + 2, 12, Gemm()));
+    s += Line(ApiError(kPid, 4, "cuCtxSynchronize", "CUDA_ERROR_LAUNCH_FAILED", 719, {11, 12}));
+    if (flushed) s += Line(KernelTime(kPid, 5, 11, 2000));
+    WriteFile(dir.path() / "a.jsonl", s);
+    const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+    ASSERT_EQ(j["review"].size(), 1u) << flushed;
+    const json& launches = j["review"][0]["streams"][0]["last_launches"];
+    ASSERT_EQ(launches.size(), 2u);
+    if (flushed) {
+      EXPECT_EQ(launches[0]["finished"], true);
+      EXPECT_EQ(launches[0]["in_failed_call"], false);
+      EXPECT_EQ(launches[1]["finished"], false);
+      EXPECT_EQ(launches[1]["in_failed_call"], true);
+    } else {
+      EXPECT_TRUE(launches[0]["finished"].is_null());
+      EXPECT_TRUE(launches[1]["finished"].is_null());
+      EXPECT_EQ(launches[1]["in_failed_call"], false);
+    }
+  }
+}
+
+// The line that says what happened is wrapped at 120 columns, never cut: the driver's whole
+// message is there.
+TEST(ReportCli, TheEndingLineWrapsAndKeepsTheWholeMessage) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  schema::OwnedApiErrorEvent e =
+      ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11});
+  e.message = "an illegal memory access was encountered while the kernel read beyond the end of "
+              "its last CUDA buffer of 4096 bytes allocated by the caching allocator end-marker";
+  s += Line(e);
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string joined;  // the review's first lines, rejoined
+  std::istringstream lines(r.out);
+  bool in_ending = false;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 120u) << line;
+    if (line.starts_with("  pid 100 ")) in_ending = true;
+    if (in_ending && line.starts_with("    device")) break;
+    if (in_ending) joined += line.substr(line.find_first_not_of(' ')) + " ";
+  }
+  EXPECT_THAT(joined, HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS (700): " + e.message + " "));
+  EXPECT_THAT(r.out, Not(HasSubstr("...")));
 }
 
 // A routine failure after the last kernel (NCCL probing a host pointer; a log written before the
@@ -357,11 +433,52 @@ TEST(ReportCli, CrashedProcessIsReviewed) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("pid 100 trainer on node1: crash: SIGSEGV (signal 11, code 1) in "
                                "thread 100 at 0x10\n"));
-  EXPECT_THAT(r.out, HasSubstr("NO"));
+  // CUPTI's records are not flushed from a crash: no kernel_time says nothing about completion.
+  EXPECT_THAT(r.out, Not(HasSubstr("NO")));
+  EXPECT_THAT(r.out, HasSubstr("  unknown  "));
+  EXPECT_THAT(r.out, HasSubstr("unknown: no kernel_time, and the log cannot tell whether it "
+                               "finished"));
   const json j = json::parse(Report({dir.path().string(), "--json"}).out);
   ASSERT_EQ(j["review"].size(), 1u);
   EXPECT_EQ(j["review"][0]["ending"], "crash");
   EXPECT_EQ(j["review"][0]["crash"]["signal_name"], "SIGSEGV");
+  EXPECT_TRUE(j["review"][0]["streams"][0]["last_launches"][0]["finished"].is_null());
+}
+
+// A process killed after its last flush (stream-kill): the collector's process_lost gives the
+// events stored and the gaps before the last seq exactly; what came after is unknown. After a
+// process_crash (sent after every event before it) nothing is unknown.
+TEST(ReportCli, ALostProcessSaysWhatIsKnownOfItsLosses) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  s += Line(Kernel(kPid, 4, kStart + 2, 12, Gemm()));  // seq 3 never arrived
+  schema::OwnedProcessLostEvent lost;
+  lost.header = {kStart + 3, kPid, 4};
+  lost.last_seq = 4;
+  lost.events_stored = 4;
+  lost.events_lost = 1;
+  WriteFile(dir.path() / "a.jsonl", s + Line(lost));
+  // The ending line as JSON has it (the terminal wraps it).
+  auto ending = [&] {
+    const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+    return j["review"].size() == 1 ? j["review"][0]["ending_detail"].get<std::string>() : "";
+  };
+  EXPECT_EQ(ending(),
+            "lost: the connection ended without process_end (killed, or no exit flush); 4 events "
+            "stored up to seq 4, 1 missing before it; whether it sent more after seq 4 is unknown");
+
+  schema::OwnedProcessCrashEvent crash;
+  crash.header = {kStart + 3, kPid, 5};
+  crash.signal = 6;
+  crash.signal_name = "SIGABRT";
+  crash.tid = kPid;
+  lost.last_seq = 5;
+  lost.events_stored = 5;
+  WriteFile(dir.path() / "a.jsonl", s + Line(crash) + Line(lost));
+  EXPECT_EQ(ending(),
+            "crash: SIGABRT (signal 6, code 0) in thread 100; 5 events stored up to seq 5, 1 "
+            "missing before it");
 }
 
 TEST(ReportCli, BadInputIsOneLineAndExitTwo) {

@@ -7,6 +7,7 @@
 
 #include "cuflight/report/advice.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
 #include "report_test_events.h"
 
@@ -150,6 +151,51 @@ TEST(ReportAdvice, ResourceLimitsDeriveBlocksFromOccupancy) {
   EXPECT_EQ(limits[1].blocks_per_sm, 7);
   EXPECT_FALSE(limits[2].blocks_per_sm.has_value());  // full occupancy: count not in the event
   EXPECT_FALSE(limits[5].applies);                    // no cluster
+}
+
+// Whether a launch without a kernel_time finished, case by case (docs/crash.md says which
+// flushes report CUPTI's records).
+TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
+  constexpr uint64_t kLaunch = 10;
+  struct Case {
+    const char* why;
+    CompletionEvidence evidence;
+    bool timed;
+    Completion expected;
+  };
+  CompletionEvidence ended;
+  ended.ended = true;
+  CompletionEvidence ended_lost_records = ended;
+  ended_lost_records.timing_dropped = 2;
+  CompletionEvidence ended_timing_off = ended;
+  ended_timing_off.timing_off = true;
+  CompletionEvidence sticky_flushed;
+  sticky_flushed.sticky_error_seq = 12;
+  sticky_flushed.last_kernel_time_seq = 14;
+  CompletionEvidence sticky_not_flushed;
+  sticky_not_flushed.sticky_error_seq = 12;
+  sticky_not_flushed.last_kernel_time_seq = 9;
+  CompletionEvidence sticky_before_launch;
+  sticky_before_launch.sticky_error_seq = 8;
+  sticky_before_launch.last_kernel_time_seq = 14;
+  const Case cases[] = {
+      {"a kernel_time joined it", {}, true, Completion::kFinished},
+      {"crash or kill: nothing flushed CUPTI", {}, false, Completion::kUnknown},
+      {"process_end: the exit flush reported every record", ended, false,
+       Completion::kNotFinished},
+      {"process_end, but 2 records lost: this may be one", ended_lost_records, false,
+       Completion::kUnknown},
+      {"timing off: no kernel_time ever", ended_timing_off, false, Completion::kUnknown},
+      {"sticky error at 12 after it, a kernel_time at 14 after the error", sticky_flushed, false,
+       Completion::kNotFinished},
+      {"sticky error, no kernel_time after it: the flush may not have returned",
+       sticky_not_flushed, false, Completion::kUnknown},
+      {"sticky error before the launch (seq 8 < 10): says nothing of it", sticky_before_launch,
+       false, Completion::kUnknown},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(CompletionOf(c.evidence, kLaunch, c.timed), c.expected) << c.why;
+  }
 }
 
 }  // namespace

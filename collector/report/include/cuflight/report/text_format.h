@@ -24,6 +24,11 @@ std::string FormatBytes(int64_t bytes);
 // "256" for 256x1x1, "16x16" for 16x16x1, "8x8x4".
 std::string FormatDim3(const schema::Dim3& d);
 
+// A stream as events name it (CUPTI's stream id): "7"; "?" for 0xffffffff (CUPTI could not say);
+// hex ("0x7f3a2c001230") for a value above 32 bits (a CUstream handle, as logs of older
+// producers hold).
+std::string FormatStreamId(uint64_t stream);
+
 // A kernel name shortened to at most `width` bytes (width >= 8): the return type "void " and the
 // parameter list are dropped first, then template arguments become "<...>", then leading
 // namespaces go, and last the tail is cut to end in "...".

@@ -17,6 +17,7 @@
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/report/advice.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
 #include "cuflight/schema/log_layout.h"
@@ -30,20 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using schema::Resource;
 
-std::optional<Resource> LimiterFromName(std::string_view name) {
-  if (name == "regs") return Resource::kRegisters;
-  if (name == "smem" || name == "shared_memory") return Resource::kSharedMem;
-  return schema::ResourceFromName(name);
-}
-
-std::string ResourceNames() {
-  std::string names;
-  for (int i = 0; i < schema::kResourceCount; ++i) {
-    if (i > 0) names += ", ";
-    names += schema::ResourceName(static_cast<Resource>(i));
-  }
-  return names;
-}
 
 std::string PresetKeys() {
   std::string keys;
@@ -430,7 +417,7 @@ class Builder {
       }
     }
     std::optional<Resource> limiter;
-    if (!options_.limiter.empty()) limiter = LimiterFromName(options_.limiter);
+    if (!options_.limiter.empty()) limiter = ParseLimiter(options_.limiter);
     std::optional<occupancy::DeviceContext> target;
     if (!options_.retarget.empty()) {
       const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(options_.retarget);
@@ -542,9 +529,8 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
       return false;
     }
   }
-  if (!options.limiter.empty() && !LimiterFromName(options.limiter)) {
-    *error = fmt::format("--limiter '{}' is not a resource: use one of {}", options.limiter,
-                         ResourceNames());
+  if (!options.limiter.empty() && !ParseLimiter(options.limiter)) {
+    *error = LimiterError(options.limiter);
     return false;
   }
   if (!options.retarget.empty() && occupancy::FindDevicePreset(options.retarget) == nullptr) {

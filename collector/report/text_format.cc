@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -225,6 +227,39 @@ std::vector<std::string> WrapWords(std::string_view text, size_t width, std::str
   }
   lines.push_back(std::move(line));
   return lines;
+}
+
+std::string DidYouMean(std::string_view input, const std::vector<std::string>& names) {
+  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  // Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring).
+  auto distance = [&](std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+            lower(a[i - 2]) == lower(b[j - 1])) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  constexpr size_t kMaxEdits = 2;
+  size_t best = kMaxEdits + 1;
+  const std::string* best_name = nullptr;
+  for (const std::string& name : names) {
+    const size_t d = distance(input, name);
+    if (d < best) {
+      best = d;
+      best_name = &name;
+    }
+  }
+  if (best_name == nullptr || best == 0 || 2 * best >= input.size()) return "";
+  return "; did you mean " + *best_name + "?";
 }
 
 std::optional<int64_t> ParseTimeBound(std::string_view text) {

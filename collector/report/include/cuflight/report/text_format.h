@@ -39,6 +39,11 @@ std::string ShortenKernelName(std::string_view name, size_t width);
 std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,
                                    std::string_view rest);
 
+// "; did you mean NAME?" for the name of `names` closest to `input` (ASCII case ignored) when it
+// is a likely typo: at most 2 edits (insert, delete, substitute, swap two neighbours) away, and
+// fewer than half of `input`'s length; "" otherwise.
+std::string DidYouMean(std::string_view input, const std::vector<std::string>& names);
+
 // --since/--until: RFC 3339 ("2026-11-21T07:00:00Z", fractional seconds and a +hh:mm/-hh:mm
 // offset allowed) or seconds since the Unix epoch ("1732000000", "1732000000.5"), as ns since the
 // epoch. nullopt when it is neither.

@@ -19,6 +19,7 @@
 #include "cuflight/report/duration_stats.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
+#include "cuflight/report/text_format.h"
 #include "cuflight/report/review.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
@@ -430,7 +431,10 @@ class Builder {
     std::set<std::string> models;
     for (SignatureState& st : signatures_) {
       Signature& sig = st.sig;
-      if (limiter && sig.fields().limiting_resource != *limiter) continue;
+      // A kernel at full occupancy is limited by nothing (text_format.h: Limited).
+      if (limiter && (sig.fields().limiting_resource != *limiter || !Limited(sig.fields()))) {
+        continue;
+      }
       sig.processes = st.processes.size();
       if (!st.durations.empty()) sig.gpu_time = ComputeDurationStats(&st.durations);
       const double n = static_cast<double>(sig.launches);

@@ -120,17 +120,6 @@ std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", FormatCount(n), n == 1 ? one : many);
 }
 
-std::string_view ShortLimiter(schema::Resource r) {
-  switch (r) {
-    case schema::Resource::kRegisters:
-      return "regs";
-    case schema::Resource::kSharedMem:
-      return "smem";
-    default:
-      return schema::ResourceName(r);
-  }
-}
-
 // A numeric cell: shown text, sort value.
 std::string Num(std::string_view text, double sort_value, std::string_view cls = "n") {
   return fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>", cls, sort_value, Escape(text));
@@ -380,7 +369,7 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
                                              FormatPercent(s.occupancy_max))
                                : std::string(),
                        Escape(occ));
-    out += Cell(ShortLimiter(f.limiting_resource));
+    out += Cell(LimiterLabel(f));
     out += Num(FormatDim3(s.block),
                static_cast<double>(s.block.x) * s.block.y * static_cast<double>(s.block.z));
     out += Num(fmt::format("{}", s.regs), s.regs);
@@ -438,13 +427,13 @@ std::string RetargetTable(const Report& r, const ReportOptions& o) {
     out += "<tbody><tr>";
     out += Num(fmt::format("{}", f.max_active_blocks), f.max_active_blocks);
     out += Num(FormatPercent(f.occupancy), f.occupancy);
-    out += Cell(ShortLimiter(f.limiting_resource));
+    out += Cell(LimiterLabel(f));
     if (t.ok) {
       const schema::OccupancyFields& n = t.result.fields;
       const std::string_view cls = n.occupancy < f.occupancy ? "n warn" : "n";
       out += Num(fmt::format("{}", n.max_active_blocks), n.max_active_blocks, cls);
       out += Num(FormatPercent(n.occupancy), n.occupancy, cls);
-      out += Cell(ShortLimiter(n.limiting_resource));
+      out += Cell(LimiterLabel(n));
     } else {
       for (int k = 0; k < 2; ++k) out += Num("-", -1);
       out += Cell("-");

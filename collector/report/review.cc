@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/text_format.h"
 #include "text_table.h"
 
@@ -134,7 +135,8 @@ std::vector<size_t> SelectForReview(const std::vector<ProcessSummary>& processes
 }
 
 std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
-                             const std::vector<size_t>& review, bool color, int width) {
+                             const std::vector<size_t>& review, bool color, int width,
+                             int name_width) {
   if (review.empty()) return "";
   std::string out = Paint(fmt::format("Processes that did not end normally ({})", review.size()),
                           ansi::kRed, color);
@@ -186,10 +188,12 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
                       finished,
                       {l.name, ""}});
       }
-      table.FitLastColumn(static_cast<size_t>(width), 6, kMinNameWidth,
-                          [](std::string_view name, size_t room) {
-                            return ShortenKernelName(name, room);
-                          });
+      if (name_width != 0) {
+        table.ShortenLastColumn(
+            name_width > 0 ? static_cast<size_t>(name_width)
+                           : table.LastColumnRoom(static_cast<size_t>(width), 6, kMinNameWidth),
+            ShortenKernelNames);
+      }
       out += table.Render(6, color);
     }
     if (unknown) {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include "cuflight/report/kernel_names.h"
+
 namespace cuflight::report {
 namespace {
 
@@ -17,47 +19,6 @@ std::string ThreeDigits(double value, std::string_view unit) {
   if (value >= 100) return fmt::format("{:.0f}{}", value, unit);
   if (value >= 10) return fmt::format("{:.1f}{}", value, unit);
   return fmt::format("{:.2f}{}", value, unit);
-}
-
-// Index just past the parameter list's matching '(' scanning back from a trailing ')', or npos.
-size_t ParameterListStart(std::string_view name) {
-  if (!name.ends_with(')')) return std::string_view::npos;
-  int depth = 0;
-  for (size_t i = name.size(); i-- > 0;) {
-    if (name[i] == ')') ++depth;
-    if (name[i] == '(' && --depth == 0) return i;
-  }
-  return std::string_view::npos;
-}
-
-// Replaces each outermost <...> with "<...>".
-std::string CollapseTemplates(std::string_view name) {
-  std::string out;
-  int depth = 0;
-  for (const char c : name) {
-    if (c == '<') {
-      if (depth++ == 0) out += "<...>";
-      continue;
-    }
-    if (c == '>' && depth > 0) {
-      --depth;
-      continue;
-    }
-    if (depth == 0) out += c;
-  }
-  return out;
-}
-
-// Position of the first "::" outside template brackets and parentheses, or npos.
-size_t FirstScope(std::string_view name) {
-  int depth = 0;
-  for (size_t i = 0; i + 1 < name.size(); ++i) {
-    const char c = name[i];
-    if (c == '<' || c == '(') ++depth;
-    if ((c == '>' || c == ')') && depth > 0) --depth;
-    if (depth == 0 && c == ':' && name[i + 1] == ':') return i;
-  }
-  return std::string_view::npos;
 }
 
 int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
@@ -174,6 +135,18 @@ std::string FormatBytes(int64_t bytes) {
   return fmt::format("{}.{} KiB", tenths / 10, tenths % 10);
 }
 
+std::string_view LimiterLabel(const schema::OccupancyFields& f) {
+  if (!Limited(f)) return "none";
+  switch (f.limiting_resource) {
+    case schema::Resource::kRegisters:
+      return "regs";
+    case schema::Resource::kSharedMem:
+      return "smem";
+    default:
+      return schema::ResourceName(f.limiting_resource);
+  }
+}
+
 std::string FormatDim3(const schema::Dim3& d) {
   if (d.y == 1 && d.z == 1) return fmt::format("{}", d.x);
   if (d.z == 1) return fmt::format("{}x{}", d.x, d.y);
@@ -187,21 +160,7 @@ std::string FormatStreamId(uint64_t stream) {
 }
 
 std::string ShortenKernelName(std::string_view name, size_t width) {
-  if (width < 8) width = 8;
-  if (name.size() <= width) return std::string(name);
-  std::string s(name);
-  if (s.starts_with("void ")) s.erase(0, 5);
-  if (const size_t p = ParameterListStart(s); p != std::string::npos && p > 0) s.erase(p);
-  if (s.size() <= width) return s;
-  s = CollapseTemplates(s);
-  if (s.size() <= width) return s;
-  while (s.size() > width) {
-    const size_t scope = FirstScope(s);
-    if (scope == std::string::npos) break;
-    s.erase(0, scope + 2);
-  }
-  if (s.size() <= width) return s;
-  return s.substr(0, width - 3) + "...";
+  return ShortenKernelNames({std::string(name)}, width).front();
 }
 
 std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,

@@ -36,7 +36,10 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   }
   const auto* k = std::get_if<schema::OwnedKernelEvent>(&event);
   if (k == nullptr) return false;
-  if (limiter_ && k->occupancy.limiting_resource != *limiter_) return false;
+  // At full occupancy no resource limits the kernel.
+  if (limiter_ && (k->occupancy.limiting_resource != *limiter_ || k->occupancy.occupancy >= 1.0)) {
+    return false;
+  }
   if (kernel_ && !std::regex_search(k->demangled.empty() ? k->name : k->demangled, *kernel_)) {
     return false;
   }

@@ -580,6 +580,63 @@ TEST(ReportCli, SortTopAndCsv) {
                                  "__launch_bounds__(256, 7) or -maxrregcount=32\""));
 }
 
+// Two instances of one template: the table tells them apart by the differing argument, and
+// --name-width widens the column (0: whole names).
+TEST(ReportCli, NameWidthWidensTheKernelColumn) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "NVIDIA A100"));
+  const std::string add =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+      "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+      "at::detail::Array<char*, 3>)";
+  const std::string mul =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
+      "at::detail::Array<char*, 3> >(int, at::native::MulFunctor<float>, "
+      "at::detail::Array<char*, 3>)";
+  KernelSpec a = Gemm();
+  a.name = "_Zadd";
+  a.demangled = add;
+  KernelSpec m = Gemm();
+  m.name = "_Zmul";
+  m.demangled = mul;
+  s += Line(Kernel(kPid, 2, kStart + 1, 1, a)) + Line(Kernel(kPid, 3, kStart + 2, 2, m));
+  WriteFile(dir.path() / "a.jsonl", s);
+  // Default: the room the 120-column table leaves (here 40); the template's name is cut and the
+  // functor stays (kernel_names.h has the steps).
+  CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., AddFunctor, ...>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., MulFunctor, ...>\n"));
+  // 60 columns: the namespaces go and the first and last arguments, common to both, are "...".
+  r = Report({dir.path().string(), "--color", "never", "--name-width", "60"});
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_kernel<..., AddFunctor<float>, ...>\n"));
+  r = Report({dir.path().string(), "--color", "never", "--name-width", "0"});
+  EXPECT_THAT(r.out, HasSubstr("  " + add + "\n"));
+  EXPECT_THAT(r.out, HasSubstr("  " + mul + "\n"));
+  r = Report({dir.path().string(), "--name-width", "-3"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+// A kernel at 100% occupancy is limited by nothing: LIMITER says none, and --limiter does not
+// select it by the resource that would bind first.
+TEST(ReportCli, AKernelAtFullOccupancyIsNotLimited) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "NVIDIA A100"));
+  KernelSpec full = Gemm();
+  full.name = "_Z4fullv";
+  full.demangled = "full()";
+  full.occupancy = Fields(8, 8, 64, Resource::kRegisters);  // 64 of 64 warps
+  s += Line(Kernel(kPid, 2, kStart + 1, 1, full)) + Line(Kernel(kPid, 3, kStart + 2, 2, Gemm()));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("100%  none "));
+  EXPECT_THAT(r.out, HasSubstr(" 75%  regs "));
+  const json j = json::parse(Report({dir.path().string(), "--json", "--limiter", "regs"}).out);
+  ASSERT_EQ(j["signatures"].size(), 1u);
+  EXPECT_EQ(j["signatures"][0]["demangled"], "void gemm<2>(float*, int)");
+}
+
 TEST(ReportCli, SeveralDeviceModelsSplitSignatures) {
   TempDir dir;
   WriteFile(dir.path() / "a.jsonl", NormalProcess(kPid, kStart));

@@ -7,6 +7,7 @@
 
 #include "cuflight/report/advice.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
 #include "report_test_events.h"
@@ -68,11 +69,63 @@ TEST(ReportFormat, KernelNamesShortenInSteps) {
   const std::string name =
       "void cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>(cutlass::Params const&, int)";
   EXPECT_EQ(ShortenKernelName(name, 200), name);
+  // Return type and parameters go (55 bytes); then the namespaces, keeping the arguments (22);
+  // then, the template being the only one shown, its arguments (9).
   EXPECT_EQ(ShortenKernelName(name, 60), "cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>");
-  EXPECT_EQ(ShortenKernelName(name, 40), "cutlass::gemm::kernel::Gemm<...>");
-  EXPECT_EQ(ShortenKernelName(name, 20), "kernel::Gemm<...>");
-  EXPECT_EQ(ShortenKernelName(name, 10), "Gemm<...>");
+  EXPECT_EQ(ShortenKernelName(name, 40), "Gemm<half_t, 128, 256>");
+  EXPECT_EQ(ShortenKernelName(name, 20), "Gemm<...>");
   EXPECT_EQ(ShortenKernelName("a_very_long_kernel_name_without_scopes", 16), "a_very_long_k...");
+}
+
+// PyTorch's elementwise kernels for add, GELU and mul (names as CUPTI demangles them, from a
+// torch 2.x trace): one template, told apart only by the functor argument.
+const std::vector<std::string> kElementwise = {
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+    "at::detail::Array<char*, 3>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("
+    "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::"
+    "{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, "
+    "at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::"
+    "{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, "
+    "at::detail::Array<char*, 2>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
+    "float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int, "
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    ">, at::detail::Array<char*, 3>)"};
+
+TEST(ReportFormat, TemplatedNamesKeepWhatTellsThemApart) {
+  // 60 columns. Add: the common first argument (4) becomes "...", namespaces go, then builtin
+  // types and numbers inside the arguments ("AddFunctor<float>" -> "AddFunctor",
+  // "Array<char*, 3>" -> "Array"), and Array, now common to all three, becomes "..." too: 51
+  // bytes. GELU's lambda chain becomes "GeluCUDAKernelImpl::lambda" and Mul's functor
+  // "BinaryFunctor<MulFunctor>": with the template's name (29 bytes) they are 67 and 66, so the
+  // template's name is cut to the room their arguments leave (60 - 38 = 22, 60 - 37 = 23).
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 60),
+            (std::vector<std::string>{
+                "vectorized_elementwise_kernel<..., AddFunctor, ...>",
+                "vectorized_elementw...<..., GeluCUDAKernelImpl::lambda, ...>",
+                "vectorized_elementwi...<..., BinaryFunctor<MulFunctor>, ...>"}));
+  // 24 columns (the report's narrowest): only the differing argument after what is left of the
+  // template's name: "<AddFunctor>" leaves 12 ("vectorize..."); the other two arguments alone
+  // are longer than 20, so one letter, "...", and the argument cut at the end.
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 24),
+            (std::vector<std::string>{"vectorize...<AddFunctor>", "v...<GeluCUDAKernelIm...",
+                                      "v...<BinaryFunctor<Mu..."}));
+  // Wide enough: whole names.
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 1000), kElementwise);
+}
+
+TEST(ReportFormat, CutlassKernelsKeepTheirDifferingTileNames) {
+  const std::vector<std::string> names = {
+      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>("
+      "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
+      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1>("
+      "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1::Params)"};
+  // The prefix both tile names share ("cutlass_80_tensorop_s1688gemm_", up to a '_') goes.
+  EXPECT_EQ(ShortenKernelNames(names, 40),
+            (std::vector<std::string>{"Kernel2<...128x128_32x3_nn_align4>",
+                                      "Kernel2<...64x64_16x6_tn_align1>"}));
 }
 
 TEST(ReportFormat, TimeBounds) {

@@ -335,16 +335,21 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
       << output;
 }
 
-// --limiter takes what `cuflight report --limiter` takes; a typo gets a suggestion.
+// --limiter takes what `cuflight report --limiter` takes; a typo gets a suggestion. A kernel at
+// full occupancy is limited by nothing, whatever resource would bind first.
 TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
   TempDir dir;
+  schema::OwnedKernelEvent full = run::Kernel(4242, 4, 1'700'000'000'000'100'000, 33, "full_regs",
+                                              schema::Resource::kRegisters);
+  full.occupancy.occupancy = 1.0;
   std::filesystem::create_directories(dir.path() / "logs");
   Append(dir.path() / "logs" / "a.jsonl",
          Line(Start(4242, 0, 1)) + Line(Device(4242, 1)) +
              Line(run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "by_regs",
                               schema::Resource::kRegisters)) +
              Line(run::Kernel(4242, 3, 1'700'000'000'000'100'000, 32, "by_smem",
-                              schema::Resource::kSharedMem)));
+                              schema::Resource::kSharedMem)) +
+             Line(full));
   for (const char* limiter : {"regs", "REGISTERS"}) {
     ChildProcess tail(CUFLIGHT_CLI_PATH,
                       {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start",
@@ -355,6 +360,7 @@ TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
     EXPECT_EQ(tail.Wait(kDeadline), 0);
     EXPECT_NE(tail.Output().find("by_regs()"), std::string::npos) << tail.Output();
     EXPECT_EQ(tail.Output().find("by_smem()"), std::string::npos) << tail.Output();
+    EXPECT_EQ(tail.Output().find("full_regs()"), std::string::npos) << tail.Output();
   }
   const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"tail", "--log-dir", dir.path().string(),
                                                 "--limiter", "regsiters"});

@@ -51,8 +51,10 @@ std::vector<size_t> SelectForReview(const std::vector<ProcessSummary>& processes
 
 // The review section as terminal text, lines at most `width` columns (kernel names shortened,
 // the ending line wrapped, never cut), ANSI colour when `color`. "" when `review` is empty.
+// `name_width` as ReportOptions::name_width.
 std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
-                             const std::vector<size_t>& review, bool color, int width);
+                             const std::vector<size_t>& review, bool color, int width,
+                             int name_width = -1);
 
 }  // namespace cuflight::report
 

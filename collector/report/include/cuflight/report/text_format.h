@@ -21,6 +21,14 @@ std::string FormatPercent(double fraction);
 // Bytes, never rounded up: "512 B", "48 KiB", "40.5 KiB" (KiB floored to one decimal).
 std::string FormatBytes(int64_t bytes);
 
+// True when a resource limits the occupancy, i.e. it is below 1. At full occupancy nothing
+// limits a kernel, whatever limiting_resource names (the resource that would bind first).
+inline bool Limited(const schema::OccupancyFields& f) { return f.occupancy < 1.0; }
+
+// The LIMITER a table shows: "regs", "smem", "warps", "blocks", "barriers", "cluster", "other";
+// "none" at full occupancy (Limited() false).
+std::string_view LimiterLabel(const schema::OccupancyFields& f);
+
 // "256" for 256x1x1, "16x16" for 16x16x1, "8x8x4".
 std::string FormatDim3(const schema::Dim3& d);
 
@@ -29,9 +37,8 @@ std::string FormatDim3(const schema::Dim3& d);
 // producers hold).
 std::string FormatStreamId(uint64_t stream);
 
-// A kernel name shortened to at most `width` bytes (width >= 8): the return type "void " and the
-// parameter list are dropped first, then template arguments become "<...>", then leading
-// namespaces go, and last the tail is cut to end in "...".
+// One kernel name shortened to at most `width` bytes (width >= 8) as ShortenKernelNames does for
+// a name shown alone (kernel_names.h).
 std::string ShortenKernelName(std::string_view name, size_t width);
 
 // `text` as lines of at most `width` bytes, the first starting with `first`, the others with

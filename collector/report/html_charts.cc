@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render_html.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -282,6 +283,9 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
   const double height = kTop + kRow * static_cast<double>(n) + 8;
   uint64_t max = 1;
   for (size_t i = 0; i < n; ++i) max = std::max(max, Weight(report.signatures[ranking[i]], by_time));
+  std::vector<std::string> names;  // told apart among the kernels shown (kernel_names.h)
+  for (size_t i = 0; i < n; ++i) names.push_back(report.signatures[ranking[i]].display_name());
+  names = ShortenKernelNames(names, 64);
   std::string out = SvgOpen(kHtmlTopKernelsChartId, kFullWidth, height, label);
   out += Text(8, 18, "kernel", "axis-title");
   out += Text(kBarLeft, 18, by_time ? "total GPU time" : "launches", "axis-title");
@@ -307,7 +311,7 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
                                   : std::string(", no resource limits it");
     if (!s.advice.empty()) detail += "\n" + s.advice;
     out += fmt::format("<g class=\"row\"><title>{}</title>\n", Escape(detail));
-    out += Text(kNameRight, y + 17, ShortenKernelName(name, 64), "label", "end");
+    out += Text(kNameRight, y + 17, names[i], "label", "end");
     const double w = static_cast<double>(v) / static_cast<double>(max) * kBarWidth;
     const std::string_view color = KernelColor(static_cast<int>(i));
     out += fmt::format("<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "

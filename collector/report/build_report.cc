@@ -16,6 +16,7 @@
 
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/report/advice.h"
+#include "cuflight/report/device_spec.h"
 #include "cuflight/report/duration_stats.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
@@ -31,16 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using schema::Resource;
-
-
-std::string PresetKeys() {
-  std::string keys;
-  for (const occupancy::DevicePreset& p : occupancy::DevicePresets()) {
-    if (!keys.empty()) keys += ", ";
-    keys += p.key;
-  }
-  return keys;
-}
 
 
 struct StreamState {
@@ -421,7 +412,7 @@ class Builder {
     if (!options_.limiter.empty()) limiter = ParseLimiter(options_.limiter);
     std::optional<occupancy::DeviceContext> target;
     if (!options_.retarget.empty()) {
-      const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(options_.retarget);
+      const occupancy::DevicePreset* preset = ResolveDevicePreset(options_.retarget).preset;
       if (preset != nullptr) {
         report_->retarget =
             RetargetDevice{std::string(preset->key), std::string(preset->name), preset->limits};
@@ -537,10 +528,12 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
     *error = LimiterError(options.limiter);
     return false;
   }
-  if (!options.retarget.empty() && occupancy::FindDevicePreset(options.retarget) == nullptr) {
-    *error = fmt::format("--retarget '{}' is not a known device: use one of {}", options.retarget,
-                         PresetKeys());
-    return false;
+  if (!options.retarget.empty()) {
+    const ResolvedPreset resolved = ResolveDevicePreset(options.retarget);
+    if (resolved.preset == nullptr) {
+      *error = "--retarget " + resolved.error;
+      return false;
+    }
   }
   if (options.top < -1) {
     *error = fmt::format("--top {} is out of range: use 0 (all) or more", options.top);

@@ -208,16 +208,21 @@ std::string DidYouMean(std::string_view input, const std::vector<std::string>& n
     return d[a.size()][b.size()];
   };
   constexpr size_t kMaxEdits = 2;
-  size_t best = kMaxEdits + 1;
+  // Fewer edits first; between equals, a name with the same first letter (typos rarely hit it).
+  size_t best = 2 * (kMaxEdits + 1);
+  size_t best_edits = 0;
   const std::string* best_name = nullptr;
   for (const std::string& name : names) {
     const size_t d = distance(input, name);
-    if (d < best) {
-      best = d;
+    const bool same_start = !input.empty() && !name.empty() && lower(input[0]) == lower(name[0]);
+    const size_t score = 2 * d + (same_start ? 0 : 1);
+    if (d <= kMaxEdits && score < best) {
+      best = score;
+      best_edits = d;
       best_name = &name;
     }
   }
-  if (best_name == nullptr || best == 0 || 2 * best >= input.size()) return "";
+  if (best_name == nullptr || best_edits == 0 || 2 * best_edits >= input.size()) return "";
   return "; did you mean " + *best_name + "?";
 }
 

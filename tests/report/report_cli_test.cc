@@ -505,6 +505,9 @@ TEST(ReportCli, BadInputIsOneLineAndExitTwo) {
       {{ok, "--since", "2000", "--until", "1000"}, "--since is after --until"},
       {{ok, "--limiter", "tensor_cores"}, "--limiter 'tensor_cores' is not a resource"},
       {{ok, "--retarget", "gtx480"}, "--retarget 'gtx480' is not a known device"},
+      {{ok, "--retarget", "h10"}, "did you mean h100?"},
+      {{ok, "--limiter", "shared_mme"}, "did you mean shared_mem?"},
+      {{ok, "--name-width", "-1"}, "--name-width"},
       {{ok, "--kernel", "gemm("}, "--kernel 'gemm(' is not a valid ECMAScript regular expression"},
       {{ok, "--top", "-3"}, "--top"},
       {{ok, "--pid", "abc"}, "--pid"},
@@ -701,6 +704,11 @@ TEST(ReportCli, RetargetMatchesTheEngine) {
 
   const CliRun text = Report({dir.path().string(), "--retarget", "l4"});
   EXPECT_THAT(text.out, HasSubstr("Retargeted to NVIDIA L4 (l4)"));
+  // The device as a name the tools print, or as a compute capability (the first preset of 8.9).
+  for (const char* spec : {"NVIDIA L4", "sm_89"}) {
+    const json by = json::parse(Report({dir.path().string(), "--json", "--retarget", spec}).out);
+    EXPECT_EQ(by["retarget"]["key"], "l4") << spec;
+  }
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ std::vector<std::string> WrapWords(std::string_view text, size_t width, std::str
 
 // "; did you mean NAME?" for the name of `names` closest to `input` (ASCII case ignored) when it
 // is a likely typo: at most 2 edits (insert, delete, substitute, swap two neighbours) away, and
-// fewer than half of `input`'s length; "" otherwise.
+// fewer than half of `input`'s length; "" otherwise. Between names as close, one starting with
+// `input`'s first letter wins, then the first in `names`.
 std::string DidYouMean(std::string_view input, const std::vector<std::string>& names);
 
 // --since/--until: RFC 3339 ("2026-11-21T07:00:00Z", fractional seconds and a +hh:mm/-hh:mm

@@ -89,11 +89,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
         line = argc > 1 && argv[1][0] != '-'
                    ? std::string("unknown command '") + argv[1] +
                          "' (commands: occupancy, run, tail, report, export, collect" +
-                         report::DidYouMean(argv[1], {"occupancy", "run", "tail", "report",
-                                                      "export", "collect"}) +
+                         report::DidYouMean(
+                             argv[1], {"occupancy", "run", "tail", "report", "export", "collect"}) +
                          ")"
-                   : std::string("a command is required (commands: occupancy, run, tail, report, "
-                                 "export, collect)");
+                   : std::string(
+                         "a command is required (commands: occupancy, run, tail, report, "
+                         "export, collect)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';

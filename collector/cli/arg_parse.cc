@@ -83,14 +83,15 @@ int64_t ParseBytes(std::string_view flag, std::string_view text, const Allowed& 
   } else if (unit == "m" || unit == "mb" || unit == "mib") {
     multiplier = 1024 * 1024;
   } else {
-    throw UsageError(fmt::format("{} {} is not a byte count: use bytes, or K/KB/KiB or M/MB/MiB "
-                                 "(1024-based, as in the CUDA documentation), e.g. 98304, 96K, "
-                                 "96KB, 96 KiB",
-                                 flag, text));
+    throw UsageError(
+        fmt::format("{} {} is not a byte count: use bytes, or K/KB/KiB or M/MB/MiB "
+                    "(1024-based, as in the CUDA documentation), e.g. 98304, 96K, "
+                    "96KB, 96 KiB",
+                    flag, text));
   }
   if (digits.empty()) {
-    throw UsageError(fmt::format("{} {} is not a byte count: a number is missing, e.g. 96K",
-                                 flag, text));
+    throw UsageError(
+        fmt::format("{} {} is not a byte count: a number is missing, e.g. 96K", flag, text));
   }
   return CheckedInteger(flag, text, digits, multiplier, allowed);
 }

@@ -432,9 +432,8 @@ OccupancyReport OccupancyCommand::Compute(DeviceQuery& device_query) const {
               "MaxDynamicSharedMemorySize): the launch cannot run as given. Opted in "
               "(--max-dyn-smem {}), it would fit {} block{}/SM, occupancy {}{}",
               report::FormatBytes(l.static_smem + l.dyn_smem),
-              report::FormatBytes(d.smem_per_block), BytesFlag(l.dyn_smem),
-              f.max_active_blocks, f.max_active_blocks == 1 ? "" : "s",
-              fmt::format("{:.1f}%", f.occupancy * 100.0),
+              report::FormatBytes(d.smem_per_block), BytesFlag(l.dyn_smem), f.max_active_blocks,
+              f.max_active_blocks == 1 ? "" : "s", fmt::format("{:.1f}%", f.occupancy * 100.0),
               f.max_active_blocks > 0 && f.occupancy < 1.0
                   ? fmt::format(", limited by {}", schema::ResourceName(f.limiting_resource))
                   : std::string()));

@@ -294,8 +294,8 @@ std::string NotesSection(const OccupancyReport& report) {
 }
 
 std::string RenderOccupancyText(const OccupancyReport& report) {
-  return NotesSection(report) + DeviceSection(report) + LaunchSection(report) + "\n" + ResourceTable(report) + "\n" +
-         TotalsSection(report) + "\n" + WhatIfSection(report);
+  return NotesSection(report) + DeviceSection(report) + LaunchSection(report) + "\n" +
+         ResourceTable(report) + "\n" + TotalsSection(report) + "\n" + WhatIfSection(report);
 }
 
 std::string RenderDevicePresetsText() {

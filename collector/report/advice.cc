@@ -81,8 +81,7 @@ class WhatIf {
   void SetSmem(occupancy::LaunchConfig* l, int64_t total) const {
     l->static_smem = std::min(launch_.static_smem, total);
     l->dyn_smem = total - l->static_smem;
-    l->func_max_dyn_smem =
-        total > context_->limits().smem_per_block ? l->dyn_smem : int64_t{-1};
+    l->func_max_dyn_smem = total > context_->limits().smem_per_block ? l->dyn_smem : int64_t{-1};
   }
 
   // A block size (1-D) with strictly higher occupancy than the launch's, and that occupancy.
@@ -128,10 +127,10 @@ std::string GridAdvice(const Signature& sig) {
   }
   if (sms <= 0) return "";
   const int64_t grid = std::llround(sig.waves_max * static_cast<double>(sms) * f.max_active_blocks);
-  std::string out = fmt::format("grid of {}{} block{} is under one wave ({:.2f} waves of {} SMs x {})",
-                                sig.waves_min == sig.waves_max ? "" : "at most ", grid,
-                                grid == 1 ? "" : "s", sig.waves_max, sms,
-                                Blocks(f.max_active_blocks));
+  std::string out =
+      fmt::format("grid of {}{} block{} is under one wave ({:.2f} waves of {} SMs x {})",
+                  sig.waves_min == sig.waves_max ? "" : "at most ", grid, grid == 1 ? "" : "s",
+                  sig.waves_max, sms, Blocks(f.max_active_blocks));
   out += ": every block is already resident, so higher occupancy cannot help";
   if (grid < sms) out += fmt::format("; {} of {} SMs get no block", sms - grid, sms);
   out += "; launch more blocks (less work per block, split-K)";
@@ -169,9 +168,9 @@ std::string TieAdvice(const Signature& sig, const std::vector<Resource>& tied,
   const schema::OccupancyFields& f = sig.fields();
   const int32_t n = f.max_active_blocks;
   const int32_t wpb = sig.warps_per_block;
-  std::string out = fmt::format("{}; {} {} limit {}: changing one alone gains nothing",
-                                Verdict(f.occupancy), JoinNames(tied),
-                                tied.size() == 2 ? "both" : "all", Blocks(n));
+  std::string out =
+      fmt::format("{}; {} {} limit {}: changing one alone gains nothing", Verdict(f.occupancy),
+                  JoinNames(tied), tied.size() == 2 ? "both" : "all", Blocks(n));
   const bool regs = std::find(tied.begin(), tied.end(), Resource::kRegisters) != tied.end();
   const bool smem = std::find(tied.begin(), tied.end(), Resource::kSharedMem) != tied.end();
   const bool shape = std::any_of(tied.begin(), tied.end(), IsBlockShape);
@@ -186,7 +185,8 @@ std::string TieAdvice(const Signature& sig, const std::vector<Resource>& tied,
     // Each resource's own what-if with the other out of the way, then both together.
     const auto without_smem =
         what_if.Try([&](occupancy::LaunchConfig* l) { what_if.SetSmem(l, 0); });
-    const auto without_regs = what_if.Try([](occupancy::LaunchConfig* l) { l->regs_per_thread = 0; });
+    const auto without_regs =
+        what_if.Try([](occupancy::LaunchConfig* l) { l->regs_per_thread = 0; });
     if (!without_smem || !without_regs) return out;
     const int32_t r = without_smem->fields.regs_for_next_block;
     const int64_t s = without_regs->fields.smem_for_next_block;
@@ -303,10 +303,11 @@ std::string Advice(const Signature& sig) {
     }
     default: {
       // Warps, block slots or barriers: the block size sets them.
-      std::string line = fmt::format("{}; {} limit {} of {} warp{}", verdict,
-                                     lim == Resource::kBlocks ? std::string("block slots")
-                                                              : std::string(schema::ResourceName(lim)),
-                                     Blocks(n), wpb, wpb == 1 ? "" : "s");
+      std::string line =
+          fmt::format("{}; {} limit {} of {} warp{}", verdict,
+                      lim == Resource::kBlocks ? std::string("block slots")
+                                               : std::string(schema::ResourceName(lim)),
+                      Blocks(n), wpb, wpb == 1 ? "" : "s");
       if (what_if.ok()) {
         if (const auto better = what_if.BetterBlockSize()) {
           line += fmt::format("; {}blocks of {} threads would reach {}", prefix, better->first,

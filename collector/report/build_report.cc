@@ -20,8 +20,8 @@
 #include "cuflight/report/duration_stats.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
-#include "cuflight/report/text_format.h"
 #include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
 #include "cuflight/schema/sticky_errors.h"
@@ -32,7 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using schema::Resource;
-
 
 struct StreamState {
   StreamTail tail;
@@ -389,9 +388,9 @@ class Builder {
         for (LaunchSummary& l : stream.last) {
           l.duration_ns = DurationOf(index, {l.correlation_id, l.graph_node_id, tail.device});
           l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
-          l.in_error = l.completion == Completion::kNotFinished && error_ids != nullptr &&
-                       std::find(error_ids->begin(), error_ids->end(), l.correlation_id) !=
-                           error_ids->end();
+          l.in_error =
+              l.completion == Completion::kNotFinished && error_ids != nullptr &&
+              std::find(error_ids->begin(), error_ids->end(), l.correlation_id) != error_ids->end();
           tail.last.push_back(std::move(l));
         }
         s.streams.push_back(std::move(tail));

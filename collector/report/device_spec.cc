@@ -69,8 +69,7 @@ struct Capability {
 
 // sm_90, sm90, sm_90a, sm_100f, compute_90, cc 9.0, cc9.0, 9.0.
 std::optional<Capability> ParseCapability(std::string_view spec) {
-  static const std::regex kArch(R"(^\s*(?:sm|compute)_?(\d)(\d{1,2})[af]?\s*$)",
-                                std::regex::icase);
+  static const std::regex kArch(R"(^\s*(?:sm|compute)_?(\d)(\d{1,2})[af]?\s*$)", std::regex::icase);
   static const std::regex kDotted(R"(^\s*(?:cc\s*)?(\d{1,2})\.(\d)\s*$)", std::regex::icase);
   const std::string s(spec);
   std::smatch m;
@@ -166,9 +165,10 @@ ResolvedPreset ResolveDevicePreset(std::string_view spec) {
     names.emplace_back(p.key);
     for (const std::string_view a : Aliases(p)) names.emplace_back(a);
   }
-  out.error = fmt::format("'{}' is not a known device: use one of {}, a name --list-devices "
-                          "prints, or a compute capability such as sm_90{}",
-                          spec, Keys(), DidYouMean(Lower(spec), names));
+  out.error = fmt::format(
+      "'{}' is not a known device: use one of {}, a name --list-devices "
+      "prints, or a compute capability such as sm_90{}",
+      spec, Keys(), DidYouMean(Lower(spec), names));
   return out;
 }
 

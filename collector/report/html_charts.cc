@@ -145,8 +145,8 @@ std::string ProcessName(const ProcessSummary& p) {
 
 std::string OccupancyChart(const Report& report) {
   const bool by_time = WeighByTime(report);
-  const std::string label = by_time ? "GPU time by theoretical occupancy"
-                                    : "Kernel launches by theoretical occupancy";
+  const std::string label =
+      by_time ? "GPU time by theoretical occupancy" : "Kernel launches by theoretical occupancy";
   if (report.signatures.empty()) {
     return Empty(kHtmlOccupancyChartId, label, "No kernel launches.");
   }
@@ -191,13 +191,13 @@ std::string OccupancyChart(const Report& report) {
       if (v == 0) continue;
       const double h = static_cast<double>(v) / top * kPlot;
       y -= h;
-      out += Rect(x, y, w, std::max(h, 0.5), SlotColor(r),
-                  r == kNoLimit
-                      ? fmt::format("occupancy 100%, no resource limits it: {} ({} of all)",
-                                    FormatWeight(v, by_time), Share(v, total))
-                      : fmt::format("occupancy {}, limited by {}: {} ({} of all)", range,
-                                    SlotName(r), FormatWeight(v, by_time), Share(v, total)),
-                  "bar");
+      out +=
+          Rect(x, y, w, std::max(h, 0.5), SlotColor(r),
+               r == kNoLimit ? fmt::format("occupancy 100%, no resource limits it: {} ({} of all)",
+                                           FormatWeight(v, by_time), Share(v, total))
+                             : fmt::format("occupancy {}, limited by {}: {} ({} of all)", range,
+                                           SlotName(r), FormatWeight(v, by_time), Share(v, total)),
+               "bar");
     }
     if (totals[static_cast<size_t>(b)] > 0) {
       out += Text(x + w / 2, y - 4, Share(totals[static_cast<size_t>(b)], total), "value",
@@ -212,8 +212,7 @@ std::string OccupancyChart(const Report& report) {
                      Coord(kLeft), Coord(kTop + kPlot), Coord(kWidth - kRight),
                      Coord(kTop + kPlot));
   out += Text((kLeft + kWidth - kRight) / 2, kTop + kPlot + 34,
-              "theoretical occupancy, % (a 100% launch counts in 90-100)", "axis-title",
-              "middle");
+              "theoretical occupancy, % (a 100% launch counts in 90-100)", "axis-title", "middle");
   double lx = kLeft;
   const double ly = kTop + kPlot + 56;
   for (int r = 0; r < kSlots; ++r) {
@@ -259,9 +258,8 @@ std::string LimiterChart(const Report& report) {
     out += fmt::format("<rect class=\"track\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>\n",
                        Coord(kLeft), Coord(y + 4), Coord(kBar));
     out += Rect(kLeft, y + 4, std::max(w, v > 0 ? 1.0 : 0.0), 22, SlotColor(r),
-                fmt::format("{}: {} ({} of all) in {} kernel signature{}",
-                            SlotName(r), FormatWeight(v, by_time), Share(v, total),
-                            sigs[static_cast<size_t>(r)],
+                fmt::format("{}: {} ({} of all) in {} kernel signature{}", SlotName(r),
+                            FormatWeight(v, by_time), Share(v, total), sigs[static_cast<size_t>(r)],
                             sigs[static_cast<size_t>(r)] == 1 ? "" : "s"),
                 "bar");
     out += Text(kLeft + kBar + 8, y + 19,
@@ -324,9 +322,10 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
     const double occ = std::clamp(s.fields().occupancy, 0.0, 1.0);
     out += fmt::format("<rect class=\"track\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\"/>\n",
                        Coord(kOccLeft), Coord(y + 4), Coord(kOccWidth));
-    out += fmt::format("<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "
-                       "fill=\"{}\"/>\n",
-                       Coord(kOccLeft), Coord(y + 4), Coord(occ * kOccWidth), SlotColor(SlotOf(s)));
+    out += fmt::format(
+        "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "
+        "fill=\"{}\"/>\n",
+        Coord(kOccLeft), Coord(y + 4), Coord(occ * kOccWidth), SlotColor(SlotOf(s)));
     out += Text(kOccLeft + kOccWidth + 6, y + 17,
                 Limited(s.fields()) ? fmt::format("{} {}", FormatPercent(s.fields().occupancy),
                                                   LimiterLabel(s.fields()))

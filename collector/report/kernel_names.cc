@@ -141,10 +141,11 @@ std::string DropScopes(const std::string& s) {
 // A builtin type or a number: what step 4 drops from nested argument lists.
 bool IsNoise(std::string_view arg) {
   static const std::vector<std::string_view> kWords = {
-      "float",  "double", "int",    "unsigned", "long",     "short",          "char",
-      "bool",   "signed", "const",  "half",     "__half",   "Half",           "BFloat16",
-      "__nv_bfloat16", "bfloat16", "void", "true", "false", "__nv_fp8_e4m3", "__nv_fp8_e5m2",
-      "int8_t", "uint8_t", "int16_t", "int32_t", "int64_t", "uint32_t", "uint64_t", "size_t"};
+      "float",   "double",        "int",           "unsigned", "long",    "short",
+      "char",    "bool",          "signed",        "const",    "half",    "__half",
+      "Half",    "BFloat16",      "__nv_bfloat16", "bfloat16", "void",    "true",
+      "false",   "__nv_fp8_e4m3", "__nv_fp8_e5m2", "int8_t",   "uint8_t", "int16_t",
+      "int32_t", "int64_t",       "uint32_t",      "uint64_t", "size_t"};
   size_t i = 0;
   bool any = false;
   while (i < arg.size()) {
@@ -153,8 +154,8 @@ bool IsNoise(std::string_view arg) {
       continue;
     }
     size_t j = i;
-    while (j < arg.size() && (std::isalnum(static_cast<unsigned char>(arg[j])) || arg[j] == '_' ||
-                              arg[j] == '-')) {
+    while (j < arg.size() &&
+           (std::isalnum(static_cast<unsigned char>(arg[j])) || arg[j] == '_' || arg[j] == '-')) {
       ++j;
     }
     if (j == i) return false;  // some other punctuation: a template, a scope
@@ -233,7 +234,8 @@ std::map<size_t, std::vector<std::string>> Elide(const Group& g,
         continue;
       }
       std::string a = args[m][i];
-      if (i < common_count && !prefix[i].empty()) a = std::string(kElided) + a.substr(prefix[i].size());
+      if (i < common_count && !prefix[i].empty())
+        a = std::string(kElided) + a.substr(prefix[i].size());
       shown.push_back(std::move(a));
     }
     out[m] = std::move(shown);
@@ -306,12 +308,13 @@ std::vector<std::string> ShortenKernelNames(const std::vector<std::string>& name
     for (size_t i = 0; i < n; ++i) {
       if (done[i] || !shared(i) || t[i].size() + min_base > width) continue;
       const size_t room = width - t[i].size();
-      fit(i, (base[i].size() <= room ? base[i]
-                                     : base[i].substr(0, room - kElided.size()) + std::string(kElided)) +
+      fit(i, (base[i].size() <= room
+                  ? base[i]
+                  : base[i].substr(0, room - kElided.size()) + std::string(kElided)) +
                  t[i]);
     }
   };
-  try_step();  // step 2
+  try_step();                       // step 2
   for (size_t i = 0; i < n; ++i) {  // step 3
     base[i] = DropScopes(base[i]);
     for (std::string& a : args[i]) a = DropScopes(a);
@@ -332,7 +335,8 @@ std::vector<std::string> ShortenKernelNames(const std::vector<std::string>& name
 
   // Step 7: a template no other name shown shares needs no argument to be told apart.
   for (const auto& [key, g] : groups) {
-    if (g.members.size() == 1) fit(g.members[0], base[g.members[0]] + "<" + std::string(kElided) + ">");
+    if (g.members.size() == 1)
+      fit(g.members[0], base[g.members[0]] + "<" + std::string(kElided) + ">");
   }
   // Step 8: the differing arguments (before step 6 collapsed them) after what is left of the
   // template's name.
@@ -344,8 +348,8 @@ std::vector<std::string> ShortenKernelNames(const std::vector<std::string>& name
     if (shared(i)) {
       out[i] = CutEnd(base[i].substr(0, 1) + std::string(kElided) + diff[i], width);
     } else {
-      out[i] = CutEnd(parsed[i].templated ? base[i] + "<" + std::string(kElided) + ">" : base[i],
-                      width);
+      out[i] =
+          CutEnd(parsed[i].templated ? base[i] + "<" + std::string(kElided) + ">" : base[i], width);
     }
     done[i] = true;
   }

@@ -119,10 +119,9 @@ std::string RetargetTable(const Report& r, size_t shown, bool color, int name_wi
     if (!s.retarget) continue;
     const schema::OccupancyFields& f = s.fields();
     const Retarget& t = *s.retarget;
-    std::vector<ReportTable::Cell> cells = {
-        {fmt::format("{}", f.max_active_blocks), ""},
-        {FormatPercent(f.occupancy), ""},
-        {std::string(LimiterLabel(f)), ""}};
+    std::vector<ReportTable::Cell> cells = {{fmt::format("{}", f.max_active_blocks), ""},
+                                            {FormatPercent(f.occupancy), ""},
+                                            {std::string(LimiterLabel(f)), ""}};
     if (t.ok) {
       const schema::OccupancyFields& n = t.result.fields;
       std::string_view style = n.occupancy > f.occupancy   ? ansi::kGreen

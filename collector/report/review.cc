@@ -24,11 +24,12 @@ std::string Events(uint64_t n) { return fmt::format("{} event{}", n, n == 1 ? ""
 // seq (exact: the seqs the collector saw), and after it (unknown: the process was gone before
 // saying). `closed`: a process_crash ended the stream, sent after every event before it.
 std::string LossText(const schema::OwnedProcessLostEvent& lost, bool closed) {
-  if (!lost.last_seq) return closed ? "" : "; nothing stored: whether it recorded anything is unknown";
-  std::string out = fmt::format("; {} stored up to seq {}, {} before it", Events(lost.events_stored),
-                                *lost.last_seq,
-                                lost.events_lost == 0 ? std::string("none missing")
-                                                      : fmt::format("{} missing", lost.events_lost));
+  if (!lost.last_seq)
+    return closed ? "" : "; nothing stored: whether it recorded anything is unknown";
+  std::string out = fmt::format(
+      "; {} stored up to seq {}, {} before it", Events(lost.events_stored), *lost.last_seq,
+      lost.events_lost == 0 ? std::string("none missing")
+                            : fmt::format("{} missing", lost.events_lost));
   if (!closed) out += fmt::format("; whether it sent more after seq {} is unknown", *lost.last_seq);
   return out;
 }
@@ -53,18 +54,20 @@ void DescribeEnding(bool api_error_last, ProcessSummary* s) {
     error_line = fmt::format("{} returned {} ({})", e.api, e.error_name, e.code);
     if (!e.message.empty()) error_line += ": " + Clip(e.message, kMaxMessageBytes);
   }
-  const std::string failed_call = api_error_last ? "; its last CUDA call failed: " + error_line : "";
+  const std::string failed_call =
+      api_error_last ? "; its last CUDA call failed: " + error_line : "";
   if (s->crash) {
     const schema::OwnedProcessCrashEvent& e = *s->crash;
     s->ending = Ending::kCrash;
-    s->ending_detail = fmt::format("crash: {} (signal {}, code {}) in thread {}",
-                                   e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
-                                   e.code, e.tid);
+    s->ending_detail =
+        fmt::format("crash: {} (signal {}, code {}) in thread {}",
+                    e.signal_name.empty() ? "signal" : e.signal_name, e.signal, e.code, e.tid);
     if (e.addr != 0) s->ending_detail += fmt::format(" at {:#x}", e.addr);
     if (e.app_handler) s->ending_detail += "; the application's own handler ran first and gave up";
     s->ending_detail += failed_call;
     if (s->lost) s->ending_detail += LossText(*s->lost, /*closed=*/true);
-    if (e.dropped > 0) s->ending_detail += fmt::format("; {} dropped in the process", Events(e.dropped));
+    if (e.dropped > 0)
+      s->ending_detail += fmt::format("; {} dropped in the process", Events(e.dropped));
   } else if (s->lost) {
     const schema::OwnedProcessLostEvent& e = *s->lost;
     s->ending = Ending::kLost;
@@ -74,8 +77,8 @@ void DescribeEnding(bool api_error_last, ProcessSummary* s) {
             : "lost: the connection ended without process_end (killed, or no exit flush)";
     s->ending_detail += LossText(e, /*closed=*/false);
     if (s->dropped > 0) {
-      s->ending_detail += fmt::format("; {} dropped in the process by its last stats",
-                                      Events(s->dropped));
+      s->ending_detail +=
+          fmt::format("; {} dropped in the process by its last stats", Events(s->dropped));
     }
     s->ending_detail += failed_call;
   } else if (api_error_last) {
@@ -161,8 +164,8 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
     }
     bool unknown = false;
     for (const StreamTail& s : p.streams) {
-      out += fmt::format("    device {}, stream {}: {} launch{}", s.device, FormatStreamId(s.stream),
-                         s.launches, s.launches == 1 ? "" : "es");
+      out += fmt::format("    device {}, stream {}: {} launch{}", s.device,
+                         FormatStreamId(s.stream), s.launches, s.launches == 1 ? "" : "es");
       if (s.last.empty()) {
         out += '\n';
         continue;
@@ -175,7 +178,7 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
                          {"FINISHED", ReportTable::Align::kLeft},
                          {"KERNEL", ReportTable::Align::kLeft}});
       for (const LaunchSummary& l : s.last) {
-        const std::string_view style = l.completion == Completion::kFinished ? std::string_view()
+        const std::string_view style = l.completion == Completion::kFinished  ? std::string_view()
                                        : l.completion == Completion::kUnknown ? ansi::kDim
                                        : l.in_error                           ? ansi::kRed
                                                                               : ansi::kYellow;

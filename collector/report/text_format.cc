@@ -189,7 +189,9 @@ std::vector<std::string> WrapWords(std::string_view text, size_t width, std::str
 }
 
 std::string DidYouMean(std::string_view input, const std::vector<std::string>& names) {
-  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
   // Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring).
   auto distance = [&](std::string_view a, std::string_view b) {
     std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));

@@ -50,10 +50,8 @@ class ReportTable {
 
   // Replaces the last column's cells, all at once, by `shorten(cells, room)` (one for one), for
   // those longer than `room`: a shortener that looks at every name shown (ShortenKernelNames).
-  void ShortenLastColumn(
-      size_t room,
-      const std::function<std::vector<std::string>(const std::vector<std::string>&, size_t)>&
-          shorten);
+  void ShortenLastColumn(size_t room, const std::function<std::vector<std::string>(
+                                          const std::vector<std::string>&, size_t)>& shorten);
 
   // Header (bold when colour) then rows, each line prefixed by `indent` spaces and ending '\n'.
   std::string Render(int indent, bool color) const;

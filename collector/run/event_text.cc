@@ -48,7 +48,8 @@ std::string GraphNode(const std::optional<uint64_t>& graph_id,
 
 std::string Occupancy(const schema::OccupancyFields& o) {
   if (o.occupancy >= 1.0) return fmt::format("occupancy {:.2f}", o.occupancy);
-  return fmt::format("occupancy {:.2f} ({})", o.occupancy, schema::ResourceName(o.limiting_resource));
+  return fmt::format("occupancy {:.2f} ({})", o.occupancy,
+                     schema::ResourceName(o.limiting_resource));
 }
 
 std::string Fields(const schema::OwnedEvent& event, std::optional<uint64_t> launch_stream) {
@@ -96,10 +97,10 @@ std::string Fields(const schema::OwnedEvent& event, std::optional<uint64_t> laun
                              e.last_seq ? std::to_string(*e.last_seq) : std::string("none"),
                              e.events_stored, e.events_lost);
         } else if constexpr (std::is_same_v<T, schema::OwnedProcessCrashEvent>) {
-          std::string out = fmt::format("{} (signal {}, code {}) in thread {}",
-                                        e.signal_name.empty() ? std::string("signal")
-                                                              : Printable(e.signal_name),
-                                        e.signal, e.code, e.tid);
+          std::string out =
+              fmt::format("{} (signal {}, code {}) in thread {}",
+                          e.signal_name.empty() ? std::string("signal") : Printable(e.signal_name),
+                          e.signal, e.code, e.tid);
           if (e.addr != 0) out += fmt::format(" at {:#x}", e.addr);
           if (e.app_handler) out += "; the application's handler ran first";
           return out + fmt::format(" launches {} emitted {} dropped {}", e.launches, e.emitted,

@@ -110,7 +110,8 @@ LocatedLogDir LocateLogDir() {
   }
   const fs::path local = collector::DefaultLogDir();
   candidates.push_back({local, "the local collector's default log directory"});
-  if (local != kSystemLogDir) candidates.push_back({kSystemLogDir, "the system collector's log directory"});
+  if (local != kSystemLogDir)
+    candidates.push_back({kSystemLogDir, "the system collector's log directory"});
 
   for (const Candidate& c : candidates) {
     if (LogDirInUse(c.dir)) return {c.dir, c.why + ", a collector is writing it now"};

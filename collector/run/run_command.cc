@@ -257,8 +257,8 @@ int RunCommand::Run(std::ostream& err) {
       if (out_given) {
         throw UsageError("--out " + out_dir_ +
                          " is being written by another cuflight run or collector: give another "
-                         "--out, or none to record in a free ./" + std::string(kDefaultOut) +
-                         "-N");
+                         "--out, or none to record in a free ./" +
+                         std::string(kDefaultOut) + "-N");
       }
       if (n == kMaxDefaultOuts) {
         err << "cuflight run: " << first.string() << " and " << kMaxDefaultOuts - 1

@@ -1,9 +1,10 @@
 #include "run_summary.h"
 
+#include <string.h>
+
 #include <exception>
 #include <string>
 #include <string_view>
-#include <string.h>
 #include <system_error>
 
 #include "cuflight/report/report_options.h"

@@ -431,12 +431,9 @@ TEST(OccupancyCli, InputsAsUsersWriteThem) {
 
   // Names: as --list-devices prints them, and as GPUs report them (the report's DEVICE column).
   const std::vector<std::pair<std::string, std::string>> names = {
-      {"NVIDIA H100 80GB HBM3 (SXM5)", "h100-sxm"},
-      {"NVIDIA H100 80GB HBM3", "h100-sxm"},
-      {"NVIDIA A100-SXM4-80GB", "a100-80gb"},
-      {"Tesla V100-SXM2-16GB", "v100"},
-      {"NVIDIA GeForce RTX 4090", "rtx4090"},
-      {"nvidia l4", "l4"}};
+      {"NVIDIA H100 80GB HBM3 (SXM5)", "h100-sxm"}, {"NVIDIA H100 80GB HBM3", "h100-sxm"},
+      {"NVIDIA A100-SXM4-80GB", "a100-80gb"},       {"Tesla V100-SXM2-16GB", "v100"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"},       {"nvidia l4", "l4"}};
   for (const auto& [name, key] : names) {
     const ProcessResult r =
         Occupancy({"--device", name, "--regs", "32", "--threads", "256", "--json"});
@@ -448,8 +445,8 @@ TEST(OccupancyCli, InputsAsUsersWriteThem) {
         << name;
   }
   // A key needs no note.
-  const ProcessResult key = Occupancy({"--device", "a100", "--regs", "32", "--threads", "256",
-                                       "--json"});
+  const ProcessResult key =
+      Occupancy({"--device", "a100", "--regs", "32", "--threads", "256", "--json"});
   EXPECT_TRUE(nlohmann::json::parse(key.out)["notes"].empty());
 }
 
@@ -458,8 +455,8 @@ TEST(OccupancyCli, InputsAsUsersWriteThem) {
 // 167936 / 66560 = 2 blocks of 8 warps = 16 / 64 = 25%, shared memory binding (32 regs/thread
 // allow 8 blocks, warps 8).
 TEST(OccupancyCli, DynamicSharedMemoryWithoutOptInSaysSoFirst) {
-  const std::vector<std::string> args = {"--device", "a100", "--regs",     "32",
-                                         "--threads", "256", "--dyn-smem", "64K"};
+  const std::vector<std::string> args = {"--device",  "a100", "--regs",     "32",
+                                         "--threads", "256",  "--dyn-smem", "64K"};
   const ProcessResult r = Occupancy(args);
   ExpectSuccess(r);
   EXPECT_EQ(r.out.rfind("note: 64 KiB of shared memory per block is above the 48 KiB a function "
@@ -539,8 +536,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "--device 'sm_87' is compute capability 8.7",
                  "--cc 8.7"},
         BadInput{"FlagTypo", With({"--thread", "256"}), "--thread", "did you mean --threads?"},
-        BadInput{"BytesUnknownUnit", With({"--dyn-smem", "96GB"}), "--dyn-smem 96GB",
-                 "K/KB/KiB"},
+        BadInput{"BytesUnknownUnit", With({"--dyn-smem", "96GB"}), "--dyn-smem 96GB", "K/KB/KiB"},
         BadInput{"MissingDevice", {"--regs", "1", "--threads", "32"}, "--device", "required"},
         BadInput{"MissingRegs", {"--device", "a100", "--threads", "32"}, "--regs", "required"},
         BadInput{"MissingBlock", {"--device", "a100", "--regs", "32"}, "--threads", "--block"},

@@ -471,7 +471,8 @@ TEST(HtmlPage, OccupancyIsTheoreticalAndFullOccupancyIsNotLimited) {
   full.demangled = "full()";
   full.occupancy = Fields(8, 8, 64, Resource::kWarps);  // 64 of 64 warps
   std::string s = Line(Start(300, 0, kStart)) + Line(Device(300, 1, 0, "GPU"));
-  s += Line(Kernel(300, 2, kStart + 1000, 1, full)) + Line(Kernel(300, 3, kStart + 2000, 2, Gemm()));
+  s +=
+      Line(Kernel(300, 2, kStart + 1000, 1, full)) + Line(Kernel(300, 3, kStart + 2000, 2, Gemm()));
   WriteFile(dir.path() / "c.jsonl", s);
   const std::string page = Page(dir.path());
   EXPECT_EQ(CheckWellFormed(page), "");

@@ -347,8 +347,9 @@ TEST(ReportCli, TheEndingLineWrapsAndKeepsTheWholeMessage) {
   s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
   schema::OwnedApiErrorEvent e =
       ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11});
-  e.message = "an illegal memory access was encountered while the kernel read beyond the end of "
-              "its last CUDA buffer of 4096 bytes allocated by the caching allocator end-marker";
+  e.message =
+      "an illegal memory access was encountered while the kernel read beyond the end of "
+      "its last CUDA buffer of 4096 bytes allocated by the caching allocator end-marker";
   s += Line(e);
   WriteFile(dir.path() / "a.jsonl", s);
   const CliRun r = Report({dir.path().string(), "--color", "never"});

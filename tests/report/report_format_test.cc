@@ -101,11 +101,11 @@ TEST(ReportFormat, TemplatedNamesKeepWhatTellsThemApart) {
   // bytes. GELU's lambda chain becomes "GeluCUDAKernelImpl::lambda" and Mul's functor
   // "BinaryFunctor<MulFunctor>": with the template's name (29 bytes) they are 67 and 66, so the
   // template's name is cut to the room their arguments leave (60 - 38 = 22, 60 - 37 = 23).
-  EXPECT_EQ(ShortenKernelNames(kElementwise, 60),
-            (std::vector<std::string>{
-                "vectorized_elementwise_kernel<..., AddFunctor, ...>",
-                "vectorized_elementw...<..., GeluCUDAKernelImpl::lambda, ...>",
-                "vectorized_elementwi...<..., BinaryFunctor<MulFunctor>, ...>"}));
+  EXPECT_EQ(
+      ShortenKernelNames(kElementwise, 60),
+      (std::vector<std::string>{"vectorized_elementwise_kernel<..., AddFunctor, ...>",
+                                "vectorized_elementw...<..., GeluCUDAKernelImpl::lambda, ...>",
+                                "vectorized_elementwi...<..., BinaryFunctor<MulFunctor>, ...>"}));
   // 24 columns (the report's narrowest): only the differing argument after what is left of the
   // template's name: "<AddFunctor>" leaves 12 ("vectorize..."); the other two arguments alone
   // are longer than 20, so one letter, "...", and the argument cut at the end.
@@ -234,15 +234,14 @@ TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
   const Case cases[] = {
       {"a kernel_time joined it", {}, true, Completion::kFinished},
       {"crash or kill: nothing flushed CUPTI", {}, false, Completion::kUnknown},
-      {"process_end: the exit flush reported every record", ended, false,
-       Completion::kNotFinished},
+      {"process_end: the exit flush reported every record", ended, false, Completion::kNotFinished},
       {"process_end, but 2 records lost: this may be one", ended_lost_records, false,
        Completion::kUnknown},
       {"timing off: no kernel_time ever", ended_timing_off, false, Completion::kUnknown},
       {"sticky error at 12 after it, a kernel_time at 14 after the error", sticky_flushed, false,
        Completion::kNotFinished},
-      {"sticky error, no kernel_time after it: the flush may not have returned",
-       sticky_not_flushed, false, Completion::kUnknown},
+      {"sticky error, no kernel_time after it: the flush may not have returned", sticky_not_flushed,
+       false, Completion::kUnknown},
       {"sticky error before the launch (seq 8 < 10): says nothing of it", sticky_before_launch,
        false, Completion::kUnknown},
   };

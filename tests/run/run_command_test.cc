@@ -111,6 +111,9 @@ int CountLines(const std::string& text) {
 class RunCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // `cuflight run` records its directory under $XDG_STATE_HOME (log_dir_locator.h): the
+    // test's, not the user's.
+    setenv("XDG_STATE_HOME", (dir_.path() / "state").c_str(), 1);
     setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUDA_INJECTION64_PATH");
@@ -168,24 +171,29 @@ TEST_F(RunCommandTest, DeathBySignalIs128PlusTheSignal) {
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
 }
 
-// Killed before the injected library's first flush (a 10 s flush interval, then SIGKILL right
-// after 20 launches): nothing reached the collector, and the summary says that, not that the
-// application used no GPU.
-TEST_F(RunCommandTest, KilledBeforeTheFirstFlushSaysSoNotThatItUsedNoGpu) {
+// Killed right after 20 launches with a 10 s flush interval: whether its process_start got out
+// first is a race with the library's sender thread, and the summary says what happened either
+// way, never that the application used no GPU. (run_summary_test.cc checks both wordings
+// without the race.)
+TEST_F(RunCommandTest, AKilledApplicationsSummarySaysWhatReachedTheCollector) {
   const auto r = RunProcess(CUFLIGHT_CLI_PATH,
                             Args({"--flush-ms", "10000", "--", "sh", "-c", FakeApp(20, "kill")}));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
-  EXPECT_NE(r.err.find("cuflight run: application killed by SIGKILL (status 137); 0 processes "
-                       "recorded, 0 events in 0 files"),
+  EXPECT_NE(r.err.find("cuflight run: application killed by SIGKILL (status 137); "),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("nothing reached the collector: the application was killed by SIGKILL "
-                       "before the injected library's first flush (it sends what it recorded "
-                       "every 10000 ms"),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("whether it launched kernels is unknown"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("no CUDA"), std::string::npos) << r.err;
+  if (r.err.find("; 0 processes recorded, 0 events in 0 files") != std::string::npos) {
+    EXPECT_NE(r.err.find("nothing reached the collector: the application was killed by SIGKILL "
+                         "before the injected library's first flush (it sends what it recorded "
+                         "every 10000 ms"),
+              std::string::npos)
+        << r.err;
+  } else {
+    EXPECT_NE(r.err.find("; 1 process recorded, "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("lost: the connection ended without process_end"), std::string::npos)
+        << r.err;
+  }
 }
 
 TEST_F(RunCommandTest, AnApplicationNotFoundIs127WithOneLineLikeAShell) {
@@ -227,7 +235,8 @@ TEST_F(RunCommandTest, OutWithoutAValueIsAnError) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"run", "--out", "--", "touch", marker},
         {"run", "--out", "--sample", "2", "touch", marker},
-        {"run", "--out=", "--", "touch", marker}, {"run", "--out"}}) {
+        {"run", "--out=", "--", "touch", marker},
+        {"run", "--out"}}) {
     const auto r = RunProcess(CUFLIGHT_CLI_PATH, args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(CountLines(r.err), 1) << r.err;
@@ -279,8 +288,8 @@ TEST_F(RunCommandTest, ConcurrentRunsGetSeparateOutputsAndTailFindsTheLatest) {
   EXPECT_EQ(Count<schema::OwnedKernelEvent>(rec.by_pid.begin()->second), 3);
 
   const std::string marker = (dir_.path() / "ran").string();
-  const auto busy = RunProcess(CUFLIGHT_CLI_PATH,
-                               {"run", "--out", "cuflight-logs", "--", "touch", marker});
+  const auto busy =
+      RunProcess(CUFLIGHT_CLI_PATH, {"run", "--out", "cuflight-logs", "--", "touch", marker});
   EXPECT_EQ(busy.exit_code, 2) << busy.err;
   EXPECT_EQ(CountLines(busy.err), 1) << busy.err;
   EXPECT_EQ(busy.err.rfind("cuflight run: --out cuflight-logs is being written by another "

@@ -295,8 +295,8 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
   schema::OwnedKernelEvent launch =
       run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "old_stream", schema::Resource::kWarps);
   launch.stream = 0;
-  schema::OwnedKernelTimeEvent time = Time(4242, 3, 31, 1'700'000'000'000'200'000,
-                                           1'700'000'000'000'201'500);
+  schema::OwnedKernelTimeEvent time =
+      Time(4242, 3, 31, 1'700'000'000'000'200'000, 1'700'000'000'000'201'500);
   time.stream = 7;
   schema::OwnedKernelEvent full =
       run::Kernel(4242, 4, 1'700'000'000'000'300'000, 32, "full", schema::Resource::kRegisters);
@@ -312,12 +312,11 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
   crash.launches = 2;
   crash.emitted = 5;
   Append(dir.path() / "logs" / "a.jsonl", Line(Start(4242, 0, 1)) + Line(Device(4242, 1)) +
-                                              Line(launch) + Line(time) + Line(full) +
-                                              Line(crash));
-  ChildProcess tail(CUFLIGHT_CLI_PATH,
-                    {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start",
-                     "--interval", "20"},
-                    dir.path() / "tail.txt");
+                                              Line(launch) + Line(time) + Line(full) + Line(crash));
+  ChildProcess tail(
+      CUFLIGHT_CLI_PATH,
+      {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--interval", "20"},
+      dir.path() / "tail.txt");
   ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
   tail.Signal(SIGINT);
   EXPECT_EQ(tail.Wait(kDeadline), 0);
@@ -351,10 +350,10 @@ TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
                               schema::Resource::kSharedMem)) +
              Line(full));
   for (const char* limiter : {"regs", "REGISTERS"}) {
-    ChildProcess tail(CUFLIGHT_CLI_PATH,
-                      {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start",
-                       "--limiter", limiter},
-                      dir.path() / (std::string("tail-") + limiter + ".txt"));
+    ChildProcess tail(
+        CUFLIGHT_CLI_PATH,
+        {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--limiter", limiter},
+        dir.path() / (std::string("tail-") + limiter + ".txt"));
     ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
     tail.Signal(SIGINT);
     EXPECT_EQ(tail.Wait(kDeadline), 0);
@@ -362,8 +361,8 @@ TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
     EXPECT_EQ(tail.Output().find("by_smem()"), std::string::npos) << tail.Output();
     EXPECT_EQ(tail.Output().find("full_regs()"), std::string::npos) << tail.Output();
   }
-  const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"tail", "--log-dir", dir.path().string(),
-                                                "--limiter", "regsiters"});
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"tail", "--log-dir", dir.path().string(), "--limiter", "regsiters"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "cuflight tail: --limiter 'regsiters' is not a resource: use one of registers (regs), "

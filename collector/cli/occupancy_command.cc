@@ -117,7 +117,8 @@ NamedDevice ResolveDevice(std::string_view spec, DeviceQuery& query) {
   }
   const report::ResolvedPreset resolved = report::ResolveDevicePreset(spec);
   if (resolved.preset == nullptr) {
-    throw UsageError("--device " + resolved.error + " (or current[:N] for a GPU of this machine)");
+    throw UsageError("--device " + resolved.error + ", or current[:N] for a GPU of this machine" +
+                     resolved.hint);
   }
   const occupancy::DevicePreset& p = *resolved.preset;
   return {std::string(p.key), std::string(p.name), p.limits, resolved.note};

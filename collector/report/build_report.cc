@@ -530,7 +530,7 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
   if (!options.retarget.empty()) {
     const ResolvedPreset resolved = ResolveDevicePreset(options.retarget);
     if (resolved.preset == nullptr) {
-      *error = "--retarget " + resolved.error;
+      *error = "--retarget " + resolved.error + resolved.hint;
       return false;
     }
   }

@@ -166,9 +166,10 @@ ResolvedPreset ResolveDevicePreset(std::string_view spec) {
     for (const std::string_view a : Aliases(p)) names.emplace_back(a);
   }
   out.error = fmt::format(
-      "'{}' is not a known device: use one of {}, a name --list-devices "
-      "prints, or a compute capability such as sm_90{}",
-      spec, Keys(), DidYouMean(Lower(spec), names));
+      "'{}' is not a known device: use one of {}, a name --list-devices prints, or a compute "
+      "capability such as sm_90",
+      spec, Keys());
+  out.hint = DidYouMean(Lower(spec), names);
   return out;
 }
 

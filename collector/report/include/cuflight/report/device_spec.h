@@ -18,10 +18,12 @@ struct ResolvedPreset {
   // capability 9.0: preset h100-sxm (NVIDIA H100 80GB HBM3 (SXM5), 132 SMs); the other 9.0
   // presets: h100-pcie, h200".
   std::string note;
-  // When no preset matches: "'x' is not a known device: use one of <keys>[; did you mean k?]",
-  // or for a capability no preset has, the capabilities the presets cover. Without a flag name:
-  // the caller puts its own in front.
+  // When no preset matches: "'x' is not a known device: use one of <keys>, ...", or for a
+  // capability no preset has, the capabilities the presets cover. Without a flag name: the
+  // caller puts its own in front.
   std::string error;
+  // With `error`, for a likely typo: "; did you mean h100?" (DidYouMean), to end the line.
+  std::string hint;
 };
 
 // Matching ignores ASCII case, and for names also spaces, '-', '_', '(' and ')', the vendor

@@ -2,11 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "collector_main.h"
+#include "cuflight/report/text_format.h"
 #include "occupancy_command.h"
 #include "report_command.h"
 #include "export_command.h"
@@ -24,6 +26,24 @@ std::string OneLine(std::string text) {
   }
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
+}
+
+// "; did you mean --threads?" for the first unknown flag in a CLI11 "not expected" message
+// that is a likely typo of a flag of the command given; "" otherwise.
+std::string SuggestFlag(const CLI::App& app, const std::string& message) {
+  std::vector<std::string> flags;
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      for (const std::string& name : opt->get_lnames()) flags.push_back("--" + name);
+    }
+  }
+  std::istringstream words(message.substr(message.find(':') + 1));
+  for (std::string word; words >> word;) {
+    if (!word.starts_with("--")) continue;
+    word = word.substr(0, word.find('='));
+    if (std::string hint = report::DidYouMean(word, flags); !hint.empty()) return hint;
+  }
+  return "";
 }
 
 }  // namespace
@@ -62,14 +82,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       if (export_command.Selected()) prefix += " export";
       if (report_command.Selected()) prefix += " report";
       std::string line = OneLine(e.what());
+      if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line += SuggestFlag(app, line);
       if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected() &&
           !report_command.Selected() && !export_command.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
                    ? std::string("unknown command '") + argv[1] +
-                         "' (commands: occupancy, run, tail, report, export, collect)"
-                   : std::string("a command is required (commands: occupancy, run, tail, report, "
-                                 "export, collect)");
+                         "' (commands: occupancy, run, tail, report, export, collect" +
+                         report::DidYouMean(
+                             argv[1], {"occupancy", "run", "tail", "report", "export", "collect"}) +
+                         ")"
+                   : std::string(
+                         "a command is required (commands: occupancy, run, tail, report, "
+                         "export, collect)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';

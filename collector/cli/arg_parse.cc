@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <system_error>
@@ -65,13 +66,32 @@ int64_t ParseInteger(std::string_view flag, std::string_view text, const Allowed
 
 int64_t ParseBytes(std::string_view flag, std::string_view text, const Allowed& allowed) {
   std::string_view digits = Trim(text);
+  // The unit: letters at the end, any case, after optional spaces.
+  size_t unit_start = digits.size();
+  while (unit_start > 0 && std::isalpha(static_cast<unsigned char>(digits[unit_start - 1]))) {
+    --unit_start;
+  }
+  std::string unit(digits.substr(unit_start));
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  digits = Trim(digits.substr(0, unit_start));
   int64_t multiplier = 1;
-  for (std::string_view suffix : {"KiB", "K", "k"}) {
-    if (digits.size() > suffix.size() && digits.ends_with(suffix)) {
-      digits.remove_suffix(suffix.size());
-      multiplier = 1024;
-      break;
-    }
+  // KB and MB are binary, as the CUDA documentation uses them ("48 KB of shared memory").
+  if (unit.empty() || unit == "b") {
+    multiplier = 1;
+  } else if (unit == "k" || unit == "kb" || unit == "kib") {
+    multiplier = 1024;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    multiplier = 1024 * 1024;
+  } else {
+    throw UsageError(
+        fmt::format("{} {} is not a byte count: use bytes, or K/KB/KiB or M/MB/MiB "
+                    "(1024-based, as in the CUDA documentation), e.g. 98304, 96K, "
+                    "96KB, 96 KiB",
+                    flag, text));
+  }
+  if (digits.empty()) {
+    throw UsageError(
+        fmt::format("{} {} is not a byte count: a number is missing, e.g. 96K", flag, text));
   }
   return CheckedInteger(flag, text, digits, multiplier, allowed);
 }
@@ -81,7 +101,7 @@ std::array<int64_t, 3> ParseTriple(std::string_view flag, std::string_view text,
   std::array<int64_t, 3> parts{1, 1, 1};
   std::string_view rest = text;
   for (size_t i = 0;; ++i) {
-    const size_t comma = rest.find(',');
+    const size_t comma = rest.find_first_of(",xX");
     const std::string_view part = rest.substr(0, comma);
     if (i == parts.size()) {
       throw UsageError(

@@ -28,10 +28,13 @@ std::string Describe(const Allowed& allowed);
 // "<flag> <text> is not an integer: ..." or "<flag> <text> is out of range: ...".
 int64_t ParseInteger(std::string_view flag, std::string_view text, const Allowed& allowed);
 
-// As ParseInteger, also accepting a "K" or "KiB" suffix (times 1024): a byte count.
+// As ParseInteger, also accepting a unit, any case, after optional spaces: B; K, KB or KiB
+// (times 1024); M, MB or MiB (times 1024 x 1024). KB is 1024-based, as the CUDA documentation
+// uses it. "96KB", "96 KiB", "96k", "98304". Throws UsageError naming the flag for another unit.
 int64_t ParseBytes(std::string_view flag, std::string_view text, const Allowed& allowed);
 
-// "X", "X,Y" or "X,Y,Z"; missing trailing parts are 1. Only the syntax is checked here (each part
+// "X", "X,Y" or "X,Y,Z" (or with 'x' between the parts: "16x16", "8x8x4"); missing trailing
+// parts are 1. Only the syntax is checked here (each part
 // an integer, at most three parts); `expected` words the accepted form for the error line, e.g.
 // "X,Y,Z with each part 1..1024". Ranges are the caller's, with ThrowOutOfRange.
 std::array<int64_t, 3> ParseTriple(std::string_view flag, std::string_view text,

@@ -12,6 +12,8 @@
 #include "arg_parse.h"
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/occupancy/engine.h"
+#include "cuflight/report/device_spec.h"
+#include "cuflight/report/text_format.h"
 #include "occupancy_json.h"
 #include "occupancy_text.h"
 #include "usage_error.h"
@@ -89,16 +91,8 @@ struct NamedDevice {
   std::string key;
   std::string name;
   DeviceLimits limits;
+  std::string note;  // which preset a name or compute capability named; "" for a key
 };
-
-std::string PresetKeys() {
-  std::string keys;
-  for (const occupancy::DevicePreset& p : occupancy::DevicePresets()) {
-    keys += p.key;
-    keys += ", ";
-  }
-  return keys + "current[:N]";
-}
 
 NamedDevice ResolveDevice(std::string_view spec, DeviceQuery& query) {
   constexpr std::string_view kCurrent = "current";
@@ -119,18 +113,24 @@ NamedDevice ResolveDevice(std::string_view spec, DeviceQuery& query) {
     if (!query.Query(ordinal, &queried, &error)) {
       throw UsageError(fmt::format("--device {}: {}", spec, error));
     }
-    return {fmt::format("current:{}", ordinal), queried.name, queried.limits};
+    return {fmt::format("current:{}", ordinal), queried.name, queried.limits, ""};
   }
-  const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(spec);
-  if (preset == nullptr) {
-    throw UsageError(
-        fmt::format("--device {} is not a known device: use one of {}", spec, PresetKeys()));
+  const report::ResolvedPreset resolved = report::ResolveDevicePreset(spec);
+  if (resolved.preset == nullptr) {
+    throw UsageError("--device " + resolved.error + ", or current[:N] for a GPU of this machine" +
+                     resolved.hint);
   }
-  return {std::string(preset->key), std::string(preset->name), preset->limits};
+  const occupancy::DevicePreset& p = *resolved.preset;
+  return {std::string(p.key), std::string(p.name), p.limits, resolved.note};
 }
 
 std::string DeviceOwner(const NamedDevice& device) {
   return fmt::format("device {} allows", device.key);
+}
+
+// A byte count as a flag value: "96K" for a multiple of 1024, else the bytes.
+std::string BytesFlag(int64_t bytes) {
+  return bytes % 1024 == 0 ? fmt::format("{}K", bytes / 1024) : fmt::format("{}", bytes);
 }
 
 Dim3 ToDim3(const std::array<int64_t, 3>& parts) {
@@ -206,8 +206,9 @@ OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCo
   constexpr const char* kOutput = "Output";
 
   text(&device_, "--device", "KEY",
-       "GPU: a preset key or alias (see --list-devices), or current[:N] for GPU N of this "
-       "machine, read through the CUDA driver",
+       "GPU: a preset key or alias (see --list-devices), a name --list-devices or cuflight "
+       "report prints, a compute capability (sm_90, cc 9.0: the first preset of it, named in a "
+       "note), or current[:N] for GPU N of this machine, read through the CUDA driver",
        kDevice);
   app_->add_flag("--list-devices", list_devices_, "List the device presets and exit")
       ->group(kDevice);
@@ -215,7 +216,8 @@ OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCo
   text(&regs_, "--regs", "N", "Registers per thread, 0..255 (CU_FUNC_ATTRIBUTE_NUM_REGS)",
        kFunction);
   text(&static_smem_, "--static-smem", "BYTES",
-       "Static shared memory per block, bytes; K suffix for KiB (default 0)", kFunction);
+       "Static shared memory per block: bytes, or K/KB/KiB (1024-based), e.g. 96K (default 0)",
+       kFunction);
   text(&max_threads_per_block_, "--max-threads-per-block", "N",
        "The function's thread limit from __launch_bounds__ (default: the device's)", kFunction);
   text(&max_dyn_smem_, "--max-dyn-smem", "BYTES",
@@ -227,7 +229,7 @@ OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCo
        kFunction);
 
   text(&threads_, "--threads", "N", "Threads per block, shorthand for --block N,1,1", kLaunch);
-  text(&block_, "--block", "X,Y,Z", "Block dimensions X[,Y[,Z]]", kLaunch);
+  text(&block_, "--block", "X,Y,Z", "Block dimensions X[,Y[,Z]], or XxYxZ (16x16)", kLaunch);
   text(&dyn_smem_, "--dyn-smem", "BYTES", "Dynamic shared memory per block, bytes (default 0)",
        kLaunch);
   text(&grid_, "--grid", "N|X,Y,Z", "Grid size N or X,Y,Z: adds waves and tail utilization",
@@ -268,6 +270,7 @@ OccupancyReport OccupancyCommand::Compute(DeviceQuery& device_query) const {
   }
   NamedDevice device = ResolveDevice(device_.text, device_query);
   OccupancyReport report;
+  if (!device.note.empty()) report.notes.push_back(device.note);
 
   // Device: the preset or queried limits, then each override on top.
   DeviceLimits& d = device.limits;
@@ -412,6 +415,30 @@ OccupancyReport OccupancyCommand::Compute(DeviceQuery& device_query) const {
       s != occupancy::Status::kOk) {
     throw UsageError(
         fmt::format("the occupancy engine rejected the launch: {}", occupancy::StatusMessage(s)));
+  }
+  // Dynamic shared memory above what a function may use without opting in, and no opt-in: the
+  // launch fails as given; say so first, with what it would give opted in to what it asks.
+  if (l.func_max_dyn_smem < 0 && l.static_smem + l.dyn_smem > d.smem_per_block) {
+    LaunchConfig opted = l;
+    opted.func_max_dyn_smem = l.dyn_smem;
+    occupancy::Result with;
+    if (occupancy::Compute(*context, opted, &with) == occupancy::Status::kOk) {
+      report.opted_in = with;
+      const schema::OccupancyFields& f = with.fields;
+      report.notes.insert(
+          report.notes.begin(),
+          fmt::format(
+              "{} of shared memory per block is above the {} a function may use without opting "
+              "in, and this one has not opted in (--max-dyn-smem; cudaFuncSetAttribute "
+              "MaxDynamicSharedMemorySize): the launch cannot run as given. Opted in "
+              "(--max-dyn-smem {}), it would fit {} block{}/SM, occupancy {}{}",
+              report::FormatBytes(l.static_smem + l.dyn_smem),
+              report::FormatBytes(d.smem_per_block), BytesFlag(l.dyn_smem), f.max_active_blocks,
+              f.max_active_blocks == 1 ? "" : "s", fmt::format("{:.1f}%", f.occupancy * 100.0),
+              f.max_active_blocks > 0 && f.occupancy < 1.0
+                  ? fmt::format(", limited by {}", schema::ResourceName(f.limiting_resource))
+                  : std::string()));
+    }
   }
   if (report.result.fields.best_block_size > 0) {
     LaunchConfig best = l;

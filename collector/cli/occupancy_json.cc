@@ -88,8 +88,19 @@ ordered_json OccupancyReportToJson(const OccupancyReport& report) {
   device.update(DeviceLimitsToJson(report.limits));
 
   ordered_json j;
+  j["notes"] = report.notes;
   j["device"] = std::move(device);
   j["launch"] = LaunchToJson(report);
+  if (report.opted_in) {
+    ordered_json opted;
+    opted["func_max_dyn_smem"] = report.launch.dyn_smem;
+    opted["max_active_blocks"] = report.opted_in->fields.max_active_blocks;
+    opted["occupancy"] = report.opted_in->fields.occupancy;
+    opted["limiting_resource"] = schema::ResourceName(report.opted_in->fields.limiting_resource);
+    j["if_opted_in"] = std::move(opted);
+  } else {
+    j["if_opted_in"] = nullptr;
+  }
   j.update(OccupancyFieldsToJson(report.result.fields));
 
   ordered_json blocks;

@@ -4,6 +4,7 @@
 #ifndef CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_REPORT_H_
 #define CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_REPORT_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ struct OccupancyReport {
   double best_block_occupancy = 0;
   // Why the launch cannot run (max_active_blocks == 0), one sentence; empty when it can run.
   std::string launch_failure;
+  // Lines printed first, most important first: that the function has not opted in to the dynamic
+  // shared memory it asks for (and what it would give if it had), which preset a device name or
+  // compute capability named.
+  std::vector<std::string> notes;
+  // The launch opted in to its dynamic shared memory (func_max_dyn_smem = dyn_smem), when it
+  // asks for more than the limit without opt-in and has not opted in.
+  std::optional<occupancy::Result> opted_in;
 };
 
 }  // namespace cuflight::cli

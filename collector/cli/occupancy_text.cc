@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuflight/occupancy/device_presets.h"
+#include "cuflight/report/text_format.h"
 #include "table.h"
 
 namespace cuflight::cli {
@@ -267,9 +268,13 @@ std::string WhatIfSection(const OccupancyReport& report) {
                      "  shared memory: less shared memory cannot fit {}; {} would still limit\n",
                      next_blocks, others);
   }
-  if (f.best_block_size > 0) {
+  if (f.best_block_size > 0 && report.best_block_occupancy > f.occupancy) {
     out += fmt::format("  best block size: {} threads (occupancy {})\n", f.best_block_size,
                        Percent(report.best_block_occupancy));
+  } else if (f.best_block_size > 0) {
+    // The engine's pick is the largest size reaching the best: it may only equal this launch.
+    out += fmt::format("  best block size: none gives more than this launch's {}\n",
+                       Percent(f.occupancy));
   } else {
     out += "  best block size: none, no block size fits on an SM\n";
   }
@@ -278,9 +283,19 @@ std::string WhatIfSection(const OccupancyReport& report) {
 
 }  // namespace
 
+std::string NotesSection(const OccupancyReport& report) {
+  std::string out;
+  for (const std::string& note : report.notes) {
+    for (const std::string& line : report::WrapWords(note, kWidth, "note: ", "      ")) {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
 std::string RenderOccupancyText(const OccupancyReport& report) {
-  return DeviceSection(report) + LaunchSection(report) + "\n" + ResourceTable(report) + "\n" +
-         TotalsSection(report) + "\n" + WhatIfSection(report);
+  return NotesSection(report) + DeviceSection(report) + LaunchSection(report) + "\n" +
+         ResourceTable(report) + "\n" + TotalsSection(report) + "\n" + WhatIfSection(report);
 }
 
 std::string RenderDevicePresetsText() {

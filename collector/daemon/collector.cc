@@ -148,9 +148,10 @@ class Collector::Impl {
     sink_options.max_pending_bytes = options_.max_pending_bytes;
     sink_options.retention_interval = options_.retention_interval;
     std::string sink_error;
-    sink_ = LogSink::Open(sink_options, &sink_error);
+    bool in_use = false;
+    sink_ = LogSink::Open(sink_options, &sink_error, &in_use);
     if (!sink_) {
-      *error = {1, "--log-dir: " + sink_error};
+      *error = {1, "--log-dir: " + sink_error, in_use};
       return false;
     }
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);

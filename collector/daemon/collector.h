@@ -66,6 +66,7 @@ class Metrics;
 struct StartupError {
   int exit_code = 1;
   std::string line;
+  bool log_dir_in_use = false;  // another collector holds the log directory
 };
 
 class Collector {

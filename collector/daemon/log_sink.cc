@@ -31,7 +31,7 @@ constexpr size_t kMaxQueuedCloses = 64;
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
-constexpr char kLockFileName[] = ".cuflight-collector.lock";
+constexpr const char* kLockFileName = kLogDirLockFileName;
 
 std::string StreamKey(std::string_view date, std::string_view base) {
   std::string key(date);
@@ -77,7 +77,9 @@ bool ExistsAt(int dir_fd, const std::string& name) {
 
 LogSink::LogSink(const LogSinkOptions& options) : options_(options) {}
 
-std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error) {
+std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error,
+                                       bool* in_use) {
+  if (in_use != nullptr) *in_use = false;
   std::unique_ptr<LogDir> dir = LogDir::Open(options.dir, error);
   if (!dir) return nullptr;
   // One writer per directory: a second collector on the same log would interleave and undo
@@ -91,6 +93,7 @@ std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::strin
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(lock_fd);
+    if (in_use != nullptr) *in_use = err == EWOULDBLOCK;
     *error = err == EWOULDBLOCK ? "another process (a collector) is using the log directory " +
                                       options.dir.native() + " (it holds " + lock_file.shown + ")"
                                 : RateLimitedLog::Describe("cannot lock", lock_file.shown, err);

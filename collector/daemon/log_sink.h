@@ -106,14 +106,18 @@ struct LogSinkStats {
   uint64_t lines_abandoned = 0;       // lines still unwritten when the sink was destroyed
 };
 
+// The file in a log directory its writer holds an exclusive flock(2) on.
+inline constexpr char kLogDirLockFileName[] = ".cuflight-collector.lock";
+
 class LogSink {
  public:
   // Creates the directory if needed (LogDir::Open: owner and mode are checked) and recovers
   // existing files: a torn (unterminated) last line of any active .jsonl file is trimmed and
   // counted. Returns nullptr and sets *error on failure, also when another LogSink (in any
   // process) has the directory open: Open holds an exclusive flock(2) on
-  // <dir>/.cuflight-collector.lock until the sink is destroyed.
-  static std::unique_ptr<LogSink> Open(const LogSinkOptions& options, std::string* error);
+  // <dir>/kLogDirLockFileName until the sink is destroyed; then *in_use (when given) is true.
+  static std::unique_ptr<LogSink> Open(const LogSinkOptions& options, std::string* error,
+                                       bool* in_use = nullptr);
 
   // Flushes what is buffered, hands the open files to the worker for a last fdatasync, and stops
   // the worker after its running job (queued compressions are finished by the next Open) and a

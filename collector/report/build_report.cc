@@ -16,11 +16,15 @@
 
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/report/advice.h"
+#include "cuflight/report/device_spec.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
+#include "cuflight/schema/sticky_errors.h"
 #include "join_key.h"
 
 namespace cuflight::report {
@@ -28,74 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using schema::Resource;
-
-// Longest api_error message quoted in a process's ending line.
-constexpr size_t kMaxMessageBytes = 120;
-
-std::optional<Resource> LimiterFromName(std::string_view name) {
-  if (name == "regs") return Resource::kRegisters;
-  if (name == "smem" || name == "shared_memory") return Resource::kSharedMem;
-  return schema::ResourceFromName(name);
-}
-
-std::string ResourceNames() {
-  std::string names;
-  for (int i = 0; i < schema::kResourceCount; ++i) {
-    if (i > 0) names += ", ";
-    names += schema::ResourceName(static_cast<Resource>(i));
-  }
-  return names;
-}
-
-std::string PresetKeys() {
-  std::string keys;
-  for (const occupancy::DevicePreset& p : occupancy::DevicePresets()) {
-    if (!keys.empty()) keys += ", ";
-    keys += p.key;
-  }
-  return keys;
-}
-
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  return std::string(text.substr(0, max)) + "...";
-}
-
-// Longest kernel name quoted in a process's ending line.
-constexpr size_t kMaxKernelNameBytes = 80;
-
-std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
-
-// What a process's stalls were, in one phrase: the one going on ("kernels unfinished for 42.0 s:
-// device 0 stream 0xe waits on spin(int volatile*) (corr 17); 2 streams stalled, nothing
-// finished since the stall began"), or a count and the longest ("stalled 2 times, the longest
-// 42.0 s, resolved").
-std::string StallText(const StallSummary& s) {
-  if (!s.ongoing) {
-    return fmt::format("stalled {} time{}, the longest {}, resolved", s.stalls,
-                       s.stalls == 1 ? "" : "s", Seconds(s.longest_ms));
-  }
-  const schema::OwnedStallEvent& e = s.latest;
-  std::string text = fmt::format("kernels unfinished for {}", Seconds(e.stalled_ms));
-  if (!e.streams.empty()) {
-    const schema::OwnedStallStream& first = e.streams.front();
-    text += fmt::format(": device {} stream {:#x} waits on ", first.device, first.stream);
-    if (first.launches.empty()) {
-      text += "launches not listed";
-    } else {
-      const schema::OwnedStallLaunch& l = first.launches.front();
-      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
-      text += fmt::format("{} (corr {})",
-                          name.empty() ? "a kernel not named" : Clip(name, kMaxKernelNameBytes),
-                          l.correlation_id);
-    }
-  }
-  text += fmt::format(
-      "; {} stream{} stalled, {}", e.streams_stalled, e.streams_stalled == 1 ? "" : "s",
-      e.completed == 0 ? std::string("nothing finished since the last report")
-                       : fmt::format("{} kernels finished since the last report", e.completed));
-  return text;
-}
 
 struct StreamState {
   StreamTail tail;
@@ -105,7 +41,27 @@ struct StreamState {
 struct DeviceInfo {
   std::string name;
   int warp_size = 32;
+  occupancy::DeviceLimits limits;
 };
+
+occupancy::DeviceLimits LimitsOf(const schema::OwnedDeviceEvent& e) {
+  occupancy::DeviceLimits l;
+  l.cc_major = e.cc_major;
+  l.cc_minor = e.cc_minor;
+  l.sm_count = e.sm_count;
+  l.max_threads_per_block = e.max_threads_per_block;
+  l.max_threads_per_sm = e.max_threads_per_sm;
+  l.max_blocks_per_sm = e.max_blocks_per_sm;
+  l.regs_per_sm = e.regs_per_sm;
+  l.regs_per_block = e.regs_per_block;
+  l.smem_per_sm = e.smem_per_sm;
+  l.smem_per_block = e.smem_per_block;
+  l.smem_per_block_optin = e.smem_per_block_optin;
+  l.reserved_smem_per_block = e.reserved_smem_per_block;
+  l.warp_size = e.warp_size > 0 ? e.warp_size : 32;
+  l.max_cluster_size = e.max_cluster_size;
+  return l;
+}
 
 struct ProcessState {
   ProcessSummary summary;
@@ -116,6 +72,7 @@ struct ProcessState {
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
   std::optional<uint64_t> last_stall_seq;
+  CompletionEvidence completion;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
   std::map<uint64_t, uint64_t> seen_seqs;
@@ -259,10 +216,15 @@ class Builder {
     s.hostname = e.hostname;
     s.exe = e.exe;
     s.argv = e.argv;
+    for (const auto& [name, value] : e.config) {
+      if (name == "CUFLIGHT_TIMING") {
+        p.completion.timing_off = value == "off" || value == "0" || value == "false";
+      }
+    }
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
-    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32};
+    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
   }
 
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
@@ -312,6 +274,7 @@ class Builder {
       st.sig.waves_min = e.occupancy.waves;
       st.sig.waves_max = e.occupancy.waves;
       st.warp_size = device == p.devices.end() ? 32 : device->second.warp_size;
+      if (device != p.devices.end()) st.sig.device_limits = device->second.limits;
     }
     SignatureState& st = signatures_[it->second];
     ++st.sig.launches;
@@ -330,7 +293,9 @@ class Builder {
   // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
   // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h). A repeated
   // key (the same event in two files under different seqs) keeps the first time read.
-  void On(size_t index, ProcessState&, const schema::OwnedKernelTimeEvent& e) {
+  void On(size_t index, ProcessState& p, const schema::OwnedKernelTimeEvent& e) {
+    p.completion.last_kernel_time_seq =
+        std::max(p.completion.last_kernel_time_seq.value_or(0), e.header.seq);
     gpu_times_.try_emplace(JoinKey{index, schema::JoinKeyOf(e)},
                            GpuTime{e.start_ns, e.end_ns, e.duration_ns});
   }
@@ -340,6 +305,10 @@ class Builder {
     // hold such events: they are part of normal operation, never why a process failed.
     if (schema::IsRoutineFailure(e.api, e.code)) return;
     ++p.summary.api_errors;
+    if (schema::IsStickyError(e.code) &&
+        (!p.completion.sticky_error_seq || e.header.seq < *p.completion.sticky_error_seq)) {
+      p.completion.sticky_error_seq = e.header.seq;
+    }
     if (!p.last_api_error_seq || e.header.seq >= *p.last_api_error_seq) {
       p.last_api_error_seq = e.header.seq;
       p.summary.last_api_error = e;
@@ -415,53 +384,9 @@ class Builder {
   }
 
   void Classify(ProcessState& p) {
-    ProcessSummary& s = p.summary;
     const bool api_error_last =
         p.last_api_error_seq && (!p.last_kernel_seq || *p.last_api_error_seq > *p.last_kernel_seq);
-    std::string error_line;
-    if (s.last_api_error) {
-      const schema::OwnedApiErrorEvent& e = *s.last_api_error;
-      error_line = fmt::format("{} returned {} ({})", e.api, e.error_name, e.code);
-      if (!e.message.empty()) error_line += ": " + Clip(e.message, kMaxMessageBytes);
-    }
-    if (s.crash) {
-      const schema::OwnedProcessCrashEvent& e = *s.crash;
-      s.ending = Ending::kCrash;
-      s.ending_detail = fmt::format("crash: {} (signal {}, code {}) in thread {}",
-                                    e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
-                                    e.code, e.tid);
-      if (e.addr != 0) s.ending_detail += fmt::format(" at {:#x}", e.addr);
-      if (e.app_handler) s.ending_detail += "; the application's own handler ran first and gave up";
-      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
-    } else if (s.lost) {
-      s.ending = Ending::kLost;
-      const schema::OwnedProcessLostEvent& e = *s.lost;
-      s.ending_detail = fmt::format(
-          "lost: {} (last seq {}, {} events lost)",
-          e.reason == schema::LostReason::kCollectorShutdown
-              ? "the collector stopped while the process was connected"
-              : "connection ended without process_end",
-          e.last_seq ? fmt::format("{}", *e.last_seq) : std::string("none"), e.events_lost);
-      if (api_error_last) s.ending_detail += "; its last CUDA call failed: " + error_line;
-    } else if (api_error_last) {
-      s.ending = Ending::kApiError;
-      s.ending_detail = "api_error: " + error_line;
-      if (s.end && s.end->exit_code) {
-        s.ending_detail += fmt::format("; exit code {}", *s.end->exit_code);
-      }
-    } else if (s.end) {
-      s.ending = Ending::kEnded;
-      s.ending_detail = s.end->exit_code ? fmt::format("ended: exit code {}", *s.end->exit_code)
-                                         : std::string("ended");
-    } else if (s.stall && s.stall->ongoing) {
-      s.ending = Ending::kStalled;
-      s.ending_detail = "stalled: " + StallText(*s.stall);
-      return;
-    } else {
-      s.ending = Ending::kRunning;
-      s.ending_detail = "no process_end (still running, or the log is cut)";
-    }
-    if (s.stall) s.ending_detail += "; " + StallText(*s.stall);
+    DescribeEnding(api_error_last, &p.summary);
   }
 
   void FinishProcesses() {
@@ -475,15 +400,21 @@ class Builder {
         if (DurationOf(index, launch)) ++s.timed_kernels;
       }
       for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
+      // Only a sticky error stops the kernels in flight; any other failed call is about itself.
       const std::vector<uint64_t>* error_ids =
-          s.last_api_error ? &s.last_api_error->last_correlation_ids : nullptr;
+          s.last_api_error && schema::IsStickyError(s.last_api_error->code)
+              ? &s.last_api_error->last_correlation_ids
+              : nullptr;
+      p.completion.ended = s.end.has_value();
+      p.completion.timing_dropped = s.timing_dropped;
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
         for (LaunchSummary& l : stream.last) {
           l.duration_ns = DurationOf(index, {l.correlation_id, l.graph_node_id, tail.device});
-          l.in_error = error_ids != nullptr &&
-                       std::find(error_ids->begin(), error_ids->end(), l.correlation_id) !=
-                           error_ids->end();
+          l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+          l.in_error =
+              l.completion == Completion::kNotFinished && error_ids != nullptr &&
+              std::find(error_ids->begin(), error_ids->end(), l.correlation_id) != error_ids->end();
           tail.last.push_back(std::move(l));
         }
         s.streams.push_back(std::move(tail));
@@ -501,10 +432,10 @@ class Builder {
       }
     }
     std::optional<Resource> limiter;
-    if (!options_.limiter.empty()) limiter = LimiterFromName(options_.limiter);
+    if (!options_.limiter.empty()) limiter = ParseLimiter(options_.limiter);
     std::optional<occupancy::DeviceContext> target;
     if (!options_.retarget.empty()) {
-      const occupancy::DevicePreset* preset = occupancy::FindDevicePreset(options_.retarget);
+      const occupancy::DevicePreset* preset = ResolveDevicePreset(options_.retarget).preset;
       if (preset != nullptr) {
         report_->retarget =
             RetargetDevice{std::string(preset->key), std::string(preset->name), preset->limits};
@@ -514,7 +445,10 @@ class Builder {
     std::set<std::string> models;
     for (SignatureState& st : signatures_) {
       Signature& sig = st.sig;
-      if (limiter && sig.fields().limiting_resource != *limiter) continue;
+      // A kernel at full occupancy is limited by nothing (text_format.h: Limited).
+      if (limiter && (sig.fields().limiting_resource != *limiter || !Limited(sig.fields()))) {
+        continue;
+      }
       sig.processes = st.processes.size();
       if (!st.durations.empty()) sig.gpu_time = ComputeDurationStats(&st.durations);
       const double n = static_cast<double>(sig.launches);
@@ -634,15 +568,16 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
       return false;
     }
   }
-  if (!options.limiter.empty() && !LimiterFromName(options.limiter)) {
-    *error = fmt::format("--limiter '{}' is not a resource: use one of {}", options.limiter,
-                         ResourceNames());
+  if (!options.limiter.empty() && !ParseLimiter(options.limiter)) {
+    *error = LimiterError(options.limiter);
     return false;
   }
-  if (!options.retarget.empty() && occupancy::FindDevicePreset(options.retarget) == nullptr) {
-    *error = fmt::format("--retarget '{}' is not a known device: use one of {}", options.retarget,
-                         PresetKeys());
-    return false;
+  if (!options.retarget.empty()) {
+    const ResolvedPreset resolved = ResolveDevicePreset(options.retarget);
+    if (resolved.preset == nullptr) {
+      *error = "--retarget " + resolved.error + resolved.hint;
+      return false;
+    }
   }
   if (options.top < -1) {
     *error = fmt::format("--top {} is out of range: use 0 (all) or more", options.top);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render_html.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -80,15 +81,21 @@ std::string Empty(std::string_view id, std::string_view label, std::string_view 
   return out;
 }
 
-std::string_view ShortResource(Resource r) {
-  switch (r) {
-    case Resource::kRegisters:
-      return "regs";
-    case Resource::kSharedMem:
-      return "smem";
-    default:
-      return schema::ResourceName(r);
-  }
+// Chart slots: one per resource, and kNoLimit for kernels at full occupancy, which no resource
+// limits.
+constexpr int kNoLimit = schema::kResourceCount;
+constexpr int kSlots = schema::kResourceCount + 1;
+constexpr std::string_view kNoLimitColor = "#999999";
+
+int SlotOf(const Signature& s) {
+  return Limited(s.fields()) ? static_cast<int>(s.fields().limiting_resource) : kNoLimit;
+}
+std::string_view SlotName(int slot) {
+  return slot == kNoLimit ? std::string_view("none (full occupancy)")
+                          : schema::ResourceName(static_cast<Resource>(slot));
+}
+std::string_view SlotColor(int slot) {
+  return slot == kNoLimit ? kNoLimitColor : ResourceColor(static_cast<Resource>(slot));
 }
 
 int Bucket(double occupancy) {
@@ -138,19 +145,19 @@ std::string ProcessName(const ProcessSummary& p) {
 
 std::string OccupancyChart(const Report& report) {
   const bool by_time = WeighByTime(report);
-  const std::string label = by_time ? "GPU time by achieved occupancy"
-                                    : "Kernel launches by achieved occupancy";
+  const std::string label =
+      by_time ? "GPU time by theoretical occupancy" : "Kernel launches by theoretical occupancy";
   if (report.signatures.empty()) {
     return Empty(kHtmlOccupancyChartId, label, "No kernel launches.");
   }
-  std::array<std::array<uint64_t, schema::kResourceCount>, kBuckets> cells{};
+  std::array<std::array<uint64_t, kSlots>, kBuckets> cells{};
   std::array<uint64_t, kBuckets> totals{};
   std::array<uint64_t, kBuckets> launches{};
-  std::array<bool, schema::kResourceCount> used{};
+  std::array<bool, kSlots> used{};
   uint64_t total = 0;
   for (const Signature& s : report.signatures) {
     const int b = Bucket(s.fields().occupancy);
-    const auto r = static_cast<size_t>(s.fields().limiting_resource);
+    const auto r = static_cast<size_t>(SlotOf(s));
     const uint64_t w = Weight(s, by_time);
     cells[static_cast<size_t>(b)][r] += w;
     totals[static_cast<size_t>(b)] += w;
@@ -179,17 +186,18 @@ std::string OccupancyChart(const Report& report) {
     const double w = band - 6;
     double y = kTop + kPlot;
     const std::string range = fmt::format("{}-{}%", b * 10, (b + 1) * 10);
-    for (int r = 0; r < schema::kResourceCount; ++r) {
+    for (int r = 0; r < kSlots; ++r) {
       const uint64_t v = cells[static_cast<size_t>(b)][static_cast<size_t>(r)];
       if (v == 0) continue;
       const double h = static_cast<double>(v) / top * kPlot;
       y -= h;
-      const auto res = static_cast<Resource>(r);
-      out += Rect(x, y, w, std::max(h, 0.5), ResourceColor(res),
-                  fmt::format("occupancy {}, limited by {}: {} ({} of all)", range,
-                              schema::ResourceName(res), FormatWeight(v, by_time),
-                              Share(v, total)),
-                  "bar");
+      out +=
+          Rect(x, y, w, std::max(h, 0.5), SlotColor(r),
+               r == kNoLimit ? fmt::format("occupancy 100%, no resource limits it: {} ({} of all)",
+                                           FormatWeight(v, by_time), Share(v, total))
+                             : fmt::format("occupancy {}, limited by {}: {} ({} of all)", range,
+                                           SlotName(r), FormatWeight(v, by_time), Share(v, total)),
+               "bar");
     }
     if (totals[static_cast<size_t>(b)] > 0) {
       out += Text(x + w / 2, y - 4, Share(totals[static_cast<size_t>(b)], total), "value",
@@ -204,16 +212,15 @@ std::string OccupancyChart(const Report& report) {
                      Coord(kLeft), Coord(kTop + kPlot), Coord(kWidth - kRight),
                      Coord(kTop + kPlot));
   out += Text((kLeft + kWidth - kRight) / 2, kTop + kPlot + 34,
-              "achieved occupancy, % (a 100% launch counts in 90-100)", "axis-title", "middle");
+              "theoretical occupancy, % (a 100% launch counts in 90-100)", "axis-title", "middle");
   double lx = kLeft;
   const double ly = kTop + kPlot + 56;
-  for (int r = 0; r < schema::kResourceCount; ++r) {
+  for (int r = 0; r < kSlots; ++r) {
     if (!used[static_cast<size_t>(r)]) continue;
-    const auto res = static_cast<Resource>(r);
     out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>\n",
-                       Coord(lx), Coord(ly - 9), ResourceColor(res));
-    out += Text(lx + 14, ly, schema::ResourceName(res), "legend");
-    lx += 24 + 7.0 * static_cast<double>(schema::ResourceName(res).size());
+                       Coord(lx), Coord(ly - 9), SlotColor(r));
+    out += Text(lx + 14, ly, SlotName(r), "legend");
+    lx += 24 + 7.0 * static_cast<double>(SlotName(r).size());
   }
   out += "</svg>\n";
   return out;
@@ -226,34 +233,33 @@ std::string LimiterChart(const Report& report) {
   if (report.signatures.empty()) {
     return Empty(kHtmlLimiterChartId, label, "No kernel launches.");
   }
-  std::array<uint64_t, schema::kResourceCount> values{};
-  std::array<uint64_t, schema::kResourceCount> sigs{};
+  std::array<uint64_t, kSlots> values{};
+  std::array<uint64_t, kSlots> sigs{};
   uint64_t total = 0;
   for (const Signature& s : report.signatures) {
-    const auto r = static_cast<size_t>(s.fields().limiting_resource);
+    const auto r = static_cast<size_t>(SlotOf(s));
     values[r] += Weight(s, by_time);
     ++sigs[r];
     total += Weight(s, by_time);
   }
   constexpr double kWidth = 560, kLeft = 100, kRow = 34, kTop = 28, kBar = 300;
-  const double height = kTop + kRow * schema::kResourceCount + 10;
+  const double height = kTop + kRow * kSlots + 10;
   const uint64_t max = std::max<uint64_t>(*std::max_element(values.begin(), values.end()), 1);
   std::string out = SvgOpen(kHtmlLimiterChartId, kWidth, height, label);
   out += Text(kLeft, 16, by_time ? "GPU time of the kernels each resource limits"
                                  : "launches of the kernels each resource limits",
               "axis-title");
-  for (int r = 0; r < schema::kResourceCount; ++r) {
-    const auto res = static_cast<Resource>(r);
+  for (int r = 0; r < kSlots; ++r) {
     const uint64_t v = values[static_cast<size_t>(r)];
     const double y = kTop + r * kRow;
-    out += Text(kLeft - 8, y + 19, schema::ResourceName(res), "label", "end");
+    out += Text(kLeft - 8, y + 19, r == kNoLimit ? std::string_view("none") : SlotName(r), "label",
+                "end");
     const double w = static_cast<double>(v) / static_cast<double>(max) * kBar;
     out += fmt::format("<rect class=\"track\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>\n",
                        Coord(kLeft), Coord(y + 4), Coord(kBar));
-    out += Rect(kLeft, y + 4, std::max(w, v > 0 ? 1.0 : 0.0), 22, ResourceColor(res),
-                fmt::format("{}: {} ({} of all) in {} kernel signature{}",
-                            schema::ResourceName(res), FormatWeight(v, by_time), Share(v, total),
-                            sigs[static_cast<size_t>(r)],
+    out += Rect(kLeft, y + 4, std::max(w, v > 0 ? 1.0 : 0.0), 22, SlotColor(r),
+                fmt::format("{}: {} ({} of all) in {} kernel signature{}", SlotName(r),
+                            FormatWeight(v, by_time), Share(v, total), sigs[static_cast<size_t>(r)],
                             sigs[static_cast<size_t>(r)] == 1 ? "" : "s"),
                 "bar");
     out += Text(kLeft + kBar + 8, y + 19,
@@ -275,10 +281,13 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
   const double height = kTop + kRow * static_cast<double>(n) + 8;
   uint64_t max = 1;
   for (size_t i = 0; i < n; ++i) max = std::max(max, Weight(report.signatures[ranking[i]], by_time));
+  std::vector<std::string> names;  // told apart among the kernels shown (kernel_names.h)
+  for (size_t i = 0; i < n; ++i) names.push_back(report.signatures[ranking[i]].display_name());
+  names = ShortenKernelNames(names, 64);
   std::string out = SvgOpen(kHtmlTopKernelsChartId, kFullWidth, height, label);
   out += Text(8, 18, "kernel", "axis-title");
   out += Text(kBarLeft, 18, by_time ? "total GPU time" : "launches", "axis-title");
-  out += Text(kOccLeft, 18, "occupancy, limiter", "axis-title");
+  out += Text(kOccLeft, 18, "theoretical occupancy, limiter", "axis-title");
   for (size_t i = 0; i < n; ++i) {
     const Signature& s = report.signatures[ranking[i]];
     const double y = kTop + static_cast<double>(i) * kRow;
@@ -293,12 +302,14 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
     } else {
       detail += ", none timed";
     }
-    detail += fmt::format("\nblock {}, {} regs/thread, occupancy {} limited by {}",
-                          FormatDim3(s.block), s.regs, FormatPercent(s.fields().occupancy),
-                          schema::ResourceName(s.fields().limiting_resource));
+    detail += fmt::format("\nblock {}, {} regs/thread, theoretical occupancy {}",
+                          FormatDim3(s.block), s.regs, FormatPercent(s.fields().occupancy));
+    detail += Limited(s.fields()) ? fmt::format(" limited by {}",
+                                                schema::ResourceName(s.fields().limiting_resource))
+                                  : std::string(", no resource limits it");
     if (!s.advice.empty()) detail += "\n" + s.advice;
     out += fmt::format("<g class=\"row\"><title>{}</title>\n", Escape(detail));
-    out += Text(kNameRight, y + 17, ShortenKernelName(name, 64), "label", "end");
+    out += Text(kNameRight, y + 17, names[i], "label", "end");
     const double w = static_cast<double>(v) / static_cast<double>(max) * kBarWidth;
     const std::string_view color = KernelColor(static_cast<int>(i));
     out += fmt::format("<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "
@@ -311,13 +322,14 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
     const double occ = std::clamp(s.fields().occupancy, 0.0, 1.0);
     out += fmt::format("<rect class=\"track\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\"/>\n",
                        Coord(kOccLeft), Coord(y + 4), Coord(kOccWidth));
-    out += fmt::format("<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "
-                       "fill=\"{}\"/>\n",
-                       Coord(kOccLeft), Coord(y + 4), Coord(occ * kOccWidth),
-                       ResourceColor(s.fields().limiting_resource));
+    out += fmt::format(
+        "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" "
+        "fill=\"{}\"/>\n",
+        Coord(kOccLeft), Coord(y + 4), Coord(occ * kOccWidth), SlotColor(SlotOf(s)));
     out += Text(kOccLeft + kOccWidth + 6, y + 17,
-                fmt::format("{} {}", FormatPercent(s.fields().occupancy),
-                            ShortResource(s.fields().limiting_resource)),
+                Limited(s.fields()) ? fmt::format("{} {}", FormatPercent(s.fields().occupancy),
+                                                  LimiterLabel(s.fields()))
+                                    : FormatPercent(s.fields().occupancy),
                 "value");
     out += "</g>\n";
   }

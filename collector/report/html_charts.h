@@ -24,7 +24,8 @@ std::vector<size_t> RankSignatures(const Report& report);
 // "pid 123 trainer" (the exe's basename when known); not escaped.
 std::string ProcessName(const ProcessSummary& p);
 
-// Launches (or GPU time) by achieved occupancy, in ten 10% buckets, stacked by limiter.
+// Launches (or GPU time) by theoretical occupancy, in ten 10% buckets, stacked by limiter (or
+// "none" at full occupancy, where no resource limits it).
 std::string OccupancyChart(const Report& report);
 
 // GPU time (or launches) by limiting resource, one bar per resource.

@@ -123,17 +123,6 @@ std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", FormatCount(n), n == 1 ? one : many);
 }
 
-std::string_view ShortLimiter(schema::Resource r) {
-  switch (r) {
-    case schema::Resource::kRegisters:
-      return "regs";
-    case schema::Resource::kSharedMem:
-      return "smem";
-    default:
-      return schema::ResourceName(r);
-  }
-}
-
 // A numeric cell: shown text, sort value.
 std::string Num(std::string_view text, double sort_value, std::string_view cls = "n") {
   return fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>", cls, sort_value, Escape(text));
@@ -142,10 +131,6 @@ std::string Num(std::string_view text, double sort_value, std::string_view cls =
 std::string Cell(std::string_view text, std::string_view cls = "") {
   if (cls.empty()) return fmt::format("<td>{}</td>", Escape(text));
   return fmt::format("<td class=\"{}\">{}</td>", cls, Escape(text));
-}
-
-std::string StreamName(uint64_t stream) {
-  return stream == 0 ? std::string("0 (legacy default)") : fmt::format("{:#x}", stream);
 }
 
 std::string Header(const Report& r, const HtmlOptions& h) {
@@ -243,7 +228,7 @@ std::string StallTables(const StallSummary& s) {
           : Plural(e.completed, "kernel", "kernels") + " finished since the report before");
   for (const schema::OwnedStallStream& stream : e.streams) {
     out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
-                       Escape(StreamName(stream.stream)), Escape(Seconds(stream.waiting_ms)),
+                       Escape(FormatStreamId(stream.stream)), Escape(Seconds(stream.waiting_ms)),
                        FormatCount(static_cast<uint64_t>(stream.unfinished)),
                        stream.launches.empty() ? "."
                                                : ", the oldest (the first is what the stream "
@@ -291,11 +276,11 @@ std::string Review(const Report& r) {
     out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
     if (p.stall && p.stall->stalls > 0) out += StallTables(*p.stall);
     if (p.streams.empty()) {
-      out += "<p class=\"muted\">No kernel launched.</p>\n</div>\n";
+      out += "<p class=\"muted\">No kernel launch stored.</p>\n</div>\n";
       continue;
     }
     for (const StreamTail& s : p.streams) {
-      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(StreamName(s.stream)),
+      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
                          Plural(s.launches, "launch", "launches"));
       if (s.last.empty()) {
         out += ".</p>\n";
@@ -307,12 +292,11 @@ std::string Review(const Report& r) {
              "</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th><th>FINISHED</th><th>KERNEL"
              "</th></tr></thead>\n<tbody>\n";
       for (const LaunchSummary& l : s.last) {
-        std::string finished = l.duration_ns ? "yes " + FormatDuration(*l.duration_ns) : "NO";
-        std::string cls = l.duration_ns ? "" : "warn";
-        if (l.in_error) {
-          finished += " (failed call)";
-          cls = "bad";
-        }
+        const std::string finished = FinishedText(l);
+        const std::string cls = l.completion == Completion::kFinished  ? ""
+                                : l.completion == Completion::kUnknown ? "muted"
+                                : l.in_error                           ? "bad"
+                                                                       : "warn";
         out += "<tr>" + Cell(fmt::format("{}", l.seq), "n") + Cell(FormatDim3(l.grid), "n") +
                Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
                Cell(finished, cls) + Cell(l.name, "name") + "</tr>\n";
@@ -446,7 +430,7 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
                                              FormatPercent(s.occupancy_max))
                                : std::string(),
                        Escape(occ));
-    out += Cell(ShortLimiter(f.limiting_resource));
+    out += Cell(LimiterLabel(f));
     out += Num(FormatDim3(s.block),
                static_cast<double>(s.block.x) * s.block.y * static_cast<double>(s.block.z));
     out += Num(fmt::format("{}", s.regs), s.regs);
@@ -504,13 +488,13 @@ std::string RetargetTable(const Report& r, const ReportOptions& o) {
     out += "<tbody><tr>";
     out += Num(fmt::format("{}", f.max_active_blocks), f.max_active_blocks);
     out += Num(FormatPercent(f.occupancy), f.occupancy);
-    out += Cell(ShortLimiter(f.limiting_resource));
+    out += Cell(LimiterLabel(f));
     if (t.ok) {
       const schema::OccupancyFields& n = t.result.fields;
       const std::string_view cls = n.occupancy < f.occupancy ? "n warn" : "n";
       out += Num(fmt::format("{}", n.max_active_blocks), n.max_active_blocks, cls);
       out += Num(FormatPercent(n.occupancy), n.occupancy, cls);
-      out += Cell(ShortLimiter(n.limiting_resource));
+      out += Cell(LimiterLabel(n));
     } else {
       for (int k = 0; k < 2; ++k) out += Num("-", -1);
       out += Cell("-");

@@ -22,7 +22,9 @@ json LaunchJson(const LaunchSummary& l) {
             {"grid", Dim(l.grid)},
             {"block", Dim(l.block)},
             {"occupancy", l.occupancy},
-            {"finished", l.duration_ns.has_value()},
+            {"finished", l.completion == Completion::kUnknown
+                             ? json(nullptr)
+                             : json(l.completion == Completion::kFinished)},
             {"duration_ns", l.duration_ns ? json(*l.duration_ns) : json(nullptr)},
             {"in_failed_call", l.in_error}};
   if (l.graph_node_id != 0) j["graph_node_id"] = l.graph_node_id;  // a graph's kernel node

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -12,17 +13,6 @@ namespace cuflight::report {
 namespace {
 
 constexpr size_t kMinNameWidth = 20;
-
-std::string_view ShortLimiter(schema::Resource r) {
-  switch (r) {
-    case schema::Resource::kRegisters:
-      return "regs";
-    case schema::Resource::kSharedMem:
-      return "smem";
-    default:
-      return schema::ResourceName(r);
-  }
-}
 
 std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
@@ -52,9 +42,15 @@ std::string HeaderLine(const Report& r) {
                      Plural(r.signatures.size(), "kernel signature", "kernel signatures"));
 }
 
-std::string Shorten(std::string_view name, size_t room) { return ShortenKernelName(name, room); }
+// Shortens the KERNEL column as --name-width says (report_options.h).
+void FitNames(ReportTable* table, int name_width) {
+  if (name_width == 0) return;
+  const size_t room = name_width > 0 ? static_cast<size_t>(name_width)
+                                     : table->LastColumnRoom(kTableWidth, 0, kMinNameWidth);
+  table->ShortenLastColumn(room, ShortenKernelNames);
+}
 
-std::string KernelTable(const Report& r, size_t shown, bool color) {
+std::string KernelTable(const Report& r, size_t shown, bool color, int name_width) {
   std::vector<ReportTable::Column> columns = {
       {"LAUNCHES", ReportTable::Align::kRight}, {"TOTAL", ReportTable::Align::kRight},
       {"MEAN", ReportTable::Align::kRight},     {"P50", ReportTable::Align::kRight},
@@ -88,7 +84,7 @@ std::string KernelTable(const Report& r, size_t shown, bool color) {
       varies = true;
     }
     cells.push_back({occ, f.occupancy < 0.5 ? ansi::kYellow : std::string_view()});
-    cells.push_back({std::string(ShortLimiter(f.limiting_resource)), ""});
+    cells.push_back({std::string(LimiterLabel(f)), ""});
     cells.push_back({FormatDim3(s.block), ""});
     cells.push_back({fmt::format("{}", s.regs), ""});
     cells.push_back({FormatBytes(s.first.static_shared_bytes + s.dyn_smem), ""});
@@ -100,9 +96,13 @@ std::string KernelTable(const Report& r, size_t shown, bool color) {
     }
     cells.push_back({s.display_name(), ""});
     table.AddRow(std::move(cells));
-    if (!s.advice.empty()) table.AddNote("  > " + s.advice, ansi::kCyan);
+    if (!s.advice.empty()) {
+      for (std::string& line : WrapWords(s.advice, kTableWidth, "  > ", "    ")) {
+        table.AddNote(std::move(line), ansi::kCyan);
+      }
+    }
   }
-  table.FitLastColumn(kTableWidth, 0, kMinNameWidth, Shorten);
+  FitNames(&table, name_width);
   std::string out = table.Render(0, color);
   std::vector<std::string> legend;
   if (untimed) legend.push_back("-: no launch of the signature was timed");
@@ -111,7 +111,7 @@ std::string KernelTable(const Report& r, size_t shown, bool color) {
   return out;
 }
 
-std::string RetargetTable(const Report& r, size_t shown, bool color) {
+std::string RetargetTable(const Report& r, size_t shown, bool color, int name_width) {
   const RetargetDevice& d = *r.retarget;
   std::string out = Paint(fmt::format("Retargeted to {} ({}): occupancy per SM recomputed from "
                                       "each kernel's resources",
@@ -130,10 +130,9 @@ std::string RetargetTable(const Report& r, size_t shown, bool color) {
     if (!s.retarget) continue;
     const schema::OccupancyFields& f = s.fields();
     const Retarget& t = *s.retarget;
-    std::vector<ReportTable::Cell> cells = {
-        {fmt::format("{}", f.max_active_blocks), ""},
-        {FormatPercent(f.occupancy), ""},
-        {std::string(ShortLimiter(f.limiting_resource)), ""}};
+    std::vector<ReportTable::Cell> cells = {{fmt::format("{}", f.max_active_blocks), ""},
+                                            {FormatPercent(f.occupancy), ""},
+                                            {std::string(LimiterLabel(f)), ""}};
     if (t.ok) {
       const schema::OccupancyFields& n = t.result.fields;
       std::string_view style = n.occupancy > f.occupancy   ? ansi::kGreen
@@ -141,7 +140,7 @@ std::string RetargetTable(const Report& r, size_t shown, bool color) {
                                                            : std::string_view();
       cells.push_back({fmt::format("{}", n.max_active_blocks), style});
       cells.push_back({FormatPercent(n.occupancy), style});
-      cells.push_back({std::string(ShortLimiter(n.limiting_resource)), ""});
+      cells.push_back({std::string(LimiterLabel(n)), ""});
     } else {
       for (int k = 0; k < 3; ++k) cells.push_back({"-", ""});
     }
@@ -149,7 +148,7 @@ std::string RetargetTable(const Report& r, size_t shown, bool color) {
     table.AddRow(std::move(cells));
     table.AddNote("  > " + t.change, ansi::kCyan);
   }
-  table.FitLastColumn(kTableWidth, 0, kMinNameWidth, Shorten);
+  FitNames(&table, name_width);
   out += table.Render(0, color);
   return out;
 }
@@ -198,7 +197,8 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
   }
-  const std::string review = RenderReviewText(r.processes, r.review, color, kTableWidth);
+  const std::string review =
+      RenderReviewText(r.processes, r.review, color, kTableWidth, options.name_width);
   if (!review.empty()) out += "\n" + review;
   out += '\n';
   if (r.signatures.empty()) {
@@ -215,10 +215,10 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   }
   out += Paint(title, ansi::kBold, color);
   out += '\n';
-  out += KernelTable(r, shown, color);
+  out += KernelTable(r, shown, color, options.name_width);
   if (r.retarget) {
     out += '\n';
-    out += RetargetTable(r, shown, color);
+    out += RetargetTable(r, shown, color, options.name_width);
   }
   return out;
 }

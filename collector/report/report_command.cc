@@ -83,6 +83,12 @@ ReportCommand::ReportCommand(CLI::App* parent) {
       ->type_name("N")
       ->check(CLI::Range(0, 1000))
       ->group(kOutput);
+  app_->add_option("--name-width", name_width_,
+                   "Kernel names in at most N columns (0: whole names; default: the room the "
+                   "120-column table leaves, at least 20)")
+      ->type_name("N")
+      ->check(CLI::Range(0, 100000))
+      ->group(kOutput);
   app_->add_option("--color", color_,
                    "Colour: auto (a terminal and NO_COLOR unset, default), always, never")
       ->type_name("WHEN")
@@ -111,6 +117,7 @@ ReportOptions ReportCommand::Options(const std::ostream& out) const {
   o.until_ns = TimeFlag("--until", until_);
   o.top = top_;
   o.review_launches = review_launches_;
+  o.name_width = name_width_;
   o.retarget = retarget_;
   if (sort_ == "time") {
     o.sort = SortKey::kTime;

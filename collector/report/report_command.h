@@ -45,6 +45,7 @@ class ReportCommand {
   std::string color_ = "auto";
   std::string html_;  // --html FILE
   int review_launches_ = 5;
+  int name_width_ = -1;
   bool json_ = false;
   bool csv_ = false;
 };

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
+
+#include "cuflight/report/kernel_names.h"
 
 namespace cuflight::report {
 namespace {
@@ -15,47 +19,6 @@ std::string ThreeDigits(double value, std::string_view unit) {
   if (value >= 100) return fmt::format("{:.0f}{}", value, unit);
   if (value >= 10) return fmt::format("{:.1f}{}", value, unit);
   return fmt::format("{:.2f}{}", value, unit);
-}
-
-// Index just past the parameter list's matching '(' scanning back from a trailing ')', or npos.
-size_t ParameterListStart(std::string_view name) {
-  if (!name.ends_with(')')) return std::string_view::npos;
-  int depth = 0;
-  for (size_t i = name.size(); i-- > 0;) {
-    if (name[i] == ')') ++depth;
-    if (name[i] == '(' && --depth == 0) return i;
-  }
-  return std::string_view::npos;
-}
-
-// Replaces each outermost <...> with "<...>".
-std::string CollapseTemplates(std::string_view name) {
-  std::string out;
-  int depth = 0;
-  for (const char c : name) {
-    if (c == '<') {
-      if (depth++ == 0) out += "<...>";
-      continue;
-    }
-    if (c == '>' && depth > 0) {
-      --depth;
-      continue;
-    }
-    if (depth == 0) out += c;
-  }
-  return out;
-}
-
-// Position of the first "::" outside template brackets and parentheses, or npos.
-size_t FirstScope(std::string_view name) {
-  int depth = 0;
-  for (size_t i = 0; i + 1 < name.size(); ++i) {
-    const char c = name[i];
-    if (c == '<' || c == '(') ++depth;
-    if ((c == '>' || c == ')') && depth > 0) --depth;
-    if (depth == 0 && c == ':' && name[i + 1] == ':') return i;
-  }
-  return std::string_view::npos;
 }
 
 int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
@@ -172,28 +135,97 @@ std::string FormatBytes(int64_t bytes) {
   return fmt::format("{}.{} KiB", tenths / 10, tenths % 10);
 }
 
+std::string_view LimiterLabel(const schema::OccupancyFields& f) {
+  if (!Limited(f)) return "none";
+  switch (f.limiting_resource) {
+    case schema::Resource::kRegisters:
+      return "regs";
+    case schema::Resource::kSharedMem:
+      return "smem";
+    default:
+      return schema::ResourceName(f.limiting_resource);
+  }
+}
+
 std::string FormatDim3(const schema::Dim3& d) {
   if (d.y == 1 && d.z == 1) return fmt::format("{}", d.x);
   if (d.z == 1) return fmt::format("{}x{}", d.x, d.y);
   return fmt::format("{}x{}x{}", d.x, d.y, d.z);
 }
 
+std::string FormatStreamId(uint64_t stream) {
+  if (stream == 0xffffffffu) return "?";
+  if (stream > 0xffffffffu) return fmt::format("{:#x}", stream);
+  return fmt::format("{}", stream);
+}
+
 std::string ShortenKernelName(std::string_view name, size_t width) {
-  if (width < 8) width = 8;
-  if (name.size() <= width) return std::string(name);
-  std::string s(name);
-  if (s.starts_with("void ")) s.erase(0, 5);
-  if (const size_t p = ParameterListStart(s); p != std::string::npos && p > 0) s.erase(p);
-  if (s.size() <= width) return s;
-  s = CollapseTemplates(s);
-  if (s.size() <= width) return s;
-  while (s.size() > width) {
-    const size_t scope = FirstScope(s);
-    if (scope == std::string::npos) break;
-    s.erase(0, scope + 2);
+  return ShortenKernelNames({std::string(name)}, width).front();
+}
+
+std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,
+                                   std::string_view rest) {
+  std::vector<std::string> lines;
+  std::string line(first);
+  bool empty = true;  // no word on `line` yet
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t space = text.find(' ', pos);
+    const std::string_view word =
+        text.substr(pos, space == std::string_view::npos ? std::string_view::npos : space - pos);
+    pos = space == std::string_view::npos ? text.size() : space + 1;
+    if (word.empty()) continue;
+    if (!empty && line.size() + 1 + word.size() > width) {
+      lines.push_back(std::move(line));
+      line = std::string(rest);
+      empty = true;
+    }
+    if (!empty) line += ' ';
+    line += word;
+    empty = false;
   }
-  if (s.size() <= width) return s;
-  return s.substr(0, width - 3) + "...";
+  lines.push_back(std::move(line));
+  return lines;
+}
+
+std::string DidYouMean(std::string_view input, const std::vector<std::string>& names) {
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  // Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring).
+  auto distance = [&](std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+            lower(a[i - 2]) == lower(b[j - 1])) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  constexpr size_t kMaxEdits = 2;
+  // Fewer edits first; between equals, a name with the same first letter (typos rarely hit it).
+  size_t best = 2 * (kMaxEdits + 1);
+  size_t best_edits = 0;
+  const std::string* best_name = nullptr;
+  for (const std::string& name : names) {
+    const size_t d = distance(input, name);
+    const bool same_start = !input.empty() && !name.empty() && lower(input[0]) == lower(name[0]);
+    const size_t score = 2 * d + (same_start ? 0 : 1);
+    if (d <= kMaxEdits && score < best) {
+      best = score;
+      best_edits = d;
+      best_name = &name;
+    }
+  }
+  if (best_name == nullptr || best_edits == 0 || 2 * best_edits >= input.size()) return "";
+  return "; did you mean " + *best_name + "?";
 }
 
 std::optional<int64_t> ParseTimeBound(std::string_view text) {

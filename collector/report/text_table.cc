@@ -34,17 +34,24 @@ std::vector<size_t> ReportTable::Widths() const {
   return widths;
 }
 
-void ReportTable::FitLastColumn(
-    size_t line_width, int indent, size_t min_room,
-    const std::function<std::string(std::string_view, size_t)>& shorten) {
-  if (columns_.empty()) return;
+size_t ReportTable::LastColumnRoom(size_t line_width, int indent, size_t min_room) const {
+  if (columns_.empty()) return min_room;
   const std::vector<size_t> widths = Widths();
   size_t used = static_cast<size_t>(std::max(indent, 0));
   for (size_t c = 0; c + 1 < widths.size(); ++c) used += widths[c] + 2;
-  const size_t room = std::max(min_room, line_width > used ? line_width - used : 0);
-  for (Row& row : rows_) {
-    std::string& text = row.cells.back().text;
-    if (text.size() > room) text = shorten(text, room);
+  return std::max(min_room, line_width > used ? line_width - used : 0);
+}
+
+void ReportTable::ShortenLastColumn(
+    size_t room,
+    const std::function<std::vector<std::string>(const std::vector<std::string>&, size_t)>&
+        shorten) {
+  if (columns_.empty() || rows_.empty()) return;
+  std::vector<std::string> cells;
+  for (const Row& row : rows_) cells.push_back(row.cells.back().text);
+  std::vector<std::string> shortened = shorten(cells, room);
+  for (size_t i = 0; i < rows_.size() && i < shortened.size(); ++i) {
+    rows_[i].cells.back().text = std::move(shortened[i]);
   }
 }
 

@@ -44,10 +44,14 @@ class ReportTable {
   // A free line printed after the latest row (not part of the columns), e.g. advice.
   void AddNote(std::string text, std::string_view style = "");
 
-  // Shortens every cell of the last column with `shorten(text, room)` so that lines indented by
-  // `indent` fit `line_width` bytes; room is at least `min_room`.
-  void FitLastColumn(size_t line_width, int indent, size_t min_room,
-                     const std::function<std::string(std::string_view, size_t)>& shorten);
+  // The width the last column has when lines indented by `indent` fit `line_width` bytes, at
+  // least `min_room`.
+  size_t LastColumnRoom(size_t line_width, int indent, size_t min_room) const;
+
+  // Replaces the last column's cells, all at once, by `shorten(cells, room)` (one for one), for
+  // those longer than `room`: a shortener that looks at every name shown (ShortenKernelNames).
+  void ShortenLastColumn(size_t room, const std::function<std::vector<std::string>(
+                                          const std::vector<std::string>&, size_t)>& shorten);
 
   // Header (bold when colour) then rows, each line prefixed by `indent` spaces and ending '\n'.
   std::string Render(int indent, bool color) const;

@@ -57,13 +57,17 @@ SignalForwarder::~SignalForwarder() {
   pthread_sigmask(SIG_SETMASK, &original_mask_, nullptr);
 }
 
-int SignalForwarder::WaitForChild(pid_t pid) {
+int SignalForwarder::WaitForChild(pid_t pid, int* term_signal) {
+  if (term_signal != nullptr) *term_signal = 0;
   for (;;) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
       if (WIFEXITED(status)) return WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      if (WIFSIGNALED(status)) {
+        if (term_signal != nullptr) *term_signal = WTERMSIG(status);
+        return 128 + WTERMSIG(status);
+      }
       continue;  // stopped or continued: not an end
     }
     if (done < 0 && errno != EINTR) return -1;

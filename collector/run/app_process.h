@@ -46,9 +46,10 @@ class SignalForwarder {
   const sigset_t& original_mask() const { return original_mask_; }
 
   // Waits until process `pid` (a child) ends, passing on forwarded signals as the design block
-  // says. Returns its exit status, or 128 + the signal number when a signal ended it; -1 if it
-  // cannot be waited for. Call from the thread that created this object.
-  int WaitForChild(pid_t pid);
+  // says. Returns its exit status, or 128 + the signal number when a signal ended it (then
+  // *term_signal, when given, is that signal; else 0); -1 if it cannot be waited for. Call from
+  // the thread that created this object.
+  int WaitForChild(pid_t pid, int* term_signal = nullptr);
 
   // Sleeps up to `timeout`, consuming signals that arrive meanwhile. Returns false as soon as
   // SIGINT, SIGTERM, SIGHUP or SIGQUIT arrives (the user wants to stop waiting), true otherwise.

@@ -3,21 +3,10 @@
 #include <algorithm>
 #include <string_view>
 
+#include "cuflight/report/limiter_name.h"
 #include "usage_error.h"
 
 namespace cuflight::run {
-namespace {
-
-std::string ResourceNames() {
-  std::string names;
-  for (int i = 0; i < schema::kResourceCount; ++i) {
-    if (!names.empty()) names += ", ";
-    names += schema::ResourceName(static_cast<schema::Resource>(i));
-  }
-  return names;
-}
-
-}  // namespace
 
 EventFilter::EventFilter(const std::string& kernel_regex, std::vector<int32_t> pids,
                          const std::string& limiter)
@@ -31,11 +20,8 @@ EventFilter::EventFilter(const std::string& kernel_regex, std::vector<int32_t> p
     }
   }
   if (!limiter.empty()) {
-    limiter_ = schema::ResourceFromName(limiter);
-    if (!limiter_) {
-      throw cli::UsageError("--limiter " + limiter + " is not a resource: use one of " +
-                            ResourceNames());
-    }
+    limiter_ = report::ParseLimiter(limiter);
+    if (!limiter_) throw cli::UsageError(report::LimiterError(limiter));
   }
 }
 
@@ -52,7 +38,10 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   }
   const auto* k = std::get_if<schema::OwnedKernelEvent>(&event);
   if (k == nullptr) return false;
-  if (limiter_ && k->occupancy.limiting_resource != *limiter_) return false;
+  // At full occupancy no resource limits the kernel.
+  if (limiter_ && (k->occupancy.limiting_resource != *limiter_ || k->occupancy.occupancy >= 1.0)) {
+    return false;
+  }
   if (kernel_ && !std::regex_search(k->demangled.empty() ? k->name : k->demangled, *kernel_)) {
     return false;
   }

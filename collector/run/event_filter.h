@@ -20,8 +20,8 @@ namespace cuflight::run {
 class EventFilter {
  public:
   // Throws cli::UsageError naming the flag for a regex that does not compile (--kernel) or a
-  // resource name that is not one of schema::ResourceName's (--limiter). Empty `kernel_regex`,
-  // `pids` or `limiter`: no filter of that kind.
+  // resource name `cuflight report --limiter` would reject (report::ParseLimiter). Empty
+  // `kernel_regex`, `pids` or `limiter`: no filter of that kind.
   EventFilter(const std::string& kernel_regex, std::vector<int32_t> pids,
               const std::string& limiter);
 

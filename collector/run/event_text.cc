@@ -7,6 +7,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "cuflight/report/text_format.h"
+
 namespace cuflight::run {
 namespace {
 
@@ -46,8 +48,8 @@ std::string GraphNode(const std::optional<uint64_t>& graph_id,
 
 std::string Ms(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
 
-// "STALLED 42.0 s: device 0 stream 0xe waits on spin(int volatile*) grid 1x1x1 block 32x1x1
-// occupancy 0.02 launched 42.0 s ago corr 17 (+2 queued); device 1 stream 0x10 ...; 2 streams
+// "STALLED 42.0 s: device 0 stream 14 waits on spin(int volatile*) grid 1x1x1 block 32x1x1
+// occupancy 0.02 launched 42.0 s ago corr 17 (+2 queued); device 1 stream 16 ...; 2 streams
 // stalled, 0 kernels finished since the last report", or "resolved after 42.0 s, ...".
 std::string StallText(const schema::OwnedStallEvent& e) {
   std::string text;
@@ -57,7 +59,8 @@ std::string StallText(const schema::OwnedStallEvent& e) {
     text = fmt::format("STALLED {}", Ms(e.stalled_ms));
     const char* separator = ": ";
     for (const schema::OwnedStallStream& s : e.streams) {
-      text += fmt::format("{}device {} stream {:#x} ", separator, s.device, s.stream);
+      text += fmt::format("{}device {} stream {} ", separator, s.device,
+                          report::FormatStreamId(s.stream));
       separator = "; ";
       if (s.launches.empty()) {
         text += fmt::format("waiting {}, {} unfinished", Ms(s.waiting_ms), s.unfinished);
@@ -77,9 +80,15 @@ std::string StallText(const schema::OwnedStallEvent& e) {
                             e.completed == 1 ? "" : "s");
 }
 
-std::string Fields(const schema::OwnedEvent& event) {
+std::string Occupancy(const schema::OccupancyFields& o) {
+  if (o.occupancy >= 1.0) return fmt::format("occupancy {:.2f}", o.occupancy);
+  return fmt::format("occupancy {:.2f} ({})", o.occupancy,
+                     schema::ResourceName(o.limiting_resource));
+}
+
+std::string Fields(const schema::OwnedEvent& event, std::optional<uint64_t> launch_stream) {
   return std::visit(
-      [](const auto& e) -> std::string {
+      [&](const auto& e) -> std::string {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, schema::OwnedProcessStartEvent>) {
           std::string args;
@@ -95,16 +104,16 @@ std::string Fields(const schema::OwnedEvent& event) {
         } else if constexpr (std::is_same_v<T, schema::OwnedKernelEvent>) {
           const schema::OccupancyFields& o = e.occupancy;
           return fmt::format(
-              "{} grid {} block {}{} regs {} smem {} occupancy {:.2f} ({}) device {} stream {:#x} "
-              "corr {}{}",
+              "{} grid {} block {}{} regs {} smem {} {} device {} stream {} corr {}{}",
               Printable(e.demangled.empty() ? e.name : e.demangled), Dim(e.grid), Dim(e.block),
               e.cluster ? fmt::format(" cluster {}", Dim(*e.cluster)) : std::string(), e.num_regs,
-              e.static_shared_bytes + e.dyn_shared_bytes, o.occupancy,
-              schema::ResourceName(o.limiting_resource), e.device, e.stream, e.correlation_id,
+              e.static_shared_bytes + e.dyn_shared_bytes, Occupancy(o), e.device,
+              report::FormatStreamId(e.stream), e.correlation_id,
               GraphNode(e.graph_id, e.graph_node_id));
         } else if constexpr (std::is_same_v<T, schema::OwnedKernelTimeEvent>) {
-          return fmt::format("corr {}{} device {} stream {:#x} {}", e.correlation_id,
-                             GraphNode(e.graph_id, e.graph_node_id), e.device, e.stream,
+          return fmt::format("corr {}{} device {} stream {} {}", e.correlation_id,
+                             GraphNode(e.graph_id, e.graph_node_id), e.device,
+                             report::FormatStreamId(launch_stream.value_or(e.stream)),
                              Duration(e.duration_ns));
         } else if constexpr (std::is_same_v<T, schema::OwnedApiErrorEvent>) {
           return fmt::format("{} {} ({}): {}", Printable(e.api), Printable(e.error_name), e.code,
@@ -123,6 +132,15 @@ std::string Fields(const schema::OwnedEvent& event) {
                              schema::LostReasonName(e.reason),
                              e.last_seq ? std::to_string(*e.last_seq) : std::string("none"),
                              e.events_stored, e.events_lost);
+        } else if constexpr (std::is_same_v<T, schema::OwnedProcessCrashEvent>) {
+          std::string out =
+              fmt::format("{} (signal {}, code {}) in thread {}",
+                          e.signal_name.empty() ? std::string("signal") : Printable(e.signal_name),
+                          e.signal, e.code, e.tid);
+          if (e.addr != 0) out += fmt::format(" at {:#x}", e.addr);
+          if (e.app_handler) out += "; the application's handler ran first";
+          return out + fmt::format(" launches {} emitted {} dropped {}", e.launches, e.emitted,
+                                   e.dropped);
         } else {
           return fmt::format("seq {}", e.header.seq);
         }
@@ -132,10 +150,28 @@ std::string Fields(const schema::OwnedEvent& event) {
 
 }  // namespace
 
-std::string EventText(const schema::OwnedEvent& event) {
+std::string EventText(const schema::OwnedEvent& event, std::optional<uint64_t> launch_stream) {
   const schema::Header& h = schema::HeaderOf(event);
   return fmt::format("{} pid {} {} {}", Clock(h.ts_ns), h.pid,
-                     schema::EventTypeName(schema::TypeOf(event)), Fields(event));
+                     schema::EventTypeName(schema::TypeOf(event)), Fields(event, launch_stream));
+}
+
+void LaunchStreams::Remember(int32_t pid, const schema::OwnedKernelEvent& kernel) {
+  const Key key{pid, schema::JoinKeyOf(kernel)};
+  if (streams_.insert_or_assign(key, kernel.stream).second) {
+    order_.push_back(key);
+    if (order_.size() > kCapacity) {
+      streams_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+}
+
+std::optional<uint64_t> LaunchStreams::Of(int32_t pid,
+                                          const schema::OwnedKernelTimeEvent& time) const {
+  const auto it = streams_.find({pid, schema::JoinKeyOf(time)});
+  if (it == streams_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace cuflight::run

@@ -11,6 +11,7 @@
 #include "arg_parse.h"
 #include "cuflight/inject/config.h"
 #include "inject_locator.h"
+#include "log_dir_locator.h"
 #include "private_collector.h"
 #include "run_summary.h"
 #include "usage_error.h"
@@ -61,6 +62,18 @@ const EnvFlagSpec kEnvFlags[] = {
 };
 constexpr size_t kEnvFlagCount = std::size(kEnvFlags);
 
+// The default --out, and how many cuflight-logs-N beside it a run tries when others are busy.
+constexpr char kDefaultOut[] = "cuflight-logs";
+constexpr int kMaxDefaultOuts = 100;
+
+// The collector's startup line in `cuflight run`'s words: it names its own --log-dir flag, which
+// run calls --out.
+std::string OutLine(std::string_view line, const std::filesystem::path& dir) {
+  constexpr std::string_view kFlag = "--log-dir: ";
+  if (line.starts_with(kFlag)) line.remove_prefix(kFlag.size());
+  return "--out " + dir.string() + ": " + std::string(line);
+}
+
 // Longest wait for the application's processes to end their streams after it exited.
 constexpr int64_t kMaxDrainTimeoutMs = 3'600'000;
 
@@ -105,7 +118,8 @@ RunCommand::RunCommand(CLI::App* parent) : env_flags_(kEnvFlagCount) {
   constexpr const char* kInjected = "Injected library settings (CUFLIGHT_* variables)";
   app_->add_option("--out", out_dir_,
                    "Log directory of the private collector (created if missing; default "
-                   "./cuflight-logs)")
+                   "./cuflight-logs, or the first free ./cuflight-logs-N while other runs write "
+                   "there)")
       ->type_name("DIR")
       ->group(kRecording);
   app_->add_option("--collector", collector_,
@@ -134,6 +148,15 @@ RunCommand::RunCommand(CLI::App* parent) : env_flags_(kEnvFlagCount) {
 }
 
 bool RunCommand::Selected() const { return app_->parsed(); }
+
+uint32_t RunCommand::FlushMs() const {
+  for (size_t i = 0; i < kEnvFlagCount; ++i) {
+    if (env_flags_[i].Given() && std::string_view(kEnvFlags[i].flag) == "--flush-ms") {
+      return static_cast<uint32_t>(std::strtoul(env_flags_[i].value.c_str(), nullptr, 10));
+    }
+  }
+  return inject::kDefaultFlushMs;
+}
 
 std::vector<std::string> RunCommand::SettingsFromFlags() const {
   std::vector<std::string> settings;
@@ -185,10 +208,16 @@ int RunCommand::Run(std::ostream& err) {
   }
   if (!private_collector && app_->count("--out") > 0) {
     throw UsageError(
-        "--collector and --out exclude each other: a running collector writes to its own "
-        "--log-dir");
+        "--collector and --out exclude each other: a running collector writes to its own log "
+        "directory");
   }
   std::vector<std::string> env = SettingsFromFlags();
+
+  const bool out_given = app_->count("--out") > 0;
+  if (out_given && (out_dir_.empty() || out_dir_.front() == '-')) {
+    throw UsageError("--out needs a directory, not '" + out_dir_ +
+                     "': cuflight run --out DIR [--] APP [ARGS...]");
+  }
 
   std::filesystem::path inject;
   if (!inject_.empty()) {
@@ -213,21 +242,45 @@ int RunCommand::Run(std::ostream& err) {
   std::filesystem::path log_dir;
   LogFileSizes before;
   if (private_collector) {
+    // Like nsys's report1, report2: a run that finds the default directory being written by
+    // another run records next to it, in the first free cuflight-logs-N.
     std::error_code ec;
-    log_dir = std::filesystem::absolute(out_dir_, ec);
-    before = SnapshotLogFiles(log_dir);
-    collector::StartupError startup;
-    collector = PrivateCollector::Start(log_dir, &startup);
-    if (!collector) {
-      err << "cuflight run: cannot start the collector: " << startup.line << '\n';
-      return startup.exit_code;
+    const std::filesystem::path first = std::filesystem::absolute(out_dir_, ec);
+    for (int n = 1; !collector; ++n) {
+      log_dir = n == 1 ? first : std::filesystem::path(first.string() + "-" + std::to_string(n));
+      before = SnapshotLogFiles(log_dir);
+      collector::StartupError startup;
+      collector = PrivateCollector::Start(log_dir, &startup);
+      if (collector) break;
+      if (!startup.log_dir_in_use) {
+        err << "cuflight run: cannot start the collector: " << OutLine(startup.line, log_dir)
+            << '\n';
+        return startup.exit_code;
+      }
+      if (out_given) {
+        throw UsageError("--out " + out_dir_ +
+                         " is being written by another cuflight run or collector: give another "
+                         "--out, or none to record in a free ./" +
+                         std::string(kDefaultOut) + "-N");
+      }
+      if (n == kMaxDefaultOuts) {
+        err << "cuflight run: " << first.string() << " and " << kMaxDefaultOuts - 1
+            << " more directories beside it are being written by other runs; give --out DIR\n";
+        return cli::kExitFailure;
+      }
     }
+    if (log_dir != first) {
+      err << "cuflight run: " << first.string() << " is being written by another run; recording "
+          << "to " << log_dir.string() << '\n';
+    }
+    RememberLastRun(log_dir);
     env.push_back("CUFLIGHT_COLLECTOR=" + collector->socket_path().string());
   } else {
     env.push_back("CUFLIGHT_COLLECTOR=" + collector_);
   }
 
   SpawnError spawn_error;
+  int term_signal = 0;
   const pid_t pid =
       SpawnApp(command, MergeEnvironment(environ, env), signals.original_mask(), &spawn_error);
   int status = 0;
@@ -235,7 +288,7 @@ int RunCommand::Run(std::ostream& err) {
     err << "cuflight run: " << spawn_error.line << '\n';
     status = spawn_error.exit_code;
   } else {
-    status = signals.WaitForChild(pid);
+    status = signals.WaitForChild(pid, &term_signal);
     if (status < 0) {
       err << "cuflight run: lost track of the application (pid " << pid << ")\n";
       status = cli::kExitFailure;
@@ -260,6 +313,8 @@ int RunCommand::Run(std::ostream& err) {
     summary.files = WrittenFiles(before, SnapshotLogFiles(log_dir));
     summary.collector = collector->stats();
     summary.exit_code = status;
+    summary.term_signal = term_signal;
+    summary.flush_ms = FlushMs();
     PrintRunSummary(summary, err);
   }
   return status;

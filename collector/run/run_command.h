@@ -27,8 +27,11 @@ class RunCommand {
 
   // After a successful parse: runs the application and returns its exit status (128 + N when
   // signal N ended it; 127 when it was not found and 126 when it could not be executed, after one
-  // line on `err`). Throws cli::UsageError (one line; exit 2) for a bad flag value, no
+  // line on `err`). Throws cli::UsageError (one line; exit 2) for a bad flag value (also --out
+  // without a value, or naming a directory another run or collector is writing), no
   // application, or no injected library to be found (the line names the places searched).
+  // Without --out, records to ./cuflight-logs, or the first free ./cuflight-logs-N while others
+  // write there (one line on `err` says so), and remembers the directory (RememberLastRun).
   // Returns 1 after one line on `err` when the private collector cannot start. The summary
   // goes to `err`; the application's own output is not touched. Blocks signals in the calling
   // thread while it runs: call it from the main thread of a process with no other threads.
@@ -40,6 +43,9 @@ class RunCommand {
   std::vector<std::string> SettingsFromFlags() const;
 
  private:
+  // The injected library's flush interval the flags ask for (checked by SettingsFromFlags).
+  uint32_t FlushMs() const;
+
   struct EnvFlag {
     std::string value;
     CLI::Option* option = nullptr;
@@ -47,7 +53,7 @@ class RunCommand {
   };
 
   CLI::App* app_ = nullptr;
-  std::string out_dir_ = "cuflight-logs";
+  std::string out_dir_ = "cuflight-logs";  // kDefaultOut
   std::string collector_;
   std::string inject_;
   std::string drain_timeout_ = "5000";

@@ -1,5 +1,7 @@
 #include "run_summary.h"
 
+#include <string.h>
+
 #include <exception>
 #include <string>
 #include <string_view>
@@ -41,12 +43,27 @@ std::vector<std::filesystem::path> WrittenFiles(const LogFileSizes& before,
   return written;
 }
 
+std::string SignalName(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+}
+
+std::string Count(uint64_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 void PrintRunSummary(const RunSummaryInput& run, std::ostream& err) noexcept {
   try {
     const collector::IngestStats& c = run.collector;
-    err << "cuflight run: application exited with status " << run.exit_code << "; "
-        << c.processes_seen << " process(es) recorded, " << c.lines_stored << " events in "
-        << run.files.size() << " file(s) under " << run.log_dir.string() << '\n';
+    err << "cuflight run: application ";
+    if (run.term_signal != 0) {
+      err << "killed by " << SignalName(run.term_signal) << " (status " << run.exit_code << ")";
+    } else {
+      err << "exited with status " << run.exit_code;
+    }
+    err << "; " << Count(c.processes_seen, "process", "processes") << " recorded, "
+        << Count(c.lines_stored, "event", "events") << " in "
+        << Count(run.files.size(), "file", "files") << " under " << run.log_dir.string() << '\n';
     for (const std::filesystem::path& file : run.files) {
       err << "  " << file.lexically_relative(run.log_dir).string() << '\n';
     }
@@ -56,9 +73,18 @@ void PrintRunSummary(const RunSummaryInput& run, std::ostream& err) noexcept {
           << c.lines_rejected << " line(s) rejected\n";
     }
     if (run.files.empty()) {
-      err << "  no events: the application made no CUDA launch the injected library saw (no "
-             "CUDA device, no CUDA use, or another CUPTI tool holding the subscriber: see the "
-             "lines above)\n";
+      if (run.term_signal != 0) {
+        err << "  nothing reached the collector: the application was killed by "
+            << SignalName(run.term_signal)
+            << " before the injected library's first flush (it sends what it recorded every "
+            << run.flush_ms
+            << " ms, --flush-ms, and a killed process cannot send the rest); whether it launched "
+               "kernels is unknown\n";
+      } else {
+        err << "  no events: the application made no CUDA launch the injected library saw (no "
+               "CUDA device, no CUDA use, or another CUPTI tool holding the subscriber: see the "
+               "lines above)\n";
+      }
       return;
     }
     // The run's report: this run's files only (the directory may hold earlier runs).

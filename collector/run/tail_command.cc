@@ -8,10 +8,10 @@
 #include <system_error>
 
 #include "arg_parse.h"
-#include "collector_options.h"
 #include "cuflight/schema/decoder.h"
 #include "event_filter.h"
 #include "event_text.h"
+#include "log_dir_locator.h"
 #include "log_follower.h"
 #include "stalled_now.h"
 #include "usage_error.h"
@@ -65,12 +65,16 @@ TailCommand::TailCommand(CLI::App* parent) {
       "tail", "Follow a collector's logs live: one line per new event, until Ctrl-C");
   app_->footer(
       "Examples:\n"
+      "  cuflight tail\n"
       "  cuflight tail --log-dir /var/log/cuflight\n"
       "  cuflight tail --kernel 'gemm' --limiter registers\n"
       "  cuflight tail --pid 4242 --json | jq .\n"
       "Exit status: 0 after Ctrl-C (SIGINT) or SIGTERM; 2 on bad input.");
   app_->add_option("--log-dir", log_dir_,
-                   "The collector's log directory (default: the collector's default --log-dir)")
+                   "The log directory to follow: a collector's --log-dir or a cuflight run --out "
+                   "(default: the one a collector is writing now among the latest cuflight run's "
+                   "output, the local collector's default and /var/log/cuflight, else the first "
+                   "of them that exists)")
       ->type_name("DIR");
   app_->add_option("--kernel", kernel_,
                    "Only kernels whose name contains a match of this ECMAScript regex (and their "
@@ -78,8 +82,8 @@ TailCommand::TailCommand(CLI::App* parent) {
       ->type_name("REGEX");
   app_->add_option("--pid", pids_, "Only events of this process (repeatable)")->type_name("PID");
   app_->add_option("--limiter", limiter_,
-                   "Only kernels whose occupancy is limited by this resource: registers, "
-                   "shared_mem, warps, blocks, barriers, cluster")
+                   "Only kernels whose occupancy is limited by this resource: registers (regs), "
+                   "shared_mem (smem), warps, blocks, barriers, cluster, as cuflight report takes")
       ->type_name("NAME");
   app_->add_flag("--json", json_, "Print each event as the stored JSON line");
   app_->add_flag("--from-start", from_start_,
@@ -94,8 +98,14 @@ bool TailCommand::Selected() const { return app_->parsed(); }
 int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   const int64_t interval = cli::ParseInteger("--interval", interval_, {10, 60'000, "milliseconds"});
   EventFilter filter(kernel_, pids_, limiter_);
-  const std::filesystem::path dir =
-      log_dir_.empty() ? collector::DefaultLogDir() : std::filesystem::path(log_dir_);
+  std::filesystem::path dir(log_dir_);
+  std::string why;
+  if (log_dir_.empty()) {
+    LocatedLogDir located = LocateLogDir();
+    if (located.dir.empty()) throw cli::UsageError(located.why);
+    dir = std::move(located.dir);
+    why = " (" + located.why + "; --log-dir DIR for another)";
+  }
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     throw cli::UsageError("--log-dir " + dir.string() + " is not a directory");
@@ -120,6 +130,7 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   LogFollower follower(dir, from_start_);
   int notes = 0;
   uint64_t skipped = 0;
+  LaunchStreams streams;
   auto on_line = [&](std::string_view line, const std::filesystem::path& file) {
     schema::DecodeResult d = schema::Decode(line);
     if (!d.ok()) {
@@ -134,13 +145,20 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
     if (!filter.Accept(d.event)) return;
     if (json_) {
       out << line << '\n';
-    } else {
-      out << EventText(d.event) << '\n';
+      return;
     }
+    const int32_t pid = schema::HeaderOf(d.event).pid;
+    std::optional<uint64_t> launch_stream;
+    if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event)) {
+      streams.Remember(pid, *k);
+    } else if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      launch_stream = streams.Of(pid, *t);
+    }
+    out << EventText(d.event, launch_stream) << '\n';
   };
   if (follower.Poll(on_line) > 0) out.flush();
-  err << "cuflight tail: following " << dir.string() << " (" << follower.files()
-      << " files); Ctrl-C stops" << std::endl;
+  err << "cuflight tail: following " << dir.string() << why << ", " << follower.files()
+      << (follower.files() == 1 ? " file" : " files") << "; Ctrl-C stops" << std::endl;
   while (!stop.Wait(interval)) {
     if (follower.Poll(on_line) > 0) out.flush();
   }

@@ -3,6 +3,7 @@
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
 #include "event_builder.h"
+#include "cuflight/schema/sticky_errors.h"
 #include "mix64.h"
 #include "own_calls.h"
 
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <optional>
 
@@ -99,22 +101,19 @@ std::string FormatUuid(const CUuuid& uuid) {
 }  // namespace
 
 bool IsStickyError(CUresult result) {
-  switch (result) {
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-      return true;
-    default:
-      return false;
-  }
+  static_assert(schema::IsStickyError(CUDA_ERROR_ECC_UNCORRECTABLE) &&
+                schema::IsStickyError(CUDA_ERROR_NVLINK_UNCORRECTABLE) &&
+                schema::IsStickyError(CUDA_ERROR_ILLEGAL_ADDRESS) &&
+                schema::IsStickyError(CUDA_ERROR_LAUNCH_TIMEOUT) &&
+                schema::IsStickyError(CUDA_ERROR_ASSERT) &&
+                schema::IsStickyError(CUDA_ERROR_HARDWARE_STACK_ERROR) &&
+                schema::IsStickyError(CUDA_ERROR_ILLEGAL_INSTRUCTION) &&
+                schema::IsStickyError(CUDA_ERROR_MISALIGNED_ADDRESS) &&
+                schema::IsStickyError(CUDA_ERROR_INVALID_ADDRESS_SPACE) &&
+                schema::IsStickyError(CUDA_ERROR_INVALID_PC) &&
+                schema::IsStickyError(CUDA_ERROR_LAUNCH_FAILED) &&
+                std::size(schema::kStickyErrors) == 11);
+  return schema::IsStickyError(static_cast<int32_t>(result));
 }
 
 bool IsRoutineFailure(CUpti_CallbackId cbid, CUresult result) {

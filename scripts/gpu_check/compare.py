@@ -47,6 +47,8 @@ import subprocess
 import sys
 
 FAIL_INPUT = 2
+# The review's "finished": true, false, or null when the log cannot tell (docs/report.md).
+FINISHED_WORDS = {True: "yes", False: "no"}
 
 
 class InputError(Exception):
@@ -421,7 +423,7 @@ def check_fault_review(report, events, truths, out):
                             f"({process.get('ending_detail', '')}); last kernels on device "
                             f"{stream.get('device')} stream {stream.get('stream')} include "
                             f"{launch.get('name')} (finished: "
-                            f"{'yes' if launch.get('finished') else 'no'})")
+                            f"{FINISHED_WORDS.get(launch.get('finished'), 'unknown')})")
                     out.write(line + "\n")
                     return True, line
     return False, "the review section does not name the faulting kernel among any stream's " \

@@ -130,7 +130,10 @@ TEST(OccupancyCli, RegisterBoundTable) {
       r.out,
       HasSubstr(
           "shared memory: less shared memory cannot fit 7 blocks/SM; registers would still limit"));
-  EXPECT_THAT(r.out, HasSubstr("best block size: 768 threads (occupancy 75.0%)"));
+  // The engine's best block size, 768 (the largest reaching 1536 threads), gives 75% too: no
+  // gain, so none is offered.
+  EXPECT_THAT(r.out, HasSubstr("best block size: none gives more than this launch's 75.0%"));
+  EXPECT_THAT(r.out, Not(HasSubstr("768 threads")));
   EXPECT_THAT(r.out, Not(HasSubstr("waves")));
   EXPECT_THAT(r.out, Not(HasSubstr("cluster")));
 }
@@ -389,6 +392,103 @@ TEST(OccupancyCli, DynamicSharedMemoryNeedsOptIn) {
   EXPECT_THAT(over.out, HasSubstr("THE LAUNCH CANNOT RUN"));
 }
 
+// Inputs as users type them: byte units (KB is 1024-based, as the CUDA documentation uses it),
+// a block as 16x16, a device as a compute capability or by the name the tools print.
+TEST(OccupancyCli, InputsAsUsersWriteThem) {
+  for (const char* bytes : {"98304", "96K", "96k", "96KB", "96kb", "96KiB", "96 KiB", "96 K"}) {
+    const ProcessResult r = Occupancy({"--device", "h100", "--regs", "32", "--threads", "256",
+                                       "--dyn-smem", bytes, "--max-dyn-smem", "96K", "--json"});
+    ExpectSuccess(r);
+    EXPECT_EQ(nlohmann::json::parse(r.out)["launch"]["dyn_smem"], 98304) << bytes;
+  }
+  const ProcessResult block =
+      Occupancy({"--device", "a100", "--regs", "32", "--block", "16x16", "--json"});
+  ExpectSuccess(block);
+  const nlohmann::json b = nlohmann::json::parse(block.out);
+  EXPECT_EQ(b["launch"]["block"], nlohmann::json::array({16, 16, 1}));
+  EXPECT_EQ(b["launch"]["threads_per_block"], 256);
+
+  // A compute capability picks the first preset of it (table order) and says which.
+  for (const char* cc : {"sm_90", "sm90", "sm_90a", "compute_90", "cc 9.0", "9.0"}) {
+    const ProcessResult r =
+        Occupancy({"--device", cc, "--regs", "32", "--threads", "256", "--json"});
+    ExpectSuccess(r);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["device"]["key"], "h100-sxm") << cc;
+    ASSERT_EQ(j["notes"].size(), 1u) << cc;
+    EXPECT_EQ(j["notes"][0], std::string(cc) +
+                                 " is compute capability 9.0: preset h100-sxm (NVIDIA H100 80GB "
+                                 "HBM3 (SXM5), 132 SMs); the other 9.0 presets: h100-pcie, h200");
+  }
+  const ProcessResult text = Occupancy({"--device", "sm_80", "--regs", "32", "--threads", "256"});
+  ExpectSuccess(text);
+  // The note comes first, wrapped at 100 columns.
+  EXPECT_EQ(text.out.rfind("note: sm_80 is compute capability 8.0: preset a100 (NVIDIA A100 40GB, "
+                           "108 SMs); the other 8.0\n      presets: a100-80gb\ndevice ",
+                           0),
+            0u)
+      << text.out;
+
+  // Names: as --list-devices prints them, and as GPUs report them (the report's DEVICE column).
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"NVIDIA H100 80GB HBM3 (SXM5)", "h100-sxm"}, {"NVIDIA H100 80GB HBM3", "h100-sxm"},
+      {"NVIDIA A100-SXM4-80GB", "a100-80gb"},       {"Tesla V100-SXM2-16GB", "v100"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"},       {"nvidia l4", "l4"}};
+  for (const auto& [name, key] : names) {
+    const ProcessResult r =
+        Occupancy({"--device", name, "--regs", "32", "--threads", "256", "--json"});
+    ExpectSuccess(r);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["device"]["key"], key) << name;
+    ASSERT_EQ(j["notes"].size(), 1u) << name;
+    EXPECT_THAT(j["notes"][0].get<std::string>(), HasSubstr("'" + name + "' is preset " + key))
+        << name;
+  }
+  // A key needs no note.
+  const ProcessResult key =
+      Occupancy({"--device", "a100", "--regs", "32", "--threads", "256", "--json"});
+  EXPECT_TRUE(nlohmann::json::parse(key.out)["notes"].empty());
+}
+
+// Dynamic shared memory above 48 KiB without --max-dyn-smem: the first line says the function
+// has not opted in and what the launch would give if it had: (65536 + 1024) B per block,
+// 167936 / 66560 = 2 blocks of 8 warps = 16 / 64 = 25%, shared memory binding (32 regs/thread
+// allow 8 blocks, warps 8).
+TEST(OccupancyCli, DynamicSharedMemoryWithoutOptInSaysSoFirst) {
+  const std::vector<std::string> args = {"--device",  "a100", "--regs",     "32",
+                                         "--threads", "256",  "--dyn-smem", "64K"};
+  const ProcessResult r = Occupancy(args);
+  ExpectSuccess(r);
+  EXPECT_EQ(r.out.rfind("note: 64 KiB of shared memory per block is above the 48 KiB a function "
+                        "may use without opting in,",
+                        0),
+            0u)
+      << r.out;
+  std::string joined;  // the note's lines, rejoined
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line) && !line.starts_with("device");) {
+    EXPECT_LE(line.size(), 100u) << line;
+    joined += line.substr(line.find_first_not_of(' ')) + " ";
+  }
+  EXPECT_THAT(joined, HasSubstr("this one has not opted in (--max-dyn-smem; cudaFuncSetAttribute "
+                                "MaxDynamicSharedMemorySize): the launch cannot run as given. "
+                                "Opted in (--max-dyn-smem 64K), it would fit 2 blocks/SM, "
+                                "occupancy 25.0%, limited by shared_mem "));
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const nlohmann::json j = nlohmann::json::parse(Occupancy(json_args).out);
+  EXPECT_EQ(j["max_active_blocks"], 0);
+  EXPECT_EQ(j["if_opted_in"]["max_active_blocks"], 2);
+  EXPECT_EQ(j["if_opted_in"]["occupancy"], 0.25);
+  EXPECT_EQ(j["if_opted_in"]["limiting_resource"], "shared_mem");
+  // Opted in: no such note.
+  std::vector<std::string> opted = args;
+  opted.insert(opted.end(), {"--max-dyn-smem", "64K", "--json"});
+  const nlohmann::json o = nlohmann::json::parse(Occupancy(opted).out);
+  EXPECT_TRUE(o["if_opted_in"].is_null());
+  EXPECT_TRUE(o["notes"].empty());
+}
+
 struct BadInput {
   const char* name;
   std::vector<std::string> args;  // after "occupancy"
@@ -423,8 +523,20 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadInput{"UnknownDevice",
                  {"--device", "z80", "--regs", "1", "--threads", "32"},
-                 "--device z80",
+                 "--device 'z80'",
                  "h100-sxm"},
+        // A typo gets a suggestion: h10 is one edit from h100 (and from a10; the same first
+        // letter wins).
+        BadInput{"DeviceTypo",
+                 {"--device", "h10", "--regs", "1", "--threads", "32"},
+                 "--device 'h10'",
+                 "did you mean h100?"},
+        BadInput{"CapabilityWithoutPreset",
+                 {"--device", "sm_87", "--regs", "1", "--threads", "32"},
+                 "--device 'sm_87' is compute capability 8.7",
+                 "--cc 8.7"},
+        BadInput{"FlagTypo", With({"--thread", "256"}), "--thread", "did you mean --threads?"},
+        BadInput{"BytesUnknownUnit", With({"--dyn-smem", "96GB"}), "--dyn-smem 96GB", "K/KB/KiB"},
         BadInput{"MissingDevice", {"--regs", "1", "--threads", "32"}, "--device", "required"},
         BadInput{"MissingRegs", {"--device", "a100", "--threads", "32"}, "--regs", "required"},
         BadInput{"MissingBlock", {"--device", "a100", "--regs", "32"}, "--threads", "--block"},
@@ -464,7 +576,7 @@ INSTANTIATE_TEST_SUITE_P(
                  {"--device", "a100", "--regs", "32", "--block", "1,1,128"},
                  "--block 1,1,128"},
         BadInput{
-            "BlockGarbage", {"--device", "a100", "--regs", "32", "--block", "8x8"}, "--block 8x8"},
+            "BlockGarbage", {"--device", "a100", "--regs", "32", "--block", "8y8"}, "--block 8y8"},
         BadInput{"DynSmemAboveOptIn", With({"--dyn-smem", "200000"}), "--dyn-smem 200000",
                  "0..166912"},
         BadInput{"StaticPlusDynAboveOptIn", With({"--static-smem", "4096", "--dyn-smem", "166912"}),

@@ -111,10 +111,13 @@ TEST(ReportCli, TableHeaderAdviceAndNoReview) {
   EXPECT_THAT(r.out, StartsWith("cuflight report: 1 file, 14 events, 1 process, 6 launches (5 "
                                 "timed) in 2 kernel signatures\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("did not end normally")));
-  EXPECT_THAT(r.out, HasSubstr("  > registers limit 6 blocks/SM (75%); <= 32 regs/thread would "
-                               "fit 7 (88%)\n"));
-  EXPECT_THAT(r.out, HasSubstr("  > 48 KiB smem per block limits 3 blocks/SM (19%); <= 40 KiB "
-                               "per block would fit 4 (25%)\n"));
+  // The advice (advice_test.cc has its rules), wrapped at 120 columns under its "  > ".
+  EXPECT_THAT(r.out, HasSubstr("\n  > 75% occupancy (probably enough); registers limit 6 "
+                               "blocks/SM; if latency-bound, <= 32 regs/thread would fit 7 (88%):"
+                               "\n    __launch_bounds__(256, 7) or -maxrregcount=32\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n  > 19% occupancy (low, likely latency-bound); 48 KiB "
+                               "smem/block limits 3 blocks/SM; <= 40 KiB/block would fit 4 (25%):"
+                               "\n    less dynamic shared memory (smaller tiles)\n"));
   // gemm first (1 ms in all = 100+200+300+400 us), then reduce (50 us).
   EXPECT_LT(r.out.find("gemm<2>"), r.out.find("reduce"));
   EXPECT_THAT(r.out, HasSubstr("1.00ms"));
@@ -292,9 +295,9 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   TempDir dir;
   std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
   KernelSpec on_stream = Gemm();
-  on_stream.stream = 0x7f00;
+  on_stream.stream = 7;
   s += Line(Kernel(kPid, 2, kStart + 1, 11, on_stream));
-  s += Line(KernelTime(kPid, 3, 11, 1000, 0x7f00));
+  s += Line(KernelTime(kPid, 3, 11, 1000, 7));
   s += Line(Kernel(kPid, 4, kStart + 2, 12, on_stream));
   s += Line(ApiError(kPid, 5, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11, 12}));
   s += Line(End(kPid, 6, 1));
@@ -307,9 +310,13 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   EXPECT_LT(review, r.out.find("Kernels by total GPU time"));
   EXPECT_THAT(r.out, HasSubstr("pid 100 trainer on node1: api_error: cuStreamSynchronize returned "
                                "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
-  EXPECT_THAT(r.out, HasSubstr("device 0, stream 0x7f00: 2 launches:"));
-  EXPECT_THAT(r.out, HasSubstr("yes 1.00us (failed call)"));
-  EXPECT_THAT(r.out, HasSubstr("NO (failed call)"));
+  EXPECT_THAT(r.out, HasSubstr("device 0, stream 7: 2 launches:"));
+  // Both launches are named by the sticky error, but 11 finished: it did not fail. 12 has no
+  // kernel_time after the process's exit flush (process_end, no timing record lost): it did not
+  // finish, stopped by the error.
+  EXPECT_THAT(r.out, HasSubstr("  yes 1.00us  "));
+  EXPECT_THAT(r.out, Not(HasSubstr("yes 1.00us (")));
+  EXPECT_THAT(r.out, HasSubstr("  NO (failed)  "));
 
   const json j = json::parse(Report({dir.path().string(), "--json"}).out);
   ASSERT_EQ(j["review"].size(), 1u);
@@ -321,6 +328,7 @@ TEST(ReportCli, ApiErrorProcessIsReviewedFirstWithItsLastLaunches) {
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0]["finished"], true);
   EXPECT_EQ(launches[0]["duration_ns"], 1000);
+  EXPECT_EQ(launches[0]["in_failed_call"], false);
   EXPECT_EQ(launches[1]["finished"], false);
   EXPECT_EQ(launches[1]["in_failed_call"], true);
 }
@@ -401,7 +409,7 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   ASSERT_NE(review, std::string::npos) << r.out;
   const size_t first = r.out.find(
       "pid 101 trainer on node1: stalled: kernels unfinished for 42.0 s: "
-      "device 0 stream 0x10 waits on spin(int volatile*)");
+      "device 0 stream 16 waits on spin(int volatile*)");
   const size_t second = r.out.find("pid 100 trainer on node1: api_error:");
   const size_t third = r.out.find(
       "pid 102 trainer on node1: ended: exit code 0; stalled 1 time, "
@@ -415,8 +423,8 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   EXPECT_EQ(r.out.find("pid 103"), std::string::npos);  // ended normally, never stalled
   EXPECT_THAT(r.out, HasSubstr("stalled now, as last reported (42.0 s into the stall, 2 streams "
                                "stalled):"));
-  EXPECT_THAT(r.out, HasSubstr("device 0, stream 0x10: waiting 42.0 s, 2 unfinished, the oldest:"));
-  EXPECT_THAT(r.out, HasSubstr("device 1, stream 0x20: waiting 42.0 s, 1 unfinished, the oldest:"));
+  EXPECT_THAT(r.out, HasSubstr("device 0, stream 16: waiting 42.0 s, 2 unfinished, the oldest:"));
+  EXPECT_THAT(r.out, HasSubstr("device 1, stream 32: waiting 42.0 s, 1 unfinished, the oldest:"));
   EXPECT_THAT(r.out, HasSubstr("reduce(float*)"));
   EXPECT_THAT(r.out, HasSubstr("step(float*)"));  // queued behind the spinning kernel
 
@@ -425,7 +433,7 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   EXPECT_EQ(j["review"][0]["pid"], hung);
   EXPECT_EQ(j["review"][0]["ending"], "stalled");
   EXPECT_EQ(j["review"][0]["ending_detail"],
-            "stalled: kernels unfinished for 42.0 s: device 0 stream 0x10 waits on spin(int "
+            "stalled: kernels unfinished for 42.0 s: device 0 stream 16 waits on spin(int "
             "volatile*) (corr 31); 2 streams stalled, nothing finished since the last report");
   const json& stall = j["review"][0]["stall"];
   EXPECT_EQ(stall["stalls"], 2);
@@ -440,6 +448,78 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   EXPECT_EQ(j["review"][2]["ending"], "ended");
   EXPECT_EQ(j["review"][2]["stall"]["ongoing"], false);
   EXPECT_EQ(j["review"][2]["stall"]["longest_ms"], 15000);
+}
+
+// A failed call that is not sticky (a bad argument) says nothing about the kernels in flight.
+TEST(ReportCli, ANonStickyErrorMarksNoLaunchFailed) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  s += Line(ApiError(kPid, 3, "cuMemcpyHtoD_v2", "CUDA_ERROR_INVALID_VALUE", 1, {11}));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+  ASSERT_EQ(j["review"].size(), 1u);
+  const json& l = j["review"][0]["streams"][0]["last_launches"][0];
+  EXPECT_TRUE(l["finished"].is_null()) << l.dump();
+  EXPECT_EQ(l["in_failed_call"], false);
+}
+
+// After a sticky error the library flushes CUPTI's completed records; a kernel_time written after
+// the error shows that flush ran, so a launch before the error without one did not finish. With
+// no kernel_time after the error (the flush may not have returned on the dead context) the log
+// cannot tell.
+TEST(ReportCli, AfterAStickyErrorFlushAnUntimedLaunchDidNotFinish) {
+  for (const bool flushed : {true, false}) {
+    TempDir dir;
+    std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+    s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+    s += Line(Kernel(kPid, 3, kStart + 2, 12, Gemm()));
+    s += Line(ApiError(kPid, 4, "cuCtxSynchronize", "CUDA_ERROR_LAUNCH_FAILED", 719, {11, 12}));
+    if (flushed) s += Line(KernelTime(kPid, 5, 11, 2000));
+    WriteFile(dir.path() / "a.jsonl", s);
+    const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+    ASSERT_EQ(j["review"].size(), 1u) << flushed;
+    const json& launches = j["review"][0]["streams"][0]["last_launches"];
+    ASSERT_EQ(launches.size(), 2u);
+    if (flushed) {
+      EXPECT_EQ(launches[0]["finished"], true);
+      EXPECT_EQ(launches[0]["in_failed_call"], false);
+      EXPECT_EQ(launches[1]["finished"], false);
+      EXPECT_EQ(launches[1]["in_failed_call"], true);
+    } else {
+      EXPECT_TRUE(launches[0]["finished"].is_null());
+      EXPECT_TRUE(launches[1]["finished"].is_null());
+      EXPECT_EQ(launches[1]["in_failed_call"], false);
+    }
+  }
+}
+
+// The line that says what happened is wrapped at 120 columns, never cut: the driver's whole
+// message is there.
+TEST(ReportCli, TheEndingLineWrapsAndKeepsTheWholeMessage) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  schema::OwnedApiErrorEvent e =
+      ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11});
+  e.message =
+      "an illegal memory access was encountered while the kernel read beyond the end of "
+      "its last CUDA buffer of 4096 bytes allocated by the caching allocator end-marker";
+  s += Line(e);
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string joined;  // the review's first lines, rejoined
+  std::istringstream lines(r.out);
+  bool in_ending = false;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 120u) << line;
+    if (line.starts_with("  pid 100 ")) in_ending = true;
+    if (in_ending && line.starts_with("    device")) break;
+    if (in_ending) joined += line.substr(line.find_first_not_of(' ')) + " ";
+  }
+  EXPECT_THAT(joined, HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS (700): " + e.message + " "));
+  EXPECT_THAT(r.out, Not(HasSubstr("...")));
 }
 
 // A routine failure after the last kernel (NCCL probing a host pointer; a log written before the
@@ -509,11 +589,52 @@ TEST(ReportCli, CrashedProcessIsReviewed) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("pid 100 trainer on node1: crash: SIGSEGV (signal 11, code 1) in "
                                "thread 100 at 0x10\n"));
-  EXPECT_THAT(r.out, HasSubstr("NO"));
+  // CUPTI's records are not flushed from a crash: no kernel_time says nothing about completion.
+  EXPECT_THAT(r.out, Not(HasSubstr("NO")));
+  EXPECT_THAT(r.out, HasSubstr("  unknown  "));
+  EXPECT_THAT(r.out, HasSubstr("unknown: no kernel_time, and the log cannot tell whether it "
+                               "finished"));
   const json j = json::parse(Report({dir.path().string(), "--json"}).out);
   ASSERT_EQ(j["review"].size(), 1u);
   EXPECT_EQ(j["review"][0]["ending"], "crash");
   EXPECT_EQ(j["review"][0]["crash"]["signal_name"], "SIGSEGV");
+  EXPECT_TRUE(j["review"][0]["streams"][0]["last_launches"][0]["finished"].is_null());
+}
+
+// A process killed after its last flush (stream-kill): the collector's process_lost gives the
+// events stored and the gaps before the last seq exactly; what came after is unknown. After a
+// process_crash (sent after every event before it) nothing is unknown.
+TEST(ReportCli, ALostProcessSaysWhatIsKnownOfItsLosses) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  s += Line(Kernel(kPid, 4, kStart + 2, 12, Gemm()));  // seq 3 never arrived
+  schema::OwnedProcessLostEvent lost;
+  lost.header = {kStart + 3, kPid, 4};
+  lost.last_seq = 4;
+  lost.events_stored = 4;
+  lost.events_lost = 1;
+  WriteFile(dir.path() / "a.jsonl", s + Line(lost));
+  // The ending line as JSON has it (the terminal wraps it).
+  auto ending = [&] {
+    const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+    return j["review"].size() == 1 ? j["review"][0]["ending_detail"].get<std::string>() : "";
+  };
+  EXPECT_EQ(ending(),
+            "lost: the connection ended without process_end (killed, or no exit flush); 4 events "
+            "stored up to seq 4, 1 missing before it; whether it sent more after seq 4 is unknown");
+
+  schema::OwnedProcessCrashEvent crash;
+  crash.header = {kStart + 3, kPid, 5};
+  crash.signal = 6;
+  crash.signal_name = "SIGABRT";
+  crash.tid = kPid;
+  lost.last_seq = 5;
+  lost.events_stored = 5;
+  WriteFile(dir.path() / "a.jsonl", s + Line(crash) + Line(lost));
+  EXPECT_EQ(ending(),
+            "crash: SIGABRT (signal 6, code 0) in thread 100; 5 events stored up to seq 5, 1 "
+            "missing before it");
 }
 
 TEST(ReportCli, BadInputIsOneLineAndExitTwo) {
@@ -540,6 +661,9 @@ TEST(ReportCli, BadInputIsOneLineAndExitTwo) {
       {{ok, "--since", "2000", "--until", "1000"}, "--since is after --until"},
       {{ok, "--limiter", "tensor_cores"}, "--limiter 'tensor_cores' is not a resource"},
       {{ok, "--retarget", "gtx480"}, "--retarget 'gtx480' is not a known device"},
+      {{ok, "--retarget", "h10"}, "did you mean h100?"},
+      {{ok, "--limiter", "shared_mme"}, "did you mean shared_mem?"},
+      {{ok, "--name-width", "-1"}, "--name-width"},
       {{ok, "--kernel", "gemm("}, "--kernel 'gemm(' is not a valid ECMAScript regular expression"},
       {{ok, "--top", "-3"}, "--top"},
       {{ok, "--pid", "abc"}, "--pid"},
@@ -609,9 +733,67 @@ TEST(ReportCli, SortTopAndCsv) {
   EXPECT_THAT(rows[0], StartsWith("name,demangled,device_model,block_x,"));
   EXPECT_THAT(rows[1], StartsWith("_Z4gemmILi2EEvPfi,\"void gemm<2>(float*, int)\",NVIDIA A100,256,"
                                   "1,1,64,0,0,0,4,4,1000000,250000,200000,400000,0.75,6,registers,"));
-  // The advice holds no comma or quote: not quoted.
-  EXPECT_THAT(rows[1], HasSubstr(",registers limit 6 blocks/SM (75%); <= 32 regs/thread would "
-                                 "fit 7 (88%)"));
+  // The advice holds commas: quoted, on one line.
+  EXPECT_THAT(rows[1], HasSubstr(",\"75% occupancy (probably enough); registers limit 6 blocks/SM; "
+                                 "if latency-bound, <= 32 regs/thread would fit 7 (88%): "
+                                 "__launch_bounds__(256, 7) or -maxrregcount=32\""));
+}
+
+// Two instances of one template: the table tells them apart by the differing argument, and
+// --name-width widens the column (0: whole names).
+TEST(ReportCli, NameWidthWidensTheKernelColumn) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "NVIDIA A100"));
+  const std::string add =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+      "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+      "at::detail::Array<char*, 3>)";
+  const std::string mul =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
+      "at::detail::Array<char*, 3> >(int, at::native::MulFunctor<float>, "
+      "at::detail::Array<char*, 3>)";
+  KernelSpec a = Gemm();
+  a.name = "_Zadd";
+  a.demangled = add;
+  KernelSpec m = Gemm();
+  m.name = "_Zmul";
+  m.demangled = mul;
+  s += Line(Kernel(kPid, 2, kStart + 1, 1, a)) + Line(Kernel(kPid, 3, kStart + 2, 2, m));
+  WriteFile(dir.path() / "a.jsonl", s);
+  // Default: the room the 120-column table leaves (here 40); the template's name is cut and the
+  // functor stays (kernel_names.h has the steps).
+  CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., AddFunctor, ...>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., MulFunctor, ...>\n"));
+  // 60 columns: the namespaces go and the first and last arguments, common to both, are "...".
+  r = Report({dir.path().string(), "--color", "never", "--name-width", "60"});
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_kernel<..., AddFunctor<float>, ...>\n"));
+  r = Report({dir.path().string(), "--color", "never", "--name-width", "0"});
+  EXPECT_THAT(r.out, HasSubstr("  " + add + "\n"));
+  EXPECT_THAT(r.out, HasSubstr("  " + mul + "\n"));
+  r = Report({dir.path().string(), "--name-width", "-3"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+// A kernel at 100% occupancy is limited by nothing: LIMITER says none, and --limiter does not
+// select it by the resource that would bind first.
+TEST(ReportCli, AKernelAtFullOccupancyIsNotLimited) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "NVIDIA A100"));
+  KernelSpec full = Gemm();
+  full.name = "_Z4fullv";
+  full.demangled = "full()";
+  full.occupancy = Fields(8, 8, 64, Resource::kRegisters);  // 64 of 64 warps
+  s += Line(Kernel(kPid, 2, kStart + 1, 1, full)) + Line(Kernel(kPid, 3, kStart + 2, 2, Gemm()));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string(), "--color", "never"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("100%  none "));
+  EXPECT_THAT(r.out, HasSubstr(" 75%  regs "));
+  const json j = json::parse(Report({dir.path().string(), "--json", "--limiter", "regs"}).out);
+  ASSERT_EQ(j["signatures"].size(), 1u);
+  EXPECT_EQ(j["signatures"][0]["demangled"], "void gemm<2>(float*, int)");
 }
 
 TEST(ReportCli, SeveralDeviceModelsSplitSignatures) {
@@ -678,6 +860,11 @@ TEST(ReportCli, RetargetMatchesTheEngine) {
 
   const CliRun text = Report({dir.path().string(), "--retarget", "l4"});
   EXPECT_THAT(text.out, HasSubstr("Retargeted to NVIDIA L4 (l4)"));
+  // The device as a name the tools print, or as a compute capability (the first preset of 8.9).
+  for (const char* spec : {"NVIDIA L4", "sm_89"}) {
+    const json by = json::parse(Report({dir.path().string(), "--json", "--retarget", spec}).out);
+    EXPECT_EQ(by["retarget"]["key"], "l4") << spec;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include "cuflight/report/advice.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/kernel_names.h"
+#include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
 #include "report_test_events.h"
 
@@ -67,11 +69,63 @@ TEST(ReportFormat, KernelNamesShortenInSteps) {
   const std::string name =
       "void cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>(cutlass::Params const&, int)";
   EXPECT_EQ(ShortenKernelName(name, 200), name);
+  // Return type and parameters go (55 bytes); then the namespaces, keeping the arguments (22);
+  // then, the template being the only one shown, its arguments (9).
   EXPECT_EQ(ShortenKernelName(name, 60), "cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>");
-  EXPECT_EQ(ShortenKernelName(name, 40), "cutlass::gemm::kernel::Gemm<...>");
-  EXPECT_EQ(ShortenKernelName(name, 20), "kernel::Gemm<...>");
-  EXPECT_EQ(ShortenKernelName(name, 10), "Gemm<...>");
+  EXPECT_EQ(ShortenKernelName(name, 40), "Gemm<half_t, 128, 256>");
+  EXPECT_EQ(ShortenKernelName(name, 20), "Gemm<...>");
   EXPECT_EQ(ShortenKernelName("a_very_long_kernel_name_without_scopes", 16), "a_very_long_k...");
+}
+
+// PyTorch's elementwise kernels for add, GELU and mul (names as CUPTI demangles them, from a
+// torch 2.x trace): one template, told apart only by the functor argument.
+const std::vector<std::string> kElementwise = {
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+    "at::detail::Array<char*, 3>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("
+    "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::"
+    "{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, "
+    "at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::"
+    "{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, "
+    "at::detail::Array<char*, 2>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
+    "float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int, "
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    ">, at::detail::Array<char*, 3>)"};
+
+TEST(ReportFormat, TemplatedNamesKeepWhatTellsThemApart) {
+  // 60 columns. Add: the common first argument (4) becomes "...", namespaces go, then builtin
+  // types and numbers inside the arguments ("AddFunctor<float>" -> "AddFunctor",
+  // "Array<char*, 3>" -> "Array"), and Array, now common to all three, becomes "..." too: 51
+  // bytes. GELU's lambda chain becomes "GeluCUDAKernelImpl::lambda" and Mul's functor
+  // "BinaryFunctor<MulFunctor>": with the template's name (29 bytes) they are 67 and 66, so the
+  // template's name is cut to the room their arguments leave (60 - 38 = 22, 60 - 37 = 23).
+  EXPECT_EQ(
+      ShortenKernelNames(kElementwise, 60),
+      (std::vector<std::string>{"vectorized_elementwise_kernel<..., AddFunctor, ...>",
+                                "vectorized_elementw...<..., GeluCUDAKernelImpl::lambda, ...>",
+                                "vectorized_elementwi...<..., BinaryFunctor<MulFunctor>, ...>"}));
+  // 24 columns (the report's narrowest): only the differing argument after what is left of the
+  // template's name: "<AddFunctor>" leaves 12 ("vectorize..."); the other two arguments alone
+  // are longer than 20, so one letter, "...", and the argument cut at the end.
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 24),
+            (std::vector<std::string>{"vectorize...<AddFunctor>", "v...<GeluCUDAKernelIm...",
+                                      "v...<BinaryFunctor<Mu..."}));
+  // Wide enough: whole names.
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 1000), kElementwise);
+}
+
+TEST(ReportFormat, CutlassKernelsKeepTheirDifferingTileNames) {
+  const std::vector<std::string> names = {
+      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>("
+      "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
+      "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1>("
+      "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1::Params)"};
+  // The prefix both tile names share ("cutlass_80_tensorop_s1688gemm_", up to a '_') goes.
+  EXPECT_EQ(ShortenKernelNames(names, 40),
+            (std::vector<std::string>{"Kernel2<...128x128_32x3_nn_align4>",
+                                      "Kernel2<...64x64_16x6_tn_align1>"}));
 }
 
 TEST(ReportFormat, TimeBounds) {
@@ -108,12 +162,15 @@ Signature SignatureOf(const schema::OccupancyFields& f, schema::Dim3 block, int6
   return s;
 }
 
+// Hand-made fields without a device event (the engine cannot check anything): the what-if
+// fields of the event alone. More cases, on real devices, in advice_test.cc.
 TEST(ReportAdvice, RegistersWithWhatIf) {
   // 256 threads = 8 warps; 6 blocks = 48 of 64 warps = 75%; 7 blocks = 56/64 = 87.5% -> 88%.
   schema::OccupancyFields f = testing::Fields(6, 8, 64, Resource::kRegisters);
   f.regs_for_next_block = 32;
   EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})),
-            "registers limit 6 blocks/SM (75%); <= 32 regs/thread would fit 7 (88%)");
+            "75% occupancy (probably enough); registers limit 6 blocks/SM; if latency-bound, <= "
+            "32 regs/thread would fit 7 (88%): __launch_bounds__(256, 7) or -maxrregcount=32");
 }
 
 TEST(ReportAdvice, SharedMemoryWithWhatIf) {
@@ -121,25 +178,8 @@ TEST(ReportAdvice, SharedMemoryWithWhatIf) {
   schema::OccupancyFields f = testing::Fields(3, 4, 64, Resource::kSharedMem);
   f.smem_for_next_block = 40 * 1024;
   EXPECT_EQ(Advice(SignatureOf(f, {128, 1, 1}, 48 * 1024)),
-            "48 KiB smem per block limits 3 blocks/SM (19%); <= 40 KiB per block would fit 4 "
-            "(25%)");
-}
-
-TEST(ReportAdvice, TieWithoutWhatIfNamesTheOtherResource) {
-  schema::OccupancyFields f = testing::Fields(6, 8, 64, Resource::kRegisters);
-  f.limiting_resources |= schema::MaskOf(Resource::kSharedMem);
-  f.smem_occupancy = f.occupancy;
-  EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})),
-            "registers limit 6 blocks/SM (75%); shared_mem also limits it to 6 blocks");
-}
-
-TEST(ReportAdvice, BlockSlotsSuggestTheBestBlockSize) {
-  // 32 threads = 1 warp; 32 block slots = 32/64 warps = 50%.
-  schema::OccupancyFields f = testing::Fields(32, 1, 64, Resource::kBlocks);
-  f.best_block_size = 1024;
-  EXPECT_EQ(Advice(SignatureOf(f, {32, 1, 1})),
-            "block slots limit 32 blocks/SM of 1 warps (50%); blocks of 1024 threads reach the "
-            "best occupancy");
+            "19% occupancy (low, likely latency-bound); 48 KiB smem/block limits 3 blocks/SM; "
+            "<= 40 KiB/block would fit 4 (25%): less dynamic shared memory (smaller tiles)");
 }
 
 TEST(ReportAdvice, FullOccupancyNeedsNoAdviceUnlessItSpills) {
@@ -164,6 +204,50 @@ TEST(ReportAdvice, ResourceLimitsDeriveBlocksFromOccupancy) {
   EXPECT_EQ(limits[1].blocks_per_sm, 7);
   EXPECT_FALSE(limits[2].blocks_per_sm.has_value());  // full occupancy: count not in the event
   EXPECT_FALSE(limits[5].applies);                    // no cluster
+}
+
+// Whether a launch without a kernel_time finished, case by case (docs/crash.md says which
+// flushes report CUPTI's records).
+TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
+  constexpr uint64_t kLaunch = 10;
+  struct Case {
+    const char* why;
+    CompletionEvidence evidence;
+    bool timed;
+    Completion expected;
+  };
+  CompletionEvidence ended;
+  ended.ended = true;
+  CompletionEvidence ended_lost_records = ended;
+  ended_lost_records.timing_dropped = 2;
+  CompletionEvidence ended_timing_off = ended;
+  ended_timing_off.timing_off = true;
+  CompletionEvidence sticky_flushed;
+  sticky_flushed.sticky_error_seq = 12;
+  sticky_flushed.last_kernel_time_seq = 14;
+  CompletionEvidence sticky_not_flushed;
+  sticky_not_flushed.sticky_error_seq = 12;
+  sticky_not_flushed.last_kernel_time_seq = 9;
+  CompletionEvidence sticky_before_launch;
+  sticky_before_launch.sticky_error_seq = 8;
+  sticky_before_launch.last_kernel_time_seq = 14;
+  const Case cases[] = {
+      {"a kernel_time joined it", {}, true, Completion::kFinished},
+      {"crash or kill: nothing flushed CUPTI", {}, false, Completion::kUnknown},
+      {"process_end: the exit flush reported every record", ended, false, Completion::kNotFinished},
+      {"process_end, but 2 records lost: this may be one", ended_lost_records, false,
+       Completion::kUnknown},
+      {"timing off: no kernel_time ever", ended_timing_off, false, Completion::kUnknown},
+      {"sticky error at 12 after it, a kernel_time at 14 after the error", sticky_flushed, false,
+       Completion::kNotFinished},
+      {"sticky error, no kernel_time after it: the flush may not have returned", sticky_not_flushed,
+       false, Completion::kUnknown},
+      {"sticky error before the launch (seq 8 < 10): says nothing of it", sticky_before_launch,
+       false, Completion::kUnknown},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(CompletionOf(c.evidence, kLaunch, c.timed), c.expected) << c.why;
+  }
 }
 
 }  // namespace

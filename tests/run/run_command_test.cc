@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,38 @@ using collector::testing::TempDir;
 using cuflight::testing::RunProcess;
 
 constexpr std::chrono::seconds kDeadline{30};
+
+// The test's working directory is `dir` while it lives.
+class ScopedCwd {
+ public:
+  explicit ScopedCwd(const std::filesystem::path& dir) : old_(std::filesystem::current_path()) {
+    std::filesystem::current_path(dir);
+  }
+  ~ScopedCwd() { std::filesystem::current_path(old_); }
+
+ private:
+  std::filesystem::path old_;
+};
+
+// Environment variable `name` is `value` while it lives (the programs the test runs inherit it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // A shell command line that runs the fake application on the injector cuflight passed.
 std::string FakeApp(int launches, const std::string& mode = "") {
@@ -78,6 +111,9 @@ int CountLines(const std::string& text) {
 class RunCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // `cuflight run` records its directory under $XDG_STATE_HOME (log_dir_locator.h): the
+    // test's, not the user's.
+    setenv("XDG_STATE_HOME", (dir_.path() / "state").c_str(), 1);
     setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUDA_INJECTION64_PATH");
@@ -100,7 +136,8 @@ TEST_F(RunCommandTest, RecordsTheApplicationIntoOutAndPassesItsExitCodeAndSettin
   // `exec` replaces the shell, so the fake's own status (0) is the application's.
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("fired=5"), std::string::npos) << r.out;  // stdout untouched
-  EXPECT_NE(r.err.find("1 process(es) recorded"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("application exited with status 0; 1 process recorded"), std::string::npos)
+      << r.err;
   // The summary is the run's report: the kernel and its 3 recorded launches.
   EXPECT_NE(r.err.find("vecadd"), std::string::npos) << r.err;
 
@@ -132,6 +169,31 @@ TEST_F(RunCommandTest, TheApplicationsExitStatusIsCuflightsAndTheLogDirIsCreated
 TEST_F(RunCommandTest, DeathBySignalIs128PlusTheSignal) {
   const auto r = RunProcess(CUFLIGHT_CLI_PATH, Args({"sh", "-c", "kill -KILL $$"}));
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+}
+
+// Killed right after 20 launches with a 10 s flush interval: whether its process_start got out
+// first is a race with the library's sender thread, and the summary says what happened either
+// way, never that the application used no GPU. (run_summary_test.cc checks both wordings
+// without the race.)
+TEST_F(RunCommandTest, AKilledApplicationsSummarySaysWhatReachedTheCollector) {
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            Args({"--flush-ms", "10000", "--", "sh", "-c", FakeApp(20, "kill")}));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_NE(r.err.find("cuflight run: application killed by SIGKILL (status 137); "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("no CUDA"), std::string::npos) << r.err;
+  if (r.err.find("; 0 processes recorded, 0 events in 0 files") != std::string::npos) {
+    EXPECT_NE(r.err.find("nothing reached the collector: the application was killed by SIGKILL "
+                         "before the injected library's first flush (it sends what it recorded "
+                         "every 10000 ms"),
+              std::string::npos)
+        << r.err;
+  } else {
+    EXPECT_NE(r.err.find("; 1 process recorded, "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("lost: the connection ended without process_end"), std::string::npos)
+        << r.err;
+  }
 }
 
 TEST_F(RunCommandTest, AnApplicationNotFoundIs127WithOneLineLikeAShell) {
@@ -168,6 +230,108 @@ TEST_F(RunCommandTest, BadFlagsAreOneLineAndExitTwoWithoutRunningAnything) {
   const auto none = RunProcess(CUFLIGHT_CLI_PATH, {"run", "--sample", "3"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("no application given"), std::string::npos) << none.err;
+}
+
+// `--out` without a value is an error, not a directory named "--" (or after another flag).
+TEST_F(RunCommandTest, OutWithoutAValueIsAnError) {
+  const std::string marker = (dir_.path() / "ran").string();
+  const ScopedCwd cwd(dir_.path());
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "--out", "--", "touch", marker},
+        {"run", "--out", "--sample", "2", "touch", marker},
+        {"run", "--out=", "--", "touch", marker},
+        {"run", "--out"}}) {
+    const auto r = RunProcess(CUFLIGHT_CLI_PATH, args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("cuflight run: --out", 0), 0u) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "--"));
+  // With --collector the message names only flags run has.
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"run", "--collector", "/x.sock", "--out", "/tmp/x", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("--log-dir"), std::string::npos) << r.err;
+}
+
+// Two runs at once in one directory, like nsys's report1/report2: the second records beside the
+// first, in cuflight-logs-2, and says so; naming the busy directory with --out is refused in one
+// line, without running the application. `cuflight tail` with no arguments follows the latest
+// run's output, and says that a collector is writing it.
+TEST_F(RunCommandTest, ConcurrentRunsGetSeparateOutputsAndTailFindsTheLatest) {
+  const ScopedCwd cwd(dir_.path());
+  const ScopedEnv state("XDG_STATE_HOME", (dir_.path() / "state").string());
+  const std::filesystem::path go = dir_.path() / "go";
+  ChildProcess first(CUFLIGHT_CLI_PATH,
+                     {"run", "--cupti-path", CUFLIGHT_FAKE_LIBCUPTI, "--", "sh", "-c",
+                      "echo ready; while [ ! -e " + go.string() + " ]; do sleep 0.02; done"},
+                     dir_.path() / "first.txt");
+  ASSERT_TRUE(first.WaitForOutput("ready", kDeadline)) << first.Output();
+
+  ChildProcess tail(CUFLIGHT_CLI_PATH, {"tail", "--interval", "20"}, dir_.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  EXPECT_NE(tail.Output().find("following " + (dir_.path() / "cuflight-logs").string() +
+                               " (the latest cuflight run's output, a collector is writing it "
+                               "now; --log-dir DIR for another)"),
+            std::string::npos)
+      << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+
+  const auto second = RunProcess(CUFLIGHT_CLI_PATH, {"run", "--cupti-path", CUFLIGHT_FAKE_LIBCUPTI,
+                                                     "--", "sh", "-c", FakeApp(3)});
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("cuflight run: " + (dir_.path() / "cuflight-logs").string() +
+                            " is being written by another run; recording to " +
+                            (dir_.path() / "cuflight-logs-2").string() + "\n"),
+            std::string::npos)
+      << second.err;
+  const Recorded rec = ReadAll(dir_.path() / "cuflight-logs-2");
+  ASSERT_EQ(rec.by_pid.size(), 1u);
+  EXPECT_EQ(Count<schema::OwnedKernelEvent>(rec.by_pid.begin()->second), 3);
+
+  const std::string marker = (dir_.path() / "ran").string();
+  const auto busy =
+      RunProcess(CUFLIGHT_CLI_PATH, {"run", "--out", "cuflight-logs", "--", "touch", marker});
+  EXPECT_EQ(busy.exit_code, 2) << busy.err;
+  EXPECT_EQ(CountLines(busy.err), 1) << busy.err;
+  EXPECT_EQ(busy.err.rfind("cuflight run: --out cuflight-logs is being written by another "
+                           "cuflight run or collector",
+                           0),
+            0u)
+      << busy.err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+
+  std::ofstream(go).put('\n');
+  EXPECT_EQ(first.Wait(kDeadline), 0) << first.Output();
+
+  // Nothing writes now: tail takes the latest run's output (cuflight-logs-2).
+  ChildProcess later(CUFLIGHT_CLI_PATH, {"tail", "--from-start", "--interval", "20"},
+                     dir_.path() / "later.txt");
+  ASSERT_TRUE(later.WaitForOutput("following", kDeadline)) << later.Output();
+  later.Signal(SIGINT);
+  EXPECT_EQ(later.Wait(kDeadline), 0);
+  EXPECT_NE(later.Output().find("following " + (dir_.path() / "cuflight-logs-2").string() +
+                                " (the latest cuflight run's output; --log-dir DIR for another)"),
+            std::string::npos)
+      << later.Output();
+  EXPECT_NE(later.Output().find("kernel vecadd"), std::string::npos) << later.Output();
+}
+
+// With nothing to follow, tail says where it looked and how to name a directory.
+TEST_F(RunCommandTest, TailWithNothingToFollowSaysHow) {
+  if (geteuid() == 0 && std::filesystem::exists("/var/log/cuflight")) {
+    GTEST_SKIP() << "a system collector's /var/log/cuflight exists here";
+  }
+  const ScopedEnv state("XDG_STATE_HOME", (dir_.path() / "state").string());
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"tail"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("cuflight tail: no log directory to follow: no cuflight run recorded", 0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("name one with --log-dir DIR"), std::string::npos) << r.err;
 }
 
 TEST_F(RunCommandTest, TheApplicationsFlagsAreNotTakenForCuflights) {

@@ -18,6 +18,7 @@
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
+#include "log_dir_locator.h"
 #include "log_follower.h"
 #include "subprocess.h"
 
@@ -350,11 +351,11 @@ TEST(TailTest, StalledProcessesComeFirstThenStallEventsAsTheyArrive) {
   const std::string output = tail.Output();
   const size_t header = output.find("cuflight tail: 2 processes stalled now");
   const size_t first = output.find(
-      "pid 101 stall STALLED 42.0 s: device 0 stream 0xe waits on spin() grid 1x1x1 block "
+      "pid 101 stall STALLED 42.0 s: device 0 stream 14 waits on spin() grid 1x1x1 block "
       "32x1x1 occupancy 0.25 launched 42.0 s ago corr 17 (+2 queued); 1 stream stalled, 0 "
       "kernels finished since the last report");
   const size_t second = output.find(
-      "pid 104 stall STALLED 12.0 s: device 0 stream 0xe waits on "
+      "pid 104 stall STALLED 12.0 s: device 0 stream 14 waits on "
       "reduce()");
   const size_t following = output.find("cuflight tail: following");
   ASSERT_NE(header, std::string::npos) << output;
@@ -365,13 +366,112 @@ TEST(TailTest, StalledProcessesComeFirstThenStallEventsAsTheyArrive) {
   EXPECT_LT(second, following);
   EXPECT_EQ(output.find("long_kernel"), std::string::npos) << output;  // resolved
   EXPECT_EQ(output.find("gone_kernel"), std::string::npos) << output;  // lost
-  EXPECT_NE(output.find("pid 105 stall STALLED 10.0 s: device 0 stream 0xe waits on late_hang()"),
+  EXPECT_NE(output.find("pid 105 stall STALLED 10.0 s: device 0 stream 14 waits on late_hang()"),
             std::string::npos)
       << output;
   EXPECT_NE(output.find("pid 104 stall resolved after 13.0 s, 0 kernels finished since the last "
                         "report"),
             std::string::npos)
       << output;
+}
+
+
+// What one launch, a crash and a kernel at full occupancy look like: the crash with its signal,
+// the two lines of a launch with one stream (the kernel_time names the stream its kernel line
+// named, also in logs of older producers whose kernel events held a CUstream handle, here 0,
+// and kernel_time CUPTI's id, here 7), no limiter named at 100%.
+TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "logs");
+  schema::OwnedKernelEvent launch =
+      run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "old_stream", schema::Resource::kWarps);
+  launch.stream = 0;
+  schema::OwnedKernelTimeEvent time =
+      Time(4242, 3, 31, 1'700'000'000'000'200'000, 1'700'000'000'000'201'500);
+  time.stream = 7;
+  schema::OwnedKernelEvent full =
+      run::Kernel(4242, 4, 1'700'000'000'000'300'000, 32, "full", schema::Resource::kRegisters);
+  full.stream = 7;
+  full.occupancy.occupancy = 1.0;
+  schema::OwnedProcessCrashEvent crash;
+  crash.header = {1'700'000'000'000'400'000, 4242, 5};
+  crash.signal = 11;
+  crash.signal_name = "SIGSEGV";
+  crash.code = 1;
+  crash.addr = 0x10;
+  crash.tid = 4243;
+  crash.launches = 2;
+  crash.emitted = 5;
+  Append(dir.path() / "logs" / "a.jsonl", Line(Start(4242, 0, 1)) + Line(Device(4242, 1)) +
+                                              Line(launch) + Line(time) + Line(full) + Line(crash));
+  ChildProcess tail(
+      CUFLIGHT_CLI_PATH,
+      {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--interval", "20"},
+      dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  const std::string output = tail.Output();
+  EXPECT_NE(output.find("kernel old_stream() grid 132x1x1 block 256x1x1 regs 64 smem 9216 "
+                        "occupancy 0.50 (warps) device 0 stream 0 corr 31\n"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("kernel_time corr 31 device 0 stream 0 1.500 us\n"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("occupancy 1.00 device 0 stream 7 corr 32\n"), std::string::npos) << output;
+  EXPECT_NE(output.find("pid 4242 process_crash SIGSEGV (signal 11, code 1) in thread 4243 at "
+                        "0x10 launches 2 emitted 5 dropped 0\n"),
+            std::string::npos)
+      << output;
+}
+
+// --limiter takes what `cuflight report --limiter` takes; a typo gets a suggestion. A kernel at
+// full occupancy is limited by nothing, whatever resource would bind first.
+TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
+  TempDir dir;
+  schema::OwnedKernelEvent full = run::Kernel(4242, 4, 1'700'000'000'000'100'000, 33, "full_regs",
+                                              schema::Resource::kRegisters);
+  full.occupancy.occupancy = 1.0;
+  std::filesystem::create_directories(dir.path() / "logs");
+  Append(dir.path() / "logs" / "a.jsonl",
+         Line(Start(4242, 0, 1)) + Line(Device(4242, 1)) +
+             Line(run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "by_regs",
+                              schema::Resource::kRegisters)) +
+             Line(run::Kernel(4242, 3, 1'700'000'000'000'100'000, 32, "by_smem",
+                              schema::Resource::kSharedMem)) +
+             Line(full));
+  for (const char* limiter : {"regs", "REGISTERS"}) {
+    ChildProcess tail(
+        CUFLIGHT_CLI_PATH,
+        {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--limiter", limiter},
+        dir.path() / (std::string("tail-") + limiter + ".txt"));
+    ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+    tail.Signal(SIGINT);
+    EXPECT_EQ(tail.Wait(kDeadline), 0);
+    EXPECT_NE(tail.Output().find("by_regs()"), std::string::npos) << tail.Output();
+    EXPECT_EQ(tail.Output().find("by_smem()"), std::string::npos) << tail.Output();
+    EXPECT_EQ(tail.Output().find("full_regs()"), std::string::npos) << tail.Output();
+  }
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"tail", "--log-dir", dir.path().string(), "--limiter", "regsiters"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "cuflight tail: --limiter 'regsiters' is not a resource: use one of registers (regs), "
+            "shared_mem (smem), warps, blocks, barriers, cluster, other; did you mean "
+            "registers?\n");
+}
+
+// A collector's lock on its directory is seen from /proc/locks, without taking it.
+TEST(TailTest, ADirectoryACollectorWritesIsInUse) {
+  TempDir dir;
+  EXPECT_FALSE(run::LogDirInUse(dir.path()));
+  {
+    RunningCollector collector(collector::testing::TestOptions(dir.path()));
+    ASSERT_NE(collector.collector(), nullptr);
+    EXPECT_TRUE(run::LogDirInUse(dir.path() / "logs"));
+  }
+  EXPECT_FALSE(run::LogDirInUse(dir.path() / "logs"));  // the lock file stays, unlocked
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "logs" / ".cuflight-collector.lock"));
 }
 
 TEST(TailTest, BadInputIsOneLineAndExitTwo) {

@@ -57,6 +57,14 @@ struct StallSummary {
   schema::OwnedStallEvent latest;
 };
 
+// Whether a launch finished, as far as the log can tell (review.h: CompletionOf).
+enum class Completion : uint8_t {
+  kFinished = 0,     // a kernel_time joined it
+  kNotFinished = 1,  // no kernel_time, and a flush after it reported every kernel that had run
+  kUnknown = 2,      // no kernel_time, and the log cannot tell (timing never flushed: a crash or
+                     // a kill, records lost, or timing off)
+};
+
 // One kernel launch as the review section shows it.
 struct LaunchSummary {
   uint64_t seq = 0;
@@ -68,7 +76,10 @@ struct LaunchSummary {
   schema::Dim3 block;
   double occupancy = 0;
   std::optional<uint64_t> duration_ns;  // set when a kernel_time joined it: it finished
-  bool in_error = false;  // named by an api_error's last_correlation_ids
+  Completion completion = Completion::kUnknown;
+  // It failed: named by the process's last api_error, a sticky error (cuflight/schema/
+  // sticky_errors.h), among the launches in flight, and it did not finish (kNotFinished).
+  bool in_error = false;
 };
 
 // The latest launches of one stream of one process.
@@ -107,8 +118,10 @@ struct ProcessSummary {
   uint64_t timing_stopped = 0;
   schema::TimingStoppedReason timing_stopped_reason = schema::TimingStoppedReason::kNone;
   Ending ending = Ending::kRunning;
-  // One line saying how it ended, e.g. "lost: connection ended without process_end (last seq
-  // 41, 0 events lost)" or "api_error: cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED (719)".
+  // One line saying how it ended and what the log knows of what was lost, e.g. "lost: the
+  // connection ended without process_end; 42 events stored up to seq 41, none missing before it;
+  // whether it sent more after seq 41 is unknown" or "api_error: cuLaunchKernel returned
+  // CUDA_ERROR_LAUNCH_FAILED (719)" (review.h: DescribeEnding).
   std::string ending_detail;
   std::vector<StreamTail> streams;  // by (device, stream)
 };
@@ -155,6 +168,9 @@ struct Signature {
   std::string name;       // mangled
   std::string demangled;  // "" when demangling failed
   std::string device_model;  // the device event's name; "" when the device event is missing
+  // The device event's limits (what the occupancy engine needs to check a what-if); nullopt when
+  // the device event is missing.
+  std::optional<occupancy::DeviceLimits> device_limits;
   schema::Dim3 block;
   int64_t dyn_smem = 0;
   int32_t regs = 0;

@@ -28,7 +28,9 @@ struct ReportOptions {
   // did not end normally) honours `pids` only, since a failure's context is every launch.
   std::string kernel_regex;          // ECMAScript regex searched in demangled and mangled names
   std::vector<int32_t> pids;         // empty: every process
-  std::string limiter;               // a schema::ResourceName ("registers", ...); empty: any
+  // A schema::ResourceName ("registers", ...) or a short form (limiter_name.h); empty: any. Only
+  // signatures below full occupancy match: at 100% no resource limits a kernel.
+  std::string limiter;
   std::optional<int64_t> since_ns;   // kernel event ts_ns >= since_ns
   std::optional<int64_t> until_ns;   // kernel event ts_ns <= until_ns
 
@@ -37,6 +39,9 @@ struct ReportOptions {
   int top = -1;
   // Launches listed per stream in the review section (the last ones, oldest first).
   int review_launches = 5;
+  // Kernel names in the terminal tables: -1 = shortened to the room the table width leaves
+  // (ShortenKernelNames), 0 = whole names, N > 0 = shortened to N columns.
+  int name_width = -1;
   // An occupancy-engine device preset key or alias (occupancy/device_presets.h): recompute each
   // signature's occupancy for that GPU. Empty: none.
   std::string retarget;

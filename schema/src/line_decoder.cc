@@ -342,14 +342,18 @@ bool ReadMembers(const LineInfo& info, const Field<E> (&fields)[N], E* e) {
 }  // namespace
 
 // The kernel alternative of *event, reset to its defaults. Its string buffers are kept: those of
-// the kernel event *event held, or those put aside when a kernel_time replaced the last one.
+// the kernel event *event held, or a set put aside when a kernel_time replaced a kernel event in
+// a result (so results reused for lines of both types in any order stop allocating).
 OwnedKernelEvent& LineDecoder::ResetKernel(OwnedEvent* event) {
   OwnedKernelEvent* held = std::get_if<OwnedKernelEvent>(event);
   if (held == nullptr) {
     held = &event->emplace<OwnedKernelEvent>();
-    held->api.swap(spare_api_);
-    held->name.swap(spare_name_);
-    held->demangled.swap(spare_demangled_);
+    if (!spare_.empty()) {
+      held->api.swap(spare_.back().api);
+      held->name.swap(spare_.back().name);
+      held->demangled.swap(spare_.back().demangled);
+      spare_.pop_back();
+    }
     return *held;
   }
   std::string api = std::move(held->api);
@@ -367,10 +371,12 @@ OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
     *held = OwnedKernelTimeEvent{};
     return *held;
   }
-  if (auto* kernel = std::get_if<OwnedKernelEvent>(event)) {
-    spare_api_.swap(kernel->api);
-    spare_name_.swap(kernel->name);
-    spare_demangled_.swap(kernel->demangled);
+  if (auto* kernel = std::get_if<OwnedKernelEvent>(event); kernel != nullptr &&
+                                                           spare_.size() < kMaxSpare) {
+    spare_.emplace_back();
+    spare_.back().api.swap(kernel->api);
+    spare_.back().name.swap(kernel->name);
+    spare_.back().demangled.swap(kernel->demangled);
   }
   return event->emplace<OwnedKernelTimeEvent>();
 }

@@ -11,13 +11,15 @@
 // 3. The result is the one Decode gives, field for field; tests/schema/line_decoder_test.cc holds
 //    the two together on every sample and mutated line the schema tests make.
 // 4. It reuses the event storage of the DecodeResult it is given: decoding a line of the type the
-//    result already holds allocates nothing once the strings have grown to their size.
+//    result already holds allocates nothing once the strings have grown to their size, and the
+//    string buffers of a kernel event replaced by another type are kept for the next one.
 #ifndef CUFLIGHT_SCHEMA_LINE_DECODER_H_
 #define CUFLIGHT_SCHEMA_LINE_DECODER_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/validator.h"
@@ -44,11 +46,18 @@ class LineDecoder {
   OwnedKernelEvent& ResetKernel(OwnedEvent* event);
   OwnedKernelTimeEvent& ResetKernelTime(OwnedEvent* event);
 
+  struct KernelStrings {
+    std::string api;
+    std::string name;
+    std::string demangled;
+  };
+  // String buffers of kernel events whose result went on to hold another type, for the next
+  // result that becomes a kernel event. Bounded: a caller cycles through at most this many
+  // results (e.g. the slots of a chunk of events).
+  static constexpr size_t kMaxSpare = 4096;
+
   LineInfo info_;
-  // The string buffers of the last kernel event, while the result holds another type.
-  std::string spare_api_;
-  std::string spare_name_;
-  std::string spare_demangled_;
+  std::vector<KernelStrings> spare_;
   std::string_view last_type_;
   uint64_t fast_lines_ = 0;
   uint64_t reference_lines_ = 0;

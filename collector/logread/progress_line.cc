@@ -39,12 +39,11 @@ std::function<void(const ReadProgress&)> ProgressLine::Callback() {
 }
 
 std::string ProgressLine::Text(const std::string& prefix, const ReadProgress& p) {
+  // Files, not bytes, measure the way: a zstd segment's bytes on disk say little of its lines.
   const double rate = p.seconds > 0 ? static_cast<double>(p.events) / p.seconds : 0;
-  const uint64_t percent = p.bytes == 0 ? 0 : p.bytes_read * 100 / p.bytes;
-  return fmt::format("{}: reading {} of {} file{}, {}% of {}, {} events ({}/s), {:.0f} s", prefix,
-                     std::min(p.files_done + 1, p.files), p.files, p.files == 1 ? "" : "s",
-                     percent, Bytes(p.bytes), Count(static_cast<double>(p.events)), Count(rate),
-                     p.seconds);
+  return fmt::format("{}: reading file {} of {} ({} in all), {} events ({}/s), {:.0f} s", prefix,
+                     std::min(p.files_done + 1, p.files), p.files, Bytes(p.bytes),
+                     Count(static_cast<double>(p.events)), Count(rate), p.seconds);
 }
 
 void ProgressLine::Update(const ReadProgress& p) {

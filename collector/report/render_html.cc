@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cuflight/logread/log_reader.h"
+#include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
@@ -583,7 +584,11 @@ int RunHtmlReport(const ReportOptions& options, const std::string& html_path, st
   ReportOptions with_launches = options;
   with_launches.keep_launches = true;  // for the timeline
   Report report;
-  if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
+  {
+    logread::ProgressLine progress(options.error_prefix, err);
+    if (!with_launches.on_progress) with_launches.on_progress = progress.Callback();
+    if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
+  }
   HtmlOptions html;
   if (html_path == "-") {
     if (!RenderHtml(report, options, html, out, &error)) return fail(error);

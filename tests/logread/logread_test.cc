@@ -458,7 +458,7 @@ TEST(ReadLogFilesTest, ACallbackExceptionStopsTheWorkersAndPropagates) {
   EXPECT_EQ(delivered, 2500u);
 }
 
-TEST(ProgressLineTest, SaysFilesShareOfBytesEventsAndRate) {
+TEST(ProgressLineTest, SaysTheFileEventsAndRate) {
   ReadProgress p;
   p.files = 17;
   p.files_done = 3;
@@ -467,7 +467,7 @@ TEST(ProgressLineTest, SaysFilesShareOfBytesEventsAndRate) {
   p.events = 2'300'000;
   p.seconds = 2;
   EXPECT_EQ(ProgressLine::Text("cuflight report", p),
-            "cuflight report: reading 4 of 17 files, 40% of 1.1 GB, 2.3 M events (1.1 M/s), 2 s");
+            "cuflight report: reading file 4 of 17 (1.1 GB in all), 2.3 M events (1.1 M/s), 2 s");
   // Not a terminal (a string stream): never drawn.
   std::ostringstream err;
   ProgressLine line("cuflight report", err, 0);

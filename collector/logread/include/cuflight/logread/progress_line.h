@@ -10,7 +10,7 @@
 
 namespace cuflight::logread {
 
-// Shows "<prefix>: reading 4 of 17 files, 41% of 1.1 GB, 2.3 M events (1.9 M/s), 3 s" on `err`,
+// Shows "<prefix>: reading file 4 of 17 (1.1 GB in all), 2.3 M events (1.9 M/s), 3 s" on `err`,
 // rewritten in place with '\r', when `err` is std::cerr and standard error is a terminal, and
 // only once the read has taken more than `delay_s` seconds: a short read prints nothing. Done()
 // clears the line. Everything on the calling thread.

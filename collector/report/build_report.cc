@@ -25,8 +25,8 @@
 #include "cuflight/report/time_bins.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
-#include "join_key.h"
-#include "join_table.h"
+#include "cuflight/report/join_key.h"
+#include "cuflight/report/join_table.h"
 
 namespace cuflight::report {
 namespace {

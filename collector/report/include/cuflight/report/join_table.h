@@ -1,16 +1,16 @@
-// Launches waiting for their kernel_time while the report reads, by join key (join_key.h): an
-// open-addressing hash table (linear probing, power-of-two capacity, at most half full, removal by
-// backward shift), so a launch costs no allocation. A key may be held more than once (the same
-// launch read under two seqs); Take hands back every entry with the key. Private to the report.
-#ifndef CUFLIGHT_COLLECTOR_REPORT_JOIN_TABLE_H_
-#define CUFLIGHT_COLLECTOR_REPORT_JOIN_TABLE_H_
+// Launches waiting for their kernel_time while a reader (the report, the export) reads, by join
+// key (join_key.h): an open-addressing hash table (linear probing, power-of-two capacity, at most
+// half full, removal by backward shift), so a launch costs no allocation. A key may be held more
+// than once (the same launch read under two seqs); Take hands back every entry with the key.
+#ifndef CUFLIGHT_REPORT_JOIN_TABLE_H_
+#define CUFLIGHT_REPORT_JOIN_TABLE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-#include "join_key.h"
+#include "cuflight/report/join_key.h"
 
 namespace cuflight::report {
 
@@ -116,4 +116,4 @@ class JoinTable {
 
 }  // namespace cuflight::report
 
-#endif  // CUFLIGHT_COLLECTOR_REPORT_JOIN_TABLE_H_
+#endif  // CUFLIGHT_REPORT_JOIN_TABLE_H_

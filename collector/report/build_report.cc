@@ -372,8 +372,6 @@ class Builder {
     }
     pending_.Insert(key, launch);
     pending_order_.emplace_back(key, e.header.seq);
-    report_->bounds.peak_pending_launches =
-        std::max<uint64_t>(report_->bounds.peak_pending_launches, pending_.size());
     while (pending_order_.size() > options_.max_pending_launches) {
       const auto [old_key, old_seq] = pending_order_.front();
       pending_order_.pop_front();
@@ -384,6 +382,8 @@ class Builder {
             ++report_->bounds.launches_given_up;
           });
     }
+    report_->bounds.peak_pending_launches =
+        std::max<uint64_t>(report_->bounds.peak_pending_launches, pending_.size());
   }
 
   // A kernel_time joins every launch waiting with its key (the same launch read under two seqs
@@ -395,12 +395,12 @@ class Builder {
     if (pending_.Take(key, [&](const PendingLaunch& l) { Timed(l, time); }) > 0) return;
     if (!early_times_.try_emplace(key, time).second) return;
     early_order_.push_back(key);
-    report_->bounds.peak_pending_times =
-        std::max<uint64_t>(report_->bounds.peak_pending_times, early_times_.size());
     while (early_order_.size() > options_.max_pending_times) {
       if (early_times_.erase(early_order_.front()) > 0) ++report_->bounds.times_given_up;
       early_order_.pop_front();
     }
+    report_->bounds.peak_pending_times =
+        std::max<uint64_t>(report_->bounds.peak_pending_times, early_times_.size());
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedApiErrorEvent& e) {

@@ -212,7 +212,6 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
   }
   pending_.Insert(key, p);
   pending_order_.emplace_back(key, e.header.seq);
-  peak_pending_ = std::max(peak_pending_, pending_.size());
   while (pending_order_.size() > limits_.max_pending_launches) {
     const auto [old_key, old_seq] = pending_order_.front();
     pending_order_.pop_front();
@@ -224,6 +223,7 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
           ++counts_.launches_given_up;
         });
   }
+  peak_pending_ = std::max(peak_pending_, pending_.size());
 }
 
 void TraceExporter::OnTime(const schema::OwnedKernelTimeEvent& e) {

@@ -429,11 +429,14 @@ std::string TimelineChart(const Report& report, const Timeline& timeline,
           const int64_t span = std::max<int64_t>(s.end_ns - s.start_ns, 1);
           const double busy =
               std::clamp(static_cast<double>(s.busy_ns) / static_cast<double>(span), 0.0, 1.0);
-          title = fmt::format("{} launches merged ({} timed), +{} to +{}, GPU busy {}: {}",
-                              FormatCount(s.launches), FormatCount(s.timed),
-                              FormatDuration(static_cast<uint64_t>(s.start_ns - begin)),
-                              FormatDuration(static_cast<uint64_t>(s.end_ns - begin)),
-                              FormatPercent(busy), carried ? "kernels started before" : name);
+          const std::string span_text =
+              fmt::format("+{} to +{}", FormatDuration(static_cast<uint64_t>(s.start_ns - begin)),
+                          FormatDuration(static_cast<uint64_t>(s.end_ns - begin)));
+          title = carried ? fmt::format("{}: GPU busy {} with kernels launched before", span_text,
+                                        FormatPercent(busy))
+                          : fmt::format("{} launches merged ({} timed), {}, GPU busy {}: {}",
+                                        FormatCount(s.launches), FormatCount(s.timed), span_text,
+                                        FormatPercent(busy), name);
           // Density: the bar fills the bin's width, its height the share of the bin the GPU
           // was busy (a thin bar for launches without GPU time).
           const double x = x_of(s.start_ns);

@@ -58,19 +58,18 @@ void FromBins(const Report& report, Timeline* out) {
     for (size_t i = 0; i < d.bins.size(); ++i) {
       const DensityBin& b = d.bins[i];
       if (b.launches == 0 && b.busy_ns == 0) continue;
+      // The whole bin: its launches and busy time are known only as the bin's.
       TimelineSlice slice;
       slice.bin = true;
-      const int64_t bin_start = d.origin_ns + static_cast<int64_t>(i) * d.bin_ns;
-      const int64_t bin_end = bin_start + d.bin_ns;
-      slice.start_ns = b.launches > 0 ? b.first_ns : bin_start;
-      slice.end_ns = b.launches > 0 ? std::min(std::max(b.last_ns, b.first_ns), bin_end) : bin_end;
-      if (b.launches == 0) slice.end_ns = std::min(bin_end, bin_start + static_cast<int64_t>(b.busy_ns));
+      slice.start_ns = d.origin_ns + static_cast<int64_t>(i) * d.bin_ns;
+      slice.end_ns = slice.start_ns + d.bin_ns;
       slice.signature = b.signature == kNoSignature ? kMixedSignatures : b.signature;
       slice.launches = b.launches;
       slice.timed = b.timed;
       slice.busy_ns = b.busy_ns;
       lane.slices.push_back(slice);
     }
+    out->bin_ns = std::max(out->bin_ns, d.bin_ns);
     out->lanes.push_back(std::move(lane));
   }
 }
@@ -197,10 +196,13 @@ TimelineReduction ReduceTimeline(const Report& report, size_t max_lanes, size_t 
                                                static_cast<size_t>(std::max(width_px, 1)));
     const int64_t range = std::max<int64_t>(timeline->end_ns - timeline->begin_ns, 1);
     const auto n = static_cast<int64_t>(per_lane);
-    const int64_t w = std::max<int64_t>((range + n - 1) / n, 1);
+    // Never narrower than the lanes' own bins (binned): then every bin drawn holds the start of
+    // at least one of them, so none is drawn empty between two full ones.
+    const int64_t w = std::max<int64_t>({(range + n - 1) / n, timeline->bin_ns, 1});
+    const size_t bins = static_cast<size_t>((range + w - 1) / w) + 1;
     slices = 0;
     for (TimelineLane& lane : lanes) {
-      lane.slices = Bin(lane.slices, timeline->begin_ns, w, per_lane);
+      lane.slices = Bin(lane.slices, timeline->begin_ns, w, std::min(bins, per_lane));
       slices += lane.slices.size();
     }
     r.merged = true;

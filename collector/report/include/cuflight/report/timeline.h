@@ -55,8 +55,9 @@ struct Timeline {
   // Lanes by process (Report::processes order), then device, then stream.
   std::vector<TimelineLane> lanes;
   // Built from Report::lanes (time bins) because not every launch was kept: every slice is a
-  // bin.
+  // bin, of at most bin_ns.
   bool binned = false;
+  int64_t bin_ns = 0;
   int64_t begin_ns = 0;  // earliest slice start; 0 when there is no lane
   int64_t end_ns = 0;    // latest slice end
   uint64_t launches = 0;
@@ -81,7 +82,7 @@ struct TimelineReduction {
 // slices (>= lanes kept) remain. Lanes kept: those of processes needing review first, then the
 // busiest, shown in their original order. When the kept lanes hold more than max_slices slices,
 // or the timeline is binned, each kept lane is cut into min(width_px, max_slices / lanes) equal
-// bins over [begin_ns, end_ns] (3. above): a bin's slice counts the launches starting in it and
+// bins over [begin_ns, end_ns], none narrower than the timeline's own bins (3. above): a bin's slice counts the launches starting in it and
 // the GPU time inside it, and names their signature when they share it, else kMixedSignatures.
 TimelineReduction ReduceTimeline(const Report& report, size_t max_lanes, size_t max_slices,
                                  int width_px, Timeline* timeline);

@@ -184,9 +184,9 @@ bool ReadOccupancySource(std::string_view raw, OccupancySource* out) {
   return true;
 }
 
-// ---- The fields of the two types read here, in the encoder's order (encoder.cc), each with its
-// reader. The members of a line are matched against this list in order, so a line in the
-// encoder's layout costs one name comparison per member. ----
+// ---- The members of the two types read here, in the encoder's order (encoder.cc). The members of
+// a line are matched against this list in order, so a line in the encoder's layout costs one name
+// comparison per member, and a switch reads the value. ----
 
 // Whether two member names are equal: sizes, then 8 bytes at a time (names are at most 24 bytes;
 // inline, where a call to memcmp per member would cost as much as reading the value).
@@ -207,133 +207,113 @@ inline bool SameName(std::string_view a, std::string_view b) {
   return true;
 }
 
-template <class E>
-struct Field {
-  std::string_view name;
-  bool (*read)(std::string_view raw, E* e);
-};
-
-// Header members: already read by Validate (LineInfo::header).
-template <class E>
-bool Skip(std::string_view, E*) {
-  return true;
-}
-
 using K = OwnedKernelEvent;
 using T = OwnedKernelTimeEvent;
 
-constexpr Field<K> kKernelFields[] = {
-    {"type", Skip<K>},
-    {"version", Skip<K>},
-    {"ts_ns", Skip<K>},
-    {"pid", Skip<K>},
-    {"seq", Skip<K>},
-    {"tid", [](std::string_view r, K* e) { return ReadInt(r, &e->tid); }},
-    {"device", [](std::string_view r, K* e) { return ReadInt(r, &e->device); }},
-    {"context", [](std::string_view r, K* e) { return ReadInt(r, &e->context); }},
-    {"stream", [](std::string_view r, K* e) { return ReadInt(r, &e->stream); }},
-    {"correlation_id", [](std::string_view r, K* e) { return ReadInt(r, &e->correlation_id); }},
-    {"api", [](std::string_view r, K* e) { return ReadString(r, &e->api); }},
-    {"name", [](std::string_view r, K* e) { return ReadString(r, &e->name); }},
-    {"demangled", [](std::string_view r, K* e) { return ReadString(r, &e->demangled); }},
-    {"grid", [](std::string_view r, K* e) { return ReadDim(r, &e->grid); }},
-    {"block", [](std::string_view r, K* e) { return ReadDim(r, &e->block); }},
-    {"cluster", [](std::string_view r, K* e) { return ReadDim(r, &e->cluster.emplace()); }},
-    {"num_regs", [](std::string_view r, K* e) { return ReadInt(r, &e->num_regs); }},
-    {"static_shared_bytes",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->static_shared_bytes); }},
-    {"dyn_shared_bytes", [](std::string_view r, K* e) { return ReadInt(r, &e->dyn_shared_bytes); }},
-    {"local_bytes", [](std::string_view r, K* e) { return ReadInt(r, &e->local_bytes); }},
-    {"const_bytes", [](std::string_view r, K* e) { return ReadInt(r, &e->const_bytes); }},
-    {"max_threads_per_block",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->max_threads_per_block); }},
-    {"carveout", [](std::string_view r, K* e) { return ReadInt(r, &e->carveout); }},
-    {"cooperative", [](std::string_view r, K* e) { return ReadBool(r, &e->cooperative); }},
-    {"graph_id", [](std::string_view r, K* e) { return ReadOptionalInt(r, &e->graph_id); }},
-    {"graph_node_id",
-     [](std::string_view r, K* e) { return ReadOptionalInt(r, &e->graph_node_id); }},
-    {"max_active_blocks",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.max_active_blocks); }},
-    {"active_warps", [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.active_warps); }},
-    {"max_warps", [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.max_warps); }},
-    {"occupancy", [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.occupancy); }},
-    {"reg_occupancy",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.reg_occupancy); }},
-    {"smem_occupancy",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.smem_occupancy); }},
-    {"warp_occupancy",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.warp_occupancy); }},
-    {"block_occupancy",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.block_occupancy); }},
-    {"barrier_occupancy",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.barrier_occupancy); }},
-    {"cluster_occupancy",
-     [](std::string_view r, K* e) {
-       e->occupancy.has_cluster = true;
-       return ReadDouble(r, &e->occupancy.cluster_occupancy);
-     }},
-    {"limiting_resource",
-     [](std::string_view r, K* e) { return ReadResource(r, &e->occupancy.limiting_resource); }},
-    {"limiting_resources",
-     [](std::string_view r, K* e) { return ReadResourceSet(r, &e->occupancy.limiting_resources); }},
-    {"allocated_regs_per_block",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.allocated_regs_per_block); }},
-    {"allocated_smem_per_block",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.allocated_smem_per_block); }},
-    {"waves", [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.waves); }},
-    {"tail_utilization",
-     [](std::string_view r, K* e) { return ReadDouble(r, &e->occupancy.tail_utilization); }},
-    {"regs_for_next_block",
-     [](std::string_view r, K* e) {
-       return ReadIntOrNull(r, int32_t{-1}, &e->occupancy.regs_for_next_block);
-     }},
-    {"smem_for_next_block",
-     [](std::string_view r, K* e) {
-       return ReadIntOrNull(r, int64_t{-1}, &e->occupancy.smem_for_next_block);
-     }},
-    {"best_block_size",
-     [](std::string_view r, K* e) { return ReadInt(r, &e->occupancy.best_block_size); }},
-    {"occupancy_source",
-     [](std::string_view r, K* e) { return ReadOccupancySource(r, &e->occupancy_source); }},
-    {"engine_max_active_blocks",
-     [](std::string_view r, K* e) { return ReadOptionalInt(r, &e->engine_max_active_blocks); }},
-};
+// The members of each type, in the encoder's order; ReadField's cases follow the same indices.
+// The header members (type, version, ts_ns, pid, seq) are Validate's (LineInfo::header).
+constexpr std::string_view kKernelNames[] = {
+    "type", "version", "ts_ns", "pid", "seq",  // 0-4
+    "tid", "device", "context", "stream", "correlation_id", "api", "name", "demangled", "grid",
+    "block", "cluster", "num_regs", "static_shared_bytes", "dyn_shared_bytes", "local_bytes",
+    "const_bytes", "max_threads_per_block", "carveout", "cooperative", "graph_id",
+    "graph_node_id", "max_active_blocks", "active_warps", "max_warps", "occupancy",
+    "reg_occupancy", "smem_occupancy", "warp_occupancy", "block_occupancy", "barrier_occupancy",
+    "cluster_occupancy", "limiting_resource", "limiting_resources", "allocated_regs_per_block",
+    "allocated_smem_per_block", "waves", "tail_utilization", "regs_for_next_block",
+    "smem_for_next_block", "best_block_size", "occupancy_source", "engine_max_active_blocks"};
 
-constexpr Field<T> kKernelTimeFields[] = {
-    {"type", Skip<T>},
-    {"version", Skip<T>},
-    {"ts_ns", Skip<T>},
-    {"pid", Skip<T>},
-    {"seq", Skip<T>},
-    {"correlation_id", [](std::string_view r, T* e) { return ReadInt(r, &e->correlation_id); }},
-    {"device", [](std::string_view r, T* e) { return ReadInt(r, &e->device); }},
-    {"context", [](std::string_view r, T* e) { return ReadInt(r, &e->context); }},
-    {"stream", [](std::string_view r, T* e) { return ReadInt(r, &e->stream); }},
-    {"start_ns", [](std::string_view r, T* e) { return ReadInt(r, &e->start_ns); }},
-    {"end_ns", [](std::string_view r, T* e) { return ReadInt(r, &e->end_ns); }},
-    {"duration_ns", [](std::string_view r, T* e) { return ReadInt(r, &e->duration_ns); }},
-    {"graph_id", [](std::string_view r, T* e) { return ReadOptionalInt(r, &e->graph_id); }},
-    {"graph_node_id",
-     [](std::string_view r, T* e) { return ReadOptionalInt(r, &e->graph_node_id); }},
-};
+constexpr std::string_view kKernelTimeNames[] = {
+    "type",     "version",  "ts_ns",  "pid",         "seq",      "correlation_id", "device",
+    "context",  "stream",   "start_ns", "end_ns",    "duration_ns", "graph_id", "graph_node_id"};
+
+// Reads member number `field` (an index into kKernelNames) of a kernel line.
+inline bool ReadField(size_t field, std::string_view r, K* e) {
+  OccupancyFields& o = e->occupancy;
+  switch (field) {
+    case 0: case 1: case 2: case 3: case 4: return true;
+    case 5: return ReadInt(r, &e->tid);
+    case 6: return ReadInt(r, &e->device);
+    case 7: return ReadInt(r, &e->context);
+    case 8: return ReadInt(r, &e->stream);
+    case 9: return ReadInt(r, &e->correlation_id);
+    case 10: return ReadString(r, &e->api);
+    case 11: return ReadString(r, &e->name);
+    case 12: return ReadString(r, &e->demangled);
+    case 13: return ReadDim(r, &e->grid);
+    case 14: return ReadDim(r, &e->block);
+    case 15: return ReadDim(r, &e->cluster.emplace());
+    case 16: return ReadInt(r, &e->num_regs);
+    case 17: return ReadInt(r, &e->static_shared_bytes);
+    case 18: return ReadInt(r, &e->dyn_shared_bytes);
+    case 19: return ReadInt(r, &e->local_bytes);
+    case 20: return ReadInt(r, &e->const_bytes);
+    case 21: return ReadInt(r, &e->max_threads_per_block);
+    case 22: return ReadInt(r, &e->carveout);
+    case 23: return ReadBool(r, &e->cooperative);
+    case 24: return ReadOptionalInt(r, &e->graph_id);
+    case 25: return ReadOptionalInt(r, &e->graph_node_id);
+    case 26: return ReadInt(r, &o.max_active_blocks);
+    case 27: return ReadInt(r, &o.active_warps);
+    case 28: return ReadInt(r, &o.max_warps);
+    case 29: return ReadDouble(r, &o.occupancy);
+    case 30: return ReadDouble(r, &o.reg_occupancy);
+    case 31: return ReadDouble(r, &o.smem_occupancy);
+    case 32: return ReadDouble(r, &o.warp_occupancy);
+    case 33: return ReadDouble(r, &o.block_occupancy);
+    case 34: return ReadDouble(r, &o.barrier_occupancy);
+    case 35:
+      o.has_cluster = true;
+      return ReadDouble(r, &o.cluster_occupancy);
+    case 36: return ReadResource(r, &o.limiting_resource);
+    case 37: return ReadResourceSet(r, &o.limiting_resources);
+    case 38: return ReadInt(r, &o.allocated_regs_per_block);
+    case 39: return ReadInt(r, &o.allocated_smem_per_block);
+    case 40: return ReadDouble(r, &o.waves);
+    case 41: return ReadDouble(r, &o.tail_utilization);
+    case 42: return ReadIntOrNull(r, int32_t{-1}, &o.regs_for_next_block);
+    case 43: return ReadIntOrNull(r, int64_t{-1}, &o.smem_for_next_block);
+    case 44: return ReadInt(r, &o.best_block_size);
+    case 45: return ReadOccupancySource(r, &e->occupancy_source);
+    case 46: return ReadOptionalInt(r, &e->engine_max_active_blocks);
+    default: return false;
+  }
+}
+
+// Reads member number `field` (an index into kKernelTimeNames) of a kernel_time line.
+inline bool ReadField(size_t field, std::string_view r, T* e) {
+  switch (field) {
+    case 0: case 1: case 2: case 3: case 4: return true;
+    case 5: return ReadInt(r, &e->correlation_id);
+    case 6: return ReadInt(r, &e->device);
+    case 7: return ReadInt(r, &e->context);
+    case 8: return ReadInt(r, &e->stream);
+    case 9: return ReadInt(r, &e->start_ns);
+    case 10: return ReadInt(r, &e->end_ns);
+    case 11: return ReadInt(r, &e->duration_ns);
+    case 12: return ReadOptionalInt(r, &e->graph_id);
+    case 13: return ReadOptionalInt(r, &e->graph_node_id);
+    default: return false;
+  }
+}
 
 // Reads every member of `info` into *e (default-initialised but for its string buffers). Members
 // of other names are ignored, as Decode ignores fields it does not know; a repeated name keeps
 // its last value, as in Decode. False when a value is in a form the readers do not take.
 template <class E, size_t N>
-bool ReadMembers(const LineInfo& info, const Field<E> (&fields)[N], E* e) {
+bool ReadMembers(const LineInfo& info, const std::string_view (&names)[N], E* e) {
   if (info.members_truncated) return false;
   size_t next = 0;
   for (int i = 0; i < info.member_count; ++i) {
     const Member& m = info.members[static_cast<size_t>(i)];
     if (m.key_escaped) return false;
     size_t f = next;
-    if (f >= N || !SameName(fields[f].name, m.key)) {
+    if (f >= N || !SameName(names[f], m.key)) {
       f = 0;
-      while (f < N && !SameName(fields[f].name, m.key)) ++f;
+      while (f < N && !SameName(names[f], m.key)) ++f;
       if (f == N) continue;  // a field this version does not know
     }
-    if (!fields[f].read(m.raw, e)) return false;
+    if (!ReadField(f, m.raw, e)) return false;
     next = f + 1;
   }
   return true;
@@ -402,11 +382,11 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
       if (info_.type == EventType::kKernel) {
         OwnedKernelEvent& e = ResetKernel(&result->event);
         e.header = info_.header;
-        read = ReadMembers(info_, kKernelFields, &e);
+        read = ReadMembers(info_, kKernelNames, &e);
       } else {
         OwnedKernelTimeEvent& e = ResetKernelTime(&result->event);
         e.header = info_.header;
-        read = ReadMembers(info_, kKernelTimeFields, &e);
+        read = ReadMembers(info_, kKernelTimeNames, &e);
       }
       if (read) {
         result->reason = Reason::kOk;

@@ -131,18 +131,17 @@ struct SignatureKeyView {
 // Kernel names are long (templated names of hundreds of bytes) and a log repeats a few of them
 // millions of times: the hash reads eight words spread over the name (names of one template
 // differ somewhere inside), and equality compares the whole key.
-uint64_t Word(std::string_view s, size_t at) {
-  uint64_t w = 0;
-  std::memcpy(&w, s.data() + at, std::min<size_t>(8, s.size() - at));
-  return w;
-}
-
 uint64_t SampledHash(std::string_view s) {
   uint64_t h = s.size() * 0x9E3779B97F4A7C15ull;
-  if (s.empty()) return h;
-  const size_t last = s.size() > 8 ? s.size() - 8 : 0;
+  if (s.size() < 8) {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0xBF58476D1CE4E5B9ull;
+    return h;
+  }
+  const size_t last = s.size() - 8;
   for (size_t k = 0; k < 8; ++k) {
-    h ^= Word(s, last * k / 7);
+    uint64_t w;
+    std::memcpy(&w, s.data() + last * k / 7, 8);
+    h ^= w;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 31;
   }

@@ -20,7 +20,11 @@ constexpr std::array<std::string_view, 23> kArgNames = {
 
 constexpr std::array<std::string_view, 4> kCategoryNames = {"", "kernel", "launch", "marker"};
 
-std::string DimText(const schema::Dim3& d) { return fmt::format("{}x{}x{}", d.x, d.y, d.z); }
+// "264x8x1" into `buf` (no allocation).
+std::string_view DimText(const schema::Dim3& d, char (&buf)[48]) {
+  const auto r = fmt::format_to_n(buf, sizeof(buf), "{}x{}x{}", d.x, d.y, d.z);
+  return {buf, static_cast<size_t>(r.out - buf)};
+}
 
 }  // namespace
 
@@ -153,8 +157,9 @@ void PerfettoProtoWriter::KernelArgs(const KernelRecord& k) {
   const schema::OccupancyFields& o = k.occupancy;
   UintArg(kArgCorrelationId, k.correlation_id);
   IntArg(kArgPid, k.header.pid);
-  StringArg(kArgGrid, DimText(k.grid));
-  StringArg(kArgBlock, DimText(k.block));
+  char dim[48];
+  StringArg(kArgGrid, DimText(k.grid, dim));
+  StringArg(kArgBlock, DimText(k.block, dim));
   IntArg(kArgRegs, k.num_regs);
   IntArg(kArgSmem, k.static_shared_bytes + k.dyn_shared_bytes);
   IntArg(kArgDynSmem, k.dyn_shared_bytes);

@@ -25,14 +25,18 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A hash of a long name from eight 8-byte words spread over it (names of one template differ
+// somewhere inside); short names byte by byte.
 uint64_t Sampled(std::string_view s) {
   uint64_t h = s.size() * 0x9E3779B97F4A7C15ull;
-  if (s.empty()) return h;
-  const size_t last = s.size() > 8 ? s.size() - 8 : 0;
+  if (s.size() < 8) {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0xBF58476D1CE4E5B9ull;
+    return h;
+  }
+  const size_t last = s.size() - 8;
   for (size_t k = 0; k < 8; ++k) {
-    uint64_t w = 0;
-    const size_t at = last * k / 7;
-    std::memcpy(&w, s.data() + at, std::min<size_t>(8, s.size() - at));
+    uint64_t w;
+    std::memcpy(&w, s.data() + last * k / 7, 8);
     h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
     h ^= h >> 31;
   }
@@ -67,8 +71,7 @@ bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
 }  // namespace
 
 size_t TraceExporter::NameKeyHash::operator()(const NameKey& k) const {
-  return static_cast<size_t>(Sampled(k.name) ^ (Sampled(k.demangled) * 0x94D049BB133111EBull) ^
-                             Sampled(k.api));
+  return static_cast<size_t>(Sampled(k.name) ^ (Sampled(k.api) * 0x94D049BB133111EBull));
 }
 
 TraceExporter::TraceExporter(report::LaunchFilter* filter, TraceWriter* writer, ExportLimits limits)
@@ -162,21 +165,37 @@ void TraceExporter::Mark(Marker marker, int32_t tid) {
   ++counts_.markers;
 }
 
+// Kernels are told apart by mangled name and launch API: the demangled name follows from the
+// mangled one (the injector demangles it), so it is not compared for every launch.
 const KernelNames* TraceExporter::NamesOf(const schema::OwnedKernelEvent& e) {
-  const NameKey view{e.name, e.demangled, e.api};
+  const NameKey view{e.name, e.api};
   if (const auto it = names_.find(view); it != names_.end()) return it->second;
   KernelNames& n = name_storage_.emplace_back(KernelNames{e.name, e.demangled, e.api});
-  names_.emplace(NameKey{n.name, n.demangled, n.api}, &n);
+  names_.emplace(NameKey{n.name, n.api}, &n);
   return &n;
 }
 
+uint32_t TraceExporter::Store(const Pending& p) {
+  if (!free_records_.empty()) {
+    const uint32_t index = free_records_.back();
+    free_records_.pop_back();
+    records_[index] = p;
+    return index;
+  }
+  records_.push_back(p);
+  return static_cast<uint32_t>(records_.size() - 1);
+}
+
+void TraceExporter::Release(uint32_t record) {
+  if (record != kHidden) free_records_.push_back(record);
+}
+
 void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
-  Pending p;
-  p.seq = e.header.seq;
-  p.hidden = !filter_->Launch(e);
+  const bool hidden = !filter_->Launch(e);
   const report::JoinKey key{static_cast<size_t>(static_cast<uint32_t>(e.header.pid)),
                             schema::JoinKeyOf(e)};
-  if (p.hidden) {
+  Pending p;
+  if (hidden) {
     ++counts_.filtered;
   } else {
     KernelRecord& k = p.kernel;
@@ -207,19 +226,20 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
   if (const auto t = early_times_.find(key); t != early_times_.end()) {
     const GpuTime time = t->second;
     early_times_.erase(t);
-    if (!p.hidden) Timed(p, time);
+    if (!hidden) Timed(p, time);
     return;
   }
-  pending_.Insert(key, p);
+  pending_.Insert(key, Waiting{e.header.seq, hidden ? kHidden : Store(p)});
   pending_order_.emplace_back(key, e.header.seq);
   while (pending_order_.size() > limits_.max_pending_launches) {
     const auto [old_key, old_seq] = pending_order_.front();
     pending_order_.pop_front();
     pending_.TakeIf(
-        old_key, [&](const Pending& w) { return w.seq == old_seq; },
-        [&](const Pending& w) {
-          if (w.hidden) return;
-          Untimed(w);
+        old_key, [&](const Waiting& w) { return w.seq == old_seq; },
+        [&](const Waiting& w) {
+          if (w.record == kHidden) return;
+          Untimed(records_[w.record]);
+          Release(w.record);
           ++counts_.launches_given_up;
         });
   }
@@ -240,9 +260,11 @@ void TraceExporter::OnTime(const schema::OwnedKernelTimeEvent& e) {
   const report::JoinKey key{static_cast<size_t>(static_cast<uint32_t>(e.header.pid)),
                             schema::JoinKeyOf(e)};
   bool joined = false;
-  pending_.Take(key, [&](const Pending& p) {
+  pending_.Take(key, [&](const Waiting& w) {
     joined = true;
-    if (!p.hidden) Timed(p, t);
+    if (w.record == kHidden) return;
+    Timed(records_[w.record], t);
+    Release(w.record);
   });
   if (joined) return;
   if (!early_times_.try_emplace(key, t).second) return;  // a repeated key keeps the first
@@ -280,10 +302,12 @@ void TraceExporter::Orphan(const GpuTime& t) {
 }
 
 bool TraceExporter::Finish(std::string* error) {
-  pending_.ForEach([&](const Pending& p) {
-    if (!p.hidden) Untimed(p);
+  pending_.ForEach([&](const Waiting& w) {
+    if (w.record != kHidden) Untimed(records_[w.record]);
   });
   pending_.Clear();
+  records_.clear();
+  free_records_.clear();
   pending_order_.clear();
   // Kernel_times without their kernel, in the order read.
   for (const report::JoinKey& key : early_order_) {

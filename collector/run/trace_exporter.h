@@ -84,10 +84,15 @@ class TraceExporter {
  private:
   struct Pending {
     KernelRecord kernel;
-    uint64_t seq = 0;
     uint64_t flow = 0;
-    bool hidden = false;  // left out by the filters: its kernel_time is dropped with it
   };
+  // A join table entry: small, so the table stays in cache; the record lives in records_.
+  struct Waiting {
+    uint64_t seq = 0;
+    uint32_t record = 0;  // index into records_; kHidden: left out by the filters (its
+                          // kernel_time is dropped with it)
+  };
+  static constexpr uint32_t kHidden = UINT32_MAX;
   struct Device {
     std::string name;
     std::string uuid;
@@ -97,8 +102,7 @@ class TraceExporter {
     std::vector<int64_t> ends;      // each lane's latest end
   };
   struct NameKey {
-    std::string_view name;
-    std::string_view demangled;
+    std::string_view name;  // mangled
     std::string_view api;
     bool operator==(const NameKey&) const = default;
   };
@@ -119,6 +123,8 @@ class TraceExporter {
   uint64_t HostThreadTrack(int32_t pid, int32_t tid);
   void Timed(const Pending& p, const GpuTime& t);
   void Untimed(const Pending& p);
+  uint32_t Store(const Pending& p);
+  void Release(uint32_t record);
   void Orphan(const GpuTime& t);
 
   report::LaunchFilter* filter_;
@@ -139,7 +145,9 @@ class TraceExporter {
   std::map<std::pair<int32_t, int32_t>, uint64_t> host_threads_;
   std::deque<KernelNames> name_storage_;
   std::unordered_map<NameKey, const KernelNames*, NameKeyHash> names_;
-  report::JoinTable<Pending> pending_;
+  report::JoinTable<Waiting> pending_;
+  std::vector<Pending> records_;      // waiting kernels, reused through free_records_
+  std::vector<uint32_t> free_records_;
   std::deque<std::pair<report::JoinKey, uint64_t>> pending_order_;  // (key, seq)
   size_t peak_pending_ = 0;
   std::unordered_map<report::JoinKey, GpuTime, report::JoinKeyHash> early_times_;

@@ -7,15 +7,16 @@
 #
 #   bench/scale/run.sh --cuflight build/release/bin/cuflight --make-log build/release/bin/make_log \
 #       [--launches 1000000] [--dir /tmp/cuflight-scale] [--baseline OLD_CUFLIGHT]
-#       [--baseline-export-launches 100000] [--runs 3]
+#       [--baseline-export-launches 100000] [--runs 3] [--plain]
 #
-# The log is made once per --launches in --dir and reused. The best of --runs runs is kept (the
+# The log is made once per --launches in --dir and reused; --plain leaves its closed segments
+# uncompressed (the collector compresses them with zstd: the default). The best of --runs runs is kept (the
 # machine is shared: the fastest run is the least disturbed). A baseline export of a large log can
 # need many GiB (the JSON was built in memory): --baseline-export-launches runs it on a smaller
 # log of its own.
 set -euo pipefail
 
-cuflight="" make_log="" baseline="" launches=1000000 dir="/tmp/cuflight-scale" runs=3
+cuflight="" make_log="" baseline="" launches=1000000 dir="/tmp/cuflight-scale" runs=3 plain=""
 baseline_export_launches=100000
 while (($#)); do
   case "$1" in
@@ -26,6 +27,7 @@ while (($#)); do
     --dir) dir=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --baseline-export-launches) baseline_export_launches=$2; shift 2 ;;
+    --plain) plain="--plain"; shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,10 +39,10 @@ fi
 
 mkdir -p "$dir"
 log_for() {  # log_for N -> the directory of a generated log of N launches
-  local n=$1 logdir="$dir/log-$1"
+  local n=$1 logdir="$dir/log-$1${plain:+-plain}"
   if [[ ! -f "$logdir/.done" ]]; then
     rm -rf "$logdir"
-    "$make_log" "$logdir" --launches "$n" --api-error-every 300000 --stall-every 200000 >&2
+    "$make_log" "$logdir" --launches "$n" --api-error-every 300000 --stall-every 200000 $plain >&2
     touch "$logdir/.done"
   fi
   echo "$logdir"

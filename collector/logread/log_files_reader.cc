@@ -1,15 +1,18 @@
-// ReadLogFiles: many log files decoded on worker threads, delivered in file order on the caller's.
+// ReadLogFiles: log files split into lines on one thread, the lines decoded on worker threads,
+// the events delivered in file and line order on the caller's.
 //
-// 1. Workers take files in order (an atomic index), decode each into chunks of kChunkEvents
-//    events and queue the chunks on that file's queue, at most kChunksPerFile deep: a worker
-//    whose queue is full waits. The caller drains the queues file by file.
-// 2. No deadlock: the file the caller waits for is the lowest one not yet delivered; workers take
-//    files in increasing order, so it has been taken, and its worker only waits on its own queue,
-//    which the caller drains.
-// 3. Chunks go back to a pool once delivered, so their events' storage (strings included) is
-//    reused and the memory held is bounded by the chunks in flight.
-// 4. The caller's exception, or a failed file, sets `stop`; workers then finish at their next
-//    queue operation and are joined before ReadLogFiles returns or rethrows.
+// 1. The reader thread reads the files in order (zstd decompressed), checks each is a log, splits
+//    it into lines and packs them into batches of kBatchLines lines, each with a sequence number.
+//    A file's end (its torn last line, or why it is not a log) is a batch of its own.
+// 2. Decoder threads take batches in any order and decode their lines into the batch's events
+//    (schema::LineDecoder), counting events, unknown and rejected lines in the batch's summary.
+// 3. The caller takes batches in sequence order as they are decoded, delivers their events and
+//    adds their summaries: the same calls and the same summary as reading file by file.
+// 4. At most kMaxBatches batches exist; the reader waits for one to come back. So memory is
+//    bounded (batches of text and decoded events) whatever the size of the logs, and one large
+//    file is decoded in parallel as well as many small ones.
+// 5. The caller's exception, or a failed file, stops the threads (they finish at their next wait)
+//    and joins them before ReadLogFiles returns or rethrows.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -41,160 +44,226 @@ struct Item {
   std::string unknown_type;
 };
 
-struct Chunk {
+constexpr size_t kBatchLines = ReadOptions::kChunkEvents;
+
+struct Batch {
+  size_t file = 0;
+  // Lines as read: text[ends[i-1], ends[i]) is line first_line + i.
+  std::string text;
+  std::vector<size_t> ends;
+  uint64_t first_line = 0;
+  // Decoded: events and unknown-type lines, in line order.
   std::vector<Item> items;
   size_t size = 0;
-  // The file's last chunk: its summary, and whether it failed (with the error).
-  bool last = false;
+  ReadSummary summary;  // decoded lines' counts and notes; for a file's end, the reader's
+  bool file_end = false;
   bool failed = false;
   std::string error;
-  ReadSummary summary;
+  bool decoded = false;
+
+  void Reset() {
+    text.clear();
+    ends.clear();
+    size = 0;
+    summary = ReadSummary{};
+    file_end = false;
+    failed = false;
+    error.clear();
+    decoded = false;
+  }
 };
 
 class Pipeline {
  public:
-  explicit Pipeline(const std::vector<fs::path>& files) : files_(files), queues_(files.size()) {}
+  Pipeline(const std::vector<fs::path>& files, unsigned decoders)
+      : files_(files), max_batches_(2 * static_cast<size_t>(decoders) + 4) {
+    reader_ = std::thread([this] { Read(); });
+    for (unsigned i = 0; i < decoders; ++i) decoders_.emplace_back([this] { Decode(); });
+  }
 
   ~Pipeline() { Stop(); }
 
-  void Start(unsigned threads) {
-    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
-  }
-
-  // The next chunk of file `index`, waiting for it; back to Recycle() once delivered.
-  std::unique_ptr<Chunk> Next(size_t index) {
+  // The next batch in sequence order once decoded; nullptr after the last file's end.
+  Batch* Next() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !queues_[index].empty(); });
-    std::unique_ptr<Chunk> chunk = std::move(queues_[index].front());
-    queues_[index].pop_front();
-    cv_.notify_all();  // room on this file's queue
-    return chunk;
+    cv_.wait(lock, [&] { return (!order_.empty() && order_.front()->decoded) ||
+                                (order_.empty() && reader_done_); });
+    if (order_.empty()) return nullptr;
+    Batch* b = order_.front();
+    order_.pop_front();
+    return b;
   }
 
-  void Recycle(std::unique_ptr<Chunk> chunk) {
-    chunk->size = 0;
-    chunk->last = false;
-    chunk->failed = false;
-    chunk->error.clear();
-    chunk->summary = ReadSummary{};
-    std::lock_guard lock(mu_);
-    pool_.push_back(std::move(chunk));
+  void Recycle(Batch* b) {
+    b->Reset();
+    {
+      std::lock_guard lock(mu_);
+      free_.push_back(b);
+    }
+    cv_.notify_all();
   }
 
-  // Stops the workers (they finish at their next queue operation) and joins them.
   void Stop() {
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    for (std::thread& t : workers_) t.join();
-    workers_.clear();
+    if (reader_.joinable()) reader_.join();
+    for (std::thread& t : decoders_) t.join();
+    decoders_.clear();
   }
 
   uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
 
  private:
-  // Decodes one file into chunks on its queue.
-  class ChunkSink final : public internal::LineSink {
+  struct Stopped {};
+
+  // The reader's sink: raw lines packed into batches.
+  class BatchSink final : public internal::LineSink {
    public:
-    ChunkSink(Pipeline& p, size_t index) : p_(p), index_(index), chunk_(p.Take()) {}
-
-    schema::DecodeResult* Slot() override {
-      if (chunk_->size == chunk_->items.size()) chunk_->items.emplace_back();
-      return &chunk_->items[chunk_->size].result;
+    BatchSink(Pipeline& p, size_t file) : p_(p), file_(file) {}
+    schema::DecodeResult* Slot() override { return nullptr; }  // raw: never asked
+    void Event(uint64_t) override {}
+    void Unknown(std::string_view, uint64_t) override {}
+    bool raw() const override { return true; }
+    void RawLine(std::string_view text, uint64_t line) override {
+      if (batch_ == nullptr) {
+        batch_ = p_.Take();
+        batch_->file = file_;
+        batch_->first_line = line;
+      }
+      batch_->text.append(text.data(), text.size());
+      batch_->ends.push_back(batch_->text.size());
+      if (batch_->ends.size() == kBatchLines) Flush();
     }
-    void Event(uint64_t line) override { Commit(line, false, {}); }
-    void Unknown(std::string_view type, uint64_t line) override { Commit(line, true, type); }
-
-    // Queues the last chunk of the file. False when the pipeline stopped.
-    bool Finish(bool ok, std::string error, ReadSummary summary) {
-      chunk_->last = true;
-      chunk_->failed = !ok;
-      chunk_->error = std::move(error);
-      chunk_->summary = std::move(summary);
-      return p_.Put(index_, std::move(chunk_));
+    // Submits the batch being filled, if any.
+    void Flush() {
+      if (batch_ == nullptr) return;
+      p_.Submit(batch_, true);
+      batch_ = nullptr;
     }
 
    private:
-    void Commit(uint64_t line, bool unknown, std::string_view type) {
-      Item& item = chunk_->items[chunk_->size++];
-      item.line = line;
-      item.unknown = unknown;
-      item.unknown_type.assign(type.data(), type.size());
-      if (chunk_->size == ReadOptions::kChunkEvents) {
-        if (!p_.Put(index_, std::move(chunk_))) throw Stopped{};
-        chunk_ = p_.Take();
-      }
-    }
-
     Pipeline& p_;
-    size_t index_;
-    std::unique_ptr<Chunk> chunk_;
+    size_t file_;
+    Batch* batch_ = nullptr;
   };
 
-  struct Stopped {};
+  // A free batch, waiting for one while all are in flight. Throws Stopped when stopped.
+  Batch* Take() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || !free_.empty() || owned_.size() < max_batches_; });
+    if (stop_) throw Stopped{};
+    if (!free_.empty()) {
+      Batch* b = free_.back();
+      free_.pop_back();
+      return b;
+    }
+    owned_.push_back(std::make_unique<Batch>());
+    owned_.back()->items.reserve(kBatchLines);
+    return owned_.back().get();
+  }
 
-  std::unique_ptr<Chunk> Take() {
+  // Puts `b` in sequence order, and on the decoders' queue when it has lines to decode.
+  void Submit(Batch* b, bool decode) {
     {
       std::lock_guard lock(mu_);
-      if (!pool_.empty()) {
-        std::unique_ptr<Chunk> chunk = std::move(pool_.back());
-        pool_.pop_back();
-        return chunk;
+      if (stop_) throw Stopped{};
+      order_.push_back(b);
+      if (decode) {
+        to_decode_.push_back(b);
+      } else {
+        b->decoded = true;
       }
     }
-    auto chunk = std::make_unique<Chunk>();
-    chunk->items.reserve(ReadOptions::kChunkEvents);
-    return chunk;
-  }
-
-  // Queues `chunk` on file `index`'s queue, waiting for room. False when stopped.
-  bool Put(size_t index, std::unique_ptr<Chunk> chunk) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || queues_[index].size() < ReadOptions::kChunksPerFile; });
-    if (stop_) return false;
-    queues_[index].push_back(std::move(chunk));
     cv_.notify_all();
-    return true;
   }
 
-  void Work() {
+  void Read() {
+    try {
+      for (size_t i = 0; i < files_.size(); ++i) {
+        BatchSink sink(*this, i);
+        ReadSummary summary;
+        std::string error;
+        bool ok;
+        try {
+          ok = internal::ReadFileInto(files_[i], sink, &summary, &bytes_read_, &error);
+        } catch (const Stopped&) {
+          throw;
+        } catch (const std::exception& e) {  // std::bad_alloc: the file fails, the caller says so
+          ok = false;
+          error = files_[i].native() + ": " + e.what();
+        }
+        sink.Flush();  // the lines read before an error are delivered before it
+        Batch* end = Take();
+        end->file = i;
+        end->file_end = true;
+        end->failed = !ok;
+        end->error = std::move(error);
+        end->summary = std::move(summary);
+        Submit(end, false);
+        if (!ok) break;  // the caller stops at this file
+      }
+    } catch (const Stopped&) {
+    }
+    {
+      std::lock_guard lock(mu_);
+      reader_done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void Decode() {
+    schema::LineDecoder decoder;
     for (;;) {
-      const size_t index = next_file_.fetch_add(1);
-      if (index >= files_.size()) return;
+      Batch* b;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !to_decode_.empty(); });
+        if (stop_) return;
+        b = to_decode_.front();
+        to_decode_.pop_front();
+      }
+      const fs::path& file = files_[b->file];
+      size_t begin = 0;
+      for (size_t i = 0; i < b->ends.size(); ++i) {
+        const std::string_view text(b->text.data() + begin, b->ends[i] - begin);
+        begin = b->ends[i];
+        const uint64_t line = b->first_line + i;
+        if (b->size == b->items.size()) b->items.emplace_back();
+        Item& item = b->items[b->size];
+        const internal::LineKind kind =
+            internal::DecodeLine(decoder, text, line, file, &item.result, &b->summary);
+        if (kind == internal::LineKind::kRejected) continue;
+        item.line = line;
+        item.unknown = kind == internal::LineKind::kUnknown;
+        if (item.unknown) {
+          item.unknown_type.assign(decoder.last_type());
+        }
+        ++b->size;
+      }
       {
         std::lock_guard lock(mu_);
-        if (stop_) return;
+        b->decoded = true;
       }
-      ReadSummary summary;
-      std::string error;
-      bool ok = false;
-      try {
-        ChunkSink sink(*this, index);
-        ok = internal::ReadFileInto(files_[index], sink, &summary, &bytes_read_, &error);
-        if (!sink.Finish(ok, std::move(error), std::move(summary))) return;
-      } catch (const Stopped&) {
-        return;
-      } catch (const std::exception& e) {  // std::bad_alloc: the file fails, the caller says so
-        auto chunk = Take();
-        chunk->last = true;
-        chunk->failed = true;
-        chunk->error = files_[index].native() + ": " + e.what();
-        if (!Put(index, std::move(chunk))) return;
-      }
+      cv_.notify_all();
     }
   }
 
   const std::vector<fs::path>& files_;
+  const size_t max_batches_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::deque<std::unique_ptr<Chunk>>> queues_;
-  std::vector<std::unique_ptr<Chunk>> pool_;
+  std::vector<std::unique_ptr<Batch>> owned_;
+  std::vector<Batch*> free_;
+  std::deque<Batch*> order_;      // submitted, in sequence order
+  std::deque<Batch*> to_decode_;  // submitted, not yet taken by a decoder
   bool stop_ = false;
-  std::atomic<size_t> next_file_{0};
+  bool reader_done_ = false;
   std::atomic<uint64_t> bytes_read_{0};
-  std::vector<std::thread> workers_;
+  std::thread reader_;
+  std::vector<std::thread> decoders_;
 };
 
 // Sequential reading on the calling thread (no worker thread).
@@ -228,12 +297,13 @@ uint64_t FileSize(const fs::path& file) {
   return ec ? 0 : static_cast<uint64_t>(size);
 }
 
+// Decoder threads: as asked, else one per core; none (everything on the calling thread) on one
+// core or when asked to read sequentially.
 unsigned WorkerThreads(const ReadOptions& options, size_t files) {
   if (options.sequential || files == 0) return 0;
-  if (options.threads > 0) return static_cast<unsigned>(std::min<size_t>(options.threads, files));
+  if (options.threads > 0) return options.threads;
   const unsigned cores = std::thread::hardware_concurrency();
-  if (cores <= 1) return 0;
-  return static_cast<unsigned>(std::min<size_t>(cores, files));
+  return cores <= 1 ? 0 : cores;
 }
 
 }  // namespace
@@ -271,35 +341,32 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
     return true;
   }
 
-  Pipeline pipeline(files);
-  pipeline.Start(threads);
-  for (size_t i = 0; i < files.size(); ++i) {
-    for (;;) {
-      std::unique_ptr<Chunk> chunk = pipeline.Next(i);
-      for (size_t k = 0; k < chunk->size; ++k) {
-        const Item& item = chunk->items[k];
-        const Origin origin{&files[i], item.line};
-        if (!item.unknown) {
-          ++progress.events;
-          on_event(item.result.event, origin);
-        } else if (options.on_unknown && item.result.header) {
-          options.on_unknown(UnknownEvent{item.unknown_type, *item.result.header}, origin);
-        }
+  Pipeline pipeline(files, threads);
+  for (;;) {
+    Batch* b = pipeline.Next();
+    if (b == nullptr) break;
+    const fs::path& file = files[b->file];
+    for (size_t k = 0; k < b->size; ++k) {
+      const Item& item = b->items[k];
+      const Origin origin{&file, item.line};
+      if (!item.unknown) {
+        ++progress.events;
+        on_event(item.result.event, origin);
+      } else if (options.on_unknown && item.result.header) {
+        options.on_unknown(UnknownEvent{item.unknown_type, *item.result.header}, origin);
       }
-      const bool last = chunk->last;
-      if (last) {
-        internal::AddSummary(chunk->summary, summary);
-        if (chunk->failed) {
-          *error = chunk->error;
-          pipeline.Stop();
-          return false;
-        }
-      }
-      pipeline.Recycle(std::move(chunk));
-      report(false, pipeline.bytes_read());
-      if (last) break;
     }
-    ++progress.files_done;
+    internal::AddSummary(b->summary, summary);
+    if (b->file_end) {
+      if (b->failed) {
+        *error = b->error;
+        pipeline.Stop();
+        return false;
+      }
+      ++progress.files_done;
+    }
+    pipeline.Recycle(b);
+    report(false, pipeline.bytes_read());
   }
   pipeline.Stop();
   report(true, pipeline.bytes_read());

@@ -116,35 +116,43 @@ class LineSplitter {
   void Line(std::string_view text) {
     ++line_no_;
     ++summary_->lines;
+    if (sink_.raw()) {
+      if (line_no_ == 1) CheckFirstLine(text, &first_);
+      sink_.RawLine(text, line_no_);
+      return;
+    }
     schema::DecodeResult& result = *sink_.Slot();
-    decoder_.Decode(text, &result);
-    if (line_no_ == 1 && !result.header) {
-      // Not even a cuflight event header: not a log (or one this version cannot read).
-      if (result.reason == schema::Reason::kUnsupportedVersion) {
-        throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
-                                  "version {}",
-                                  Clip(result.message, kMaxNoteMessageBytes),
-                                  schema::kSchemaVersion)};
-      }
-      if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
-      throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
-                                schema::ReasonName(result.reason),
-                                Clip(result.message, kMaxNoteMessageBytes))};
+    if (line_no_ == 1) {
+      CheckFirstLine(text, &result);
+      // Counted as every other line is (the check decoded it already; decode it again to count).
     }
-    if (result.ok()) {
-      ++summary_->events;
-      sink_.Event(line_no_);
-      return;
+    switch (internal::DecodeLine(decoder_, text, line_no_, file_, &result, summary_)) {
+      case internal::LineKind::kEvent:
+        sink_.Event(line_no_);
+        break;
+      case internal::LineKind::kUnknown:
+        sink_.Unknown(decoder_.last_type(), line_no_);
+        break;
+      case internal::LineKind::kRejected:
+        break;
     }
-    if (result.reason == schema::Reason::kUnknownType) {
-      ++summary_->unknown_type_lines;
-      sink_.Unknown(decoder_.last_type(), line_no_);
-      return;
+  }
+
+  // Line 1 must be a cuflight event header: else the file is not a log (or one this version
+  // cannot read).
+  void CheckFirstLine(std::string_view text, schema::DecodeResult* result) {
+    decoder_.Decode(text, result);
+    if (result->header) return;
+    if (result->reason == schema::Reason::kUnsupportedVersion) {
+      throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
+                                "version {}",
+                                Clip(result->message, kMaxNoteMessageBytes),
+                                schema::kSchemaVersion)};
     }
-    ++summary_->rejected_lines;
-    Note(fmt::format("rejected line {} in {}: {}: {}", line_no_, file_.native(),
-                     schema::ReasonName(result.reason),
-                     Clip(result.message, kMaxNoteMessageBytes)));
+    if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
+    throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
+                              schema::ReasonName(result->reason),
+                              Clip(result->message, kMaxNoteMessageBytes))};
   }
 
   void Note(std::string note) {
@@ -159,6 +167,7 @@ class LineSplitter {
   internal::LineSink& sink_;
   ReadSummary* summary_;
   schema::LineDecoder decoder_;
+  schema::DecodeResult first_;  // line 1 of a raw sink's file, decoded for the check
   std::string pending_;
   uint64_t line_no_ = 0;
   uint64_t bytes_ = 0;
@@ -253,6 +262,29 @@ bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
     return false;
   }
   return true;
+}
+
+LineKind DecodeLine(schema::LineDecoder& decoder, std::string_view text, uint64_t line,
+                    const fs::path& file, schema::DecodeResult* result, ReadSummary* summary) {
+  decoder.Decode(text, result);
+  if (result->ok()) {
+    ++summary->events;
+    return LineKind::kEvent;
+  }
+  if (result->reason == schema::Reason::kUnknownType) {
+    ++summary->unknown_type_lines;
+    return LineKind::kUnknown;
+  }
+  ++summary->rejected_lines;
+  std::string note = fmt::format("rejected line {} in {}: {}: {}", line, file.native(),
+                                 schema::ReasonName(result->reason),
+                                 Clip(result->message, kMaxNoteMessageBytes));
+  if (summary->notes.size() < ReadSummary::kMaxNotes) {
+    summary->notes.push_back(std::move(note));
+  } else {
+    ++summary->notes_left_out;
+  }
+  return LineKind::kRejected;
 }
 
 void AddSummary(const ReadSummary& from, ReadSummary* to) {

@@ -618,7 +618,6 @@ class Builder {
       }
     }
     std::set<std::string> models;
-    std::vector<std::pair<uint32_t, SignatureKeyView>> kept;  // builder index, key
     for (uint32_t i = 0; i < signatures_.size(); ++i) {
       SignatureState& st = signatures_[i];
       Signature& sig = st.sig;
@@ -640,8 +639,6 @@ class Builder {
     }
     report_->several_device_models = models.size() > 1;
     // Sort, remembering where each builder signature went.
-    std::vector<size_t> order(report_->signatures.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::vector<Signature> sorted = report_->signatures;
     SortSignatures(options_.sort, &sorted);
     report_index_of_signature_.assign(signatures_.size(), kNone);

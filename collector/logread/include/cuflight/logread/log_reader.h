@@ -13,9 +13,10 @@
 //    an older cuflight) are skipped and counted, not rejected (schema/README.md, versioning rule);
 //    ReadLogFiles can hand their type name and header to a reader that shows them generically.
 // 5. Lines are decoded by schema::LineDecoder (Decode's result, at about the speed the collector
-//    validates them). ReadLogFiles decodes files on worker threads, in parallel over files and in
-//    a pipeline with the caller for one file, and delivers the events on the calling thread in
-//    file order; the events in flight are bounded (ReadOptions), whatever the size of the logs.
+//    validates them). ReadLogFiles reads and splits the files on one thread, decodes batches of
+//    lines on worker threads (one large file as well as many small ones), and delivers the events
+//    on the calling thread in file and line order; the batches in flight are bounded
+//    (ReadOptions), whatever the size of the logs.
 #ifndef CUFLIGHT_LOGREAD_LOG_READER_H_
 #define CUFLIGHT_LOGREAD_LOG_READER_H_
 
@@ -76,16 +77,15 @@ struct ReadProgress {
 };
 
 struct ReadOptions {
-  // Threads that decode files: 0 picks one per core (std::thread::hardware_concurrency), at most
-  // one per file, and none on a one-core machine; 1 or more: that many worker threads. Without
-  // worker threads (0 on one core, or `sequential`) everything runs on the calling thread.
+  // Threads that decode lines: 0 picks one per core (std::thread::hardware_concurrency), and
+  // none on a one-core machine; 1 or more: that many. With decoder threads, one more thread reads
+  // and splits the files. Without (0 on one core, or `sequential`) everything runs on the calling
+  // thread.
   unsigned threads = 0;
   bool sequential = false;
-  // Decoded events held between the workers and the caller: at most kChunksPerFile chunks of
-  // kChunkEvents per file being decoded, plus one chunk being delivered. Memory stays bounded
-  // (about threads x kChunksPerFile x kChunkEvents events) whatever the size of the logs.
+  // Lines travel in batches of kChunkEvents; at most 2 x threads + 4 batches (their text and
+  // their decoded events) exist at once, so memory stays bounded whatever the size of the logs.
   static constexpr size_t kChunkEvents = 1024;
-  static constexpr size_t kChunksPerFile = 4;
   // Lines of unknown types (4.); may be empty.
   OnUnknownEvent on_unknown;
   // Called on the calling thread between chunks, at most every `progress_interval_s`, and once

@@ -352,14 +352,14 @@ std::string Launches(int32_t pid, int launches, bool torn) {
   return s;
 }
 
-// Seven files (plain and zstd; sizes from a few lines to several chunks of events; rejected,
+// Seven files (plain and zstd; sizes from a few lines to several batches of lines; rejected,
 // torn and unknown-type lines): the same events, origins and summary as ReadLogFile file by file,
 // whatever the number of threads.
 TEST(ReadLogFilesTest, SameEventsAndSummaryAsReadingFileByFileWithAnyThreads) {
   TempDir dir;
   std::vector<fs::path> files;
   for (int i = 0; i < 7; ++i) {
-    const int launches = i == 2 ? 5000 : i * 300;  // file 2: about ten chunks
+    const int launches = i == 2 ? 5000 : i * 300;  // file 2: about ten batches
     std::string text = Launches(100 + i, launches, i == 4);
     if (i == 3) {
       text += "{\"type\":\"stall\",\"version\":1,\"ts_ns\":5,\"pid\":103,\"seq\":9999}\n";

@@ -88,7 +88,7 @@ struct ReadOptions {
   static constexpr size_t kChunkEvents = 1024;
   // Lines of unknown types (4.); may be empty.
   OnUnknownEvent on_unknown;
-  // Called on the calling thread between chunks, at most every `progress_interval_s`, and once
+  // Called on the calling thread between batches, at most every `progress_interval_s`, and once
   // when the read ends successfully; may be empty.
   std::function<void(const ReadProgress&)> on_progress;
   double progress_interval_s = 0.25;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/line_decoder.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
@@ -228,6 +229,28 @@ void BM_DecodeMix(benchmark::State& state) {
   state.counters["line_bytes"] = MeanSize(lines);
 }
 BENCHMARK(BM_DecodeMix);
+
+// The same mix through LineDecoder (how the report tools read logs): Validate, then the typed
+// fields read from the checked member texts, into one reused result.
+void BM_LineDecoderMix(benchmark::State& state) {
+  const std::vector<std::string>& lines = Lines().mix;
+  LineDecoder decoder;
+  DecodeResult result;
+  size_t i = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string& line = lines[i];
+    i = i + 1 == lines.size() ? 0 : i + 1;
+    if (decoder.Decode(line, &result) != Reason::kOk) state.SkipWithError(result.message.c_str());
+    benchmark::DoNotOptimize(result);
+    bytes += line.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["line_bytes"] = MeanSize(lines);
+  state.counters["fast_lines"] = static_cast<double>(decoder.fast_lines());
+}
+BENCHMARK(BM_LineDecoderMix);
 
 }  // namespace
 }  // namespace cuflight::schema

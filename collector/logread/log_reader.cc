@@ -1,4 +1,6 @@
 // ReadLogFile: one plain or zstd JSONL file -> decoded events, with damage counted.
+#include <sys/stat.h>
+
 #include "cuflight/logread/log_reader.h"
 
 #include <fcntl.h>
@@ -15,6 +17,8 @@
 #include <utility>
 
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/line_decoder.h"
+#include "file_reader.h"
 #include "zstd_file.h"
 
 namespace cuflight::logread {
@@ -59,10 +63,8 @@ struct NotALog {
 
 class LineSplitter {
  public:
-  using OnEvent = std::function<void(const schema::OwnedEvent&, const Origin&)>;
-
-  LineSplitter(const fs::path& file, const OnEvent& on_event, ReadSummary* summary)
-      : file_(file), on_event_(on_event), summary_(summary) {}
+  LineSplitter(const fs::path& file, internal::LineSink& sink, ReadSummary* summary)
+      : file_(file), sink_(sink), summary_(summary) {}
 
   void Feed(std::string_view chunk) {
     bytes_ += chunk.size();
@@ -114,34 +116,43 @@ class LineSplitter {
   void Line(std::string_view text) {
     ++line_no_;
     ++summary_->lines;
-    schema::DecodeResult result = schema::Decode(text);
-    if (line_no_ == 1 && !result.header) {
-      // Not even a cuflight event header: not a log (or one this version cannot read).
-      if (result.reason == schema::Reason::kUnsupportedVersion) {
-        throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
-                                  "version {}",
-                                  Clip(result.message, kMaxNoteMessageBytes),
-                                  schema::kSchemaVersion)};
-      }
-      if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
-      throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
-                                schema::ReasonName(result.reason),
-                                Clip(result.message, kMaxNoteMessageBytes))};
-    }
-    if (result.ok()) {
-      ++summary_->events;
-      const Origin origin{&file_, line_no_};
-      on_event_(result.event, origin);
+    if (sink_.raw()) {
+      if (line_no_ == 1) CheckFirstLine(text, &first_);
+      sink_.RawLine(text, line_no_);
       return;
     }
-    if (result.reason == schema::Reason::kUnknownType) {
-      ++summary_->unknown_type_lines;
-      return;
+    schema::DecodeResult& result = *sink_.Slot();
+    if (line_no_ == 1) {
+      CheckFirstLine(text, &result);
+      // Counted as every other line is (the check decoded it already; decode it again to count).
     }
-    ++summary_->rejected_lines;
-    Note(fmt::format("rejected line {} in {}: {}: {}", line_no_, file_.native(),
-                     schema::ReasonName(result.reason),
-                     Clip(result.message, kMaxNoteMessageBytes)));
+    switch (internal::DecodeLine(decoder_, text, line_no_, file_, &result, summary_)) {
+      case internal::LineKind::kEvent:
+        sink_.Event(line_no_);
+        break;
+      case internal::LineKind::kUnknown:
+        sink_.Unknown(decoder_.last_type(), line_no_);
+        break;
+      case internal::LineKind::kRejected:
+        break;
+    }
+  }
+
+  // Line 1 must be a cuflight event header: else the file is not a log (or one this version
+  // cannot read).
+  void CheckFirstLine(std::string_view text, schema::DecodeResult* result) {
+    decoder_.Decode(text, result);
+    if (result->header) return;
+    if (result->reason == schema::Reason::kUnsupportedVersion) {
+      throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
+                                "version {}",
+                                Clip(result->message, kMaxNoteMessageBytes),
+                                schema::kSchemaVersion)};
+    }
+    if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
+    throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
+                              schema::ReasonName(result->reason),
+                              Clip(result->message, kMaxNoteMessageBytes))};
   }
 
   void Note(std::string note) {
@@ -153,8 +164,10 @@ class LineSplitter {
   }
 
   const fs::path& file_;
-  const OnEvent& on_event_;
+  internal::LineSink& sink_;
   ReadSummary* summary_;
+  schema::LineDecoder decoder_;
+  schema::DecodeResult first_;  // line 1 of a raw sink's file, decoded for the check
   std::string pending_;
   uint64_t line_no_ = 0;
   uint64_t bytes_ = 0;
@@ -184,11 +197,26 @@ ssize_t ReadSome(int fd, char* buf, size_t size) {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
+// ReadLogFile's sink: each event straight to the callback.
+class CallbackSink final : public internal::LineSink {
+ public:
+  CallbackSink(const fs::path& file, const OnEvent& on_event) : file_(file), on_event_(on_event) {}
+  schema::DecodeResult* Slot() override { return &result_; }
+  void Event(uint64_t line) override { on_event_(result_.event, Origin{&file_, line}); }
+  void Unknown(std::string_view, uint64_t) override {}
+
+ private:
+  const fs::path& file_;
+  const OnEvent& on_event_;
+  schema::DecodeResult result_;
+};
+
 }  // namespace
 
-bool ReadLogFile(const fs::path& file,
-                 const std::function<void(const schema::OwnedEvent&, const Origin&)>& on_event,
-                 ReadSummary* summary, std::string* error) {
+namespace internal {
+
+bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
+                  std::atomic<uint64_t>* bytes_read, std::string* error) {
   Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     *error = fmt::format("{}: cannot open: {}", file.native(), ErrnoText(errno));
@@ -201,7 +229,7 @@ bool ReadLogFile(const fs::path& file,
     *error = fmt::format("{}: cannot read: {}", file.native(), ErrnoText(errno));
     return false;
   }
-  LineSplitter splitter(file, on_event, summary);
+  LineSplitter splitter(file, sink, summary);
   try {
     if (IsZstdMagic(std::string_view(buf.data(), static_cast<size_t>(n)))) {
       ++summary->compressed_files;
@@ -211,8 +239,15 @@ bool ReadLogFile(const fs::path& file,
         *error = zstd_error;  // names the file
         return false;
       }
+      struct stat st {};
+      if (bytes_read != nullptr && ::fstat(fd.get(), &st) == 0) {
+        bytes_read->fetch_add(static_cast<uint64_t>(st.st_size), std::memory_order_relaxed);
+      }
     } else {
       while (n > 0) {
+        if (bytes_read != nullptr) {
+          bytes_read->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+        }
         splitter.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
         n = ReadSome(fd.get(), buf.data(), buf.size());
       }
@@ -227,6 +262,55 @@ bool ReadLogFile(const fs::path& file,
     return false;
   }
   return true;
+}
+
+LineKind DecodeLine(schema::LineDecoder& decoder, std::string_view text, uint64_t line,
+                    const fs::path& file, schema::DecodeResult* result, ReadSummary* summary) {
+  decoder.Decode(text, result);
+  if (result->ok()) {
+    ++summary->events;
+    return LineKind::kEvent;
+  }
+  if (result->reason == schema::Reason::kUnknownType) {
+    ++summary->unknown_type_lines;
+    return LineKind::kUnknown;
+  }
+  ++summary->rejected_lines;
+  std::string note = fmt::format("rejected line {} in {}: {}: {}", line, file.native(),
+                                 schema::ReasonName(result->reason),
+                                 Clip(result->message, kMaxNoteMessageBytes));
+  if (summary->notes.size() < ReadSummary::kMaxNotes) {
+    summary->notes.push_back(std::move(note));
+  } else {
+    ++summary->notes_left_out;
+  }
+  return LineKind::kRejected;
+}
+
+void AddSummary(const ReadSummary& from, ReadSummary* to) {
+  to->files += from.files;
+  to->lines += from.lines;
+  to->events += from.events;
+  to->torn_lines += from.torn_lines;
+  to->rejected_lines += from.rejected_lines;
+  to->unknown_type_lines += from.unknown_type_lines;
+  to->compressed_files += from.compressed_files;
+  for (const std::string& note : from.notes) {
+    if (to->notes.size() < ReadSummary::kMaxNotes) {
+      to->notes.push_back(note);
+    } else {
+      ++to->notes_left_out;
+    }
+  }
+  to->notes_left_out += from.notes_left_out;
+}
+
+}  // namespace internal
+
+bool ReadLogFile(const fs::path& file, const OnEvent& on_event, ReadSummary* summary,
+                 std::string* error) {
+  CallbackSink sink(file, on_event);
+  return internal::ReadFileInto(file, sink, summary, nullptr, error);
 }
 
 }  // namespace cuflight::logread

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <deque>
+#include <string_view>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -18,14 +20,17 @@
 #include "cuflight/report/advice.h"
 #include "cuflight/report/device_spec.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/launch_filter.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
+#include "cuflight/report/time_bins.h"
 #include "cuflight/schema/log_layout.h"
 #include "cuflight/schema/routine_failures.h"
 #include "cuflight/schema/sticky_errors.h"
-#include "join_key.h"
+#include "cuflight/report/join_key.h"
+#include "cuflight/report/join_table.h"
 
 namespace cuflight::report {
 namespace {
@@ -33,9 +38,15 @@ namespace {
 namespace fs = std::filesystem;
 using schema::Resource;
 
+
+
+// The last ReportOptions::review_launches launches of one stream, in a ring whose slots (and
+// their name strings) are reused.
 struct StreamState {
   StreamTail tail;
-  std::deque<LaunchSummary> last;
+  std::vector<LaunchSummary> ring;  // without their names until Finish
+  std::vector<uint32_t> ring_signature;  // each slot's builder signature: its name
+  size_t next = 0;  // the slot the next launch takes
 };
 
 struct DeviceInfo {
@@ -67,7 +78,6 @@ struct ProcessState {
   ProcessSummary summary;
   std::map<int32_t, DeviceInfo> devices;
   std::map<std::pair<int32_t, uint64_t>, StreamState> streams;
-  std::vector<schema::JoinKey> kernel_keys;  // every kernel event's, for the timed count
   std::optional<uint64_t> last_kernel_seq;
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
@@ -103,31 +113,64 @@ bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
   return true;
 }
 
-using SignatureKey = std::tuple<std::string, uint32_t, uint32_t, uint32_t, int64_t, int32_t,
-                                std::string>;
+// A signature's key as the event states it, for lookups without copying the names.
+struct SignatureKeyView {
+  std::string_view name;
+  uint32_t bx, by, bz;
+  int64_t dyn_smem;
+  int32_t regs;
+  std::string_view model;
+  bool operator==(const SignatureKeyView&) const = default;
+};
+
+// Kernel names are long (templated names of hundreds of bytes) and a log repeats a few of them
+// millions of times: the hash reads eight words spread over the name (names of one template
+// differ somewhere inside), and equality compares the whole key.
+uint64_t SampledHash(std::string_view s) {
+  uint64_t h = s.size() * 0x9E3779B97F4A7C15ull;
+  if (s.size() < 8) {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0xBF58476D1CE4E5B9ull;
+    return h;
+  }
+  const size_t last = s.size() - 8;
+  for (size_t k = 0; k < 8; ++k) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + last * k / 7, 8);
+    h ^= w;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+struct SignatureKeyHash {
+  size_t operator()(const SignatureKeyView& k) const {
+    uint64_t h = SampledHash(k.name) ^ (SampledHash(k.model) * 0x94D049BB133111EBull);
+    const uint64_t shape = (uint64_t{k.bx} << 40) ^ (uint64_t{k.by} << 20) ^ k.bz ^
+                           (static_cast<uint64_t>(k.dyn_smem) << 13) ^
+                           (static_cast<uint64_t>(static_cast<uint32_t>(k.regs)) << 3);
+    h ^= shape * 0xC2B2AE3D27D4EB4Full;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
 
 struct SignatureState {
   Signature sig;
-  std::set<size_t> processes;
+  // The key's strings, owned here; the index's key views point into them (SignatureState lives
+  // in a deque, so they stay put).
+  std::string key_name;
+  std::string key_model;
+  std::string display;  // the demangled name, or the mangled one (the review's launches)
+  bool name_selected = true;  // the --kernel regex matches it
+  bool limiter_selected = true;  // its first launch's limiting resource is --limiter's
+  bool has_first = false;  // a launch passed the filters and set `sig.first`
+  uint64_t processes = 0;
+  size_t last_process = std::numeric_limits<size_t>::max();
+  std::vector<bool> process_seen;  // by builder process index
   double waves_sum = 0;
   double tail_sum = 0;
   int warp_size = 32;
-  std::vector<uint64_t> durations;
-};
-
-// A launch aggregated into a signature (indices into the builder's own process and signature
-// lists).
-struct Launch {
-  uint32_t process;
-  uint32_t signature;
-  int32_t device;
-  uint64_t stream;
-  uint64_t correlation_id;
-  uint64_t graph_node_id;  // 0: not a graph node
-  uint64_t seq;
-  int64_t ts_ns;
-
-  schema::JoinKey key() const { return {correlation_id, graph_node_id, device}; }
+  DurationAccumulator durations;
 };
 
 // A kernel_time's GPU start, end and duration.
@@ -137,31 +180,60 @@ struct GpuTime {
   uint64_t duration_ns;
 };
 
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// A launch waiting for its kernel_time.
+struct PendingLaunch {
+  uint32_t process;    // builder process index
+  uint64_t seq;
+  int64_t ts_ns;
+  uint32_t signature;  // builder signature index; kNone when the filters left it out
+  uint32_t lane;       // index into lanes_; kNone when not aggregated or no timeline
+  uint32_t kept;       // index into Report::kept_launches; kNone when not kept
+  StreamState* stream;  // its review ring
+  size_t slot;          // its slot in the ring, while the slot still holds it (same seq)
+};
+
 class Builder {
  public:
-  Builder(const ReportOptions& options, Report* report) : options_(options), report_(report) {
-    if (!options.kernel_regex.empty()) {
-      regex_.emplace(options.kernel_regex, std::regex::ECMAScript);
-    }
-    pids_.insert(options.pids.begin(), options.pids.end());
+  Builder(const ReportOptions& options, Report* report)
+      : options_(options), report_(report), filter_(options) {
+    if (!options.limiter.empty()) limiter_ = ParseLimiter(options.limiter);
   }
 
   bool Read(const std::vector<fs::path>& files, std::string* error) {
-    for (const fs::path& file : files) {
-      file_key_ = ProcessKeyOfLogFile(file);
-      const bool ok = logread::ReadLogFile(
-          file,
-          [&](const schema::OwnedEvent& event, const logread::Origin&) { OnEvent(event); },
-          &report_->read, error);
-      if (!ok) return false;
-      report_->files.push_back(file);
-    }
+    logread::ReadOptions read;
+    read.threads = options_.read_threads;
+    read.on_progress = options_.on_progress;
+    // Which file an event comes from decides its process (ProcessKeyOfLogFile): the file name
+    // is parsed once per file, when its first event arrives.
+    const fs::path* current = nullptr;
+    const bool ok = logread::ReadLogFiles(
+        files,
+        [&](const schema::OwnedEvent& event, const logread::Origin& origin) {
+          if (origin.file != current) {
+            current = origin.file;
+            file_key_ = ProcessKeyOfLogFile(*current);
+            file_process_ = kNoProcess;
+          }
+          OnEvent(event);
+        },
+        read, &report_->read, error);
+    if (!ok) return false;
+    report_->files = files;
     return true;
   }
 
   void Finish() {
+    // Launches still waiting for their kernel_time are untimed; times still waiting had no kernel.
+    pending_.ForEach([&](const PendingLaunch& l) { Untimed(l); });
+    report_->bounds.times_without_kernel += early_times_.size();
+    pending_.Clear();
+    early_times_.clear();
     FinishProcesses();
     FinishSignatures();
+    if (options_.keep_launches) FinishTimeline();
+    Notes();
   }
 
  private:
@@ -175,7 +247,11 @@ class Builder {
   }
 
   size_t ProcessOf(const schema::Header& h) {
-    if (file_key_ && file_key_->pid == h.pid) return ProcessIndex(*file_key_);
+    if (file_key_ && file_key_->pid == h.pid) {
+      // The file names the process: the same key for every event of the file.
+      if (file_process_ == kNoProcess) file_process_ = ProcessIndex(*file_key_);
+      return file_process_;
+    }
     const auto it = start_of_pid_.find(h.pid);
     if (it != start_of_pid_.end()) return ProcessIndex(it->second);
     ProcessKey key;
@@ -185,7 +261,7 @@ class Builder {
 
   void OnEvent(const schema::OwnedEvent& event) {
     const schema::Header& h = schema::HeaderOf(event);
-    if (!pids_.empty() && !pids_.contains(h.pid)) return;
+    if (!filter_.Pid(h.pid)) return;
     if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
       if (!(file_key_ && file_key_->pid == h.pid)) {
         ProcessKey& key = start_of_pid_[h.pid];
@@ -217,7 +293,8 @@ class Builder {
     s.exe = e.exe;
     s.argv = e.argv;
     for (const auto& [name, value] : e.config) {
-      if (name == "CUFLIGHT_TIMING") {
+      // process_start's config names variables without "CUFLIGHT_", in lower case.
+      if (name == "timing" || name == "CUFLIGHT_TIMING") {
         p.completion.timing_off = value == "off" || value == "0" || value == "false";
       }
     }
@@ -230,74 +307,102 @@ class Builder {
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
     ProcessSummary& s = p.summary;
     ++s.kernels;
-    p.kernel_keys.push_back(schema::JoinKeyOf(e));
     p.last_kernel_seq = std::max(p.last_kernel_seq.value_or(0), e.header.seq);
 
     StreamState& stream = p.streams[{e.device, e.stream}];
     stream.tail.device = e.device;
     stream.tail.stream = e.stream;
     ++stream.tail.launches;
+    PendingLaunch launch{static_cast<uint32_t>(index), e.header.seq, e.header.ts_ns, kNone, kNone,
+                         kNone, nullptr, 0};
+    const uint32_t signature = SignatureOf(p, e);
     if (options_.review_launches > 0) {
-      LaunchSummary l;
+      const auto n = static_cast<size_t>(options_.review_launches);
+      if (stream.ring.size() < n) {
+        stream.ring.emplace_back();
+        stream.ring_signature.push_back(kNone);
+      }
+      const size_t slot = stream.ring.size() < n ? stream.ring.size() - 1 : stream.next;
+      stream.next = (slot + 1) % n;
+      LaunchSummary& l = stream.ring[slot];
       l.seq = e.header.seq;
       l.ts_ns = e.header.ts_ns;
       l.correlation_id = e.correlation_id;
       l.graph_node_id = e.graph_node_id.value_or(0);
-      l.name = e.demangled.empty() ? e.name : e.demangled;
       l.grid = e.grid;
       l.block = e.block;
       l.occupancy = e.occupancy.occupancy;
-      stream.last.push_back(std::move(l));
-      while (stream.last.size() > static_cast<size_t>(options_.review_launches)) {
-        stream.last.pop_front();
+      l.duration_ns.reset();
+      l.in_error = false;
+      stream.ring_signature[slot] = signature;
+      launch.stream = &stream;
+      launch.slot = slot;
+    }
+
+    const uint32_t sig = Aggregate(index, signature, e);
+    if (sig != kNone) {
+      launch.signature = sig;
+      if (options_.keep_launches) {
+        launch.lane = LaneOf(index, e.device, e.stream);
+        if (report_->kept_launches.size() < options_.max_kept_launches) {
+          launch.kept = static_cast<uint32_t>(report_->kept_launches.size());
+          KeptLaunch k;
+          k.process = static_cast<uint32_t>(index);  // builder indices, mapped in Finish
+          k.signature = sig;
+          k.device = e.device;
+          k.stream = e.stream;
+          k.correlation_id = e.correlation_id;
+          k.graph_node_id = e.graph_node_id.value_or(0);
+          k.seq = e.header.seq;
+          k.ts_ns = e.header.ts_ns;
+          report_->kept_launches.push_back(k);
+        } else {
+          report_->kept_launches_complete = false;
+        }
       }
     }
 
-    if (!Selected(e)) return;
-    const auto device = p.devices.find(e.device);
-    std::string model = device == p.devices.end() ? std::string() : device->second.name;
-    SignatureKey key(e.name, e.block.x, e.block.y, e.block.z, e.dyn_shared_bytes, e.num_regs,
-                     std::move(model));
-    auto [it, inserted] = signature_index_.try_emplace(std::move(key), signatures_.size());
-    if (inserted) {
-      signatures_.emplace_back();
-      SignatureState& st = signatures_.back();
-      st.sig.name = e.name;
-      st.sig.demangled = e.demangled;
-      st.sig.device_model = std::get<6>(it->first);
-      st.sig.block = e.block;
-      st.sig.dyn_smem = e.dyn_shared_bytes;
-      st.sig.regs = e.num_regs;
-      st.sig.first = e;
-      st.sig.occupancy_min = e.occupancy.occupancy;
-      st.sig.occupancy_max = e.occupancy.occupancy;
-      st.sig.waves_min = e.occupancy.waves;
-      st.sig.waves_max = e.occupancy.waves;
-      st.warp_size = device == p.devices.end() ? 32 : device->second.warp_size;
-      if (device != p.devices.end()) st.sig.device_limits = device->second.limits;
+    // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
+    // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h).
+    const JoinKey key{index, schema::JoinKeyOf(e)};
+    if (const auto t = early_times_.find(key); t != early_times_.end()) {
+      Timed(launch, t->second);  // the kernel_time came first (another file, or out of order)
+      early_times_.erase(t);
+      return;
     }
-    SignatureState& st = signatures_[it->second];
-    ++st.sig.launches;
-    st.processes.insert(index);
-    st.sig.occupancy_min = std::min(st.sig.occupancy_min, e.occupancy.occupancy);
-    st.sig.occupancy_max = std::max(st.sig.occupancy_max, e.occupancy.occupancy);
-    st.sig.waves_min = std::min(st.sig.waves_min, e.occupancy.waves);
-    st.sig.waves_max = std::max(st.sig.waves_max, e.occupancy.waves);
-    st.waves_sum += e.occupancy.waves;
-    st.tail_sum += e.occupancy.tail_utilization;
-    launches_.push_back({static_cast<uint32_t>(index), static_cast<uint32_t>(it->second), e.device,
-                         e.stream, e.correlation_id, e.graph_node_id.value_or(0), e.header.seq,
-                         e.header.ts_ns});
+    pending_.Insert(key, launch);
+    pending_order_.emplace_back(key, e.header.seq);
+    while (pending_order_.size() > options_.max_pending_launches) {
+      const auto [old_key, old_seq] = pending_order_.front();
+      pending_order_.pop_front();
+      pending_.TakeIf(
+          old_key, [&](const PendingLaunch& l) { return l.seq == old_seq; },
+          [&](const PendingLaunch& l) {
+            Untimed(l);
+            ++report_->bounds.launches_given_up;
+          });
+    }
+    report_->bounds.peak_pending_launches =
+        std::max<uint64_t>(report_->bounds.peak_pending_launches, pending_.size());
   }
 
-  // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
-  // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h). A repeated
-  // key (the same event in two files under different seqs) keeps the first time read.
+  // A kernel_time joins every launch waiting with its key (the same launch read under two seqs
+  // gets the same time); one that finds none waits for its kernel. A repeated key keeps the
+  // first time read.
   void On(size_t index, ProcessState& p, const schema::OwnedKernelTimeEvent& e) {
     p.completion.last_kernel_time_seq =
         std::max(p.completion.last_kernel_time_seq.value_or(0), e.header.seq);
-    gpu_times_.try_emplace(JoinKey{index, schema::JoinKeyOf(e)},
-                           GpuTime{e.start_ns, e.end_ns, e.duration_ns});
+    const JoinKey key{index, schema::JoinKeyOf(e)};
+    const GpuTime time{e.start_ns, e.end_ns, e.duration_ns};
+    if (pending_.Take(key, [&](const PendingLaunch& l) { Timed(l, time); }) > 0) return;
+    if (!early_times_.try_emplace(key, time).second) return;
+    early_order_.push_back(key);
+    while (early_order_.size() > options_.max_pending_times) {
+      if (early_times_.erase(early_order_.front()) > 0) ++report_->bounds.times_given_up;
+      early_order_.pop_front();
+    }
+    report_->bounds.peak_pending_times =
+        std::max<uint64_t>(report_->bounds.peak_pending_times, early_times_.size());
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedApiErrorEvent& e) {
@@ -360,33 +465,108 @@ class Builder {
     if (stalled) s.latest = e;
   }
 
-  bool Selected(const schema::OwnedKernelEvent& e) {
-    if (options_.since_ns && e.header.ts_ns < *options_.since_ns) return false;
-    if (options_.until_ns && e.header.ts_ns > *options_.until_ns) return false;
-    if (!regex_) return true;
-    auto [it, inserted] = regex_cache_.try_emplace(e.name, false);
-    if (inserted) {
-      it->second = std::regex_search(e.name, *regex_) ||
-                   (!e.demangled.empty() && std::regex_search(e.demangled, *regex_));
+  // The builder signature of a launch (made on its first launch), whatever the filters.
+  uint32_t SignatureOf(const ProcessState& p, const schema::OwnedKernelEvent& e) {
+    const auto device = p.devices.find(e.device);
+    const std::string_view model =
+        device == p.devices.end() ? std::string_view() : std::string_view(device->second.name);
+    const SignatureKeyView view{e.name, e.block.x, e.block.y, e.block.z, e.dyn_shared_bytes,
+                                e.num_regs, model};
+    const auto it = signature_index_.find(view);
+    if (it != signature_index_.end()) return it->second;
+    SignatureState& st = signatures_.emplace_back();
+    st.key_name = e.name;
+    st.key_model = std::string(model);
+    st.display = e.demangled.empty() ? e.name : e.demangled;
+    st.name_selected = filter_.NameMatches(e.name, e.demangled);
+    st.warp_size = device == p.devices.end() ? 32 : device->second.warp_size;
+    if (device != p.devices.end()) st.sig.device_limits = device->second.limits;
+    SignatureKeyView owned = view;
+    owned.name = st.key_name;
+    owned.model = st.key_model;
+    const auto index = static_cast<uint32_t>(signatures_.size() - 1);
+    signature_index_.emplace(owned, index);
+    return index;
+  }
+
+  // Aggregates the launch into its signature when it passes the filters (time window, --kernel,
+  // --limiter); returns the signature, or kNone when it does not.
+  uint32_t Aggregate(size_t index, uint32_t signature, const schema::OwnedKernelEvent& e) {
+    SignatureState& st = signatures_[signature];
+    if (!st.name_selected || !filter_.InWindow(e.header.ts_ns)) return kNone;
+    if (!st.has_first) {
+      // The first launch that passes the filters gives the signature its resources and
+      // occupancy fields, and with them its limiting resource (--limiter).
+      st.has_first = true;
+      st.sig.name = e.name;
+      st.sig.demangled = e.demangled;
+      st.sig.device_model = st.key_model;
+      st.sig.block = e.block;
+      st.sig.dyn_smem = e.dyn_shared_bytes;
+      st.sig.regs = e.num_regs;
+      st.sig.first = e;
+      st.sig.occupancy_min = e.occupancy.occupancy;
+      st.sig.occupancy_max = e.occupancy.occupancy;
+      st.sig.waves_min = e.occupancy.waves;
+      st.sig.waves_max = e.occupancy.waves;
+      // A kernel at full occupancy is limited by nothing (text_format.h: Limited).
+      st.limiter_selected = !limiter_ || (e.occupancy.limiting_resource == *limiter_ &&
+                                          Limited(e.occupancy));
     }
+    if (!st.limiter_selected) return kNone;
+    ++st.sig.launches;
+    if (index != st.last_process) {
+      st.last_process = index;
+      if (st.process_seen.size() <= index) st.process_seen.resize(index + 1, false);
+      if (!st.process_seen[index]) {
+        st.process_seen[index] = true;
+        ++st.processes;
+      }
+    }
+    st.sig.occupancy_min = std::min(st.sig.occupancy_min, e.occupancy.occupancy);
+    st.sig.occupancy_max = std::max(st.sig.occupancy_max, e.occupancy.occupancy);
+    st.sig.waves_min = std::min(st.sig.waves_min, e.occupancy.waves);
+    st.sig.waves_max = std::max(st.sig.waves_max, e.occupancy.waves);
+    st.waves_sum += e.occupancy.waves;
+    st.tail_sum += e.occupancy.tail_utilization;
+    return signature;
+  }
+
+  uint32_t LaneOf(size_t process, int32_t device, uint64_t stream) {
+    const auto [it, inserted] =
+        lane_index_.try_emplace({process, device, stream}, static_cast<uint32_t>(lanes_.size()));
+    if (inserted) lanes_.emplace_back();
     return it->second;
   }
 
-  std::optional<uint64_t> DurationOf(size_t process, const schema::JoinKey& launch) const {
-    const GpuTime* t = GpuTimeOf(process, launch);
-    if (t == nullptr) return std::nullopt;
-    return t->duration_ns;
+  void Timed(const PendingLaunch& l, const GpuTime& t) {
+    ++processes_[l.process].summary.timed_kernels;
+    if (l.stream != nullptr && l.stream->ring[l.slot].seq == l.seq) {
+      l.stream->ring[l.slot].duration_ns = t.duration_ns;
+    }
+    if (l.signature == kNone) return;
+    signatures_[l.signature].durations.Add(t.duration_ns);
+    if (l.lane != kNone) {
+      lanes_[l.lane].Add(static_cast<int64_t>(t.start_ns), static_cast<int64_t>(t.end_ns),
+                         l.signature, true);
+    }
+    if (l.kept != kNone) {
+      KeptLaunch& k = report_->kept_launches[l.kept];
+      k.timed = true;
+      k.gpu_start_ns = static_cast<int64_t>(t.start_ns);
+      k.gpu_end_ns = static_cast<int64_t>(t.end_ns);
+    }
   }
 
-  const GpuTime* GpuTimeOf(size_t process, const schema::JoinKey& launch) const {
-    const auto it = gpu_times_.find(JoinKey{process, launch});
-    return it == gpu_times_.end() ? nullptr : &it->second;
+  void Untimed(const PendingLaunch& l) {
+    if (l.lane != kNone) lanes_[l.lane].Add(l.ts_ns, l.ts_ns, l.signature, false);
   }
 
   void Classify(ProcessState& p) {
+    ProcessSummary& s = p.summary;
     const bool api_error_last =
         p.last_api_error_seq && (!p.last_kernel_seq || *p.last_api_error_seq > *p.last_kernel_seq);
-    DescribeEnding(api_error_last, &p.summary);
+    DescribeEnding(api_error_last, &s);
   }
 
   void FinishProcesses() {
@@ -396,9 +576,6 @@ class Builder {
       report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
       ProcessSummary& s = p.summary;
-      for (const schema::JoinKey& launch : p.kernel_keys) {
-        if (DurationOf(index, launch)) ++s.timed_kernels;
-      }
       for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
       // Only a sticky error stops the kernels in flight; any other failed call is about itself.
       const std::vector<uint64_t>* error_ids =
@@ -409,8 +586,14 @@ class Builder {
       p.completion.timing_dropped = s.timing_dropped;
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
-        for (LaunchSummary& l : stream.last) {
-          l.duration_ns = DurationOf(index, {l.correlation_id, l.graph_node_id, tail.device});
+        // The ring, oldest first: from `next` once it is full.
+        const size_t n = stream.ring.size();
+        const size_t oldest =
+            n == static_cast<size_t>(std::max(options_.review_launches, 0)) ? stream.next : 0;
+        for (size_t i = 0; i < n; ++i) {
+          const size_t slot = (oldest + i) % n;
+          LaunchSummary& l = stream.ring[slot];
+          l.name = signatures_[stream.ring_signature[slot]].display;
           l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
           l.in_error =
               l.completion == Completion::kNotFinished && error_ids != nullptr &&
@@ -426,13 +609,6 @@ class Builder {
   }
 
   void FinishSignatures() {
-    for (const Launch& l : launches_) {
-      if (const auto d = DurationOf(l.process, l.key())) {
-        signatures_[l.signature].durations.push_back(*d);
-      }
-    }
-    std::optional<Resource> limiter;
-    if (!options_.limiter.empty()) limiter = ParseLimiter(options_.limiter);
     std::optional<occupancy::DeviceContext> target;
     if (!options_.retarget.empty()) {
       const occupancy::DevicePreset* preset = ResolveDevicePreset(options_.retarget).preset;
@@ -443,14 +619,12 @@ class Builder {
       }
     }
     std::set<std::string> models;
-    for (SignatureState& st : signatures_) {
+    for (uint32_t i = 0; i < signatures_.size(); ++i) {
+      SignatureState& st = signatures_[i];
       Signature& sig = st.sig;
-      // A kernel at full occupancy is limited by nothing (text_format.h: Limited).
-      if (limiter && (sig.fields().limiting_resource != *limiter || !Limited(sig.fields()))) {
-        continue;
-      }
-      sig.processes = st.processes.size();
-      if (!st.durations.empty()) sig.gpu_time = ComputeDurationStats(&st.durations);
+      if (sig.launches == 0) continue;  // no launch passed the filters
+      sig.processes = st.processes;
+      if (st.durations.count() > 0) sig.gpu_time = st.durations.Finish();
       const double n = static_cast<double>(sig.launches);
       sig.waves_mean = st.waves_sum / n;
       sig.tail_mean = st.tail_sum / n;
@@ -462,61 +636,109 @@ class Builder {
       report_->timed_launches += sig.gpu_time ? sig.gpu_time->count : 0;
       models.insert(sig.device_model);
       report_->signatures.push_back(std::move(sig));
+      builder_index_of_signature_.push_back(i);
     }
     report_->several_device_models = models.size() > 1;
-    SortSignatures(options_.sort, &report_->signatures);
-    if (options_.keep_launches) KeepLaunches();
-  }
-
-  // Report::kept_launches: every launch of a signature the report kept, with the indices the
-  // report's own lists give its process and signature.
-  void KeepLaunches() {
-    constexpr uint32_t kNotKept = std::numeric_limits<uint32_t>::max();
-    std::vector<uint32_t> report_index_of_signature(signatures_.size(), kNotKept);
+    // Sort, remembering where each builder signature went.
+    std::vector<Signature> sorted = report_->signatures;
+    SortSignatures(options_.sort, &sorted);
+    report_index_of_signature_.assign(signatures_.size(), kNone);
+    // SortSignatures is a stable sort over a total order of (key, launches, name, model, smem,
+    // regs) ties: match the sorted entries back by their full key.
+    std::map<std::tuple<std::string, std::string, uint32_t, uint32_t, uint32_t, int64_t, int32_t>,
+             uint32_t>
+        builder_of;
     for (size_t i = 0; i < report_->signatures.size(); ++i) {
       const Signature& s = report_->signatures[i];
-      const auto it = signature_index_.find(SignatureKey(s.name, s.block.x, s.block.y, s.block.z,
-                                                         s.dyn_smem, s.regs, s.device_model));
-      if (it != signature_index_.end()) {
-        report_index_of_signature[it->second] = static_cast<uint32_t>(i);
-      }
+      builder_of[{s.name, s.device_model, s.block.x, s.block.y, s.block.z, s.dyn_smem, s.regs}] =
+          builder_index_of_signature_[i];
     }
-    report_->kept_launches.reserve(launches_.size());
-    for (const Launch& l : launches_) {
-      const uint32_t signature = report_index_of_signature[l.signature];
-      if (signature == kNotKept) continue;  // left out by --limiter
-      KeptLaunch k;
-      k.process = report_index_of_process_[l.process];
-      k.signature = signature;
-      k.device = l.device;
-      k.stream = l.stream;
-      k.correlation_id = l.correlation_id;
-      k.graph_node_id = l.graph_node_id;
-      k.seq = l.seq;
-      k.ts_ns = l.ts_ns;
-      if (const GpuTime* t = GpuTimeOf(l.process, l.key())) {
-        k.timed = true;
-        k.gpu_start_ns = static_cast<int64_t>(t->start_ns);
-        k.gpu_end_ns = static_cast<int64_t>(t->end_ns);
-      }
-      report_->kept_launches.push_back(k);
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const Signature& s = sorted[i];
+      report_index_of_signature_[builder_of[{s.name, s.device_model, s.block.x, s.block.y,
+                                             s.block.z, s.dyn_smem, s.regs}]] =
+          static_cast<uint32_t>(i);
+    }
+    report_->signatures = std::move(sorted);
+  }
+
+  uint32_t ReportSignature(uint32_t builder) const {
+    if (builder == kMixedSignatures || builder == kNoSignature) return builder;
+    return report_index_of_signature_[builder];
+  }
+
+  void FinishTimeline() {
+    for (KeptLaunch& k : report_->kept_launches) {
+      k.process = report_index_of_process_[k.process];
+      k.signature = ReportSignature(k.signature);
+    }
+    std::vector<std::pair<std::tuple<uint32_t, int32_t, uint64_t>, uint32_t>> order;
+    for (const auto& [key, lane] : lane_index_) {
+      order.push_back({{report_index_of_process_[std::get<0>(key)], std::get<1>(key),
+                        std::get<2>(key)},
+                       lane});
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [key, index] : order) {
+      const TimeBins& bins = lanes_[index];
+      if (bins.empty()) continue;
+      LaneDensity lane;
+      lane.process = std::get<0>(key);
+      lane.device = std::get<1>(key);
+      lane.stream = std::get<2>(key);
+      lane.launches = bins.launches();
+      lane.timed = bins.timed();
+      lane.origin_ns = bins.origin_ns();
+      lane.bin_ns = bins.bin_ns();
+      lane.bins = bins.bins();
+      for (DensityBin& b : lane.bins) b.signature = ReportSignature(b.signature);
+      report_->lanes.push_back(std::move(lane));
     }
   }
+
+  void Notes() {
+    const ReadBounds& b = report_->bounds;
+    auto note = [&](std::string text) {
+      if (report_->read.notes.size() < logread::ReadSummary::kMaxNotes) {
+        report_->read.notes.push_back(std::move(text));
+      } else {
+        ++report_->read.notes_left_out;
+      }
+    };
+    if (b.launches_given_up > 0) {
+      note(fmt::format("{} launches counted untimed: their kernel_time had not come within {} "
+                       "later launches",
+                       b.launches_given_up, options_.max_pending_launches));
+    }
+    if (b.times_given_up > 0) {
+      note(fmt::format("{} kernel_time events dropped: their kernel had not come within {} later "
+                       "kernel_time events",
+                       b.times_given_up, options_.max_pending_times));
+    }
+  }
+
+  static constexpr size_t kNoProcess = std::numeric_limits<size_t>::max();
 
   const ReportOptions& options_;
   Report* report_;
-  std::optional<std::regex> regex_;
-  std::unordered_map<std::string, bool> regex_cache_;
-  std::set<int32_t> pids_;
+  LaunchFilter filter_;
+  std::optional<Resource> limiter_;
   std::optional<ProcessKey> file_key_;
+  size_t file_process_ = kNoProcess;
   std::map<int32_t, ProcessKey> start_of_pid_;  // from the latest process_start of each pid
   std::map<ProcessKey, size_t> process_index_;
-  std::vector<ProcessState> processes_;
-  std::map<SignatureKey, size_t> signature_index_;
-  std::vector<SignatureState> signatures_;
-  std::vector<Launch> launches_;
-  std::unordered_map<JoinKey, GpuTime, JoinKeyHash> gpu_times_;
-  std::vector<uint32_t> report_index_of_process_;  // builder's process index -> Report's
+  std::deque<ProcessState> processes_;
+  std::unordered_map<SignatureKeyView, uint32_t, SignatureKeyHash> signature_index_;
+  std::deque<SignatureState> signatures_;
+  JoinTable<PendingLaunch> pending_;
+  std::deque<std::pair<JoinKey, uint64_t>> pending_order_;  // (key, seq), oldest first
+  std::unordered_map<JoinKey, GpuTime, JoinKeyHash> early_times_;
+  std::deque<JoinKey> early_order_;
+  std::map<std::tuple<size_t, int32_t, uint64_t>, uint32_t> lane_index_;
+  std::deque<TimeBins> lanes_;
+  std::vector<uint32_t> report_index_of_process_;    // builder's process index -> Report's
+  std::vector<uint32_t> builder_index_of_signature_;  // Report's (unsorted) -> builder's
+  std::vector<uint32_t> report_index_of_signature_;  // builder's -> Report's (sorted)
 };
 
 }  // namespace

@@ -1,10 +1,25 @@
 #include "cuflight/report/duration_stats.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
 namespace cuflight::report {
+namespace {
+
+// Bucket layout: values < 256 are their own bucket; a value v >= 256 with highest bit e (8..63)
+// goes to 256 + (e - 8) * 256 + the 8 bits below its highest bit.
+constexpr size_t kSubBits = 8;
+constexpr size_t kSub = size_t{1} << kSubBits;
+constexpr size_t kBuckets = kSub + (64 - kSubBits) * kSub;
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return b > std::numeric_limits<uint64_t>::max() - a ? std::numeric_limits<uint64_t>::max()
+                                                      : a + b;
+}
+
+}  // namespace
 
 uint64_t NearestRank(const std::vector<uint64_t>& sorted, double p) {
   const double n = static_cast<double>(sorted.size());
@@ -20,11 +35,7 @@ DurationStats ComputeDurationStats(std::vector<uint64_t>* durations) {
   DurationStats s;
   s.count = durations->size();
   if (s.count == 0) return s;
-  for (const uint64_t d : *durations) {
-    s.total_ns = d > std::numeric_limits<uint64_t>::max() - s.total_ns
-                     ? std::numeric_limits<uint64_t>::max()
-                     : s.total_ns + d;
-  }
+  for (const uint64_t d : *durations) s.total_ns = SaturatingAdd(s.total_ns, d);
   s.min_ns = durations->front();
   s.max_ns = durations->back();
   long double sum = 0;
@@ -32,6 +43,78 @@ DurationStats ComputeDurationStats(std::vector<uint64_t>* durations) {
   s.mean_ns = static_cast<double>(sum / static_cast<long double>(s.count));
   s.p50_ns = NearestRank(*durations, 50);
   s.p99_ns = NearestRank(*durations, 99);
+  return s;
+}
+
+size_t DurationAccumulator::Bucket(uint64_t ns) {
+  if (ns < kSub) return static_cast<size_t>(ns);
+  const int e = std::bit_width(ns) - 1;  // 8..63
+  const uint64_t sub = (ns >> (e - static_cast<int>(kSubBits))) & (kSub - 1);
+  return kSub + static_cast<size_t>(e - static_cast<int>(kSubBits)) * kSub +
+         static_cast<size_t>(sub);
+}
+
+uint64_t DurationAccumulator::BucketLow(size_t bucket) {
+  if (bucket < kSub) return bucket;
+  const size_t e = (bucket - kSub) / kSub + kSubBits;
+  const uint64_t sub = (bucket - kSub) % kSub;
+  return (uint64_t{kSub} + sub) << (e - kSubBits);
+}
+
+uint64_t DurationAccumulator::BucketHigh(size_t bucket) {
+  if (bucket < kSub) return bucket;
+  const size_t e = (bucket - kSub) / kSub + kSubBits;
+  return BucketLow(bucket) + ((uint64_t{1} << (e - kSubBits)) - 1);
+}
+
+void DurationAccumulator::Add(uint64_t d) {
+  if (count_ == 0 || d < min_) min_ = d;
+  max_ = std::max(max_, d);
+  ++count_;
+  total_ = SaturatingAdd(total_, d);
+  sum_ += static_cast<long double>(d);
+  if (buckets_.empty()) {
+    exact_.push_back(d);
+    if (exact_.size() > kExact) MoveToHistogram();
+    return;
+  }
+  ++buckets_[Bucket(d)];
+}
+
+void DurationAccumulator::MoveToHistogram() {
+  buckets_.assign(kBuckets, 0);
+  for (const uint64_t d : exact_) ++buckets_[Bucket(d)];
+  exact_.clear();
+  exact_.shrink_to_fit();
+}
+
+uint64_t DurationAccumulator::Percentile(double p) const {
+  const double n = static_cast<double>(count_);
+  uint64_t rank = static_cast<uint64_t>(std::ceil(p / 100.0 * n - 1e-9));
+  rank = std::clamp<uint64_t>(rank, 1, count_);
+  uint64_t seen = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    seen += buckets_[b];
+    if (seen >= rank) {
+      const uint64_t low = BucketLow(b);
+      const uint64_t mid = low + (BucketHigh(b) - low) / 2;
+      return std::clamp(mid, min_, max_);
+    }
+  }
+  return max_;
+}
+
+DurationStats DurationAccumulator::Finish() {
+  if (buckets_.empty()) return ComputeDurationStats(&exact_);
+  DurationStats s;
+  s.count = count_;
+  s.total_ns = total_;
+  s.min_ns = min_;
+  s.max_ns = max_;
+  s.mean_ns = static_cast<double>(sum_ / static_cast<long double>(count_));
+  s.p50_ns = Percentile(50);
+  s.p99_ns = Percentile(99);
+  s.percentiles_exact = false;
   return s;
 }
 

@@ -428,18 +428,38 @@ std::string TimelineChart(const Report& report, const Timeline& timeline,
       out += fmt::format("<rect class=\"laneband\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>\n",
                          Coord(kLeft), Coord(y + 1), Coord(plot), Coord(kLane - 2));
       for (const TimelineSlice& s : lane.slices) {
-        const bool mixed = s.signature == kMixedSignatures;
-        const int rank = mixed ? -1 : color_rank[s.signature];
+        // A bin without launches holds GPU time of a kernel that started in an earlier bin.
+        const bool carried = s.launches == 0;
+        const bool mixed = !carried && s.signature == kMixedSignatures;
+        const int rank = mixed || carried ? -1 : color_rank[s.signature];
         const std::string fill = mixed ? std::string("url(#mixed)") : std::string(KernelColor(rank));
-        const std::string name = mixed ? std::string("several kernels")
-                                       : report.signatures[s.signature].display_name();
+        const std::string name = carried ? std::string()
+                                 : mixed ? std::string("several kernels")
+                                         : report.signatures[s.signature].display_name();
         std::string title;
-        if (s.launches > 1) {
-          title = fmt::format("{} launches merged ({} timed), +{} to +{}: {}",
-                              FormatCount(s.launches), FormatCount(s.timed),
-                              FormatDuration(static_cast<uint64_t>(s.start_ns - begin)),
-                              FormatDuration(static_cast<uint64_t>(s.end_ns - begin)), name);
-        } else if (s.timed > 0) {
+        if (s.bin || s.launches > 1) {
+          const int64_t span = std::max<int64_t>(s.end_ns - s.start_ns, 1);
+          const double busy =
+              std::clamp(static_cast<double>(s.busy_ns) / static_cast<double>(span), 0.0, 1.0);
+          const std::string span_text =
+              fmt::format("+{} to +{}", FormatDuration(static_cast<uint64_t>(s.start_ns - begin)),
+                          FormatDuration(static_cast<uint64_t>(s.end_ns - begin)));
+          title = carried ? fmt::format("{}: GPU busy {} with kernels launched before", span_text,
+                                        FormatPercent(busy))
+                          : fmt::format("{} launches merged ({} timed), {}, GPU busy {}: {}",
+                                        FormatCount(s.launches), FormatCount(s.timed), span_text,
+                                        FormatPercent(busy), name);
+          // Density: the bar fills the bin's width, its height the share of the bin the GPU
+          // was busy (a thin bar for launches without GPU time).
+          const double x = x_of(s.start_ns);
+          const double w = std::max(x_of(std::min(s.end_ns, end)) - x, 1.0);
+          const double full = kLane - 4;
+          const double h = s.timed > 0 || s.busy_ns > 0 ? std::max(full * busy, 2.0) : 2.0;
+          out += Rect(x, y + 2 + full - h, w, h, fill, title,
+                      s.timed > 0 || s.busy_ns > 0 ? "k bin" : "k bin untimed");
+          continue;
+        }
+        if (s.timed > 0) {
           title = fmt::format("{}\nseq {}, correlation {}: GPU {} from +{}", name, s.seq,
                               s.correlation_id,
                               FormatDuration(static_cast<uint64_t>(s.end_ns - s.start_ns)),
@@ -450,7 +470,7 @@ std::string TimelineChart(const Report& report, const Timeline& timeline,
                               name, s.seq, s.correlation_id,
                               FormatDuration(static_cast<uint64_t>(s.start_ns - begin)));
         }
-        const bool point = s.timed == 0 && s.launches == 1;
+        const bool point = s.timed == 0;
         double x = x_of(s.start_ns);
         double w = x_of(s.end_ns) - x;
         if (point) {

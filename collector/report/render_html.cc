@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cuflight/logread/log_reader.h"
+#include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
@@ -60,6 +61,7 @@ svg .laneband{fill:var(--band)}
 svg .phead{font-weight:600;fill:#222}
 svg .failed .phead{fill:var(--bad)}
 svg .k.untimed{stroke:#000;stroke-width:.6}
+svg .k.bin.untimed{stroke:none;opacity:.6}
 svg .marker line{stroke:#000;stroke-width:1.5;stroke-dasharray:4 2}
 svg .mlabel{font-weight:600;fill:#000}
 svg .bar:hover,svg .k:hover,svg .row:hover .bar{opacity:.75}
@@ -358,8 +360,9 @@ std::string TimelineSection(const Report& r, const HtmlOptions& h, Timeline time
     }
     if (red.merged) {
       parts.push_back(fmt::format(
-          "to draw at most {} shapes, launches of a lane less than {} apart are merged into one "
-          "shape ({} shapes drawn; hover a shape for its count; striped: several kernels)",
+          "to draw at most {} shapes, each lane's launches are counted in bins of {} ({} bars "
+          "drawn; a bar's height is the share of its bin the GPU was busy; hover a bar for its "
+          "launches merged; striped: several kernels)",
           FormatCount(h.max_timeline_slices), FormatDuration(static_cast<uint64_t>(red.merge_gap_ns)),
           FormatCount(red.slices)));
     }
@@ -626,7 +629,11 @@ int RunHtmlReport(const ReportOptions& options, const std::string& html_path, st
   ReportOptions with_launches = options;
   with_launches.keep_launches = true;  // for the timeline
   Report report;
-  if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
+  {
+    logread::ProgressLine progress(options.error_prefix, err);
+    if (!with_launches.on_progress) with_launches.on_progress = progress.Callback();
+    if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
+  }
   HtmlOptions html;
   if (html_path == "-") {
     if (!RenderHtml(report, options, html, out, &error)) return fail(error);

@@ -153,7 +153,8 @@ json SignatureJson(const Signature& s) {
     gpu = {{"count", s.gpu_time->count},   {"total_ns", s.gpu_time->total_ns},
            {"mean_ns", s.gpu_time->mean_ns}, {"p50_ns", s.gpu_time->p50_ns},
            {"p99_ns", s.gpu_time->p99_ns}, {"min_ns", s.gpu_time->min_ns},
-           {"max_ns", s.gpu_time->max_ns}};
+           {"max_ns", s.gpu_time->max_ns},
+           {"percentiles_exact", s.gpu_time->percentiles_exact}};
   }
   json j = {{"name", s.name},
             {"demangled", s.demangled},

@@ -8,20 +8,6 @@
 #include "usage_error.h"
 
 namespace cuflight::report {
-namespace {
-
-std::optional<int64_t> TimeFlag(const char* flag, const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  const std::optional<int64_t> ns = ParseTimeBound(text);
-  if (!ns) {
-    throw cli::UsageError(fmt::format(
-        "{} '{}' is not a time: use RFC 3339 (2026-11-21T07:00:00Z) or seconds since the epoch",
-        flag, text));
-  }
-  return ns;
-}
-
-}  // namespace
 
 ReportCommand::ReportCommand(CLI::App* parent) {
   app_ = parent->add_subcommand(
@@ -41,26 +27,11 @@ ReportCommand::ReportCommand(CLI::App* parent) {
       ->type_name("PATH...");
   constexpr const char* kFilter = "Filters";
   constexpr const char* kOutput = "Output";
-  app_->add_option("--kernel", kernel_,
-                   "Only kernels whose demangled or mangled name matches this ECMAScript regex")
-      ->type_name("REGEX")
-      ->group(kFilter);
-  app_->add_option("--pid", pids_, "Only this process (repeatable)")
-      ->type_name("PID")
-      ->check(CLI::Range(1, INT32_MAX))
-      ->group(kFilter);
+  filters_.Add(app_, kFilter);
   app_->add_option("--limiter", limiter_,
                    "Only signatures limited by this resource: registers (regs), shared_mem "
                    "(smem), warps, blocks, barriers, cluster")
       ->type_name("NAME")
-      ->group(kFilter);
-  app_->add_option("--since", since_,
-                   "Only launches at or after this time: RFC 3339 (2026-11-21T07:00:00Z) or "
-                   "seconds since the epoch")
-      ->type_name("TIME")
-      ->group(kFilter);
-  app_->add_option("--until", until_, "Only launches at or before this time (as --since)")
-      ->type_name("TIME")
       ->group(kFilter);
   app_->add_option("--top", top_,
                    "Show the first N signatures (default 20 in the table, all in --json/--csv; 0: "
@@ -110,11 +81,8 @@ bool ReportCommand::Selected() const { return app_->parsed(); }
 ReportOptions ReportCommand::Options(const std::ostream& out) const {
   ReportOptions o;
   o.paths = paths_;
-  o.kernel_regex = kernel_;
-  o.pids = pids_;
+  filters_.Apply(&o);
   o.limiter = limiter_;
-  o.since_ns = TimeFlag("--since", since_);
-  o.until_ns = TimeFlag("--until", until_);
   o.top = top_;
   o.review_launches = review_launches_;
   o.name_width = name_width_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuflight/report/report_options.h"
+#include "filter_flags.h"
 
 namespace cuflight::report {
 
@@ -36,11 +37,8 @@ class ReportCommand {
   std::vector<std::string> paths_;
   int top_ = -1;
   std::string sort_ = "time";
-  std::string kernel_;
-  std::vector<int32_t> pids_;
+  FilterFlags filters_;  // --kernel, --pid, --since, --until (shared with `cuflight export`)
   std::string limiter_;
-  std::string since_;
-  std::string until_;
   std::string retarget_;
   std::string color_ = "auto";
   std::string html_;  // --html FILE

@@ -73,9 +73,8 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
                     {FormatPercent(l.occupancy), ""},
                     {name.empty() ? std::string("(name not kept)") : name, ""}});
     }
-    table.FitLastColumn(
-        static_cast<size_t>(width), 6, kMinNameWidth,
-        [](std::string_view name, size_t room) { return ShortenKernelName(name, room); });
+    table.ShortenLastColumn(table.LastColumnRoom(static_cast<size_t>(width), 6, kMinNameWidth),
+                            ShortenKernelNames);
     out += table.Render(6, color);
   }
   return out;

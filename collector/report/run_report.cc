@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuflight/logread/log_reader.h"
+#include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render.h"
 
@@ -23,7 +24,13 @@ int RunReport(const ReportOptions& options, std::ostream& out, std::ostream& err
   std::vector<std::filesystem::path> files;
   if (!logread::ExpandLogPaths(options.paths, &files, &error)) return fail(error);
   Report report;
-  if (!BuildReport(options, files, &report, &error)) return fail(error);
+  {
+    // A long read says how far it has come, on a terminal.
+    logread::ProgressLine progress(options.error_prefix, err);
+    ReportOptions with_progress = options;
+    if (!with_progress.on_progress) with_progress.on_progress = progress.Callback();
+    if (!BuildReport(with_progress, files, &report, &error)) return fail(error);
+  }
   switch (options.format) {
     case OutputFormat::kTable:
       out << RenderText(report, options);

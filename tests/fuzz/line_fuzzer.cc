@@ -6,7 +6,8 @@
 //   - any top-level member of a line that is one object (Find's raw text parses, with nlohmann,
 //     to the value nlohmann gives that member).
 // An accepted line must also survive Encode(Decode(line)): the new line is accepted by both, and
-// decodes to the same event.
+// decodes to the same event. LineDecoder (the log readers' decoder) must give Decode's result:
+// reason, message, header and event.
 //
 // Build and run: scripts/fuzz (clang++ -fsanitize=fuzzer,address,undefined).
 #include <cstddef>
@@ -21,6 +22,7 @@
 
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/encoder.h"
+#include "cuflight/schema/line_decoder.h"
 #include "cuflight/schema/validator.h"
 
 namespace {
@@ -106,5 +108,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckMembers(line, info);
   }
   if (decoded.ok()) CheckRoundTrip(line, decoded);
+  static cuflight::schema::LineDecoder line_decoder;  // one per process: reused, as readers do
+  static DecodeResult reused;
+  line_decoder.Decode(line, &reused);
+  if (reused.reason != decoded.reason) Disagree(line, "LineDecoder's verdict differs", "");
+  if (reused.message != decoded.message) Disagree(line, "LineDecoder's message differs", "");
+  if (reused.header != decoded.header) Disagree(line, "LineDecoder's header differs", "");
+  if (decoded.ok() && !(reused.event == decoded.event)) {
+    Disagree(line, "LineDecoder's event differs", "");
+  }
   return 0;
 }

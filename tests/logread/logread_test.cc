@@ -5,11 +5,16 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuflight/logread/log_reader.h"
+#include "cuflight/logread/progress_line.h"
 #include "report_test_events.h"
 #include "zstd_file.h"
 
@@ -280,6 +285,196 @@ TEST(LogReadTest, NotesAreCapped) {
   EXPECT_EQ(r.summary.rejected_lines, 25u);
   EXPECT_EQ(r.summary.notes.size(), ReadSummary::kMaxNotes);
   EXPECT_EQ(r.summary.notes_left_out, 25u - ReadSummary::kMaxNotes);
+}
+
+// ---- ReadLogFiles: many files, decoded on worker threads, delivered in order ----
+
+// Every event delivered, in order: (file index, line, type, seq).
+struct Delivered {
+  size_t file;
+  uint64_t line;
+  schema::EventType type;
+  uint64_t seq;
+  bool operator==(const Delivered&) const = default;
+};
+
+struct ReadMany {
+  bool ok = false;
+  std::string error;
+  ReadSummary summary;
+  std::vector<Delivered> events;
+  std::vector<std::pair<std::string, uint64_t>> unknown;  // (type, seq)
+  std::vector<ReadProgress> progress;
+};
+
+ReadMany ReadAll(const std::vector<fs::path>& files, ReadOptions options) {
+  ReadMany r;
+  options.on_unknown = [&](const UnknownEvent& u, const Origin&) {
+    r.unknown.emplace_back(std::string(u.type), u.header.seq);
+  };
+  options.on_progress = [&](const ReadProgress& p) { r.progress.push_back(p); };
+  options.progress_interval_s = 0;
+  r.ok = ReadLogFiles(
+      files,
+      [&](const schema::OwnedEvent& e, const Origin& origin) {
+        const size_t index = static_cast<size_t>(
+            std::find(files.begin(), files.end(), *origin.file) - files.begin());
+        r.events.push_back({index, origin.line, schema::TypeOf(e), schema::HeaderOf(e).seq});
+      },
+      options, &r.summary, &r.error);
+  return r;
+}
+
+// What ReadLogFile gives, file after file: the reference.
+ReadMany ReadEachFile(const std::vector<fs::path>& files) {
+  ReadMany r;
+  r.ok = true;
+  for (size_t i = 0; i < files.size() && r.ok; ++i) {
+    r.ok = ReadLogFile(
+        files[i],
+        [&](const schema::OwnedEvent& e, const Origin& origin) {
+          r.events.push_back({i, origin.line, schema::TypeOf(e), schema::HeaderOf(e).seq});
+        },
+        &r.summary, &r.error);
+  }
+  return r;
+}
+
+// A process writing `launches` kernels and their times, with one torn last line when `torn`.
+std::string Launches(int32_t pid, int launches, bool torn) {
+  std::string s = Line(Start(pid, 0, 100)) + Line(report::testing::Device(pid, 1, 0, "GPU"));
+  uint64_t seq = 2;
+  for (int i = 0; i < launches; ++i) {
+    s += Line(report::testing::Kernel(pid, seq++, 1000 + i, static_cast<uint64_t>(i) + 1, {}));
+    s += Line(report::testing::KernelTime(pid, seq++, static_cast<uint64_t>(i) + 1, 500));
+  }
+  if (torn) s += "{\"type\":\"kernel\",\"vers";
+  return s;
+}
+
+// Seven files (plain and zstd; sizes from a few lines to several batches of lines; rejected,
+// torn and unknown-type lines): the same events, origins and summary as ReadLogFile file by file,
+// whatever the number of threads.
+TEST(ReadLogFilesTest, SameEventsAndSummaryAsReadingFileByFileWithAnyThreads) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (int i = 0; i < 7; ++i) {
+    const int launches = i == 2 ? 5000 : i * 300;  // file 2: about ten batches
+    std::string text = Launches(100 + i, launches, i == 4);
+    if (i == 3) {
+      text += "{\"type\":\"gpu_reset\",\"version\":1,\"ts_ns\":5,\"pid\":103,\"seq\":9999}\n";
+      text += "not json\n";
+      text += Line(End(103, 10000, 0));
+    }
+    const fs::path plain = dir.path() / ("p" + std::to_string(i) + ".jsonl");
+    WriteFile(plain, text);
+    if (i % 2 == 1) {
+      const fs::path zst = dir.path() / ("z" + std::to_string(i) + ".jsonl.zst");
+      std::string error;
+      ASSERT_TRUE(collector::CompressFileAtomically(plain, zst, 3, &error)) << error;
+      files.push_back(zst);
+    } else {
+      files.push_back(plain);
+    }
+  }
+  const ReadMany want = ReadEachFile(files);
+  ASSERT_TRUE(want.ok) << want.error;
+  ASSERT_GT(want.events.size(), 3 * ReadOptions::kChunkEvents);
+  for (const unsigned threads : {0u, 1u, 2u, 5u}) {
+    for (const bool sequential : {false, true}) {
+      if (sequential && threads != 0) continue;
+      ReadOptions options;
+      options.threads = threads;
+      options.sequential = sequential;
+      const ReadMany got = ReadAll(files, options);
+      ASSERT_TRUE(got.ok) << got.error;
+      EXPECT_TRUE(got.events == want.events) << threads;
+      EXPECT_EQ(got.summary.files, 7u);
+      EXPECT_EQ(got.summary.events, want.summary.events);
+      EXPECT_EQ(got.summary.lines, want.summary.lines);
+      EXPECT_EQ(got.summary.torn_lines, 1u);
+      EXPECT_EQ(got.summary.rejected_lines, 1u);
+      EXPECT_EQ(got.summary.unknown_type_lines, 1u);
+      EXPECT_EQ(got.summary.compressed_files, 3u);
+      EXPECT_EQ(got.summary.notes, want.summary.notes);
+      EXPECT_EQ(got.unknown, (std::vector<std::pair<std::string, uint64_t>>{{"gpu_reset", 9999}}));
+      ASSERT_FALSE(got.progress.empty());
+      const ReadProgress& last = got.progress.back();
+      EXPECT_EQ(last.files_done, 7u);
+      EXPECT_EQ(last.files, 7u);
+      EXPECT_EQ(last.events, want.events.size());
+      EXPECT_EQ(last.bytes_read, last.bytes);
+      uint64_t bytes = 0;
+      for (const fs::path& f : files) bytes += fs::file_size(f);
+      EXPECT_EQ(last.bytes, bytes);
+    }
+  }
+}
+
+// A file that is not a log in the middle: the events of the files before it are delivered, none
+// after, and the error names it, as reading file by file would stop there.
+TEST(ReadLogFilesTest, StopsAtTheFirstFailingFileInOrder) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (int i = 0; i < 5; ++i) {
+    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
+    WriteFile(files.back(), i == 2 ? std::string("\x01\x02binary\n") : Launches(100 + i, 2000, false));
+  }
+  const ReadMany want = ReadEachFile(files);
+  ASSERT_FALSE(want.ok);
+  for (const unsigned threads : {1u, 3u}) {
+    ReadOptions options;
+    options.threads = threads;
+    const ReadMany got = ReadAll(files, options);
+    EXPECT_FALSE(got.ok);
+    EXPECT_EQ(got.error, want.error);
+    EXPECT_THAT(got.error, StartsWith(files[2].string() + ": not a cuflight log"));
+    EXPECT_TRUE(got.events == want.events);
+    ASSERT_FALSE(got.events.empty());
+    EXPECT_EQ(got.events.back().file, 1u);
+  }
+}
+
+// An exception from the caller's callback stops the workers (no hang, nothing delivered after).
+TEST(ReadLogFilesTest, ACallbackExceptionStopsTheWorkersAndPropagates) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (int i = 0; i < 4; ++i) {
+    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
+    WriteFile(files.back(), Launches(100 + i, 3000, false));
+  }
+  ReadOptions options;
+  options.threads = 3;
+  uint64_t delivered = 0;
+  ReadSummary summary;
+  std::string error;
+  EXPECT_THROW(ReadLogFiles(
+                   files,
+                   [&](const schema::OwnedEvent&, const Origin&) {
+                     if (++delivered == 2500) throw std::runtime_error("stop");
+                   },
+                   options, &summary, &error),
+               std::runtime_error);
+  EXPECT_EQ(delivered, 2500u);
+}
+
+TEST(ProgressLineTest, SaysTheFileEventsAndRate) {
+  ReadProgress p;
+  p.files = 17;
+  p.files_done = 3;
+  p.bytes = uint64_t{1100} << 20;
+  p.bytes_read = uint64_t{440} << 20;
+  p.events = 2'300'000;
+  p.seconds = 2;
+  EXPECT_EQ(ProgressLine::Text("cuflight report", p),
+            "cuflight report: reading file 4 of 17 (1.1 GB in all), 2.3 M events (1.1 M/s), 2 s");
+  // Not a terminal (a string stream): never drawn.
+  std::ostringstream err;
+  ProgressLine line("cuflight report", err, 0);
+  EXPECT_FALSE(static_cast<bool>(line.Callback()));
+  line.Update(p);
+  line.Done();
+  EXPECT_EQ(err.str(), "");
 }
 
 }  // namespace

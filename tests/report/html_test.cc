@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -17,6 +18,7 @@
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render_html.h"
 #include "cuflight/report/run_report.h"
+#include "cuflight/report/time_bins.h"
 #include "cuflight/report/timeline.h"
 #include "html_text.h"
 #include "report_test_events.h"
@@ -755,6 +757,76 @@ TEST(HtmlPage, CappedTimelineSaysSo) {
   EXPECT_LE(Count(svg, "<rect class=\"k"), 50u);
   EXPECT_GE(Count(svg, "<rect class=\"k"), 2u);
   EXPECT_THAT(svg, HasSubstr("launches merged"));
+}
+
+// pid 600, one stream, 30 ms: for 10 ms a 1 us kernel every 2 us (the GPU busy half the time),
+// 10 ms idle, then 10 ms of 1 us kernels back to back (busy all the time): 15,000 launches.
+std::string HalfIdleFull() {
+  constexpr int32_t pid = 600;
+  std::string s = Line(Start(pid, 0, kStart)) + Line(Device(pid, 1, 0, "GPU"));
+  uint64_t seq = 2;
+  uint64_t corr = 1;
+  auto launch = [&](int64_t at) {
+    s += Line(Kernel(pid, seq++, at, corr, Gemm()));
+    s += Line(Timed(pid, seq++, corr, static_cast<uint64_t>(at), static_cast<uint64_t>(at) + 1000));
+    ++corr;
+  };
+  for (int64_t t = 0; t < 10'000'000; t += 2000) launch(kStart + t);
+  for (int64_t t = 20'000'000; t < 30'000'000; t += 1000) launch(kStart + t);
+  return s;
+}
+
+// The busy shares (percent) the timeline's density bars give in their titles.
+std::vector<int> BusyShares(const std::string& svg) {
+  std::vector<int> out;
+  static const std::regex kBusy("GPU busy ([0-9]+)%");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kBusy); it != std::sregex_iterator();
+       ++it) {
+    out.push_back(std::stoi((*it)[1]));
+  }
+  return out;
+}
+
+// More launches than shapes: each lane becomes equal bins whose bar height is the GPU's busy
+// share, the same picture whether every launch was kept or only counted into the lane's bins.
+// By hand: the timeline spans 30 ms; 930 bins (one per pixel) would be 32,259 ns wide; the
+// lane's own bins (time_bins.h) are 32,768 ns (the power of two above 30 ms / 1,024), and a drawn
+// bin is never narrower than those. About 305 bins in the first 10 ms at 50 % busy, 305 in the
+// last 10 ms at 100 %, and none in the 10 ms between.
+TEST(Timeline, DensityBarsShowTheBusyShareAtAnySize) {
+  TempDir dir;
+  WriteFile(dir.path() / "d.jsonl", HalfIdleFull());
+  for (const size_t kept : {size_t{100000}, size_t{100}}) {
+    ReportOptions o;
+    o.max_kept_launches = kept;
+    Report report;
+    ASSERT_TRUE(Build(dir.path(), o, &report));
+    EXPECT_EQ(report.launches, 15000u);
+    EXPECT_EQ(report.kept_launches_complete, kept == 100000) << kept;
+    ASSERT_EQ(report.lanes.size(), 1u);
+    EXPECT_EQ(report.lanes[0].launches, 15000u);
+    EXPECT_EQ(report.lanes[0].bin_ns, 32768);
+    EXPECT_EQ(report.lanes[0].bins.size(), TimeBins::kMaxBins);
+    const std::string page = Page(dir.path(), o);
+    EXPECT_EQ(CheckWellFormed(page), "");
+    EXPECT_NE(page.find("id=\"timeline-capped\""), std::string::npos);
+    EXPECT_NE(page.find(kept == 100000 ? "counted in bins of 32.3us" : "counted in bins of 32.8us"),
+              std::string::npos)
+        << kept;
+    const std::string svg = SvgById(page, kHtmlTimelineChartId);
+    const size_t bars = Count(svg, "<rect class=\"k bin");
+    // Not two shapes: a bar per bin of the busy 20 ms, none in the idle 10 ms between.
+    EXPECT_GE(bars, 600u) << kept;
+    EXPECT_LE(bars, 630u) << kept;
+    const std::vector<int> busy = BusyShares(svg);
+    EXPECT_EQ(busy.size(), bars);
+    const auto near = [&](int lo, int hi) {
+      return std::count_if(busy.begin(), busy.end(), [&](int b) { return b >= lo && b <= hi; });
+    };
+    EXPECT_GE(near(47, 53), 295) << kept;   // the first 10 ms
+    EXPECT_GE(near(97, 100), 295) << kept;  // the last 10 ms
+    EXPECT_LE(near(0, 46), 4) << kept;      // at most the region edges
+  }
 }
 
 TEST(RunHtmlReport, WritesTheFileAndSaysSo) {

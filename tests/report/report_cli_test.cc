@@ -246,6 +246,7 @@ TEST(ReportCli, JsonHasEveryNumberFromHandCalculation) {
   EXPECT_EQ(gemm["gpu_time"]["mean_ns"], 250000.0);
   EXPECT_EQ(gemm["gpu_time"]["p50_ns"], 200000);
   EXPECT_EQ(gemm["gpu_time"]["p99_ns"], 400000);
+  EXPECT_EQ(gemm["gpu_time"]["percentiles_exact"], true);  // 4 durations: kept exactly
   EXPECT_EQ(gemm["occupancy"], 0.75);
   EXPECT_EQ(gemm["limiting_resource"], "registers");
   EXPECT_EQ(gemm["resources"]["registers"]["blocks_per_sm"], 6);

@@ -7,6 +7,7 @@
 #include <compare>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -131,8 +132,11 @@ struct ProcessSummary {
 // it did not stop.
 std::string TimingStoppedNote(const ProcessSummary& p);
 
-// Exact statistics of the GPU durations of a signature's timed launches, in ns. Percentiles are
-// nearest-rank: the smallest duration d with at least p% of the durations <= d.
+// Statistics of the GPU durations of a signature's timed launches, in ns. Percentiles are
+// nearest-rank: the smallest duration d with at least p% of the durations <= d. Count, total,
+// min, max and mean are exact; p50 and p99 are exact up to DurationAccumulator::kExact timed
+// launches of the signature and within 0.2 % beyond (percentiles_exact false;
+// duration_stats.h).
 struct DurationStats {
   uint64_t count = 0;
   uint64_t total_ns = 0;
@@ -141,6 +145,7 @@ struct DurationStats {
   double mean_ns = 0;
   uint64_t p50_ns = 0;
   uint64_t p99_ns = 0;
+  bool percentiles_exact = true;
 };
 
 // What one resource alone allows, from the kernel event's occupancy fields.
@@ -201,6 +206,51 @@ struct RetargetDevice {
   occupancy::DeviceLimits limits;
 };
 
+// Marks a timeline bin or slice whose launches are of several signatures, and one with none.
+inline constexpr uint32_t kMixedSignatures = std::numeric_limits<uint32_t>::max();
+inline constexpr uint32_t kNoSignature = std::numeric_limits<uint32_t>::max() - 1;
+
+// The launches of one time bin of a timeline lane (time_bins.h).
+struct DensityBin {
+  uint32_t launches = 0;  // launches that start in the bin
+  uint32_t timed = 0;     // of those, joined to a kernel_time
+  // The signature of every launch in the bin, kMixedSignatures when they differ, kNoSignature
+  // when the bin is empty.
+  uint32_t signature = kNoSignature;
+  uint64_t busy_ns = 0;   // GPU time of timed launches inside the bin (any start), <= its width
+  int64_t first_ns = 0;   // earliest start of a launch in the bin (meaningful when launches > 0)
+  int64_t last_ns = 0;    // latest end of those launches
+};
+
+// Every launch of one timeline lane (process, device, stream), counted into equal time bins so
+// that the timeline can be drawn at any size with memory that does not grow with the launches.
+// Bin i covers [origin_ns + i * bin_ns, origin_ns + (i + 1) * bin_ns).
+struct LaneDensity {
+  uint32_t process = 0;  // index into Report::processes
+  int32_t device = 0;
+  uint64_t stream = 0;
+  uint64_t launches = 0;
+  uint64_t timed = 0;
+  int64_t origin_ns = 0;
+  int64_t bin_ns = 0;
+  std::vector<DensityBin> bins;
+};
+
+// What the report held back to keep its memory bounded, and what that cost.
+struct ReadBounds {
+  // Launches waiting for their kernel_time at most at once, and kernel_time events waiting for
+  // their kernel at most at once.
+  uint64_t peak_pending_launches = 0;
+  uint64_t peak_pending_times = 0;
+  // Launches counted untimed because their kernel_time had not come within
+  // ReportOptions::max_pending_launches later launches, and kernel_time events dropped because
+  // their kernel had not come within max_pending_times later times (a note says each).
+  uint64_t launches_given_up = 0;
+  uint64_t times_given_up = 0;
+  // Kernel_time events that joined no kernel by the end (their kernel is not in the logs).
+  uint64_t times_without_kernel = 0;
+};
+
 // One launch aggregated into a signature, as ReportOptions::keep_launches keeps it.
 struct KeptLaunch {
   uint32_t process = 0;    // index into Report::processes
@@ -233,9 +283,16 @@ struct Report {
   uint64_t duplicate_events = 0;
   bool several_device_models = false;  // the signatures span more than one device model
   std::optional<RetargetDevice> retarget;
-  // Every launch aggregated into `signatures`, in the order read; filled only under
-  // ReportOptions::keep_launches.
+  // Every launch aggregated into `signatures`, in the order read, up to
+  // ReportOptions::max_kept_launches; filled only under ReportOptions::keep_launches.
+  // kept_launches_complete: every aggregated launch is there (none beyond the limit).
   std::vector<KeptLaunch> kept_launches;
+  bool kept_launches_complete = true;
+  // Every aggregated launch per timeline lane, in time bins, by (process, device, stream);
+  // filled under ReportOptions::keep_launches (the timeline's input when kept_launches is not
+  // complete).
+  std::vector<LaneDensity> lanes;
+  ReadBounds bounds;
 };
 
 }  // namespace cuflight::report

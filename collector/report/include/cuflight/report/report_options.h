@@ -4,10 +4,14 @@
 #ifndef CUFLIGHT_REPORT_REPORT_OPTIONS_H_
 #define CUFLIGHT_REPORT_REPORT_OPTIONS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "cuflight/logread/log_reader.h"
 
 namespace cuflight::report {
 
@@ -45,8 +49,23 @@ struct ReportOptions {
   // An occupancy-engine device preset key or alias (occupancy/device_presets.h): recompute each
   // signature's occupancy for that GPU. Empty: none.
   std::string retarget;
-  // Keep every aggregated launch in Report::kept_launches (the HTML timeline's input).
+  // Keep the aggregated launches for the HTML timeline: each one in Report::kept_launches up to
+  // max_kept_launches, and all of them counted per lane in time bins (Report::lanes).
   bool keep_launches = false;
+  size_t max_kept_launches = 65536;
+
+  // Joining kernel_time to kernel while reading, with bounded memory: a launch whose kernel_time
+  // has not come within this many later launches is counted untimed, and a kernel_time whose
+  // kernel has not come within this many later kernel_time events is dropped; each is counted in
+  // Report::bounds and said in a note. A CUPTI buffer holds a few ten thousand records, so a
+  // producer's kernel_time comes well within this.
+  size_t max_pending_launches = size_t{1} << 18;
+  size_t max_pending_times = size_t{1} << 18;
+
+  // Reading: threads that decode files (logread::ReadOptions::threads; 0: one per core), and a
+  // progress callback (empty: none), called on the calling thread.
+  unsigned read_threads = 0;
+  std::function<void(const logread::ReadProgress&)> on_progress;
 
   OutputFormat format = OutputFormat::kTable;
   bool color = false;  // ANSI colour in the table (see ShouldColor in run_report.h)

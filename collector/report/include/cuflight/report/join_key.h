@@ -1,8 +1,8 @@
-// The key that joins a kernel_time to its kernel event in the report: the process index and the
-// schema's join key (correlation_id, graph node, device; cuflight/schema/join_key.h). Shared by
-// the report's model builder and its timeline.
-#ifndef CUFLIGHT_COLLECTOR_REPORT_JOIN_KEY_H_
-#define CUFLIGHT_COLLECTOR_REPORT_JOIN_KEY_H_
+// The key that joins a kernel_time to its kernel event while reading logs: the process (the
+// report's process index, or the export's pid) and the schema's join key (correlation_id, graph
+// node, device; cuflight/schema/join_key.h). Shared by the report's model builder and the export.
+#ifndef CUFLIGHT_REPORT_JOIN_KEY_H_
+#define CUFLIGHT_REPORT_JOIN_KEY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -25,4 +25,4 @@ struct JoinKeyHash {
 
 }  // namespace cuflight::report
 
-#endif  // CUFLIGHT_COLLECTOR_REPORT_JOIN_KEY_H_
+#endif  // CUFLIGHT_REPORT_JOIN_KEY_H_

@@ -1,0 +1,431 @@
+#include "log_gen.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <system_error>
+#include <utility>
+
+#include "cuflight/schema/encoder.h"
+#include "cuflight/schema/events.h"
+#include "cuflight/schema/log_layout.h"
+#include "zstd_file.h"
+
+namespace cuflight::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// splitmix64: small, fast and deterministic.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int64_t Uniform(int64_t lo, int64_t hi) {  // [lo, hi]
+    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+struct KernelKind {
+  std::string name;
+  std::string demangled;
+  schema::Dim3 block;
+  int32_t regs;
+  int64_t static_smem;
+  int64_t dyn_smem;
+  std::array<schema::Dim3, 3> grids;
+  schema::OccupancyFields occupancy;
+};
+
+// Occupancy on an H100 SXM (132 SMs, 64 warps, 32 blocks, 64 K registers, 228 KiB shared memory
+// per SM), by the CUDA occupancy rules simplified to whole warps: enough for plausible lines.
+schema::OccupancyFields Occupancy(const KernelKind& k, const schema::Dim3& grid) {
+  schema::OccupancyFields o;
+  const int32_t threads = static_cast<int32_t>(k.block.x * k.block.y * k.block.z);
+  const int32_t wpb = (threads + 31) / 32;
+  const int32_t regs_per_block = ((k.regs * 32 + 255) / 256 * 256) * wpb;
+  const int64_t smem = k.static_smem + k.dyn_smem + 1024;
+  const int32_t by_regs = 65536 / std::max(regs_per_block, 1);
+  const int32_t by_smem = smem > 1024 ? static_cast<int32_t>(233472 / smem) : 32;
+  const int32_t by_warps = 64 / wpb;
+  const int32_t blocks = std::max(1, std::min({by_regs, by_smem, by_warps, 32}));
+  auto occ = [&](int32_t b) { return std::min(1.0, static_cast<double>(b * wpb) / 64.0); };
+  o.max_active_blocks = blocks;
+  o.active_warps = blocks * wpb;
+  o.max_warps = 64;
+  o.occupancy = occ(blocks);
+  o.reg_occupancy = occ(by_regs);
+  o.smem_occupancy = occ(by_smem);
+  o.warp_occupancy = occ(by_warps);
+  o.block_occupancy = occ(32);
+  o.barrier_occupancy = 1;
+  o.limiting_resource = blocks == by_regs   ? schema::Resource::kRegisters
+                        : blocks == by_smem ? schema::Resource::kSharedMem
+                                            : schema::Resource::kWarps;
+  o.limiting_resources = schema::MaskOf(o.limiting_resource);
+  o.allocated_regs_per_block = regs_per_block;
+  o.allocated_smem_per_block = smem;
+  const double grid_blocks = static_cast<double>(grid.x) * grid.y * grid.z;
+  o.waves = grid_blocks / (132.0 * blocks);
+  const double tail = o.waves - static_cast<double>(static_cast<int64_t>(o.waves));
+  o.tail_utilization = tail == 0 ? 1.0 : tail;
+  o.regs_for_next_block = o.limiting_resource == schema::Resource::kRegisters ? k.regs - 8 : -1;
+  o.smem_for_next_block = -1;
+  o.best_block_size = 128;
+  return o;
+}
+
+std::vector<KernelKind> Kernels(int count) {
+  static const char* const kEpilogues[] = {"LinearCombination", "LinearCombinationRelu",
+                                           "LinearCombinationGELU", "LinearCombinationClamp"};
+  static const char* const kOps[] = {"GeluCUDAKernelImpl", "AddFunctor<float>",
+                                     "MulFunctor<c10::Half>", "CUDAFunctor_add<float>",
+                                     "silu_kernel", "softmax_warp_forward"};
+  std::vector<KernelKind> kinds;
+  for (int i = 0; i < count; ++i) {
+    KernelKind k;
+    if (i % 3 != 2) {
+      const int tile = 64 << (i % 3);
+      k.name = fmt::format(
+          "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedINS1_9GemmShape"
+          "ILi{}ELi128ELi32EEENS_9layout8RowMajorEEENS_8epilogue11threadblock8EpilogueILi{}EEELb1EEEE"
+          "EvNT_6ParamsE",
+          tile, i);
+      k.demangled = fmt::format(
+          "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
+          "MmaPipelined<cutlass::gemm::GemmShape<{}, 128, 32>, cutlass::half_t, "
+          "cutlass::layout::RowMajor, cutlass::half_t, cutlass::layout::ColumnMajor, float, "
+          "cutlass::layout::RowMajor, cutlass::arch::OpClassTensorOp>, "
+          "cutlass::epilogue::threadblock::Epilogue<cutlass::epilogue::thread::{}<cutlass::half_t, "
+          "8, float, float>, {}>, true>>(cutlass::gemm::kernel::Gemm::Params)",
+          tile, kEpilogues[i % 4], i);
+      k.block = {static_cast<uint32_t>(128 << (i % 2)), 1, 1};
+      k.regs = 128 + 8 * (i % 8);
+      k.static_smem = 32768 + 4096 * (i % 4);
+      k.dyn_smem = (i % 5) * 16384;
+      k.grids = {schema::Dim3{264, 8, 1}, schema::Dim3{132, 16, 1}, schema::Dim3{528, 4, 1}};
+    } else {
+      k.name = fmt::format(
+          "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_{}IfEENS_6detail5ArrayIPcLi{}EEEEEv"
+          "iT0_T1_",
+          i, 2 + i % 3);
+      k.demangled = fmt::format(
+          "void at::native::vectorized_elementwise_kernel<4, at::native::{}, "
+          "at::detail::Array<char*, {}>>(int, at::native::{}, at::detail::Array<char*, {}>) "
+          "[variant {}]",
+          kOps[i % 6], 2 + i % 3, kOps[i % 6], 2 + i % 3, i);
+      k.block = {128, 1, 1};
+      k.regs = 16 + 4 * (i % 4);
+      k.static_smem = 0;
+      k.dyn_smem = 0;
+      k.grids = {schema::Dim3{4096, 1, 1}, schema::Dim3{65535, 1, 1}, schema::Dim3{1024, 1, 1}};
+    }
+    kinds.push_back(std::move(k));
+  }
+  return kinds;
+}
+
+// One process's files: lines to "<base>.jsonl", rotated into numbered segments.
+class StreamWriter {
+ public:
+  StreamWriter(fs::path dir, std::string base, const LogSpec& spec, LogTotals* totals)
+      : dir_(std::move(dir)), base_(std::move(base)), spec_(spec), totals_(totals) {}
+  ~StreamWriter() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+
+  bool Write(const schema::OwnedEvent& event, std::string* error) {
+    if (!Open(error)) return false;
+    const size_t n = schema::Encode(event, buf_.data(), buf_.size());
+    if (n == 0) {
+      *error = "an event did not encode";
+      return false;
+    }
+    if (std::fwrite(buf_.data(), 1, n, file_) != n) {
+      *error = fmt::format("{}: write failed: {}", Active().native(), std::strerror(errno));
+      return false;
+    }
+    bytes_in_file_ += n;
+    totals_->bytes += n;
+    ++totals_->events;
+    if (spec_.rotate_bytes > 0 && bytes_in_file_ >= spec_.rotate_bytes) return Rotate(error);
+    return true;
+  }
+
+  bool Close(std::string* error) {
+    if (file_ == nullptr) return true;
+    const bool ok = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!ok) *error = fmt::format("{}: close failed", Active().native());
+    totals_->files.push_back(Active());
+    return ok;
+  }
+
+ private:
+  fs::path Active() const { return dir_ / schema::ActiveFileName(base_); }
+
+  bool Open(std::string* error) {
+    if (file_ != nullptr) return true;
+    file_ = std::fopen(Active().c_str(), "wb");
+    if (file_ == nullptr) {
+      *error = fmt::format("{}: cannot create: {}", Active().native(), std::strerror(errno));
+      return false;
+    }
+    std::setvbuf(file_, nullptr, _IOFBF, 1 << 20);
+    bytes_in_file_ = 0;
+    return true;
+  }
+
+  bool Rotate(std::string* error) {
+    if (std::fclose(file_) != 0) {
+      file_ = nullptr;
+      *error = fmt::format("{}: close failed", Active().native());
+      return false;
+    }
+    file_ = nullptr;
+    ++segment_;
+    const fs::path plain = dir_ / schema::SegmentFileName(base_, segment_, false);
+    std::error_code ec;
+    fs::rename(Active(), plain, ec);
+    if (ec) {
+      *error = fmt::format("{}: rename failed: {}", plain.native(), ec.message());
+      return false;
+    }
+    if (!spec_.compress) {
+      totals_->files.push_back(plain);
+      return true;
+    }
+    const fs::path compressed = dir_ / schema::SegmentFileName(base_, segment_, true);
+    if (!collector::CompressFileAtomically(plain, compressed, spec_.zstd_level, error)) {
+      return false;
+    }
+    fs::remove(plain, ec);
+    totals_->files.push_back(compressed);
+    return true;
+  }
+
+  fs::path dir_;
+  std::string base_;
+  const LogSpec& spec_;
+  LogTotals* totals_;
+  std::FILE* file_ = nullptr;
+  uint64_t bytes_in_file_ = 0;
+  uint64_t segment_ = 0;
+  std::vector<char> buf_ = std::vector<char>(1 << 16);
+};
+
+struct PendingTime {
+  schema::OwnedKernelTimeEvent time;
+};
+
+bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
+                  const std::vector<KernelKind>& kinds, LogTotals* totals, std::string* error) {
+  Rng rng(0xC0FFEEull + static_cast<uint64_t>(index));
+  const int32_t pid = 4000 + index;
+  const int64_t start_ns = spec.start_ns + index * 1'000'000;
+  const std::string exe = "/usr/bin/python3.11";
+  const std::string base = schema::StreamBaseName("node1", exe, pid, start_ns);
+  const fs::path day = dir / schema::StartDate(start_ns);
+  std::error_code ec;
+  fs::create_directories(day, ec);
+  if (ec) {
+    *error = fmt::format("{}: cannot create: {}", day.native(), ec.message());
+    return false;
+  }
+  StreamWriter out(day, base, spec, totals);
+  uint64_t seq = 0;
+  int64_t now = start_ns;
+  auto note_ts = [&](int64_t ts) {
+    if (totals->first_ts_ns == 0 || ts < totals->first_ts_ns) totals->first_ts_ns = ts;
+    totals->last_ts_ns = std::max(totals->last_ts_ns, ts);
+  };
+
+  schema::OwnedProcessStartEvent start;
+  start.header = {now, pid, seq++};
+  start.exe = exe;
+  start.argv = {exe, "train.py", "--epochs", "3"};
+  start.hostname = "node1";
+  start.start_ns = start_ns;
+  start.cuflight_version = "0.1.0";
+  start.cuda_driver_version = 13000;
+  start.cupti_version = 26;
+  start.instance_id = 0;
+  if (!out.Write(start, error)) return false;
+  note_ts(now);
+
+  schema::OwnedDeviceEvent device;
+  device.header = {now, pid, seq++};
+  device.device = 0;
+  device.name = "NVIDIA H100 80GB HBM3";
+  device.uuid = "GPU-5a1c0b7e-2f0d-4c1e-9d3a-0123456789ab";
+  device.cc_major = 9;
+  device.sm_count = 132;
+  device.max_threads_per_block = 1024;
+  device.max_threads_per_sm = 2048;
+  device.max_blocks_per_sm = 32;
+  device.regs_per_sm = 65536;
+  device.regs_per_block = 65536;
+  device.smem_per_sm = 233472;
+  device.smem_per_block = 49152;
+  device.smem_per_block_optin = 232448;
+  device.reserved_smem_per_block = 1024;
+  device.max_cluster_size = 8;
+  if (!out.Write(device, error)) return false;
+
+  std::vector<int64_t> busy_until(static_cast<size_t>(spec.streams), 0);
+  std::deque<schema::OwnedKernelTimeEvent> pending;
+  schema::OwnedKernelEvent k;
+  k.tid = pid + 1;
+  k.device = 0;
+  k.context = 1;
+  k.api = "cudaLaunchKernel";
+  k.carveout = -1;
+  k.max_threads_per_block = 1024;
+  k.occupancy_source = schema::OccupancySource::kDriver;
+  auto flush = [&](bool all) -> bool {
+    while (!pending.empty() &&
+           (all || static_cast<int64_t>(pending.front().end_ns) <= now)) {
+      schema::OwnedKernelTimeEvent& t = pending.front();
+      t.header = {now, pid, seq++};
+      if (!out.Write(t, error)) return false;
+      ++totals->timed;
+      pending.pop_front();
+    }
+    return true;
+  };
+  uint64_t correlation = 0;
+  for (uint64_t i = 0; i < spec.launches; ++i) {
+    now += spec.launch_gap_ns / 2 + rng.Uniform(0, spec.launch_gap_ns);
+    const KernelKind& kind = kinds[static_cast<size_t>(rng.Next() % kinds.size())];
+    const size_t stream = static_cast<size_t>(i % static_cast<uint64_t>(spec.streams));
+    k.header = {now, pid, seq++};
+    k.stream = 7 + stream;
+    k.correlation_id = ++correlation;
+    k.name = kind.name;
+    k.demangled = kind.demangled;
+    k.grid = kind.grids[static_cast<size_t>(rng.Next() % kind.grids.size())];
+    k.block = kind.block;
+    k.num_regs = kind.regs;
+    k.static_shared_bytes = kind.static_smem;
+    k.dyn_shared_bytes = kind.dyn_smem;
+    k.const_bytes = 616;
+    k.occupancy = Occupancy(kind, k.grid);
+    if (!out.Write(k, error)) return false;
+    ++totals->launches;
+    note_ts(now);
+    if (spec.untimed_every == 0 || (i + 1) % spec.untimed_every != 0) {
+      schema::OwnedKernelTimeEvent t;
+      t.correlation_id = k.correlation_id;
+      t.device = 0;
+      t.context = 1;
+      t.stream = k.stream;
+      const int64_t begin = std::max(now + 4000, busy_until[stream]);
+      const int64_t end = begin + rng.Uniform(spec.min_kernel_ns, spec.max_kernel_ns);
+      busy_until[stream] = end;
+      t.start_ns = static_cast<uint64_t>(begin);
+      t.end_ns = static_cast<uint64_t>(end);
+      t.duration_ns = t.end_ns - t.start_ns;
+      note_ts(end);
+      pending.push_back(std::move(t));
+    }
+    if (spec.api_error_every > 0 && (i + 1) % spec.api_error_every == 0) {
+      schema::OwnedApiErrorEvent e;
+      e.header = {now, pid, seq++};
+      e.api = "cuLaunchKernel";
+      e.code = 1;
+      e.error_name = "CUDA_ERROR_INVALID_VALUE";
+      e.message = "invalid argument";
+      e.device = 0;
+      e.context = 1;
+      e.stream = k.stream;
+      e.last_correlation_ids = {k.correlation_id};
+      if (!out.Write(e, error)) return false;
+      ++totals->api_errors;
+    }
+    if (spec.stall_every > 0 && (i + 1) % spec.stall_every == 0) {
+      // A stall report naming the stream's latest launch as the one it waits on.
+      schema::OwnedStallEvent st;
+      st.header = {now, pid, seq++};
+      st.state = schema::StallState::kStalled;
+      st.stall_ms = 10000;
+      st.stalled_ms = 12000;
+      st.streams_stalled = 1;
+      schema::OwnedStallStream& waiting = st.streams.emplace_back();
+      waiting.device = 0;
+      waiting.context = 1;
+      waiting.stream = k.stream;
+      waiting.waiting_ms = 12000;
+      waiting.unfinished = 1;
+      schema::OwnedStallLaunch& waits = waiting.launches.emplace_back();
+      waits.correlation_id = k.correlation_id;
+      waits.name = k.name;
+      waits.demangled = k.demangled;
+      waits.grid = k.grid;
+      waits.block = k.block;
+      waits.occupancy = k.occupancy.occupancy;
+      waits.age_ms = 12000;
+      if (!out.Write(st, error)) return false;
+      ++totals->stalls;
+    }
+    if ((i + 1) % spec.flush_every == 0 && !flush(false)) return false;
+    if ((i + 1) % 100'000 == 0) {
+      schema::OwnedStatsEvent s;
+      s.header = {now, pid, seq++};
+      s.emitted = seq;
+      s.ring_capacity = 65536;
+      s.interval_ns = 1'000'000'000;
+      s.launches = i + 1;
+      if (!out.Write(s, error)) return false;
+    }
+  }
+  now += 1'000'000;
+  if (!flush(true)) return false;
+  if (spec.crash) {
+    schema::OwnedProcessCrashEvent c;
+    c.header = {now, pid, seq++};
+    c.signal = 11;
+    c.signal_name = "SIGSEGV";
+    c.code = 1;
+    c.addr = 0x10;
+    c.tid = pid + 1;
+    c.emitted = seq;
+    c.launches = spec.launches;
+    if (!out.Write(c, error)) return false;
+  } else {
+    schema::OwnedProcessEndEvent e;
+    e.header = {now, pid, seq++};
+    e.exit_code = 0;
+    e.emitted = seq;
+    e.launches = spec.launches;
+    if (!out.Write(e, error)) return false;
+  }
+  note_ts(now);
+  return out.Close(error);
+}
+
+}  // namespace
+
+bool WriteLogs(const fs::path& dir, const LogSpec& spec, LogTotals* totals, std::string* error) {
+  *totals = LogTotals{};
+  const std::vector<KernelKind> kinds = Kernels(std::max(spec.kernels, 1));
+  for (int p = 0; p < spec.processes; ++p) {
+    if (!WriteProcess(dir, spec, p, kinds, totals, error)) return false;
+  }
+  return true;
+}
+
+}  // namespace cuflight::bench

@@ -1,0 +1,69 @@
+// A generator of realistic collector logs, for the report and export benchmarks and for the tests
+// that need a large log (bounded memory, density timeline).
+//
+// What a training job's producer sends, encoded by the schema encoder and laid out as the
+// collector writes it (cuflight/schema/log_layout.h):
+//  1. Per process: process_start, one device event (an H100), then `launches` kernel launches
+//     round-robin over `streams` streams, with a stats event every 100,000 launches and a
+//     process_end (or, with `crash`, a process_crash) at the end.
+//  2. Kernels: `kernels` distinct names, most of them long templated CUTLASS / PyTorch names
+//     (about 1.1 KB per kernel line, as bench/bench_events.h), each with its own block size,
+//     registers and occupancy, launched with a few grid shapes.
+//  3. Timing: on each stream kernels run back to back from their launch; their kernel_time lines
+//     come in batches every `flush_every` launches (a CUPTI buffer flush), after the kernels. A
+//     fraction `untimed_every` (every Nth launch; 0: none) gets no kernel_time (timing lost).
+//  4. Every `api_error_every` launches (0: never) a failed cuLaunchKernel, and with `stall_every`
+//     (0: never) a stall event naming the stream's latest launch (the export marks it).
+//  5. Files: "<dir>/<date>/<base>.<NNNNNN>.jsonl(.zst)" segments of about `rotate_bytes` each,
+//     compressed with zstd when `compress` (as the collector's segment worker does), and the
+//     active "<base>.jsonl" last. rotate_bytes 0: one active file.
+// Deterministic: the same spec gives the same bytes.
+#ifndef CUFLIGHT_BENCH_LOG_GEN_LOG_GEN_H_
+#define CUFLIGHT_BENCH_LOG_GEN_LOG_GEN_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cuflight::bench {
+
+struct LogSpec {
+  uint64_t launches = 1'000'000;  // per process
+  int processes = 1;
+  int streams = 4;
+  int kernels = 40;
+  uint64_t flush_every = 4096;
+  uint64_t untimed_every = 0;
+  uint64_t api_error_every = 0;
+  uint64_t stall_every = 0;
+  bool crash = false;
+  uint64_t rotate_bytes = 64ull << 20;
+  bool compress = true;
+  int zstd_level = 1;  // the collector's default (collector/daemon/log_sink.h)
+  int64_t start_ns = 1'763'700'000'000'000'000;  // 2025-11-21T04:26:40Z
+  // Mean time between launches of one process, and kernel durations (uniform in [min, max]).
+  int64_t launch_gap_ns = 20'000;
+  int64_t min_kernel_ns = 2'000;
+  int64_t max_kernel_ns = 150'000;
+};
+
+struct LogTotals {
+  std::vector<std::filesystem::path> files;  // in the order written
+  uint64_t bytes = 0;           // uncompressed lines written
+  uint64_t launches = 0;        // kernel events
+  uint64_t timed = 0;           // of those, with a kernel_time
+  uint64_t events = 0;          // every line written
+  uint64_t api_errors = 0;
+  uint64_t stalls = 0;
+  int64_t first_ts_ns = 0;      // earliest host or GPU timestamp written
+  int64_t last_ts_ns = 0;       // latest
+};
+
+// Writes the logs of `spec` under `dir` (created). False with *error on an I/O failure.
+bool WriteLogs(const std::filesystem::path& dir, const LogSpec& spec, LogTotals* totals,
+               std::string* error);
+
+}  // namespace cuflight::bench
+
+#endif  // CUFLIGHT_BENCH_LOG_GEN_LOG_GEN_H_

@@ -1,0 +1,119 @@
+// Launches waiting for their kernel_time while a reader (the report, the export) reads, by join
+// key (join_key.h): an open-addressing hash table (linear probing, power-of-two capacity, at most
+// half full, removal by backward shift), so a launch costs no allocation. A key may be held more
+// than once (the same launch read under two seqs); Take hands back every entry with the key.
+#ifndef CUFLIGHT_REPORT_JOIN_TABLE_H_
+#define CUFLIGHT_REPORT_JOIN_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cuflight/report/join_key.h"
+
+namespace cuflight::report {
+
+template <class V>
+class JoinTable {
+ public:
+  size_t size() const { return size_; }
+
+  void Insert(const JoinKey& key, const V& value) {
+    if ((size_ + 1) * 2 > slots_.size()) Grow();
+    size_t i = Home(key);
+    while (slots_[i].used) i = (i + 1) & mask_;
+    slots_[i] = Slot{true, key, value};
+    ++size_;
+  }
+
+  // Calls f(value) for every entry with `key` and removes them; returns how many there were.
+  template <class F>
+  size_t Take(const JoinKey& key, F f) {
+    if (size_ == 0) return 0;
+    size_t taken = 0;
+    size_t i = Home(key);
+    while (slots_[i].used) {
+      if (slots_[i].key == key) {
+        f(slots_[i].value);
+        Remove(i);  // shifts a later entry into i: look at i again
+        ++taken;
+        continue;
+      }
+      i = (i + 1) & mask_;
+    }
+    return taken;
+  }
+
+  // Removes the first entry with `key` for which pred(value) holds, calling f(value) first.
+  template <class P, class F>
+  bool TakeIf(const JoinKey& key, P pred, F f) {
+    if (size_ == 0) return false;
+    for (size_t i = Home(key); slots_[i].used; i = (i + 1) & mask_) {
+      if (slots_[i].key == key && pred(slots_[i].value)) {
+        f(slots_[i].value);
+        Remove(i);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  template <class F>
+  void ForEach(F f) const {
+    for (const Slot& s : slots_) {
+      if (s.used) f(s.value);
+    }
+  }
+
+  void Clear() {
+    slots_.clear();
+    size_ = 0;
+    mask_ = 0;
+  }
+
+ private:
+  struct Slot {
+    bool used = false;
+    JoinKey key{};
+    V value{};
+  };
+
+  size_t Home(const JoinKey& key) const { return JoinKeyHash()(key) & mask_; }
+
+  // Backward-shift deletion: later entries of the probe run move up so no lookup stops early.
+  void Remove(size_t hole) {
+    size_t i = hole;
+    for (;;) {
+      i = (i + 1) & mask_;
+      if (!slots_[i].used) break;
+      const size_t home = Home(slots_[i].key);
+      // Move slot i into the hole when its home is not within (hole, i] (cyclically).
+      const bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+      if (stays) continue;
+      slots_[hole] = std::move(slots_[i]);
+      hole = i;
+    }
+    slots_[hole].used = false;
+    --size_;
+  }
+
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    const size_t capacity = old.empty() ? 1024 : old.size() * 2;
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    size_ = 0;
+    for (Slot& s : old) {
+      if (s.used) Insert(s.key, s.value);
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+  size_t mask_ = 0;
+};
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_REPORT_JOIN_TABLE_H_

@@ -1,0 +1,68 @@
+// Decoding log lines at the speed logs are written: Decode's results, through Validate.
+//
+// 1. A log is almost all `kernel` and `kernel_time` lines in the encoder's own layout. For such a
+//    line LineDecoder runs the allocation-free Validate (its expected-order fast path) and then
+//    reads the typed fields from the member texts Validate recorded: each value is already
+//    checked, so reading it is a number conversion or a copy. A value in a form this reader does
+//    not take (a string with an escape, an integer written as 2.0, an array with spaces) sends
+//    the line to Decode.
+// 2. Every other line (other types, rejected lines, lines of unknown types) goes to Decode, the
+//    reference, so the message and the header of a rejected line are Decode's.
+// 3. The result is the one Decode gives, field for field; tests/schema/line_decoder_test.cc holds
+//    the two together on every sample and mutated line the schema tests make.
+// 4. It reuses the event storage of the DecodeResult it is given: decoding a line of the type the
+//    result already holds allocates nothing once the strings have grown to their size, and the
+//    string buffers of a kernel event replaced by another type are kept for the next one.
+#ifndef CUFLIGHT_SCHEMA_LINE_DECODER_H_
+#define CUFLIGHT_SCHEMA_LINE_DECODER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cuflight/schema/decoder.h"
+#include "cuflight/schema/validator.h"
+
+namespace cuflight::schema {
+
+class LineDecoder {
+ public:
+  // Sets *result to what Decode(line) returns (reason, message, header and event), reusing its
+  // storage. Returns result->reason. Never throws; one LineDecoder per thread.
+  Reason Decode(std::string_view line, DecodeResult* result) noexcept;
+
+  // The `type` of the last line decoded, when it was a known type or a string without escapes;
+  // empty otherwise. For a line of a type this build does not know (Reason::kUnknownType): its
+  // name, e.g. "stall" read by a build older than that event. Points into that line or into
+  // static storage; valid until the line goes away.
+  std::string_view last_type() const { return last_type_; }
+
+  // Lines of the last Decode calls that took the fast reading (1.) and that went to Decode.
+  uint64_t fast_lines() const { return fast_lines_; }
+  uint64_t reference_lines() const { return reference_lines_; }
+
+ private:
+  OwnedKernelEvent& ResetKernel(OwnedEvent* event);
+  OwnedKernelTimeEvent& ResetKernelTime(OwnedEvent* event);
+
+  struct KernelStrings {
+    std::string api;
+    std::string name;
+    std::string demangled;
+  };
+  // String buffers of kernel events whose result went on to hold another type, for the next
+  // result that becomes a kernel event. Bounded: a caller cycles through at most this many
+  // results (e.g. the slots of a chunk of events).
+  static constexpr size_t kMaxSpare = 4096;
+
+  LineInfo info_;
+  std::vector<KernelStrings> spare_;
+  std::string_view last_type_;
+  uint64_t fast_lines_ = 0;
+  uint64_t reference_lines_ = 0;
+};
+
+}  // namespace cuflight::schema
+
+#endif  // CUFLIGHT_SCHEMA_LINE_DECODER_H_

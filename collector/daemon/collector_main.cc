@@ -20,20 +20,27 @@ namespace {
 // The running collector, for the signal handlers (RequestStop/RequestReopen are
 // async-signal-safe).
 std::atomic<Collector*> g_running{nullptr};
+// A stop signal that came while the collector was being made (its socket may already be there):
+// it stops as soon as it exists instead of dying by the signal's default action.
+std::atomic<bool> g_stop_before_running{false};
 
 extern "C" void OnStopSignal(int /*signo*/) {
-  if (Collector* c = g_running.load(std::memory_order_acquire)) c->RequestStop();
+  if (Collector* c = g_running.load(std::memory_order_acquire)) {
+    c->RequestStop();
+  } else {
+    g_stop_before_running.store(true, std::memory_order_release);
+  }
 }
 
 extern "C" void OnHangupSignal(int /*signo*/) {
   if (Collector* c = g_running.load(std::memory_order_acquire)) c->RequestReopen();
 }
 
-// Installs the handlers for the collector's lifetime and restores the previous ones after.
+// Installs the handlers before the collector is made (its socket exists before it runs) and
+// restores the previous ones after; Attach names the collector they act on.
 class SignalScope {
  public:
-  explicit SignalScope(Collector* collector) {
-    g_running.store(collector, std::memory_order_release);
+  SignalScope() {
     struct sigaction stop {};
     stop.sa_handler = OnStopSignal;
     sigemptyset(&stop.sa_mask);
@@ -49,6 +56,10 @@ class SignalScope {
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  void Attach(Collector* collector) {
+    g_running.store(collector, std::memory_order_release);
+    if (g_stop_before_running.exchange(false, std::memory_order_acq_rel)) collector->RequestStop();
   }
   ~SignalScope() {
     sigaction(SIGTERM, &old_term_, nullptr);
@@ -109,6 +120,7 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
       }
     }
     StartupError startup;
+    SignalScope signals;
     std::unique_ptr<Collector> collector =
         Collector::Create(options, metrics.get(), logger, &startup);
     if (!collector) {
@@ -118,11 +130,9 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
     if (server) {
       logger->info("metrics at http://{}:{}/metrics", options.metrics.host, server->port());
     }
-    int status = 0;
-    {
-      SignalScope signals(collector.get());
-      status = collector->Run();
-    }
+    signals.Attach(collector.get());
+    const int status = collector->Run();
+    g_running.store(nullptr, std::memory_order_release);
     collector.reset();
     if (server) server->Stop();
     logger->flush();

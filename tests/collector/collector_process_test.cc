@@ -202,6 +202,25 @@ TEST(CollectorProcessTest, ASecondCollectorLeavesALiveOneAlone) {
   EXPECT_EQ(first.Wait(kExitTimeout), 0);
 }
 
+// Before: the socket existed before the stop signals were handled, so a SIGTERM that came as soon
+// as the socket appeared (systemctl stop right after start, or a test's) killed the collector by
+// the signal's default action (exit status 143) instead of stopping it. Now it is a clean stop.
+TEST(CollectorProcessTest, AStopSignalAsSoonAsTheSocketExistsIsACleanStop) {
+  for (int i = 0; i < 20; ++i) {
+    TempDir dir;
+    ChildProcess collector(CUFLIGHT_COLLECTOR_PATH, Args(dir), dir.path() / "out.txt");
+    const auto socket = dir.path() / "run" / "c.sock";
+    std::error_code ec;
+    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    while (!std::filesystem::exists(socket, ec) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(std::filesystem::exists(socket, ec)) << collector.Output();
+    collector.Signal(SIGTERM);
+    EXPECT_EQ(collector.Wait(kExitTimeout), 0) << i << ": " << collector.Output();
+  }
+}
+
 // One producer process as the injector runs it: a Sender fed at a steady rate.
 struct ProducerRun {
   ProducerIdentity id;

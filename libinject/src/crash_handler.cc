@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstddef>
 
+#include "clock.h"
+
 namespace cuflight::inject {
 namespace {
 
@@ -43,12 +45,6 @@ int IndexOf(int signal) {
 bool IsFunction(const struct sigaction& action) {
   if (action.sa_flags & SA_SIGINFO) return action.sa_sigaction != nullptr;
   return action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN;
-}
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 void SleepBriefly() {

@@ -1,5 +1,6 @@
 #include "recorder.h"
 
+#include "clock.h"
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
 #include "event_builder.h"
@@ -67,12 +68,6 @@ thread_local int32_t t_tid = 0;
 int32_t ThreadId() noexcept {
   if (t_tid == 0) t_tid = static_cast<int32_t>(syscall(SYS_gettid));
   return t_tid;
-}
-
-int64_t NowRealtimeNs() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 CUresult ReturnValue(const CUpti_CallbackData* data) noexcept {

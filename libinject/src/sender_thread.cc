@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "clock.h"
 #include "cuflight/schema/encoder.h"
 #include "log.h"
 #include "own_calls.h"
@@ -26,18 +27,6 @@ constexpr int kMaxRecordsPerStep = 4096;
 constexpr auto kActivityFlushInterval = std::chrono::milliseconds(500);
 // A wait for room checks the stall clock at least this often.
 constexpr auto kRoomWaitSlice = std::chrono::milliseconds(10);
-
-int64_t NowRealtimeNs() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t MonotonicNs() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // Time the sender thread keeps for itself out of an urgent flush's wait: the requester's wait
 // ends shortly after the thread's flush deadline, not before it.

@@ -103,14 +103,6 @@ int Bucket(double occupancy) {
   return std::clamp(b, 0, kBuckets - 1);
 }
 
-// `text` cut to at most `max` bytes (>= 4) at a UTF-8 character boundary, ending in "...".
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t cut = max - 3;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
-  return std::string(text.substr(0, cut)) + "...";
-}
-
 std::string StreamLabel(uint64_t stream) {
   return stream == 0 ? std::string("default stream") : fmt::format("stream {:#x}", stream);
 }

@@ -13,10 +13,6 @@ constexpr size_t kMinNameWidth = 16;
 // Longest api_error message quoted in a process's ending line (the driver's are one sentence).
 constexpr size_t kMaxMessageBytes = 1000;
 
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  return std::string(text.substr(0, max)) + "...";
-}
 
 std::string Events(uint64_t n) { return fmt::format("{} event{}", n, n == 1 ? "" : "s"); }
 

@@ -250,5 +250,14 @@ TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
   }
 }
 
+// Clip never cuts inside a UTF-8 character: a cut there would make the ending line (and the
+// report's JSON, which rejects invalid UTF-8) carry half a character. "\xc3\xa9" is e-acute.
+TEST(ReportFormat, ClipCutsAtACharacterBoundary) {
+  EXPECT_EQ(Clip("short", 10), "short");
+  EXPECT_EQ(Clip("abcdefgh", 6), "abc...");                  // 3 bytes + "..."
+  EXPECT_EQ(Clip("h\xc3\xa9llo w\xc3\xb6rld", 6), "h\xc3\xa9...");  // cut at 3: after the e-acute
+  EXPECT_EQ(Clip("a\xc3\xa9" "bcdef", 5), "a...");  // cut at 2 is inside it: back to 1
+}
+
 }  // namespace
 }  // namespace cuflight::report

@@ -37,6 +37,10 @@ std::string FormatDim3(const schema::Dim3& d);
 // producers hold).
 std::string FormatStreamId(uint64_t stream);
 
+// `text` cut to at most `max` bytes (>= 4) at a UTF-8 character boundary, ending in "..."; whole
+// when it fits.
+std::string Clip(std::string_view text, size_t max);
+
 // One kernel name shortened to at most `width` bytes (width >= 8) as ShortenKernelNames does for
 // a name shown alone (kernel_names.h).
 std::string ShortenKernelName(std::string_view name, size_t width);

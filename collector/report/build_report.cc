@@ -22,6 +22,7 @@
 #include "cuflight/report/duration_stats.h"
 #include "cuflight/report/launch_filter.h"
 #include "cuflight/report/limiter_name.h"
+#include "cuflight/report/read_once.h"
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -88,31 +89,6 @@ struct ProcessState {
   std::map<uint64_t, uint64_t> seen_seqs;
 };
 
-// Adds `seq` to `seen`; false when it was there already.
-bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
-  auto next = seen->upper_bound(seq);  // first range starting after seq
-  if (next != seen->begin()) {
-    auto prev = std::prev(next);
-    if (seq <= prev->second) return false;  // inside [first, last]
-    if (prev->second + 1 == seq) {
-      prev->second = seq;
-      if (next != seen->end() && next->first == seq + 1) {  // now touches the next range
-        prev->second = next->second;
-        seen->erase(next);
-      }
-      return true;
-    }
-  }
-  if (next != seen->end() && next->first == seq + 1) {
-    const uint64_t last = next->second;
-    seen->erase(next);
-    seen->emplace(seq, last);
-    return true;
-  }
-  seen->emplace(seq, seq);
-  return true;
-}
-
 // A signature's key as the event states it, for lookups without copying the names.
 struct SignatureKeyView {
   std::string_view name;
@@ -122,26 +98,6 @@ struct SignatureKeyView {
   std::string_view model;
   bool operator==(const SignatureKeyView&) const = default;
 };
-
-// Kernel names are long (templated names of hundreds of bytes) and a log repeats a few of them
-// millions of times: the hash reads eight words spread over the name (names of one template
-// differ somewhere inside), and equality compares the whole key.
-uint64_t SampledHash(std::string_view s) {
-  uint64_t h = s.size() * 0x9E3779B97F4A7C15ull;
-  if (s.size() < 8) {
-    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0xBF58476D1CE4E5B9ull;
-    return h;
-  }
-  const size_t last = s.size() - 8;
-  for (size_t k = 0; k < 8; ++k) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + last * k / 7, 8);
-    h ^= w;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-  }
-  return h;
-}
 
 struct SignatureKeyHash {
   size_t operator()(const SignatureKeyView& k) const {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <variant>
 
+#include "cuflight/report/read_once.h"
 #include "cuflight/schema/join_key.h"
 #include "cuflight/schema/routine_failures.h"
 
@@ -24,53 +25,11 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A hash of a long name from eight 8-byte words spread over it (names of one template differ
-// somewhere inside); short names byte by byte.
-uint64_t Sampled(std::string_view s) {
-  uint64_t h = s.size() * 0x9E3779B97F4A7C15ull;
-  if (s.size() < 8) {
-    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0xBF58476D1CE4E5B9ull;
-    return h;
-  }
-  const size_t last = s.size() - 8;
-  for (size_t k = 0; k < 8; ++k) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + last * k / 7, 8);
-    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-  }
-  return h;
-}
-
-// Adds `seq` to the ranges of `seen`; false when it was there already.
-bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
-  auto next = seen->upper_bound(seq);
-  if (next != seen->begin()) {
-    auto prev = std::prev(next);
-    if (seq <= prev->second) return false;
-    if (prev->second + 1 == seq) {
-      prev->second = seq;
-      if (next != seen->end() && next->first == seq + 1) {
-        prev->second = next->second;
-        seen->erase(next);
-      }
-      return true;
-    }
-  }
-  if (next != seen->end() && next->first == seq + 1) {
-    const uint64_t last = next->second;
-    seen->erase(next);
-    seen->emplace(seq, last);
-    return true;
-  }
-  seen->emplace(seq, seq);
-  return true;
-}
-
 }  // namespace
 
 size_t TraceExporter::NameKeyHash::operator()(const NameKey& k) const {
-  return static_cast<size_t>(Sampled(k.name) ^ (Sampled(k.api) * 0x94D049BB133111EBull));
+  return static_cast<size_t>(report::SampledHash(k.name) ^
+                             (report::SampledHash(k.api) * 0x94D049BB133111EBull));
 }
 
 TraceExporter::TraceExporter(report::LaunchFilter* filter, TraceWriter* writer, ExportLimits limits)
@@ -78,7 +37,7 @@ TraceExporter::TraceExporter(report::LaunchFilter* filter, TraceWriter* writer, 
 
 TraceExporter::~TraceExporter() = default;
 
-bool TraceExporter::Seen(int32_t pid, uint64_t seq) { return !MarkSeen(&seen_[pid], seq); }
+bool TraceExporter::Seen(int32_t pid, uint64_t seq) { return !report::MarkSeen(&seen_[pid], seq); }
 
 void TraceExporter::Add(const schema::OwnedEvent& event) {
   const schema::Header& h = schema::HeaderOf(event);

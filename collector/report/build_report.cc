@@ -699,13 +699,18 @@ class Builder {
 
 }  // namespace
 
-std::string TimingStoppedNote(const ProcessSummary& p) {
-  if (p.timing_stopped_reason == schema::TimingStoppedReason::kNone) return "";
-  std::string who = fmt::format("pid {}", p.key.pid);
+std::string ProcessName(const ProcessSummary& p) {
+  std::string name = fmt::format("pid {}", p.key.pid);
   if (!p.exe.empty()) {
     const size_t slash = p.exe.rfind('/');
-    who += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
+    name += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
   }
+  return name;
+}
+
+std::string TimingStoppedNote(const ProcessSummary& p) {
+  if (p.timing_stopped_reason == schema::TimingStoppedReason::kNone) return "";
+  const std::string who = ProcessName(p);
   const std::string launches = fmt::format("{} {}", p.timing_stopped,
                                            p.timing_stopped == 1 ? "launch has" : "launches have");
   if (p.timing_stopped_reason == schema::TimingStoppedReason::kUnavailable) {

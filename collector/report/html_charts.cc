@@ -126,15 +126,6 @@ std::vector<size_t> RankSignatures(const Report& report) {
   return order;
 }
 
-std::string ProcessName(const ProcessSummary& p) {
-  std::string name = fmt::format("pid {}", p.key.pid);
-  if (!p.exe.empty()) {
-    const size_t slash = p.exe.rfind('/');
-    name += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
-  }
-  return name;
-}
-
 std::string OccupancyChart(const Report& report) {
   const bool by_time = WeighByTime(report);
   const std::string label =

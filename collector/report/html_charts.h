@@ -21,9 +21,6 @@ bool WeighByTime(const Report& report);
 // The first kKernelColorCount get the kernel colours in the top-kernels chart and the timeline.
 std::vector<size_t> RankSignatures(const Report& report);
 
-// "pid 123 trainer" (the exe's basename when known); not escaped.
-std::string ProcessName(const ProcessSummary& p);
-
 // Launches (or GPU time) by theoretical occupancy, in ten 10% buckets, stacked by limiter (or
 // "none" at full occupancy, where no resource limits it).
 std::string OccupancyChart(const Report& report);

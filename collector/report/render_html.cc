@@ -264,7 +264,7 @@ std::string Review(const Report& r) {
   }
   for (const size_t index : r.review) {
     const ProcessSummary& p = r.processes[index];
-    std::string who = html::ProcessName(p);
+    std::string who = ProcessName(p);
     if (!p.hostname.empty()) who += " on " + p.hostname;
     const bool stalled_now = p.stall && p.stall->ongoing;
     out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n",

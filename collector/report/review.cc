@@ -239,11 +239,7 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
   out += '\n';
   for (const size_t index : review) {
     const ProcessSummary& p = processes[index];
-    std::string who = fmt::format("pid {}", p.key.pid);
-    if (!p.exe.empty()) {
-      const size_t slash = p.exe.rfind('/');
-      who += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
-    }
+    std::string who = ProcessName(p);
     if (!p.hostname.empty()) who += " on " + p.hostname;
     // The one line that says what happened: wrapped, never cut.
     for (const std::string& line : WrapWords(fmt::format("{}: {}", who, p.ending_detail),

@@ -127,6 +127,9 @@ struct ProcessSummary {
   std::vector<StreamTail> streams;  // by (device, stream)
 };
 
+// "pid 123 trainer" (the exe's basename when known).
+std::string ProcessName(const ProcessSummary& p);
+
 // One sentence on kernel timing that stopped in the process, e.g. "pid 42 train.py: kernel timing
 // records stopped arriving while launches went on (...); 4,096 launches have no GPU time"; "" when
 // it did not stop.

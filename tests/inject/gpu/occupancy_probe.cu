@@ -43,11 +43,14 @@ __global__ void static_smem(float* out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = buf[(threadIdx.x + 1) % blockDim.x];
 }
 
-__global__ void dynamic_smem(float* out) {
+// Touches only the dynamic shared memory the launch gave it (`floats` of them): a launch with none
+// must not write there (on an H200 that was an illegal address).
+__global__ void dynamic_smem(float* out, unsigned floats) {
   extern __shared__ float dyn[];
-  dyn[threadIdx.x] = threadIdx.x;
+  const unsigned used = floats < blockDim.x ? floats : blockDim.x;
+  if (threadIdx.x < used) dyn[threadIdx.x] = threadIdx.x;
   __syncthreads();
-  out[blockIdx.x * blockDim.x + threadIdx.x] = dyn[(threadIdx.x + 1) % blockDim.x];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = used == 0 ? 0.0f : dyn[(threadIdx.x + 1) % used];
 }
 
 __global__ void __launch_bounds__(256, 2) bounded(float* out) {
@@ -95,11 +98,11 @@ int main() {
                              static_cast<int>(opt_in)));
   for (size_t dyn : {size_t{0}, size_t{4096}, size_t{40000}, opt_in}) {
     Expect("dynamic_smem", dynamic_smem, 256, dyn);
-    dynamic_smem<<<32, 256, dyn>>>(out);
+    dynamic_smem<<<32, 256, dyn>>>(out, static_cast<unsigned>(dyn / sizeof(float)));
   }
   CHECK(cudaFuncSetAttribute(dynamic_smem, cudaFuncAttributePreferredSharedMemoryCarveout, 25));
   Expect("dynamic_smem", dynamic_smem, 128, 8192);
-  dynamic_smem<<<32, 128, 8192>>>(out);
+  dynamic_smem<<<32, 128, 8192>>>(out, 8192 / sizeof(float));
   for (int block : {128, 256}) {
     Expect("bounded", bounded, block, 0);
     bounded<<<64, block>>>(out);

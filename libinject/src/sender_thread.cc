@@ -94,10 +94,66 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
     timing_lost_seen_ = lost;
     stall_->OnTimingLost();
   }
+  if (stall_->ConfirmationDue(now)) ConfirmStall(now);
   schema::StallEvent event;
   if (!stall_->Poll(now, &event)) return;
   event.header = MakeHeader();
   Send(event, /*preamble=*/false);
+}
+
+void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
+  // The records of kernels that finished before a hung one wait in its buffer: a forced flush
+  // hands them over (StallTracker design point 6). Its incomplete records are never handed over
+  // again: their kernels go untimed (timing_dropped).
+  if (forced_flush_stuck_) {
+    stall_->ConfirmWithoutRecords(now);
+    return;
+  }
+  // On a thread of its own, waited for at most kForcedFlushWait: cupti_activity.h gives the call
+  // no time limit, and a stalled GPU is when it might not return. One that does not is left
+  // behind, and no other is tried.
+  std::shared_ptr<std::atomic<bool>> done;
+  try {
+    done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([cupti = cupti_, done] {
+      cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      done->store(true, std::memory_order_release);
+    }).detach();
+  } catch (...) {  // std::bad_alloc, std::system_error
+    stall_->ConfirmWithoutRecords(now);
+    return;
+  }
+  stall_->BeginConfirmation(now);
+  const Clock::time_point give_up = Clock::now() + kForcedFlushWait;
+  while (!done->load(std::memory_order_acquire) && Clock::now() < give_up) {
+    timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  if (!done->load(std::memory_order_acquire)) {
+    forced_flush_stuck_ = true;
+    Log().warn("a forced CUPTI activity flush did not return within {} ms; stalls are reported "
+               "from then on without it, and may name kernels that had finished",
+               std::chrono::duration_cast<std::chrono::milliseconds>(kForcedFlushWait).count());
+  }
+  ActivityBuffers::Completed completed;
+  while (activity_->PopCompleted(&completed)) {
+    HandleActivityBuffer(completed.buffer, completed.valid_size);
+    activity_->Release(completed.buffer);
+  }
+  stall_->EndConfirmation();
+}
+
+void SenderThread::HandleSynchronization(const CUpti_ActivitySynchronization2& sync) noexcept {
+  // Only a synchronize that returned: an incomplete record (end 0, one a forced flush handed
+  // over while the call still waited) or a failed one shows nothing finished.
+  if (sync.end == 0 || sync.end < sync.start || sync.returnValue != 0) return;
+  if (sync.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE &&
+      sync.streamId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
+    stall_->OnSynchronized(sync.contextId, sync.streamId, sync.correlationId, stamp_now_);
+  } else if (sync.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE) {
+    stall_->OnSynchronized(sync.contextId, StallTracker::kAllStreams, sync.correlationId,
+                           stamp_now_);
+  }
 }
 
 SenderThread::~SenderThread() {
@@ -493,6 +549,7 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.block = event.block;
         launch.occupancy = event.occupancy.occupancy;
         launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
+        launch.ts_ns = record.ts_ns;
         stall_->OnLaunch(launch);
       }
       event.header = MakeHeader(/*publish=*/false);
@@ -542,6 +599,12 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
   if (cupti_ == nullptr) return;
   CUpti_Activity* record = nullptr;
   while (cupti_->NextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+      if (stall_ != nullptr) {
+        HandleSynchronization(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
+      }
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
         record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
       continue;
@@ -573,10 +636,12 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       // Incomplete (a forced flush handed over a kernel still running): no kernel_time with
       // made-up times; counted in timing_dropped.
       timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
+      if (stall_ != nullptr) stall_->OnIncomplete(kernel.contextId, kernel.streamId);
       continue;
     }
     if (stall_ != nullptr) {
-      stall_->OnFinished(kernel.contextId, kernel.streamId, kernel.correlationId, stamp_now_);
+      stall_->OnFinished(kernel.contextId, kernel.streamId, kernel.correlationId, stamp_now_,
+                         kernel.end);
     }
     schema::KernelTimeEvent event;
     EventBuilder::BuildKernelTime(kernel, &event);

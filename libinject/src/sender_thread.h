@@ -23,7 +23,10 @@
 // complete kernel activity record the thread handles also goes to a StallTracker, and each step
 // that drained every completed activity buffer asks it whether a stall event is due. Activity
 // buffers are then asked of CUPTI (cuptiActivityFlushAll, default flush) every quarter of the
-// threshold, within [50, 500] ms, instead of every 500 ms.
+// threshold, within [50, 500] ms, instead of every 500 ms. Before a stream is reported stalled,
+// one forced flush, on a thread of its own and waited for at most kForcedFlushWait, shows which of
+// its kernels had ended (stall_tracker.h, point 6); synchronization records show what a stream or
+// context synchronize finished (point 7).
 //
 // The black box (SenderThreadOptions::blackbox, cuflight/blackbox/region_layout.h). The thread
 // takes a ring record with TryPeek and frees its slot only once it has handled it, so until then
@@ -214,6 +217,10 @@ class SenderThread {
   void StampClocks(Clock::time_point now) noexcept;
   // Sends a stall event if one is due at `now` (stall_tracker.h).
   void CheckStall(Clock::time_point now) noexcept;
+  // One forced activity flush before a stream is reported stalled (stall_tracker.h, point 6).
+  void ConfirmStall(Clock::time_point now) noexcept;
+  // A synchronization activity record: what it shows finished (stall_tracker.h, point 7).
+  void HandleSynchronization(const CUpti_ActivitySynchronization2& sync) noexcept;
   void SendStats() noexcept;
   void SendProcessEnd() noexcept;
   void SendProcessCrash(const CrashInfo& crash) noexcept;
@@ -308,6 +315,9 @@ class SenderThread {
   std::chrono::steady_clock::time_point next_activity_flush_{};
   // Stall detection (null: off), and the clocks of the step being made.
   std::unique_ptr<StallTracker> stall_;
+  // How long a stall's forced flush is waited for; one that did not return stops them.
+  static constexpr std::chrono::milliseconds kForcedFlushWait{1000};
+  bool forced_flush_stuck_ = false;
   Clock::time_point stamp_now_{};
   int64_t stamp_realtime_ns_ = 0;
   uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked

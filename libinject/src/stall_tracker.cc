@@ -165,11 +165,15 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   s->device = launch.device;
   s->last_used = std::max(s->last_used, launch.launched_at);
   if (launch.correlation_id <= s->finished_up_to) return;  // its record came first: finished
+  for (const SyncedContext& c : synced_contexts_) {
+    if (c.below != 0 && c.context == launch.context && launch.correlation_id < c.below) return;
+  }
   const int32_t e = free_;
   Entry& entry = entries_[e];
   free_ = entry.next;
   entry.correlation_id = launch.correlation_id;
   entry.launched_at = launch.launched_at;
+  entry.ts_ns = launch.ts_ns;
   entry.grid = launch.grid;
   entry.block = launch.block;
   entry.occupancy = launch.occupancy;
@@ -198,16 +202,134 @@ void StallTracker::PopHead(Stream& s) noexcept {
   free_ = e;
 }
 
+void StallTracker::FinishUpTo(Stream& s, uint64_t correlation_id, Clock::time_point now,
+                              Clock::time_point finished_at) noexcept {
+  s.finished_up_to = std::max(s.finished_up_to, correlation_id);
+  if (!s.confirming) {
+    s.progress_at = now;
+  } else if (finished_at != Clock::time_point::min()) {
+    // A confirmation: when it ended, not when that was seen (point 6).
+    s.progress_at = std::max(s.progress_at, std::min(finished_at, now));
+  }
+  s.last_used = now;
+  bool popped = false;
+  while (s.head != kNone && entries_[s.head].correlation_id <= s.finished_up_to) {
+    PopHead(s);
+    popped = true;
+  }
+  if (popped && !s.confirming) s.confirmed = false;  // the stream moved: a new head to confirm
+  if (s.count > 0) s.completed_at_wait = completed_;
+}
+
 void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
-                              Clock::time_point now) noexcept {
+                              Clock::time_point now, uint64_t end_ns) noexcept {
   ++completed_;
   Stream* s = FindOrAddStream(context, stream, now);
   if (s == nullptr) return;
-  s->finished_up_to = std::max(s->finished_up_to, correlation_id);
-  s->progress_at = now;
-  s->last_used = now;
-  while (s->head != kNone && entries_[s->head].correlation_id <= s->finished_up_to) PopHead(*s);
-  if (s->count > 0) s->completed_at_wait = completed_;
+  Clock::time_point finished_at = Clock::time_point::min();
+  if (s->confirming && end_ns != 0) {
+    for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
+      const Entry& entry = entries_[e];
+      if (entry.correlation_id != correlation_id) continue;
+      // Its end against its launch record's time; never before its launch.
+      const int64_t ran_ns = static_cast<int64_t>(end_ns) - entry.ts_ns;
+      finished_at = entry.launched_at + std::chrono::nanoseconds(std::max<int64_t>(0, ran_ns));
+      break;
+    }
+  }
+  FinishUpTo(*s, correlation_id, now, finished_at);
+}
+
+void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint64_t correlation_id,
+                                  Clock::time_point now) noexcept {
+  if (correlation_id == 0) return;
+  const uint64_t before = correlation_id - 1;  // launches made before the synchronize
+  if (stream != kAllStreams) {
+    Stream* s = FindOrAddStream(context, stream, now);
+    if (s == nullptr) return;
+    const int64_t pending = s->count;
+    FinishUpTo(*s, before, now);
+    completed_ += static_cast<uint64_t>(pending - s->count);
+    return;
+  }
+  SyncedContext* mark = nullptr;
+  for (SyncedContext& c : synced_contexts_) {
+    if (c.below != 0 && c.context == context) mark = &c;
+  }
+  if (mark == nullptr) {
+    mark = &synced_contexts_[static_cast<size_t>(next_synced_context_)];
+    next_synced_context_ = (next_synced_context_ + 1) % kMaxSyncedContexts;
+    *mark = SyncedContext{context, 0};
+  }
+  mark->below = std::max(mark->below, correlation_id);
+  for (Stream& s : streams_) {
+    if (!s.used || s.context != context) continue;
+    const int64_t pending = s.count;
+    FinishUpTo(s, before, now);
+    completed_ += static_cast<uint64_t>(pending - s.count);
+  }
+}
+
+bool StallTracker::OverThreshold(const Stream& s, Clock::time_point now) const noexcept {
+  return s.used && s.count > 0 && now - WaitStart(s) >= threshold_;
+}
+
+bool StallTracker::ConfirmationDue(Clock::time_point now) const noexcept {
+  if (now < next_confirmation_ || now < next_check_) return false;
+  for (const Stream& s : streams_) {
+    if (!s.confirmed && OverThreshold(s, now)) return true;
+  }
+  return false;
+}
+
+void StallTracker::BeginConfirmation(Clock::time_point now) noexcept {
+  confirming_ = true;
+  last_confirmation_ = now;
+  ++confirmations_;
+  next_confirmation_ = now + threshold_;
+  for (Stream& s : streams_) {
+    s.confirming = OverThreshold(s, now);
+    s.incomplete = false;
+  }
+}
+
+void StallTracker::OnIncomplete(uint64_t context, uint64_t stream) noexcept {
+  if (!confirming_) return;
+  if (Stream* s = FindStream(context, stream)) s->incomplete = true;
+}
+
+void StallTracker::EndConfirmation() noexcept {
+  confirming_ = false;
+  for (Stream& s : streams_) {
+    if (!s.used) continue;
+    // Still over the threshold with what the flush showed: stalled, its pending launches kept
+    // until shown finished. Otherwise those whose records came back incomplete may now finish
+    // unseen (point 5).
+    const bool stalled = OverThreshold(s, last_confirmation_);
+    if (s.confirming) {
+      s.confirmed = stalled;
+      // Not yet the threshold since the kernel holding it began: looked at again then, its
+      // launches kept (they may be the start of a hang).
+      if (!stalled && s.count > 0) {
+        next_confirmation_ = std::min(next_confirmation_, WaitStart(s) + threshold_);
+      }
+    } else if (!stalled && s.incomplete && !s.reported) {
+      while (s.head != kNone) PopHead(s);
+    }
+    s.confirming = false;
+    s.incomplete = false;
+  }
+}
+
+void StallTracker::ConfirmWithoutRecords(Clock::time_point now) noexcept {
+  confirming_ = false;
+  last_confirmation_ = now;
+  next_confirmation_ = now + threshold_;
+  for (Stream& s : streams_) {
+    s.confirming = false;
+    s.incomplete = false;
+    if (OverThreshold(s, now)) s.confirmed = true;
+  }
 }
 
 void StallTracker::OnTimingLost() noexcept {
@@ -225,7 +347,7 @@ bool StallTracker::PollAtExit(Clock::time_point now, schema::StallEvent* out) no
   if (!stalled_) return false;
   now = std::max(now, last_poll_);
   for (const Stream& s : streams_) {
-    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) return false;
+    if (s.confirmed && OverThreshold(s, now)) return false;
   }
   next_check_ = Clock::time_point{};
   return Poll(now, out);  // resolved
@@ -238,9 +360,7 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   int n = 0;
   for (size_t i = 0; i < streams_.size(); ++i) {
     const Stream& s = streams_[i];
-    if (s.used && s.count > 0 && now - WaitStart(s) >= threshold_) {
-      order_[n++] = static_cast<int>(i);
-    }
+    if (s.confirmed && OverThreshold(s, now)) order_[n++] = static_cast<int>(i);
   }
   if (n == 0) {
     if (!stalled_) return false;
@@ -250,7 +370,10 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
     out->stalled_ms = Ms(now - stall_began_);
     out->completed = completed_ - completed_at_event_;
     stalled_ = false;
-    for (Stream& s : streams_) s.reported = false;
+    for (Stream& s : streams_) {
+      s.reported = false;
+      s.confirmed = false;
+    }
     return true;
   }
   if (!stalled_) {

@@ -13,8 +13,9 @@
 //    was last seen finishing a kernel, whichever is later: kernels queued behind a long one wait
 //    from when it finished, not from their own launch. A stream whose wait reaches the threshold
 //    is stalled; the process is stalled while any stream is.
-// 3. Events (Poll). Stalled: when the first stream stalls; again every repeat interval (the
-//    threshold, at least 1 s, at most 60 s) while one stays stalled; resolved when none is any
+// 3. Events (Poll). Only a confirmed stream (point 6) is stalled. Stalled: when the first stream
+//    stalls; again every repeat interval (the threshold, at least 1 s, at most 60 s) while one
+//    stays stalled; resolved when none is any
 //    more. Each lists the kMaxStallStreams longest-waiting streams with their kMaxStallLaunches
 //    oldest pending launches.
 // 4. Bounded, allocated once: kMaxStreams streams with pending launches (a stream with none is
@@ -24,6 +25,26 @@
 // 5. Lost timing records (CUPTI had no activity buffer): a launch pending then may have finished
 //    unseen, and nothing later on an idle stream would show it. OnTimingLost forgets the pending
 //    launches of every stream not in the stall being reported.
+// 6. Confirmation. A default flush hands over only buffers whose records are all complete
+//    (cupti_activity.h, cuptiActivityFlushAll), and one buffer holds the records of many kernels:
+//    the records of kernels that finished before a hung one wait with its record. So before a
+//    stream is first reported, the sender asks for a forced flush (ConfirmationDue,
+//    BeginConfirmation, the records, EndConfirmation): it hands over every buffer, the records of
+//    kernels still running or queued incomplete (start and end 0, seen on an H200 with CUDA
+//    13.0), and those are never handed over again. Launches it shows finished are dropped, and
+//    the stream's progress is when the last of them ended (its record's end against its launch
+//    record's time, within [launch, now]), not when that was seen. A stream still over the
+//    threshold is then reported at once, naming the launch that holds it; its pending launches
+//    are kept (confirmed) until a later record or a synchronize (7) shows them finished. One
+//    that has not yet waited the threshold since then keeps its launches and is looked at again
+//    when it has (so a hang is never missed; if its kernel ends and nothing later on the stream
+//    or a synchronize shows it, it is reported stalled: the one case this can be wrong). Any
+//    other stream whose records came back incomplete is treated as in 5: its pending launches
+//    are forgotten, since they may now finish unseen. At most one forced flush per threshold,
+//    except that second look.
+// 7. Synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): a successful stream or
+//    context synchronize has finished every launch made before it on that stream or context
+//    (correlation ids below its own), including launches whose records a forced flush consumed.
 // Threads: one at a time (the sender thread). No allocation after the constructor; no lock.
 #ifndef CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
 #define CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
@@ -62,6 +83,8 @@ class StallTracker {
     schema::Dim3 block;
     double occupancy = 0;
     Clock::time_point launched_at;  // on the sender's clock
+    int64_t ts_ns = 0;              // the launch record's wall-clock time (a confirmation's
+                                    // records' end times are read against it)
   };
 
   // `threshold` > 0. Allocates the tables (about 0.6 MiB); throws std::bad_alloc.
@@ -70,12 +93,28 @@ class StallTracker {
   StallTracker& operator=(const StallTracker&) = delete;
 
   void OnLaunch(const Launch& launch) noexcept;
-  // A complete kernel activity record (CUPTI's contextId, streamId, correlationId) handled at
-  // `now`.
+  // A complete kernel activity record (CUPTI's contextId, streamId, correlationId, end) handled
+  // at `now`.
   void OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
-                  Clock::time_point now) noexcept;
+                  Clock::time_point now, uint64_t end_ns = 0) noexcept;
   // Timing records were lost (design point 5).
   void OnTimingLost() noexcept;
+  // A successful synchronize (design point 7): of `stream`, or with kAllStreams of the context.
+  static constexpr uint64_t kAllStreams = ~uint64_t{0};
+  void OnSynchronized(uint64_t context, uint64_t stream, uint64_t correlation_id,
+                      Clock::time_point now) noexcept;
+
+  // Confirmation (design point 6). Due when a stream not yet confirmed has waited the threshold
+  // and the last forced flush is at least a threshold ago; between Begin and End the sender hands
+  // over the records of one forced flush: OnFinished for complete ones, OnIncomplete for others.
+  bool ConfirmationDue(Clock::time_point now) const noexcept;
+  void BeginConfirmation(Clock::time_point now) noexcept;
+  void OnIncomplete(uint64_t context, uint64_t stream) noexcept;
+  void EndConfirmation() noexcept;
+  // When no forced flush can be had (it did not return): every stream over the threshold is
+  // taken as it looks, the records of finished kernels perhaps still held back.
+  void ConfirmWithoutRecords(Clock::time_point now) noexcept;
+  uint64_t confirmations() const { return confirmations_; }
 
   // At most every check interval (a quarter of the threshold, at most 100 ms): whether a stall
   // event is due at `now`. When it is, fills *out (its header excepted) with views into this
@@ -103,6 +142,7 @@ class StallTracker {
   struct Entry {
     uint64_t correlation_id;
     Clock::time_point launched_at;
+    int64_t ts_ns;
     schema::Dim3 grid;
     schema::Dim3 block;
     double occupancy;
@@ -119,6 +159,9 @@ class StallTracker {
     int32_t head = kNone;   // oldest pending launch
     int32_t tail = kNone;
     int64_t count = 0;
+    bool confirming = false;  // over the threshold when the confirmation began
+    bool confirmed = false;   // its pending launches are known unfinished (design point 6)
+    bool incomplete = false;  // the confirmation handed over a record of it incomplete
     uint64_t finished_up_to = 0;      // highest correlation id seen finishing on the stream
     Clock::time_point progress_at{};  // when a kernel of the stream was last seen finishing
     // completed_ when the stream's wait began, for the first event's `completed`.
@@ -142,6 +185,11 @@ class StallTracker {
   void ReleaseName(uint16_t name) noexcept;
   // Drops the stream's oldest pending launch.
   void PopHead(Stream& s) noexcept;
+  // The stream finished every launch up to `correlation_id`; `now` is when that was seen.
+  // During a confirmation, `finished_at` is when the launch `correlation_id` ended, if known.
+  void FinishUpTo(Stream& s, uint64_t correlation_id, Clock::time_point now,
+                  Clock::time_point finished_at = Clock::time_point::min()) noexcept;
+  bool OverThreshold(const Stream& s, Clock::time_point now) const noexcept;
   Clock::time_point WaitStart(const Stream& s) const noexcept;
 
   std::chrono::milliseconds threshold_;
@@ -156,6 +204,21 @@ class StallTracker {
   std::vector<int16_t> index_;
   int last_stream_ = kNone;  // the stream found last (records come in runs of one stream)
   std::unique_ptr<Name[]> names_;
+
+  // Context synchronizes (design point 7): a launch record handled after the synchronize's
+  // record is finished when its correlation id is below the context's mark.
+  static constexpr int kMaxSyncedContexts = 16;
+  struct SyncedContext {
+    uint64_t context = 0;
+    uint64_t below = 0;  // 0: unused
+  };
+  std::array<SyncedContext, kMaxSyncedContexts> synced_contexts_{};
+  int next_synced_context_ = 0;
+
+  bool confirming_ = false;
+  Clock::time_point next_confirmation_{};
+  Clock::time_point last_confirmation_{};
+  uint64_t confirmations_ = 0;
 
   uint64_t untracked_ = 0;
   uint64_t completed_ = 0;  // kernels seen finishing, all time

@@ -60,13 +60,14 @@ def truth(launches=LAUNCHES, max_active_blocks=MAX_ACTIVE_BLOCKS, limiter=LIMITE
 
 
 def stall_stand_in(path, stall_kernel=KERNEL):
-    """hang's stand-in: its ground truth and the kernel it stalls on, then launches whose records
-    the fake CUPTI keeps until the exit's forced flush (FAKE_CUPTI_TIMING), while it sleeps 2 s:
-    the launches stay unfinished past gpu-check's CUFLIGHT_STALL_MS, then finish at the exit."""
+    """hang's stand-in: its ground truth and the kernel it stalls on, then launches that the fake
+    CUPTI runs for 1.5 s (FAKE_CUPTI_TIMING's fourth field), while it sleeps 2 s: they stay
+    unfinished past gpu-check's CUFLIGHT_STALL_MS (the forced flush that confirms the stall hands
+    their records over incomplete), then a context synchronize returns and resolves it."""
     write_script(path, "#!/bin/sh\n"
                        f"echo '{truth()}'\n"
                        f"echo '{{\"stall_kernel\":\"{stall_kernel}\",\"release_after_s\":2}}'\n"
-                       "FAKE_CUPTI_TIMING=0,0,0 "
+                       "FAKE_CUPTI_TIMING=0,0,0,1500 "
                        f'exec "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" {LAUNCHES} sleep 2000 '
                        ">&2\n")
 
@@ -218,7 +219,7 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertIn("ok hang", r.stdout)
         self.assertEqual(self.summary_line(r.stdout, "stall (hang):"), "stall (hang): yes / yes")
         # What compare.py found in the logs: the stall named the oldest of the stand-in's
-        # launches, with all of them stalled behind it, then resolved at the exit.
+        # launches, with all of them stalled behind it, then resolved by the synchronize.
         line = self.summary_line(r.stdout, "stall: ")
         self.assertIn(f"the first naming {KERNEL} after ", line)
         self.assertIn("vecadd(float const*, float const*, float*, int) (corr ", line)

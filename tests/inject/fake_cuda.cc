@@ -343,8 +343,9 @@ CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid_size, CUpti_Acti
     if (at + sizeof(CUpti_ActivityKernel10) > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
     *record = reinterpret_cast<CUpti_Activity*>(buffer + at);
     const CUpti_ActivityKind kind = (*record)->kind;
-    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL) {
-      return CUPTI_ERROR_INVALID_KIND;  // WriteKernelRecords writes kernel records only
+    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL &&
+        kind != CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+      return CUPTI_ERROR_INVALID_KIND;  // the writers below write these kinds only
     }
     return CUPTI_SUCCESS;
   }
@@ -416,6 +417,14 @@ size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, ui
                           size_t size) {
   static_assert(sizeof(CUpti_ActivityKernel10) % 8 == 0, "records stay 8-byte aligned");
   const size_t bytes = records.size() * sizeof(CUpti_ActivityKernel10);
+  if (bytes > size) return 0;
+  if (bytes != 0) std::memcpy(buffer, records.data(), bytes);
+  return bytes;
+}
+
+size_t WriteActivityRecords(const std::vector<FakeActivityRecord>& records, uint8_t* buffer,
+                            size_t size) {
+  const size_t bytes = records.size() * sizeof(FakeActivityRecord);
   if (bytes > size) return 0;
   if (bytes != 0) std::memcpy(buffer, records.data(), bytes);
   return bytes;

@@ -146,6 +146,18 @@ struct FakeCuda {
 size_t WriteKernelRecords(const std::vector<CUpti_ActivityKernel10>& records, uint8_t* buffer,
                           size_t size);
 
+// One record of the fake's activity buffers, of either kind the library reads. Every record takes
+// a kernel record's size here (CUPTI packs records by their own size; the library walks them only
+// through cuptiActivityGetNextRecord, so the layout is the fake's).
+union FakeActivityRecord {
+  CUpti_Activity activity;
+  CUpti_ActivityKernel10 kernel;
+  CUpti_ActivitySynchronization2 sync;
+};
+static_assert(sizeof(FakeActivityRecord) == sizeof(CUpti_ActivityKernel10));
+size_t WriteActivityRecords(const std::vector<FakeActivityRecord>& records, uint8_t* buffer,
+                            size_t size);
+
 // Sets FakeCuda::current for the scope.
 class ScopedFake {
  public:

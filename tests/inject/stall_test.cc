@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
+#include "clock.h"
 #include "inject_test_support.h"
 #include "sender_thread.h"
 #include "stall_tracker.h"
@@ -29,74 +31,116 @@ constexpr uint64_t kStream2 = 0x6E;   // a second stream of kContext
 constexpr uint32_t kStream2Id = 15;   // its CUPTI id
 constexpr milliseconds kThreshold(1000);
 
-// A GPU as CUPTI shows it: a launched kernel's activity record exists from its launch (start and
-// end still 0) and is complete once the kernel finished; a default flush hands over a buffer only
-// when every record in it is complete (cupti_activity.h, cuptiActivityFlushAll), so each finished
-// kernel here gets its own buffer and unfinished ones are withheld.
+// A GPU as CUPTI shows it (cupti_activity.h, cuptiActivityFlushAll; docs/gpu-verification.md for
+// what an H200 with CUDA 13.0 did): a launch's activity record is written into CUPTI's current
+// buffer at the launch, in launch order (start and end 0), and is complete once the kernel ended.
+// A default flush hands over only the buffers whose records are all complete ("It doesn't return
+// buffers which have one or more incomplete records"), the current one included, after which a
+// new one begins; so the record of a finished kernel waits while a kernel launched near it runs.
+// A forced flush hands over every buffer ("including the ones which have one or more incomplete
+// activity records"), incomplete records with start and end 0, and on the H200 those records
+// were never handed over again: here they are gone too. A synchronization record (a stream or
+// context synchronize that returned) is complete when written.
 class FakeGpu {
  public:
-  FakeGpu(FakeCuda* fake, ActivityBuffers* buffers) : fake_(fake), buffers_(buffers) {
+  FakeGpu(FakeCuda* fake, ActivityBuffers* buffers, size_t buffer_bytes)
+      : fake_(fake),
+        buffers_(buffers),
+        per_buffer_(buffer_bytes / sizeof(FakeActivityRecord)) {
     fake_->on_flush = [this](uint32_t flag) {
-      // A forced flush also hands over the records of kernels still running, incomplete (end 0).
-      if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) {
-        for (const auto& [corr, r] : running_) finished_.push_back(r);
-        running_.clear();
-      }
-      HandOverFinished();
+      HandOver((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0);
     };
   }
 
   void Launched(uint32_t correlation_id, uint32_t stream_id) {
-    CUpti_ActivityKernel10 r{};
-    r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.contextId = kContextId;
-    r.streamId = stream_id;
-    r.correlationId = correlation_id;
-    r.deviceId = 0;
-    r.blockX = r.blockY = r.blockZ = 1;
-    r.gridX = r.gridY = r.gridZ = 1;
-    r.name = "";
-    running_[correlation_id] = r;
+    FakeActivityRecord r{};
+    r.kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.kernel.contextId = kContextId;
+    r.kernel.streamId = stream_id;
+    r.kernel.correlationId = correlation_id;
+    r.kernel.deviceId = 0;
+    r.kernel.blockX = r.kernel.blockY = r.kernel.blockZ = 1;
+    r.kernel.gridX = r.kernel.gridY = r.kernel.gridZ = 1;
+    r.kernel.name = "";
+    launched_ns_[correlation_id] = NowRealtimeNs();
+    Write(r);
   }
 
-  // The kernel ends; CUPTI fills in its timestamps.
-  void Finish(uint32_t correlation_id) {
-    auto it = running_.find(correlation_id);
-    ASSERT_NE(it, running_.end());
-    CUpti_ActivityKernel10 r = it->second;
-    r.start = 1000 * uint64_t{correlation_id};
-    r.end = r.start + 500;
-    running_.erase(it);
-    finished_.push_back(r);
+  // The kernel ends `ran` after its launch; CUPTI fills in its timestamps. Nothing when a forced
+  // flush already handed its record over.
+  void Finish(uint32_t correlation_id, std::chrono::nanoseconds ran = std::chrono::nanoseconds(500)) {
+    for (auto& buffer : held_) {
+      for (FakeActivityRecord& r : buffer) {
+        if (r.activity.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            r.kernel.correlationId != correlation_id) {
+          continue;
+        }
+        r.kernel.start = static_cast<uint64_t>(launched_ns_[correlation_id]);
+        r.kernel.end = r.kernel.start + static_cast<uint64_t>(ran.count());
+        return;
+      }
+    }
+  }
+
+  // A cuStreamSynchronize (of `stream_id`) or, with no stream, a cuCtxSynchronize that returned.
+  void Synchronized(uint32_t correlation_id, std::optional<uint32_t> stream_id = std::nullopt) {
+    FakeActivityRecord r{};
+    r.sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    r.sync.type = stream_id ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
+                            : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+    r.sync.correlationId = correlation_id;
+    r.sync.contextId = kContextId;
+    r.sync.streamId = stream_id.value_or(CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+    r.sync.start = static_cast<uint64_t>(NowRealtimeNs());
+    r.sync.end = r.sync.start + 1000;
+    Write(r);
   }
 
   int flushes() const { return fake_->flushes; }
+  int forced_flushes() const { return forced_; }
 
  private:
-  void HandOverFinished() {
-    for (const CUpti_ActivityKernel10& r : finished_) {
+  static bool Complete(const FakeActivityRecord& r) {
+    return r.activity.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r.kernel.end != 0;
+  }
+
+  void Write(const FakeActivityRecord& r) {
+    if (held_.empty() || held_.back().size() == per_buffer_) held_.emplace_back();
+    held_.back().push_back(r);
+  }
+
+  void HandOver(bool forced) {
+    if (forced) ++forced_;
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!forced && !std::all_of(it->begin(), it->end(), Complete)) {
+        ++it;
+        continue;
+      }
       uint8_t* buffer = nullptr;
       size_t size = 0;
       size_t max_records = 0;
       buffers_->Request(&buffer, &size, &max_records);
       ASSERT_NE(buffer, nullptr);
-      const size_t valid = WriteKernelRecords({r}, buffer, size);
+      const size_t valid = WriteActivityRecords(*it, buffer, size);
       ASSERT_GT(valid, 0u);
       buffers_->Complete(buffer, valid);
+      it = held_.erase(it);
     }
-    finished_.clear();
   }
 
   FakeCuda* fake_;
   ActivityBuffers* buffers_;
-  std::map<uint32_t, CUpti_ActivityKernel10> running_;
-  std::vector<CUpti_ActivityKernel10> finished_;
+  size_t per_buffer_;
+  std::vector<std::vector<FakeActivityRecord>> held_;  // CUPTI's buffers, the current one last
+  std::map<uint32_t, int64_t> launched_ns_;
+  int forced_ = 0;
 };
 
 struct Pipeline {
   Harness h;
-  ActivityBuffers buffers{16, 4096};
-  FakeGpu gpu{&h.fake, &buffers};
+  static constexpr size_t kBufferBytes = 4096;
+  ActivityBuffers buffers{16, kBufferBytes};
+  FakeGpu gpu{&h.fake, &buffers, kBufferBytes};
   SenderThread sender;
 
   explicit Pipeline(const std::string& socket, milliseconds threshold = kThreshold,
@@ -196,8 +240,12 @@ TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches)
   p.StepUntil(t0, t0 + milliseconds(900));
   // The sender asks CUPTI for completed buffers at least every quarter of the threshold.
   EXPECT_GE(p.gpu.flushes(), 900 / 250);
+  EXPECT_EQ(p.gpu.forced_flushes(), 0);
   p.StepUntil(t0 + milliseconds(950), t0 + milliseconds(1100));
+  // One forced flush confirmed the stall; it handed the four records over incomplete.
+  EXPECT_EQ(p.gpu.forced_flushes(), 1);
   const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 4u);
   const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
   ASSERT_EQ(stalls.size(), 1u);
   const schema::OwnedStallEvent& s = stalls[0];
@@ -237,7 +285,7 @@ TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches)
   EXPECT_EQ(schema::TypeOf(events.back()), schema::EventType::kProcessEnd);
 }
 
-TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenTheRecordsArrive) {
+TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   const std::string path = TempSocketPath("stall-repeat");
   TestCollector collector(path);
   Pipeline p(path);
@@ -246,20 +294,20 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenTheRecordsArrive) {
   p.Launch(kStep, "_Z4stepPf", 2);
   p.Launch(kReduce, "_Z6reducePf", 3, kStream2);
   p.Launch(kStep, "_Z4stepPf", 4, kStream2);
-  // Stalled from t0 + 1 s; with a threshold of 1 s the event repeats every second (the repeat
-  // interval is the threshold, at least 1 s): at 1, 2, 3 and 4 s.
+  // Stalled from t0 + 1 s (the forced flush then shows every kernel still running, and takes
+  // their records); with a threshold of 1 s the event repeats every second (the repeat interval
+  // is the threshold, at least 1 s): at 1, 2, 3 and 4 s.
   p.StepUntil(t0, t0 + milliseconds(4500));
-  // The second stream's first kernel finishes. The sender flushes every 250 ms (a quarter of the
-  // threshold), so its record arrives at 4.75 s: the stream made progress, and its next kernel
-  // has been waiting only since then.
-  p.gpu.Finish(3);
+  // The second stream's kernels end. Their records went with the forced flush, so what shows it
+  // is the program's cuStreamSynchronize of that stream returning (correlation id 5): its
+  // synchronization record is handed over at the next flush, at 4.75 s.
+  p.gpu.Synchronized(5, kStream2Id);
   p.StepUntil(t0 + milliseconds(4550), t0 + milliseconds(5000));  // the repeat at 5 s
-  // The spinning kernel ends, and everything after it; the records arrive at 5.25 s, and the
-  // check after that (every 100 ms: 5.3 s) finds every stream moving.
-  p.gpu.Finish(1);
-  p.gpu.Finish(2);
-  p.gpu.Finish(4);
+  // The spinning kernel ends, and the program's cuCtxSynchronize returns (6); its record arrives
+  // at 5.25 s, and the check after that (every 100 ms: 5.3 s) finds no stream stalled.
+  p.gpu.Synchronized(6);
   p.StepUntil(t0 + milliseconds(5050), t0 + milliseconds(8000));
+  EXPECT_EQ(p.gpu.forced_flushes(), 1);
   const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
   ASSERT_EQ(stalls.size(), 6u);  // stalled at 1, 2, 3, 4 and 5 s, then resolved
   for (size_t i = 0; i < 5; ++i) {
@@ -276,14 +324,13 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenTheRecordsArrive) {
     EXPECT_EQ(stalls[i].streams_stalled, 2);
     EXPECT_EQ(stalls[i].completed, 0u);
   }
-  // At 5 s: one kernel finished since the event at 4 s, and the second stream's next kernel has
-  // waited 250 ms: not stalled.
-  EXPECT_EQ(stalls[4].completed, 1u);
+  // At 5 s: the second stream's two kernels finished since the event at 4 s; it is not stalled.
+  EXPECT_EQ(stalls[4].completed, 2u);
   EXPECT_EQ(stalls[4].streams_stalled, 1);
   ASSERT_EQ(stalls[4].streams.size(), 1u);
   const schema::OwnedStallEvent& resolved = stalls[5];
   EXPECT_EQ(resolved.state, schema::StallState::kResolved);
-  EXPECT_EQ(resolved.completed, 3u);
+  EXPECT_EQ(resolved.completed, 2u);
   EXPECT_EQ(resolved.streams_stalled, 0);
   EXPECT_TRUE(resolved.streams.empty());
   // From the first stream's wait (t0, the launch) to the check that found it moving (5.3 s).
@@ -291,37 +338,88 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenTheRecordsArrive) {
   EXPECT_LE(resolved.stalled_ms, 5310);
 }
 
-TEST(Stall, KernelsQueuedBehindALongKernelWaitFromItsEndNotTheirLaunch) {
-  const std::string path = TempSocketPath("stall-queued");
+// What an H200 showed (docs/gpu-verification.md): three short kernels, a kernel spinning on a
+// flag, two more queued behind it, all on one stream. The six records share CUPTI's buffer, so no
+// default flush hands over the three finished ones; the forced flush before the first report
+// does, and the stall names the spinning kernel, not the first short one.
+TEST(Stall, TheKernelHoldingTheStreamIsNamedThoughFinishedOnesShareItsBuffer) {
+  const std::string path = TempSocketPath("stall-shared");
   TestCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
-  p.Launch(kSpin, "_Z4spinPVi", 1);  // runs about 0.7 s
-  p.Launch(kStep, "_Z4stepPf", 2);   // launched at once, runs after it
-  p.StepUntil(t0, t0 + milliseconds(700));
-  p.gpu.Finish(1);  // seen at the flush at 0.75 s
-  // From 0.75 s the second kernel is at the head. At 1.7 s it is 1.7 s past its launch but has
-  // waited 0.95 s: not stalled.
-  p.StepUntil(t0 + milliseconds(750), t0 + milliseconds(1700));
-  // It stalls in its own right 1 s after the first one finished: at the check at 1.8 s.
-  p.StepUntil(t0 + milliseconds(1750), t0 + milliseconds(1850));
-  const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
-  ASSERT_EQ(stalls.size(), 1u);
-  const schema::OwnedStallEvent& s = stalls[0];
-  ASSERT_EQ(s.streams.size(), 1u);
-  EXPECT_EQ(s.streams[0].unfinished, 1);
-  EXPECT_EQ(Names(s.streams[0]), (std::vector<std::string>{"step(float*)"}));
-  EXPECT_GE(s.streams[0].waiting_ms, 1050);
-  EXPECT_LE(s.streams[0].waiting_ms, 1060);
-  EXPECT_GE(s.streams[0].launches[0].age_ms, 1800);  // its age counts from its launch
-  EXPECT_LE(s.streams[0].launches[0].age_ms, 1810);
-  // The first kernel's end began the wait: nothing finished since.
-  EXPECT_EQ(s.completed, 0u);
+  for (uint32_t corr = 1; corr <= 3; ++corr) p.Launch(kStep, "_Z4stepPf", corr, kStream, 4096, 256);
+  p.Launch(kSpin, "_Z4spinPVi", 4, kStream, 1, 32);
+  p.Launch(kStep, "_Z4stepPf", 5, kStream, 4096, 256);
+  p.Launch(kStep, "_Z4stepPf", 6, kStream, 4096, 256);
+  for (uint32_t corr = 1; corr <= 3; ++corr) p.gpu.Finish(corr, std::chrono::microseconds(4));
+  p.StepUntil(t0, t0 + milliseconds(1100));
+  // The flag is set; the program's cuStreamSynchronize returns (7).
+  p.gpu.Synchronized(7, kStreamId);
+  p.StepUntil(t0 + milliseconds(1150), t0 + milliseconds(1500));
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_EQ(stalls.size(), 2u);
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  EXPECT_EQ(stalls[0].streams[0].unfinished, 3);
+  EXPECT_EQ(stalls[0].streams[0].launches[0].correlation_id, 4u);
+  EXPECT_EQ(Names(stalls[0].streams[0]),
+            (std::vector<std::string>{"spin(int volatile*)", "step(float*)", "step(float*)"}));
+  EXPECT_EQ(stalls[1].state, schema::StallState::kResolved);
+  // The three short kernels are timed; the spinning one and those behind it are not (their
+  // records went incomplete with the forced flush), and say so in timing_dropped.
+  int timed = 0;
+  for (const schema::OwnedEvent& e : events) {
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&e)) {
+      EXPECT_LE(t->correlation_id, 3u);
+      ++timed;
+    }
+  }
+  EXPECT_EQ(timed, 3);
+  EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 3u);
+}
+
+// A long kernel, then one queued behind it. Their records share a buffer, so the first one's end
+// is not seen until the forced flush at 1 s: it ended at 0.7 s, so the second has waited 0.3 s,
+// not the threshold: not stalled yet. It is looked at again when it has waited the threshold
+// (1.7 s): if nothing showed it ending by then, it is reported; if a synchronize did, not.
+TEST(Stall, AKernelQueuedBehindALongOneIsJudgedFromWhenTheLongOneEnded) {
+  for (const bool ends : {false, true}) {
+    SCOPED_TRACE(ends);
+    const std::string path = TempSocketPath("stall-queued");
+    TestCollector collector(path);
+    Pipeline p(path);
+    const Clock::time_point t0 = Clock::now();
+    p.Launch(kStep, "_Z4stepPf", 1);   // runs 0.7 s
+    p.Launch(kSpin, "_Z4spinPVi", 2);  // launched at once, runs after it
+    p.StepUntil(t0, t0 + milliseconds(700));
+    p.gpu.Finish(1, milliseconds(700));
+    p.StepUntil(t0 + milliseconds(750), t0 + milliseconds(1200));
+    EXPECT_EQ(p.gpu.forced_flushes(), 1);
+    if (ends) p.gpu.Synchronized(3, kStreamId);
+    p.StepUntil(t0 + milliseconds(1250), t0 + milliseconds(1800));
+    EXPECT_EQ(p.gpu.forced_flushes(), ends ? 1 : 2);
+    const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+    const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+    // Its record went incomplete with the first forced flush.
+    EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 1u);
+    if (ends) {
+      EXPECT_TRUE(stalls.empty());
+      continue;
+    }
+    ASSERT_EQ(stalls.size(), 1u);
+    ASSERT_EQ(stalls[0].streams.size(), 1u);
+    EXPECT_EQ(Names(stalls[0].streams[0]), (std::vector<std::string>{"spin(int volatile*)"}));
+    // Waiting from the first kernel's end (0.7 s) to the check at 1.7 s.
+    EXPECT_GE(stalls[0].streams[0].waiting_ms, 1000);
+    EXPECT_LE(stalls[0].streams[0].waiting_ms, 1010);
+    EXPECT_GE(stalls[0].streams[0].launches[0].age_ms, 1700);  // its age counts from its launch
+    EXPECT_LE(stalls[0].streams[0].launches[0].age_ms, 1710);
+  }
 }
 
 // At exit the library flushes CUPTI's buffers (forced) and handles what they hold: a stall whose
-// kernels finished by then is reported resolved before process_end; one whose kernel still runs
-// (its record handed over incomplete) is not.
+// kernels are shown finished by then (here by a synchronize) is reported resolved before
+// process_end; one whose kernel still runs is not.
 TEST(Stall, AStallThatEndedBeforeTheExitIsResolvedBeforeProcessEnd) {
   for (const bool finished : {true, false}) {
     SCOPED_TRACE(finished);
@@ -331,7 +429,9 @@ TEST(Stall, AStallThatEndedBeforeTheExitIsResolvedBeforeProcessEnd) {
     const Clock::time_point t0 = Clock::now();
     p.Launch(kSpin, "_Z4spinPVi", 1);
     p.StepUntil(t0, t0 + milliseconds(1100));
-    if (finished) p.gpu.Finish(1);
+    // The kernel ends and the program's cuCtxSynchronize returns (2). (The kernel's own record
+    // went incomplete with the forced flush that confirmed the stall.)
+    if (finished) p.gpu.Synchronized(2);
     p.h.cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // as the exit does
     const std::vector<schema::OwnedEvent> events = Finish(p, collector);
     const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
@@ -446,7 +546,12 @@ TEST(StallTracker, LongNamesAreCutAndStreamsAndLaunchesListedAreBounded) {
   }
   EXPECT_EQ(tracker.pending(), 120);
   schema::StallEvent event;
-  ASSERT_TRUE(tracker.Poll(t0 + milliseconds(500), &event));
+  // Over the threshold but not yet confirmed by a forced flush (design point 6): not reported.
+  EXPECT_FALSE(tracker.Poll(t0 + milliseconds(500), &event));
+  ASSERT_TRUE(tracker.ConfirmationDue(t0 + milliseconds(600)));
+  tracker.BeginConfirmation(t0 + milliseconds(600));  // the flush shows nothing finished
+  tracker.EndConfirmation();
+  ASSERT_TRUE(tracker.Poll(t0 + milliseconds(600), &event));
   EXPECT_EQ(event.streams_stalled, 20);
   ASSERT_EQ(event.streams.size(), schema::kMaxStallStreams);
   for (size_t i = 0; i < event.streams.size(); ++i) {
@@ -483,6 +588,9 @@ TEST(StallTracker, PendingLaunchesAreBoundedAndTheOldestKept) {
   EXPECT_EQ(tracker.pending(), StallTracker::kMaxPending);
   EXPECT_EQ(tracker.untracked(), 10u);
   schema::StallEvent event;
+  ASSERT_TRUE(tracker.ConfirmationDue(t0 + milliseconds(200)));
+  tracker.BeginConfirmation(t0 + milliseconds(200));
+  tracker.EndConfirmation();
   ASSERT_TRUE(tracker.Poll(t0 + milliseconds(200), &event));
   EXPECT_EQ(event.streams[0].launches[0].correlation_id, 1u);
   // Everything finishes: the entries come back, and the stall resolves.
@@ -491,6 +599,106 @@ TEST(StallTracker, PendingLaunchesAreBoundedAndTheOldestKept) {
   ASSERT_TRUE(tracker.Poll(t0 + milliseconds(400), &event));
   EXPECT_EQ(event.state, schema::StallState::kResolved);
   EXPECT_EQ(event.completed, 1u);
+}
+
+StallTracker::Launch TrackedLaunch(uint64_t stream, uint64_t corr, Clock::time_point at,
+                                   int64_t ts_ns) {
+  StallTracker::Launch l;
+  l.context = 1;
+  l.stream = stream;
+  l.correlation_id = corr;
+  l.function_id = corr;
+  l.name = "_Z1kv";
+  l.demangled = "k()";
+  l.launched_at = at;
+  l.ts_ns = ts_ns;
+  return l;
+}
+
+// The H200 case (docs/gpu-verification.md): three short kernels, one that never ends, two queued
+// behind it, all launched at t0; the default flushes show nothing (one buffer holds all six). The
+// forced flush shows the first three ended 4 ms after their launch and the rest incomplete: the
+// stall names the fourth, waiting since the third ended.
+TEST(StallTracker, AForcedFlushShowsWhichLaunchHoldsTheStreamAndSinceWhen) {
+  StallTracker tracker(milliseconds(1000));
+  const Clock::time_point t0 = Clock::now();
+  const int64_t ts0 = 1'800'000'000'000'000'000;  // the launch records' wall clock
+  for (uint64_t corr = 1; corr <= 6; ++corr) tracker.OnLaunch(TrackedLaunch(7, corr, t0, ts0));
+  schema::StallEvent event;
+  EXPECT_FALSE(tracker.ConfirmationDue(t0 + milliseconds(900)));
+  EXPECT_FALSE(tracker.Poll(t0 + milliseconds(1000), &event));  // not confirmed
+  const Clock::time_point tc = t0 + milliseconds(1100);
+  ASSERT_TRUE(tracker.ConfirmationDue(tc));
+  tracker.BeginConfirmation(tc);
+  for (uint64_t corr = 1; corr <= 3; ++corr) {
+    tracker.OnFinished(1, 7, corr, tc, static_cast<uint64_t>(ts0) + 4'000'000);
+  }
+  for (int i = 0; i < 3; ++i) tracker.OnIncomplete(1, 7);
+  tracker.EndConfirmation();
+  EXPECT_FALSE(tracker.ConfirmationDue(tc + milliseconds(500)));  // at most one per threshold
+  ASSERT_TRUE(tracker.Poll(tc, &event));
+  EXPECT_EQ(event.state, schema::StallState::kStalled);
+  ASSERT_EQ(event.streams.size(), 1u);
+  EXPECT_EQ(event.streams[0].unfinished, 3);
+  EXPECT_EQ(event.streams[0].launches[0].correlation_id, 4u);
+  // Waiting since the third kernel ended at t0 + 4 ms, not since the forced flush.
+  EXPECT_EQ(event.streams[0].waiting_ms, 1100 - 4);
+  EXPECT_EQ(event.completed, 0u);  // none since the wait began
+}
+
+// A stream whose kernel, the forced flush shows, began holding it less than the threshold ago is
+// not stalled yet, and is looked at again when it has waited the threshold; other streams whose
+// records came back incomplete may end unseen, so their launches are forgotten (point 5).
+TEST(StallTracker, AStreamThatHasNotWaitedTheThresholdIsLookedAtAgain) {
+  StallTracker tracker(milliseconds(1000));
+  const Clock::time_point t0 = Clock::now();
+  const int64_t ts0 = 1'800'000'000'000'000'000;
+  tracker.OnLaunch(TrackedLaunch(7, 1, t0, ts0));  // runs 700 ms
+  tracker.OnLaunch(TrackedLaunch(7, 2, t0, ts0));  // runs after it, and on
+  tracker.OnLaunch(TrackedLaunch(8, 3, t0 + milliseconds(900), ts0 + 900'000'000));  // another
+  const Clock::time_point tc = t0 + milliseconds(1000);
+  ASSERT_TRUE(tracker.ConfirmationDue(tc));
+  tracker.BeginConfirmation(tc);
+  tracker.OnFinished(1, 7, 1, tc, static_cast<uint64_t>(ts0) + 700'000'000);
+  tracker.OnIncomplete(1, 7);
+  tracker.OnIncomplete(1, 8);
+  tracker.EndConfirmation();
+  EXPECT_EQ(tracker.pending(), 1);  // 2 kept; 3 forgotten
+  schema::StallEvent event;
+  EXPECT_FALSE(tracker.Poll(tc, &event));
+  EXPECT_FALSE(tracker.ConfirmationDue(t0 + milliseconds(1650)));
+  const Clock::time_point again = t0 + milliseconds(1700);
+  ASSERT_TRUE(tracker.ConfirmationDue(again));
+  tracker.BeginConfirmation(again);
+  tracker.EndConfirmation();  // nothing new
+  ASSERT_TRUE(tracker.Poll(again, &event));
+  ASSERT_EQ(event.streams.size(), 1u);
+  EXPECT_EQ(event.streams[0].launches[0].correlation_id, 2u);
+  EXPECT_EQ(event.streams[0].waiting_ms, 1000);
+}
+
+// Synchronization records (point 7): a stream synchronize finishes that stream's launches made
+// before it; a context synchronize every stream's of the context, also launches whose records
+// are handled after it.
+TEST(StallTracker, SynchronizesFinishWhatWasLaunchedBeforeThem) {
+  StallTracker tracker(milliseconds(1000));
+  const Clock::time_point t0 = Clock::now();
+  tracker.OnLaunch(TrackedLaunch(7, 1, t0, 0));
+  tracker.OnLaunch(TrackedLaunch(8, 2, t0, 0));
+  tracker.OnLaunch(TrackedLaunch(7, 4, t0, 0));  // after the stream synchronize (3)
+  tracker.OnSynchronized(1, 7, 3, t0 + milliseconds(10));
+  EXPECT_EQ(tracker.pending(), 2);  // 2 on stream 8, 4 on stream 7
+  tracker.OnSynchronized(1, 8, 3, t0 + milliseconds(10));
+  EXPECT_EQ(tracker.pending(), 1);
+  tracker.OnSynchronized(1, StallTracker::kAllStreams, 6, t0 + milliseconds(20));
+  EXPECT_EQ(tracker.pending(), 0);
+  tracker.OnLaunch(TrackedLaunch(9, 5, t0, 0));  // its record handled after the synchronize
+  EXPECT_EQ(tracker.pending(), 0);
+  tracker.OnLaunch(TrackedLaunch(9, 7, t0, 0));  // made after it
+  EXPECT_EQ(tracker.pending(), 1);
+  // Another context's synchronize finishes nothing here.
+  tracker.OnSynchronized(2, StallTracker::kAllStreams, 8, t0 + milliseconds(30));
+  EXPECT_EQ(tracker.pending(), 1);
 }
 
 }  // namespace

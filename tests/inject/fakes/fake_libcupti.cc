@@ -10,6 +10,14 @@
 // writes the records into the first buffer it got, the last <incomplete> of them with end 0 (still
 // running), reports <dropped> records dropped (cuptiActivityGetNumDroppedRecords, reset on read)
 // and completes every buffer it got, the others empty.
+// FAKE_CUPTI_TIMING=<incomplete>,<dropped>,<refused>,<running ms> instead has the kernels run until
+// <running ms> after the first launch, as CUPTI shows a GPU (cupti_activity.h,
+// cuptiActivityFlushAll; docs/gpu-verification.md for an H200): until then a default flush hands
+// over nothing (the buffer holds records still incomplete) and a forced flush hands over every
+// record incomplete (end 0), never to be handed over again; from then on any flush hands over
+// the records left, complete, and once a context-synchronize record (type
+// CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, the next correlation id), as from a
+// program whose cuCtxSynchronize returned when its kernels ended.
 //
 // Modes for the library's bounds on start-up and exit:
 //   FAKE_CUPTI_FLUSH=hang         every cuptiActivityFlushAll blocks forever (cupti_activity.h
@@ -105,18 +113,38 @@ struct TimingMode {
   int incomplete = 0;
   int dropped = 0;
   int refused = 0;
+  long running_ms = 0;
 };
 
 TimingMode ReadTimingMode() {
   TimingMode mode;
   const char* text = std::getenv("FAKE_CUPTI_TIMING");
   if (text == nullptr) return mode;
-  mode.on = std::sscanf(text, "%d,%d,%d", &mode.incomplete, &mode.dropped, &mode.refused) == 3;
+  mode.on = std::sscanf(text, "%d,%d,%d,%ld", &mode.incomplete, &mode.dropped, &mode.refused,
+                        &mode.running_ms) >= 3;
   return mode;
 }
 
-void DeliverTiming() {
+long NowMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+std::atomic<long> g_first_timed_ms{0};  // when the first timed launch was made (running mode)
+bool g_synchronized = false;            // the context-synchronize record was handed over
+
+void DeliverTiming(bool forced) {
   const TimingMode mode = ReadTimingMode();
+  bool running = false;    // the kernels still run: their records go incomplete
+  bool sync_now = false;   // the context-synchronize record goes with this flush
+  if (mode.running_ms > 0) {
+    const long first = g_first_timed_ms.load();
+    running = first != 0 && NowMs() < first + mode.running_ms;
+    if (running && !forced) return;
+    sync_now = !running && first != 0 && !g_synchronized;
+  } else if (!forced) {
+    return;
+  }
   const bool v2 = g_family.load() == 2;
   if (!mode.on || !g_kernels_enabled.load() || (v2 ? g_buffer_requested_v2 == nullptr || g_buffer_completed_v2 == nullptr
                       : g_buffer_requested == nullptr || g_buffer_completed == nullptr)) {
@@ -163,8 +191,9 @@ void DeliverTiming() {
       record.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
       record.correlationId = g_timed[i];
       record.start = 1000ull * g_timed[i];
-      const bool running = i + static_cast<size_t>(mode.incomplete) >= n;
-      record.end = running ? 0 : record.start + 500;
+      const bool incomplete = running || i + static_cast<size_t>(mode.incomplete) >= n;
+      record.end = incomplete ? 0 : record.start + 500;
+      if (running) record.start = 0;
       record.deviceId = 0;
       record.contextId = 1;
       record.streamId = 7;
@@ -177,6 +206,22 @@ void DeliverTiming() {
       record.name = "_Z6vecaddPKfS0_Pfi";
       std::memcpy(given[0].buffer + valid, &record, sizeof(record));
       valid += sizeof(record);
+    }
+    if (sync_now && valid + sizeof(CUpti_ActivityKernel10) <= given[0].size) {
+      // In a slot of a kernel record's size: NextRecord walks the buffer by that size.
+      static_assert(sizeof(CUpti_ActivitySynchronization2) <= sizeof(CUpti_ActivityKernel10));
+      CUpti_ActivitySynchronization2 sync{};
+      sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+      sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+      sync.correlationId = g_next_correlation_id.fetch_add(1) + 1;
+      sync.contextId = 1;
+      sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+      sync.start = 1000ull * sync.correlationId;
+      sync.end = sync.start + 500;
+      std::memset(given[0].buffer + valid, 0, sizeof(CUpti_ActivityKernel10));
+      std::memcpy(given[0].buffer + valid, &sync, sizeof(sync));
+      valid += sizeof(CUpti_ActivityKernel10);
+      g_synchronized = true;
     }
   }
   g_timed.clear();
@@ -323,7 +368,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     }
     if (m.substr(0, 5) == "slow:") SleepMs(std::strtol(mode + 5, nullptr, 10));
   }
-  if (forced) DeliverTiming();
+  DeliverTiming(forced);
   return CUPTI_SUCCESS;
 }
 // The records of a buffer as DeliverTiming writes them: kernel records back to back.
@@ -395,7 +440,11 @@ EXPORT int fake_cupti_launch(int count) {
     data.correlationId = g_next_correlation_id.fetch_add(1) + 1;
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
-    if (timed) g_timed.push_back(data.correlationId);
+    if (timed) {
+      g_timed.push_back(data.correlationId);
+      long none = 0;
+      g_first_timed_ms.compare_exchange_strong(none, NowMs());
+    }
   }
   return count;
 }

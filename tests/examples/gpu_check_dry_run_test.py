@@ -20,7 +20,8 @@ memory. Its occupancy, worked out by hand:
   shared mem: 8192 static + 1024 reserved = 9216 per block; 233472 / 9216 = 25 blocks
   warps:      64 warps per SM / 8 = 8 blocks
   blocks:     32 per SM
-so 4 blocks per SM, limited by registers.
+so 4 blocks per SM, limited by registers; occupancy 4 x 8 / 64 warps = 50 %. A stand-in ncu
+(for --ncu) prints those numbers as ncu's CSV would, for each of the stand-in's launches.
 
 usage: gpu_check_dry_run_test.py   (environment: CUFLIGHT_SOURCE_DIR, CUFLIGHT_BUILD_DIR,
        CUFLIGHT_FAKE_APP, CUFLIGHT_FAKE_LIBCUDA_DIR, CUFLIGHT_FAKE_LIBCUPTI)
@@ -84,6 +85,30 @@ def stand_in(path, truth_line, mode=""):
     write_script(path, "#!/bin/sh\n"
                        f"echo '{truth_line}'\n"
                        f'exec "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" {LAUNCHES} {mode} >&2\n')
+
+
+NCU_VALUES = (("launch__occupancy_limit_registers", "4"),
+              ("launch__occupancy_limit_shared_mem", "25"),
+              ("launch__occupancy_limit_warps", "8"), ("launch__occupancy_limit_blocks", "32"),
+              ("sm__maximum_warps_per_active_cycle_pct", "50"),
+              ("launch__registers_per_thread", "64"),
+              ("launch__shared_mem_per_block_dynamic", "0"),
+              ("launch__shared_mem_config_size", "233,472"))
+
+
+def fake_ncu(path):
+    """ncu for the stand-ins: ncu's ==PROF== line and CSV for LAUNCHES launches of vecadd, as
+    ncu spells its name, with the numbers worked out in the docstring."""
+    rows = "".join(
+        f'echo \'"\'$i\'","1","vecadd","127.0.0.1","vecadd(const float *, const float *, '
+        f'float *, int)","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler '
+        f'metrics","{metric}","","{value}"\'\n' for metric, value in NCU_VALUES)
+    write_script(path, "#!/bin/sh\n"
+                       "echo '==PROF== Connected to process 1 (stand-in)'\n"
+                       'echo \'"ID","Process ID","Process Name","Host Name","Kernel Name",'
+                       '"Context","Stream","Block Size","Grid Size","Device","CC","Section Name",'
+                       '"Metric Name","Metric Unit","Metric Value"\'\n'
+                       f"i=0\nwhile [ $i -lt {LAUNCHES} ]; do\n{rows}i=$((i + 1))\ndone\n")
 
 
 def doc_rows(repo):
@@ -161,19 +186,21 @@ class GpuCheckDryRun(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def env(self, smi=None):
+    def env(self, smi=None, tools=None):
         env = dict(os.environ)
         env["PATH"] = f"{smi or self.smi_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+        if tools:
+            env["PATH"] = f"{tools}:{env['PATH']}"
         env["LD_LIBRARY_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUDA_DIR"]
         env["CUFLIGHT_CUPTI_PATH"] = os.environ["CUFLIGHT_FAKE_LIBCUPTI"]
         return env
 
-    def gpu_check(self, *args, smi=None):
+    def gpu_check(self, *args, smi=None, tools=None):
         out = pathlib.Path(tempfile.mkdtemp(prefix="out.", dir=self.tmp))
         r = subprocess.run([sys.executable, str(self.repo / "scripts" / "gpu-check"),
                             "--build", "build/gpu", "--out", str(out), "--skip-torch", *args],
-                           capture_output=True, text=True, timeout=600, env=self.env(smi),
-                           cwd=self.repo)
+                           capture_output=True, text=True, timeout=600,
+                           env=self.env(smi, tools), cwd=self.repo)
         return r, out
 
     def summary_line(self, stdout, prefix):
@@ -212,6 +239,32 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(row[1:4], ["Fake H100", "580.00", "13.0"])
         self.assertEqual(row[4:], ["passed", f"2 / {2 * LAUNCHES} / {2 * LAUNCHES}", "0 / 0 / 0",
                                    "skipped", "skipped", "pass"])
+
+    def test_ncu_is_compared_and_its_counts_end_the_result_cell(self):
+        tools = self.tmp / "ncu-bin"
+        tools.mkdir(exist_ok=True)
+        fake_ncu(tools / "ncu")
+        r, out = self.gpu_check("--only", "vecadd,illegal_address", "--ncu", tools=tools)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.summary_line(r.stdout, "ncu: "),
+                         "ncu: 1 configurations, 0 mismatched")
+        self.assertIn(f"OK ncu: 1 configurations, 0 mismatched; {LAUNCHES} ncu launches: "
+                      f"{LAUNCHES} matched", r.stdout)
+        # vecadd ran under ncu; illegal_address, which faults on purpose, did not.
+        self.assertTrue((out / "ncu" / "vecadd.csv").is_file())
+        self.assertFalse((out / "ncu" / "illegal_address.csv").exists())
+        self.assertEqual(doc_rows(self.repo)[-1][-1], "pass; ncu: 1 configurations, 0 mismatched")
+
+    def test_ncu_is_skipped_with_a_note_when_there_is_none(self):
+        if shutil.which("ncu") or os.path.exists("/usr/local/cuda/bin/ncu") or \
+                list(pathlib.Path("/").glob("opt/nvidia/nsight-compute/*/ncu")):
+            self.skipTest("this machine has an ncu")
+        r, _ = self.gpu_check("--only", "vecadd", "--ncu")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.summary_line(r.stdout, "ncu: "),
+                         "ncu: skipped: no ncu on PATH, in /usr/local/cuda/bin or "
+                         "/opt/nvidia/nsight-compute")
+        self.assertEqual(doc_rows(self.repo)[-1][-1], "pass")
 
     def test_a_hang_is_named_while_it_lasts_and_then_resolved(self):
         r, out = self.gpu_check("--only", "hang")

@@ -366,15 +366,34 @@ def compare_names(profiler_counts, events, out):
             "ok": bool(profiler_counts) and not missing}
 
 
-def judge_shared_cupti(profiler_counts, kernels, kernel_times, ends, stderr, out):
+# The first CUPTI that lets several subscribers trace one process (libinject's
+# kCuptiVersionMultiSubscriber, CUPTI docs "Recommended Initialization Workflow (CUDA 13.3+)").
+CUPTI_MULTI_SUBSCRIBER = 130300
+
+
+def judge_shared_cupti(profiler_counts, kernels, kernel_times, ends, stderr, out, starts=()):
     """torch.profiler inside a run cuflight records (two CUPTI clients in one process). The
     application must behave as without cuflight (the caller checks its exit status) and the
     profiler must list kernels. cuflight then either traced alongside it (every recorded launch
     timed: the subscriber-scoped activity API, CUDA 13.3+ with driver r610+), or said what it
     could not do: one stderr line that another tool holds CUPTI, or `timing_stopped` with its
     reason in process_end. Kernel events without timing and nothing said is the failure this
-    looks for. Returns (ok, outcome word, one line)."""
+    looks for. One known limit passes as "profiler-refused": with a CUPTI older than 13.3 a
+    process has one subscriber, cuflight (injected at cuInit) holds it, and the profiler's own
+    subscription fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED on the application's
+    stderr (PyTorch then records no CUDA activity); `starts` are the run's process_start events
+    (their cupti_version). Returns (ok, outcome word, one line)."""
     if not profiler_counts:
+        versions = [s.get("cupti_version", 0) for s in starts if s.get("cupti_version")]
+        if (kernels and versions and max(versions) < CUPTI_MULTI_SUBSCRIBER
+                and "MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in stderr):
+            v = max(versions)
+            line = (f"torch.profiler got no CUDA activity: CUPTI {v // 10000}.{v // 100 % 100} "
+                    f"allows one subscriber per process and cuflight holds it ({len(kernels)} "
+                    "launches recorded; the profiler's subscription failed with "
+                    "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)")
+            out.write(line + "\n")
+            return True, "profiler-refused", line
         return False, "FAILED", "torch.profiler listed no kernel"
     timed = {t.get("correlation_id") for t in kernel_times}
     untimed = sum(1 for k in kernels if k.get("correlation_id") not in timed)

@@ -383,11 +383,34 @@ class CompareTest(unittest.TestCase):
 
     # -- torch.profiler and cuflight in one process ------------------------------------------------
 
-    def shared(self, kernels, times, ends, stderr=""):
+    def shared(self, kernels, times, ends, stderr="", profiled=None, starts=()):
         sys.path.insert(0, str(SOURCE / "scripts" / "gpu_check"))
         import compare  # noqa: E402
         out = io.StringIO()
-        return compare.judge_shared_cupti({"gemm": 2}, kernels, times, ends, stderr, out)
+        counts = {"gemm": 2} if profiled is None else profiled
+        return compare.judge_shared_cupti(counts, kernels, times, ends, stderr, out, starts)
+
+    # What PyTorch 2.11 printed on an H200 with CUDA 13.0 (docs/gpu-verification.md).
+    KINETO = ("WARNING:2026-11-26 02:20:13 659:659 init.cpp:116] function cbapi->getCuptiStatus() "
+              "failed with error CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39)\n"
+              "WARNING:2026-11-26 02:20:13 659:659 init.cpp:117] CUPTI initialization failed - "
+              "CUDA profiler activities will be missing\n")
+
+    def test_the_profiler_refused_under_a_single_subscriber_cupti_is_the_known_limit(self):
+        launches = [{"correlation_id": 1}, {"correlation_id": 2}]
+        ok, word, line = self.shared(launches, launches, [{}], self.KINETO, profiled={},
+                                     starts=[{"cupti_version": 130001}])
+        self.assertEqual((ok, word), (True, "profiler-refused"))
+        self.assertIn("CUPTI 13.0 allows one subscriber", line)
+
+    def test_the_profiler_without_kernels_fails_otherwise(self):
+        launches = [{"correlation_id": 1}]
+        # CUPTI 13.3 lets both trace: a profiler with nothing is a failure there.
+        self.assertEqual(self.shared(launches, launches, [{}], self.KINETO, profiled={},
+                                     starts=[{"cupti_version": 130300}])[:2], (False, "FAILED"))
+        # Without the profiler's own refusal on stderr, the cause is not known.
+        self.assertEqual(self.shared(launches, launches, [{}], "", profiled={},
+                                     starts=[{"cupti_version": 130001}])[:2], (False, "FAILED"))
 
     def test_both_tools_tracing_passes(self):
         ok, word, _ = self.shared([{"correlation_id": 1}, {"correlation_id": 2}],

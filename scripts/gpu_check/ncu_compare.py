@@ -101,11 +101,19 @@ PCT_TOLERANCE = 0.05  # "to 0.1": both sides round to the same tenth of a percen
 PUNCTUATION = re.compile(r"([(),<>*&\[\]])")
 
 
+# Nsight Compute's demangler and the one cuflight uses (the C++ ABI's, as c++filt) spell two
+# things differently: an anonymous namespace (`<unnamed>` / `(anonymous namespace)`) and a lambda
+# (`[lambda(float) (instance 1)]` / `{lambda(float)#1}`).
+NCU_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
+
+
 def normalise(name):
     """One spelling of a demangled name whatever the demangler wrote: blanks around punctuation
-    dropped, and the words between two punctuation marks sorted (`const float` and `float const`
-    are one type)."""
-    parts = PUNCTUATION.split(name or "")
+    dropped, the words between two punctuation marks sorted (`const float` and `float const`
+    are one type), and ncu's spellings of anonymous namespaces and lambdas as the ABI's."""
+    name = (name or "").replace("<unnamed>", "(anonymous namespace)")
+    name = NCU_LAMBDA.sub(lambda m: "{lambda(" + m.group(1) + ")#" + m.group(2) + "}", name)
+    parts = PUNCTUATION.split(name)
     return "".join(p if PUNCTUATION.fullmatch(p) else " ".join(sorted(p.split())) for p in parts)
 
 
@@ -138,6 +146,13 @@ def base_name(name):
             out.append(ch)
     words = "".join(out).split()
     return words[-1] if words else ""
+
+
+def function_name(name):
+    """The function's own name, without its namespaces and classes (`at::native::k` -> `k`):
+    ncu's demangler leaves out some namespaces (`at::native::` as `at::`) and writes template
+    parameters as T1, T2, so longer names of one kernel differ between the two sides."""
+    return base_name(name).rsplit("::", 1)[-1]
 
 
 def display(name):
@@ -244,6 +259,7 @@ class EventPool:
         self.devices = {(d.get("pid"), d.get("device")): d for d in devices}
         self.full = collections.defaultdict(collections.deque)
         self.base = collections.defaultdict(collections.deque)
+        self.function = collections.defaultdict(collections.deque)
         self.taken = set()
         self.count = len(events)
         for i, e in enumerate(events):
@@ -255,13 +271,19 @@ class EventPool:
             b = base_name(e.get("demangled") or "")
             if b:
                 self.base[(b,) + config].append((i, e))
+            f = function_name(e.get("demangled") or "")
+            if f:
+                self.function[(f,) + config].append((i, e))
 
     def take(self, launch):
-        """(event, how) for `launch`, or (None, None); how is "name" or "base name"."""
+        """(event, how) for `launch`, or (None, None); how is "name", "base name" or "function
+        name" (the n-th launch of a configuration on each side: both ran the same program)."""
         config = (launch.block, launch.grid, launch.dyn)
         # A name ncu could not demangle is the mangled one, which the full index also holds.
         for how, index, key in (("name", self.full, (normalise(launch.name),) + config),
-                                ("base name", self.base, (base_name(launch.name),) + config)):
+                                ("base name", self.base, (base_name(launch.name),) + config),
+                                ("function name", self.function,
+                                 (function_name(launch.name),) + config)):
             queue = index.get(key)
             while queue:
                 i, e = queue.popleft()

@@ -299,6 +299,26 @@ class NcuCompareTest(unittest.TestCase):
         self.assertNotEqual(n("k(float *)"), n("k(double *)"))
         self.assertEqual(ncu_compare.base_name("void ns::k<float, (int)4>(float *)"), "ns::k")
         self.assertEqual(ncu_compare.base_name("scale(float *, float, int)"), "scale")
+        # ncu's demangler and the ABI's (c++filt, cuflight's) on one PyTorch kernel of an H200
+        # run: ncu leaves out `native::`, writes T3 for a parameter, `<unnamed>` and
+        # `[lambda(...) (instance N)]`.
+        ncu = ("void at::reduce_kernel<512, 1, at::ReduceOp<float, at::func_wrapper_t<float, "
+               "at::sum_functor<float, float, float>::operator ()(at::TensorIterator &)::"
+               "[lambda(float, float) (instance 1)]>, unsigned int, float, 4, 4>>(T3)")
+        abi = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+               "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::"
+               "operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, "
+               "4, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+               "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::"
+               "{lambda(float, float)#1}>, unsigned int, float, 4, 4>)")
+        self.assertNotEqual(ncu_compare.base_name(ncu), ncu_compare.base_name(abi))
+        self.assertEqual(ncu_compare.function_name(ncu), "reduce_kernel")
+        self.assertEqual(ncu_compare.function_name(abi), "reduce_kernel")
+        self.assertEqual(ncu_compare.function_name("void <unnamed>::softmax_warp_forward<float>"
+                                                   "(T2 *, const T1 *, int)"),
+                         "softmax_warp_forward")
+        self.assertEqual(n("x::[lambda(float) (instance 2)]"), n("x::{lambda(float)#2}"))
+        self.assertEqual(n("void at::<unnamed>::k()"), n("void at::(anonymous namespace)::k()"))
         self.assertEqual(ncu_compare.parse_number("232,448"), 232448)
         self.assertIsNone(ncu_compare.parse_number("n/a"))
         self.assertEqual(ncu_compare.parse_dim("(256, 1, 1)"), (256, 1, 1))

@@ -243,13 +243,14 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint64_t correl
 void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint64_t correlation_id,
                                   Clock::time_point now) noexcept {
   if (correlation_id == 0) return;
-  const uint64_t before = correlation_id - 1;  // launches made before the synchronize
+  // Launches made before the synchronize finished; each counts as a kernel seen finishing.
+  const auto finish = [&](Stream& s) {
+    const int64_t pending = s.count;
+    FinishUpTo(s, correlation_id - 1, now);
+    completed_ += static_cast<uint64_t>(pending - s.count);
+  };
   if (stream != kAllStreams) {
-    Stream* s = FindOrAddStream(context, stream, now);
-    if (s == nullptr) return;
-    const int64_t pending = s->count;
-    FinishUpTo(*s, before, now);
-    completed_ += static_cast<uint64_t>(pending - s->count);
+    if (Stream* s = FindOrAddStream(context, stream, now)) finish(*s);
     return;
   }
   SyncedContext* mark = nullptr;
@@ -263,10 +264,7 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint64_t co
   }
   mark->below = std::max(mark->below, correlation_id);
   for (Stream& s : streams_) {
-    if (!s.used || s.context != context) continue;
-    const int64_t pending = s.count;
-    FinishUpTo(s, before, now);
-    completed_ += static_cast<uint64_t>(pending - s.count);
+    if (s.used && s.context == context) finish(s);
   }
 }
 

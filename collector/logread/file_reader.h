@@ -11,7 +11,7 @@
 
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/schema/decoder.h"
-#include "cuflight/schema/line_decoder.h"
+#include "kernel_line_cache.h"
 
 namespace cuflight::logread::internal {
 
@@ -26,7 +26,7 @@ class LineSink {
   virtual schema::DecodeResult* Slot() = 0;
   // The line just decoded into Slot() is a valid event (line: 1-based).
   virtual void Event(uint64_t line) = 0;
-  // The line is of a type this build does not know (`type`, as LineDecoder::last_type()); its
+  // The line is of a type this build does not know (`type`, as KernelLineCache::last_type()); its
   // header is in Slot()->header.
   virtual void Unknown(std::string_view type, uint64_t line) = 0;
 
@@ -42,7 +42,7 @@ enum class LineKind : uint8_t { kEvent, kUnknown, kRejected };
 
 // Decodes line `line` of `file` into *result, counting it in *summary (events, unknown_type_lines,
 // or rejected_lines with its note), as ReadLogFile does for every line after the first checks.
-LineKind DecodeLine(schema::LineDecoder& decoder, std::string_view text, uint64_t line,
+LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t line,
                     const std::filesystem::path& file, schema::DecodeResult* result,
                     ReadSummary* summary);
 

@@ -5,7 +5,8 @@
 //    it into lines and packs them into batches of kBatchLines lines, each with a sequence number.
 //    A file's end (its torn last line, or why it is not a log) is a batch of its own.
 // 2. Decoder threads take batches in any order and decode their lines into the batch's events
-//    (schema::LineDecoder), counting events, unknown and rejected lines in the batch's summary.
+//    (schema::LineDecoder, behind a KernelLineCache each), counting events, unknown and rejected
+//    lines in the batch's summary.
 // 3. The caller takes batches in sequence order as they are decoded, delivers their events and
 //    adds their summaries: the same calls and the same summary as reading file by file.
 // 4. At most kMaxBatches batches exist; the reader waits for one to come back. So memory is
@@ -215,7 +216,7 @@ class Pipeline {
   }
 
   void Decode() {
-    schema::LineDecoder decoder;
+    internal::KernelLineCache decoder;
     for (;;) {
       Batch* b;
       {

@@ -166,7 +166,7 @@ class LineSplitter {
   const fs::path& file_;
   internal::LineSink& sink_;
   ReadSummary* summary_;
-  schema::LineDecoder decoder_;
+  internal::KernelLineCache decoder_;
   schema::DecodeResult first_;  // line 1 of a raw sink's file, decoded for the check
   std::string pending_;
   uint64_t line_no_ = 0;
@@ -264,7 +264,7 @@ bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
   return true;
 }
 
-LineKind DecodeLine(schema::LineDecoder& decoder, std::string_view text, uint64_t line,
+LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t line,
                     const fs::path& file, schema::DecodeResult* result, ReadSummary* summary) {
   decoder.Decode(text, result);
   if (result->ok()) {

@@ -19,30 +19,44 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
                                                       : a + b;
 }
 
+// The 0-based index of the nearest rank of percentile p among n > 0 sorted elements.
+size_t NearestRankIndex(size_t n, double p) {
+  // A small tolerance keeps p/100 x n from landing just above an integer (0.99 x 100 is
+  // 99.00000000000001 in binary), which would skip a rank.
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(n) - 1e-9));
+  return std::clamp<size_t>(rank, 1, n) - 1;
+}
+
 }  // namespace
 
 uint64_t NearestRank(const std::vector<uint64_t>& sorted, double p) {
-  const double n = static_cast<double>(sorted.size());
-  // A small tolerance keeps p/100 x n from landing just above an integer (0.99 x 100 is
-  // 99.00000000000001 in binary), which would skip a rank.
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * n - 1e-9));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
+  return sorted[NearestRankIndex(sorted.size(), p)];
 }
 
 DurationStats ComputeDurationStats(std::vector<uint64_t>* durations) {
-  std::sort(durations->begin(), durations->end());
   DurationStats s;
   s.count = durations->size();
   if (s.count == 0) return s;
-  for (const uint64_t d : *durations) s.total_ns = SaturatingAdd(s.total_ns, d);
-  s.min_ns = durations->front();
-  s.max_ns = durations->back();
   long double sum = 0;
-  for (const uint64_t d : *durations) sum += static_cast<long double>(d);
+  for (const uint64_t d : *durations) {
+    s.total_ns = SaturatingAdd(s.total_ns, d);
+    sum += static_cast<long double>(d);
+  }
   s.mean_ns = static_cast<double>(sum / static_cast<long double>(s.count));
-  s.p50_ns = NearestRank(*durations, 50);
-  s.p99_ns = NearestRank(*durations, 99);
+  const auto [min, max] = std::minmax_element(durations->begin(), durations->end());
+  s.min_ns = *min;
+  s.max_ns = *max;
+  // The two nearest ranks by selection, not a sort: the element at each rank is the one a sort
+  // would put there. p99's rank is at or above p50's, so it is selected among the elements after.
+  const size_t n = durations->size();
+  const size_t r50 = NearestRankIndex(n, 50);
+  const size_t r99 = NearestRankIndex(n, 99);
+  std::nth_element(durations->begin(), durations->begin() + static_cast<ptrdiff_t>(r50),
+                   durations->end());
+  s.p50_ns = (*durations)[r50];
+  std::nth_element(durations->begin() + static_cast<ptrdiff_t>(r50),
+                   durations->begin() + static_cast<ptrdiff_t>(r99), durations->end());
+  s.p99_ns = (*durations)[r99];
   return s;
 }
 

@@ -13,7 +13,8 @@
 //    an older cuflight) are skipped and counted, not rejected (schema/README.md, versioning rule);
 //    ReadLogFiles can hand their type name and header to a reader that shows them generically.
 // 5. Lines are decoded by schema::LineDecoder (Decode's result, at about the speed the collector
-//    validates them). ReadLogFiles reads and splits the files on one thread, decodes batches of
+//    validates them), the kernel lines of a configuration already read taken from a cache
+//    (kernel_line_cache.h: the same result, without decoding again). ReadLogFiles reads and splits the files on one thread, decodes batches of
 //    lines on worker threads (one large file as well as many small ones), and delivers the events
 //    on the calling thread in file and line order; the batches in flight are bounded
 //    (ReadOptions), whatever the size of the logs.

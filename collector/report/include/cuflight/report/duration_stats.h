@@ -15,8 +15,8 @@ namespace cuflight::report {
 // ceil(p / 100 x n), at least rank 1. p in (0, 100].
 uint64_t NearestRank(const std::vector<uint64_t>& sorted, double p);
 
-// Count, total (saturating), min, max, mean, p50 and p99 of `durations` (any order, non-empty;
-// sorted in place).
+// Count, total (saturating), min, max, mean, p50 and p99 of `durations` (any order; reordered in
+// place).
 DurationStats ComputeDurationStats(std::vector<uint64_t>* durations);
 
 // The durations of one signature, added one at a time. Up to kExact durations are kept as they
@@ -32,7 +32,7 @@ class DurationAccumulator {
 
   void Add(uint64_t duration_ns);
   uint64_t count() const { return count_; }
-  // The statistics; count() must be > 0. Sorts the kept durations.
+  // The statistics; count() must be > 0. Reorders the kept durations.
   DurationStats Finish();
 
   // Histogram bucket of a duration, and the smallest and largest duration of a bucket.

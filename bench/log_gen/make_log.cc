@@ -34,7 +34,8 @@ bool Number(const char* text, uint64_t* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return Usage();
+  // DIR first; "--help" or any flag there is not a directory to make.
+  if (argc < 2 || argv[1][0] == '-') return Usage();
   cuflight::bench::LogSpec spec;
   for (int i = 2; i < argc; ++i) {
     const std::string_view flag = argv[i];

@@ -9,8 +9,8 @@
 //    or on a date directory opened from it, one path component at a time, with O_NOFOLLOW
 //    (AT_SYMLINK_NOFOLLOW for stat): a symbolic link inside the log directory fails the call
 //    (ELOOP, ENOTDIR) instead of leading somewhere else.
-#ifndef CUFLIGHT_COLLECTOR_DAEMON_LOG_DIR_H_
-#define CUFLIGHT_COLLECTOR_DAEMON_LOG_DIR_H_
+#ifndef CUFLIGHT_LOGSTORE_FILES_LOG_DIR_H_
+#define CUFLIGHT_LOGSTORE_FILES_LOG_DIR_H_
 
 #include <sys/types.h>
 
@@ -66,4 +66,4 @@ bool ListDirectory(int dir_fd, std::vector<DirEntry>* out, int* err);
 
 }  // namespace cuflight::collector
 
-#endif  // CUFLIGHT_COLLECTOR_DAEMON_LOG_DIR_H_
+#endif  // CUFLIGHT_LOGSTORE_FILES_LOG_DIR_H_

@@ -1,7 +1,7 @@
 // The log sink's file names: the layout shared with the injected library's spill files, defined
 // in cuflight/schema/log_layout.h, under the collector's namespace.
-#ifndef CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_NAMES_H_
-#define CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_NAMES_H_
+#ifndef CUFLIGHT_LOGSTORE_FILES_SEGMENT_NAMES_H_
+#define CUFLIGHT_LOGSTORE_FILES_SEGMENT_NAMES_H_
 
 #include "cuflight/schema/log_layout.h"
 
@@ -21,4 +21,4 @@ using schema::StreamBaseName;
 
 }  // namespace cuflight::collector
 
-#endif  // CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_NAMES_H_
+#endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_NAMES_H_

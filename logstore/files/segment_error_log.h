@@ -1,8 +1,8 @@
 // Rate-limited warnings for the log sink's I/O errors: a full disk fails every write, and one
 // line per failure would flood the collector's own log. Thread-safe (the daemon thread and the
 // segment worker both report).
-#ifndef CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_ERROR_LOG_H_
-#define CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_ERROR_LOG_H_
+#ifndef CUFLIGHT_LOGSTORE_FILES_SEGMENT_ERROR_LOG_H_
+#define CUFLIGHT_LOGSTORE_FILES_SEGMENT_ERROR_LOG_H_
 
 #include <chrono>
 #include <cstdint>
@@ -40,4 +40,4 @@ class RateLimitedLog {
 
 }  // namespace cuflight::collector
 
-#endif  // CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_ERROR_LOG_H_
+#endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_ERROR_LOG_H_

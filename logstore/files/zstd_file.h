@@ -5,8 +5,8 @@
 // or is complete; the caller removes the plain source only after this returns true. A crash
 // (even kill -9) at any moment therefore leaves the plain copy, the compressed copy, or both,
 // complete, plus possibly a stale "<dst>.tmp" to delete.
-#ifndef CUFLIGHT_COLLECTOR_DAEMON_ZSTD_FILE_H_
-#define CUFLIGHT_COLLECTOR_DAEMON_ZSTD_FILE_H_
+#ifndef CUFLIGHT_LOGSTORE_FILES_ZSTD_FILE_H_
+#define CUFLIGHT_LOGSTORE_FILES_ZSTD_FILE_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -44,4 +44,4 @@ std::optional<uint64_t> LastSeqInZstdFile(const FileAt& src, std::string* error)
 
 }  // namespace cuflight::collector
 
-#endif  // CUFLIGHT_COLLECTOR_DAEMON_ZSTD_FILE_H_
+#endif  // CUFLIGHT_LOGSTORE_FILES_ZSTD_FILE_H_

@@ -1,7 +1,7 @@
 // Reading collector logs back: which files a command line names, and the events of one file.
 //
 // 1. A log file is newline-delimited JSON events (schema v1), as the collector writes them
-//    (collector/daemon/segment_names.h) or as a process spills them: plain, or zstd-compressed.
+//    (logstore/files/segment_names.h) or as a process spills them: plain, or zstd-compressed.
 //    The compression is recognised by the zstd frame magic in the first bytes, never by the name.
 // 2. Damage is tolerated and said, not fatal: an incomplete last line (the writer was killed in the
 //    middle of it) is skipped and counted as torn; a complete line that schema::Decode rejects is

@@ -3,8 +3,8 @@
 // sink and its worker share. Files are named relative to an open directory (FileAt) and opened
 // with O_NOFOLLOW (log_dir.h). No function here throws; errors come back as false/nullopt with a
 // message.
-#ifndef CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_FILE_H_
-#define CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_FILE_H_
+#ifndef CUFLIGHT_LOGSTORE_FILES_SEGMENT_FILE_H_
+#define CUFLIGHT_LOGSTORE_FILES_SEGMENT_FILE_H_
 
 #include <sys/types.h>
 
@@ -71,4 +71,4 @@ bool FsyncDirectory(const std::filesystem::path& dir);
 
 }  // namespace cuflight::collector
 
-#endif  // CUFLIGHT_COLLECTOR_DAEMON_SEGMENT_FILE_H_
+#endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_FILE_H_

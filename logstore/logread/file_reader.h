@@ -1,7 +1,7 @@
 // One log file -> decoded lines, shared by ReadLogFile (one file, the calling thread) and
-// ReadLogFiles (many files, decoded on worker threads). Private to collector/logread.
-#ifndef CUFLIGHT_COLLECTOR_LOGREAD_FILE_READER_H_
-#define CUFLIGHT_COLLECTOR_LOGREAD_FILE_READER_H_
+// ReadLogFiles (many files, decoded on worker threads). Private to logstore/logread.
+#ifndef CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_
+#define CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -58,4 +58,4 @@ void AddSummary(const ReadSummary& from, ReadSummary* to);
 
 }  // namespace cuflight::logread::internal
 
-#endif  // CUFLIGHT_COLLECTOR_LOGREAD_FILE_READER_H_
+#endif  // CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_

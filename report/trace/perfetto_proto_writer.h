@@ -2,7 +2,7 @@
 // comes, for ui.perfetto.dev and trace_processor. Field numbers are those of Perfetto's protos
 // (protos/perfetto/trace/trace.proto, trace_packet.proto, track_event/track_event.proto,
 // track_descriptor.proto, process_descriptor.proto, thread_descriptor.proto,
-// debug_annotation.proto, interned_data/interned_data.proto); tests/run/perfetto_proto_test.cc
+// debug_annotation.proto, interned_data/interned_data.proto); tests/report/perfetto_proto_test.cc
 // holds them against that text with protoc.
 //
 //  1. Every packet is on one packet sequence (trusted_packet_sequence_id 1). The first sets
@@ -19,8 +19,8 @@
 //     uses them); an orphan kernel_time's slice, named by its correlation id, carries its name.
 //  5. Timestamps are the log's nanoseconds since the Unix epoch, in the trace's default clock:
 //     the trace has no other clock to relate them to.
-#ifndef CUFLIGHT_COLLECTOR_RUN_PERFETTO_PROTO_WRITER_H_
-#define CUFLIGHT_COLLECTOR_RUN_PERFETTO_PROTO_WRITER_H_
+#ifndef CUFLIGHT_REPORT_TRACE_PERFETTO_PROTO_WRITER_H_
+#define CUFLIGHT_REPORT_TRACE_PERFETTO_PROTO_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -156,4 +156,4 @@ class PerfettoProtoWriter final : public TraceWriter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_PERFETTO_PROTO_WRITER_H_
+#endif  // CUFLIGHT_REPORT_TRACE_PERFETTO_PROTO_WRITER_H_

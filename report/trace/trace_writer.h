@@ -2,8 +2,8 @@
 // slices and instants, the launches with their flow to the kernel, and the markers. The exporter
 // (trace_exporter.h) decides what goes where and when; a TraceWriter encodes it (Perfetto's
 // protobuf format: perfetto_proto_writer.h; Chrome trace-event JSON: chrome_json_writer.h).
-#ifndef CUFLIGHT_COLLECTOR_RUN_TRACE_WRITER_H_
-#define CUFLIGHT_COLLECTOR_RUN_TRACE_WRITER_H_
+#ifndef CUFLIGHT_REPORT_TRACE_TRACE_WRITER_H_
+#define CUFLIGHT_REPORT_TRACE_TRACE_WRITER_H_
 
 #include <cstdint>
 #include <optional>
@@ -126,4 +126,4 @@ class TraceWriter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_TRACE_WRITER_H_
+#endif  // CUFLIGHT_REPORT_TRACE_TRACE_WRITER_H_

@@ -29,8 +29,8 @@
 //     of them: a kernel whose kernel_time has not come within that many later kernels is written
 //     as an instant (counted in launches_given_up), and a kernel_time whose kernel has not come
 //     within max_pending_times later ones is dropped (times_given_up). The rest waits for Finish.
-#ifndef CUFLIGHT_COLLECTOR_RUN_TRACE_EXPORTER_H_
-#define CUFLIGHT_COLLECTOR_RUN_TRACE_EXPORTER_H_
+#ifndef CUFLIGHT_REPORT_TRACE_TRACE_EXPORTER_H_
+#define CUFLIGHT_REPORT_TRACE_TRACE_EXPORTER_H_
 
 #include <array>
 #include <cstddef>
@@ -157,4 +157,4 @@ class TraceExporter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_TRACE_EXPORTER_H_
+#endif  // CUFLIGHT_REPORT_TRACE_TRACE_EXPORTER_H_

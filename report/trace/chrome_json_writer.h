@@ -13,8 +13,8 @@
 //     before the earliest timestamp in the trace (the export floors the earliest to a whole
 //     microsecond), so doubles keep nanosecond precision; otherData.time_base_ns holds it.
 //  4. Events are in the order the exporter makes them (not sorted: the viewers sort).
-#ifndef CUFLIGHT_COLLECTOR_RUN_CHROME_JSON_WRITER_H_
-#define CUFLIGHT_COLLECTOR_RUN_CHROME_JSON_WRITER_H_
+#ifndef CUFLIGHT_REPORT_TRACE_CHROME_JSON_WRITER_H_
+#define CUFLIGHT_REPORT_TRACE_CHROME_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -76,4 +76,4 @@ class EarliestTimestamp final : public TraceWriter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_CHROME_JSON_WRITER_H_
+#endif  // CUFLIGHT_REPORT_TRACE_CHROME_JSON_WRITER_H_

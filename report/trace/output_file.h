@@ -1,8 +1,8 @@
 // Where an export's bytes go: a file written through a temporary name and renamed into place
 // when complete (so a failed export leaves no half trace), compressed by the name's last suffix
 // (".gz": gzip, ".zst": zstd), or standard output ("-", uncompressed). Buffered; one thread.
-#ifndef CUFLIGHT_COLLECTOR_RUN_OUTPUT_FILE_H_
-#define CUFLIGHT_COLLECTOR_RUN_OUTPUT_FILE_H_
+#ifndef CUFLIGHT_REPORT_TRACE_OUTPUT_FILE_H_
+#define CUFLIGHT_REPORT_TRACE_OUTPUT_FILE_H_
 
 #include <cstdint>
 #include <memory>
@@ -46,4 +46,4 @@ class OutputFile {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_OUTPUT_FILE_H_
+#endif  // CUFLIGHT_REPORT_TRACE_OUTPUT_FILE_H_

@@ -1,8 +1,8 @@
 // A minimal protocol buffers encoder (https://protobuf.dev/programming-guides/encoding/): the
 // wire types the Perfetto trace uses, appended to a string. A nested message is built in its own
 // ProtoWriter and added whole (length-delimited), so nothing is patched after the fact.
-#ifndef CUFLIGHT_COLLECTOR_RUN_PROTO_WRITER_H_
-#define CUFLIGHT_COLLECTOR_RUN_PROTO_WRITER_H_
+#ifndef CUFLIGHT_REPORT_TRACE_PROTO_WRITER_H_
+#define CUFLIGHT_REPORT_TRACE_PROTO_WRITER_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -78,4 +78,4 @@ class ProtoWriter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_PROTO_WRITER_H_
+#endif  // CUFLIGHT_REPORT_TRACE_PROTO_WRITER_H_

@@ -9,7 +9,7 @@
 
 namespace cuflight::report {
 
-// Exit statuses, as collector/cli/usage_error.h defines them.
+// Exit statuses, as cli/usage_error.h defines them.
 inline constexpr int kReportOk = 0;
 inline constexpr int kReportUsage = 2;
 

@@ -1,8 +1,8 @@
 // How a cuflight command reports bad input: it throws UsageError with one line naming the flag
 // and what is allowed; the dispatcher (app.cc) prints "cuflight <command>: <line>" on stderr and
 // exits with kExitUsage.
-#ifndef CUFLIGHT_COLLECTOR_CLI_USAGE_ERROR_H_
-#define CUFLIGHT_COLLECTOR_CLI_USAGE_ERROR_H_
+#ifndef CUFLIGHT_CLI_USAGE_ERROR_H_
+#define CUFLIGHT_CLI_USAGE_ERROR_H_
 
 #include <stdexcept>
 #include <string>
@@ -23,4 +23,4 @@ class UsageError : public std::runtime_error {
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_USAGE_ERROR_H_
+#endif  // CUFLIGHT_CLI_USAGE_ERROR_H_

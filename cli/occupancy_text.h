@@ -1,6 +1,6 @@
 // Human-readable output of `cuflight occupancy`: at most 100 columns, no colour.
-#ifndef CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_TEXT_H_
-#define CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_TEXT_H_
+#ifndef CUFLIGHT_CLI_OCCUPANCY_TEXT_H_
+#define CUFLIGHT_CLI_OCCUPANCY_TEXT_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ std::string RenderDevicePresetsText();
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_TEXT_H_
+#endif  // CUFLIGHT_CLI_OCCUPANCY_TEXT_H_

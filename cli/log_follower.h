@@ -9,8 +9,8 @@
 // 2. A file is dropped once it is unlinked (the compressed copy replaced it) and read to its end.
 // 3. Only complete lines are passed on; a partial last line waits for its '\n'. A file that
 //    shrinks (a restarted collector cut a torn last line) is read on from its new end.
-#ifndef CUFLIGHT_COLLECTOR_RUN_LOG_FOLLOWER_H_
-#define CUFLIGHT_COLLECTOR_RUN_LOG_FOLLOWER_H_
+#ifndef CUFLIGHT_CLI_LOG_FOLLOWER_H_
+#define CUFLIGHT_CLI_LOG_FOLLOWER_H_
 
 #include <sys/types.h>
 
@@ -62,4 +62,4 @@ class LogFollower {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_LOG_FOLLOWER_H_
+#endif  // CUFLIGHT_CLI_LOG_FOLLOWER_H_

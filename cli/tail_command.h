@@ -1,8 +1,8 @@
 // `cuflight tail`: follows a collector's log directory live and prints one line per new event
 // (human-readable, or the stored JSON line with --json), filtered like `cuflight report`, until
 // SIGINT or SIGTERM (exit 0).
-#ifndef CUFLIGHT_COLLECTOR_RUN_TAIL_COMMAND_H_
-#define CUFLIGHT_COLLECTOR_RUN_TAIL_COMMAND_H_
+#ifndef CUFLIGHT_CLI_TAIL_COMMAND_H_
+#define CUFLIGHT_CLI_TAIL_COMMAND_H_
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -41,4 +41,4 @@ class TailCommand {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_TAIL_COMMAND_H_
+#endif  // CUFLIGHT_CLI_TAIL_COMMAND_H_

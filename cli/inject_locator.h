@@ -1,7 +1,7 @@
 // Where `cuflight run` finds the injected library: beside the cuflight executable, as the build
 // and an install lay them out.
-#ifndef CUFLIGHT_COLLECTOR_RUN_INJECT_LOCATOR_H_
-#define CUFLIGHT_COLLECTOR_RUN_INJECT_LOCATOR_H_
+#ifndef CUFLIGHT_CLI_INJECT_LOCATOR_H_
+#define CUFLIGHT_CLI_INJECT_LOCATOR_H_
 
 #include <filesystem>
 #include <vector>
@@ -25,4 +25,4 @@ std::filesystem::path FindInjectLibrary(const std::filesystem::path& exe,
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_INJECT_LOCATOR_H_
+#endif  // CUFLIGHT_CLI_INJECT_LOCATOR_H_

@@ -1,7 +1,7 @@
 // The event filters `cuflight tail` shares with `cuflight report`: a kernel-name regex, pids and a
 // limiting resource.
-#ifndef CUFLIGHT_COLLECTOR_RUN_EVENT_FILTER_H_
-#define CUFLIGHT_COLLECTOR_RUN_EVENT_FILTER_H_
+#ifndef CUFLIGHT_CLI_EVENT_FILTER_H_
+#define CUFLIGHT_CLI_EVENT_FILTER_H_
 
 #include <cstdint>
 #include <deque>
@@ -48,4 +48,4 @@ class EventFilter {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_EVENT_FILTER_H_
+#endif  // CUFLIGHT_CLI_EVENT_FILTER_H_

@@ -2,8 +2,8 @@
 // `occupancy`, and `collect` (the collector daemon, collector/daemon/, with its own flags);
 // `run`, `report` and `export` are to come, each as its own <name>_command.{h,cc} registered in
 // app.cc.
-#ifndef CUFLIGHT_COLLECTOR_CLI_APP_H_
-#define CUFLIGHT_COLLECTOR_CLI_APP_H_
+#ifndef CUFLIGHT_CLI_APP_H_
+#define CUFLIGHT_CLI_APP_H_
 
 #include <ostream>
 
@@ -21,4 +21,4 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_APP_H_
+#endif  // CUFLIGHT_CLI_APP_H_

@@ -2,8 +2,8 @@
 // records it in a small state file), the local collector's default log directory, and
 // /var/log/cuflight (a system collector's). `cuflight tail` with no --log-dir follows the one a
 // collector is writing now, else the latest run's.
-#ifndef CUFLIGHT_COLLECTOR_RUN_LOG_DIR_LOCATOR_H_
-#define CUFLIGHT_COLLECTOR_RUN_LOG_DIR_LOCATOR_H_
+#ifndef CUFLIGHT_CLI_LOG_DIR_LOCATOR_H_
+#define CUFLIGHT_CLI_LOG_DIR_LOCATOR_H_
 
 #include <filesystem>
 #include <string>
@@ -40,4 +40,4 @@ LocatedLogDir LocateLogDir();
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_LOG_DIR_LOCATOR_H_
+#endif  // CUFLIGHT_CLI_LOG_DIR_LOCATOR_H_

@@ -1,7 +1,7 @@
 // A plain-text table for terminal output: a header row, then rows; columns padded to their widest
 // cell and separated by two spaces; no colour, no trailing spaces.
-#ifndef CUFLIGHT_COLLECTOR_CLI_TABLE_H_
-#define CUFLIGHT_COLLECTOR_CLI_TABLE_H_
+#ifndef CUFLIGHT_CLI_TABLE_H_
+#define CUFLIGHT_CLI_TABLE_H_
 
 #include <string>
 #include <vector>
@@ -32,4 +32,4 @@ class TextTable {
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_TABLE_H_
+#endif  // CUFLIGHT_CLI_TABLE_H_

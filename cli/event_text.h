@@ -1,6 +1,6 @@
 // One event as one human-readable line, for `cuflight tail`.
-#ifndef CUFLIGHT_COLLECTOR_RUN_EVENT_TEXT_H_
-#define CUFLIGHT_COLLECTOR_RUN_EVENT_TEXT_H_
+#ifndef CUFLIGHT_CLI_EVENT_TEXT_H_
+#define CUFLIGHT_CLI_EVENT_TEXT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -49,4 +49,4 @@ class LaunchStreams {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_EVENT_TEXT_H_
+#endif  // CUFLIGHT_CLI_EVENT_TEXT_H_

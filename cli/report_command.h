@@ -1,7 +1,7 @@
-// `cuflight report PATH...`: a summary of collector logs (collector/report/, docs/report.md).
+// `cuflight report PATH...`: a summary of collector logs (report/, docs/report.md).
 // Turns the flags into ReportOptions and runs RunReport().
-#ifndef CUFLIGHT_REPORT_REPORT_COMMAND_H_
-#define CUFLIGHT_REPORT_REPORT_COMMAND_H_
+#ifndef CUFLIGHT_CLI_REPORT_COMMAND_H_
+#define CUFLIGHT_CLI_REPORT_COMMAND_H_
 
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -50,4 +50,4 @@ class ReportCommand {
 
 }  // namespace cuflight::report
 
-#endif  // CUFLIGHT_REPORT_REPORT_COMMAND_H_
+#endif  // CUFLIGHT_CLI_REPORT_COMMAND_H_

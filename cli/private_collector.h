@@ -3,8 +3,8 @@
 // directory. In process rather than a `cuflight collect` child, so the run reads its counters
 // directly (to know when every producer is done) and the socket exists before the application
 // starts, with nothing to find, wait for or clean up after a crash of a second process.
-#ifndef CUFLIGHT_COLLECTOR_RUN_PRIVATE_COLLECTOR_H_
-#define CUFLIGHT_COLLECTOR_RUN_PRIVATE_COLLECTOR_H_
+#ifndef CUFLIGHT_CLI_PRIVATE_COLLECTOR_H_
+#define CUFLIGHT_CLI_PRIVATE_COLLECTOR_H_
 
 #include <chrono>
 #include <filesystem>
@@ -61,4 +61,4 @@ class PrivateCollector {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_PRIVATE_COLLECTOR_H_
+#endif  // CUFLIGHT_CLI_PRIVATE_COLLECTOR_H_

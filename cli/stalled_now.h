@@ -1,7 +1,7 @@
 // The processes of a collector's log directory that are stalled now, as the ends of their active
 // log files say: `cuflight tail` lists them before it follows.
-#ifndef CUFLIGHT_COLLECTOR_RUN_STALLED_NOW_H_
-#define CUFLIGHT_COLLECTOR_RUN_STALLED_NOW_H_
+#ifndef CUFLIGHT_CLI_STALLED_NOW_H_
+#define CUFLIGHT_CLI_STALLED_NOW_H_
 
 #include <cstddef>
 #include <filesystem>
@@ -29,4 +29,4 @@ std::vector<StalledProcess> FindStalledNow(const std::filesystem::path& dir,
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_STALLED_NOW_H_
+#endif  // CUFLIGHT_CLI_STALLED_NOW_H_

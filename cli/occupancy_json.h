@@ -1,7 +1,7 @@
 // `cuflight occupancy --json` and `--list-devices --json` output. Objects keep insertion order
 // (nlohmann::ordered_json) so the output reads in the order below.
-#ifndef CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_JSON_H_
-#define CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_JSON_H_
+#ifndef CUFLIGHT_CLI_OCCUPANCY_JSON_H_
+#define CUFLIGHT_CLI_OCCUPANCY_JSON_H_
 
 #include <nlohmann/json.hpp>
 
@@ -31,4 +31,4 @@ nlohmann::ordered_json DevicePresetsToJson();
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_JSON_H_
+#endif  // CUFLIGHT_CLI_OCCUPANCY_JSON_H_

@@ -1,8 +1,8 @@
 // Everything `cuflight occupancy` prints: the device and launch it was asked about and the
 // engine's answer. Built by occupancy_command.cc, rendered by occupancy_text.cc and
 // occupancy_json.cc.
-#ifndef CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_REPORT_H_
-#define CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_REPORT_H_
+#ifndef CUFLIGHT_CLI_OCCUPANCY_REPORT_H_
+#define CUFLIGHT_CLI_OCCUPANCY_REPORT_H_
 
 #include <optional>
 #include <string>
@@ -36,4 +36,4 @@ struct OccupancyReport {
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_REPORT_H_
+#endif  // CUFLIGHT_CLI_OCCUPANCY_REPORT_H_

@@ -1,8 +1,8 @@
 // `cuflight occupancy`: the occupancy engine as a calculator. Resolves a device (a preset or the
 // GPU present, plus per-limit overrides) and a launch from flags, checks every value against the
 // device, computes, and prints a table or one JSON object.
-#ifndef CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_COMMAND_H_
-#define CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_COMMAND_H_
+#ifndef CUFLIGHT_CLI_OCCUPANCY_COMMAND_H_
+#define CUFLIGHT_CLI_OCCUPANCY_COMMAND_H_
 
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -53,4 +53,4 @@ class OccupancyCommand {
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_OCCUPANCY_COMMAND_H_
+#endif  // CUFLIGHT_CLI_OCCUPANCY_COMMAND_H_

@@ -1,8 +1,8 @@
 // The filter flags `cuflight report` and `cuflight export` share (--kernel, --pid, --since,
 // --until): one definition of their names, help and parsing, giving the filter fields of
 // ReportOptions that LaunchFilter (cuflight/report/launch_filter.h) applies.
-#ifndef CUFLIGHT_REPORT_FILTER_FLAGS_H_
-#define CUFLIGHT_REPORT_FILTER_FLAGS_H_
+#ifndef CUFLIGHT_CLI_FILTER_FLAGS_H_
+#define CUFLIGHT_CLI_FILTER_FLAGS_H_
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -32,4 +32,4 @@ class FilterFlags {
 
 }  // namespace cuflight::report
 
-#endif  // CUFLIGHT_REPORT_FILTER_FLAGS_H_
+#endif  // CUFLIGHT_CLI_FILTER_FLAGS_H_

@@ -14,8 +14,8 @@
 //     terminal's Ctrl-C, Ctrl-\ or hangup, which the kernel already delivered to the whole
 //     foreground process group, the application included) or the application itself sent it
 //     (a kill(0, ...) of its own group), so the application does not receive it twice.
-#ifndef CUFLIGHT_COLLECTOR_RUN_APP_PROCESS_H_
-#define CUFLIGHT_COLLECTOR_RUN_APP_PROCESS_H_
+#ifndef CUFLIGHT_CLI_APP_PROCESS_H_
+#define CUFLIGHT_CLI_APP_PROCESS_H_
 
 #include <signal.h>
 #include <sys/types.h>
@@ -89,4 +89,4 @@ std::vector<std::string> MergeEnvironment(char* const* environment,
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_APP_PROCESS_H_
+#endif  // CUFLIGHT_CLI_APP_PROCESS_H_

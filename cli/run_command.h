@@ -3,8 +3,8 @@
 // runs the application with CUDA_INJECTION64_PATH, CUFLIGHT_COLLECTOR and the CUFLIGHT_* settings
 // given as flags, passes signals on to it (app_process.h), waits for its processes' events to be
 // stored, and prints the run's summary on stderr. Exits with the application's status.
-#ifndef CUFLIGHT_COLLECTOR_RUN_RUN_COMMAND_H_
-#define CUFLIGHT_COLLECTOR_RUN_RUN_COMMAND_H_
+#ifndef CUFLIGHT_CLI_RUN_COMMAND_H_
+#define CUFLIGHT_CLI_RUN_COMMAND_H_
 
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -63,4 +63,4 @@ class RunCommand {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_RUN_COMMAND_H_
+#endif  // CUFLIGHT_CLI_RUN_COMMAND_H_

@@ -1,8 +1,8 @@
 // `cuflight export --perfetto FILE PATH...`: collector logs -> a trace for the Perfetto UI, in
 // Perfetto's protobuf format or as Chrome trace-event JSON (trace_exporter.h has the layout),
 // streamed with bounded memory, under the filters `cuflight report` takes.
-#ifndef CUFLIGHT_COLLECTOR_RUN_EXPORT_COMMAND_H_
-#define CUFLIGHT_COLLECTOR_RUN_EXPORT_COMMAND_H_
+#ifndef CUFLIGHT_CLI_EXPORT_COMMAND_H_
+#define CUFLIGHT_CLI_EXPORT_COMMAND_H_
 
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -48,4 +48,4 @@ class ExportCommand {
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_EXPORT_COMMAND_H_
+#endif  // CUFLIGHT_CLI_EXPORT_COMMAND_H_

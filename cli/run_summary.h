@@ -1,7 +1,7 @@
 // What `cuflight run` prints on stderr after the application ended: the log files the run wrote
 // and what they hold. Kept behind PrintRunSummary so the run's report can replace the body alone.
-#ifndef CUFLIGHT_COLLECTOR_RUN_RUN_SUMMARY_H_
-#define CUFLIGHT_COLLECTOR_RUN_RUN_SUMMARY_H_
+#ifndef CUFLIGHT_CLI_RUN_SUMMARY_H_
+#define CUFLIGHT_CLI_RUN_SUMMARY_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -47,4 +47,4 @@ void PrintRunSummary(const RunSummaryInput& run, std::ostream& err) noexcept;
 
 }  // namespace cuflight::run
 
-#endif  // CUFLIGHT_COLLECTOR_RUN_RUN_SUMMARY_H_
+#endif  // CUFLIGHT_CLI_RUN_SUMMARY_H_

@@ -1,8 +1,8 @@
 // Seam between the CLI and the CUDA driver: reading the limits of a GPU present on this machine
 // (`--device current[:N]`). The real implementation loads libcuda.so.1 with dlopen at run time,
 // so cuflight builds, links and runs on machines without a driver; tests substitute a fake.
-#ifndef CUFLIGHT_COLLECTOR_CLI_DEVICE_QUERY_H_
-#define CUFLIGHT_COLLECTOR_CLI_DEVICE_QUERY_H_
+#ifndef CUFLIGHT_CLI_DEVICE_QUERY_H_
+#define CUFLIGHT_CLI_DEVICE_QUERY_H_
 
 #include <memory>
 #include <string>
@@ -37,4 +37,4 @@ void SetClusterLimits(occupancy::DeviceLimits* limits);
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_DEVICE_QUERY_H_
+#endif  // CUFLIGHT_CLI_DEVICE_QUERY_H_

@@ -1,7 +1,7 @@
 // Parsing of flag values. Every flag is taken as text by CLI11 and converted here, so that a bad
 // value always yields one UsageError line that names the flag, the text and what is allowed.
-#ifndef CUFLIGHT_COLLECTOR_CLI_ARG_PARSE_H_
-#define CUFLIGHT_COLLECTOR_CLI_ARG_PARSE_H_
+#ifndef CUFLIGHT_CLI_ARG_PARSE_H_
+#define CUFLIGHT_CLI_ARG_PARSE_H_
 
 #include <array>
 #include <cstdint>
@@ -49,4 +49,4 @@ ComputeCapability ParseComputeCapability(std::string_view flag, std::string_view
 
 }  // namespace cuflight::cli
 
-#endif  // CUFLIGHT_COLLECTOR_CLI_ARG_PARSE_H_
+#endif  // CUFLIGHT_CLI_ARG_PARSE_H_

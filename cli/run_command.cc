@@ -9,7 +9,7 @@
 
 #include "app_process.h"
 #include "arg_parse.h"
-#include "cuflight/inject/config.h"
+#include "cuflight/env/config.h"
 #include "inject_locator.h"
 #include "log_dir_locator.h"
 #include "private_collector.h"
@@ -23,7 +23,7 @@ namespace {
 
 using cli::UsageError;
 
-// A CUFLIGHT_* variable settable with a flag (libinject/config/README.md).
+// A CUFLIGHT_* variable settable with a flag (schema/env/README.md).
 struct EnvFlagSpec {
   const char* flag;
   const char* variable;

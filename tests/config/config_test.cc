@@ -1,4 +1,4 @@
-#include "cuflight/inject/config.h"
+#include "cuflight/env/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ ParsedConfig Parse(const std::map<std::string, std::string>& env) {
       kDefaultPath);
 }
 
-// The defaults as documented in libinject/config/README.md.
+// The defaults as documented in schema/env/README.md.
 Config Documented() {
   Config c;
   c.collector_path = kDefaultPath;

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuflight/inject/config.h"
+#include "cuflight/env/config.h"
 
 namespace cuflight::inject {
 namespace {

@@ -1,9 +1,9 @@
 // The injected library's configuration: the CUFLIGHT_* environment variables, read once at
-// injection time (libinject/config/README.md lists them). A bad value never stops anything: the
+// injection time (schema/env/README.md lists them). A bad value never stops anything: the
 // variable falls back to its default and ParseConfig returns one warning line for it, which the
 // caller prints. Nothing here throws, and nothing runs on the launch hot path.
-#ifndef CUFLIGHT_INJECT_CONFIG_H_
-#define CUFLIGHT_INJECT_CONFIG_H_
+#ifndef CUFLIGHT_ENV_CONFIG_H_
+#define CUFLIGHT_ENV_CONFIG_H_
 
 #include <array>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuflight/inject/on_full.h"
+#include "cuflight/env/on_full.h"
 
 namespace cuflight::inject {
 
@@ -191,4 +191,4 @@ class NameFilter {
 
 }  // namespace cuflight::inject
 
-#endif  // CUFLIGHT_INJECT_CONFIG_H_
+#endif  // CUFLIGHT_ENV_CONFIG_H_

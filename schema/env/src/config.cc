@@ -1,4 +1,4 @@
-#include "cuflight/inject/config.h"
+#include "cuflight/env/config.h"
 
 #include <array>
 #include <bit>

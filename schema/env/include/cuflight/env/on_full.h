@@ -1,7 +1,7 @@
 // What a producer does when the launch ring is full (CUFLIGHT_ON_FULL). Shared by the ring and the
 // configuration, so that the configured value is passed to MpscRing::Push unchanged.
-#ifndef CUFLIGHT_INJECT_ON_FULL_H_
-#define CUFLIGHT_INJECT_ON_FULL_H_
+#ifndef CUFLIGHT_ENV_ON_FULL_H_
+#define CUFLIGHT_ENV_ON_FULL_H_
 
 #include <cstdint>
 
@@ -20,4 +20,4 @@ enum class OnFull : uint8_t {
 
 }  // namespace cuflight::inject
 
-#endif  // CUFLIGHT_INJECT_ON_FULL_H_
+#endif  // CUFLIGHT_ENV_ON_FULL_H_

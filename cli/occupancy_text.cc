@@ -22,9 +22,7 @@ constexpr size_t kTotalsWidth = 22;  // "max active blocks/SM" and its value
 
 std::string Percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
 
-std::string Plural(int64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
+using report::Plural;
 
 std::string Kib(int64_t bytes) {
   if (bytes == 0) return "0";

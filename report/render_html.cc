@@ -121,8 +121,9 @@ constexpr std::string_view kScript = R"js(
 })();
 )js";
 
-std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", FormatCount(n), n == 1 ? one : many);
+// Plural (text_format.h) with the count grouped: "1,234 files".
+std::string GroupedPlural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", FormatCount(n), PluralWord(static_cast<int64_t>(n), one, many));
 }
 
 // A numeric cell: shown text, sort value.
@@ -183,16 +184,16 @@ std::string Summary(const Report& r) {
   card("kernel signatures", FormatCount(r.signatures.size()));
   card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
   out += "</div>\n";
-  std::string read = fmt::format("Read {}", Plural(s.files, "file", "files"));
+  std::string read = fmt::format("Read {}", GroupedPlural(s.files, "file", "files"));
   if (s.compressed_files > 0) read += fmt::format(" ({} zstd)", FormatCount(s.compressed_files));
-  read += fmt::format(", {}, {}", Plural(s.lines, "line", "lines"),
-                      Plural(s.events, "event", "events"));
+  read += fmt::format(", {}, {}", GroupedPlural(s.lines, "line", "lines"),
+                      GroupedPlural(s.events, "event", "events"));
   out += fmt::format("<p>{}; <span class=\"{}\">{} torn, {} rejected</span>", Escape(read),
                      s.torn_lines + s.rejected_lines > 0 ? "warn" : "muted",
                      FormatCount(s.torn_lines), FormatCount(s.rejected_lines));
   if (s.unknown_type_lines > 0) {
     out += fmt::format(", {} of event types this cuflight does not know (skipped)",
-                       Plural(s.unknown_type_lines, "line", "lines"));
+                       GroupedPlural(s.unknown_type_lines, "line", "lines"));
   }
   out += ". <a href=\"#logs\">Details</a></p>\n";
   for (const ProcessSummary& p : r.processes) {
@@ -221,13 +222,13 @@ std::string StallTables(const StallSummary& s) {
       "<p class=\"{}\">{}: {} into the stall, {} stalled{}; {}.</p>\n", s.ongoing ? "bad" : "warn",
       s.ongoing ? "Stalled now, as last reported" : "The last stall, before it resolved",
       Escape(Seconds(e.stalled_ms)),
-      Plural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
+      GroupedPlural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
       e.streams.size() < static_cast<size_t>(e.streams_stalled)
           ? fmt::format(" ({} listed)", e.streams.size())
           : std::string(),
       e.completed == 0
           ? std::string("nothing finished since the report before")
-          : Plural(e.completed, "kernel", "kernels") + " finished since the report before");
+          : GroupedPlural(e.completed, "kernel", "kernels") + " finished since the report before");
   for (const schema::OwnedStallStream& stream : e.streams) {
     out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
                        Escape(FormatStreamId(stream.stream)), Escape(Seconds(stream.waiting_ms)),
@@ -283,7 +284,7 @@ std::string Review(const Report& r) {
     }
     for (const StreamTail& s : p.streams) {
       out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
-                         Plural(s.launches, "launch", "launches"));
+                         GroupedPlural(s.launches, "launch", "launches"));
       if (s.last.empty()) {
         out += ".</p>\n";
         continue;
@@ -346,7 +347,7 @@ std::string TimelineSection(const Report& r, const HtmlOptions& h, Timeline time
   std::string out = "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
   out += fmt::format("<p>{} on {} (process, device, stream); {} timed. Kernels take the colours "
                      "of the top-kernels chart; others are grey.</p>\n",
-                     Plural(launches, "launch", "launches"), Plural(lanes, "lane", "lanes"),
+                     GroupedPlural(launches, "launch", "launches"), GroupedPlural(lanes, "lane", "lanes"),
                      FormatCount(timeline.timed));
   if (red.lanes_left_out > 0 || red.merged) {
     out += "<p class=\"note\" id=\"timeline-capped\">Capped: ";
@@ -355,8 +356,8 @@ std::string TimelineSection(const Report& r, const HtmlOptions& h, Timeline time
       parts.push_back(fmt::format(
           "the {} busiest lanes are drawn (processes that did not end normally first); left "
           "out: {} with {}",
-          FormatCount(timeline.lanes.size()), Plural(red.lanes_left_out, "lane", "lanes"),
-          Plural(red.launches_left_out, "launch", "launches")));
+          FormatCount(timeline.lanes.size()), GroupedPlural(red.lanes_left_out, "lane", "lanes"),
+          GroupedPlural(red.launches_left_out, "launch", "launches")));
     }
     if (red.merged) {
       parts.push_back(fmt::format(
@@ -551,8 +552,8 @@ std::string LogsRead(const Report& r) {
   out += fmt::format(
       "<p>{} ({} zstd), {}, {}; {} torn (an incomplete last line), {} rejected (a line the "
       "decoder refused), {} of unknown event types. Damaged lines are skipped.</p>\n",
-      Plural(s.files, "file", "files"), FormatCount(s.compressed_files),
-      Plural(s.lines, "line", "lines"), Plural(s.events, "event", "events"),
+      GroupedPlural(s.files, "file", "files"), FormatCount(s.compressed_files),
+      GroupedPlural(s.lines, "line", "lines"), GroupedPlural(s.events, "event", "events"),
       FormatCount(s.torn_lines), FormatCount(s.rejected_lines), FormatCount(s.unknown_type_lines));
   if (!s.notes.empty()) {
     out += "<ul class=\"notes\">\n";
@@ -564,7 +565,7 @@ std::string LogsRead(const Report& r) {
     out += "</ul>\n";
   }
   out += fmt::format("<details><summary>{}</summary>\n<ul class=\"files\">\n",
-                     Plural(r.files.size(), "file", "files"));
+                     GroupedPlural(r.files.size(), "file", "files"));
   for (const std::filesystem::path& f : r.files) {
     out += fmt::format("<li><code>{}</code></li>\n", Escape(f.native()));
   }
@@ -667,9 +668,9 @@ int RunHtmlReport(const ReportOptions& options, const std::string& html_path, st
     }
   }
   err << options.error_prefix << ": wrote " << (html_path == "-" ? "the page" : html_path) << " ("
-      << Plural(report.processes.size(), "process", "processes") << ", "
-      << Plural(report.launches, "launch", "launches") << ", "
-      << Plural(report.signatures.size(), "kernel signature", "kernel signatures") << ")\n";
+      << GroupedPlural(report.processes.size(), "process", "processes") << ", "
+      << GroupedPlural(report.launches, "launch", "launches") << ", "
+      << GroupedPlural(report.signatures.size(), "kernel signature", "kernel signatures") << ")\n";
   return kReportOk;
 }
 

@@ -14,10 +14,6 @@ namespace {
 
 constexpr size_t kMinNameWidth = 20;
 
-std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
 std::string HeaderLine(const Report& r) {
   const logread::ReadSummary& s = r.read;
   std::string files = Plural(s.files, "file", "files");

@@ -113,6 +113,10 @@ std::optional<int64_t> ParseEpochSeconds(std::string_view s) {
 
 }  // namespace
 
+std::string Plural(int64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, PluralWord(n, one, many));
+}
+
 std::string FormatDuration(uint64_t ns) {
   const double v = static_cast<double>(ns);
   if (ns < 1000) return fmt::format("{}ns", ns);

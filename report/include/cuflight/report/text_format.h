@@ -12,6 +12,14 @@
 
 namespace cuflight::report {
 
+// The word for `n` things: `one` when n is 1, `many` otherwise.
+constexpr std::string_view PluralWord(int64_t n, std::string_view one, std::string_view many) {
+  return n == 1 ? one : many;
+}
+
+// `n` and the word for it: "1 file", "3 files".
+std::string Plural(int64_t n, std::string_view one, std::string_view many);
+
 // "850ns", "12.3us", "1.23ms", "123ms", "4.56s": three significant digits.
 std::string FormatDuration(uint64_t ns);
 

@@ -38,13 +38,6 @@ bool PreadFully(int fd, char* buf, size_t size, off_t offset, int* err) {
 
 }  // namespace
 
-bool ScopedFd::Close() {
-  if (fd_ < 0) return true;
-  const int rc = ::close(fd_);
-  fd_ = -1;
-  return rc == 0;
-}
-
 int OpenAt(const FileAt& file, int flags, mode_t mode) {
   return ::openat(file.dir, file.name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
 }

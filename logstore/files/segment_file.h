@@ -15,22 +15,12 @@
 #include <string>
 #include <string_view>
 
+#include "cuflight/base/scoped_fd.h"
+
 namespace cuflight::collector {
 
-// Owns a file descriptor: closes it on destruction.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() { Close(); }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int Get() const { return fd_; }
-  // Closes now; false if close(2) reported an error (a delayed write error on some filesystems).
-  bool Close();
-
- private:
-  int fd_;
-};
+// Owns a file descriptor (cuflight/base/scoped_fd.h).
+using base::ScopedFd;
 
 // A file named relative to an open directory: `dir` is borrowed, `name` is one path component
 // (opened with O_NOFOLLOW, so a symbolic link is never followed), `shown` is its full path, for

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "cuflight/base/scoped_fd.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/line_decoder.h"
 #include "file_reader.h"
@@ -173,20 +174,6 @@ class LineSplitter {
   uint64_t bytes_ = 0;
 };
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 ssize_t ReadSome(int fd, char* buf, size_t size) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, size);
@@ -217,14 +204,14 @@ namespace internal {
 
 bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
                   std::atomic<uint64_t>* bytes_read, std::string* error) {
-  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
+  base::ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.Get() < 0) {
     *error = fmt::format("{}: cannot open: {}", file.native(), ErrnoText(errno));
     return false;
   }
   ++summary->files;
   std::string buf(kReadChunkBytes, '\0');
-  ssize_t n = ReadSome(fd.get(), buf.data(), buf.size());
+  ssize_t n = ReadSome(fd.Get(), buf.data(), buf.size());
   if (n < 0) {
     *error = fmt::format("{}: cannot read: {}", file.native(), ErrnoText(errno));
     return false;
@@ -240,7 +227,7 @@ bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
         return false;
       }
       struct stat st {};
-      if (bytes_read != nullptr && ::fstat(fd.get(), &st) == 0) {
+      if (bytes_read != nullptr && ::fstat(fd.Get(), &st) == 0) {
         bytes_read->fetch_add(static_cast<uint64_t>(st.st_size), std::memory_order_relaxed);
       }
     } else {
@@ -249,7 +236,7 @@ bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
           bytes_read->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
         }
         splitter.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
-        n = ReadSome(fd.get(), buf.data(), buf.size());
+        n = ReadSome(fd.Get(), buf.data(), buf.size());
       }
       if (n < 0) {
         *error = fmt::format("{}: cannot read: {}", file.native(), ErrnoText(errno));

@@ -1,14 +1,14 @@
-// The injected library's two clocks, inline (the launch callback reads the first): the host's
-// wall clock for event timestamps, and the monotonic clock for deadlines. clock_gettime is
-// async-signal-safe, so both may be read from a fatal-signal handler.
-#ifndef CUFLIGHT_LIBINJECT_SRC_CLOCK_H_
-#define CUFLIGHT_LIBINJECT_SRC_CLOCK_H_
+// The two clocks, inline (the injected library's launch callback reads the first): the host's
+// wall clock for event timestamps (schema: ts_ns is CLOCK_REALTIME), and the monotonic clock for
+// deadlines. clock_gettime is async-signal-safe, so both may be read from a fatal-signal handler.
+#ifndef CUFLIGHT_BASE_CLOCK_H_
+#define CUFLIGHT_BASE_CLOCK_H_
 
 #include <time.h>
 
 #include <cstdint>
 
-namespace cuflight::inject {
+namespace cuflight::base {
 
 // CLOCK_REALTIME in ns: the ts_ns of events.
 inline int64_t NowRealtimeNs() noexcept {
@@ -24,6 +24,6 @@ inline int64_t MonotonicNs() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-}  // namespace cuflight::inject
+}  // namespace cuflight::base
 
-#endif  // CUFLIGHT_LIBINJECT_SRC_CLOCK_H_
+#endif  // CUFLIGHT_BASE_CLOCK_H_

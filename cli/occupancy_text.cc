@@ -7,7 +7,7 @@
 
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/report/text_format.h"
-#include "table.h"
+#include "cuflight/report/text_table.h"
 
 namespace cuflight::cli {
 namespace {
@@ -23,6 +23,7 @@ constexpr size_t kTotalsWidth = 22;  // "max active blocks/SM" and its value
 std::string Percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100.0); }
 
 using report::Plural;
+using report::TextTable;
 
 std::string Kib(int64_t bytes) {
   if (bytes == 0) return "0";

@@ -7,7 +7,7 @@
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
-#include "text_table.h"
+#include "cuflight/report/text_table.h"
 
 namespace cuflight::report {
 namespace {
@@ -39,7 +39,7 @@ std::string HeaderLine(const Report& r) {
 }
 
 // Shortens the KERNEL column as --name-width says (report_options.h).
-void FitNames(ReportTable* table, int name_width) {
+void FitNames(TextTable* table, int name_width) {
   if (name_width == 0) return;
   const size_t room = name_width > 0 ? static_cast<size_t>(name_width)
                                      : table->LastColumnRoom(kTableWidth, 0, kMinNameWidth);
@@ -47,22 +47,22 @@ void FitNames(ReportTable* table, int name_width) {
 }
 
 std::string KernelTable(const Report& r, size_t shown, bool color, int name_width) {
-  std::vector<ReportTable::Column> columns = {
-      {"LAUNCHES", ReportTable::Align::kRight}, {"TOTAL", ReportTable::Align::kRight},
-      {"MEAN", ReportTable::Align::kRight},     {"P50", ReportTable::Align::kRight},
-      {"P99", ReportTable::Align::kRight},      {"OCC", ReportTable::Align::kRight},
-      {"LIMITER", ReportTable::Align::kLeft},   {"BLOCK", ReportTable::Align::kRight},
-      {"REGS", ReportTable::Align::kRight},     {"SMEM", ReportTable::Align::kRight},
-      {"WAVES", ReportTable::Align::kRight},    {"SPILL", ReportTable::Align::kRight}};
-  if (r.several_device_models) columns.push_back({"DEVICE", ReportTable::Align::kLeft});
-  columns.push_back({"KERNEL", ReportTable::Align::kLeft});
-  ReportTable table(std::move(columns));
+  std::vector<TextTable::Column> columns = {
+      {"LAUNCHES", TextTable::Align::kRight}, {"TOTAL", TextTable::Align::kRight},
+      {"MEAN", TextTable::Align::kRight},     {"P50", TextTable::Align::kRight},
+      {"P99", TextTable::Align::kRight},      {"OCC", TextTable::Align::kRight},
+      {"LIMITER", TextTable::Align::kLeft},   {"BLOCK", TextTable::Align::kRight},
+      {"REGS", TextTable::Align::kRight},     {"SMEM", TextTable::Align::kRight},
+      {"WAVES", TextTable::Align::kRight},    {"SPILL", TextTable::Align::kRight}};
+  if (r.several_device_models) columns.push_back({"DEVICE", TextTable::Align::kLeft});
+  columns.push_back({"KERNEL", TextTable::Align::kLeft});
+  TextTable table(std::move(columns));
   bool varies = false;
   bool untimed = false;
   for (size_t i = 0; i < shown; ++i) {
     const Signature& s = r.signatures[i];
     const schema::OccupancyFields& f = s.fields();
-    std::vector<ReportTable::Cell> cells;
+    std::vector<TextTable::Cell> cells;
     cells.push_back({fmt::format("{}", s.launches), ""});
     if (s.gpu_time) {
       cells.push_back({FormatDuration(s.gpu_time->total_ns), ""});
@@ -114,19 +114,19 @@ std::string RetargetTable(const Report& r, size_t shown, bool color, int name_wi
                                       d.name, d.key),
                           ansi::kBold, color);
   out += '\n';
-  ReportTable table({{"BLK/SM", ReportTable::Align::kRight},
-                     {"OCC", ReportTable::Align::kRight},
-                     {"LIMITER", ReportTable::Align::kLeft},
-                     {"NEW BLK/SM", ReportTable::Align::kRight},
-                     {"NEW OCC", ReportTable::Align::kRight},
-                     {"NEW LIMITER", ReportTable::Align::kLeft},
-                     {"KERNEL", ReportTable::Align::kLeft}});
+  TextTable table({{"BLK/SM", TextTable::Align::kRight},
+                     {"OCC", TextTable::Align::kRight},
+                     {"LIMITER", TextTable::Align::kLeft},
+                     {"NEW BLK/SM", TextTable::Align::kRight},
+                     {"NEW OCC", TextTable::Align::kRight},
+                     {"NEW LIMITER", TextTable::Align::kLeft},
+                     {"KERNEL", TextTable::Align::kLeft}});
   for (size_t i = 0; i < shown; ++i) {
     const Signature& s = r.signatures[i];
     if (!s.retarget) continue;
     const schema::OccupancyFields& f = s.fields();
     const Retarget& t = *s.retarget;
-    std::vector<ReportTable::Cell> cells = {{fmt::format("{}", f.max_active_blocks), ""},
+    std::vector<TextTable::Cell> cells = {{fmt::format("{}", f.max_active_blocks), ""},
                                             {FormatPercent(f.occupancy), ""},
                                             {std::string(LimiterLabel(f)), ""}};
     if (t.ok) {

@@ -4,7 +4,7 @@
 
 #include "cuflight/report/kernel_names.h"
 #include "cuflight/report/text_format.h"
-#include "text_table.h"
+#include "cuflight/report/text_table.h"
 
 namespace cuflight::report {
 namespace {
@@ -54,12 +54,12 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
       continue;
     }
     out += ", the oldest:\n";
-    ReportTable table({{"CORR", ReportTable::Align::kRight},
-                       {"AGE", ReportTable::Align::kRight},
-                       {"GRID", ReportTable::Align::kRight},
-                       {"BLOCK", ReportTable::Align::kRight},
-                       {"OCC", ReportTable::Align::kRight},
-                       {"KERNEL", ReportTable::Align::kLeft}});
+    TextTable table({{"CORR", TextTable::Align::kRight},
+                       {"AGE", TextTable::Align::kRight},
+                       {"GRID", TextTable::Align::kRight},
+                       {"BLOCK", TextTable::Align::kRight},
+                       {"OCC", TextTable::Align::kRight},
+                       {"KERNEL", TextTable::Align::kLeft}});
     for (const schema::OwnedStallLaunch& l : stream.launches) {
       const std::string& name = l.demangled.empty() ? l.name : l.demangled;
       table.AddRow({{fmt::format("{}", l.correlation_id), ""},
@@ -261,18 +261,18 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
         continue;
       }
       out += s.last.size() < s.launches ? fmt::format(", the last {}:\n", s.last.size()) : ":\n";
-      ReportTable table({{"SEQ", ReportTable::Align::kRight},
-                         {"GRID", ReportTable::Align::kRight},
-                         {"BLOCK", ReportTable::Align::kRight},
-                         {"OCC", ReportTable::Align::kRight},
-                         {"FINISHED", ReportTable::Align::kLeft},
-                         {"KERNEL", ReportTable::Align::kLeft}});
+      TextTable table({{"SEQ", TextTable::Align::kRight},
+                         {"GRID", TextTable::Align::kRight},
+                         {"BLOCK", TextTable::Align::kRight},
+                         {"OCC", TextTable::Align::kRight},
+                         {"FINISHED", TextTable::Align::kLeft},
+                         {"KERNEL", TextTable::Align::kLeft}});
       for (const LaunchSummary& l : s.last) {
         const std::string_view style = l.completion == Completion::kFinished  ? std::string_view()
                                        : l.completion == Completion::kUnknown ? ansi::kDim
                                        : l.in_error                           ? ansi::kRed
                                                                               : ansi::kYellow;
-        const ReportTable::Cell finished{FinishedText(l), style};
+        const TextTable::Cell finished{FinishedText(l), style};
         unknown = unknown || l.completion == Completion::kUnknown;
         table.AddRow({{fmt::format("{}", l.seq), ""},
                       {FormatDim3(l.grid), ""},

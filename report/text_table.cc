@@ -1,4 +1,4 @@
-#include "text_table.h"
+#include "cuflight/report/text_table.h"
 
 #include <algorithm>
 #include <utility>
@@ -13,19 +13,19 @@ std::string Paint(std::string_view text, std::string_view style, bool color) {
   return out;
 }
 
-ReportTable::ReportTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
-void ReportTable::AddRow(std::vector<Cell> cells) {
+void TextTable::AddRow(std::vector<Cell> cells) {
   cells.resize(columns_.size());
   rows_.push_back(Row{std::move(cells), {}});
 }
 
-void ReportTable::AddNote(std::string text, std::string_view style) {
+void TextTable::AddNote(std::string text, std::string_view style) {
   if (rows_.empty()) return;
   rows_.back().notes.emplace_back(std::move(text), style);
 }
 
-std::vector<size_t> ReportTable::Widths() const {
+std::vector<size_t> TextTable::Widths() const {
   std::vector<size_t> widths(columns_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
     widths[c] = columns_[c].header.size();
@@ -34,7 +34,7 @@ std::vector<size_t> ReportTable::Widths() const {
   return widths;
 }
 
-size_t ReportTable::LastColumnRoom(size_t line_width, int indent, size_t min_room) const {
+size_t TextTable::LastColumnRoom(size_t line_width, int indent, size_t min_room) const {
   if (columns_.empty()) return min_room;
   const std::vector<size_t> widths = Widths();
   size_t used = static_cast<size_t>(std::max(indent, 0));
@@ -42,7 +42,7 @@ size_t ReportTable::LastColumnRoom(size_t line_width, int indent, size_t min_roo
   return std::max(min_room, line_width > used ? line_width - used : 0);
 }
 
-void ReportTable::ShortenLastColumn(
+void TextTable::ShortenLastColumn(
     size_t room,
     const std::function<std::vector<std::string>(const std::vector<std::string>&, size_t)>&
         shorten) {
@@ -55,7 +55,7 @@ void ReportTable::ShortenLastColumn(
   }
 }
 
-std::string ReportTable::Render(int indent, bool color) const {
+std::string TextTable::Render(int indent, bool color) const {
   const std::vector<size_t> widths = Widths();
   const std::string lead(static_cast<size_t>(std::max(indent, 0)), ' ');
   std::string out;

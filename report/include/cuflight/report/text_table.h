@@ -1,12 +1,14 @@
-// A terminal table for the report: columns padded to their widest cell and separated by two
-// spaces, no trailing spaces, and colour per cell applied after padding so it never counts
-// toward a width. Widths count bytes: cells are ASCII (kernel names are shortened before).
+// A terminal table, for the report and `cuflight occupancy`: columns padded to their widest cell
+// and separated by two spaces, no trailing spaces, and colour per cell applied after padding so it
+// never counts toward a width. Widths count bytes: cells are ASCII (kernel names are shortened
+// before).
 #ifndef CUFLIGHT_REPORT_TEXT_TABLE_H_
 #define CUFLIGHT_REPORT_TEXT_TABLE_H_
 
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cuflight::report {
@@ -25,7 +27,7 @@ inline constexpr std::string_view kReset = "\x1b[0m";
 // `text` wrapped in `style` ... reset when `color` and style is not empty.
 std::string Paint(std::string_view text, std::string_view style, bool color);
 
-class ReportTable {
+class TextTable {
  public:
   enum class Align { kLeft, kRight };
   struct Column {
@@ -33,13 +35,21 @@ class ReportTable {
     Align align = Align::kLeft;
   };
   struct Cell {
+    Cell() = default;
+    // Implicit, so that a row of plain strings is a row of unstyled cells.
+    // NOLINTNEXTLINE(google-explicit-constructor)
+    Cell(std::string cell_text, std::string_view cell_style = "")
+        : text(std::move(cell_text)), style(cell_style) {}
+    // NOLINTNEXTLINE(google-explicit-constructor)
+    Cell(const char* cell_text, std::string_view cell_style = "")
+        : Cell(std::string(cell_text), cell_style) {}
     std::string text;
     std::string_view style;  // an ansi:: constant or ""
   };
 
-  explicit ReportTable(std::vector<Column> columns);
+  explicit TextTable(std::vector<Column> columns);
 
-  // One cell per column; missing trailing cells are empty.
+  // One cell per column; missing trailing cells are empty, extra cells are dropped.
   void AddRow(std::vector<Cell> cells);
   // A free line printed after the latest row (not part of the columns), e.g. advice.
   void AddNote(std::string text, std::string_view style = "");
@@ -54,7 +64,7 @@ class ReportTable {
                                           const std::vector<std::string>&, size_t)>& shorten);
 
   // Header (bold when colour) then rows, each line prefixed by `indent` spaces and ending '\n'.
-  std::string Render(int indent, bool color) const;
+  std::string Render(int indent = 0, bool color = false) const;
 
  private:
   struct Row {

@@ -18,6 +18,15 @@
 namespace cuflight::run {
 namespace {
 
+using trace::ChromeJsonWriter;
+using trace::EarliestTimestamp;
+using trace::ExportCounts;
+using trace::ExportLimits;
+using trace::OutputFile;
+using trace::PerfettoProtoWriter;
+using trace::TraceExporter;
+using trace::TraceWriter;
+
 constexpr const char* kPrefix = "cuflight export";
 
 std::string Size(uint64_t bytes) {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string_view>
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 // A JSON string (RFC 8259): quotes, backslash and control characters escaped. The decoder hands
@@ -343,4 +343,4 @@ int64_t EarliestTimestamp::base_ns() const {
   return earliest_ >= 0 ? earliest_ / 1000 * 1000 : (earliest_ - 999) / 1000 * 1000;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

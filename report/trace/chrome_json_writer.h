@@ -24,7 +24,7 @@
 #include "output_file.h"
 #include "trace_writer.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 class ChromeJsonWriter final : public TraceWriter {
  public:
@@ -74,6 +74,6 @@ class EarliestTimestamp final : public TraceWriter {
   int64_t earliest_ = 0;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_CHROME_JSON_WRITER_H_

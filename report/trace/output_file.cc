@@ -12,7 +12,7 @@
 #include <system_error>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 constexpr size_t kBufferBytes = size_t{1} << 20;
@@ -200,4 +200,4 @@ bool OutputFile::Close(std::string* error) {
   return ok;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

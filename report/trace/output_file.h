@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 enum class Compression { kNone, kGzip, kZstd };
 
@@ -44,6 +44,6 @@ class OutputFile {
   uint64_t bytes_out_ = 0;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_OUTPUT_FILE_H_

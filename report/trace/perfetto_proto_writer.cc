@@ -5,7 +5,7 @@
 #include <array>
 #include <string_view>
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 constexpr uint64_t kSequence = 1;
@@ -242,4 +242,4 @@ bool PerfettoProtoWriter::Finish(const ExportCounts&, std::string* error) {
   return out_->Close(error);
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

@@ -31,7 +31,7 @@
 #include "proto_writer.h"
 #include "trace_writer.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 // Field numbers used, with the message they belong to (see the protos named above).
 namespace pf {
@@ -154,6 +154,6 @@ class PerfettoProtoWriter final : public TraceWriter {
   uint64_t next_name_iid_ = 1;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_PERFETTO_PROTO_WRITER_H_

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 class ProtoWriter {
  public:
@@ -76,6 +76,6 @@ class ProtoWriter {
   size_t size_ = 0;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_PROTO_WRITER_H_

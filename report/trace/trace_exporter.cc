@@ -10,7 +10,7 @@
 #include "cuflight/schema/join_key.h"
 #include "cuflight/schema/routine_failures.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 // A new event type must be placed in the trace (a slice, an instant, a marker) or left out on
@@ -382,4 +382,4 @@ uint64_t TraceExporter::HostThreadTrack(int32_t pid, int32_t tid) {
   return it->second;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

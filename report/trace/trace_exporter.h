@@ -51,7 +51,7 @@
 #include "cuflight/schema/events.h"
 #include "trace_writer.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 // Types of event newer than this build's schema that the export marks (4.), by name: a log
 // written by a newer producer holds them as lines of unknown type (logread's on_unknown).
@@ -155,6 +155,6 @@ class TraceExporter {
   std::deque<report::JoinKey> early_order_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_TRACE_EXPORTER_H_

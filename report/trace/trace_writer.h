@@ -12,7 +12,7 @@
 
 #include "cuflight/schema/events.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 
 // Trace pids of GPUs and trace tids of streams (the JSON format's numbers; the protobuf format's
 // thread descriptors), counted up from these in order of first use.
@@ -124,6 +124,6 @@ class TraceWriter {
   virtual bool Finish(const ExportCounts& counts, std::string* error) = 0;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::trace
 
 #endif  // CUFLIGHT_REPORT_TRACE_TRACE_WRITER_H_

@@ -23,7 +23,7 @@
 #include "trace_exporter.h"
 #include "zstd_file.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 namespace fs = std::filesystem;
@@ -283,4 +283,4 @@ TEST(ExportStreamTest, ALaunchWaitingTooLongIsWrittenUntimedAndCounted) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

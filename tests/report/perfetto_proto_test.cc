@@ -27,7 +27,7 @@
 #include "report_test_events.h"
 #include "subprocess.h"
 
-namespace cuflight::run {
+namespace cuflight::trace {
 namespace {
 
 namespace fs = std::filesystem;
@@ -573,4 +573,4 @@ TEST_F(PerfettoProtoTest, ProtocDecodesItWithPerfettosFieldsAndNothingUnknown) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::trace

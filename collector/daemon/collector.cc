@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "cuflight/base/clock.h"
 #include "cuflight/blackbox/region_reader.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
@@ -71,12 +72,6 @@ constexpr auto kLogWindow = std::chrono::seconds(10);
 constexpr int kLogKeyConnection = kRejectReasonSlots;
 
 std::string Errno(int err) { return std::strerror(err); }  // NOLINT(concurrency-mt-unsafe)
-
-int64_t RealtimeNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string MapKey(const ProcessKey& key) {
   std::string k;
@@ -1189,7 +1184,7 @@ class Collector::Impl {
     CountUnstored(p);
     if (!p.highest_stored) return;
     ProcessLostRecord record;
-    record.ts_ns = RealtimeNs();
+    record.ts_ns = base::NowRealtimeNs();
     record.pid = p.key.pid;
     record.last_seq = p.highest_stored;
     record.reason = reason;

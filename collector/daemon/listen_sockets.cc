@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "cuflight/base/scoped_fd.h"
+
 namespace cuflight::collector {
 namespace {
 
@@ -23,21 +25,6 @@ std::string Errno(int err) { return std::strerror(err); }  // NOLINT(concurrency
 
 ListenError Bad(std::string line) { return ListenError{true, std::move(line)}; }
 ListenError Failed(std::string line) { return ListenError{false, std::move(line)}; }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 bool FillSockaddr(const std::filesystem::path& path, sockaddr_un* addr) {
   const std::string& text = path.native();
@@ -88,12 +75,12 @@ bool MakeDirectories(const std::filesystem::path& dir, std::optional<gid_t> grou
 // Whether something accepts connections at `addr`: a refused connection means a stale socket.
 // A connection that is accepted, or pending because the backlog is full, means a live one.
 bool SomeoneListens(const sockaddr_un& addr, int* connect_errno) {
-  Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (probe.get() < 0) {
+  base::ScopedFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (probe.Get() < 0) {
     *connect_errno = errno;
     return true;  // cannot tell: treat as live, never remove
   }
-  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+  if (connect(probe.Get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
     return true;
   }
   *connect_errno = errno;
@@ -218,15 +205,15 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
     return listener;
   }
 
-  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (fd.get() < 0) {
+  base::ScopedFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.Get() < 0) {
     *error = Failed("--socket: socket(): " + Errno(errno));
     return listener;
   }
   // bind(2) creates the file with the umask applied: create it 0600, then (with a socket group)
   // give it the group and widen it to 0660, so there is no moment where others may connect.
   const mode_t old_mask = umask(0177);
-  const int bound = bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int bound = bind(fd.Get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int bind_errno = errno;
   umask(old_mask);
   if (bound != 0) {
@@ -245,12 +232,12 @@ UnixListener UnixListener::Open(const std::filesystem::path& path, ListenError* 
     unlink(path.c_str());
     return listener;
   }
-  if (listen(fd.get(), SOMAXCONN) != 0) {
+  if (listen(fd.Get(), SOMAXCONN) != 0) {
     *error = Failed("--socket: cannot listen on " + path.string() + ": " + Errno(errno));
     unlink(path.c_str());
     return listener;
   }
-  listener.fd_ = fd.release();
+  listener.fd_ = fd.Release();
   listener.path_ = path;
   listener.dev_ = created.st_dev;
   listener.ino_ = created.st_ino;
@@ -302,31 +289,31 @@ TcpListener TcpListener::Open(const HostPort& where, bool allow_remote, const ch
                  " is not a loopback address; add --tcp-allow-remote to accept producers on it");
     return listener;
   }
-  Fd fd(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (fd.get() < 0) {
+  base::ScopedFd fd(socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.Get() < 0) {
     *error = Failed(prefix + "socket(): " + Errno(errno));
     return listener;
   }
   const int one = 1;
-  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
+  setsockopt(fd.Get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.Get(), found->ai_addr, found->ai_addrlen) != 0) {
     *error = Failed(prefix + "cannot bind " + where.host + ":" + port_text + ": " + Errno(errno));
     return listener;
   }
-  if (listen(fd.get(), SOMAXCONN) != 0) {
+  if (listen(fd.Get(), SOMAXCONN) != 0) {
     *error = Failed(prefix + "cannot listen: " + Errno(errno));
     return listener;
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+  if (getsockname(fd.Get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     *error = Failed(prefix + "getsockname(): " + Errno(errno));
     return listener;
   }
   listener.port_ = bound.ss_family == AF_INET
                        ? ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port)
                        : ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
-  listener.fd_ = fd.release();
+  listener.fd_ = fd.Release();
   return listener;
 }
 

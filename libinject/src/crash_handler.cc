@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstddef>
 
-#include "clock.h"
+#include "cuflight/base/clock.h"
 
 namespace cuflight::inject {
 namespace {
@@ -69,8 +69,8 @@ void Report(int signal, const siginfo_t* info, bool app_handler) {
   // (which carries everything pending) and does not send its own.
   int idle = 0;
   if (!g_reporting.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
-    const int64_t deadline = MonotonicNs() + wait_ns;
-    while (g_reporting.load(std::memory_order_acquire) != 0 && MonotonicNs() < deadline) {
+    const int64_t deadline = base::MonotonicNs() + wait_ns;
+    while (g_reporting.load(std::memory_order_acquire) != 0 && base::MonotonicNs() < deadline) {
       SleepBriefly();
     }
     return;

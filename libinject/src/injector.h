@@ -16,7 +16,7 @@
 #include "activity_buffers.h"
 #include "crash_handler.h"
 #include "cuflight/blackbox/region_writer.h"
-#include "cuflight/inject/config.h"
+#include "cuflight/env/config.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"

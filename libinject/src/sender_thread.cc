@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "clock.h"
+#include "cuflight/base/clock.h"
 #include "cuflight/schema/encoder.h"
 #include "log.h"
 #include "own_calls.h"
@@ -84,7 +84,7 @@ void SenderThread::DisableStallDetection() noexcept {
 
 void SenderThread::StampClocks(Clock::time_point now) noexcept {
   stamp_now_ = now;
-  stamp_realtime_ns_ = NowRealtimeNs();
+  stamp_realtime_ns_ = base::NowRealtimeNs();
 }
 
 void SenderThread::CheckStall(Clock::time_point now) noexcept {
@@ -245,10 +245,10 @@ void SenderThread::Run() noexcept {
 }
 
 bool SenderThread::RequestUrgentFlushAndWait(int64_t wait_ns) noexcept {
-  const int64_t deadline = MonotonicNs() + wait_ns;
+  const int64_t deadline = base::MonotonicNs() + wait_ns;
   urgent_deadline_ns_.store(deadline - kUrgentMarginNs, std::memory_order_relaxed);
   const uint32_t ticket = urgent_requested_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  while (MonotonicNs() < deadline) {
+  while (base::MonotonicNs() < deadline) {
     if (static_cast<int32_t>(urgent_done_.load(std::memory_order_acquire) - ticket) >= 0) {
       return true;
     }
@@ -294,7 +294,7 @@ void SenderThread::DrainAll() noexcept {
 void SenderThread::UrgentFlush() noexcept {
   const bool crash = crash_pending_.load(std::memory_order_acquire);
   const int64_t deadline_ns = urgent_deadline_ns_.load(std::memory_order_relaxed);
-  const int64_t left_ns = std::max<int64_t>(0, deadline_ns - MonotonicNs());
+  const int64_t left_ns = std::max<int64_t>(0, deadline_ns - base::MonotonicNs());
   const Clock::time_point deadline = Clock::now() + std::chrono::nanoseconds(left_ns);
   // Everything recorded goes out: in either mode it waits for room until the requester's
   // deadline, then the transport drops its oldest never-sent lines for room (counted).
@@ -378,7 +378,7 @@ uint64_t SenderThread::NextSeq() noexcept {
 
 schema::Header SenderThread::MakeHeader(bool publish) noexcept {
   schema::Header header;
-  header.ts_ns = NowRealtimeNs();
+  header.ts_ns = base::NowRealtimeNs();
   header.pid = facts_.pid;
   header.seq = NextSeq();
   // Before the line can go anywhere: a reader of the black box never gives this seq to another.
@@ -698,7 +698,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
       activity_->Release(completed.buffer);
       busy = true;
     }
-    if (options_.timing && timing_watch_.Check(NowRealtimeNs())) {
+    if (options_.timing && timing_watch_.Check(base::NowRealtimeNs())) {
       Log().warn("kernel timing records stopped arriving {} s ago while launches went on: another "
                  "CUPTI client (torch.profiler, a second tool) took over the activity buffers or "
                  "disabled kernel records, or the GPU stopped completing kernels; launches from "

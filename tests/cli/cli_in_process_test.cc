@@ -12,8 +12,8 @@
 #include "app.h"
 #include "arg_parse.h"
 #include "cuflight/occupancy/device_presets.h"
+#include "cuflight/report/text_table.h"
 #include "device_query.h"
-#include "table.h"
 #include "usage_error.h"
 
 namespace cuflight::cli {
@@ -173,7 +173,9 @@ TEST(ArgParse, ComputeCapability) {
   EXPECT_THROW(ParseComputeCapability("--cc", "x.0"), UsageError);
 }
 
+// cuflight occupancy's tables (report::TextTable, shared with the report).
 TEST(TextTable, PadsColumnsAndTrimsTrailingSpace) {
+  using report::TextTable;
   TextTable table({{"name"}, {"n", TextTable::Align::kRight}, {"note"}});
   table.AddRow({"registers", "6", "<- limits"});
   table.AddRow({"warps", "12"});

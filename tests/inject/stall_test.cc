@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
-#include "clock.h"
+#include "cuflight/base/clock.h"
 #include "inject_test_support.h"
 #include "sender_thread.h"
 #include "stall_tracker.h"
@@ -62,7 +62,7 @@ class FakeGpu {
     r.kernel.blockX = r.kernel.blockY = r.kernel.blockZ = 1;
     r.kernel.gridX = r.kernel.gridY = r.kernel.gridZ = 1;
     r.kernel.name = "";
-    launched_ns_[correlation_id] = NowRealtimeNs();
+    launched_ns_[correlation_id] = base::NowRealtimeNs();
     Write(r);
   }
 
@@ -91,7 +91,7 @@ class FakeGpu {
     r.sync.correlationId = correlation_id;
     r.sync.contextId = kContextId;
     r.sync.streamId = stream_id.value_or(CUPTI_SYNCHRONIZATION_INVALID_VALUE);
-    r.sync.start = static_cast<uint64_t>(NowRealtimeNs());
+    r.sync.start = static_cast<uint64_t>(base::NowRealtimeNs());
     r.sync.end = r.sync.start + 1000;
     Write(r);
   }

@@ -1,4 +1,4 @@
-# Tests of the HTML report (collector/report/render_html.cc, timeline.cc):
+# Tests of the HTML report (report/render_html.cc, timeline.cc):
 #   report_html_test     the page from hand-written logs: well-formed, the four charts, nothing
 #                        fetched, names escaped, the review section; the timeline's join and caps
 #   ReportHtmlBrowser    html_browser_test.py: headless Chromium loads the page (no console
@@ -7,7 +7,7 @@
 cuflight_add_gtest(NAME report_html_test
   SOURCES html_test.cc report_test_events.cc
   LIBS cuflight::report)
-target_include_directories(report_html_test PRIVATE ${PROJECT_SOURCE_DIR}/collector/report)
+target_include_directories(report_html_test PRIVATE ${PROJECT_SOURCE_DIR}/report)
 
 find_program(CUFLIGHT_TEST_PYTHON3 python3)
 if(CUFLIGHT_TEST_PYTHON3)

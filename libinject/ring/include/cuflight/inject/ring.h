@@ -68,7 +68,7 @@
 #include <new>
 #include <type_traits>
 
-#include "cuflight/inject/on_full.h"
+#include "cuflight/env/on_full.h"
 
 namespace cuflight::inject {
 

@@ -1,0 +1,35 @@
+// The filter flags `cuflight report` and `cuflight export` share (--kernel, --pid, --since,
+// --until): one definition of their names, help and parsing, giving the filter fields of
+// ReportOptions that LaunchFilter (cuflight/report/launch_filter.h) applies.
+#ifndef CUFLIGHT_CLI_FILTER_FLAGS_H_
+#define CUFLIGHT_CLI_FILTER_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuflight/report/report_options.h"
+
+namespace cuflight::report {
+
+class FilterFlags {
+ public:
+  // Adds the flags to `app` in option group `group`; `what` names what they keep ("launches").
+  // CLI11 keeps pointers into this object: it must outlive parsing.
+  void Add(CLI::App* app, const std::string& group);
+
+  // Sets options->kernel_regex, pids, since_ns and until_ns. Throws cli::UsageError (one line
+  // naming the flag) for a --since or --until that is not a time.
+  void Apply(ReportOptions* options) const;
+
+ private:
+  std::string kernel_;
+  std::vector<int32_t> pids_;
+  std::string since_;
+  std::string until_;
+};
+
+}  // namespace cuflight::report
+
+#endif  // CUFLIGHT_CLI_FILTER_FLAGS_H_

@@ -1,0 +1,61 @@
+// One log file -> decoded lines, shared by ReadLogFile (one file, the calling thread) and
+// ReadLogFiles (many files, decoded on worker threads). Private to logstore/logread.
+#ifndef CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_
+#define CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "cuflight/logread/log_reader.h"
+#include "cuflight/schema/decoder.h"
+#include "kernel_line_cache.h"
+
+namespace cuflight::logread::internal {
+
+// Where a file's lines go. Decoding sinks: FileReader asks for a result to decode the next line
+// into, then says what the line was. Raw sinks (raw() true): FileReader checks the first line
+// (that the file is a log) and hands over every complete line undecoded; the sink decodes them
+// (DecodeLine) and counts events, unknown and rejected lines itself.
+class LineSink {
+ public:
+  virtual ~LineSink() = default;
+  // The result the next line is decoded into; valid until Event or Unknown, or the next Slot.
+  virtual schema::DecodeResult* Slot() = 0;
+  // The line just decoded into Slot() is a valid event (line: 1-based).
+  virtual void Event(uint64_t line) = 0;
+  // The line is of a type this build does not know (`type`, as KernelLineCache::last_type()); its
+  // header is in Slot()->header.
+  virtual void Unknown(std::string_view type, uint64_t line) = 0;
+
+  virtual bool raw() const { return false; }
+  // Raw sinks: complete line `line` (1-based), its text valid during the call.
+  virtual void RawLine(std::string_view text, uint64_t line) {
+    static_cast<void>(text);
+    static_cast<void>(line);
+  }
+};
+
+enum class LineKind : uint8_t { kEvent, kUnknown, kRejected };
+
+// Decodes line `line` of `file` into *result, counting it in *summary (events, unknown_type_lines,
+// or rejected_lines with its note), as ReadLogFile does for every line after the first checks.
+LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t line,
+                    const std::filesystem::path& file, schema::DecodeResult* result,
+                    ReadSummary* summary);
+
+// Reads `file` (plain or zstd, by content) into `sink`, adding to *summary (log_reader.h, 1.-4.).
+// Adds the bytes read from the file to *bytes_read as it goes (plain files) or once at the end
+// (zstd files), when not null. False with *error naming the file as ReadLogFile says.
+bool ReadFileInto(const std::filesystem::path& file, LineSink& sink, ReadSummary* summary,
+                  std::atomic<uint64_t>* bytes_read, std::string* error);
+
+// Adds `from` (the summary of files read after those of *to) to *to, notes in order and capped
+// at ReadSummary::kMaxNotes as if one reader had read them all.
+void AddSummary(const ReadSummary& from, ReadSummary* to);
+
+}  // namespace cuflight::logread::internal
+
+#endif  // CUFLIGHT_LOGSTORE_LOGREAD_FILE_READER_H_

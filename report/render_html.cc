@@ -1,0 +1,677 @@
+// The HTML page of the report: sections and tables here, charts in html_charts.cc.
+#include "cuflight/report/render_html.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cuflight/logread/log_reader.h"
+#include "cuflight/logread/progress_line.h"
+#include "cuflight/report/build_report.h"
+#include "cuflight/report/render.h"
+#include "cuflight/report/review.h"
+#include "cuflight/report/run_report.h"
+#include "cuflight/report/text_format.h"
+#include "html_charts.h"
+#include "html_text.h"
+
+namespace cuflight::report {
+namespace {
+
+using html::Escape;
+using html::FormatCount;
+using html::FormatUtc;
+
+// Width the timeline is drawn at, in px (html_charts.cc: 1200 minus the label column).
+constexpr int kTimelinePlotPx = 930;
+
+constexpr std::string_view kStyle = R"css(
+:root{--fg:#1b1b1b;--muted:#5f6368;--line:#d9d9d9;--band:#f4f4f4;--bad:#D55E00}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+color:var(--fg);margin:0;padding:20px 28px;background:#fff}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+h3{font-size:15px;margin:14px 0 6px}
+.meta,.muted,.note{color:var(--muted)}
+nav a{margin-right:14px}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0}
+.card{border:1px solid var(--line);border-radius:6px;padding:8px 14px;min-width:150px}
+.card b{display:block;font-size:20px}
+.charts{display:flex;flex-wrap:wrap;gap:20px}
+figure{margin:0}
+figcaption{font-weight:600;margin:6px 0}
+svg.chart{max-width:100%;height:auto;font-size:12px;font-family:inherit}
+svg .grid{stroke:#e6e6e6;stroke-width:1}
+svg .axis{stroke:#777;stroke-width:1}
+svg .tick,svg .legend,svg .lane{fill:#444}
+svg .axis-title{fill:var(--muted)}
+svg .value{fill:#222}
+svg .label{fill:#222}
+svg .track{fill:#eeeeee}
+svg .laneband{fill:var(--band)}
+svg .phead{font-weight:600;fill:#222}
+svg .failed .phead{fill:var(--bad)}
+svg .k.untimed{stroke:#000;stroke-width:.6}
+svg .k.bin.untimed{stroke:none;opacity:.6}
+svg .marker line{stroke:#000;stroke-width:1.5;stroke-dasharray:4 2}
+svg .mlabel{font-weight:600;fill:#000}
+svg .bar:hover,svg .k:hover,svg .row:hover .bar{opacity:.75}
+table{border-collapse:collapse;margin:6px 0 12px}
+th,td{padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{text-align:left;background:#fafafa;position:sticky;top:0}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+td.name{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:12.5px;
+word-break:break-all;max-width:620px}
+td.path{overflow-wrap:anywhere;min-width:14em;max-width:420px}
+td.time{white-space:nowrap}
+table.sortable th{cursor:pointer}
+tr.advice td{color:#0b5394;border-bottom:1px solid var(--line);font-size:13px}
+tbody.sig tr:first-child td{border-bottom:none}
+.bad{color:var(--bad);font-weight:600}
+.warn{color:#9a5b00}
+.ending{display:inline-block;padding:0 6px;border-radius:4px;background:#fbe3d6;color:#8a3200;
+font-weight:600}
+.proc{border-left:4px solid var(--bad);padding:2px 0 2px 12px;margin:12px 0}
+.stalled{display:inline-block;padding:0 6px;border-radius:4px;background:#D55E00;color:#fff;
+font-weight:600}
+.proc.stall{border-left-color:#000}
+code{font-family:ui-monospace,Menlo,Consolas,monospace}
+details{margin:6px 0}
+)css";
+
+// Sorts a table.sortable by the clicked column: each <tbody> is one entry (a signature and its
+// advice row stay together), compared by the cells' data-v (numbers when both parse).
+constexpr std::string_view kScript = R"js(
+(function () {
+  var tables = document.querySelectorAll('table.sortable');
+  Array.prototype.forEach.call(tables, function (table) {
+    var heads = table.tHead ? table.tHead.rows[0].cells : [];
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.title = 'Sort by this column';
+      th.addEventListener('click', function () {
+        var asc = th.getAttribute('aria-sort') !== 'ascending';
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
+        var bodies = Array.prototype.slice.call(table.tBodies);
+        function key(body) {
+          var cell = body.rows[0] && body.rows[0].cells[col];
+          if (!cell) return '';
+          var v = cell.getAttribute('data-v');
+          return v === null ? cell.textContent : v;
+        }
+        bodies.sort(function (a, b) {
+          var x = key(a), y = key(b);
+          var nx = parseFloat(x), ny = parseFloat(y);
+          var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y));
+          return asc ? c : -c;
+        });
+        bodies.forEach(function (b) { table.appendChild(b); });
+      });
+    });
+  });
+})();
+)js";
+
+// Plural (text_format.h) with the count grouped: "1,234 files".
+std::string GroupedPlural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", FormatCount(n), PluralWord(static_cast<int64_t>(n), one, many));
+}
+
+// A numeric cell: shown text, sort value.
+std::string Num(std::string_view text, double sort_value, std::string_view cls = "n") {
+  return fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>", cls, sort_value, Escape(text));
+}
+
+std::string Cell(std::string_view text, std::string_view cls = "") {
+  if (cls.empty()) return fmt::format("<td>{}</td>", Escape(text));
+  return fmt::format("<td class=\"{}\">{}</td>", cls, Escape(text));
+}
+
+std::string Header(const Report& r, const HtmlOptions& h) {
+  int64_t first = 0;
+  int64_t last = 0;
+  std::set<std::string> hosts;
+  for (const ProcessSummary& p : r.processes) {
+    if (p.events == 0) continue;
+    if (first == 0 || p.first_ts_ns < first) first = p.first_ts_ns;
+    last = std::max(last, p.last_ts_ns);
+    if (!p.hostname.empty()) hosts.insert(p.hostname);
+  }
+  std::string host_list;
+  for (const std::string& host : hosts) {
+    if (!host_list.empty()) host_list += ", ";
+    host_list += host;
+  }
+  std::string out = fmt::format("<header>\n<h1>{}</h1>\n<p class=\"meta\">", Escape(h.title));
+  out += fmt::format("{} to {}", Escape(FormatUtc(first)), Escape(FormatUtc(last)));
+  out += fmt::format(" &middot; {}: {}", hosts.size() == 1 ? "host" : "hosts",
+                     hosts.empty() ? std::string("unknown") : Escape(host_list));
+  out += "</p>\n</header>\n";
+  out += "<nav><a href=\"#summary\">Summary</a><a href=\"#review\">Review</a>"
+         "<a href=\"#charts\">Charts</a><a href=\"#timeline\">Timeline</a>"
+         "<a href=\"#kernels\">Kernels</a><a href=\"#processes\">Processes</a>"
+         "<a href=\"#logs\">Logs read</a></nav>\n";
+  return out;
+}
+
+std::string Summary(const Report& r) {
+  uint64_t gpu_ns = 0;
+  for (const Signature& s : r.signatures) gpu_ns += s.gpu_time ? s.gpu_time->total_ns : 0;
+  const logread::ReadSummary& s = r.read;
+  std::string out = "<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n";
+  auto card = [&](std::string_view label, const std::string& value, std::string_view cls = "") {
+    out += fmt::format("<div class=\"card\"><b{}>{}</b>{}</div>\n",
+                       cls.empty() ? std::string() : fmt::format(" class=\"{}\"", cls),
+                       Escape(value), Escape(label));
+  };
+  card("processes", FormatCount(r.processes.size()));
+  size_t stalled = 0;
+  for (const ProcessSummary& p : r.processes) stalled += p.stall && p.stall->ongoing ? 1 : 0;
+  if (stalled > 0) card("stalled at the end of the log", FormatCount(stalled), "bad");
+  card("did not end normally or stalled", FormatCount(r.review.size()),
+       r.review.empty() ? "" : "bad");
+  card("kernel launches", FormatCount(r.launches));
+  card("timed launches", FormatCount(r.timed_launches));
+  card("kernel signatures", FormatCount(r.signatures.size()));
+  card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
+  out += "</div>\n";
+  std::string read = fmt::format("Read {}", GroupedPlural(s.files, "file", "files"));
+  if (s.compressed_files > 0) read += fmt::format(" ({} zstd)", FormatCount(s.compressed_files));
+  read += fmt::format(", {}, {}", GroupedPlural(s.lines, "line", "lines"),
+                      GroupedPlural(s.events, "event", "events"));
+  out += fmt::format("<p>{}; <span class=\"{}\">{} torn, {} rejected</span>", Escape(read),
+                     s.torn_lines + s.rejected_lines > 0 ? "warn" : "muted",
+                     FormatCount(s.torn_lines), FormatCount(s.rejected_lines));
+  if (s.unknown_type_lines > 0) {
+    out += fmt::format(", {} of event types this cuflight does not know (skipped)",
+                       GroupedPlural(s.unknown_type_lines, "line", "lines"));
+  }
+  out += ". <a href=\"#logs\">Details</a></p>\n";
+  for (const ProcessSummary& p : r.processes) {
+    if (const std::string note = TimingStoppedNote(p); !note.empty()) {
+      out += fmt::format("<p class=\"note warn\">{}.</p>\n", Escape(note));
+    }
+  }
+  if (r.launches > 0 && r.timed_launches == 0) {
+    out += "<p class=\"note\">No launch was timed (no kernel_time event joined): GPU times are "
+           "unavailable, and the charts weigh kernels by launches.</p>\n";
+  } else if (r.timed_launches > 0 && r.timed_launches < r.launches) {
+    out += fmt::format("<p class=\"note\">{} of {} launches were timed; the charts weigh kernels "
+                       "by the GPU time of the timed ones.</p>\n",
+                       FormatCount(r.timed_launches), FormatCount(r.launches));
+  }
+  out += "</section>\n";
+  return out;
+}
+
+std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
+
+// What the latest stall event of `s` says was stalled: per stream, the oldest unfinished launches.
+std::string StallTables(const StallSummary& s) {
+  const schema::OwnedStallEvent& e = s.latest;
+  std::string out = fmt::format(
+      "<p class=\"{}\">{}: {} into the stall, {} stalled{}; {}.</p>\n", s.ongoing ? "bad" : "warn",
+      s.ongoing ? "Stalled now, as last reported" : "The last stall, before it resolved",
+      Escape(Seconds(e.stalled_ms)),
+      GroupedPlural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
+      e.streams.size() < static_cast<size_t>(e.streams_stalled)
+          ? fmt::format(" ({} listed)", e.streams.size())
+          : std::string(),
+      e.completed == 0
+          ? std::string("nothing finished since the report before")
+          : GroupedPlural(e.completed, "kernel", "kernels") + " finished since the report before");
+  for (const schema::OwnedStallStream& stream : e.streams) {
+    out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
+                       Escape(FormatStreamId(stream.stream)), Escape(Seconds(stream.waiting_ms)),
+                       FormatCount(static_cast<uint64_t>(stream.unfinished)),
+                       stream.launches.empty() ? "."
+                                               : ", the oldest (the first is what the stream "
+                                                 "waits on):");
+    if (stream.launches.empty()) continue;
+    out +=
+        "<table class=\"stall\"><thead><tr><th class=\"n\">CORR</th><th class=\"n\">AGE</th>"
+        "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
+        "<th>KERNEL</th></tr></thead>\n<tbody>\n";
+    for (const schema::OwnedStallLaunch& l : stream.launches) {
+      const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      out += "<tr>" + Cell(fmt::format("{}", l.correlation_id), "n") +
+             Cell(Seconds(l.age_ms), "n") + Cell(FormatDim3(l.grid), "n") +
+             Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
+             Cell(name.empty() ? std::string("(name not kept)") : name, "name") + "</tr>\n";
+    }
+    out += "</tbody></table>\n";
+  }
+  return out;
+}
+
+std::string Review(const Report& r) {
+  std::string out =
+      "<section id=\"review\">\n<h2>Processes that did not end normally or stalled</h2>\n";
+  if (r.review.empty()) {
+    out +=
+        "<p class=\"muted\">None: every process ended normally or is still running, and none "
+        "stalled.</p>\n";
+    out += "</section>\n";
+    return out;
+  }
+  for (const size_t index : r.review) {
+    const ProcessSummary& p = r.processes[index];
+    std::string who = ProcessName(p);
+    if (!p.hostname.empty()) who += " on " + p.hostname;
+    const bool stalled_now = p.stall && p.stall->ongoing;
+    out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n",
+                       stalled_now ? " stall" : "", p.key.pid, p.key.start_ns, p.key.instance_id);
+    out += fmt::format("<h3>{} <span class=\"{}\">{}</span>{}</h3>\n", Escape(who),
+                       p.ending == Ending::kStalled ? "stalled" : "ending",
+                       Escape(EndingName(p.ending)),
+                       stalled_now && p.ending != Ending::kStalled
+                           ? std::string(" <span class=\"stalled\">STALLED</span>")
+                           : std::string());
+    out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
+    if (p.stall && p.stall->stalls > 0) out += StallTables(*p.stall);
+    if (p.streams.empty()) {
+      out += "<p class=\"muted\">No kernel launch stored.</p>\n</div>\n";
+      continue;
+    }
+    for (const StreamTail& s : p.streams) {
+      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
+                         GroupedPlural(s.launches, "launch", "launches"));
+      if (s.last.empty()) {
+        out += ".</p>\n";
+        continue;
+      }
+      out += s.last.size() < s.launches ? fmt::format(", the last {}:</p>\n", s.last.size())
+                                        : std::string(":</p>\n");
+      out += "<table class=\"launches\"><thead><tr><th class=\"n\">SEQ</th><th class=\"n\">GRID"
+             "</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th><th>FINISHED</th><th>KERNEL"
+             "</th></tr></thead>\n<tbody>\n";
+      for (const LaunchSummary& l : s.last) {
+        const std::string finished = FinishedText(l);
+        const std::string cls = l.completion == Completion::kFinished  ? ""
+                                : l.completion == Completion::kUnknown ? "muted"
+                                : l.in_error                           ? "bad"
+                                                                       : "warn";
+        out += "<tr>" + Cell(fmt::format("{}", l.seq), "n") + Cell(FormatDim3(l.grid), "n") +
+               Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
+               Cell(finished, cls) + Cell(l.name, "name") + "</tr>\n";
+      }
+      out += "</tbody></table>\n";
+    }
+    out += "</div>\n";
+  }
+  out += "</section>\n";
+  return out;
+}
+
+std::string Charts(const Report& r, const HtmlOptions& h, const std::vector<size_t>& ranking) {
+  const bool by_time = html::WeighByTime(r);
+  std::string out = "<section id=\"charts\">\n<h2>Charts</h2>\n";
+  if (by_time && r.timed_launches < r.launches) {
+    out += "<p class=\"note\">Charts weigh each kernel signature by the GPU time of its timed "
+           "launches; untimed launches add nothing to them.</p>\n";
+  }
+  out += "<div class=\"charts\">\n";
+  out += fmt::format("<figure><figcaption>{}</figcaption>\n{}</figure>\n",
+                     by_time ? "Occupancy distribution (GPU time)"
+                             : "Occupancy distribution (launches)",
+                     html::OccupancyChart(r));
+  out += fmt::format("<figure><figcaption>{}</figcaption>\n{}</figure>\n",
+                     by_time ? "GPU time by limiting resource" : "Launches by limiting resource",
+                     html::LimiterChart(r));
+  out += "</div>\n";
+  const size_t top = std::min(h.top_kernels_chart, ranking.size());
+  out += fmt::format(
+      "<figure><figcaption>Top {} kernel signature{} by {}{}</figcaption>\n{}</figure>\n", top,
+      top == 1 ? "" : "s", by_time ? "GPU time" : "launches",
+      top < ranking.size() ? fmt::format(" (of {})", ranking.size()) : std::string(),
+      html::TopKernelsChart(r, ranking, h.top_kernels_chart));
+  out += "</section>\n";
+  return out;
+}
+
+std::string TimelineSection(const Report& r, const HtmlOptions& h, Timeline timeline,
+                            const std::vector<size_t>& ranking) {
+  const size_t lanes = timeline.lanes.size();
+  const uint64_t launches = timeline.launches;
+  const TimelineReduction red =
+      ReduceTimeline(r, h.max_timeline_lanes, h.max_timeline_slices, kTimelinePlotPx, &timeline);
+  std::string out = "<section id=\"timeline\">\n<h2>Timeline</h2>\n";
+  out += fmt::format("<p>{} on {} (process, device, stream); {} timed. Kernels take the colours "
+                     "of the top-kernels chart; others are grey.</p>\n",
+                     GroupedPlural(launches, "launch", "launches"), GroupedPlural(lanes, "lane", "lanes"),
+                     FormatCount(timeline.timed));
+  if (red.lanes_left_out > 0 || red.merged) {
+    out += "<p class=\"note\" id=\"timeline-capped\">Capped: ";
+    std::vector<std::string> parts;
+    if (red.lanes_left_out > 0) {
+      parts.push_back(fmt::format(
+          "the {} busiest lanes are drawn (processes that did not end normally first); left "
+          "out: {} with {}",
+          FormatCount(timeline.lanes.size()), GroupedPlural(red.lanes_left_out, "lane", "lanes"),
+          GroupedPlural(red.launches_left_out, "launch", "launches")));
+    }
+    if (red.merged) {
+      parts.push_back(fmt::format(
+          "to draw at most {} shapes, each lane's launches are counted in bins of {} ({} bars "
+          "drawn; a bar's height is the share of its bin the GPU was busy; hover a bar for its "
+          "launches merged; striped: several kernels)",
+          FormatCount(h.max_timeline_slices), FormatDuration(static_cast<uint64_t>(red.merge_gap_ns)),
+          FormatCount(red.slices)));
+    }
+    for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "; " : "") + Escape(parts[i]);
+    out += ".</p>\n";
+  }
+  out += "<figure>\n" + html::TimelineChart(r, timeline, ranking) + "</figure>\n";
+  out += "</section>\n";
+  return out;
+}
+
+size_t KernelRows(const Report& r, const ReportOptions& o) {
+  if (o.top <= 0) return r.signatures.size();
+  return std::min(r.signatures.size(), static_cast<size_t>(o.top));
+}
+
+std::string KernelTable(const Report& r, const ReportOptions& o) {
+  std::string out = "<section id=\"kernels\">\n<h2>Kernels</h2>\n";
+  if (r.signatures.empty()) {
+    const bool filtered = !o.kernel_regex.empty() || !o.pids.empty() || !o.limiter.empty() ||
+                          o.since_ns || o.until_ns;
+    out += fmt::format("<p>No kernel launches {}.</p>\n</section>\n",
+                       filtered ? "match the filters" : "in these logs");
+    return out;
+  }
+  const size_t shown = KernelRows(r, o);
+  out += fmt::format("<p>{}{}. Click a column header to sort.</p>\n", SortTitle(o.sort),
+                     shown < r.signatures.size()
+                         ? fmt::format(" (top {} of {})", shown, r.signatures.size())
+                         : std::string());
+  out += "<table class=\"sortable\" id=\"kernel-table\"><thead><tr>";
+  for (const char* h : {"LAUNCHES", "TOTAL", "MEAN", "P50", "P99", "OCC"}) {
+    out += fmt::format("<th class=\"n\">{}</th>", h);
+  }
+  out += "<th>LIMITER</th>";
+  for (const char* h : {"BLOCK", "REGS", "SMEM", "WAVES", "SPILL"}) {
+    out += fmt::format("<th class=\"n\">{}</th>", h);
+  }
+  if (r.several_device_models) out += "<th>DEVICE</th>";
+  out += "<th>KERNEL</th></tr></thead>\n";
+  const int columns = r.several_device_models ? 14 : 13;
+  bool varies = false;
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    const schema::OccupancyFields& f = s.fields();
+    out += "<tbody class=\"sig\"><tr>";
+    out += Num(FormatCount(s.launches), static_cast<double>(s.launches));
+    if (s.gpu_time) {
+      const DurationStats& t = *s.gpu_time;
+      const auto mean = static_cast<uint64_t>(std::llround(t.mean_ns));
+      out += Num(FormatDuration(t.total_ns), static_cast<double>(t.total_ns));
+      out += Num(FormatDuration(mean), static_cast<double>(mean));
+      out += Num(FormatDuration(t.p50_ns), static_cast<double>(t.p50_ns));
+      out += Num(FormatDuration(t.p99_ns), static_cast<double>(t.p99_ns));
+    } else {
+      for (int k = 0; k < 4; ++k) out += Num("-", -1, "n muted");
+    }
+    std::string occ = FormatPercent(f.occupancy);
+    const bool differs = FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max);
+    if (differs) {
+      occ += "*";
+      varies = true;
+    }
+    out += fmt::format("<td class=\"n{}\" data-v=\"{}\"{}>{}</td>",
+                       f.occupancy < 0.5 ? " warn" : "", f.occupancy,
+                       differs ? fmt::format(" title=\"{} to {} between launches\"",
+                                             FormatPercent(s.occupancy_min),
+                                             FormatPercent(s.occupancy_max))
+                               : std::string(),
+                       Escape(occ));
+    out += Cell(LimiterLabel(f));
+    out += Num(FormatDim3(s.block),
+               static_cast<double>(s.block.x) * s.block.y * static_cast<double>(s.block.z));
+    out += Num(fmt::format("{}", s.regs), s.regs);
+    const int64_t smem = s.first.static_shared_bytes + s.dyn_smem;
+    out += Num(FormatBytes(smem), static_cast<double>(smem));
+    out += Num(s.waves_mean > 0 ? fmt::format("{:.1f}", s.waves_mean) : "-", s.waves_mean);
+    out += s.spills() ? Num(FormatBytes(s.first.local_bytes),
+                            static_cast<double>(s.first.local_bytes), "n warn")
+                      : Num("-", 0);
+    if (r.several_device_models) out += Cell(s.device_model.empty() ? "?" : s.device_model);
+    out += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", Escape(s.name),
+                       Escape(s.display_name()));
+    out += "</tr>";
+    if (!s.advice.empty()) {
+      out += fmt::format("<tr class=\"advice\"><td colspan=\"{}\">&gt; {}</td></tr>", columns,
+                         Escape(s.advice));
+    }
+    out += "</tbody>\n";
+  }
+  out += "</table>\n";
+  std::vector<std::string> legend;
+  for (size_t i = 0; i < shown; ++i) {
+    if (!r.signatures[i].gpu_time) {
+      legend.emplace_back("-: no launch of the signature was timed");
+      break;
+    }
+  }
+  if (varies) legend.emplace_back("*: occupancy differs between launches (hover for the range)");
+  if (!legend.empty()) {
+    out += "<p class=\"note\">";
+    for (size_t i = 0; i < legend.size(); ++i) out += (i > 0 ? "; " : "") + Escape(legend[i]);
+    out += "</p>\n";
+  }
+  out += "</section>\n";
+  return out;
+}
+
+std::string RetargetTable(const Report& r, const ReportOptions& o) {
+  if (!r.retarget || r.signatures.empty()) return "";
+  const RetargetDevice& d = *r.retarget;
+  std::string out = fmt::format(
+      "<section id=\"retarget\">\n<h2>Retargeted to {} ({})</h2>\n<p>Occupancy per SM "
+      "recomputed from each kernel's resources.</p>\n",
+      Escape(d.name), Escape(d.key));
+  out += "<table class=\"sortable\" id=\"retarget-table\"><thead><tr><th class=\"n\">BLK/SM"
+         "</th><th class=\"n\">OCC</th><th>LIMITER</th><th class=\"n\">NEW BLK/SM</th>"
+         "<th class=\"n\">NEW OCC</th><th>NEW LIMITER</th><th>CHANGE</th><th>KERNEL</th></tr>"
+         "</thead>\n";
+  const size_t shown = KernelRows(r, o);
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    if (!s.retarget) continue;
+    const schema::OccupancyFields& f = s.fields();
+    const Retarget& t = *s.retarget;
+    out += "<tbody><tr>";
+    out += Num(fmt::format("{}", f.max_active_blocks), f.max_active_blocks);
+    out += Num(FormatPercent(f.occupancy), f.occupancy);
+    out += Cell(LimiterLabel(f));
+    if (t.ok) {
+      const schema::OccupancyFields& n = t.result.fields;
+      const std::string_view cls = n.occupancy < f.occupancy ? "n warn" : "n";
+      out += Num(fmt::format("{}", n.max_active_blocks), n.max_active_blocks, cls);
+      out += Num(FormatPercent(n.occupancy), n.occupancy, cls);
+      out += Cell(LimiterLabel(n));
+    } else {
+      for (int k = 0; k < 2; ++k) out += Num("-", -1);
+      out += Cell("-");
+    }
+    out += Cell(t.change);
+    out += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", Escape(s.name),
+                       Escape(s.display_name()));
+    out += "</tr></tbody>\n";
+  }
+  out += "</table>\n</section>\n";
+  return out;
+}
+
+std::string Processes(const Report& r) {
+  std::string out = "<section id=\"processes\">\n<h2>Processes</h2>\n";
+  if (r.processes.empty()) return out + "<p class=\"muted\">None.</p>\n</section>\n";
+  out += "<table class=\"sortable\" id=\"process-table\"><thead><tr><th class=\"n\">PID</th>"
+         "<th>EXE</th><th>HOST</th><th>STARTED</th><th class=\"n\">EVENTS</th>"
+         "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th><th class=\"n\">API ERRORS</th>"
+         "<th class=\"n\">DROPPED</th><th class=\"n\" title=\"kernel timing records lost\">"
+         "TIMING LOST</th><th>ENDING</th></tr></thead>\n";
+  for (const ProcessSummary& p : r.processes) {
+    out += "<tbody><tr>";
+    out += Num(fmt::format("{}", p.key.pid), p.key.pid);
+    out += fmt::format("<td class=\"path\" title=\"{}\">{}</td>",
+                       Escape(fmt::format("{}", fmt::join(p.argv, " "))), Escape(p.exe));
+    out += Cell(p.hostname);
+    out += fmt::format("<td class=\"time\" data-v=\"{}\">{}</td>", p.key.start_ns,
+                       Escape(FormatUtc(p.key.start_ns)));
+    out += Num(FormatCount(p.events), static_cast<double>(p.events));
+    out += Num(FormatCount(p.kernels), static_cast<double>(p.kernels));
+    out += Num(FormatCount(p.timed_kernels), static_cast<double>(p.timed_kernels));
+    out += Num(FormatCount(p.api_errors), static_cast<double>(p.api_errors),
+               p.api_errors > 0 ? "n bad" : "n");
+    out += Num(FormatCount(p.dropped), static_cast<double>(p.dropped),
+               p.dropped > 0 ? "n warn" : "n");
+    out += Num(FormatCount(p.timing_dropped), static_cast<double>(p.timing_dropped),
+               p.timing_dropped > 0 ? "n warn" : "n");
+    out += fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>",
+                       NeedsReview(p.ending) ? "bad" : "", Escape(EndingName(p.ending)),
+                       Escape(p.ending_detail));
+    out += "</tr></tbody>\n";
+  }
+  out += "</table>\n</section>\n";
+  return out;
+}
+
+std::string LogsRead(const Report& r) {
+  const logread::ReadSummary& s = r.read;
+  std::string out = "<section id=\"logs\">\n<h2>Logs read</h2>\n";
+  out += fmt::format(
+      "<p>{} ({} zstd), {}, {}; {} torn (an incomplete last line), {} rejected (a line the "
+      "decoder refused), {} of unknown event types. Damaged lines are skipped.</p>\n",
+      GroupedPlural(s.files, "file", "files"), FormatCount(s.compressed_files),
+      GroupedPlural(s.lines, "line", "lines"), GroupedPlural(s.events, "event", "events"),
+      FormatCount(s.torn_lines), FormatCount(s.rejected_lines), FormatCount(s.unknown_type_lines));
+  if (!s.notes.empty()) {
+    out += "<ul class=\"notes\">\n";
+    for (const std::string& note : s.notes) out += fmt::format("<li>{}</li>\n", Escape(note));
+    if (s.notes_left_out > 0) {
+      out += fmt::format("<li>... and {} more torn or rejected lines</li>\n",
+                         FormatCount(s.notes_left_out));
+    }
+    out += "</ul>\n";
+  }
+  out += fmt::format("<details><summary>{}</summary>\n<ul class=\"files\">\n",
+                     GroupedPlural(r.files.size(), "file", "files"));
+  for (const std::filesystem::path& f : r.files) {
+    out += fmt::format("<li><code>{}</code></li>\n", Escape(f.native()));
+  }
+  out += "</ul>\n</details>\n</section>\n";
+  return out;
+}
+
+}  // namespace
+
+std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
+                           const HtmlOptions& html, Timeline timeline) {
+  const std::vector<size_t> ranking = html::RankSignatures(report);
+  std::string out;
+  out.reserve(1 << 16);
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  // Nothing may be fetched: the page is whole by itself.
+  out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
+  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<meta name=\"generator\" content=\"cuflight report\">\n";
+  out += fmt::format("<title>{}</title>\n<style>{}</style>\n</head>\n<body>\n",
+                     Escape(html.title), kStyle);
+  out += Header(report, html);
+  out += "<main>\n";
+  out += Summary(report);
+  out += Review(report);
+  out += Charts(report, html, ranking);
+  out += TimelineSection(report, html, std::move(timeline), ranking);
+  out += KernelTable(report, options);
+  out += RetargetTable(report, options);
+  out += Processes(report);
+  out += LogsRead(report);
+  out += "</main>\n";
+  out += fmt::format("<script>{}</script>\n</body>\n</html>\n", kScript);
+  return out;
+}
+
+bool RenderHtml(const Report& report, const ReportOptions& options, const HtmlOptions& html,
+                std::ostream& out, std::string* error) {
+  Timeline timeline;
+  BuildTimeline(report, &timeline);
+  out << RenderHtmlPage(report, options, html, std::move(timeline));
+  out.flush();
+  if (!out) {
+    *error = "cannot write the HTML page";
+    return false;
+  }
+  return true;
+}
+
+int RunHtmlReport(const ReportOptions& options, const std::string& html_path, std::ostream& out,
+                  std::ostream& err) {
+  auto fail = [&](const std::string& line) {
+    err << options.error_prefix << ": " << line << '\n';
+    return kReportUsage;
+  };
+  if (html_path.empty()) return fail("--html needs a file name");
+  std::string error;
+  if (!CheckReportOptions(options, &error)) return fail(error);
+  std::vector<std::filesystem::path> files;
+  if (!logread::ExpandLogPaths(options.paths, &files, &error)) return fail(error);
+  ReportOptions with_launches = options;
+  with_launches.keep_launches = true;  // for the timeline
+  Report report;
+  {
+    logread::ProgressLine progress(options.error_prefix, err);
+    if (!with_launches.on_progress) with_launches.on_progress = progress.Callback();
+    if (!BuildReport(with_launches, files, &report, &error)) return fail(error);
+  }
+  HtmlOptions html;
+  if (html_path == "-") {
+    if (!RenderHtml(report, options, html, out, &error)) return fail(error);
+  } else {
+    std::ostringstream page;
+    if (!RenderHtml(report, options, html, page, &error)) return fail(error);
+    const std::filesystem::path target(html_path);
+    std::filesystem::path temp = target;
+    temp += fmt::format(".tmp.{}", ::getpid());
+    {
+      std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+      if (!file) {
+        return fail(fmt::format("cannot write {}: {}", html_path, std::strerror(errno)));
+      }
+      const std::string bytes = page.str();
+      file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      file.close();
+      if (!file) {
+        const int saved = errno;
+        std::error_code ignored;
+        std::filesystem::remove(temp, ignored);
+        return fail(fmt::format("cannot write {}: {}", html_path, std::strerror(saved)));
+      }
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, target, ec);
+    if (ec) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      return fail(fmt::format("cannot write {}: {}", html_path, ec.message()));
+    }
+  }
+  err << options.error_prefix << ": wrote " << (html_path == "-" ? "the page" : html_path) << " ("
+      << GroupedPlural(report.processes.size(), "process", "processes") << ", "
+      << GroupedPlural(report.launches, "launch", "launches") << ", "
+      << GroupedPlural(report.signatures.size(), "kernel signature", "kernel signatures") << ")\n";
+  return kReportOk;
+}
+
+}  // namespace cuflight::report

@@ -1,0 +1,222 @@
+// The terminal form of the report.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cuflight/report/kernel_names.h"
+#include "cuflight/report/render.h"
+#include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
+#include "cuflight/report/text_table.h"
+
+namespace cuflight::report {
+namespace {
+
+constexpr size_t kMinNameWidth = 20;
+
+std::string HeaderLine(const Report& r) {
+  const logread::ReadSummary& s = r.read;
+  std::string files = Plural(s.files, "file", "files");
+  if (s.compressed_files > 0) files += fmt::format(" ({} zstd)", s.compressed_files);
+  size_t stalled = 0;
+  size_t abnormal = 0;
+  for (const size_t i : r.review) {
+    const ProcessSummary& p = r.processes[i];
+    stalled += p.stall && p.stall->ongoing ? 1 : 0;
+    abnormal += NeedsReview(p.ending) && p.ending != Ending::kStalled ? 1 : 0;
+  }
+  std::string processes = Plural(r.processes.size(), "process", "processes");
+  std::string notes;
+  if (stalled > 0) notes += fmt::format("{} stalled", stalled);
+  if (abnormal > 0) {
+    notes += fmt::format("{}{} did not end normally", notes.empty() ? "" : ", ", abnormal);
+  }
+  if (!notes.empty()) processes += " (" + notes + ")";
+  return fmt::format("cuflight report: {}, {}, {}, {} ({} timed) in {}", files,
+                     Plural(s.events, "event", "events"), processes,
+                     Plural(r.launches, "launch", "launches"), r.timed_launches,
+                     Plural(r.signatures.size(), "kernel signature", "kernel signatures"));
+}
+
+// Shortens the KERNEL column as --name-width says (report_options.h).
+void FitNames(TextTable* table, int name_width) {
+  if (name_width == 0) return;
+  const size_t room = name_width > 0 ? static_cast<size_t>(name_width)
+                                     : table->LastColumnRoom(kTableWidth, 0, kMinNameWidth);
+  table->ShortenLastColumn(room, ShortenKernelNames);
+}
+
+std::string KernelTable(const Report& r, size_t shown, bool color, int name_width) {
+  std::vector<TextTable::Column> columns = {
+      {"LAUNCHES", TextTable::Align::kRight}, {"TOTAL", TextTable::Align::kRight},
+      {"MEAN", TextTable::Align::kRight},     {"P50", TextTable::Align::kRight},
+      {"P99", TextTable::Align::kRight},      {"OCC", TextTable::Align::kRight},
+      {"LIMITER", TextTable::Align::kLeft},   {"BLOCK", TextTable::Align::kRight},
+      {"REGS", TextTable::Align::kRight},     {"SMEM", TextTable::Align::kRight},
+      {"WAVES", TextTable::Align::kRight},    {"SPILL", TextTable::Align::kRight}};
+  if (r.several_device_models) columns.push_back({"DEVICE", TextTable::Align::kLeft});
+  columns.push_back({"KERNEL", TextTable::Align::kLeft});
+  TextTable table(std::move(columns));
+  bool varies = false;
+  bool untimed = false;
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    const schema::OccupancyFields& f = s.fields();
+    std::vector<TextTable::Cell> cells;
+    cells.push_back({fmt::format("{}", s.launches), ""});
+    if (s.gpu_time) {
+      cells.push_back({FormatDuration(s.gpu_time->total_ns), ""});
+      cells.push_back(
+          {FormatDuration(static_cast<uint64_t>(std::llround(s.gpu_time->mean_ns))), ""});
+      cells.push_back({FormatDuration(s.gpu_time->p50_ns), ""});
+      cells.push_back({FormatDuration(s.gpu_time->p99_ns), ""});
+    } else {
+      untimed = true;
+      for (int k = 0; k < 4; ++k) cells.push_back({"-", ansi::kDim});
+    }
+    std::string occ = FormatPercent(f.occupancy);
+    if (FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max)) {
+      occ += "*";
+      varies = true;
+    }
+    cells.push_back({occ, f.occupancy < 0.5 ? ansi::kYellow : std::string_view()});
+    cells.push_back({std::string(LimiterLabel(f)), ""});
+    cells.push_back({FormatDim3(s.block), ""});
+    cells.push_back({fmt::format("{}", s.regs), ""});
+    cells.push_back({FormatBytes(s.first.static_shared_bytes + s.dyn_smem), ""});
+    cells.push_back({s.waves_mean > 0 ? fmt::format("{:.1f}", s.waves_mean) : "-", ""});
+    cells.push_back({s.spills() ? FormatBytes(s.first.local_bytes) : "-",
+                     s.spills() ? ansi::kYellow : std::string_view()});
+    if (r.several_device_models) {
+      cells.push_back({s.device_model.empty() ? "?" : s.device_model, ""});
+    }
+    cells.push_back({s.display_name(), ""});
+    table.AddRow(std::move(cells));
+    if (!s.advice.empty()) {
+      for (std::string& line : WrapWords(s.advice, kTableWidth, "  > ", "    ")) {
+        table.AddNote(std::move(line), ansi::kCyan);
+      }
+    }
+  }
+  FitNames(&table, name_width);
+  std::string out = table.Render(0, color);
+  std::vector<std::string> legend;
+  if (untimed) legend.push_back("-: no launch of the signature was timed");
+  if (varies) legend.push_back("*: occupancy differs between launches (min and max in --json)");
+  if (!legend.empty()) out += Paint(fmt::format("{}\n", fmt::join(legend, "; ")), ansi::kDim, color);
+  return out;
+}
+
+std::string RetargetTable(const Report& r, size_t shown, bool color, int name_width) {
+  const RetargetDevice& d = *r.retarget;
+  std::string out = Paint(fmt::format("Retargeted to {} ({}): occupancy per SM recomputed from "
+                                      "each kernel's resources",
+                                      d.name, d.key),
+                          ansi::kBold, color);
+  out += '\n';
+  TextTable table({{"BLK/SM", TextTable::Align::kRight},
+                     {"OCC", TextTable::Align::kRight},
+                     {"LIMITER", TextTable::Align::kLeft},
+                     {"NEW BLK/SM", TextTable::Align::kRight},
+                     {"NEW OCC", TextTable::Align::kRight},
+                     {"NEW LIMITER", TextTable::Align::kLeft},
+                     {"KERNEL", TextTable::Align::kLeft}});
+  for (size_t i = 0; i < shown; ++i) {
+    const Signature& s = r.signatures[i];
+    if (!s.retarget) continue;
+    const schema::OccupancyFields& f = s.fields();
+    const Retarget& t = *s.retarget;
+    std::vector<TextTable::Cell> cells = {{fmt::format("{}", f.max_active_blocks), ""},
+                                            {FormatPercent(f.occupancy), ""},
+                                            {std::string(LimiterLabel(f)), ""}};
+    if (t.ok) {
+      const schema::OccupancyFields& n = t.result.fields;
+      std::string_view style = n.occupancy > f.occupancy   ? ansi::kGreen
+                               : n.occupancy < f.occupancy ? ansi::kYellow
+                                                           : std::string_view();
+      cells.push_back({fmt::format("{}", n.max_active_blocks), style});
+      cells.push_back({FormatPercent(n.occupancy), style});
+      cells.push_back({std::string(LimiterLabel(n)), ""});
+    } else {
+      for (int k = 0; k < 3; ++k) cells.push_back({"-", ""});
+    }
+    cells.push_back({s.display_name(), ""});
+    table.AddRow(std::move(cells));
+    table.AddNote("  > " + t.change, ansi::kCyan);
+  }
+  FitNames(&table, name_width);
+  out += table.Render(0, color);
+  return out;
+}
+
+}  // namespace
+
+std::string SortTitle(SortKey key) {
+  switch (key) {
+    case SortKey::kTime:
+      return "by total GPU time";
+    case SortKey::kLaunches:
+      return "by launches";
+    case SortKey::kOccupancy:
+      return "by occupancy, lowest first";
+  }
+  return "";
+}
+
+size_t ShownSignatures(const Report& report, const ReportOptions& options) {
+  const size_t all = report.signatures.size();
+  int top = options.top;
+  if (top < 0) top = options.format == OutputFormat::kTable ? kDefaultTableTop : 0;
+  return top == 0 ? all : std::min(all, static_cast<size_t>(top));
+}
+
+std::string RenderText(const Report& r, const ReportOptions& options) {
+  const bool color = options.color;
+  std::string out = Paint(HeaderLine(r), ansi::kBold, color);
+  out += '\n';
+  for (const std::string& note : r.read.notes) out += "note: " + note + "\n";
+  if (r.read.notes_left_out > 0) {
+    out += fmt::format("note: ... and {} more torn or rejected lines\n", r.read.notes_left_out);
+  }
+  if (r.duplicate_events > 0) {
+    out += fmt::format("note: {} read twice (same process and seq, e.g. in a spill file and a "
+                       "collector log) counted once\n",
+                       Plural(r.duplicate_events, "event", "events"));
+  }
+  if (r.read.unknown_type_lines > 0) {
+    out += fmt::format("note: {} skipped (event types this cuflight does not know)\n",
+                       Plural(r.read.unknown_type_lines, "line", "lines"));
+  }
+  for (const ProcessSummary& p : r.processes) {
+    if (const std::string note = TimingStoppedNote(p); !note.empty()) out += "note: " + note + "\n";
+  }
+  if (r.launches > 0 && r.timed_launches == 0) {
+    out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
+  }
+  const std::string review =
+      RenderReviewText(r.processes, r.review, color, kTableWidth, options.name_width);
+  if (!review.empty()) out += "\n" + review;
+  out += '\n';
+  if (r.signatures.empty()) {
+    out += "No kernel launches";
+    const bool filtered = !options.kernel_regex.empty() || !options.pids.empty() ||
+                          !options.limiter.empty() || options.since_ns || options.until_ns;
+    out += filtered ? " match the filters.\n" : " in these logs.\n";
+    return out;
+  }
+  const size_t shown = ShownSignatures(r, options);
+  std::string title = fmt::format("Kernels {}", SortTitle(options.sort));
+  if (shown < r.signatures.size()) {
+    title += fmt::format(" (top {} of {}; --top 0 for all)", shown, r.signatures.size());
+  }
+  out += Paint(title, ansi::kBold, color);
+  out += '\n';
+  out += KernelTable(r, shown, color, options.name_width);
+  if (r.retarget) {
+    out += '\n';
+    out += RetargetTable(r, shown, color, options.name_width);
+  }
+  return out;
+}
+
+}  // namespace cuflight::report

@@ -1,0 +1,286 @@
+// `cuflight export` streaming: the JSON form's flows and markers, compression by suffix, and the
+// exporter's retained state on generated logs of growing size (bench/log_gen): what it holds
+// depends on the distance between a kernel and its kernel_time, never on the log's size.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collector_test_util.h"
+#include "cuflight/logread/log_reader.h"
+#include "cuflight/report/launch_filter.h"
+#include "log_gen.h"
+#include "subprocess.h"
+#include "trace_exporter.h"
+#include "zstd_file.h"
+
+namespace cuflight::trace {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::testing::TempDir;
+using cuflight::testing::RunProcess;
+using nlohmann::json;
+
+std::string ReadAll(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Gunzip(const std::string& bytes) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);  // gzip wrapper (zlib.h, inflateInit2)
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  std::string out;
+  char buf[1 << 16];
+  int r;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof(buf);
+    r = inflate(&z, Z_NO_FLUSH);
+    EXPECT_TRUE(r == Z_OK || r == Z_STREAM_END) << r;
+    out.append(buf, sizeof(buf) - z.avail_out);
+  } while (r == Z_OK);
+  inflateEnd(&z);
+  return out;
+}
+
+std::string Unzstd(const fs::path& file) {
+  std::string out;
+  std::string error;
+  EXPECT_TRUE(collector::DecompressFile(file, [&](std::string_view c) { out.append(c); }, &error))
+      << error;
+  return out;
+}
+
+// A small generated log: 1 process, 2 streams, 200 launches, every 50th untimed, an api_error
+// every 60 and a stall line every 70, a crash at the end.
+bench::LogTotals SmallLog(const fs::path& dir) {
+  bench::LogSpec spec;
+  spec.launches = 200;
+  spec.streams = 2;
+  spec.kernels = 3;
+  spec.flush_every = 16;
+  spec.untimed_every = 50;
+  spec.api_error_every = 60;
+  spec.stall_every = 70;
+  spec.crash = true;
+  spec.rotate_bytes = 0;
+  bench::LogTotals totals;
+  std::string error;
+  EXPECT_TRUE(bench::WriteLogs(dir, spec, &totals, &error)) << error;
+  return totals;
+}
+
+TEST(ExportStreamTest, JsonHasAFlowFromEachLaunchToItsKernelAndAMarkerForEachFailureAndStall) {
+  TempDir dir;
+  const bench::LogTotals totals = SmallLog(dir.path() / "logs");
+  ASSERT_EQ(totals.launches, 200u);
+  ASSERT_EQ(totals.timed, 196u);  // 200 less every 50th
+  ASSERT_EQ(totals.api_errors, 3u);
+  ASSERT_EQ(totals.stalls, 2u);
+  const fs::path out = dir.path() / "trace.json";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"export", "--perfetto", out.string(), (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("200 kernels (196 timed, 4 without timing)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("6 markers"), std::string::npos) << r.err;  // 3 + 2 + the crash
+  const json trace = json::parse(ReadAll(out));
+
+  std::map<uint64_t, json> starts, finishes;
+  std::map<std::string, int> markers;
+  std::map<std::pair<int64_t, int64_t>, std::vector<json>> kernels;  // (pid, tid) -> events
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "s") {
+      EXPECT_TRUE(starts.emplace(e["id"].get<uint64_t>(), e).second);
+    }
+    if (ph == "f") {
+      EXPECT_EQ(e["bp"], "e");
+      EXPECT_TRUE(finishes.emplace(e["id"].get<uint64_t>(), e).second);
+    }
+    if (e.value("cat", "") == "marker") ++markers[e["name"].get<std::string>()];
+    if (e.value("cat", "") == "kernel") {
+      kernels[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].push_back(e);
+    }
+  }
+  EXPECT_EQ(starts.size(), 200u);
+  EXPECT_EQ(finishes.size(), 200u);
+  // Every arrow starts at a launch (a host pid) and ends on a GPU stream, where a kernel of its
+  // launch's correlation id starts at that time.
+  for (const auto& [id, s] : starts) {
+    ASSERT_TRUE(finishes.count(id)) << id;
+    const json& f = finishes[id];
+    EXPECT_EQ(s["pid"], 4000);
+    EXPECT_GE(f["pid"].get<int64_t>(), int64_t{1} << 30);
+    bool found = false;
+    for (const json& k : kernels[{f["pid"].get<int64_t>(), f["tid"].get<int64_t>()}]) {
+      if (k["ts"] == f["ts"]) found = true;
+    }
+    EXPECT_TRUE(found) << f.dump();
+  }
+  EXPECT_EQ(markers["api_error CUDA_ERROR_INVALID_VALUE"], 3);
+  EXPECT_EQ(markers["stall"], 2);
+  EXPECT_EQ(markers["crash SIGSEGV"], 1);
+  EXPECT_EQ(trace["otherData"]["flows"], 200);
+  EXPECT_EQ(trace["otherData"]["markers"], 6);
+}
+
+TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
+  TempDir dir;
+  SmallLog(dir.path() / "logs");
+  auto run = [&](const std::string& name) {
+    const fs::path out = dir.path() / name;
+    const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--perfetto", out.string(),
+                                                  (dir.path() / "logs").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  };
+  const std::string json_plain = ReadAll(run("t.json"));
+  ASSERT_FALSE(json_plain.empty());
+  EXPECT_EQ(json_plain.front(), '{');
+  EXPECT_EQ(Gunzip(ReadAll(run("t.json.gz"))), json_plain);
+  EXPECT_EQ(Unzstd(run("t.json.zst")), json_plain);
+  const std::string proto = ReadAll(run("t.pftrace"));
+  ASSERT_FALSE(proto.empty());
+  EXPECT_EQ(proto[0], '\x0a');  // Trace.packet: field 1, length-delimited
+  EXPECT_EQ(Gunzip(ReadAll(run("t.pftrace.gz"))), proto);
+  // --format overrides the name; no file is left behind by a failed export.
+  const fs::path forced = dir.path() / "named.trace";
+  auto r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--perfetto", forced.string(), "--format",
+                                          "json", (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadAll(forced), json_plain);
+  r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--perfetto", forced.string(), "--format", "xml",
+                                     (dir.path() / "logs").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--format 'xml'"), std::string::npos) << r.err;
+  const fs::path bad = dir.path() / "notes.jsonl";
+  std::ofstream(bad) << "not a log\n";
+  r = RunProcess(CUFLIGHT_CLI_PATH,
+                 {"export", "--perfetto", (dir.path() / "x.pftrace").string(), bad.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir.path() / "x.pftrace"));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
+// A writer that keeps nothing: the exporter's own state is what is measured.
+class CountingWriter final : public TraceWriter {
+ public:
+  void DefineTrack(const Track&) override { ++tracks; }
+  void KernelSlice(uint64_t, const KernelRecord&, const GpuTime&, uint64_t) override { ++slices; }
+  void KernelInstant(uint64_t, const KernelRecord&, uint64_t) override { ++instants; }
+  void OrphanSlice(uint64_t, const GpuTime&) override { ++orphans; }
+  void Launch(uint64_t, const KernelRecord&, uint64_t) override { ++launches; }
+  void MarkerInstant(uint64_t, const Marker&) override { ++markers; }
+  bool Finish(const ExportCounts&, std::string*) override { return true; }
+  uint64_t tracks = 0, slices = 0, instants = 0, orphans = 0, launches = 0, markers = 0;
+};
+
+struct ExportRun {
+  CountingWriter writer;
+  ExportCounts counts;
+  size_t peak_pending = 0;
+  size_t distinct_kernels = 0;
+  size_t pending_after = 0;
+};
+
+void ExportLog(const fs::path& dir, ExportLimits limits, ExportRun* run) {
+  std::vector<fs::path> files;
+  std::string error;
+  ASSERT_TRUE(logread::ExpandLogPaths({dir.string()}, &files, &error)) << error;
+  report::ReportOptions none;
+  report::LaunchFilter filter(none);
+  TraceExporter exporter(&filter, &run->writer, limits);
+  logread::ReadSummary summary;
+  logread::ReadOptions read;
+  read.on_unknown = [&](const logread::UnknownEvent& e, const logread::Origin&) {
+    exporter.AddUnknown(e);
+  };
+  ASSERT_TRUE(logread::ReadLogFiles(
+      files, [&](const schema::OwnedEvent& e, const logread::Origin&) { exporter.Add(e); }, read,
+      &summary, &error))
+      << error;
+  run->peak_pending = exporter.peak_pending_launches();
+  run->distinct_kernels = exporter.distinct_kernels();
+  ASSERT_TRUE(exporter.Finish(&error)) << error;
+  run->counts = exporter.counts();
+  run->pending_after = exporter.pending_launches() + exporter.pending_times();
+}
+
+// 20,000 and 200,000 launches with kernel_times flushed every 4,096 launches: the exporter holds
+// at most the launches of one flush (plus those whose kernel has not ended at the flush),
+// whatever the size of the log. Kernels last 1-5 us and each of the 4 streams gets a launch every
+// 40-120 us, so at a flush at most the last kernel of each stream is still running.
+TEST(ExportStreamTest, RetainedStateDependsOnTheFlushDistanceNotOnTheLogSize) {
+  std::vector<size_t> peaks;
+  for (const uint64_t launches : {20'000u, 200'000u}) {
+    TempDir dir;
+    bench::LogSpec spec;
+    spec.launches = launches;
+    spec.flush_every = 4096;
+    spec.min_kernel_ns = 1000;
+    spec.max_kernel_ns = 5000;
+    spec.rotate_bytes = 16u << 20;
+    bench::LogTotals totals;
+    std::string error;
+    ASSERT_TRUE(bench::WriteLogs(dir.path(), spec, &totals, &error)) << error;
+    ExportRun run;
+    ExportLog(dir.path(), {}, &run);
+    EXPECT_EQ(run.counts.kernels, launches);
+    EXPECT_EQ(run.counts.timed, launches);
+    EXPECT_EQ(run.writer.slices, launches);
+    EXPECT_EQ(run.writer.launches, launches);
+    EXPECT_EQ(run.counts.launches_given_up, 0u);
+    EXPECT_EQ(run.distinct_kernels, 40u);
+    EXPECT_EQ(run.pending_after, 0u);
+    EXPECT_LE(run.peak_pending, 4096u + 4);
+    EXPECT_GE(run.peak_pending, 4096u);
+    peaks.push_back(run.peak_pending);
+  }
+  EXPECT_LE(peaks[1], peaks[0] + 4);
+}
+
+// With room for fewer waiting launches than a flush holds, the oldest are written untimed, and
+// their late kernel_times dropped when they in turn wait too long: each counted, none lost.
+TEST(ExportStreamTest, ALaunchWaitingTooLongIsWrittenUntimedAndCounted) {
+  TempDir dir;
+  bench::LogSpec spec;
+  spec.launches = 10'000;
+  spec.flush_every = 4096;
+  spec.rotate_bytes = 0;
+  bench::LogTotals totals;
+  std::string error;
+  ASSERT_TRUE(bench::WriteLogs(dir.path(), spec, &totals, &error)) << error;
+  ExportRun run;
+  ExportLimits limits;
+  limits.max_pending_launches = 1000;
+  limits.max_pending_times = 1000;
+  ExportLog(dir.path(), limits, &run);
+  EXPECT_LE(run.peak_pending, 1000u);
+  EXPECT_GT(run.counts.launches_given_up, 0u);
+  EXPECT_EQ(run.counts.kernels, 10'000u);
+  EXPECT_EQ(run.counts.timed + run.counts.untimed, 10'000u);
+  EXPECT_EQ(run.counts.untimed, run.counts.launches_given_up);
+  // A given-up launch's kernel_time finds no kernel: it waits, and is dropped or becomes an
+  // orphan slice at the end; every kernel_time is accounted for.
+  EXPECT_EQ(run.counts.timed + run.counts.times_given_up + run.counts.orphan_times, 10'000u);
+  EXPECT_EQ(run.writer.instants, run.counts.untimed);
+}
+
+}  // namespace
+}  // namespace cuflight::trace

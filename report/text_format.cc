@@ -250,11 +250,4 @@ std::string CsvField(std::string_view field) {
   return out;
 }
 
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t cut = max > 3 ? max - 3 : 0;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
-  return std::string(text.substr(0, cut)) + "...";
-}
-
 }  // namespace cuflight::report

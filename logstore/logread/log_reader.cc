@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "cuflight/base/clip.h"
 #include "cuflight/base/scoped_fd.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/line_decoder.h"
@@ -32,8 +33,8 @@ constexpr size_t kReadChunkBytes = 1 << 20;
 // a line break is not a log. Later lines have no limit (the collector's --max-line-bytes can be
 // raised), the decoder judges them.
 constexpr size_t kMaxFirstLineBytes = 1 << 20;
-// Longest decoder message quoted in a note.
-constexpr size_t kMaxNoteMessageBytes = 160;
+// Longest decoder message quoted in a note, "..." included.
+constexpr size_t kMaxNoteMessageBytes = 163;
 
 // zstd frame magic 0xFD2FB528, little-endian; skippable frames are 0x184D2A50..0x184D2A5F.
 bool IsZstdMagic(std::string_view head) {
@@ -50,11 +51,6 @@ bool LooksBinary(std::string_view bytes) {
     if ((u < 0x20 && u != '\t' && u != '\r') || u == 0x7F) return true;
   }
   return false;
-}
-
-std::string Clip(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  return std::string(text.substr(0, max)) + "...";
 }
 
 // Thrown from a sink to stop reading a file that is not a log; caught in ReadLogFile.
@@ -147,13 +143,13 @@ class LineSplitter {
     if (result->reason == schema::Reason::kUnsupportedVersion) {
       throw NotALog{fmt::format("unsupported schema version (line 1: {}); this cuflight reads "
                                 "version {}",
-                                Clip(result->message, kMaxNoteMessageBytes),
+                                base::Clip(result->message, kMaxNoteMessageBytes),
                                 schema::kSchemaVersion)};
     }
     if (LooksBinary(text)) throw NotALog{"not a cuflight log: binary data"};
     throw NotALog{fmt::format("not a cuflight log: line 1 is not a cuflight event: {}: {}",
                               schema::ReasonName(result->reason),
-                              Clip(result->message, kMaxNoteMessageBytes))};
+                              base::Clip(result->message, kMaxNoteMessageBytes))};
   }
 
   void Note(std::string note) {
@@ -265,7 +261,7 @@ LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t li
   ++summary->rejected_lines;
   std::string note = fmt::format("rejected line {} in {}: {}: {}", line, file.native(),
                                  schema::ReasonName(result->reason),
-                                 Clip(result->message, kMaxNoteMessageBytes));
+                                 base::Clip(result->message, kMaxNoteMessageBytes));
   if (summary->notes.size() < ReadSummary::kMaxNotes) {
     summary->notes.push_back(std::move(note));
   } else {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cuflight/base/clip.h"
 #include "cuflight/schema/events.h"
 
 namespace cuflight::report {
@@ -45,9 +46,8 @@ std::string FormatDim3(const schema::Dim3& d);
 // producers hold).
 std::string FormatStreamId(uint64_t stream);
 
-// `text` cut to at most `max` bytes (>= 4) at a UTF-8 character boundary, ending in "..."; whole
-// when it fits.
-std::string Clip(std::string_view text, size_t max);
+// Clip (cuflight/base/clip.h): a text cut to a byte budget at a UTF-8 boundary, ending in "...".
+using base::Clip;
 
 // One kernel name shortened to at most `width` bytes (width >= 8) as ShortenKernelNames does for
 // a name shown alone (kernel_names.h).

@@ -63,9 +63,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     app.set_version_flag("--version", "cuflight " CUFLIGHT_VERSION);
     app.require_subcommand(1);
     OccupancyCommand occupancy(&app);
-    run::RunCommand run_command(&app);
-    run::TailCommand tail_command(&app);
-    run::ExportCommand export_command(&app);
+    cli::RunCommand run_command(&app);
+    cli::TailCommand tail_command(&app);
+    cli::ExportCommand export_command(&app);
     report::ReportCommand report_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",

@@ -9,7 +9,7 @@
 #include <ctime>
 #include <string_view>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 // How long one sigtimedwait sleeps before the child is checked again. The SIGCHLD in the wait set
@@ -139,4 +139,4 @@ std::vector<std::string> MergeEnvironment(char* const* environment,
   return out;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

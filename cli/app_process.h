@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 // Signals sent to `cuflight run` that are passed on to the application.
 inline constexpr std::array<int, 6> kForwardedSignals = {SIGINT,  SIGTERM, SIGHUP,
@@ -87,6 +87,6 @@ pid_t SpawnApp(const std::vector<std::string>& argv, const std::vector<std::stri
 std::vector<std::string> MergeEnvironment(char* const* environment,
                                           const std::vector<std::string>& replace);
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_APP_PROCESS_H_

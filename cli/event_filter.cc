@@ -6,7 +6,7 @@
 #include "cuflight/report/limiter_name.h"
 #include "usage_error.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 EventFilter::EventFilter(const std::string& kernel_regex, std::vector<int32_t> pids,
                          const std::string& limiter)
@@ -55,4 +55,4 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   return true;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

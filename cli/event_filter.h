@@ -15,7 +15,7 @@
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/join_key.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 class EventFilter {
  public:
@@ -46,6 +46,6 @@ class EventFilter {
   std::deque<PidKey> pending_order_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_EVENT_FILTER_H_

@@ -9,7 +9,7 @@
 
 #include "cuflight/report/text_format.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 std::string Printable(std::string_view text) {
@@ -174,4 +174,4 @@ std::optional<uint64_t> LaunchStreams::Of(int32_t pid,
   return it->second;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

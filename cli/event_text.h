@@ -13,7 +13,7 @@
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/join_key.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 // "<HH:MM:SS.mmm local time of ts_ns> pid <pid> <type> <the fields that matter>", without a
 // newline, e.g.
@@ -47,6 +47,6 @@ class LaunchStreams {
   std::deque<Key> order_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_EVENT_TEXT_H_

@@ -15,7 +15,7 @@
 #include "trace_exporter.h"
 #include "usage_error.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 using trace::ChromeJsonWriter;
@@ -152,4 +152,4 @@ int ExportCommand::Run(std::ostream& out, std::ostream& err) const {
   return cli::kExitOk;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -11,7 +11,7 @@
 
 #include "filter_flags.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 // The trace's format: by --format, else by the file name (".json", ".json.gz", ".json.zst":
 // JSON; anything else, e.g. ".pftrace": protobuf; "-": JSON).
@@ -46,6 +46,6 @@ class ExportCommand {
   std::vector<std::string> paths_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_EXPORT_COMMAND_H_

@@ -2,7 +2,7 @@
 
 #include <system_error>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 std::vector<std::filesystem::path> InjectLibraryCandidates(const std::filesystem::path& exe) {
   const std::filesystem::path dir = exe.parent_path();
@@ -30,4 +30,4 @@ std::filesystem::path FindInjectLibrary(const std::filesystem::path& exe,
   return {};
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

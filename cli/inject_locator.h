@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 inline constexpr const char* kInjectLibraryName = "libcuflight_inject.so";
 
@@ -23,6 +23,6 @@ std::vector<std::filesystem::path> InjectLibraryCandidates(const std::filesystem
 std::filesystem::path FindInjectLibrary(const std::filesystem::path& exe,
                                         std::vector<std::filesystem::path>* searched);
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_INJECT_LOCATOR_H_

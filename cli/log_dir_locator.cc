@@ -14,7 +14,7 @@
 #include "collector_options.h"
 #include "log_sink.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -131,4 +131,4 @@ LocatedLogDir LocateLogDir() {
               "collector's --log-dir), or start cuflight run or cuflight collect"};
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

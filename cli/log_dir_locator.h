@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 // $XDG_STATE_HOME/cuflight/last-run, else $HOME/.local/state/cuflight/last-run; empty when
 // neither variable is set.
@@ -38,6 +38,6 @@ struct LocatedLogDir {
 // the first that exists.
 LocatedLogDir LocateLogDir();
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_LOG_DIR_LOCATOR_H_

@@ -9,7 +9,7 @@
 #include <system_error>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 // Bytes read per read(2).
@@ -111,4 +111,4 @@ uint64_t LogFollower::Poll(
   return lines;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <utility>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 class LogFollower {
  public:
@@ -60,6 +60,6 @@ class LogFollower {
   std::map<std::pair<dev_t, ino_t>, File> files_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_LOG_FOLLOWER_H_

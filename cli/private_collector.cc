@@ -11,7 +11,7 @@
 
 #include "collector_options.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 // Room left for "/collector.sock" inside sun_path (108 bytes with its NUL).
@@ -113,4 +113,4 @@ collector::IngestStats PrivateCollector::stats() const {
   return collector_ ? collector_->stats() : collector::IngestStats{};
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

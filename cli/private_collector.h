@@ -15,7 +15,7 @@
 #include "collector.h"
 #include "ingest_stats.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 class PrivateCollector {
  public:
@@ -59,6 +59,6 @@ class PrivateCollector {
   int status_ = 0;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_PRIVATE_COLLECTOR_H_

@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 using cli::UsageError;
@@ -320,4 +320,4 @@ int RunCommand::Run(std::ostream& err) {
   return status;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

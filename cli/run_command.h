@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 class RunCommand {
  public:
@@ -61,6 +61,6 @@ class RunCommand {
   std::vector<std::string> command_;
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_RUN_COMMAND_H_

@@ -10,7 +10,7 @@
 #include "cuflight/report/report_options.h"
 #include "cuflight/report/run_report.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 bool IsLogFile(const std::filesystem::path& p) {
@@ -103,4 +103,4 @@ void PrintRunSummary(const RunSummaryInput& run, std::ostream& err) noexcept {
   }
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -11,7 +11,7 @@
 
 #include "ingest_stats.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 // Log files under a directory (recursively: *.jsonl and *.jsonl.zst) and their sizes in bytes.
 using LogFileSizes = std::map<std::filesystem::path, uintmax_t>;
@@ -45,6 +45,6 @@ inline constexpr int kSummaryTop = 10;
 // Never throws.
 void PrintRunSummary(const RunSummaryInput& run, std::ostream& err) noexcept;
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_RUN_SUMMARY_H_

@@ -10,7 +10,7 @@
 
 #include "cuflight/schema/decoder.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 bool IsPlainLog(const std::filesystem::path& p) {
@@ -97,4 +97,4 @@ std::vector<StalledProcess> FindStalledNow(const std::filesystem::path& dir, siz
   return out;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

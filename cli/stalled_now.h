@@ -10,7 +10,7 @@
 
 #include "cuflight/schema/events.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 struct StalledProcess {
   std::filesystem::path file;     // the active log file it was found in
@@ -27,6 +27,6 @@ struct StalledProcess {
 std::vector<StalledProcess> FindStalledNow(const std::filesystem::path& dir,
                                            size_t tail_bytes = size_t{4} << 20);
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_STALLED_NOW_H_

@@ -16,7 +16,7 @@
 #include "stalled_now.h"
 #include "usage_error.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 // Notes about lines that did not decode, at most this many (then one saying more were skipped).
@@ -169,4 +169,4 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   return cli::kExitOk;
 }
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 
 class TailCommand {
  public:
@@ -39,6 +39,6 @@ class TailCommand {
   std::string interval_ = "200";
 };
 
-}  // namespace cuflight::run
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_TAIL_COMMAND_H_

@@ -21,7 +21,7 @@
 #include "report_test_events.h"
 #include "subprocess.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 using collector::testing::TempDir;
@@ -131,4 +131,4 @@ TEST(TailTextTest, GraphNodeIdsFollowTheCorrelationId) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -22,7 +22,7 @@
 #include "cuflight/schema/events.h"
 #include "subprocess.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 using collector::testing::ChildProcess;
@@ -422,4 +422,4 @@ TEST_F(RunCommandTest, AGivenCollectorIsUsedAndNoPrivateOneIsStarted) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 std::string Summary(const RunSummaryInput& input) {
@@ -47,4 +47,4 @@ TEST(RunSummary, NothingStoredAfterAnExitSaysNoLaunchWasSeen) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -22,7 +22,7 @@
 #include "log_follower.h"
 #include "subprocess.h"
 
-namespace cuflight::run {
+namespace cuflight::cli {
 namespace {
 
 using collector::testing::ChildProcess;
@@ -201,7 +201,7 @@ class Producer {
   void Kernel(const std::string& name, schema::Resource limiter) {
     const uint64_t seq = next_seq_++;
     EXPECT_TRUE(sender_.Enqueue(
-        seq, Line(run::Kernel(4242, seq, 1'700'000'000'000'100'000, seq, name, limiter))));
+        seq, Line(cli::Kernel(4242, seq, 1'700'000'000'000'100'000, seq, name, limiter))));
   }
   bool Flush() { return sender_.Flush(std::chrono::steady_clock::now() + kDeadline); }
 
@@ -384,13 +384,13 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
   TempDir dir;
   std::filesystem::create_directories(dir.path() / "logs");
   schema::OwnedKernelEvent launch =
-      run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "old_stream", schema::Resource::kWarps);
+      cli::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "old_stream", schema::Resource::kWarps);
   launch.stream = 0;
   schema::OwnedKernelTimeEvent time =
       Time(4242, 3, 31, 1'700'000'000'000'200'000, 1'700'000'000'000'201'500);
   time.stream = 7;
   schema::OwnedKernelEvent full =
-      run::Kernel(4242, 4, 1'700'000'000'000'300'000, 32, "full", schema::Resource::kRegisters);
+      cli::Kernel(4242, 4, 1'700'000'000'000'300'000, 32, "full", schema::Resource::kRegisters);
   full.stream = 7;
   full.occupancy.occupancy = 1.0;
   schema::OwnedProcessCrashEvent crash;
@@ -429,15 +429,15 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
 // full occupancy is limited by nothing, whatever resource would bind first.
 TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
   TempDir dir;
-  schema::OwnedKernelEvent full = run::Kernel(4242, 4, 1'700'000'000'000'100'000, 33, "full_regs",
+  schema::OwnedKernelEvent full = cli::Kernel(4242, 4, 1'700'000'000'000'100'000, 33, "full_regs",
                                               schema::Resource::kRegisters);
   full.occupancy.occupancy = 1.0;
   std::filesystem::create_directories(dir.path() / "logs");
   Append(dir.path() / "logs" / "a.jsonl",
          Line(Start(4242, 0, 1)) + Line(Device(4242, 1)) +
-             Line(run::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "by_regs",
+             Line(cli::Kernel(4242, 2, 1'700'000'000'000'100'000, 31, "by_regs",
                               schema::Resource::kRegisters)) +
-             Line(run::Kernel(4242, 3, 1'700'000'000'000'100'000, 32, "by_smem",
+             Line(cli::Kernel(4242, 3, 1'700'000'000'000'100'000, 32, "by_smem",
                               schema::Resource::kSharedMem)) +
              Line(full));
   for (const char* limiter : {"regs", "REGISTERS"}) {
@@ -464,13 +464,13 @@ TEST(TailTest, LimiterTakesReportsNamesAndSuggestsOnATypo) {
 // A collector's lock on its directory is seen from /proc/locks, without taking it.
 TEST(TailTest, ADirectoryACollectorWritesIsInUse) {
   TempDir dir;
-  EXPECT_FALSE(run::LogDirInUse(dir.path()));
+  EXPECT_FALSE(cli::LogDirInUse(dir.path()));
   {
     RunningCollector collector(collector::testing::TestOptions(dir.path()));
     ASSERT_NE(collector.collector(), nullptr);
-    EXPECT_TRUE(run::LogDirInUse(dir.path() / "logs"));
+    EXPECT_TRUE(cli::LogDirInUse(dir.path() / "logs"));
   }
-  EXPECT_FALSE(run::LogDirInUse(dir.path() / "logs"));  // the lock file stays, unlocked
+  EXPECT_FALSE(cli::LogDirInUse(dir.path() / "logs"));  // the lock file stays, unlocked
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "logs" / ".cuflight-collector.lock"));
 }
 
@@ -618,4 +618,4 @@ TEST_F(ExportTest, BadInputIsOneLineAndExitTwo) {
 }
 
 }  // namespace
-}  // namespace cuflight::run
+}  // namespace cuflight::cli

@@ -19,11 +19,15 @@
 #include "cuflight/schema/ack.h"
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
+#include "running_collector.h"
 #include "sender_thread.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -154,7 +158,7 @@ bool HasProcessEnd(const std::vector<std::string>& lines) {
 // nothing (it used to drop the oldest never-sent events for room).
 void ExitDrainWaitsForRoom(OnFull on_full) {
   const std::string path = TempSocketPath("drain");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, on_full);
   p.Launch(4000);
   ASSERT_EQ(p.h.ring->SizeApprox(), 4000u);

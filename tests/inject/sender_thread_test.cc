@@ -14,10 +14,14 @@
 
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
-#include "test_collector.h"
+#include "running_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
@@ -68,7 +72,7 @@ struct Pipeline {
 
 TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   const std::string path = TempSocketPath("e2e");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   FakeFunction f;
   f.num_regs = 72;
@@ -116,7 +120,7 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
 
 TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   const std::string path = TempSocketPath("gaps");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 64);
   p.h.fake.functions[kF] = FakeFunction{};
   cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
@@ -160,7 +164,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   // A process that only replays graphs: no launch callback ever described device 0, so the
   // sender reads it itself, sends its device event, then the node's kernel event.
   const std::string path = TempSocketPath("graph-only");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 4096);
   Pipeline p(path, 64, {}, &buffers);
   ASSERT_EQ(p.h.devices.Get(0), nullptr);
@@ -206,7 +210,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
 
 TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
   const std::string path = TempSocketPath("graph");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 4096);
   Pipeline p(path, 64, {}, &buffers);
   // A launch first, so the device is known (graphs run on devices the process uses).
@@ -303,7 +307,7 @@ KernelActivity TimedKernel(uint32_t correlation_id, uint64_t start, uint64_t end
 
 TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   const std::string path = TempSocketPath("timing");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 16 << 10);
   Pipeline p(path, 64, {}, &buffers);
   p.h.fake.functions[kF] = FakeFunction{};
@@ -389,7 +393,7 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
 // more once records arrive again; the thresholds are small here (4 launches, 50 ms).
 TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) {
   const std::string path = TempSocketPath("stopped");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 16 << 10);
   TimingWatch::Options watch;
   watch.silence_ns = 50'000'000;
@@ -453,7 +457,7 @@ TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) 
 
 TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
   const std::string path = TempSocketPath("refused");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(1, 4096);
   Pipeline p(path, 64, {}, &buffers);
   uint8_t* held = nullptr;
@@ -474,7 +478,7 @@ TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
 
 TEST(SenderThread, TimingDroppedIsZeroWithoutActivity) {
   const std::string path = TempSocketPath("notiming");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 64);
   p.h.fake.dropped_records = 4;  // never read: no activity buffers
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
@@ -517,7 +521,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
   // The module is unloaded while the launch's record is still in the ring: the sender builds the
   // event from the FunctionInfo first, then frees it (FunctionTable::Reclaim in Step).
   const std::string path = TempSocketPath("unload");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   FakeFunction f;
   f.num_regs = 72;
@@ -550,7 +554,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
 
 TEST(SenderThread, StatsCountEveryLaunch) {
   const std::string path = TempSocketPath("stats");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   RecorderOptions options;
   options.sample_every = 10;
   Pipeline p(path, 1024, options);
@@ -586,7 +590,7 @@ std::vector<schema::OwnedEvent> EventsOfType(const std::vector<schema::OwnedEven
 
 TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   const std::string path = TempSocketPath("apierr");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   constexpr uint64_t kOtherContext = 0xD0;  // handles are aligned pointers
   constexpr uint64_t kOtherStream = 0x5F;  // a stream belongs to one context
   Harness h(1024);
@@ -641,7 +645,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
 
 TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
   const std::string path = TempSocketPath("flushnow");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   EXPECT_FALSE(p.sender.FlushNow(1'000'000));  // not running yet
   p.h.fake.functions[kF] = FakeFunction{};
@@ -658,7 +662,7 @@ TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
 
 TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
   const std::string path = TempSocketPath("crash");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   p.h.fake.functions[kF] = FakeFunction{};
   ASSERT_TRUE(p.sender.Start());

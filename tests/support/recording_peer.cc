@@ -292,7 +292,6 @@ void RecordingPeer::AcceptAll() {
     socklen_t len = sizeof(cred);
     if (path_.empty() || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) cred.pid = 0;
     c->info.pid = cred.pid;
-    if (!upstream_.empty()) c->up = ConnectUpstream();
     conns_.push_back(std::move(c));
   }
 }
@@ -329,6 +328,12 @@ bool RecordingPeer::ReadOnce(Conn& c) {
   }
   c.info.bytes += static_cast<uint64_t>(n);
   c.partial.append(buf.data(), static_cast<size_t>(n));
+  if (!upstream_.empty() && !c.up_opened) {
+    // Opened with the first bytes to relay: the collector's handshake timeout does not run
+    // while this peer holds the producer's bytes unread.
+    c.up = ConnectUpstream();
+    c.up_opened = true;
+  }
   if (c.up >= 0) {
     c.up_out.append(buf.data(), static_cast<size_t>(n));
     FlushUpstream(c);

@@ -82,8 +82,9 @@ class RecordingPeer {
     bool read_shut = false;
     std::string partial;
     Connection info;
-    int up = -1;         // the relay to the collector
-    std::string up_out;  // received, not yet relayed
+    int up = -1;             // the relay to the collector
+    bool up_opened = false;  // once: a relay the collector closed is not opened again
+    std::string up_out;      // received, not yet relayed
   };
   void Start(int listen_fd);
   void Run();

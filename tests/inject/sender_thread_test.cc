@@ -26,16 +26,6 @@ using test_support::TempSocketPath;
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
 
-std::vector<schema::OwnedEvent> DecodeAll(const std::vector<std::string>& lines) {
-  std::vector<schema::OwnedEvent> out;
-  for (const std::string& line : lines) {
-    schema::DecodeResult r = schema::Decode(line);
-    EXPECT_TRUE(r.ok()) << r.message << "\n" << line;
-    if (r.ok()) out.push_back(std::move(r.event));
-  }
-  return out;
-}
-
 bool HasProcessEnd(const std::vector<std::string>& lines) {
   return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
     return l.find("\"type\":\"process_end\"") != std::string::npos;
@@ -86,7 +76,7 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
 
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_EQ(events.size(), 6u);  // process_start, device, 3 x kernel, process_end
   for (size_t i = 0; i < events.size(); ++i) {
     EXPECT_EQ(std::visit([](const auto& e) { return e.header.seq; }, events[i]), i);
@@ -129,7 +119,7 @@ TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   ASSERT_EQ(dropped, 100u - p.h.ring->capacity());
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   uint64_t last_seq = 0;
   uint64_t gaps = 0;
   for (size_t i = 0; i < events.size(); ++i) {
@@ -187,7 +177,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   ASSERT_TRUE(HandOver(&buffers, &p.h.fake, {&node}));
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int devices = 0;
   int graph_kernels = 0;
   for (const auto& e : events) {
@@ -245,7 +235,7 @@ TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
 
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int graph_kernels = 0;
   int times = 0;
   for (const auto& e : events) {
@@ -358,7 +348,7 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   EXPECT_EQ(p.h.fake.dropped_queries, 3);  // once more at the end
 
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   std::map<uint64_t, uint64_t> durations;  // correlation id -> duration_ns
   std::vector<uint64_t> graph_kernels;
   int stats = 0;
@@ -439,7 +429,7 @@ TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) 
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
 
   std::vector<std::pair<uint64_t, schema::TimingStoppedReason>> seen;  // per stats event
-  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+  for (const schema::OwnedEvent& e : collector.Events()) {
     if (const auto* st = std::get_if<schema::OwnedStatsEvent>(&e)) {
       seen.emplace_back(st->timing_stopped, st->timing_stopped_reason);
     }
@@ -471,7 +461,7 @@ TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
   buffers.Complete(held, 0);
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 3u);
 }
@@ -483,7 +473,7 @@ TEST(SenderThread, TimingDroppedIsZeroWithoutActivity) {
   p.h.fake.dropped_records = 4;  // never read: no activity buffers
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 0u);
   EXPECT_EQ(p.h.fake.dropped_queries, 0);
@@ -542,7 +532,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   int kernels = 0;
-  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+  for (const schema::OwnedEvent& e : collector.Events()) {
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e); k != nullptr) {
       EXPECT_EQ(k->num_regs, 72);
       EXPECT_EQ(k->name, "_Z1kv");
@@ -566,7 +556,7 @@ TEST(SenderThread, StatsCountEveryLaunch) {
   p.sender.Step(t0 + std::chrono::milliseconds(50));  // past the 10 ms stats interval
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int stats = 0;
   for (const auto& e : events) {
     if (const auto* s = std::get_if<schema::OwnedStatsEvent>(&e)) {
@@ -623,7 +613,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   ASSERT_TRUE(sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   const std::vector<schema::OwnedEvent> errors =
-      EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kApiError);
+      EventsOfType(collector.Events(), schema::EventType::kApiError);
   ASSERT_EQ(errors.size(), 2u);
   const auto& e = std::get<schema::OwnedApiErrorEvent>(errors[0]);
   EXPECT_EQ(e.api, "cuCtxSynchronize");
@@ -656,7 +646,7 @@ TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
   }
   ASSERT_TRUE(p.sender.FlushNow(10'000'000'000));
   // Acknowledged means the collector has read every line: no waiting needed.
-  EXPECT_EQ(EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kKernel).size(), 50u);
+  EXPECT_EQ(EventsOfType(collector.Events(), schema::EventType::kKernel).size(), 50u);
   p.sender.Stop(Clock::now() + std::chrono::seconds(10));
 }
 
@@ -676,7 +666,7 @@ TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
   crash.addr = 0x1000;
   crash.tid = 1234;
   ASSERT_TRUE(p.sender.FlushForCrash(crash, 10'000'000'000));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   ASSERT_EQ(schema::TypeOf(events.back()), schema::EventType::kProcessCrash);
   const auto& c = std::get<schema::OwnedProcessCrashEvent>(events.back());

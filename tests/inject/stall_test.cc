@@ -200,13 +200,7 @@ bool HasProcessEnd(const std::vector<std::string>& lines) {
 std::vector<schema::OwnedEvent> Finish(Pipeline& p, StoringCollector& collector) {
   EXPECT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   EXPECT_TRUE(collector.WaitFor(HasProcessEnd));
-  std::vector<schema::OwnedEvent> events;
-  for (const std::string& line : collector.Lines()) {
-    schema::DecodeResult r = schema::Decode(line);
-    EXPECT_TRUE(r.ok()) << r.message << "\n" << line;
-    if (r.ok()) events.push_back(std::move(r.event));
-  }
-  return events;
+  return collector.Events();
 }
 
 std::vector<schema::OwnedStallEvent> Stalls(const std::vector<schema::OwnedEvent>& events) {

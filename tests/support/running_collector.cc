@@ -98,6 +98,8 @@ bool StoringCollector::WaitFor(
   return WaitUntil([&] { return predicate(Lines()); }, timeout, std::chrono::milliseconds(2));
 }
 
+std::vector<schema::OwnedEvent> StoringCollector::Events() const { return DecodeLogs(log_dir_); }
+
 std::vector<uint64_t> StoringCollector::StoredSeqs(int64_t pid) const {
   return test_support::StoredSeqs(log_dir_, pid);
 }

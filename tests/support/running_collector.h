@@ -14,6 +14,7 @@
 
 #include "collector.h"
 #include "collector_options.h"
+#include "cuflight/schema/events.h"
 #include "temp_dir.h"
 
 namespace spdlog {
@@ -86,6 +87,8 @@ class StoringCollector {
   // Waits until `predicate(Lines())` holds or `timeout`; returns whether it held.
   bool WaitFor(const std::function<bool(const std::vector<std::string>&)>& predicate,
                std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
+  // Lines(), each decoded with the schema's decoder (fails the test on one that does not decode).
+  std::vector<schema::OwnedEvent> Events() const;
   // The seqs stored for process `pid` (process_lost left out), in stored order.
   std::vector<uint64_t> StoredSeqs(int64_t pid) const;
 

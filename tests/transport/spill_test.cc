@@ -1,5 +1,6 @@
 // The Sender with a spill sink (sender.h design point 8, docs/spill.md): with a recording sink
-// for the exact sequence of calls, and with the real SpillWriter and a FakeCollector end to end.
+// for the exact sequence of calls, and with the real SpillWriter and, end to end, a recording peer
+// in front of the real collector.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>

@@ -24,12 +24,12 @@ namespace cuflight::inject::testing {
 namespace {
 
 using collector::testing::LogFiles;
-using test_support::DecodeLogs;
 using collector::testing::RunningCollector;
 using collector::testing::TempDir;
 using collector::testing::TestOptions;
 using collector::testing::WaitUntil;
 using cuflight::testing::RunProcess;
+using test_support::DecodeLogs;
 
 bool HasType(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
   return std::any_of(events.begin(), events.end(),

@@ -31,7 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using collector::testing::ChildProcess;
-using test_support::DecodeLog;
 using collector::testing::LogFiles;
 using collector::testing::RunningCollector;
 using collector::testing::TempDir;
@@ -40,6 +39,7 @@ using collector::testing::WaitForSocket;
 using collector::testing::WaitUntil;
 using cuflight::testing::ProcessResult;
 using cuflight::testing::RunProcess;
+using test_support::DecodeLog;
 
 size_t Count(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
   return static_cast<size_t>(std::count_if(

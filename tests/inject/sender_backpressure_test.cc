@@ -178,9 +178,8 @@ TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilA
   ASSERT_EQ(collector.connection_count(), 1u);
   const std::vector<uint64_t> seqs = collector.connections()[0].seqs;
   // ... and stored each once.
-  EXPECT_TRUE(store.WaitFor([&](const std::vector<std::string>&) {
-    return store.StoredSeqs(getpid()) == seqs;
-  }));
+  EXPECT_TRUE(store.WaitFor(
+      [&](const std::vector<std::string>&) { return store.StoredSeqs(getpid()) == seqs; }));
   ASSERT_EQ(seqs.size(), 4003 - stalled.dropped_backpressure);
   for (size_t i = 1; i < seqs.size(); ++i) ASSERT_LT(seqs[i - 1], seqs[i]) << i;
   ASSERT_GE(seqs.size(), 2001u);

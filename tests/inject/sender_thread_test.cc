@@ -4,12 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "cuflight/schema/decoder.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cuflight/schema/decoder.h"
 #include "clock.h"
+#include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
 #include "running_collector.h"
 #include "sender_thread.h"

@@ -1,7 +1,5 @@
 #include "log_files.h"
 
-#include "cuflight/schema/decoder.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <utility>
+
+#include "cuflight/schema/decoder.h"
 
 namespace cuflight::test_support {
 namespace {

@@ -17,7 +17,6 @@
 #include <stdexcept>
 #include <utility>
 
-
 namespace cuflight::test_support {
 namespace {
 
@@ -196,8 +195,7 @@ void RecordingPeer::Run() {
           polled.push_back({c.get(), false});
         }
         if (c->up >= 0) {
-          fds.push_back(
-              {c->up, static_cast<short>(POLLIN | (c->up_out.empty() ? 0 : POLLOUT)), 0});
+          fds.push_back({c->up, static_cast<short>(POLLIN | (c->up_out.empty() ? 0 : POLLOUT)), 0});
           polled.push_back({c.get(), true});
         }
       }

@@ -35,8 +35,8 @@ struct PassedFd {
 class RecordingPeer {
  public:
   struct Connection {
-    pid_t pid = 0;               // SO_PEERCRED; 0 over TCP
-    std::vector<uint64_t> seqs;  // the "seq" of every line received, in order
+    pid_t pid = 0;                   // SO_PEERCRED; 0 over TCP
+    std::vector<uint64_t> seqs;      // the "seq" of every line received, in order
     std::vector<std::string> lines;  // every line received, with its '\n'
     uint64_t bytes = 0;
     bool open = true;

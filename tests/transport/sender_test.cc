@@ -1,7 +1,7 @@
 #include "cuflight/transport/sender.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@
 #include "running_collector.h"
 #include "temp_dir.h"
 #include "test_lines.h"
+#include "wait_until.h"
 
 namespace cuflight::transport {
 namespace {
@@ -102,6 +103,14 @@ class SenderTest : public ::testing::Test {
   }
   // The seqs the collector stored for this process (the stream of exe "trainer").
   std::vector<uint64_t> Stored() const { return collector_->StoredSeqs(getpid()); }
+  // Waits until the collector stored `seq` of this process: what a peer read may still be on
+  // its way to the collector.
+  bool WaitStored(uint64_t seq) const {
+    return test_support::WaitUntil([&] {
+      const std::vector<uint64_t> stored = Stored();
+      return std::find(stored.begin(), stored.end(), seq) != stored.end();
+    });
+  }
   // The seqs stored in the stream of the process named /opt/app/bin/<exe> (StartLine).
   std::vector<uint64_t> StoredOf(std::string_view exe) const {
     std::vector<uint64_t> seqs;
@@ -112,8 +121,13 @@ class SenderTest : public ::testing::Test {
     }
     return seqs;
   }
-  // Valid lines the collector received again and did not store.
-  uint64_t Duplicates() const { return collector_->stats().duplicates; }
+  // Valid lines whose seq the collector had stored already. Stops the collector first (it reads
+  // what it was sent to the end): it publishes its counts after the acks of a turn, so only then
+  // do they cover every line it acknowledged.
+  uint64_t Duplicates() const {
+    collector_->Stop();
+    return collector_->stats().duplicates;
+  }
 
   TempDir dir_;
   std::string path_;
@@ -235,6 +249,7 @@ TEST_F(SenderTest, CollectorKilledMidStreamAndRestarted) {
   a->SetHoldAcks(true);
   for (uint64_t seq = 102; seq <= 151; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 151; }));
+  ASSERT_TRUE(WaitStored(151));
   EXPECT_EQ(s.unacked_lines(), 50u);
   a->Kill();
 
@@ -295,6 +310,7 @@ TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
   for (uint64_t seq = 1; seq <= 250; ++seq)
     ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, size_of(seq))));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 250; }));
+  ASSERT_TRUE(WaitStored(250));
   a->Kill();
   for (uint64_t seq = 251; seq <= 260; ++seq) {
     ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, size_of(seq))));
@@ -777,7 +793,8 @@ TEST_F(SenderTest, CloseAfterForkClosesOnlyItsOwnSocket) {
     const int fd = s.fd();
     ASSERT_GE(fd, 0);
     const size_t received = a->received(0);
-    ASSERT_TRUE(s.Enqueue(2, EventLine(2, 400)));  // held, not written: CloseAfterFork sends nothing
+    // Held, not written: CloseAfterFork sends nothing.
+    ASSERT_TRUE(s.Enqueue(2, EventLine(2, 400)));
     s.CloseAfterFork();
     EXPECT_EQ(s.fd(), -1);
     errno = 0;
@@ -812,7 +829,9 @@ TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
 
   // Everything the child uses is built before fork(): it allocates nothing.
   std::vector<std::string> child_lines;
-  for (uint64_t seq = 0; seq <= 100; ++seq) child_lines.push_back(seq == 0 ? StartLine(480, "child") : EventLine(seq, 480, "child"));
+  for (uint64_t seq = 0; seq <= 100; ++seq) {
+    child_lines.push_back(seq == 0 ? StartLine(480, "child") : EventLine(seq, 480, "child"));
+  }
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {

@@ -98,8 +98,8 @@ class RecordingSink : public SpillSink {
 class SpillTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (dir_.path() / "collector.sock").string();  // nothing listens there unless a test
-                                                         // starts a collector
+    // Nothing listens there unless a test starts a collector.
+    path_ = (dir_.path() / "collector.sock").string();
     spill_dir_ = (dir_.path() / "spill").string();
   }
 

@@ -28,8 +28,8 @@ std::string Header(std::string_view type, uint64_t seq) {
 }  // namespace
 
 std::string MakeLine(uint64_t seq, size_t size, std::string_view tag) {
-  return Padded(R"({"type":"t","seq":)" + std::to_string(seq) + R"(,"tag":")" +
-                    std::string(tag) + R"(","pad":")",
+  return Padded(R"({"type":"t","seq":)" + std::to_string(seq) + R"(,"tag":")" + std::string(tag) +
+                    R"(","pad":")",
                 seq, size);
 }
 

@@ -73,7 +73,10 @@ int RecordingPeer::ConnectUpstream() {
   addr.sun_family = AF_UNIX;
   if (upstream_.size() >= sizeof(addr.sun_path)) throw std::runtime_error("upstream path too long");
   std::memcpy(addr.sun_path, upstream_.c_str(), upstream_.size() + 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Fail("connect upstream");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);  // no collector there: this connection is recorded, not relayed
+    return -1;
+  }
   const int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) Fail("fcntl");
   return fd;
@@ -100,7 +103,8 @@ void RecordingPeer::Kill() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& c : conns_) {
     if (c->fd >= 0) close(c->fd);
-    if (c->up >= 0) close(c->up);  // abruptly: what the collector did not read yet is lost
+    // Abruptly: what was read from the producer and not yet relayed is lost.
+    if (c->up >= 0) close(c->up);
     c->fd = c->up = -1;
     c->info.open = false;
   }

@@ -93,6 +93,8 @@ class StoringCollector {
   std::vector<uint64_t> StoredSeqs(int64_t pid) const;
 
   const std::filesystem::path& log_dir() const { return log_dir_; }
+  // The collector publishes its counts at the end of a loop turn, after that turn's acks: read
+  // them after Stop() for counts that cover everything it acknowledged.
   collector::IngestStats stats() const { return running_->stats(); }
   // Stops the collector (draining what producers sent; process_lost for those still connected).
   void Stop() { running_->Stop(); }

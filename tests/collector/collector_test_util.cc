@@ -1,14 +1,9 @@
 #include "collector_test_util.h"
 
-#include <cstdio>
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -18,8 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <mutex>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "cuflight/schema/ack.h"
@@ -27,91 +20,6 @@
 #include "cuflight/schema/events.h"
 
 namespace cuflight::collector::testing {
-
-TempDir::TempDir() {
-  std::string templ = "/tmp/cuflight-test-XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
-    return;
-  }
-  path_ = templ;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
-CollectorOptions TestOptions(const std::filesystem::path& dir) {
-  CollectorOptions o;
-  o.socket = dir / "run" / "collector.sock";
-  o.log_dir = dir / "logs";
-  o.rotate_bytes = 1ull << 40;
-  o.reconnect_grace = std::chrono::milliseconds(0);
-  return o;
-}
-
-bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
-class StringSink : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::string text() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return text_;
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t formatted;
-    formatter_->format(msg, formatted);
-    text_.append(formatted.data(), formatted.size());
-  }
-  void flush_() override {}
-
- private:
-  std::string text_;
-};
-
-CapturedLog::CapturedLog() : sink_(std::make_shared<StringSink>()) {
-  sink_->set_pattern("%l %v");
-  logger_ = std::make_shared<spdlog::logger>("test-collector", sink_);
-  logger_->set_level(spdlog::level::debug);
-}
-
-std::string CapturedLog::text() const { return sink_->text(); }
-
-RunningCollector::RunningCollector(const CollectorOptions& options, Metrics* metrics,
-                                   std::shared_ptr<spdlog::logger> logger) {
-  if (!logger) {
-    logger = std::make_shared<spdlog::logger>("quiet");
-    logger->set_level(spdlog::level::off);
-  }
-  StartupError error;
-  collector_ = Collector::Create(options, metrics, std::move(logger), &error);
-  if (!collector_) {
-    ADD_FAILURE() << "Collector::Create failed (" << error.exit_code << "): " << error.line;
-    return;
-  }
-  running_ = true;
-  thread_ = std::thread([this] { status_ = collector_->Run(); });
-}
-
-RunningCollector::~RunningCollector() { Stop(); }
-
-int RunningCollector::Stop() {
-  if (!running_) return -1;
-  collector_->RequestStop();
-  thread_.join();
-  running_ = false;
-  return status_;
-}
 
 RawClient RawClient::Unix(const std::filesystem::path& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -352,65 +260,6 @@ std::string ProcessEndLine(const ProducerIdentity& id, uint64_t seq, uint64_t em
   e.dropped_ring_full = dropped;
   e.timing_dropped = timing_dropped;
   return EncodeEvent(e);
-}
-
-std::vector<std::filesystem::path> LogFiles(const std::filesystem::path& log_dir) {
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(log_dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file() && it->path().extension() == ".jsonl") files.push_back(it->path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-std::vector<LoggedLine> ReadLog(const std::filesystem::path& file) {
-  std::vector<LoggedLine> lines;
-  std::string all;
-  if (FILE* f = std::fopen(file.c_str(), "rb")) {
-    char buf[65536];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) all.append(buf, n);
-    std::fclose(f);
-  }
-  EXPECT_TRUE(all.empty() || all.back() == '\n') << file << " ends in an unterminated line";
-  size_t start = 0;
-  while (start < all.size()) {
-    size_t nl = all.find('\n', start);
-    if (nl == std::string::npos) nl = all.size();
-    LoggedLine line;
-    line.text = all.substr(start, nl - start);
-    start = nl + 1;
-    const nlohmann::json j = nlohmann::json::parse(line.text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j.contains("seq") ||
-        !j.contains("pid")) {
-      ADD_FAILURE() << file << ": bad line: " << line.text.substr(0, 200);
-      continue;
-    }
-    line.type = j["type"].get<std::string>();
-    line.pid = j["pid"].get<int64_t>();
-    line.seq = j["seq"].get<uint64_t>();
-    lines.push_back(std::move(line));
-  }
-  return lines;
-}
-
-std::filesystem::path FindLog(const std::filesystem::path& log_dir, std::string_view exe_base,
-                              int32_t pid) {
-  std::string needle = "-";
-  needle.append(exe_base);
-  needle += '-';
-  needle += std::to_string(pid);
-  needle += '-';
-  std::filesystem::path found;
-  int count = 0;
-  for (const auto& file : LogFiles(log_dir)) {
-    if (file.filename().string().find(needle) != std::string::npos) {
-      found = file;
-      ++count;
-    }
-  }
-  return count == 1 ? found : std::filesystem::path();
 }
 
 uint64_t PeakRssBytes(pid_t pid) {

@@ -1,5 +1,5 @@
-// Test helpers for the collector: a temporary directory, a collector running in a thread, raw
-// producer sockets, encoded event lines, and readers of the log files.
+// Test helpers for the collector: raw producer sockets and encoded event lines, with the shared
+// support (a temporary directory, the collector running in a thread, readers of its log files).
 #ifndef CUFLIGHT_TESTS_COLLECTOR_COLLECTOR_TEST_UTIL_H_
 #define CUFLIGHT_TESTS_COLLECTOR_COLLECTOR_TEST_UTIL_H_
 
@@ -18,70 +18,23 @@
 
 #include "collector.h"
 #include "collector_options.h"
-
-namespace spdlog {
-class logger;
-}
+#include "log_files.h"
+#include "running_collector.h"
+#include "temp_dir.h"
+#include "wait_until.h"
 
 namespace cuflight::collector::testing {
 
-// A fresh directory (mode 0700) under /tmp, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// Options for a test collector under `dir`: socket dir/run/collector.sock, logs in dir/logs,
-// process_lost at once on disconnect (reconnect_grace 0), no rotation.
-CollectorOptions TestOptions(const std::filesystem::path& dir);
-
-// Waits, polling every millisecond, until `condition` holds or `timeout` passes; returns whether
-// it held. The polling is the synchronisation: the condition reads published state.
-bool WaitUntil(const std::function<bool()>& condition,
-               std::chrono::milliseconds timeout = std::chrono::seconds(20));
-
-// A spdlog logger whose lines are kept in memory (for asserting what the collector logged).
-class StringSink;
-class CapturedLog {
- public:
-  CapturedLog();
-  std::shared_ptr<spdlog::logger> logger() const { return logger_; }
-  // Everything logged so far, one "<level> <message>" line per entry. Any thread.
-  std::string text() const;
-
- private:
-  std::shared_ptr<StringSink> sink_;
-  std::shared_ptr<spdlog::logger> logger_;
-};
-
-// A Collector running Run() on its own thread.
-class RunningCollector {
- public:
-  // Fails the test (and leaves collector() null) when Create fails.
-  explicit RunningCollector(const CollectorOptions& options, Metrics* metrics = nullptr,
-                            std::shared_ptr<spdlog::logger> logger = nullptr);
-  ~RunningCollector();  // Stop()s
-  RunningCollector(const RunningCollector&) = delete;
-  RunningCollector& operator=(const RunningCollector&) = delete;
-
-  Collector* collector() const { return collector_.get(); }
-  IngestStats stats() const { return collector_->stats(); }
-  // Requests a stop and joins; returns Run()'s status (-1 if already stopped).
-  int Stop();
-
- private:
-  std::unique_ptr<Collector> collector_;
-  std::thread thread_;
-  int status_ = -1;
-  bool running_ = false;
-};
+// The shared test support (tests/support), under the names these tests have always used.
+using test_support::CapturedLog;
+using test_support::FindLog;
+using test_support::LogFiles;
+using test_support::LoggedLine;
+using test_support::ReadLog;
+using test_support::RunningCollector;
+using test_support::TempDir;
+using test_support::TestOptions;
+using test_support::WaitUntil;
 
 // A producer socket driven by hand, for exact and hostile byte streams.
 class RawClient {
@@ -139,26 +92,6 @@ std::string StatsLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted
                       uint64_t timing_dropped = 0);
 std::string ProcessEndLine(const ProducerIdentity& id, uint64_t seq, uint64_t emitted,
                            uint64_t dropped, uint64_t timing_dropped = 0);
-
-// One line of a log file, parsed.
-struct LoggedLine {
-  std::string type;
-  int64_t pid = 0;
-  uint64_t seq = 0;
-  std::string text;  // the line without its '\n'
-};
-
-// Every *.jsonl file under `log_dir` (recursively), sorted by path.
-std::vector<std::filesystem::path> LogFiles(const std::filesystem::path& log_dir);
-
-// The lines of one log file, parsed with nlohmann_json (fails the test on a line that is not a
-// JSON object with type, pid and seq, or on an unterminated last line).
-std::vector<LoggedLine> ReadLog(const std::filesystem::path& file);
-
-// The log file of the process with this exe basename and pid; empty path if there is not
-// exactly one.
-std::filesystem::path FindLog(const std::filesystem::path& log_dir, std::string_view exe_base,
-                              int32_t pid);
 
 // This process's peak resident set (VmHWM) of process `pid`, bytes; 0 if unknown.
 uint64_t PeakRssBytes(pid_t pid);

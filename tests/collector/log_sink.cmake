@@ -14,5 +14,5 @@ cuflight_add_gtest(NAME log_sink_test
     ${CMAKE_CURRENT_LIST_DIR}/log_sink_error_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/log_sink_crash_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/log_sink_trust_test.cc
-  LIBS ${CUFLIGHT_LOGSINK_LIBS})
+  LIBS ${CUFLIGHT_LOGSINK_LIBS} cuflight_test_support)
 target_include_directories(log_sink_test PRIVATE ${CUFLIGHT_LOGSINK_INCLUDE_DIR})

@@ -1,4 +1,4 @@
-// Helpers shared by the log sink tests: a temporary directory, file reading, and an
+// Helpers shared by the log sink tests: file reading, and an
 // independent zstd decoder (libzstd's one-shot API, not the sink's streaming reader).
 #ifndef CUFLIGHT_TESTS_COLLECTOR_LOG_SINK_TEST_UTIL_H_
 #define CUFLIGHT_TESTS_COLLECTOR_LOG_SINK_TEST_UTIL_H_
@@ -10,20 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace cuflight::collector::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using test_support::TempDir;  // tests/support/temp_dir.h
 
 // The whole file; "" if it cannot be read (the tests check existence separately).
 std::string ReadFile(const std::filesystem::path& path);

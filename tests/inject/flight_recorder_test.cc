@@ -29,24 +29,7 @@ using collector::testing::TempDir;
 using collector::testing::TestOptions;
 using collector::testing::WaitUntil;
 using cuflight::testing::RunProcess;
-
-std::vector<schema::OwnedEvent> ReadEvents(const std::filesystem::path& log_dir) {
-  std::vector<schema::OwnedEvent> out;
-  for (const auto& file : LogFiles(log_dir)) {
-    FILE* f = std::fopen(file.c_str(), "r");
-    if (f == nullptr) continue;
-    char* line = nullptr;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-      schema::DecodeResult d = schema::Decode(line);
-      EXPECT_TRUE(d.ok()) << d.message;
-      if (d.ok()) out.push_back(std::move(d.event));
-    }
-    std::free(line);
-    std::fclose(f);
-  }
-  return out;
-}
+using test_support::DecodeLogs;
 
 bool HasType(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
   return std::any_of(events.begin(), events.end(),
@@ -80,7 +63,7 @@ TEST_F(FlightRecorder, ACrashedProcessLeavesItsKernelsTheCrashAndProcessLost) {
   EXPECT_EQ(r.exit_code, 128 + SIGSEGV) << r.err;
   std::vector<schema::OwnedEvent> events;
   ASSERT_TRUE(WaitUntil([&] {
-    events = ReadEvents(options.log_dir);
+    events = DecodeLogs(options.log_dir);
     return HasType(events, schema::EventType::kProcessLost);
   }));
   const auto kernels = std::count_if(events.begin(), events.end(), [](const auto& e) {
@@ -102,7 +85,7 @@ TEST_F(FlightRecorder, WithoutACollectorACrashLeavesEverythingInTheSpillFile) {
   unsetenv("CUFLIGHT_SPILL_DIR");
   EXPECT_EQ(r.exit_code, 128 + SIGABRT) << r.err;
   ASSERT_EQ(LogFiles(spill).size(), 1u);
-  const std::vector<schema::OwnedEvent> events = ReadEvents(spill);
+  const std::vector<schema::OwnedEvent> events = DecodeLogs(spill);
   ASSERT_GE(events.size(), 3u);
   // A complete stream: process_start first, every kernel, the crash last, no seq missing.
   EXPECT_EQ(schema::TypeOf(events.front()), schema::EventType::kProcessStart);
@@ -158,7 +141,7 @@ KillRun RunStreamKill() {
   run.launches = streamed + 1;  // the one launch before the stream
   std::vector<schema::OwnedEvent> events;
   EXPECT_TRUE(WaitUntil([&] {
-    events = ReadEvents(options.log_dir);
+    events = DecodeLogs(options.log_dir);
     return HasType(events, schema::EventType::kProcessLost);
   }));
   int64_t last_sent_ns = 0;

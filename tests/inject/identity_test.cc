@@ -39,22 +39,7 @@ using collector::testing::WaitForSocket;
 using collector::testing::WaitUntil;
 using cuflight::testing::ProcessResult;
 using cuflight::testing::RunProcess;
-
-std::vector<schema::OwnedEvent> ReadFile(const fs::path& file) {
-  std::vector<schema::OwnedEvent> out;
-  FILE* f = std::fopen(file.c_str(), "r");
-  if (f == nullptr) return out;
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, f) > 0) {
-    schema::DecodeResult d = schema::Decode(line);
-    EXPECT_TRUE(d.ok()) << d.message;
-    if (d.ok()) out.push_back(std::move(d.event));
-  }
-  std::free(line);
-  std::fclose(f);
-  return out;
-}
+using test_support::DecodeLog;
 
 size_t Count(const std::vector<schema::OwnedEvent>& events, schema::EventType type) {
   return static_cast<size_t>(std::count_if(
@@ -65,7 +50,7 @@ size_t Count(const std::vector<schema::OwnedEvent>& events, schema::EventType ty
 std::map<fs::path, std::vector<schema::OwnedEvent>> EndedLogs(const fs::path& log_dir) {
   std::map<fs::path, std::vector<schema::OwnedEvent>> out;
   for (const fs::path& file : LogFiles(log_dir)) {
-    std::vector<schema::OwnedEvent> events = ReadFile(file);
+    std::vector<schema::OwnedEvent> events = DecodeLog(file);
     if (Count(events, schema::EventType::kProcessEnd) > 0) out[file] = std::move(events);
   }
   return out;
@@ -223,7 +208,7 @@ TEST_F(IdentityTest, AProcessAfterExecIsRecordedInFullAsANewStream) {
   const fs::path new_image = ended.begin()->first;
   const fs::path old_image = files[0] == new_image ? files[1] : files[0];
   const auto& after = ended.begin()->second;
-  const std::vector<schema::OwnedEvent> before = ReadFile(old_image);
+  const std::vector<schema::OwnedEvent> before = DecodeLog(old_image);
   ASSERT_FALSE(before.empty());
   const auto& start_before = std::get<schema::OwnedProcessStartEvent>(before.front());
   const auto& start_after = std::get<schema::OwnedProcessStartEvent>(after.front());
@@ -397,7 +382,7 @@ TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
   const std::vector<fs::path> files = LogFiles(logs);
   ASSERT_EQ(files.size(), 1u) << collector.Output();
   EXPECT_TRUE(files[0].filename().string().ends_with("-u54382.jsonl")) << files[0];
-  const std::vector<schema::OwnedEvent> events = ReadFile(files[0]);
+  const std::vector<schema::OwnedEvent> events = DecodeLog(files[0]);
   EXPECT_EQ(Count(events, schema::EventType::kKernel), 5u);
   EXPECT_EQ(Count(events, schema::EventType::kProcessEnd), 1u);
   ExpectCompleteStream(events, files[0]);

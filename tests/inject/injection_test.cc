@@ -7,21 +7,25 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "cuflight/schema/decoder.h"
+#include "running_collector.h"
 #include "subprocess.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using cuflight::testing::RunProcess;
 
@@ -117,7 +121,7 @@ TEST_F(Injection, ABadSettingFallsBackWithOneWarning) {
 TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
   UseFakes();
   const std::string path = TempSocketPath("inject");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "25"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -154,7 +158,7 @@ TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
 TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
   UseFakes();
   const std::string path = TempSocketPath("timing");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   setenv("FAKE_CUPTI_TIMING", "2,3,1", 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5"});
@@ -188,7 +192,7 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
 TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   UseFakes();
   const std::string path = TempSocketPath("oldcupti");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
   setenv("FAKE_CUPTI_VERSION", "28", 1);
@@ -231,7 +235,7 @@ CuptiRun RunWithCallLog(const std::string& name, int launches) {
   std::remove(log.c_str());
   setenv("FAKE_CUPTI_CALL_LOG", log.c_str(), 1);
   const std::string path = TempSocketPath(name);
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   run.r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(launches)});
   unsetenv("FAKE_CUPTI_CALL_LOG");
@@ -352,7 +356,7 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   }
   UseFakes();
   const std::string path = TempSocketPath("fork");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "fork"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -387,7 +391,7 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
   constexpr int kChildLaunches = 3;
   UseFakes();
   const std::string path = TempSocketPath("forkstorm");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(kChildLaunches),
                                                 "fork-storm", std::to_string(kForks)});
@@ -419,7 +423,7 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
 TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   UseFakes();
   const std::string path = TempSocketPath("forkexec");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "forkexec"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -439,8 +443,11 @@ namespace {
 struct CrashOutcome {
   int kernels = 0;
   std::vector<schema::OwnedProcessCrashEvent> crashes;
-  bool crash_is_last = false;
+  bool crash_is_last = false;  // of the lines the process sent
   bool seq_without_gaps = true;
+  // The collector's own process_lost, after everything the process sent (a crashed process
+  // ends its connection without process_end).
+  bool lost_after_crash = false;
 };
 
 CrashOutcome ReadCrashOutcome(const std::vector<std::string>& lines) {
@@ -450,6 +457,11 @@ CrashOutcome ReadCrashOutcome(const std::vector<std::string>& lines) {
     schema::DecodeResult d = schema::Decode(line);
     EXPECT_TRUE(d.ok()) << d.message;
     if (!d.ok()) continue;
+    if (std::holds_alternative<schema::OwnedProcessLostEvent>(d.event)) {
+      out.lost_after_crash = out.crash_is_last;
+      continue;
+    }
+    out.lost_after_crash = false;
     if (d.header->seq != expected_seq++) out.seq_without_gaps = false;
     if (std::holds_alternative<schema::OwnedKernelEvent>(d.event)) ++out.kernels;
     out.crash_is_last = false;
@@ -459,6 +471,15 @@ CrashOutcome ReadCrashOutcome(const std::vector<std::string>& lines) {
     }
   }
   return out;
+}
+
+// Waits for the collector's process_lost of a process that ended without process_end.
+bool WaitForLost(const StoringCollector& collector) {
+  return collector.WaitFor([](const std::vector<std::string>& lines) {
+    return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.find("\"process_lost\"") != std::string::npos;
+    });
+  });
 }
 
 bool HasCrash(const std::vector<std::string>& lines) {
@@ -495,7 +516,7 @@ TEST_F(CrashInjection, EachFatalSignalSendsThePendingKernelsAndProcessCrashThenD
                         Case{"abrt", SIGABRT, "SIGABRT"}}) {
     SCOPED_TRACE(c.mode);
     const std::string path = TempSocketPath(std::string("crash-") + c.mode);
-    TestCollector collector(path);
+    StoringCollector collector(path);
     setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
     const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "30", c.mode});
     // The signal's default action still ends the process: same status as without cuflight.
@@ -507,6 +528,8 @@ TEST_F(CrashInjection, EachFatalSignalSendsThePendingKernelsAndProcessCrashThenD
     ASSERT_EQ(o.crashes.size(), 1u);
     EXPECT_TRUE(o.crash_is_last);
     EXPECT_TRUE(o.seq_without_gaps);
+    EXPECT_TRUE(WaitForLost(collector));
+    EXPECT_TRUE(ReadCrashOutcome(collector.Lines()).lost_after_crash);
     const schema::OwnedProcessCrashEvent& crash = o.crashes[0];
     EXPECT_EQ(crash.signal, c.signal);
     EXPECT_EQ(crash.signal_name, c.name);
@@ -530,7 +553,7 @@ TEST_F(CrashInjection, EachFatalSignalSendsThePendingKernelsAndProcessCrashThenD
 TEST_F(CrashInjection, AnEarlierAppHandlerRunsFirstAndItsOwnExitIsNotReported) {
   CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
   const std::string path = TempSocketPath("crash-app-before");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "handler-before-segv"});
   EXPECT_EQ(r.exit_code, 42) << r.err;
@@ -552,7 +575,7 @@ TEST_F(CrashInjection, AFaultTheAppsHandlerResumesFromIsNeitherReportedNorSlowed
   for (const char* mode : {"handler-resume-segv", "handler-longjmp-segv"}) {
     SCOPED_TRACE(mode);
     const std::string path = TempSocketPath(std::string("crash-") + mode);
-    TestCollector collector(path);
+    StoringCollector collector(path);
     setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
     const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", mode});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -588,7 +611,7 @@ TEST_F(CrashInjection, AFaultTheAppsHandlerGivesUpOnIsReportedOnceAndEndsAsBefor
                         Case{"handler-returns-abrt", SIGABRT, true}}) {
     SCOPED_TRACE(c.mode);
     const std::string path = TempSocketPath(std::string("crash-") + c.mode);
-    TestCollector collector(path);
+    StoringCollector collector(path);
     setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
     const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", c.mode});
     EXPECT_EQ(r.exit_code, 128 + c.signal) << r.err;
@@ -607,7 +630,7 @@ TEST_F(CrashInjection, AFaultTheAppsHandlerGivesUpOnIsReportedOnceAndEndsAsBefor
 TEST_F(CrashInjection, AHandlerTheAppInstallsLaterReplacesCuflights) {
   CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
   const std::string path = TempSocketPath("crash-app-after");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "handler-after-segv"});
   EXPECT_EQ(r.exit_code, 43) << r.err;
@@ -618,7 +641,7 @@ TEST_F(CrashInjection, AHandlerTheAppInstallsLaterReplacesCuflights) {
 TEST_F(CrashInjection, TheCrashHandlerCanBeTurnedOff) {
   CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS();
   const std::string path = TempSocketPath("crash-off");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   setenv("CUFLIGHT_CRASH_HANDLER", "0", 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "segv"});
@@ -632,7 +655,7 @@ TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
   // The process is SIGKILLed right after the failed call returns: whatever the collector has,
   // it had before the call returned.
   const std::string path = TempSocketPath("sticky");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "12", "sticky-kill"});
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
@@ -659,7 +682,7 @@ TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
 
 TEST_F(CrashInjection, SigkillCannotBeCaughtAndLeavesNoCrashEvent) {
   const std::string path = TempSocketPath("crash-kill");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "kill"});
   EXPECT_EQ(r.exit_code, 128 + SIGKILL);
@@ -725,7 +748,7 @@ TEST_F(BoundedInjection, TheSenderCallsNoCuptiBeforeSubscriptionAndActivitySetUp
   setenv("FAKE_CUPTI_CALL_LOG", log.c_str(), 1);
   setenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS", "200", 1);
   const std::string path = TempSocketPath("order");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const TimedRun t = RunBounded({"3"});
   ASSERT_EQ(t.r.exit_code, 0) << t.r.err;
@@ -753,7 +776,7 @@ TEST_F(BoundedInjection, TheSenderCallsNoCuptiBeforeSubscriptionAndActivitySetUp
 TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheForcedFlushHangs) {
   setenv("FAKE_CUPTI_FLUSH", "hang-forced", 1);
   const std::string path = TempSocketPath("exit-hang-forced");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const TimedRun t = RunBounded({"10"});
   EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
@@ -773,7 +796,7 @@ TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheForcedFlushHangs) {
 TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheSenderIsStuckInAFlush) {
   setenv("FAKE_CUPTI_FLUSH", "hang", 1);
   const std::string path = TempSocketPath("exit-hang");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const TimedRun t = RunBounded({"10"});
   EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
@@ -784,7 +807,7 @@ TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheSenderIsStuckInAFlush) 
 TEST_F(BoundedInjection, ASlowForcedFlushStillDeliversEverythingAtExit) {
   setenv("FAKE_CUPTI_FLUSH", "slow:300", 1);
   const std::string path = TempSocketPath("exit-slow");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const TimedRun t = RunBounded({"4"});
   EXPECT_EQ(t.r.exit_code, 0) << t.r.err;
@@ -807,7 +830,7 @@ TEST_F(BoundedInjection, StickyErrorInBlockModeWithAStuckSenderReturnsWithinTheB
   setenv("CUFLIGHT_ON_FULL", "block", 1);
   setenv("CUFLIGHT_RING_SIZE", "64", 1);
   const std::string path = TempSocketPath("sticky-block");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   const TimedRun t = RunBounded({"200", "sticky-exit"});
   EXPECT_EQ(t.r.exit_code, 3) << t.r.out << t.r.err;

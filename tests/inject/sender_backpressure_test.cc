@@ -2,99 +2,31 @@
 // meet a transport buffer far smaller than their events, and a collector that acknowledges, one
 // that is connected and silent, or none.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cuflight/schema/ack.h"
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
+#include "recording_peer.h"
+#include "running_collector.h"
 #include "sender_thread.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::RecordingPeer;
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr uint64_t kF = 0x2000;
 constexpr auto kStallLimit = milliseconds(200);
-
-// A collector socket the test drives: listening, so a producer connects at once, but accepting
-// (and then reading and acknowledging) only when told to.
-class ManualCollector {
- public:
-  explicit ManualCollector(std::string path) : path_(std::move(path)) {
-    unlink(path_.c_str());
-    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path_.c_str());
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        listen(listen_fd_, 4) != 0) {
-      std::perror("ManualCollector");
-      std::abort();
-    }
-  }
-  ~ManualCollector() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    close(listen_fd_);
-    unlink(path_.c_str());
-  }
-
-  // Accepts the waiting connection and from then on reads it, acknowledging the highest seq
-  // after each read.
-  void StartAcking() {
-    thread_ = std::thread([this] {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      std::string pending;
-      uint64_t highest = 0;
-      while (!stop_) {
-        pollfd p{fd, POLLIN, 0};
-        if (poll(&p, 1, 10) <= 0) continue;
-        char buf[65536];
-        const ssize_t n = read(fd, buf, sizeof(buf));
-        if (n <= 0) break;
-        pending.append(buf, static_cast<size_t>(n));
-        size_t start = 0;
-        for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-          const size_t at = pending.find("\"seq\":", start);
-          if (at < nl) highest = std::strtoull(pending.c_str() + at + 6, nullptr, 10);
-          std::lock_guard<std::mutex> lock(mu_);
-          seqs_.push_back(highest);
-        }
-        pending.erase(0, start);
-        char ack[schema::kMaxAckLineBytes];
-        (void)!send(fd, ack, schema::EncodeAck(highest, ack, sizeof(ack)), MSG_NOSIGNAL);
-      }
-      close(fd);
-    });
-  }
-  std::vector<uint64_t> seqs() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return seqs_;
-  }
-
- private:
-  std::string path_;
-  int listen_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::mutex mu_;
-  std::vector<uint64_t> seqs_;  // of every line read, in order
-};
 
 // A harness, a sender thread with a 64 KiB transport buffer (about 60 kernel events), and a
 // function to launch.
@@ -154,7 +86,7 @@ bool HasProcessEnd(const std::vector<std::string>& lines) {
 // nothing (it used to drop the oldest never-sent events for room).
 void ExitDrainWaitsForRoom(OnFull on_full) {
   const std::string path = TempSocketPath("drain");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, on_full);
   p.Launch(4000);
   ASSERT_EQ(p.h.ring->SizeApprox(), 4000u);
@@ -197,7 +129,12 @@ Clock::duration StepUntilRingEmpty(Pipeline& p, Clock::duration timeout) {
 // again the thread waits again, and drops no more.
 TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilAcksResume) {
   const std::string path = TempSocketPath("hung");
-  ManualCollector collector(path);
+  const std::string store_path = TempSocketPath("hung-store");
+  StoringCollector store(store_path);
+  // The collector the producer connects to reads nothing, so acknowledges nothing: a paused
+  // peer in front of the real one.
+  RecordingPeer collector(path, store_path);
+  collector.SetPaused(true);
   Pipeline p(path, OnFull::kBlock);
   p.Launch(2000);
   const Clock::time_point start = Clock::now();
@@ -222,7 +159,7 @@ TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilA
 
   // The collector catches up. Once the thread has seen an acknowledgement it waits for room
   // again (the ring is empty meanwhile, so nothing is taken before).
-  collector.StartAcking();
+  collector.SetPaused(false);  // the real collector behind it reads, stores and acknowledges
   const Clock::time_point resumed = Clock::now();
   while (p.sender.transport().stats().acked == 0 &&
          Clock::now() - resumed < std::chrono::seconds(20)) {
@@ -238,7 +175,11 @@ TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilA
   p.ExpectAccounted();
   // What the collector read: seqs 0..4002 (process_start, the device, 2 x 2,000 kernels,
   // process_end) but the ones dropped, in order; the later 2,000 kernels and process_end all.
-  const std::vector<uint64_t> seqs = collector.seqs();
+  ASSERT_EQ(collector.connection_count(), 1u);
+  const std::vector<uint64_t> seqs = collector.connections()[0].seqs;
+  // ... and stored each once.
+  EXPECT_TRUE(store.WaitFor(
+      [&](const std::vector<std::string>&) { return store.StoredSeqs(getpid()) == seqs; }));
   ASSERT_EQ(seqs.size(), 4003 - stalled.dropped_backpressure);
   for (size_t i = 1; i < seqs.size(); ++i) ASSERT_LT(seqs[i - 1], seqs[i]) << i;
   ASSERT_GE(seqs.size(), 2001u);

@@ -16,11 +16,15 @@
 #include "cuflight/blackbox/region_writer.h"
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
+#include "running_collector.h"
 #include "sender_thread.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
@@ -141,7 +145,7 @@ std::string AsRecovered(std::string sent, std::string_view recovered) {
 // carries the line the sender sent under it, and the seqs the collector had before the kill,
 // the recovered ones and the rest of the stream leave no gap before process_end but the ring's
 // drops.
-void ExpectRecoveryMatchesTheSend(BlackboxPipeline& p, TestCollector& collector,
+void ExpectRecoveryMatchesTheSend(BlackboxPipeline& p, StoringCollector& collector,
                                   const std::vector<std::string>& before, const Recovered& got,
                                   uint64_t drops, uint64_t expected_kernels) {
   ASSERT_EQ(got.result.error, blackbox::RegionError::kNone) << got.result.message;
@@ -173,7 +177,7 @@ void ExpectRecoveryMatchesTheSend(BlackboxPipeline& p, TestCollector& collector,
 // event and every kernel come back, the ring's drops as the gap the sender leaves.
 TEST(SenderBlackbox, RecordsInTheRingComeBackAsTheSenderSendsThem) {
   const std::string path = TempSocketPath("bb-ring");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   BlackboxPipeline p(path, 64);
   p.sender->Step(Clock::now());  // process_start
   ASSERT_TRUE(collector.WaitFor([](const auto& lines) { return lines.size() == 1; }));
@@ -192,7 +196,7 @@ TEST(SenderBlackbox, RecordsInTheRingComeBackAsTheSenderSendsThem) {
 // journal under the seqs they got; the records still in the ring after them.
 TEST(SenderBlackbox, HeldEventsComeBackFromTheJournal) {
   const std::string path = TempSocketPath("bb-journal");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   BlackboxPipeline p(path, 64);
   for (uint32_t i = 0; i < 40; ++i) p.Launch(kF, 200 + i);
   p.sender->Step(Clock::now());  // all 40 handled and held; the preamble written
@@ -211,7 +215,7 @@ TEST(SenderBlackbox, HeldEventsComeBackFromTheJournal) {
 // The lines the transport wrote are forgotten by the journal; only what followed comes back.
 TEST(SenderBlackbox, WrittenLinesLeaveTheJournal) {
   const std::string path = TempSocketPath("bb-written");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   BlackboxPipeline p(path, 64, /*hold=*/false);
   for (uint32_t i = 0; i < 20; ++i) p.Launch(kF, 400 + i);
   p.sender->Step(Clock::now());  // handled, written, and so forgotten by the journal

@@ -4,33 +4,26 @@
 
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
-#include "test_collector.h"
+#include "running_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
 
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
+
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
-
-std::vector<schema::OwnedEvent> DecodeAll(const std::vector<std::string>& lines) {
-  std::vector<schema::OwnedEvent> out;
-  for (const std::string& line : lines) {
-    schema::DecodeResult r = schema::Decode(line);
-    EXPECT_TRUE(r.ok()) << r.message << "\n" << line;
-    if (r.ok()) out.push_back(std::move(r.event));
-  }
-  return out;
-}
 
 bool HasProcessEnd(const std::vector<std::string>& lines) {
   return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
@@ -68,7 +61,7 @@ struct Pipeline {
 
 TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   const std::string path = TempSocketPath("e2e");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   FakeFunction f;
   f.num_regs = 72;
@@ -82,7 +75,7 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
 
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_EQ(events.size(), 6u);  // process_start, device, 3 x kernel, process_end
   for (size_t i = 0; i < events.size(); ++i) {
     EXPECT_EQ(std::visit([](const auto& e) { return e.header.seq; }, events[i]), i);
@@ -116,7 +109,7 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
 
 TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   const std::string path = TempSocketPath("gaps");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 64);
   p.h.fake.functions[kF] = FakeFunction{};
   cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
@@ -125,7 +118,7 @@ TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   ASSERT_EQ(dropped, 100u - p.h.ring->capacity());
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   uint64_t last_seq = 0;
   uint64_t gaps = 0;
   for (size_t i = 0; i < events.size(); ++i) {
@@ -160,7 +153,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   // A process that only replays graphs: no launch callback ever described device 0, so the
   // sender reads it itself, sends its device event, then the node's kernel event.
   const std::string path = TempSocketPath("graph-only");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 4096);
   Pipeline p(path, 64, {}, &buffers);
   ASSERT_EQ(p.h.devices.Get(0), nullptr);
@@ -183,7 +176,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
   ASSERT_TRUE(HandOver(&buffers, &p.h.fake, {&node}));
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int devices = 0;
   int graph_kernels = 0;
   for (const auto& e : events) {
@@ -206,7 +199,7 @@ TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {
 
 TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
   const std::string path = TempSocketPath("graph");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 4096);
   Pipeline p(path, 64, {}, &buffers);
   // A launch first, so the device is known (graphs run on devices the process uses).
@@ -241,7 +234,7 @@ TEST(SenderThread, GraphKernelNodesAndTimingComeFromActivityRecords) {
 
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int graph_kernels = 0;
   int times = 0;
   for (const auto& e : events) {
@@ -303,7 +296,7 @@ KernelActivity TimedKernel(uint32_t correlation_id, uint64_t start, uint64_t end
 
 TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   const std::string path = TempSocketPath("timing");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 16 << 10);
   Pipeline p(path, 64, {}, &buffers);
   p.h.fake.functions[kF] = FakeFunction{};
@@ -354,7 +347,7 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   EXPECT_EQ(p.h.fake.dropped_queries, 3);  // once more at the end
 
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   std::map<uint64_t, uint64_t> durations;  // correlation id -> duration_ns
   std::vector<uint64_t> graph_kernels;
   int stats = 0;
@@ -389,7 +382,7 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
 // more once records arrive again; the thresholds are small here (4 launches, 50 ms).
 TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) {
   const std::string path = TempSocketPath("stopped");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(2, 16 << 10);
   TimingWatch::Options watch;
   watch.silence_ns = 50'000'000;
@@ -435,7 +428,7 @@ TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) 
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
 
   std::vector<std::pair<uint64_t, schema::TimingStoppedReason>> seen;  // per stats event
-  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+  for (const schema::OwnedEvent& e : collector.Events()) {
     if (const auto* st = std::get_if<schema::OwnedStatsEvent>(&e)) {
       seen.emplace_back(st->timing_stopped, st->timing_stopped_reason);
     }
@@ -453,7 +446,7 @@ TEST(SenderThread, TimingThatStopsWhileLaunchesGoOnIsCountedUntilRecordsReturn) 
 
 TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
   const std::string path = TempSocketPath("refused");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   ActivityBuffers buffers(1, 4096);
   Pipeline p(path, 64, {}, &buffers);
   uint8_t* held = nullptr;
@@ -467,19 +460,19 @@ TEST(SenderThread, RefusedRequestsCountWhenCuptiReportsFewerDrops) {
   buffers.Complete(held, 0);
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 3u);
 }
 
 TEST(SenderThread, TimingDroppedIsZeroWithoutActivity) {
   const std::string path = TempSocketPath("notiming");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 64);
   p.h.fake.dropped_records = 4;  // never read: no activity buffers
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 0u);
   EXPECT_EQ(p.h.fake.dropped_queries, 0);
@@ -517,7 +510,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
   // The module is unloaded while the launch's record is still in the ring: the sender builds the
   // event from the FunctionInfo first, then frees it (FunctionTable::Reclaim in Step).
   const std::string path = TempSocketPath("unload");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   FakeFunction f;
   f.num_regs = 72;
@@ -538,7 +531,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   int kernels = 0;
-  for (const schema::OwnedEvent& e : DecodeAll(collector.Lines())) {
+  for (const schema::OwnedEvent& e : collector.Events()) {
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e); k != nullptr) {
       EXPECT_EQ(k->num_regs, 72);
       EXPECT_EQ(k->name, "_Z1kv");
@@ -550,7 +543,7 @@ TEST(SenderThread, AnUnloadedFunctionIsFreedOnceItsKernelEventIsBuilt) {
 
 TEST(SenderThread, StatsCountEveryLaunch) {
   const std::string path = TempSocketPath("stats");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   RecorderOptions options;
   options.sample_every = 10;
   Pipeline p(path, 1024, options);
@@ -562,7 +555,7 @@ TEST(SenderThread, StatsCountEveryLaunch) {
   p.sender.Step(t0 + std::chrono::milliseconds(50));  // past the 10 ms stats interval
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   int stats = 0;
   for (const auto& e : events) {
     if (const auto* s = std::get_if<schema::OwnedStatsEvent>(&e)) {
@@ -586,7 +579,7 @@ std::vector<schema::OwnedEvent> EventsOfType(const std::vector<schema::OwnedEven
 
 TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   const std::string path = TempSocketPath("apierr");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   constexpr uint64_t kOtherContext = 0xD0;  // handles are aligned pointers
   constexpr uint64_t kOtherStream = 0x5F;  // a stream belongs to one context
   Harness h(1024);
@@ -619,7 +612,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   ASSERT_TRUE(sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   const std::vector<schema::OwnedEvent> errors =
-      EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kApiError);
+      EventsOfType(collector.Events(), schema::EventType::kApiError);
   ASSERT_EQ(errors.size(), 2u);
   const auto& e = std::get<schema::OwnedApiErrorEvent>(errors[0]);
   EXPECT_EQ(e.api, "cuCtxSynchronize");
@@ -641,7 +634,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
 
 TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
   const std::string path = TempSocketPath("flushnow");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   EXPECT_FALSE(p.sender.FlushNow(1'000'000));  // not running yet
   p.h.fake.functions[kF] = FakeFunction{};
@@ -652,13 +645,13 @@ TEST(SenderThread, FlushNowDeliversEverythingRecordedBeforeItReturns) {
   }
   ASSERT_TRUE(p.sender.FlushNow(10'000'000'000));
   // Acknowledged means the collector has read every line: no waiting needed.
-  EXPECT_EQ(EventsOfType(DecodeAll(collector.Lines()), schema::EventType::kKernel).size(), 50u);
+  EXPECT_EQ(EventsOfType(collector.Events(), schema::EventType::kKernel).size(), 50u);
   p.sender.Stop(Clock::now() + std::chrono::seconds(10));
 }
 
 TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
   const std::string path = TempSocketPath("crash");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path, 1024);
   p.h.fake.functions[kF] = FakeFunction{};
   ASSERT_TRUE(p.sender.Start());
@@ -672,7 +665,7 @@ TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
   crash.addr = 0x1000;
   crash.tid = 1234;
   ASSERT_TRUE(p.sender.FlushForCrash(crash, 10'000'000'000));
-  const std::vector<schema::OwnedEvent> events = DecodeAll(collector.Lines());
+  const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_FALSE(events.empty());
   ASSERT_EQ(schema::TypeOf(events.back()), schema::EventType::kProcessCrash);
   const auto& c = std::get<schema::OwnedProcessCrashEvent>(events.back());

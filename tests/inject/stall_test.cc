@@ -11,15 +11,19 @@
 #include <string>
 #include <vector>
 
-#include "cuflight/schema/decoder.h"
 #include "cuflight/base/clock.h"
+#include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
+#include "running_collector.h"
 #include "sender_thread.h"
 #include "stall_tracker.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -193,16 +197,10 @@ bool HasProcessEnd(const std::vector<std::string>& lines) {
 }
 
 // Ends the run and returns every event the collector got, in seq order.
-std::vector<schema::OwnedEvent> Finish(Pipeline& p, TestCollector& collector) {
+std::vector<schema::OwnedEvent> Finish(Pipeline& p, StoringCollector& collector) {
   EXPECT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   EXPECT_TRUE(collector.WaitFor(HasProcessEnd));
-  std::vector<schema::OwnedEvent> events;
-  for (const std::string& line : collector.Lines()) {
-    schema::DecodeResult r = schema::Decode(line);
-    EXPECT_TRUE(r.ok()) << r.message << "\n" << line;
-    if (r.ok()) events.push_back(std::move(r.event));
-  }
-  return events;
+  return collector.Events();
 }
 
 std::vector<schema::OwnedStallEvent> Stalls(const std::vector<schema::OwnedEvent>& events) {
@@ -230,7 +228,7 @@ const schema::OwnedKernelEvent* KernelOf(const std::vector<schema::OwnedEvent>& 
 
 TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches) {
   const std::string path = TempSocketPath("stall");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
   p.Launch(kSpin, "_Z4spinPVi", 1, kStream, 1, 32);    // never finishes
@@ -287,7 +285,7 @@ TEST(Stall, ReportedAfterTheThresholdNamingPerStreamTheOldestUnfinishedLaunches)
 
 TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   const std::string path = TempSocketPath("stall-repeat");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
   p.Launch(kSpin, "_Z4spinPVi", 1);
@@ -344,7 +342,7 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
 // does, and the stall names the spinning kernel, not the first short one.
 TEST(Stall, TheKernelHoldingTheStreamIsNamedThoughFinishedOnesShareItsBuffer) {
   const std::string path = TempSocketPath("stall-shared");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
   for (uint32_t corr = 1; corr <= 3; ++corr) p.Launch(kStep, "_Z4stepPf", corr, kStream, 4096, 256);
@@ -386,7 +384,7 @@ TEST(Stall, AKernelQueuedBehindALongOneIsJudgedFromWhenTheLongOneEnded) {
   for (const bool ends : {false, true}) {
     SCOPED_TRACE(ends);
     const std::string path = TempSocketPath("stall-queued");
-    TestCollector collector(path);
+    StoringCollector collector(path);
     Pipeline p(path);
     const Clock::time_point t0 = Clock::now();
     p.Launch(kStep, "_Z4stepPf", 1);   // runs 0.7 s
@@ -424,7 +422,7 @@ TEST(Stall, AStallThatEndedBeforeTheExitIsResolvedBeforeProcessEnd) {
   for (const bool finished : {true, false}) {
     SCOPED_TRACE(finished);
     const std::string path = TempSocketPath("stall-exit");
-    TestCollector collector(path);
+    StoringCollector collector(path);
     Pipeline p(path);
     const Clock::time_point t0 = Clock::now();
     p.Launch(kSpin, "_Z4spinPVi", 1);
@@ -449,7 +447,7 @@ TEST(Stall, AStallThatEndedBeforeTheExitIsResolvedBeforeProcessEnd) {
 
 TEST(Stall, AKernelThatFinishedIsNeverBlamedWhateverTheOrderOfItsRecords) {
   const std::string path = TempSocketPath("stall-order");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
   // Its activity record is handled before its launch record (the ring was behind).
@@ -469,7 +467,7 @@ TEST(Stall, AKernelThatFinishedIsNeverBlamedWhateverTheOrderOfItsRecords) {
 
 TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
   const std::string path = TempSocketPath("stall-lost");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   const Clock::time_point t0 = Clock::now();
   p.Launch(kStep, "_Z4stepPf", 1);
@@ -499,7 +497,7 @@ TEST(Stall, NothingWithoutKernelTimingOrWithAThresholdOf0) {
   for (const bool timing : {false, true}) {
     SCOPED_TRACE(timing);
     const std::string path = TempSocketPath("stall-off");
-    TestCollector collector(path);
+    StoringCollector collector(path);
     Pipeline p(path, timing ? milliseconds(0) : kThreshold, timing);
     EXPECT_FALSE(p.sender.stall_detection());
     const Clock::time_point t0 = Clock::now();
@@ -511,7 +509,7 @@ TEST(Stall, NothingWithoutKernelTimingOrWithAThresholdOf0) {
 
 TEST(Stall, DisabledBeforeStartSaysSoInProcessStart) {
   const std::string path = TempSocketPath("stall-disabled");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   Pipeline p(path);
   ASSERT_TRUE(p.sender.stall_detection());
   p.sender.DisableStallDetection();  // as when CUPTI refuses the activity set-up

@@ -15,12 +15,12 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cuflight/transport/sender.h"
+#include "temp_dir.h"
 #include "test_lines.h"
 
 namespace cuflight::transport {
@@ -179,12 +179,7 @@ class PeerTrustSenderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to run a listener as another uid";
-    char tmpl[] = "/tmp/cuflight-trust-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    dir_ = scratch_.path().string();
   }
 
   SenderOptions Options(const std::string& path) {
@@ -206,6 +201,7 @@ class PeerTrustSenderTest : public ::testing::Test {
     }
   }
 
+  test_support::TempDir scratch_;
   std::string dir_;
   std::vector<std::string> warnings_;
 };

@@ -1,7 +1,7 @@
 #include "cuflight/transport/sender.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -25,9 +25,13 @@
 #include <vector>
 
 #include "cuflight/schema/ack.h"
-#include "fake_collector.h"
+#include "log_files.h"
 #include "pump.h"
+#include "recording_peer.h"
+#include "running_collector.h"
+#include "temp_dir.h"
 #include "test_lines.h"
+#include "wait_until.h"
 
 namespace cuflight::transport {
 namespace {
@@ -35,10 +39,13 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
-using testing::FakeCollector;
+using test_support::RecordingPeer;
+using test_support::StoringCollector;
+using test_support::TempDir;
+using testing::EventLine;
 using testing::MakeLine;
 using testing::Pump;
-using testing::Store;
+using testing::StartLine;
 
 constexpr auto kTimeout = seconds(20);
 
@@ -53,6 +60,12 @@ std::string Ack(uint64_t seq) {
   return std::string(buf, schema::EncodeAck(seq, buf, sizeof(buf)));
 }
 
+// Line `seq` of a stream of `size`-byte lines that the Sender sends without a preamble: the
+// process_start first, as the collector requires (docs/protocol.md).
+std::string StreamLine(uint64_t seq, size_t size) {
+  return seq == 0 ? StartLine(size) : EventLine(seq, size);
+}
+
 // The accounting identity of SenderStats.
 void ExpectBalanced(const Sender& s) {
   const SenderStats st = s.stats();
@@ -62,16 +75,18 @@ void ExpectBalanced(const Sender& s) {
   EXPECT_EQ(st.spill_refusals, 0u);
 }
 
+// The Sender's peer is a RecordingPeer (what each connection carried, and the faults: held acks,
+// a paused or slow reader, raw bytes, a sudden death) relaying to the real collector, which
+// stores, de-duplicates and acknowledges. The collector outlives the peers: a peer killed and
+// another started is a collector that died and came back with its log. Lines are valid events
+// (StartLine, EventLine) where they reach the collector; MakeLine where nothing is stored.
 class SenderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cuflight-transport-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/collector.sock";
-    store_ = std::make_shared<Store>();
+    path_ = (dir_.path() / "collector.sock").string();
+    // A reconnect grace longer than any test: a process that comes back continues its stream.
+    collector_ = std::make_unique<StoringCollector>(upstream(), std::chrono::minutes(10));
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Options for fast tests: send at once, reconnect quickly.
   SenderOptions Options() const {
@@ -82,31 +97,50 @@ class SenderTest : public ::testing::Test {
     o.backoff_max = milliseconds(20);
     return o;
   }
-  std::unique_ptr<FakeCollector> StartCollector() {
-    return std::make_unique<FakeCollector>(path_, store_);
+  std::string upstream() const { return (dir_.path() / "store" / "c.sock").string(); }
+  std::unique_ptr<RecordingPeer> StartCollector() {
+    return std::make_unique<RecordingPeer>(path_, upstream());
   }
-  std::vector<uint64_t> Stored(pid_t pid = getpid()) const {
-    std::lock_guard<std::mutex> lock(store_->mu);
-    auto it = store_->stored.find(pid);
-    return it == store_->stored.end() ? std::vector<uint64_t>{} : it->second;
+  // The seqs the collector stored for this process (the stream of exe "trainer").
+  std::vector<uint64_t> Stored() const { return collector_->StoredSeqs(getpid()); }
+  // Waits until the collector stored `seq` of this process: what a peer read may still be on
+  // its way to the collector.
+  bool WaitStored(uint64_t seq) const {
+    return test_support::WaitUntil([&] {
+      const std::vector<uint64_t> stored = Stored();
+      return std::find(stored.begin(), stored.end(), seq) != stored.end();
+    });
   }
+  // The seqs stored in the stream of the process named /opt/app/bin/<exe> (StartLine).
+  std::vector<uint64_t> StoredOf(std::string_view exe) const {
+    std::vector<uint64_t> seqs;
+    const auto file = test_support::FindLog(collector_->log_dir(), exe, getpid());
+    if (file.empty()) return seqs;
+    for (const auto& line : test_support::ReadLog(file)) {
+      if (line.type != "process_lost") seqs.push_back(line.seq);
+    }
+    return seqs;
+  }
+  // Valid lines whose seq the collector had stored already. Stops the collector first (it reads
+  // what it was sent to the end): it publishes its counts after the acks of a turn, so only then
+  // do they cover every line it acknowledged.
   uint64_t Duplicates() const {
-    std::lock_guard<std::mutex> lock(store_->mu);
-    return store_->duplicates;
+    collector_->Stop();
+    return collector_->stats().duplicates;
   }
 
-  std::string dir_;
+  TempDir dir_;
   std::string path_;
-  std::shared_ptr<Store> store_;
+  std::unique_ptr<StoringCollector> collector_;
 };
 
 TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
   Sender s(Options());
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s.address_valid());
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  ASSERT_TRUE(s.AddPreamble(1, MakeLine(1, 90, "device")));
-  for (uint64_t seq = 2; seq < 202; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  ASSERT_TRUE(s.AddPreamble(1, EventLine(1, 360, "device")));
+  for (uint64_t seq = 2; seq < 202; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
 
   ASSERT_TRUE(Pump(s, [&] { return s.stats().connect_failures >= 3; }));
   EXPECT_FALSE(s.connected());
@@ -121,9 +155,9 @@ TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
   ASSERT_EQ(conns.size(), 1u);
   EXPECT_EQ(conns[0].pid, getpid());
   ASSERT_EQ(conns[0].seqs, Range(0, 201));
-  EXPECT_EQ(conns[0].lines[0], MakeLine(0, 70, "process_start"));
-  EXPECT_EQ(conns[0].lines[1], MakeLine(1, 90, "device"));
-  for (uint64_t seq = 2; seq < 202; ++seq) EXPECT_EQ(conns[0].lines[seq], MakeLine(seq, 100));
+  EXPECT_EQ(conns[0].lines[0], StartLine(280));
+  EXPECT_EQ(conns[0].lines[1], EventLine(1, 360, "device"));
+  for (uint64_t seq = 2; seq < 202; ++seq) EXPECT_EQ(conns[0].lines[seq], EventLine(seq, 400));
   const SenderStats st = s.stats();
   EXPECT_EQ(st.acked, 202u);
   EXPECT_EQ(st.enqueued, 200u);
@@ -148,13 +182,13 @@ TEST_F(SenderTest, PassesItsDescriptorWithTheFirstBytesOfEveryConnection) {
   auto collector = StartCollector();
   Sender s(o);
   EXPECT_FALSE(s.written_seq().has_value());
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq < 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq < 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   EXPECT_EQ(s.written_seq(), 49u);
   collector->Kill();  // a new collector, a new connection: the descriptor again
   collector = StartCollector();
-  for (uint64_t seq = 50; seq < 60; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 50; seq < 60; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0 && s.stats().connects == 2; }));
   const auto conns = collector->connections();
   ASSERT_EQ(conns.size(), 1u);
@@ -167,12 +201,12 @@ TEST_F(SenderTest, PassesItsDescriptorWithTheFirstBytesOfEveryConnection) {
   close(file);
 
   // TCP carries no descriptor.
-  FakeCollector tcp(store_);
+  RecordingPeer tcp(RecordingPeer::TcpTag{}, upstream());
   SenderOptions t = Options();
   t.socket_path = "tcp:127.0.0.1:" + std::to_string(tcp.port());
   t.pass_fd = 0;
   Sender over_tcp(t);
-  ASSERT_TRUE(over_tcp.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(over_tcp.AddPreamble(0, StartLine(280)));
   ASSERT_TRUE(Pump(over_tcp, [&] { return over_tcp.unacked_lines() == 0; }));
   EXPECT_EQ(over_tcp.stats().fds_passed, 0u);
   EXPECT_TRUE(tcp.connections().at(0).passed.empty());
@@ -187,12 +221,12 @@ TEST_F(SenderTest, ADescriptorTheKernelRefusesIsDroppedWithOneWarning) {
   o.warn = [&warnings](std::string_view w) { warnings.emplace_back(w); };
   auto collector = StartCollector();
   Sender s(o);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   collector->Kill();
   collector = StartCollector();
-  ASSERT_TRUE(s.Enqueue(20, MakeLine(20, 100)));
+  ASSERT_TRUE(s.Enqueue(20, EventLine(20, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0 && s.stats().connects == 2; }));
   EXPECT_EQ(Stored(), Range(0, 20));
   EXPECT_EQ(s.stats().fds_passed, 0u);
@@ -205,21 +239,22 @@ TEST_F(SenderTest, ADescriptorTheKernelRefusesIsDroppedWithOneWarning) {
 
 TEST_F(SenderTest, CollectorKilledMidStreamAndRestarted) {
   Sender s(Options());
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  ASSERT_TRUE(s.AddPreamble(1, MakeLine(1, 90, "device")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  ASSERT_TRUE(s.AddPreamble(1, EventLine(1, 360, "device")));
   auto a = StartCollector();
-  for (uint64_t seq = 2; seq <= 101; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 2; seq <= 101; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
   // The collector stores 102..151 but dies before acking them.
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 102; seq <= 151; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 102; seq <= 151; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 151; }));
+  ASSERT_TRUE(WaitStored(151));
   EXPECT_EQ(s.unacked_lines(), 50u);
   a->Kill();
 
   // Lines made while no collector exists wait.
-  for (uint64_t seq = 152; seq <= 201; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 152; seq <= 201; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().connect_failures >= 1; }));
   EXPECT_EQ(s.unacked_lines(), 100u);
@@ -244,14 +279,14 @@ TEST_F(SenderTest, CollectorKilledMidStreamAndRestarted) {
 
 TEST_F(SenderTest, LinesUnreadWhenTheCollectorDiesAreSentAgain) {
   Sender s(Options());
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
-  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   // Written into the socket, never read: lost with the collector.
   a->SetPaused(true);
-  for (uint64_t seq = 11; seq <= 40; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
-  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_written == 70 + 40 * 100; }));
+  for (uint64_t seq = 11; seq <= 40; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_written == 280 + 40 * 400; }));
   a->Kill();
   auto b = StartCollector();
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
@@ -269,19 +304,20 @@ TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
   o.window_bytes = 1 << 20;
   Sender s(o);
   auto size_of = [](uint64_t seq) { return 4001 + seq % 7; };
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
+  a->SetHoldAcks(true);
   for (uint64_t seq = 1; seq <= 250; ++seq)
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, size_of(seq))));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, size_of(seq))));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 250; }));
+  ASSERT_TRUE(WaitStored(250));
   a->Kill();
   for (uint64_t seq = 251; seq <= 260; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, size_of(seq))));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, size_of(seq))));
   }
 
   // The new collector reads nothing yet: the retransmission stops when the socket is full.
-  auto b = std::make_unique<FakeCollector>(path_, store_);
+  auto b = StartCollector();
   b->SetPaused(true);
   const uint64_t written_before = s.stats().bytes_written;
   ASSERT_TRUE(Pump(s, [&] {
@@ -304,7 +340,7 @@ TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
   EXPECT_LT(conns[0].seqs.size(), 200u);  // acked lines not yet written were skipped
   for (size_t i = 1; i < conns[0].seqs.size(); ++i) {
     const uint64_t seq = conns[0].seqs[i];
-    ASSERT_EQ(conns[0].lines[i], MakeLine(seq, size_of(seq))) << "line " << i;
+    ASSERT_EQ(conns[0].lines[i], EventLine(seq, size_of(seq))) << "line " << i;
   }
   EXPECT_EQ(Stored(), Range(0, 260));
   ExpectBalanced(s);
@@ -312,34 +348,34 @@ TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
 
 TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
   SenderOptions o = Options();
-  o.buffer_bytes = 4096;
-  o.window_bytes = 1000;
+  o.buffer_bytes = 16384;
+  o.window_bytes = 4000;
   Sender s(o);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
-  for (uint64_t seq = 1; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 1; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
-  // 21..30 fill the window exactly (10 x 100 bytes) and are never acked.
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 21; seq <= 30; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  // 21..30 fill the window exactly (10 x 400 bytes) and are never acked.
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 21; seq <= 30; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 30; }));
-  EXPECT_EQ(s.held_bytes(), 1000u);
+  EXPECT_EQ(s.held_bytes(), 4000u);
   a->Kill();
   ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
 
-  // 100 more lines while nothing listens: the window keeps its 1000 bytes, never-sent lines
-  // get the other 3096 bytes, so 30 of them fit and the 70 oldest (31..100) are dropped.
+  // 100 more lines while nothing listens: the window keeps its 4000 bytes, never-sent lines
+  // get the other 12384 bytes, so 30 of them fit and the 70 oldest (31..100) are dropped.
   for (uint64_t seq = 31; seq <= 130; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
     s.Poll(steady_clock::now());
   }
   EXPECT_FALSE(s.connected());
   EXPECT_EQ(s.stats().dropped_disconnected, 70u);
-  EXPECT_EQ(s.held_bytes(), 4000u);
+  EXPECT_EQ(s.held_bytes(), 16000u);
   EXPECT_EQ(s.unacked_lines(), 40u);
-  EXPECT_FALSE(s.HasRoom(100));
-  EXPECT_TRUE(s.HasRoom(96));
+  EXPECT_FALSE(s.HasRoom(400));
+  EXPECT_TRUE(s.HasRoom(384));
   ExpectBalanced(s);
 
   auto b = StartCollector();
@@ -358,21 +394,21 @@ TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
 // connected that does not acknowledge (it is behind) and with none at all.
 TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
   SenderOptions o = Options();
-  o.buffer_bytes = 4096;
-  o.window_bytes = 1000;
+  o.buffer_bytes = 16384;
+  o.window_bytes = 4000;
   Sender s(o);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  // 1..10 fill the window (10 x 100 bytes), sent and never acked.
-  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  // 1..10 fill the window (10 x 400 bytes), sent and never acked.
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 10 && !s.WantsWrite(); }));
   ASSERT_TRUE(s.connected());
 
-  // 100 more while connected: the window keeps 1000 bytes, never-sent lines get 3096, so 30 fit
+  // 100 more while connected: the window keeps 4000 bytes, never-sent lines get 12384, so 30 fit
   // and the 70 oldest (11..80) are dropped because the collector is behind.
   for (uint64_t seq = 11; seq <= 110; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
     s.Poll(steady_clock::now());
   }
   ASSERT_TRUE(s.connected());
@@ -385,7 +421,7 @@ TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
   a->Kill();
   ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
   for (uint64_t seq = 111; seq <= 160; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
     s.Poll(steady_clock::now());
   }
   ASSERT_FALSE(s.connected());
@@ -406,29 +442,29 @@ TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
 // WaitForRoom sleeps until an ack makes room, and returns by its deadline when none comes.
 TEST_F(SenderTest, WaitForRoomReturnsWhenAnAckMakesRoomOrAtItsDeadline) {
   SenderOptions o = Options();
-  o.buffer_bytes = 2000;
-  o.window_bytes = 1000;
+  o.buffer_bytes = 8000;
+  o.window_bytes = 4000;
   Sender s(o);
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 0; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 0; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 9 && !s.WantsWrite(); }));
-  ASSERT_FALSE(s.HasRoom(100));
+  ASSERT_FALSE(s.HasRoom(400));
 
   const auto start = steady_clock::now();
-  EXPECT_FALSE(s.WaitForRoom(100, start + milliseconds(100)));
+  EXPECT_FALSE(s.WaitForRoom(400, start + milliseconds(100)));
   const auto waited = steady_clock::now() - start;
   EXPECT_GE(waited, milliseconds(100));
   EXPECT_LT(waited, seconds(5));
 
-  // An ack of 0..4 frees 500 bytes of window: 5 never-sent lines go out, and 500 bytes are free.
+  // An ack of 0..4 frees 2000 bytes of window: 5 never-sent lines go out, and 2000 bytes are free.
   std::thread acker([&] {
     std::this_thread::sleep_for(milliseconds(50));
     a->SendRaw(0, Ack(4));
   });
-  EXPECT_TRUE(s.WaitForRoom(500, steady_clock::now() + kTimeout));
+  EXPECT_TRUE(s.WaitForRoom(2000, steady_clock::now() + kTimeout));
   acker.join();
-  EXPECT_FALSE(s.HasRoom(501));
+  EXPECT_FALSE(s.HasRoom(2001));
   const SenderStats st = s.stats();
   EXPECT_EQ(st.acked, 5u);
   EXPECT_EQ(st.dropped_backpressure + st.dropped_disconnected, 0u);
@@ -437,17 +473,17 @@ TEST_F(SenderTest, WaitForRoomReturnsWhenAnAckMakesRoomOrAtItsDeadline) {
 
 TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
   SenderOptions o = Options();
-  o.buffer_bytes = 1000;
-  o.window_bytes = 1000;
+  o.buffer_bytes = 4000;
+  o.window_bytes = 4000;
   Sender s(o);
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10 && !s.WantsWrite(); }));
-  EXPECT_EQ(s.held_bytes(), 1000u);
+  EXPECT_EQ(s.held_bytes(), 4000u);
   EXPECT_FALSE(s.HasRoom(1));
 
-  EXPECT_FALSE(s.Enqueue(10, MakeLine(10, 100)));
+  EXPECT_FALSE(s.Enqueue(10, EventLine(10, 400)));
   SenderStats st = s.stats();
   EXPECT_EQ(st.rejected_no_room, 1u);
   EXPECT_EQ(st.dropped_disconnected, 0u);
@@ -455,9 +491,9 @@ TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
 
   a->SendRaw(0, Ack(4));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 5; }));
-  EXPECT_TRUE(s.HasRoom(500));
-  EXPECT_FALSE(s.HasRoom(501));
-  EXPECT_TRUE(s.Enqueue(11, MakeLine(11, 100)));
+  EXPECT_TRUE(s.HasRoom(2000));
+  EXPECT_FALSE(s.HasRoom(2001));
+  EXPECT_TRUE(s.Enqueue(11, EventLine(11, 400)));
   ExpectBalanced(s);
 }
 
@@ -494,21 +530,21 @@ TEST_F(SenderTest, PartialWritesWithSmallSendBufferAndSlowReader) {
   Sender s(o);
   auto a = StartCollector();
   a->SetReadChunk(200);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
   const int small = 4096;
   ASSERT_EQ(setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 
   constexpr uint64_t kLines = 300;
   for (uint64_t seq = 1; seq <= kLines; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 1000 + (seq * 37) % 3000)));
+    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 1000 + (seq * 37) % 3000)));
   }
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   const auto conns = a->connections();
   ASSERT_EQ(conns.size(), 1u);
   ASSERT_EQ(conns[0].seqs, Range(0, kLines));
   for (uint64_t seq = 1; seq <= kLines; ++seq) {
-    ASSERT_EQ(conns[0].lines[seq], MakeLine(seq, 1000 + (seq * 37) % 3000)) << seq;
+    ASSERT_EQ(conns[0].lines[seq], EventLine(seq, 1000 + (seq * 37) % 3000)) << seq;
   }
   EXPECT_GT(s.stats().partial_writes, 0u);
   EXPECT_EQ(s.stats().disconnects, 0u);
@@ -518,8 +554,8 @@ TEST_F(SenderTest, PartialWritesWithSmallSendBufferAndSlowReader) {
 TEST_F(SenderTest, AckSplitAcrossReads) {
   Sender s(Options());
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 5; }));
 
   const std::string ack = Ack(4);
@@ -535,7 +571,7 @@ TEST_F(SenderTest, AckSplitAcrossReads) {
   EXPECT_EQ(s.unacked_lines(), 0u);
 
   // Two acks in one read: the later one wins.
-  for (uint64_t seq = 5; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 5; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10; }));
   a->SendRaw(0, Ack(6) + Ack(9));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 10; }));
@@ -546,8 +582,8 @@ TEST_F(SenderTest, AckSplitAcrossReads) {
 TEST_F(SenderTest, GarbageFromThePeerIsIgnored) {
   Sender s(Options());
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 10; }));
 
   a->SendRaw(0, "hello\n");
@@ -564,7 +600,7 @@ TEST_F(SenderTest, GarbageFromThePeerIsIgnored) {
   // An ack beyond anything written only covers what was written: later lines stay held.
   a->SendRaw(0, Ack(1000));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().acked == 10; }));
-  for (uint64_t seq = 10; seq < 15; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 10; seq < 15; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 15 && !s.WantsWrite(); }));
   s.Poll(steady_clock::now());
   EXPECT_EQ(s.unacked_lines(), 5u);
@@ -576,28 +612,28 @@ TEST_F(SenderTest, GarbageFromThePeerIsIgnored) {
 
 TEST_F(SenderTest, WindowLimitsUnackedBytes) {
   SenderOptions o = Options();
-  o.window_bytes = 1000;
+  o.window_bytes = 4000;
   Sender s(o);
   auto a = StartCollector();
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 11 && !s.WantsWrite(); }));
 
   // However late the clock, nothing more goes out until an ack.
   const auto now = steady_clock::now();
   for (int i = 1; i <= 20; ++i) s.Poll(now + seconds(i));
-  EXPECT_EQ(s.stats().bytes_written, 70u + 1000u);
+  EXPECT_EQ(s.stats().bytes_written, 280u + 4000u);
   EXPECT_EQ(s.NextDeadline(), steady_clock::time_point::max());
   EXPECT_EQ(s.unacked_lines(), 51u);
 
-  a->SendRaw(0, Ack(5));  // releases 0..5: 500 bytes of window
+  a->SendRaw(0, Ack(5));  // releases 0..5: 2000 bytes of window
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 16 && !s.WantsWrite(); }));
   for (int i = 21; i <= 40; ++i) s.Poll(now + seconds(i));
-  EXPECT_EQ(s.stats().bytes_written, 70u + 1500u);
+  EXPECT_EQ(s.stats().bytes_written, 280u + 6000u);
   EXPECT_EQ(a->last_seq(0), 15);
 
-  a->SetAckMode(FakeCollector::AckMode::kAuto);
+  a->SetHoldAcks(false);
   a->SendRaw(0, Ack(15));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   EXPECT_EQ(Stored(), Range(0, 50));
@@ -607,27 +643,27 @@ TEST_F(SenderTest, WindowLimitsUnackedBytes) {
 TEST_F(SenderTest, BatchesUntilFlushIntervalOrBatchBytes) {
   SenderOptions o = Options();
   o.flush_interval = milliseconds(100);
-  o.batch_bytes = 1000;
+  o.batch_bytes = 4000;
   Sender s(o);
   auto a = StartCollector();
   ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
   const auto t0 = steady_clock::now();
   s.Poll(t0);
-  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 0; seq < 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, StreamLine(seq, 400)));
   s.Poll(t0);  // first seen waiting at t0
   s.Poll(t0 + milliseconds(99));
   EXPECT_EQ(s.stats().bytes_written, 0u);
   EXPECT_EQ(s.NextDeadline(), t0 + milliseconds(100));
   s.Poll(t0 + milliseconds(100));
-  EXPECT_EQ(s.stats().bytes_written, 500u);
+  EXPECT_EQ(s.stats().bytes_written, 2000u);
 
   // batch_bytes waiting go out at once.
-  for (uint64_t seq = 5; seq < 14; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 5; seq < 14; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   s.Poll(t0 + milliseconds(101));
-  EXPECT_EQ(s.stats().bytes_written, 500u);
-  ASSERT_TRUE(s.Enqueue(14, MakeLine(14, 100)));
+  EXPECT_EQ(s.stats().bytes_written, 2000u);
+  ASSERT_TRUE(s.Enqueue(14, EventLine(14, 400)));
   s.Poll(t0 + milliseconds(102));
-  EXPECT_EQ(s.stats().bytes_written, 1500u);
+  EXPECT_EQ(s.stats().bytes_written, 6000u);
   EXPECT_TRUE(s.Flush(steady_clock::now() + kTimeout));
   EXPECT_EQ(Stored(), Range(0, 14));
 }
@@ -637,23 +673,23 @@ TEST_F(SenderTest, BatchesUntilFlushIntervalOrBatchBytes) {
 TEST_F(SenderTest, ABufferThatCannotHoldAnotherBatchSendsAtOnce) {
   SenderOptions o = Options();
   o.flush_interval = seconds(10);
-  o.batch_bytes = 1500;
-  o.buffer_bytes = 2000;
-  o.window_bytes = 2000;
+  o.batch_bytes = 6000;
+  o.buffer_bytes = 8000;
+  o.window_bytes = 8000;
   Sender s(o);
   auto a = StartCollector();
   ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
   const auto t0 = steady_clock::now();
-  // 400 bytes wait; 400 + 1500 <= 2000: a batch may still come.
-  for (uint64_t seq = 0; seq < 4; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  // 1600 bytes wait; 1600 + 6000 <= 8000: a batch may still come.
+  for (uint64_t seq = 0; seq < 4; ++seq) ASSERT_TRUE(s.Enqueue(seq, StreamLine(seq, 400)));
   s.Poll(t0);
   EXPECT_EQ(s.stats().bytes_written, 0u);
   EXPECT_EQ(s.NextDeadline(), t0 + seconds(10));
-  // 600 bytes wait; 600 + 1500 > 2000: it cannot.
-  for (uint64_t seq = 4; seq < 6; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  // 2400 bytes wait; 2400 + 6000 > 8000: it cannot.
+  for (uint64_t seq = 4; seq < 6; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   EXPECT_EQ(s.NextDeadline(), steady_clock::time_point::min());
   s.Poll(t0);
-  EXPECT_EQ(s.stats().bytes_written, 600u);
+  EXPECT_EQ(s.stats().bytes_written, 2400u);
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   EXPECT_EQ(Stored(), Range(0, 5));
 }
@@ -661,14 +697,14 @@ TEST_F(SenderTest, ABufferThatCannotHoldAnotherBatchSendsAtOnce) {
 TEST_F(SenderTest, PreambleLineAddedLaterKeepsSeqOrderOnEveryConnection) {
   Sender s(Options());
   auto a = StartCollector();
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq <= 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq <= 5; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
-  a->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 6; seq <= 8; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
-  ASSERT_TRUE(s.AddPreamble(9, MakeLine(9, 90, "device")));
-  for (uint64_t seq = 10; seq <= 11; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  a->SetHoldAcks(true);
+  for (uint64_t seq = 6; seq <= 8; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
+  ASSERT_TRUE(s.AddPreamble(9, EventLine(9, 360, "device")));
+  for (uint64_t seq = 10; seq <= 11; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 11; }));
   EXPECT_EQ(a->connections()[0].seqs, Range(0, 11));
   a->Kill();
@@ -677,7 +713,7 @@ TEST_F(SenderTest, PreambleLineAddedLaterKeepsSeqOrderOnEveryConnection) {
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   // process_start first; the device line after the held lines below its seq.
   ASSERT_EQ(b->connections()[0].seqs, (std::vector<uint64_t>{0, 6, 7, 8, 9, 10, 11}));
-  EXPECT_EQ(b->connections()[0].lines[4], MakeLine(9, 90, "device"));
+  EXPECT_EQ(b->connections()[0].lines[4], EventLine(9, 360, "device"));
   EXPECT_EQ(Stored(), Range(0, 11));
   b->Kill();
 
@@ -717,12 +753,12 @@ TEST_F(SenderTest, NoSigpipeWhenThePeerStopsReadingOrCloses) {
 
   Sender s(Options());
   auto a = StartCollector();
-  ASSERT_TRUE(s.Enqueue(0, MakeLine(0, 100)));
+  ASSERT_TRUE(s.Enqueue(0, EventLine(0, 400)));
   ASSERT_TRUE(Pump(s, [&] { return a->received(0) == 1; }));
   a->ShutdownRead(0);  // our next send gets EPIPE (a SIGPIPE without MSG_NOSIGNAL)
   uint64_t seq = 1;
   ASSERT_TRUE(Pump(s, [&] {
-    (void)s.Enqueue(seq, MakeLine(seq, 100));
+    (void)s.Enqueue(seq, EventLine(seq, 400));
     ++seq;
     return s.stats().write_errors >= 1;
   }));
@@ -731,12 +767,12 @@ TEST_F(SenderTest, NoSigpipeWhenThePeerStopsReadingOrCloses) {
   // Reconnected; now the collector goes away with lines unread.
   ASSERT_TRUE(Pump(s, [&] { return a->connection_count() == 2 && a->received(1) > 0; }));
   a->SetPaused(true);
-  for (int i = 0; i < 100; ++i, ++seq) (void)s.Enqueue(seq, MakeLine(seq, 1000));
+  for (int i = 0; i < 100; ++i, ++seq) (void)s.Enqueue(seq, EventLine(seq, 1000));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().bytes_written > 50000; }));
   const uint64_t disconnects = s.stats().disconnects;
   a->Kill();
   ASSERT_TRUE(Pump(s, [&] {
-    (void)s.Enqueue(seq, MakeLine(seq, 100));
+    (void)s.Enqueue(seq, EventLine(seq, 400));
     ++seq;
     return s.stats().disconnects > disconnects;
   }));
@@ -751,12 +787,14 @@ TEST_F(SenderTest, CloseAfterForkClosesOnlyItsOwnSocket) {
   auto a = StartCollector();
   {
     Sender s(Options());
-    ASSERT_TRUE(s.Enqueue(1, MakeLine(1, 100)));
+    ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+    ASSERT_TRUE(s.Enqueue(1, EventLine(1, 400)));
     ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
     const int fd = s.fd();
     ASSERT_GE(fd, 0);
     const size_t received = a->received(0);
-    ASSERT_TRUE(s.Enqueue(2, MakeLine(2, 100)));  // held, not written: CloseAfterFork sends nothing
+    // Held, not written: CloseAfterFork sends nothing.
+    ASSERT_TRUE(s.Enqueue(2, EventLine(2, 400)));
     s.CloseAfterFork();
     EXPECT_EQ(s.fd(), -1);
     errno = 0;
@@ -765,8 +803,10 @@ TEST_F(SenderTest, CloseAfterForkClosesOnlyItsOwnSocket) {
     EXPECT_EQ(a->received(0), received);
   }
   {
+    // Another process's stream: the collector stored the first one's seqs 0 and 1 already.
     Sender s(Options());
-    ASSERT_TRUE(s.Enqueue(1, MakeLine(1, 100)));
+    ASSERT_TRUE(s.AddPreamble(0, StartLine(280, "second")));
+    ASSERT_TRUE(s.Enqueue(1, EventLine(1, 400)));
     ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
     const int fd = s.fd();
     ASSERT_GE(fd, 0);
@@ -783,13 +823,15 @@ TEST_F(SenderTest, CloseAfterForkClosesOnlyItsOwnSocket) {
 TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
   Sender s(Options());
   auto a = StartCollector();
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "parent")));
-  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280, "parent")));
+  for (uint64_t seq = 1; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
   // Everything the child uses is built before fork(): it allocates nothing.
   std::vector<std::string> child_lines;
-  for (uint64_t seq = 0; seq <= 100; ++seq) child_lines.push_back(MakeLine(seq, 120, "child"));
+  for (uint64_t seq = 0; seq <= 100; ++seq) {
+    child_lines.push_back(seq == 0 ? StartLine(480, "child") : EventLine(seq, 480, "child"));
+  }
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -805,7 +847,7 @@ TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
   }
 
   // The parent keeps using its connection meanwhile.
-  for (uint64_t seq = 51; seq <= 150; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 51; seq <= 150; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   int status = 0;
   bool reaped = false;
   ASSERT_TRUE(Pump(s, [&] {
@@ -823,8 +865,8 @@ TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
     if (c.pid == getpid()) {
       ++parent_conns;
       ASSERT_EQ(c.seqs, Range(0, 150));
-      EXPECT_EQ(c.lines[0], MakeLine(0, 70, "parent"));
-      for (uint64_t seq = 1; seq <= 150; ++seq) EXPECT_EQ(c.lines[seq], MakeLine(seq, 100));
+      EXPECT_EQ(c.lines[0], StartLine(280, "parent"));
+      for (uint64_t seq = 1; seq <= 150; ++seq) EXPECT_EQ(c.lines[seq], EventLine(seq, 400));
     } else {
       ++child_conns;
       EXPECT_EQ(c.pid, child);
@@ -834,7 +876,10 @@ TEST_F(SenderTest, ResetAfterForkChildConnectsOnItsOwn) {
   }
   EXPECT_EQ(parent_conns, 1u);
   EXPECT_EQ(child_conns, 1u);
-  EXPECT_EQ(Stored(child), Range(0, 100));
+  // The collector behind the peer sees the peer's connections, all of this process: each
+  // process's stream is told apart by its process_start (exe "parent", "child").
+  EXPECT_EQ(StoredOf("child"), Range(0, 100));
+  EXPECT_EQ(StoredOf("parent"), Range(0, 150));
 }
 
 TEST_F(SenderTest, StatsReadableFromAnotherThread) {
@@ -851,7 +896,7 @@ TEST_F(SenderTest, StatsReadableFromAnotherThread) {
     }
   });
   for (uint64_t seq = 0; seq < 2000; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+    ASSERT_TRUE(s.Enqueue(seq, StreamLine(seq, 400)));
     if (seq % 100 == 0) s.Poll(steady_clock::now());
   }
   const bool flushed = s.Flush(steady_clock::now() + kTimeout);
@@ -863,13 +908,13 @@ TEST_F(SenderTest, StatsReadableFromAnotherThread) {
 }
 
 TEST_F(SenderTest, TcpLoopback) {
-  FakeCollector a(store_);
+  RecordingPeer a(RecordingPeer::TcpTag{}, upstream());
   SenderOptions o = Options();
   o.socket_path = "tcp:127.0.0.1:" + std::to_string(a.port());
   Sender s(o);
   ASSERT_TRUE(s.address_valid());
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq <= 100; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 300)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq <= 100; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 300)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   ASSERT_EQ(a.connections().size(), 1u);
   EXPECT_EQ(a.connections()[0].seqs, Range(0, 100));
@@ -900,19 +945,19 @@ TEST_F(SenderTest, InvalidAddressesNeverConnect) {
 // seq is stored exactly once or counted as dropped, and nothing else.
 TEST_F(SenderTest, RestartsKeepExactAccounting) {
   SenderOptions o = Options();
-  o.buffer_bytes = 8 << 10;
-  o.window_bytes = 4 << 10;
+  o.buffer_bytes = 32 << 10;
+  o.window_bytes = 16 << 10;
   Sender s(o);
   std::mt19937_64 rng(12345);  // NOLINT(cert-msc32-c,cert-msc51-cpp): reproducible schedule
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   std::set<uint64_t> accepted = {0};
   uint64_t seq = 1;
   auto collector = StartCollector();
   for (int round = 0; round < 8; ++round) {
-    // At least 150 lines of at least 64 bytes: more than the 4 KiB a full window leaves.
+    // At least 150 lines of at least 256 bytes: more than the 16 KiB a full window leaves.
     const int lines = 150 + static_cast<int>(rng() % 150);
     for (int i = 0; i < lines; ++i, ++seq) {
-      if (s.Enqueue(seq, MakeLine(seq, 64 + rng() % 400))) accepted.insert(seq);
+      if (s.Enqueue(seq, EventLine(seq, 256 + rng() % 1600))) accepted.insert(seq);
       if (rng() % 4 == 0) s.Poll(steady_clock::now());
     }
     if (collector) {
@@ -920,9 +965,9 @@ TEST_F(SenderTest, RestartsKeepExactAccounting) {
         case 0: {
           // Stored, never acked: sent again on the next connection.
           ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
-          collector->SetAckMode(FakeCollector::AckMode::kNone);
+          collector->SetHoldAcks(true);
           const uint64_t marker = seq++;
-          ASSERT_TRUE(s.Enqueue(marker, MakeLine(marker, 100)));
+          ASSERT_TRUE(s.Enqueue(marker, EventLine(marker, 400)));
           accepted.insert(marker);
           ASSERT_TRUE(Pump(s, [&] {
             const auto stored = Stored();

@@ -1,5 +1,6 @@
 // The Sender with a spill sink (sender.h design point 8, docs/spill.md): with a recording sink
-// for the exact sequence of calls, and with the real SpillWriter and a FakeCollector end to end.
+// for the exact sequence of calls, and with the real SpillWriter and, end to end, a recording peer
+// in front of the real collector.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -16,9 +17,11 @@
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/sender.h"
 #include "cuflight/transport/spill_sink.h"
-#include "fake_collector.h"
-#include "spill_files.h"
 #include "pump.h"
+#include "recording_peer.h"
+#include "running_collector.h"
+#include "spill_files.h"
+#include "temp_dir.h"
 #include "test_lines.h"
 
 namespace cuflight::transport {
@@ -27,11 +30,14 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
-using testing::FakeCollector;
+using test_support::RecordingPeer;
+using test_support::StoringCollector;
+using test_support::TempDir;
+using testing::EventLine;
 using testing::MakeLine;
 using testing::Pump;
 using testing::ReadLines;
-using testing::Store;
+using testing::StartLine;
 using testing::StreamFiles;
 
 constexpr auto kTimeout = seconds(20);
@@ -92,14 +98,10 @@ class RecordingSink : public SpillSink {
 class SpillTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cuflight-spill-sender-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/collector.sock";  // nothing listens there unless a test starts a collector
-    spill_dir_ = dir_ + "/spill";
-    store_ = std::make_shared<Store>();
+    // Nothing listens there unless a test starts a collector.
+    path_ = (dir_.path() / "collector.sock").string();
+    spill_dir_ = (dir_.path() / "spill").string();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Fast tests: lines due after 1 ms, quick reconnects.
   SenderOptions Options(std::shared_ptr<SpillSink> sink) const {
@@ -135,16 +137,25 @@ class SpillTest : public ::testing::Test {
     }
     return all;
   }
-  std::vector<uint64_t> Stored(pid_t pid = getpid()) const {
-    std::lock_guard<std::mutex> lock(store_->mu);
-    auto it = store_->stored.find(pid);
-    return it == store_->stored.end() ? std::vector<uint64_t>{} : it->second;
+  // A collector at path_: a RecordingPeer (what the connections carried; held acks, a sudden
+  // death) relaying to the real collector, which stores, de-duplicates and acknowledges, and
+  // outlives the peer. Lines that reach it are valid events (StartLine, EventLine).
+  std::unique_ptr<RecordingPeer> StartCollector() {
+    const std::string upstream = (dir_.path() / "store" / "c.sock").string();
+    if (!collector_) {
+      collector_ = std::make_unique<StoringCollector>(upstream, std::chrono::minutes(10));
+    }
+    return std::make_unique<RecordingPeer>(path_, upstream);
+  }
+  // The seqs the collector stored for this process.
+  std::vector<uint64_t> Stored() const {
+    return collector_ ? collector_->StoredSeqs(getpid()) : std::vector<uint64_t>{};
   }
 
-  std::string dir_;
+  TempDir dir_;
   std::string path_;
   std::string spill_dir_;
-  std::shared_ptr<Store> store_;
+  std::unique_ptr<StoringCollector> collector_;
   std::vector<std::string> warnings_;
 };
 
@@ -307,15 +318,15 @@ TEST_F(SpillTest, AFullSpillRefusesAndTheRefusedLinesAreHeldThenDroppedAndCounte
 
 TEST_F(SpillTest, ACollectorThatAppearsLaterGetsTheNewLinesAndTheSpillHoldsTheEarlierOnes) {
   Sender s(Options(Writer(64 << 20, 1 << 30)));
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  ASSERT_TRUE(s.AddPreamble(1, MakeLine(1, 90, "device")));
-  for (uint64_t seq = 2; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  ASSERT_TRUE(s.AddPreamble(1, EventLine(1, 360, "device")));
+  for (uint64_t seq = 2; seq <= 50; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   EXPECT_EQ(s.stats().spilled, 51u);
 
-  auto collector = std::make_unique<FakeCollector>(path_, store_);
+  auto collector = StartCollector();
   ASSERT_TRUE(Pump(s, [&] { return s.connected(); }));
-  for (uint64_t seq = 51; seq <= 100; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 51; seq <= 100; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
   // The collector: the preamble, then the new lines; 2..50 are a gap it sees.
@@ -337,15 +348,15 @@ TEST_F(SpillTest, ACollectorThatAppearsLaterGetsTheNewLinesAndTheSpillHoldsTheEa
 
 TEST_F(SpillTest, UnackedLinesOfALostConnectionAreSpilledWhenNoCollectorComesBack) {
   Sender s(Options(Writer(64 << 20, 1 << 30)));
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  auto collector = std::make_unique<FakeCollector>(path_, store_);
-  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto collector = StartCollector();
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
-  collector->SetAckMode(FakeCollector::AckMode::kNone);
-  for (uint64_t seq = 11; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  collector->SetHoldAcks(true);
+  for (uint64_t seq = 11; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return collector->last_seq(0) == 20; }));
   collector->Kill();
-  for (uint64_t seq = 21; seq <= 30; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  for (uint64_t seq = 21; seq <= 30; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
 
   // 11..20 were sent but never acked: the spill has them (the dead collector may too).
@@ -391,11 +402,11 @@ TEST_F(SpillTest, AnInvalidAddressSpills) {
 TEST_F(SpillTest, AnUnwritableSpillDirectoryGivesOneMessageAndTheSenderBehavesAsWithout) {
   std::ofstream(spill_dir_) << "a file where the spill directory should be\n";
   SenderOptions o = Options(Writer(64 << 20, 1 << 30));
-  o.buffer_bytes = 1000;
-  o.window_bytes = 1000;
+  o.buffer_bytes = 4000;
+  o.window_bytes = 4000;
   Sender s(o);
-  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
-  for (uint64_t seq = 1; seq <= 15; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  for (uint64_t seq = 1; seq <= 15; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().spill_refusals >= 3; }));
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_NE(warnings_[0].find(spill_dir_), std::string::npos) << warnings_[0];
@@ -405,7 +416,7 @@ TEST_F(SpillTest, AnUnwritableSpillDirectoryGivesOneMessageAndTheSenderBehavesAs
   EXPECT_EQ(s.stats().spilled, 0u);
   EXPECT_FALSE(s.Flush(steady_clock::now() + milliseconds(50)));
 
-  auto collector = std::make_unique<FakeCollector>(path_, store_);
+  auto collector = StartCollector();
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   std::vector<uint64_t> expected = {0};
   for (uint64_t seq = 6; seq <= 15; ++seq) expected.push_back(seq);

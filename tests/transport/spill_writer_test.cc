@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +11,13 @@
 #include <vector>
 
 #include "spill_files.h"
+#include "temp_dir.h"
 #include "test_lines.h"
 
 namespace cuflight::spill {
 namespace {
 
+using test_support::TempDir;
 using transport::testing::FileNames;
 using transport::testing::MakeLine;
 using transport::testing::ReadLines;
@@ -35,12 +36,9 @@ constexpr char kBase[] = "node_1-train+v2-4242-1700000000123456789";
 class SpillWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cuflight-spill-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
+    tmp_ = scratch_.path().string();
     dir_ = tmp_ + "/spill/nested";
   }
-  void TearDown() override { std::filesystem::remove_all(tmp_); }
 
   SpillWriterOptions Options(uint64_t rotate_bytes, uint64_t max_bytes) {
     SpillWriterOptions o;
@@ -57,6 +55,7 @@ class SpillWriterTest : public ::testing::Test {
   std::string DateDir() const { return dir_ + "/" + kDate; }
   std::string ActivePath() const { return DateDir() + "/" + kBase + ".jsonl"; }
 
+  TempDir scratch_;
   std::string tmp_;
   std::string dir_;
   std::vector<std::string> warnings_;

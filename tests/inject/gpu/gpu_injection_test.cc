@@ -11,11 +11,15 @@
 #include <vector>
 
 #include "cuflight/schema/decoder.h"
+#include "running_collector.h"
 #include "subprocess.h"
-#include "test_collector.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using test_support::StoringCollector;
+using test_support::TempSocketPath;
 
 struct Expectation {
   std::string kernel;
@@ -27,7 +31,7 @@ struct Expectation {
 
 TEST(GpuInjection, EveryLaunchMatchesTheRuntimeOccupancyCalculator) {
   const std::string path = TempSocketPath("gpu");
-  TestCollector collector(path);
+  StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
   setenv("CUDA_INJECTION64_PATH",
          cuflight::testing::PathFromEnv("CUFLIGHT_TEST_INJECT_SO", CUFLIGHT_INJECT_SO).c_str(), 1);

@@ -1,6 +1,7 @@
-#include "fake_collector.h"
+#include "recording_peer.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -16,9 +17,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cuflight/schema/ack.h"
-
-namespace cuflight::transport::testing {
+namespace cuflight::test_support {
 namespace {
 
 [[noreturn]] void Fail(const char* what) {
@@ -38,8 +37,8 @@ std::optional<uint64_t> SeqOf(std::string_view line) {
 
 }  // namespace
 
-FakeCollector::FakeCollector(std::string path, std::shared_ptr<Store> store)
-    : path_(std::move(path)), store_(std::move(store)) {
+RecordingPeer::RecordingPeer(std::string path, std::string upstream)
+    : path_(std::move(path)), upstream_(std::move(upstream)) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) Fail("socket");
   sockaddr_un addr{};
@@ -52,7 +51,7 @@ FakeCollector::FakeCollector(std::string path, std::shared_ptr<Store> store)
   Start(fd);
 }
 
-FakeCollector::FakeCollector(std::shared_ptr<Store> store) : store_(std::move(store)) {
+RecordingPeer::RecordingPeer(TcpTag, std::string upstream) : upstream_(std::move(upstream)) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) Fail("socket");
   sockaddr_in addr{};
@@ -67,28 +66,46 @@ FakeCollector::FakeCollector(std::shared_ptr<Store> store) : store_(std::move(st
   Start(fd);
 }
 
-void FakeCollector::Start(int listen_fd) {
+int RecordingPeer::ConnectUpstream() {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) Fail("socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (upstream_.size() >= sizeof(addr.sun_path)) throw std::runtime_error("upstream path too long");
+  std::memcpy(addr.sun_path, upstream_.c_str(), upstream_.size() + 1);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);  // no collector there: this connection is recorded, not relayed
+    return -1;
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) Fail("fcntl");
+  return fd;
+}
+
+void RecordingPeer::Start(int listen_fd) {
   listen_fd_ = listen_fd;
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) Fail("eventfd");
   thread_ = std::thread([this] { Run(); });
 }
 
-FakeCollector::~FakeCollector() { Kill(); }
+RecordingPeer::~RecordingPeer() { Kill(); }
 
-void FakeCollector::Kill() {
+void RecordingPeer::Kill() {
   {
-    std::lock_guard<std::mutex> lock(store_->mu);
+    std::lock_guard<std::mutex> lock(mu_);
     if (killed_) return;
     killed_ = true;
     stop_ = true;
   }
   Wake();
   thread_.join();
-  std::lock_guard<std::mutex> lock(store_->mu);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& c : conns_) {
     if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
+    // Abruptly: what was read from the producer and not yet relayed is lost.
+    if (c->up >= 0) close(c->up);
+    c->fd = c->up = -1;
     c->info.open = false;
   }
   close(listen_fd_);
@@ -97,31 +114,26 @@ void FakeCollector::Kill() {
   if (!path_.empty()) unlink(path_.c_str());
 }
 
-void FakeCollector::Wake() {
+void RecordingPeer::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-void FakeCollector::SetAckMode(AckMode mode) {
-  std::lock_guard<std::mutex> lock(store_->mu);
-  ack_mode_ = mode;
-}
-
-void FakeCollector::SetReadChunk(size_t bytes) {
-  std::lock_guard<std::mutex> lock(store_->mu);
+void RecordingPeer::SetReadChunk(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   read_chunk_ = bytes;
 }
 
-void FakeCollector::SetPaused(bool paused) {
+void RecordingPeer::SetPaused(bool paused) {
   {
-    std::lock_guard<std::mutex> lock(store_->mu);
+    std::lock_guard<std::mutex> lock(mu_);
     paused_ = paused;
   }
   Wake();
 }
 
-void FakeCollector::SendRaw(size_t index, std::string_view bytes) {
-  std::lock_guard<std::mutex> lock(store_->mu);
+void RecordingPeer::SendRaw(size_t index, std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (index >= conns_.size() || conns_[index]->fd < 0) throw std::runtime_error("no connection");
   size_t done = 0;
   while (done < bytes.size()) {
@@ -133,9 +145,9 @@ void FakeCollector::SendRaw(size_t index, std::string_view bytes) {
   }
 }
 
-void FakeCollector::ShutdownRead(size_t index) {
+void RecordingPeer::ShutdownRead(size_t index) {
   {
-    std::lock_guard<std::mutex> lock(store_->mu);
+    std::lock_guard<std::mutex> lock(mu_);
     if (index >= conns_.size() || conns_[index]->fd < 0) throw std::runtime_error("no connection");
     if (shutdown(conns_[index]->fd, SHUT_RD) != 0) Fail("shutdown");
     conns_[index]->read_shut = true;
@@ -143,45 +155,52 @@ void FakeCollector::ShutdownRead(size_t index) {
   Wake();
 }
 
-std::vector<FakeCollector::Connection> FakeCollector::connections() const {
-  std::lock_guard<std::mutex> lock(store_->mu);
+std::vector<RecordingPeer::Connection> RecordingPeer::connections() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Connection> out;
   for (const auto& c : conns_) out.push_back(c->info);
   return out;
 }
 
-size_t FakeCollector::connection_count() const {
-  std::lock_guard<std::mutex> lock(store_->mu);
+size_t RecordingPeer::connection_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return conns_.size();
 }
 
-size_t FakeCollector::received(size_t index) const {
-  std::lock_guard<std::mutex> lock(store_->mu);
+size_t RecordingPeer::received(size_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
   return index < conns_.size() ? conns_[index]->info.seqs.size() : 0;
 }
 
-int64_t FakeCollector::last_seq(size_t index) const {
-  std::lock_guard<std::mutex> lock(store_->mu);
+int64_t RecordingPeer::last_seq(size_t index) const {
+  std::lock_guard<std::mutex> lock(mu_);
   if (index >= conns_.size() || conns_[index]->info.seqs.empty()) return -1;
   return static_cast<int64_t>(conns_[index]->info.seqs.back());
 }
 
-void FakeCollector::Run() {
+void RecordingPeer::Run() {
+  struct Polled {
+    Conn* conn;
+    bool upstream;  // the connection's relay to the collector, not the producer's socket
+  };
   std::vector<pollfd> fds;
-  std::vector<Conn*> polled;
+  std::vector<Polled> polled;
   for (;;) {
     fds.clear();
     polled.clear();
     {
-      std::lock_guard<std::mutex> lock(store_->mu);
+      std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       fds.push_back({wake_fd_, POLLIN, 0});
       fds.push_back({listen_fd_, POLLIN, 0});
-      if (!paused_) {
-        for (auto& c : conns_) {
-          if (c->fd < 0 || c->read_shut) continue;
+      for (auto& c : conns_) {
+        if (!paused_ && c->fd >= 0 && !c->read_shut) {
           fds.push_back({c->fd, POLLIN, 0});
-          polled.push_back(c.get());
+          polled.push_back({c.get(), false});
+        }
+        if (c->up >= 0) {
+          fds.push_back({c->up, static_cast<short>(POLLIN | (c->up_out.empty() ? 0 : POLLOUT)), 0});
+          polled.push_back({c.get(), true});
         }
       }
     }
@@ -189,27 +208,83 @@ void FakeCollector::Run() {
       if (errno == EINTR) continue;
       Fail("poll");
     }
-    std::lock_guard<std::mutex> lock(store_->mu);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     if (fds[0].revents != 0) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof(v));
     }
     if (fds[1].revents != 0) AcceptAll();
-    if (paused_) continue;
     for (size_t i = 0; i < polled.size(); ++i) {
-      Conn& c = *polled[i];
-      if (fds[i + 2].revents == 0 || c.fd < 0 || c.read_shut) continue;
+      Conn& c = *polled[i].conn;
+      if (fds[i + 2].revents == 0) continue;
+      if (polled[i].upstream) {
+        if (c.up >= 0) RelayFromCollector(c);
+        continue;
+      }
+      if (paused_ || c.fd < 0 || c.read_shut) continue;
       if (!ReadOnce(c)) {
         close(c.fd);
         c.fd = -1;
         c.info.open = false;
+        CloseUpstream(c);
       }
     }
   }
 }
 
-void FakeCollector::AcceptAll() {
+void RecordingPeer::FlushUpstream(Conn& c) {
+  while (c.up >= 0 && !c.up_out.empty()) {
+    const ssize_t n = send(c.up, c.up_out.data(), c.up_out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;  // the rest when the collector reads (POLLOUT)
+    if (n < 0) {
+      close(c.up);
+      c.up = -1;
+      return;
+    }
+    c.up_out.erase(0, static_cast<size_t>(n));
+  }
+}
+
+void RecordingPeer::RelayFromCollector(Conn& c) {
+  FlushUpstream(c);
+  if (c.up < 0) return;
+  char buf[4096];
+  const ssize_t n = recv(c.up, buf, sizeof(buf), MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {  // the collector closed the connection
+    close(c.up);
+    c.up = -1;
+    return;
+  }
+  if (hold_acks_ || c.fd < 0) return;  // held acks are dropped: later ones cover them
+  // Acks are small and the producer reads continuously; a full buffer only loses this ack,
+  // which a later one covers (as with the collector's own).
+  (void)send(c.fd, buf, static_cast<size_t>(n), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void RecordingPeer::CloseUpstream(Conn& c) {
+  if (c.up < 0) return;
+  // What the producer sent before it closed still reaches the collector.
+  const int flags = fcntl(c.up, F_GETFL);
+  if (flags >= 0) (void)fcntl(c.up, F_SETFL, flags & ~O_NONBLOCK);
+  while (!c.up_out.empty()) {
+    const ssize_t n = send(c.up, c.up_out.data(), c.up_out.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    c.up_out.erase(0, static_cast<size_t>(n));
+  }
+  close(c.up);
+  c.up = -1;
+}
+
+void RecordingPeer::SetHoldAcks(bool hold) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_acks_ = hold;
+}
+
+void RecordingPeer::AcceptAll() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
@@ -223,7 +298,7 @@ void FakeCollector::AcceptAll() {
   }
 }
 
-bool FakeCollector::ReadOnce(Conn& c) {
+bool RecordingPeer::ReadOnce(Conn& c) {
   std::string buf(read_chunk_, '\0');
   // Descriptors passed with SCM_RIGHTS (a producer's black box): each is described, then closed.
   iovec iov{buf.data(), buf.size()};
@@ -255,35 +330,26 @@ bool FakeCollector::ReadOnce(Conn& c) {
   }
   c.info.bytes += static_cast<uint64_t>(n);
   c.partial.append(buf.data(), static_cast<size_t>(n));
+  if (!upstream_.empty() && !c.up_opened) {
+    // Opened with the first bytes to relay: the collector's handshake timeout does not run
+    // while this peer holds the producer's bytes unread.
+    c.up = ConnectUpstream();
+    c.up_opened = true;
+  }
+  if (c.up >= 0) {
+    c.up_out.append(buf.data(), static_cast<size_t>(n));
+    FlushUpstream(c);
+  }
   size_t start = 0;
   for (size_t nl; (nl = c.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    HandleLine(c, c.partial.substr(start, nl + 1 - start));
+    std::string line = c.partial.substr(start, nl + 1 - start);
+    const std::optional<uint64_t> seq = SeqOf(line);
+    if (!seq) throw std::runtime_error("line without seq: " + line);
+    c.info.seqs.push_back(*seq);
+    c.info.lines.push_back(std::move(line));
   }
   c.partial.erase(0, start);
-  auto it = store_->highest.find(c.info.pid);
-  if (ack_mode_ == AckMode::kAuto && it != store_->highest.end()) {
-    char ack[schema::kMaxAckLineBytes];
-    const size_t len = schema::EncodeAck(it->second, ack, sizeof(ack));
-    // The ack is small and the sender reads continuously; a full buffer only loses this ack,
-    // which a later one covers.
-    (void)send(c.fd, ack, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
   return true;
 }
 
-void FakeCollector::HandleLine(Conn& c, std::string line) {
-  const std::optional<uint64_t> seq = SeqOf(line);
-  if (!seq) throw std::runtime_error("line without seq: " + line);
-  c.info.seqs.push_back(*seq);
-  c.info.lines.push_back(line);
-  auto it = store_->highest.find(c.info.pid);
-  if (it != store_->highest.end() && *seq <= it->second) {
-    ++store_->duplicates;
-    return;
-  }
-  store_->highest[c.info.pid] = *seq;
-  store_->stored[c.info.pid].push_back(*seq);
-  store_->stored_lines[c.info.pid].push_back(std::move(line));
-}
-
-}  // namespace cuflight::transport::testing
+}  // namespace cuflight::test_support

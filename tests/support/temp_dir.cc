@@ -1,0 +1,64 @@
+#include "temp_dir.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace cuflight::test_support {
+
+TempDir::TempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/cuflight-test-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    return;
+  }
+  path_ = templ;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+// The process's socket directory, removed at exit by the process that made it (not by a forked
+// child that runs exit handlers).
+class SocketDir {
+ public:
+  SocketDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/cfs-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp " << templ << ": " << std::strerror(errno);
+      return;
+    }
+    path_ = templ;
+  }
+  ~SocketDir() {
+    std::error_code ec;
+    if (getpid() == owner_ && !path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  pid_t owner_ = getpid();
+  std::string path_;
+};
+
+}  // namespace
+
+std::string TempSocketPath(const std::string& tag) {
+  static SocketDir dir;
+  static std::atomic<int> counter{0};
+  return dir.path() + "/" + tag + "-" + std::to_string(counter.fetch_add(1)) + ".sock";
+}
+
+}  // namespace cuflight::test_support

@@ -1,0 +1,32 @@
+// Temporary files for tests: a directory removed with its contents, and unique socket paths.
+#ifndef CUFLIGHT_TESTS_SUPPORT_TEMP_DIR_H_
+#define CUFLIGHT_TESTS_SUPPORT_TEMP_DIR_H_
+
+#include <filesystem>
+#include <string>
+
+namespace cuflight::test_support {
+
+// A fresh directory (mode 0700) under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A socket path no other test of this process uses: <dir>/<tag>-<n>.sock, where <dir> is one
+// directory per process made with mkdtemp under $TMPDIR (or /tmp), so mode 0700 and owned by
+// this user, as the collector and the producers require of a socket's directory
+// (collector/daemon/listen_sockets.cc); removed when the process that made it exits. Keep `tag`
+// short: a Unix socket path holds at most 107 bytes.
+std::string TempSocketPath(const std::string& tag);
+
+}  // namespace cuflight::test_support
+
+#endif  // CUFLIGHT_TESTS_SUPPORT_TEMP_DIR_H_

@@ -104,6 +104,32 @@ struct StallLaunchItem {};
   F(Int, max_cluster_size, max_cluster_size, kCount32)               \
   F(OptionalBool, recovered, recovered)
 
+// The occupancy figures (OccupancyFields, occupancy_fields.h), written at the top level of the
+// kernel event: P(member) names a member of OccupancyFields where the table is expanded (in the
+// kernel event, `occupancy.member`).
+#define CUFLIGHT_SCHEMA_IN_OCCUPANCY(member) occupancy.member
+#define CUFLIGHT_SCHEMA_OCCUPANCY(F, R, P)                                        \
+  F(Int, max_active_blocks, P(max_active_blocks), kCount32)               \
+  F(Int, active_warps, P(active_warps), kCount32)                         \
+  F(Int, max_warps, P(max_warps), kCount32)                               \
+  F(Number, occupancy, P(occupancy), 0, 1)                                \
+  F(Number, reg_occupancy, P(reg_occupancy), 0, 1)                        \
+  F(Number, smem_occupancy, P(smem_occupancy), 0, 1)                      \
+  F(Number, warp_occupancy, P(warp_occupancy), 0, 1)                      \
+  F(Number, block_occupancy, P(block_occupancy), 0, 1)                    \
+  F(Number, barrier_occupancy, P(barrier_occupancy), 0, 1)                \
+  F(OptionalNumber, cluster_occupancy, P(cluster_occupancy), 0, 1)        \
+  R(cluster, cluster_occupancy)                                           \
+  F(OneResource, limiting_resource, P(limiting_resource))                 \
+  F(ResourceSet, limiting_resources, P(limiting_resources))               \
+  F(Int, allocated_regs_per_block, P(allocated_regs_per_block), kCount32) \
+  F(Int, allocated_smem_per_block, P(allocated_smem_per_block), kCount64) \
+  F(Number, waves, P(waves), 0, kInfinity)                                \
+  F(Number, tail_utilization, P(tail_utilization), 0, 1)                  \
+  F(IntOrNull, regs_for_next_block, P(regs_for_next_block), kCount32)     \
+  F(IntOrNull, smem_for_next_block, P(smem_for_next_block), kCount64)     \
+  F(Int, best_block_size, P(best_block_size), kCount32)
+
 #define CUFLIGHT_SCHEMA_KERNEL(F, R)                                                        \
   F(Int, tid, tid, kCount32)                                                                \
   F(Int, device, device, kCount32)                                                          \
@@ -128,26 +154,7 @@ struct StallLaunchItem {};
   F(OptionalInt, graph_node_id, graph_node_id, kUint64)                                     \
   R(graph_node_id, graph_id)                                                                \
   R(graph_id, graph_node_id)                                                                \
-  F(Int, max_active_blocks, occupancy.max_active_blocks, kCount32)                          \
-  F(Int, active_warps, occupancy.active_warps, kCount32)                                    \
-  F(Int, max_warps, occupancy.max_warps, kCount32)                                          \
-  F(Number, occupancy, occupancy.occupancy, 0, 1)                                           \
-  F(Number, reg_occupancy, occupancy.reg_occupancy, 0, 1)                                   \
-  F(Number, smem_occupancy, occupancy.smem_occupancy, 0, 1)                                 \
-  F(Number, warp_occupancy, occupancy.warp_occupancy, 0, 1)                                 \
-  F(Number, block_occupancy, occupancy.block_occupancy, 0, 1)                               \
-  F(Number, barrier_occupancy, occupancy.barrier_occupancy, 0, 1)                           \
-  F(OptionalNumber, cluster_occupancy, occupancy.cluster_occupancy, 0, 1)                   \
-  R(cluster, cluster_occupancy)                                                             \
-  F(OneResource, limiting_resource, occupancy.limiting_resource)                            \
-  F(ResourceSet, limiting_resources, occupancy.limiting_resources)                          \
-  F(Int, allocated_regs_per_block, occupancy.allocated_regs_per_block, kCount32)            \
-  F(Int, allocated_smem_per_block, occupancy.allocated_smem_per_block, kCount64)            \
-  F(Number, waves, occupancy.waves, 0, kInfinity)                                           \
-  F(Number, tail_utilization, occupancy.tail_utilization, 0, 1)                             \
-  F(IntOrNull, regs_for_next_block, occupancy.regs_for_next_block, kCount32)                \
-  F(IntOrNull, smem_for_next_block, occupancy.smem_for_next_block, kCount64)                \
-  F(Int, best_block_size, occupancy.best_block_size, kCount32)                              \
+  CUFLIGHT_SCHEMA_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                              \
   F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
   F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
   F(OptionalBool, recovered, recovered)

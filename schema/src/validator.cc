@@ -72,12 +72,31 @@ constexpr std::array<std::string_view, kKeyCount> kKeyNames = [] {
 // A known member name's slot.
 using Key = uint8_t;
 
-consteval Key KeyOf(std::string_view name) {
+constexpr int FindKey(std::string_view name) {
   for (size_t k = 0; k < kKeyCount; ++k) {
-    if (kKeyNames[k] == name) return static_cast<Key>(k);
+    if (kKeyNames[k] == name) return static_cast<int>(k);
   }
-  throw "not a known member name";  // not a constant expression: a compile error
+  return -1;
 }
+
+consteval Key KeyOf(std::string_view name) {
+  const int k = FindKey(name);
+  if (k < 0) throw "not a known member name";  // not a constant expression: a compile error
+  return static_cast<Key>(k);
+}
+
+// Each Fact's Key.
+constexpr std::array<Key, kFactCount> kFactKeys = [] {
+  std::array<Key, kFactCount> keys{};
+  for (int f = 0; f < kFactCount; ++f) keys[static_cast<size_t>(f)] = static_cast<Key>(FindKey(kFactNames[f]));
+  return keys;
+}();
+static_assert([] {
+  for (const std::string_view name : kFactNames) {
+    if (FindKey(name) < 0) return false;
+  }
+  return true;
+}(), "every fact is a member of some table");
 
 constexpr Key k_type = KeyOf("type");
 constexpr Key k_version = KeyOf("version");
@@ -876,11 +895,13 @@ class MessageBuilder {
 
 struct Slots {
   std::array<Value, kKeyCount> value;  // uninitialized; meaningful where `seen` says
+  std::array<int8_t, kKeyCount> index;  // the member's index in LineInfo::members, or -1
   uint64_t seen[2] = {0, 0};
 
   bool Has(Key k) const { return (seen[k >> 6] >> (k & 63)) & 1; }
-  void Set(Key k, const Value& v) {
+  void Set(Key k, const Value& v, int member = -1) {
     value[k] = v;
+    index[k] = static_cast<int8_t>(member);
     seen[k >> 6] |= uint64_t{1} << (k & 63);
   }
 };
@@ -1376,6 +1397,24 @@ Value ValueOfText(std::string_view text) {
   return v;
 }
 
+// The facts of an accepted line (LineInfo::fact_*), from its slots.
+void RecordFacts(const Slots& slots, LineInfo* info) {
+  info->fact_present = 0;
+  info->fact_escaped = 0;
+  for (size_t f = 0; f < kFactKeys.size(); ++f) {
+    const Key k = kFactKeys[f];
+    if (!slots.Has(k)) continue;
+    const Value& v = slots.value[k];
+    info->fact_present |= 1u << f;
+    info->fact_member[f] = slots.index[k];
+    Integral x;
+    if (v.kind == Kind::kNumber && ToIntegral(v, &x) == IntegralKind::kOk) {
+      info->fact_value[f] = x.negative ? 0 - x.magnitude : x.magnitude;
+    }
+    if (v.kind == Kind::kString && v.escaped) info->fact_escaped |= 1u << f;
+  }
+}
+
 // Validate with a LineInfo to fill.
 Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error) {
   info->line = line;
@@ -1432,7 +1471,9 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
       p = lexer.ScanValue(p, 2, &v);
       if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
 
+      int index = -1;
       if (count < LineInfo::kMaxMembers) {
+        index = count;
         Member& m = info->members[static_cast<size_t>(count++)];
         m.key = key;
         m.raw = v.text();
@@ -1448,7 +1489,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
         const std::optional<size_t> n = Unescape(key, name, sizeof(name));
         k = n ? LookupKey(name, *n) : kNoKey;
       }
-      if (k != kNoKey) slots.Set(static_cast<Key>(k), v);
+      if (k != kNoKey) slots.Set(static_cast<Key>(k), v, index);
 
       if (p < end && *p == ',') {
         ++p;
@@ -1500,6 +1541,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
     break;
     CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_CHECK_CASE)
   }
+  if (c.ok()) RecordFacts(slots, info);
   return c.reason();
 }
 
@@ -1516,6 +1558,27 @@ std::optional<std::string_view> LineInfo::Find(std::string_view key) const {
     if (m.key_escaped ? UnescapedEquals(m.key, key) : m.key == key) return m.raw;
   }
   return std::nullopt;
+}
+
+std::string_view LineInfo::Raw(Fact f) const {
+  if (!Has(f)) return {};
+  const int8_t i = fact_member[static_cast<size_t>(f)];
+  if (i >= 0) return members[static_cast<size_t>(i)].raw;
+  return Find(kFactNames[static_cast<size_t>(f)]).value_or(std::string_view());
+}
+
+bool LineInfo::Text(Fact f, char* scratch, size_t cap, std::string_view* out) const {
+  const std::string_view raw = Raw(f);
+  if (raw.size() < 2 || raw.front() != '"') return false;
+  const std::string_view inner = raw.substr(1, raw.size() - 2);
+  if (((fact_escaped >> static_cast<int>(f)) & 1) == 0) {
+    *out = inner;
+    return true;
+  }
+  const std::optional<size_t> n = Unescape(inner, scratch, cap);
+  if (!n) return false;
+  *out = std::string_view(scratch, *n);
+  return true;
 }
 
 bool LineInfo::GetUint(std::string_view key, uint64_t* out) const {

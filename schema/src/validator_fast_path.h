@@ -346,10 +346,12 @@ inline int ResourceAt(const char* p, const char* end, const char** after) {
 // LineInfo order and moves past it. All return false, on any surprise, for the caller to give up.
 class Cursor {
  public:
-  Cursor(const char* p, const char* end, Member* members)
-      : p_(p), end_(end), members_(members) {}
+  // `info`: where the facts of the top-level members go (nullptr in nested objects).
+  Cursor(const char* p, const char* end, Member* members, LineInfo* info = nullptr)
+      : p_(p), end_(end), members_(members), info_(info) {}
 
   int count() const { return count_; }
+  uint32_t fact_present() const { return fact_present_; }
 
   template <Lit L>
   [[gnu::always_inline]] bool Name() {
@@ -620,18 +622,18 @@ class Cursor {
   }
 
   // A member name and its value in one call.
-  template <Lit L, Bounds B>
-  [[gnu::always_inline]] bool Int() {
+  template <Lit L, Bounds B, class T = int64_t>
+  [[gnu::always_inline]] bool Int(T* out = nullptr) {
     // Far from the end (every member but the last few): no bounds check past this one.
     if constexpr (kHaveRoomy && L.kSize <= 32) {
       if (end_ - p_ >= static_cast<ptrdiff_t>(L.kSize) + kRoom) {
         if (!MatchesWide<L>(p_)) return false;
         key_ = std::string_view(p_ + 2, L.kSize - 4);
         p_ += L.kSize;
-        return IntValue<B, kHaveRoomy>();
+        return IntValue<B, kHaveRoomy>(out);
       }
     }
-    return Name<L>() && IntValue<B>();
+    return Name<L>() && IntValue<B>(out);
   }
   template <Lit L, Bounds B>
   bool IntOrNull() { return Name<L>() && IntOrNullValue<B>(); }
@@ -646,17 +648,16 @@ class Cursor {
   template <Lit L>
   bool Dim() { return Name<L>() && DimValue(); }
 
- // The members of the tables (event_fields.h), one function per kind: Member<kind><L, I, args>
+  // The members of the tables (event_fields.h), one function per kind: Member<kind><L, I, args>
   // reads the member name L and its value, and notes that member I of the table was present
   // (for the R rules: Requires<I, J>). An Optional kind is also true when L is not at the cursor.
 #define CUFLIGHT_FAST_KIND(kind, value)                         \
   template <Lit L, int I, auto... A>                            \
   [[gnu::always_inline]] bool Member##kind() {                  \
     if (!Name<L>()) return kind##IsOptional;                    \
-    return (value) && Seen(I);                                  \
+    return (value) && Seen(I) && NoteFact<L>();                 \
   }
 #define CUFLIGHT_FAST_KINDS(X)                                    \
-  X(OptionalInt, IntValue<A...>())                                \
   X(IntOrNull, IntOrNullValue<A...>())                            \
   X(OptionalIntOrNull, IntOrNullValue<A...>())                    \
   X(Number, NumberValue<A...>())                                  \
@@ -685,10 +686,42 @@ class Cursor {
 #undef CUFLIGHT_FAST_KIND
 #undef CUFLIGHT_FAST_KINDS
 
-  // Required integers: the roomy form of Int.
+  // Integers: required ones in the roomy form of Int; the value of a fact goes to LineInfo.
   template <Lit L, int I, IntRange R>
   [[gnu::always_inline]] bool MemberInt() {
-    return Int<L, R>() && Seen(I);
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) {
+      return Int<L, R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
+    } else {
+      return Int<L, R>() && Seen(I);
+    }
+  }
+  template <Lit L, int I, IntRange R>
+  [[gnu::always_inline]] bool MemberOptionalInt() {
+    if (!Name<L>()) return true;
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) {
+      return IntValue<R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
+    } else {
+      return IntValue<R>() && Seen(I);
+    }
+  }
+
+  // The Fact a member name L (`,"name":`) is, or -1.
+  template <Lit L>
+  static constexpr int FactOf() {
+    return FactIndex(std::string_view(L.text + 2, L.kSize - 4));
+  }
+
+  // Notes the member just recorded when it is a fact.
+  template <Lit L>
+  [[gnu::always_inline]] bool NoteFact() {
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) {
+      fact_present_ |= 1u << f;
+      info_->fact_member[f] = static_cast<int8_t>(count_ - 1);
+    }
+    return true;
   }
 
   // dependentRequired: member I present when member J is.
@@ -757,7 +790,9 @@ class Cursor {
   Member* const members_;
   int count_ = 0;
   std::string_view key_;  // the name Name() read last
-  uint64_t present_ = 0;  // bit I: member I of the table was read
+  LineInfo* const info_;
+  uint64_t present_ = 0;       // bit I: member I of the table was read
+  uint32_t fact_present_ = 0;  // LineInfo::fact_present, stored by Walk
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -802,11 +837,12 @@ CUFLIGHT_FAST_WALK(Stall, "stall", CUFLIGHT_SCHEMA_STALL)
 // event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
 // cursor in memory would add a store-to-load round trip to every member.
 template <bool (*kWalk)(Cursor&, Header*)>
-[[gnu::flatten]] bool Walk(const char* p, const char* end, Member* members, Header* h,
+[[gnu::flatten]] bool Walk(const char* p, const char* end, LineInfo* info, Header* h,
                            int* count) {
-  Cursor c(p, end, members);
+  Cursor c(p, end, info->members.data(), info);
   if (!kWalk(c, h)) return false;
   *count = c.count();
+  info->fact_present = c.fact_present();
   return true;
 }
 
@@ -818,7 +854,7 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   if (line.size() < kShortest) return false;
   const char* const p = line.data();
   const char* const end = p + line.size();
-  Member* const members = info->members.data();
+  info->fact_escaped = 0;  // strings with an escape are the general path's
   Header header;
   int count = 0;
   EventType type;
@@ -828,46 +864,46 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
     case 'k':
       if (p[15] == '"') {
         type = EventType::kKernel;
-        ok = Walk<Kernel>(p, end, members, &header, &count);
+        ok = Walk<Kernel>(p, end, info, &header, &count);
       } else {
         type = EventType::kKernelTime;
-        ok = Walk<KernelTime>(p, end, members, &header, &count);
+        ok = Walk<KernelTime>(p, end, info, &header, &count);
       }
       break;
     case 'd':
       type = EventType::kDevice;
-      ok = Walk<Device>(p, end, members, &header, &count);
+      ok = Walk<Device>(p, end, info, &header, &count);
       break;
     case 'a':
       type = EventType::kApiError;
-      ok = Walk<ApiError>(p, end, members, &header, &count);
+      ok = Walk<ApiError>(p, end, info, &header, &count);
       break;
     case 's':  // stats or stall: p[12] is 't' or 'l'
       if (p[12] == 'l') {
         type = EventType::kStall;
-        ok = Walk<Stall>(p, end, members, &header, &count);
+        ok = Walk<Stall>(p, end, info, &header, &count);
       } else {
         type = EventType::kStats;
-        ok = Walk<Stats>(p, end, members, &header, &count);
+        ok = Walk<Stats>(p, end, info, &header, &count);
       }
       break;
     case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
       switch (p[17]) {
         case 's':
           type = EventType::kProcessStart;
-          ok = Walk<ProcessStart>(p, end, members, &header, &count);
+          ok = Walk<ProcessStart>(p, end, info, &header, &count);
           break;
         case 'e':
           type = EventType::kProcessEnd;
-          ok = Walk<ProcessEnd>(p, end, members, &header, &count);
+          ok = Walk<ProcessEnd>(p, end, info, &header, &count);
           break;
         case 'l':
           type = EventType::kProcessLost;
-          ok = Walk<ProcessLost>(p, end, members, &header, &count);
+          ok = Walk<ProcessLost>(p, end, info, &header, &count);
           break;
         case 'c':
           type = EventType::kProcessCrash;
-          ok = Walk<ProcessCrash>(p, end, members, &header, &count);
+          ok = Walk<ProcessCrash>(p, end, info, &header, &count);
           break;
         default:
           return false;

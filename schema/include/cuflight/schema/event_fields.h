@@ -39,7 +39,9 @@
 #define CUFLIGHT_SCHEMA_EVENT_FIELDS_H_
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <string_view>
 
 namespace cuflight::schema {
 
@@ -256,6 +258,31 @@ struct StallLaunchItem {};
   F(Int, completed, completed, kUint64)                 \
   F(Int, streams_stalled, streams_stalled, kCount32)    \
   F(Objects, streams, streams, StallStreamItem{})
+
+// The members the collector acts on (collector/daemon/line_validator.h): Validate records where
+// each is and, for an integer, its value, in its one pass (LineInfo::fact_*). X(name).
+#define CUFLIGHT_SCHEMA_FACTS(X)                                                              \
+  X(correlation_id) X(device) X(graph_node_id) X(name) X(demangled) X(limiting_resource)     \
+  X(occupancy) X(duration_ns) X(error_name) X(emitted) X(dropped) X(dropped_ring_full)       \
+  X(dropped_disconnected) X(dropped_backpressure) X(timing_dropped)                          \
+  X(occupancy_disagreements) X(hostname) X(exe) X(start_ns) X(instance_id) X(pid_ns)
+
+#define CUFLIGHT_SCHEMA_FACT_ENUM(name) name,
+enum class Fact : uint8_t { CUFLIGHT_SCHEMA_FACTS(CUFLIGHT_SCHEMA_FACT_ENUM) };
+#undef CUFLIGHT_SCHEMA_FACT_ENUM
+#define CUFLIGHT_SCHEMA_FACT_NAME(name) #name,
+inline constexpr std::string_view kFactNames[] = {CUFLIGHT_SCHEMA_FACTS(CUFLIGHT_SCHEMA_FACT_NAME)};
+#undef CUFLIGHT_SCHEMA_FACT_NAME
+inline constexpr int kFactCount = static_cast<int>(std::size(kFactNames));
+static_assert(kFactCount <= 32, "LineInfo's fact bit sets have 32 bits");
+
+// The Fact named `name`, or -1.
+constexpr int FactIndex(std::string_view name) {
+  for (int f = 0; f < kFactCount; ++f) {
+    if (kFactNames[f] == name) return f;
+  }
+  return -1;
+}
 
 // Every event type's table, with its EventType enumerator and its Owned struct: X(type, table).
 #define CUFLIGHT_SCHEMA_EVENT_TABLES(X)             \

@@ -265,13 +265,13 @@ class Reader {
     *out = value;
   }
 
-  void Number(const char* key, double* out, double lo, double hi) {
-    if (const json* v = Get(key)) ReadNumber(key, *v, lo, hi, out);
+  void Number(const char* key, double* out, int lo, int hi) {
+    if (const json* v = Get(key)) ReadNumber(key, *v, lo, MaximumOf(hi), out);
   }
 
-  void OptionalNumber(const char* key, double* out, double lo, double hi) {
+  void OptionalNumber(const char* key, double* out, int lo, int hi) {
     const json* v = Find(key);
-    if (v != nullptr && ok()) ReadNumber(key, *v, lo, hi, out);
+    if (v != nullptr && ok()) ReadNumber(key, *v, lo, MaximumOf(hi), out);
   }
 
   bool Has(const char* key) const { return Find(key) != nullptr; }

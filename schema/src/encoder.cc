@@ -508,7 +508,7 @@ CUFLIGHT_PUT(IntOrNull, T)
   }
 }
 
-// Numbers in [0, 1] (hi 1) clamped to it; numbers >= 0 (hi kInfinity) clamped to >= 0.
+// Numbers in [0, 1] (hi 1) clamped to it; numbers >= 0 (hi kNoMaximum) clamped to >= 0.
 CUFLIGHT_PUT(Number, T)
   const double bounds[] = {static_cast<double>(args)...};
   w.Key(key);

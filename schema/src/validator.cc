@@ -957,13 +957,13 @@ class Checker {
     }
   }
 
-  void Number(Key k, double lo, double hi) {
-    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, hi);
+  void Number(Key k, int lo, int hi) {
+    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, MaximumOf(hi));
   }
 
-  void OptionalNumber(Key k, double lo, double hi) {
+  void OptionalNumber(Key k, int lo, int hi) {
     const Value* v = Find(k);
-    if (v != nullptr && ok()) ReadNumber(k, *v, lo, hi);
+    if (v != nullptr && ok()) ReadNumber(k, *v, lo, MaximumOf(hi));
   }
 
   void String(Key k) {

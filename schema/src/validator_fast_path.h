@@ -732,7 +732,7 @@ class Cursor {
 
   template <auto kLo, auto kHi>
   [[gnu::always_inline]] bool NumberValue() {
-    static_assert(kLo == 0 && (kHi == 1 || kHi == kInfinity), "the schema's numbers");
+    static_assert(kLo == 0 && (kHi == 1 || kHi == kNoMaximum), "the schema's numbers");
     if constexpr (kHi == 1) {
       return FractionValue();
     } else {

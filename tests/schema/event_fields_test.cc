@@ -49,7 +49,7 @@ struct Args {
 };
 Args MakeArgs() { return {}; }
 Args MakeArgs(IntRange r) { return {true, r, false, 0, 0, ""}; }
-Args MakeArgs(double lo, double hi) { return {false, {0, 0}, true, lo, hi, ""}; }
+Args MakeArgs(int lo, int hi) { return {false, {0, 0}, true, double{1} * lo, MaximumOf(hi), ""}; }
 Args MakeArgs(StallStreamItem) { return {false, {0, 0}, false, 0, 0, "stream"}; }
 Args MakeArgs(StallLaunchItem) { return {false, {0, 0}, false, 0, 0, "launch"}; }
 

@@ -23,7 +23,7 @@
 //                                              counts, as in JSON Schema)
 //   IntOrNull(range) OptionalIntOrNull(range)  integer in range or null (a T member reads null as
 //                                              -1, an std::optional member as nullopt)
-//   Number(lo, hi) OptionalNumber(lo, hi)      number in [lo, hi] (hi kInfinity: no maximum)
+//   Number(lo, hi) OptionalNumber(lo, hi)      number in [lo, hi] (integers; hi kNoMaximum: none)
 //   Bool OptionalBool                          boolean (absent: false)
 //   String                                     string
 //   Strings OptionalStrings                    array of strings
@@ -60,6 +60,11 @@ inline constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max
 inline constexpr IntRange kCarveout{-1, 100};
 inline constexpr IntRange kSignal{1, 64};  // Linux signal numbers, real-time ones included
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// A Number's hi when it has no maximum (bounds are integers: they are template arguments of the
+// validator's fast path, and clang before 18 takes no double there).
+inline constexpr int kNoMaximum = -1;
+// A Number's hi as a double bound.
+constexpr double MaximumOf(int hi) { return hi == kNoMaximum ? kInfinity : hi; }
 
 // Item tags of Objects: which table checks each object of the array.
 struct StallStreamItem {};
@@ -126,7 +131,7 @@ struct StallLaunchItem {};
   F(ResourceSet, limiting_resources, P(limiting_resources))               \
   F(Int, allocated_regs_per_block, P(allocated_regs_per_block), kCount32) \
   F(Int, allocated_smem_per_block, P(allocated_smem_per_block), kCount64) \
-  F(Number, waves, P(waves), 0, kInfinity)                                \
+  F(Number, waves, P(waves), 0, kNoMaximum)                               \
   F(Number, tail_utilization, P(tail_utilization), 0, 1)                  \
   F(IntOrNull, regs_for_next_block, P(regs_for_next_block), kCount32)     \
   F(IntOrNull, smem_for_next_block, P(smem_for_next_block), kCount64)     \

@@ -1641,6 +1641,14 @@ bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept {
   return fast_path::AcceptEncoderLayout(line, info);
 }
 
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelEvent* e) {
+  return fast_path::DecodeEncoderLayout(line, info, e);
+}
+
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent* e) {
+  return fast_path::DecodeEncoderLayout(line, info, e);
+}
+
 Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
   if (info == nullptr) {
     LineInfo local;

@@ -23,16 +23,23 @@
 //    end (kRoom bytes), an integer member is read without per-load bounds checks; near the end,
 //    and for the other value kinds, every read is checked against the end of the line. With
 //    SSE2 (every x86-64); elsewhere the same checks run on 8-byte words.
-// 5. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
+// 5. The walks are templates over where values go: nowhere (Validate), or the members of an
+//    OwnedKernelEvent or OwnedKernelTimeEvent (DecodeEncoderLayout, for LineDecoder): integers
+//    are written as they are checked, the other values converted from the text just checked.
+// 6. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
 //    schema sources, so the fast path stays in that translation unit). No allocation, no state.
 #ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
 #define CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
 
 #include <cstddef>
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string_view>
 #include <iterator>
+#include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #if defined(__SSE2__)
@@ -344,6 +351,12 @@ inline int ResourceAt(const char* p, const char* end, const char** after) {
 // Position in the line and the members recorded so far. Each Name<L>() moves past the member
 // name L (`,"name":`); each ...Value() parses the value that follows, records the member in
 // LineInfo order and moves past it. All return false, on any surprise, for the caller to give up.
+// Whether a decoding destination is a std::optional.
+template <class O>
+inline constexpr bool kIsOptionalOut = false;
+template <class T>
+inline constexpr bool kIsOptionalOut<std::optional<T>*> = true;
+
 class Cursor {
  public:
   // `info`: where the facts of the top-level members go (nullptr in nested objects).
@@ -652,14 +665,12 @@ class Cursor {
   // reads the member name L and its value, and notes that member I of the table was present
   // (for the R rules: Requires<I, J>). An Optional kind is also true when L is not at the cursor.
 #define CUFLIGHT_FAST_KIND(kind, value)                         \
-  template <Lit L, int I, auto... A>                            \
-  [[gnu::always_inline]] bool Member##kind() {                  \
+  template <Lit L, int I, auto... A, class O>                   \
+  [[gnu::always_inline]] bool Member##kind(O out) {             \
     if (!Name<L>()) return kind##IsOptional;                    \
-    return (value) && Seen(I) && NoteFact<L>();                 \
+    return (value) && Seen(I) && NoteFact<L>() && Put(out);     \
   }
 #define CUFLIGHT_FAST_KINDS(X)                                    \
-  X(IntOrNull, IntOrNullValue<A...>())                            \
-  X(OptionalIntOrNull, IntOrNullValue<A...>())                    \
   X(Number, NumberValue<A...>())                                  \
   X(OptionalNumber, NumberValue<A...>())                          \
   X(Bool, BoolValue())                                            \
@@ -686,25 +697,80 @@ class Cursor {
 #undef CUFLIGHT_FAST_KIND
 #undef CUFLIGHT_FAST_KINDS
 
-  // Integers: required ones in the roomy form of Int; the value of a fact goes to LineInfo.
-  template <Lit L, int I, IntRange R>
-  [[gnu::always_inline]] bool MemberInt() {
+  // Integers: required ones in the roomy form of Int. The value goes to *out (when decoding)
+  // and, for a fact, to LineInfo.
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberInt(O out) {
     constexpr int f = FactOf<L>();
-    if constexpr (f >= 0) {
+    if constexpr (!std::is_null_pointer_v<O>) {
+      auto* const value = Target(out);
+      return Int<L, R>(value) && Seen(I) && NoteFact<L>() && FactValue<L>(*value);
+    } else if constexpr (f >= 0) {
       return Int<L, R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
     } else {
       return Int<L, R>() && Seen(I);
     }
   }
-  template <Lit L, int I, IntRange R>
-  [[gnu::always_inline]] bool MemberOptionalInt() {
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberOptionalInt(O out) {
     if (!Name<L>()) return true;
     constexpr int f = FactOf<L>();
-    if constexpr (f >= 0) {
+    if constexpr (!std::is_null_pointer_v<O>) {
+      auto* const value = Target(out);
+      return IntValue<R>(value) && Seen(I) && NoteFact<L>() && FactValue<L>(*value);
+    } else if constexpr (f >= 0) {
       return IntValue<R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
     } else {
       return IntValue<R>() && Seen(I);
     }
+  }
+  // An integer or null (read as -1, or nullopt).
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberIntOrNull(O out) {
+    if (!Name<L>()) return false;
+    if (end_ - p_ >= 4 && Matches<"null">(p_)) {
+      if constexpr (kIsOptionalOut<O>) {
+        out->reset();
+      } else if constexpr (!std::is_null_pointer_v<O>) {
+        *out = -1;
+      }
+      return Record(p_ + 4) && Seen(I);
+    }
+    if constexpr (std::is_null_pointer_v<O>) {
+      return IntValue<R>() && Seen(I);
+    } else {
+      return IntValue<R>(Target(out)) && Seen(I);
+    }
+  }
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberOptionalIntOrNull(O out) {
+    if (!MatchesBefore<L>(p_, end_)) return true;
+    return MemberIntOrNull<L, I, R>(out);
+  }
+
+  // Where an integer goes: *out, or the value of the std::optional *out.
+  template <class T>
+  static T* Target(T* out) {
+    return out;
+  }
+  template <class T>
+  static T* Target(std::optional<T>* out) {
+    return &out->emplace();
+  }
+
+  template <Lit L, class T>
+  [[gnu::always_inline]] bool FactValue(T value) {
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) info_->fact_value[f] = static_cast<uint64_t>(value);
+    return true;
+  }
+
+  // Converts the member just recorded into *out (when decoding; its text has the plain shape the
+  // checks above accepted).
+  template <class O>
+  [[gnu::always_inline]] bool Put(O out) {
+    if constexpr (!std::is_null_pointer_v<O>) Convert(members_[count_ - 1].raw, out);
+    return true;
   }
 
   // The Fact a member name L (`,"name":`) is, or -1.
@@ -741,6 +807,48 @@ class Cursor {
   }
 
   bool ObjectsValue(StallStreamItem) { return StallStreamsValue(); }
+
+  static void Convert(std::string_view raw, std::string* out) {
+    out->assign(raw.data() + 1, raw.size() - 2);
+  }
+  static void Convert(std::string_view raw, double* out) {
+    std::from_chars(raw.data(), raw.data() + raw.size(), *out);
+  }
+  static void Convert(std::string_view raw, bool* out) { *out = raw[0] == 't'; }
+  static void Convert(std::string_view raw, Dim3* out) {
+    uint32_t xyz[3] = {0, 0, 0};
+    int i = 0;
+    for (const char c : raw.substr(1)) {
+      if (IsDigit(c)) {
+        xyz[i] = xyz[i] * 10 + static_cast<uint32_t>(c - '0');
+      } else {
+        ++i;
+      }
+    }
+    *out = {xyz[0], xyz[1], xyz[2]};
+  }
+  static void Convert(std::string_view raw, std::optional<Dim3>* out) {
+    Convert(raw, &out->emplace());
+  }
+  static void Convert(std::string_view raw, Resource* out) {
+    *out = ResourceFromName(raw.substr(1, raw.size() - 2)).value_or(Resource{});
+  }
+  static void Convert(std::string_view raw, ResourceMask* out) {
+    ResourceMask mask = 0;
+    size_t open = raw.find('"');
+    while (open != std::string_view::npos) {
+      const size_t close = raw.find('"', open + 1);
+      if (const std::optional<Resource> r = ResourceFromName(raw.substr(open + 1, close - open - 1))) {
+        mask = static_cast<ResourceMask>(mask | MaskOf(*r));
+      }
+      open = raw.find('"', close + 1);
+    }
+    *out = mask;
+  }
+  static void Convert(std::string_view raw, OccupancySource* out) {
+    *out = raw[1] == 'd' ? OccupancySource::kDriver : OccupancySource::kEngine;
+  }
+  static void Convert(std::string_view, ...) {}  // kinds never decoded here
 
  private:
   [[gnu::always_inline]] bool Seen(int i) {
@@ -799,6 +907,16 @@ class Cursor {
 // The event types, in the encoder's order (encoder.cc). Kernel has the most members: 46, within
 // LineInfo::kMaxMembers.
 
+// Where a walk puts member values: nowhere when validating (E void), else the member of *e.
+template <class E, class F>
+[[gnu::always_inline]] inline auto Out(E* e, F member) {
+  if constexpr (std::is_void_v<E>) {
+    return nullptr;
+  } else {
+    return member(e);
+  }
+}
+
 // The index of `name` in a table's names (every table has at most 64 members).
 template <size_t N>
 consteval int IndexIn(const std::string_view (&names)[N], std::string_view name) {
@@ -810,12 +928,14 @@ consteval int IndexIn(const std::string_view (&names)[N], std::string_view name)
 
 #define CUFLIGHT_FAST_NAME(kind, name, member, ...) #name,
 #define CUFLIGHT_FAST_NO_RULE(name, trigger)
-#define CUFLIGHT_FAST_FIELD(kind, name, member, ...) \
-  &&c.template Member##kind<",\"" #name "\":", IndexIn(kNames, #name) __VA_OPT__(, ) __VA_ARGS__>()
+#define CUFLIGHT_FAST_FIELD(kind, name, member, ...)                                              \
+  &&c.template Member##kind<",\"" #name "\":", IndexIn(kNames, #name) __VA_OPT__(, ) __VA_ARGS__>( \
+      Out(e, [](auto* x) { return &x->member; }))
 #define CUFLIGHT_FAST_RULE(name, trigger) \
   &&c.template Requires<IndexIn(kNames, #name), IndexIn(kNames, #trigger)>()
 #define CUFLIGHT_FAST_WALK(Function, type_name, TABLE)                                  \
-  inline bool Function(Cursor& c, Header* h) {                                          \
+  template <class E>                                                                    \
+  inline bool Function(Cursor& c, Header* h, E* e) {                                    \
     static constexpr std::string_view kNames[] = {TABLE(CUFLIGHT_FAST_NAME, CUFLIGHT_FAST_NO_RULE)}; \
     static_assert(std::size(kNames) <= 64);                                             \
     return c.Open<"{\"type\":\"" type_name "\",\"version\":1,\"ts_ns\":">(h)        \
@@ -836,11 +956,11 @@ CUFLIGHT_FAST_WALK(Stall, "stall", CUFLIGHT_SCHEMA_STALL)
 // Walks a line with one of the functions above. Everything is inlined into one function per
 // event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
 // cursor in memory would add a store-to-load round trip to every member.
-template <bool (*kWalk)(Cursor&, Header*)>
+template <auto kWalk, class E = void>
 [[gnu::flatten]] bool Walk(const char* p, const char* end, LineInfo* info, Header* h,
-                           int* count) {
+                           int* count, E* e = nullptr) {
   Cursor c(p, end, info->members.data(), info);
-  if (!kWalk(c, h)) return false;
+  if (!kWalk(c, h, e)) return false;
   *count = c.count();
   info->fact_present = c.fact_present();
   return true;
@@ -864,46 +984,46 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
     case 'k':
       if (p[15] == '"') {
         type = EventType::kKernel;
-        ok = Walk<Kernel>(p, end, info, &header, &count);
+        ok = Walk<&Kernel<void>>(p, end, info, &header, &count);
       } else {
         type = EventType::kKernelTime;
-        ok = Walk<KernelTime>(p, end, info, &header, &count);
+        ok = Walk<&KernelTime<void>>(p, end, info, &header, &count);
       }
       break;
     case 'd':
       type = EventType::kDevice;
-      ok = Walk<Device>(p, end, info, &header, &count);
+      ok = Walk<&Device<void>>(p, end, info, &header, &count);
       break;
     case 'a':
       type = EventType::kApiError;
-      ok = Walk<ApiError>(p, end, info, &header, &count);
+      ok = Walk<&ApiError<void>>(p, end, info, &header, &count);
       break;
     case 's':  // stats or stall: p[12] is 't' or 'l'
       if (p[12] == 'l') {
         type = EventType::kStall;
-        ok = Walk<Stall>(p, end, info, &header, &count);
+        ok = Walk<&Stall<void>>(p, end, info, &header, &count);
       } else {
         type = EventType::kStats;
-        ok = Walk<Stats>(p, end, info, &header, &count);
+        ok = Walk<&Stats<void>>(p, end, info, &header, &count);
       }
       break;
     case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
       switch (p[17]) {
         case 's':
           type = EventType::kProcessStart;
-          ok = Walk<ProcessStart>(p, end, info, &header, &count);
+          ok = Walk<&ProcessStart<void>>(p, end, info, &header, &count);
           break;
         case 'e':
           type = EventType::kProcessEnd;
-          ok = Walk<ProcessEnd>(p, end, info, &header, &count);
+          ok = Walk<&ProcessEnd<void>>(p, end, info, &header, &count);
           break;
         case 'l':
           type = EventType::kProcessLost;
-          ok = Walk<ProcessLost>(p, end, info, &header, &count);
+          ok = Walk<&ProcessLost<void>>(p, end, info, &header, &count);
           break;
         case 'c':
           type = EventType::kProcessCrash;
-          ok = Walk<ProcessCrash>(p, end, info, &header, &count);
+          ok = Walk<&ProcessCrash<void>>(p, end, info, &header, &count);
           break;
         default:
           return false;
@@ -920,6 +1040,34 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   info->header_valid = true;
   info->member_count = count;
   info->members_truncated = false;
+  return true;
+}
+
+// AcceptEncoderLayout for a kernel (or kernel_time) line, also writing its members into *e (whose
+// header, strings' buffers aside, the caller has reset). False decides nothing; *e and *info are
+// then unspecified.
+template <class E>
+bool DecodeEncoderLayout(std::string_view line, LineInfo* info, E* e) {
+  constexpr bool kKernel = std::is_same_v<E, OwnedKernelEvent>;
+  if (line.size() < 40 || line[9] != 'k' || (line[15] == '"') != kKernel) return false;
+  Header header;
+  int count = 0;
+  info->fact_escaped = 0;
+  bool ok;
+  if constexpr (kKernel) {
+    ok = Walk<&Kernel<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+  } else {
+    ok = Walk<&KernelTime<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+  }
+  if (!ok) return false;
+  info->line = line;
+  info->type = E::kType;
+  info->type_known = true;
+  info->header = header;
+  info->header_valid = true;
+  info->member_count = count;
+  info->members_truncated = false;
+  e->header = header;
   return true;
 }
 

@@ -10,76 +10,15 @@
 namespace cuflight::collector {
 namespace {
 
-// Reads a few top-level members of a validated line in one pass over LineInfo's member array
-// (instead of one LineInfo::Find scan per member). Names are matched by length first, through a
-// table, so most members cost one lookup.
-template <size_t N>
-class MemberSet {
- public:
-  explicit constexpr MemberSet(const std::array<std::string_view, N>& keys) : keys_(keys) {
-    for (size_t k = 0; k < N; ++k) {
-      if (keys[k].size() < kMaxLength) by_length_[keys[k].size()] |= 1u << k;
-    }
-  }
+using schema::Fact;
 
-  // raws[k]: the raw JSON text of member keys[k] (the last one when repeated), empty if absent.
-  void Collect(const schema::LineInfo& info, std::array<std::string_view, N>* raws) const {
-    raws->fill(std::string_view());
-    if (info.members_truncated) return CollectSlowly(info, raws);
-    for (int i = 0; i < info.member_count; ++i) {
-      const schema::Member& m = info.members[static_cast<size_t>(i)];
-      if (m.key_escaped) return CollectSlowly(info, raws);
-      if (m.key.size() >= kMaxLength) continue;
-      for (uint32_t mask = by_length_[m.key.size()]; mask != 0; mask &= mask - 1) {
-        const auto k = static_cast<size_t>(__builtin_ctz(mask));
-        if (m.key == keys_[k]) (*raws)[k] = m.raw;
-      }
-    }
-  }
-
- private:
-  static constexpr size_t kMaxLength = 32;
-
-  void CollectSlowly(const schema::LineInfo& info, std::array<std::string_view, N>* raws) const {
-    for (size_t k = 0; k < N; ++k) (*raws)[k] = info.Find(keys_[k]).value_or(std::string_view());
-  }
-
-  std::array<std::string_view, N> keys_;
-  std::array<uint32_t, kMaxLength> by_length_{};
-};
-
-// An unsigned integer member: plain digits directly, any other integral spelling the validator
-// accepts (2.0, 1e3) through LineInfo; 0 when absent.
-uint64_t UintOf(const schema::LineInfo& info, std::string_view key, std::string_view raw) {
-  uint64_t value = 0;
-  if (raw.empty()) return 0;
-  const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), value);
-  if (ec == std::errc() && end == raw.data() + raw.size()) return value;
-  value = 0;
-  info.GetUint(key, &value);
-  return value;
+// A string fact: a view into the line, or unescaped into `scratch` (empty when it does not fit).
+std::string_view TextOf(const schema::LineInfo& info, Fact f, char* scratch, size_t cap) {
+  std::string_view text;
+  return info.Text(f, scratch, cap, &text) ? text : std::string_view();
 }
 
-int32_t Int32Of(const schema::LineInfo& info, std::string_view key, std::string_view raw) {
-  int32_t value = 0;
-  if (raw.empty()) return 0;
-  const auto [end, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), value);
-  if (ec == std::errc() && end == raw.data() + raw.size()) return value;
-  int64_t wide = 0;
-  return info.GetInt(key, &wide) ? static_cast<int32_t>(wide) : 0;
-}
-
-// A string member: the text between the quotes when it has no escape, else unescaped into
-// `scratch` (empty when it does not fit).
-std::string_view StringOf(const schema::LineInfo& info, std::string_view key, std::string_view raw,
-                          char* scratch, size_t cap) {
-  if (raw.size() < 2 || raw.front() != '"') return {};
-  const std::string_view inner = raw.substr(1, raw.size() - 2);
-  if (inner.find('\\') == std::string_view::npos) return inner;
-  std::string_view value;
-  return info.GetString(key, scratch, cap, &value) ? value : std::string_view();
-}
-
+// A number fact (occupancy): its text converted; 0 when absent.
 double DoubleOf(std::string_view raw) {
   double value = 0;
   if (raw.empty()) return 0;
@@ -87,41 +26,14 @@ double DoubleOf(std::string_view raw) {
   return value;
 }
 
-constexpr std::array<std::string_view, 7> kKernelKeys = {
-    "correlation_id",    "device",    "demangled",    "name",
-    "limiting_resource", "occupancy", "graph_node_id"};
-constexpr std::array<std::string_view, 4> kKernelTimeKeys = {"correlation_id", "device",
-                                                             "duration_ns", "graph_node_id"};
-constexpr std::array<std::string_view, 7> kCounterKeys = {
-    "emitted",           "dropped",
-    "dropped_ring_full", "dropped_disconnected",
-    "timing_dropped",    "dropped_backpressure",
-    "occupancy_disagreements"};
-const MemberSet<7> kKernelMembers(kKernelKeys);
-const MemberSet<4> kKernelTimeMembers(kKernelTimeKeys);
-const MemberSet<7> kCounterMembers(kCounterKeys);
-constexpr std::array<std::string_view, 1> kApiErrorKeys = {"error_name"};
-const MemberSet<1> kApiErrorMembers(kApiErrorKeys);
-
-// process_start is rare (one per connection): its strings are decoded in full, so a long or
-// escaped exe path is never cut.
-void ReadProcessStart(std::string_view line, LineFacts* facts) {
-  schema::DecodeResult decoded = schema::Decode(line);
-  if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&decoded.event)) {
-    facts->hostname_storage = std::move(start->hostname);
-    facts->exe_storage = std::move(start->exe);
-    facts->start_ns = start->start_ns;
-    facts->instance_id = start->instance_id;
-    facts->pid_ns = start->pid_ns;
-  } else {
-    facts->hostname_storage.clear();
-    facts->exe_storage.clear();
-    facts->start_ns = 0;
-    facts->instance_id = 0;
-    facts->pid_ns = 0;
-  }
-  facts->hostname = facts->hostname_storage;
-  facts->exe = facts->exe_storage;
+// A string fact in full, into `storage` (a long or escaped exe path is never cut).
+std::string_view FullTextOf(const schema::LineInfo& info, Fact f, std::string* storage) {
+  storage->resize(info.Raw(f).size());  // the unescaped text is never longer than the raw one
+  std::string_view text;
+  if (!info.Text(f, storage->data(), storage->size(), &text)) text = {};
+  if (text.data() != storage->data()) storage->assign(text);
+  storage->resize(text.size());
+  return *storage;
 }
 
 // A stall event is rare (at most one a second per process): decoded in full.
@@ -162,62 +74,55 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
     return reason;
   }
   facts->type = info.type;
-  if (info.type == schema::EventType::kProcessStart) {
-    try {
-      ReadProcessStart(line, facts);
-    } catch (const std::exception&) {
-      return schema::Reason::kInternalError;
+  try {
+    if (info.type == schema::EventType::kProcessStart) {
+      facts->hostname = FullTextOf(info, Fact::hostname, &facts->hostname_storage);
+      facts->exe = FullTextOf(info, Fact::exe, &facts->exe_storage);
+      facts->start_ns = static_cast<int64_t>(info.Uint(Fact::start_ns));
+      facts->instance_id = info.Uint(Fact::instance_id);
+      facts->pid_ns = info.Uint(Fact::pid_ns);
+      return schema::Reason::kOk;
     }
-    return schema::Reason::kOk;
+  } catch (const std::exception&) {
+    return schema::Reason::kInternalError;
   }
   if (!metrics_fields) return schema::Reason::kOk;
   switch (info.type) {
     case schema::EventType::kKernel: {
-      std::array<std::string_view, 7> raw;
-      kKernelMembers.Collect(info, &raw);
-      facts->correlation_id = UintOf(info, kKernelKeys[0], raw[0]);
-      facts->device = Int32Of(info, kKernelKeys[1], raw[1]);
+      facts->correlation_id = info.Uint(Fact::correlation_id);
+      facts->device = static_cast<int32_t>(info.Uint(Fact::device));
       char* scratch = facts->name_scratch.data();
       const size_t cap = facts->name_scratch.size();
-      std::string_view name = StringOf(info, kKernelKeys[2], raw[2], scratch, cap);
-      if (name.empty()) name = StringOf(info, kKernelKeys[3], raw[3], scratch, cap);
+      std::string_view name = TextOf(info, Fact::demangled, scratch, cap);
+      if (name.empty()) name = TextOf(info, Fact::name, scratch, cap);
       facts->kernel_name = name;
-      facts->limiting_resource =
-          StringOf(info, kKernelKeys[4], raw[4], facts->resource_scratch.data(),
-                   facts->resource_scratch.size());
-      facts->occupancy = DoubleOf(raw[5]);
-      facts->graph_node_id = UintOf(info, kKernelKeys[6], raw[6]);
+      facts->limiting_resource = TextOf(info, Fact::limiting_resource,
+                                        facts->resource_scratch.data(),
+                                        facts->resource_scratch.size());
+      facts->occupancy = DoubleOf(info.Raw(Fact::occupancy));
+      facts->graph_node_id = info.Uint(Fact::graph_node_id);
       break;
     }
-    case schema::EventType::kKernelTime: {
-      std::array<std::string_view, 4> raw;
-      kKernelTimeMembers.Collect(info, &raw);
-      facts->correlation_id = UintOf(info, kKernelTimeKeys[0], raw[0]);
-      facts->device = Int32Of(info, kKernelTimeKeys[1], raw[1]);
-      facts->duration_ns = UintOf(info, kKernelTimeKeys[2], raw[2]);
-      facts->graph_node_id = UintOf(info, kKernelTimeKeys[3], raw[3]);
+    case schema::EventType::kKernelTime:
+      facts->correlation_id = info.Uint(Fact::correlation_id);
+      facts->device = static_cast<int32_t>(info.Uint(Fact::device));
+      facts->duration_ns = info.Uint(Fact::duration_ns);
+      facts->graph_node_id = info.Uint(Fact::graph_node_id);
       break;
-    }
-    case schema::EventType::kApiError: {
-      std::array<std::string_view, 1> raw;
-      kApiErrorMembers.Collect(info, &raw);
-      facts->error_name = StringOf(info, kApiErrorKeys[0], raw[0], facts->error_name_scratch.data(),
-                                   facts->error_name_scratch.size());
+    case schema::EventType::kApiError:
+      facts->error_name = TextOf(info, Fact::error_name, facts->error_name_scratch.data(),
+                                 facts->error_name_scratch.size());
       break;
-    }
     case schema::EventType::kStats:
-    case schema::EventType::kProcessEnd: {
-      std::array<std::string_view, 7> raw;
-      kCounterMembers.Collect(info, &raw);
-      facts->emitted = UintOf(info, kCounterKeys[0], raw[0]);
-      facts->dropped = UintOf(info, kCounterKeys[1], raw[1]);
-      facts->dropped_ring_full = UintOf(info, kCounterKeys[2], raw[2]);
-      facts->dropped_disconnected = UintOf(info, kCounterKeys[3], raw[3]);
-      facts->timing_dropped = UintOf(info, kCounterKeys[4], raw[4]);
-      facts->dropped_backpressure = UintOf(info, kCounterKeys[5], raw[5]);
-      facts->occupancy_disagreements = UintOf(info, kCounterKeys[6], raw[6]);
+    case schema::EventType::kProcessEnd:
+      facts->emitted = info.Uint(Fact::emitted);
+      facts->dropped = info.Uint(Fact::dropped);
+      facts->dropped_ring_full = info.Uint(Fact::dropped_ring_full);
+      facts->dropped_disconnected = info.Uint(Fact::dropped_disconnected);
+      facts->timing_dropped = info.Uint(Fact::timing_dropped);
+      facts->dropped_backpressure = info.Uint(Fact::dropped_backpressure);
+      facts->occupancy_disagreements = info.Uint(Fact::occupancy_disagreements);
       break;
-    }
     case schema::EventType::kStall:
       try {
         ReadStall(line, facts);

@@ -1,5 +1,7 @@
 #include "cuflight/schema/decoder.h"
 
+#include "cuflight/schema/event_fields.h"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,21 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// Integer ranges, the same as the $defs of schema/v1/common.schema.json.
-struct IntRange {
-  int64_t lo;
-  uint64_t hi;
-};
-constexpr IntRange kUint64{0, std::numeric_limits<uint64_t>::max()};
-constexpr IntRange kUint32{0, std::numeric_limits<uint32_t>::max()};
-constexpr IntRange kInt32{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-constexpr IntRange kCount32{0, std::numeric_limits<int32_t>::max()};
-constexpr IntRange kCount64{0, std::numeric_limits<int64_t>::max()};
-constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max()};
-constexpr IntRange kCarveout{-1, 100};
-constexpr IntRange kSignal{1, 64};  // Linux signal numbers, real-time ones included
-
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr size_t kMaxExcerpt = 48;
 constexpr size_t kMaxMessage = 240;
 
@@ -108,6 +95,10 @@ std::string Excerpt(const json& v) {
   return text;
 }
 
+class Reader;
+void Read(Reader& r, OwnedStallLaunch* l);
+void Read(Reader& r, OwnedStallStream* s);
+
 // Reads the fields of one JSON object into a DecodeResult. The first failure is recorded in the
 // result; every later read is a no-op.
 class Reader {
@@ -118,17 +109,17 @@ class Reader {
   bool ok() const { return result_->reason == Reason::kOk; }
 
   template <class T>
-  void Int(const char* key, const IntRange& range, T* out) {
+  void Int(const char* key, T* out, const IntRange& range) {
     if (const json* v = Get(key)) ReadInt(key, *v, range, "an integer", out);
   }
 
-  // JSON null reads as `null_value`.
+  // JSON null reads as -1.
   template <class T>
-  void IntOrNull(const char* key, const IntRange& range, T null_value, T* out) {
+  void IntOrNull(const char* key, T* out, const IntRange& range) {
     const json* v = Get(key);
     if (v == nullptr) return;
     if (v->is_null()) {
-      *out = null_value;
+      *out = T{-1};
       return;
     }
     ReadInt(key, *v, range, "an integer or null", out);
@@ -136,14 +127,14 @@ class Reader {
 
   // Absent: *out keeps its value.
   template <class T>
-  void OptionalInt(const char* key, const IntRange& range, T* out) {
+  void OptionalInt(const char* key, T* out, const IntRange& range) {
     const json* v = Find(key);
     if (v != nullptr && ok()) ReadInt(key, *v, range, "an integer", out);
   }
 
   // Absent: *out is reset.
   template <class T>
-  void OptionalInt(const char* key, const IntRange& range, std::optional<T>* out) {
+  void OptionalInt(const char* key, std::optional<T>* out, const IntRange& range) {
     const json* v = Find(key);
     if (v == nullptr || !ok()) {
       out->reset();
@@ -154,13 +145,13 @@ class Reader {
     *out = value;
   }
 
-  // Absent or JSON null: `null_value`.
+  // Absent or JSON null: -1.
   template <class T>
-  void OptionalIntOrNull(const char* key, const IntRange& range, T null_value, T* out) {
+  void OptionalIntOrNull(const char* key, T* out, const IntRange& range) {
     const json* v = Find(key);
     if (!ok()) return;
     if (v == nullptr || v->is_null()) {
-      *out = null_value;
+      *out = T{-1};
       return;
     }
     ReadInt(key, *v, range, "an integer or null", out);
@@ -241,10 +232,10 @@ class Reader {
     *out = *state;
   }
 
-  // An array of objects, each read by `read(Reader&, T*)` with the prefix "<prefix>: <key>[i]",
-  // in order; the first fault of any of them is the line's.
-  template <class T, class ReadItem>
-  void Objects(const char* key, std::vector<T>* out, ReadItem read) {
+  // An array of objects, each read by Read(Reader&, T*) (its table) with the prefix
+  // "<prefix>: <key>[i]", in order; the first fault of any of them is the line's.
+  template <class T, class Tag>
+  void Objects(const char* key, std::vector<T>* out, Tag) {
     const json* v = Get(key);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of objects";
@@ -256,13 +247,13 @@ class Reader {
       if (!item.is_object()) return Fail(Reason::kWrongType, key, kWhat, v);
       const std::string prefix = std::string(prefix_) + ": " + key + "[" + std::to_string(i) + "]";
       Reader nested(item, prefix, result_);
-      read(nested, &out->emplace_back());
+      Read(nested, &out->emplace_back());
       if (!ok()) return;
     }
   }
 
   template <class T>
-  void IntOrNull(const char* key, const IntRange& range, std::optional<T>* out) {
+  void IntOrNull(const char* key, std::optional<T>* out, const IntRange& range) {
     const json* v = Get(key);
     if (v == nullptr) return;
     if (v->is_null()) {
@@ -274,16 +265,16 @@ class Reader {
     *out = value;
   }
 
-  void Number(const char* key, double lo, double hi, double* out) {
-    if (const json* v = Get(key)) ReadNumber(key, *v, lo, hi, out);
+  void Number(const char* key, double* out, int lo, int hi) {
+    if (const json* v = Get(key)) ReadNumber(key, *v, lo, MaximumOf(hi), out);
   }
 
-  // Absent: *present = false.
-  void OptionalNumber(const char* key, double lo, double hi, double* out, bool* present) {
+  void OptionalNumber(const char* key, double* out, int lo, int hi) {
     const json* v = Find(key);
-    *present = v != nullptr;
-    if (v != nullptr && ok()) ReadNumber(key, *v, lo, hi, out);
+    if (v != nullptr && ok()) ReadNumber(key, *v, lo, MaximumOf(hi), out);
   }
+
+  bool Has(const char* key) const { return Find(key) != nullptr; }
 
   void String(const char* key, std::string* out) {
     const json* v = Get(key);
@@ -484,199 +475,31 @@ class Reader {
   DecodeResult* result_;
 };
 
-void Read(Reader& r, OwnedProcessStartEvent* e) {
-  r.String("exe", &e->exe);
-  r.Strings("argv", &e->argv);
-  r.String("hostname", &e->hostname);
-  r.Int("start_ns", kCount64, &e->start_ns);
-  r.String("cuflight_version", &e->cuflight_version);
-  r.Int("cuda_driver_version", kCount32, &e->cuda_driver_version);
-  r.Int("cupti_version", kCount32, &e->cupti_version);
-  r.OptionalInt("ppid", kCount32, &e->ppid);
-  r.OptionalIntOrNull("uid", kUint32, int64_t{-1}, &e->uid);
-  r.OptionalStringMap("config", &e->config);
-  r.OptionalInt("instance_id", kUint64, &e->instance_id);
-  r.OptionalInt("pid_ns", kUint64, &e->pid_ns);
-  r.OptionalStrings("truncated", &e->truncated);
-}
+// The readers of the tables (event_fields.h): one call per member, in the table's order.
+#define CUFLIGHT_DECODE_FIELD(kind, name, member, ...) \
+  r.kind(#name, &e->member __VA_OPT__(, ) __VA_ARGS__);
+#define CUFLIGHT_DECODE_RULE(name, trigger) r.RequiredWith(#name, #trigger);
+#define CUFLIGHT_DECODE(Struct, TABLE) \
+  void Read(Reader& r, Struct* e) { TABLE(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE) }
 
-void Read(Reader& r, OwnedDeviceEvent* e) {
-  r.Int("device", kCount32, &e->device);
-  r.String("name", &e->name);
-  r.String("uuid", &e->uuid);
-  r.Int("cc_major", kCount32, &e->cc_major);
-  r.Int("cc_minor", kCount32, &e->cc_minor);
-  r.Int("sm_count", kCount32, &e->sm_count);
-  r.Int("max_threads_per_block", kCount32, &e->max_threads_per_block);
-  r.Int("max_threads_per_sm", kCount32, &e->max_threads_per_sm);
-  r.Int("max_blocks_per_sm", kCount32, &e->max_blocks_per_sm);
-  r.Int("regs_per_sm", kCount32, &e->regs_per_sm);
-  r.Int("regs_per_block", kCount32, &e->regs_per_block);
-  r.Int("smem_per_sm", kCount64, &e->smem_per_sm);
-  r.Int("smem_per_block", kCount64, &e->smem_per_block);
-  r.Int("smem_per_block_optin", kCount64, &e->smem_per_block_optin);
-  r.Int("reserved_smem_per_block", kCount64, &e->reserved_smem_per_block);
-  r.Int("warp_size", kCount32, &e->warp_size);
-  r.Int("max_cluster_size", kCount32, &e->max_cluster_size);
-  r.OptionalBool("recovered", &e->recovered);
-}
+CUFLIGHT_DECODE(OwnedStallLaunch, CUFLIGHT_SCHEMA_STALL_LAUNCH)
+CUFLIGHT_DECODE(OwnedStallStream, CUFLIGHT_SCHEMA_STALL_STREAM)
+CUFLIGHT_DECODE(OwnedProcessStartEvent, CUFLIGHT_SCHEMA_PROCESS_START)
+CUFLIGHT_DECODE(OwnedDeviceEvent, CUFLIGHT_SCHEMA_DEVICE)
+CUFLIGHT_DECODE(OwnedKernelTimeEvent, CUFLIGHT_SCHEMA_KERNEL_TIME)
+CUFLIGHT_DECODE(OwnedApiErrorEvent, CUFLIGHT_SCHEMA_API_ERROR)
+CUFLIGHT_DECODE(OwnedStatsEvent, CUFLIGHT_SCHEMA_STATS)
+CUFLIGHT_DECODE(OwnedProcessEndEvent, CUFLIGHT_SCHEMA_PROCESS_END)
+CUFLIGHT_DECODE(OwnedProcessLostEvent, CUFLIGHT_SCHEMA_PROCESS_LOST)
+CUFLIGHT_DECODE(OwnedProcessCrashEvent, CUFLIGHT_SCHEMA_PROCESS_CRASH)
+CUFLIGHT_DECODE(OwnedStallEvent, CUFLIGHT_SCHEMA_STALL)
 
 void Read(Reader& r, OwnedKernelEvent* e) {
-  r.Int("tid", kCount32, &e->tid);
-  r.Int("device", kCount32, &e->device);
-  r.Int("context", kUint64, &e->context);
-  r.Int("stream", kUint64, &e->stream);
-  r.Int("correlation_id", kUint64, &e->correlation_id);
-  r.String("api", &e->api);
-  r.String("name", &e->name);
-  r.String("demangled", &e->demangled);
-  r.Dim("grid", &e->grid);
-  r.Dim("block", &e->block);
-  r.OptionalDim("cluster", &e->cluster);
-  r.Int("num_regs", kCount32, &e->num_regs);
-  r.Int("static_shared_bytes", kCount64, &e->static_shared_bytes);
-  r.Int("dyn_shared_bytes", kCount64, &e->dyn_shared_bytes);
-  r.Int("local_bytes", kCount64, &e->local_bytes);
-  r.Int("const_bytes", kCount64, &e->const_bytes);
-  r.Int("max_threads_per_block", kCount32, &e->max_threads_per_block);
-  r.Int("carveout", kCarveout, &e->carveout);
-  r.OptionalBool("cooperative", &e->cooperative);
-  r.OptionalInt("graph_id", kUint64, &e->graph_id);
-  r.OptionalInt("graph_node_id", kUint64, &e->graph_node_id);
-  r.RequiredWith("graph_node_id", "graph_id");
-  r.RequiredWith("graph_id", "graph_node_id");
-  OccupancyFields& o = e->occupancy;
-  r.Int("max_active_blocks", kCount32, &o.max_active_blocks);
-  r.Int("active_warps", kCount32, &o.active_warps);
-  r.Int("max_warps", kCount32, &o.max_warps);
-  r.Number("occupancy", 0, 1, &o.occupancy);
-  r.Number("reg_occupancy", 0, 1, &o.reg_occupancy);
-  r.Number("smem_occupancy", 0, 1, &o.smem_occupancy);
-  r.Number("warp_occupancy", 0, 1, &o.warp_occupancy);
-  r.Number("block_occupancy", 0, 1, &o.block_occupancy);
-  r.Number("barrier_occupancy", 0, 1, &o.barrier_occupancy);
-  r.OptionalNumber("cluster_occupancy", 0, 1, &o.cluster_occupancy, &o.has_cluster);
-  r.RequiredWith("cluster", "cluster_occupancy");
-  r.OneResource("limiting_resource", &o.limiting_resource);
-  r.ResourceSet("limiting_resources", &o.limiting_resources);
-  r.Int("allocated_regs_per_block", kCount32, &o.allocated_regs_per_block);
-  r.Int("allocated_smem_per_block", kCount64, &o.allocated_smem_per_block);
-  r.Number("waves", 0, kInfinity, &o.waves);
-  r.Number("tail_utilization", 0, 1, &o.tail_utilization);
-  r.IntOrNull("regs_for_next_block", kCount32, int32_t{-1}, &o.regs_for_next_block);
-  r.IntOrNull("smem_for_next_block", kCount64, int64_t{-1}, &o.smem_for_next_block);
-  r.Int("best_block_size", kCount32, &o.best_block_size);
-  r.OptionalOccupancySource("occupancy_source", &e->occupancy_source);
-  r.OptionalInt("engine_max_active_blocks", kCount32, &e->engine_max_active_blocks);
-  r.OptionalBool("recovered", &e->recovered);
+  CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE)
+  e->occupancy.has_cluster = r.Has("cluster_occupancy");
 }
 
-void Read(Reader& r, OwnedKernelTimeEvent* e) {
-  r.Int("correlation_id", kUint64, &e->correlation_id);
-  r.Int("device", kCount32, &e->device);
-  r.Int("context", kUint64, &e->context);
-  r.Int("stream", kUint64, &e->stream);
-  r.Int("start_ns", kUint64, &e->start_ns);
-  r.Int("end_ns", kUint64, &e->end_ns);
-  r.Int("duration_ns", kUint64, &e->duration_ns);
-  r.OptionalInt("graph_id", kUint64, &e->graph_id);
-  r.OptionalInt("graph_node_id", kUint64, &e->graph_node_id);
-  r.RequiredWith("graph_node_id", "graph_id");
-  r.RequiredWith("graph_id", "graph_node_id");
-}
-
-void Read(Reader& r, OwnedApiErrorEvent* e) {
-  r.String("api", &e->api);
-  r.Int("code", kInt32, &e->code);
-  r.String("error_name", &e->error_name);
-  r.String("message", &e->message);
-  r.Int("device", kDeviceOrUnknown, &e->device);
-  r.Int("context", kUint64, &e->context);
-  r.Int("stream", kUint64, &e->stream);
-  r.Ids("last_correlation_ids", &e->last_correlation_ids);
-}
-
-// Counters added to stats, process_end and process_crash in a minor version: optional, 0 when
-// absent.
-template <class E>
-void ReadLaunchCounters(Reader& r, E* e) {
-  r.OptionalInt("launches", kUint64, &e->launches);
-  r.OptionalInt("filtered", kUint64, &e->filtered);
-  r.OptionalInt("dropped_ring_full", kUint64, &e->dropped_ring_full);
-  r.OptionalInt("dropped_disconnected", kUint64, &e->dropped_disconnected);
-  r.OptionalInt("dropped_backpressure", kUint64, &e->dropped_backpressure);
-  r.OptionalInt("timing_dropped", kUint64, &e->timing_dropped);
-  r.OptionalInt("occupancy_disagreements", kUint64, &e->occupancy_disagreements);
-  r.OptionalInt("api_errors_routine", kUint64, &e->api_errors_routine);
-  r.OptionalInt("api_errors_suppressed", kUint64, &e->api_errors_suppressed);
-  r.OptionalInt("timing_stopped", kUint64, &e->timing_stopped);
-  r.OptionalTimingStoppedReason("timing_stopped_reason", &e->timing_stopped_reason);
-}
-
-void Read(Reader& r, OwnedStatsEvent* e) {
-  r.Int("emitted", kUint64, &e->emitted);
-  r.Int("dropped", kUint64, &e->dropped);
-  r.Int("ring_capacity", kUint64, &e->ring_capacity);
-  r.Int("interval_ns", kCount64, &e->interval_ns);
-  ReadLaunchCounters(r, e);
-  r.OptionalInt("ring_high_water", kUint64, &e->ring_high_water);
-  r.OptionalInt("cpu_ns", kUint64, &e->cpu_ns);
-}
-
-void Read(Reader& r, OwnedProcessEndEvent* e) {
-  r.IntOrNull("exit_code", kInt32, &e->exit_code);
-  r.Int("emitted", kUint64, &e->emitted);
-  r.Int("dropped", kUint64, &e->dropped);
-  ReadLaunchCounters(r, e);
-}
-
-void Read(Reader& r, OwnedProcessLostEvent* e) {
-  r.IntOrNull("last_seq", kUint64, &e->last_seq);
-  r.OneLostReason("reason", &e->reason);
-  r.Int("events_stored", kUint64, &e->events_stored);
-  r.Int("events_lost", kUint64, &e->events_lost);
-  r.OptionalInt("events_recovered", kUint64, &e->events_recovered);
-}
-
-void Read(Reader& r, OwnedProcessCrashEvent* e) {
-  r.Int("signal", kSignal, &e->signal);
-  r.String("signal_name", &e->signal_name);
-  r.Int("code", kInt32, &e->code);
-  r.Int("addr", kUint64, &e->addr);
-  r.Int("tid", kInt32, &e->tid);
-  r.Bool("app_handler", &e->app_handler);
-  r.Int("emitted", kUint64, &e->emitted);
-  r.Int("dropped", kUint64, &e->dropped);
-  ReadLaunchCounters(r, e);
-}
-
-void Read(Reader& r, OwnedStallLaunch* l) {
-  r.Int("correlation_id", kUint64, &l->correlation_id);
-  r.String("name", &l->name);
-  r.String("demangled", &l->demangled);
-  r.Dim("grid", &l->grid);
-  r.Dim("block", &l->block);
-  r.Number("occupancy", 0, 1, &l->occupancy);
-  r.Int("age_ms", kCount64, &l->age_ms);
-}
-
-void Read(Reader& r, OwnedStallStream* s) {
-  r.Int("device", kCount32, &s->device);
-  r.Int("context", kUint64, &s->context);
-  r.Int("stream", kUint64, &s->stream);
-  r.Int("waiting_ms", kCount64, &s->waiting_ms);
-  r.Int("unfinished", kCount64, &s->unfinished);
-  r.Objects("launches", &s->launches, [](Reader& nested, OwnedStallLaunch* l) { Read(nested, l); });
-}
-
-void Read(Reader& r, OwnedStallEvent* e) {
-  r.OneStallState("state", &e->state);
-  r.Int("stall_ms", kCount64, &e->stall_ms);
-  r.Int("stalled_ms", kCount64, &e->stalled_ms);
-  r.Int("completed", kUint64, &e->completed);
-  r.Int("streams_stalled", kCount32, &e->streams_stalled);
-  r.Objects("streams", &e->streams, [](Reader& nested, OwnedStallStream* s) { Read(nested, s); });
-}
+void ReadHeader(Reader& r, Header* e) { CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE) }
 
 template <class T>
 void ReadEvent(Reader& r, const Header& header, OwnedEvent* out) {
@@ -755,9 +578,7 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
   Reader r(doc, type ? EventTypeName(*type) : "event", result);
   r.Version();
   Header header;
-  r.Int("ts_ns", kCount64, &header.ts_ns);
-  r.Int("pid", kCount32, &header.pid);
-  r.Int("seq", kUint64, &header.seq);
+  ReadHeader(r, &header);
   if (!r.ok()) return;
   result->header = header;
   if (!type) {

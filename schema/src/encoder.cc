@@ -1,11 +1,14 @@
 #include "cuflight/schema/encoder.h"
 
+#include "cuflight/schema/event_fields.h"
+
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -209,8 +212,14 @@ class Writer {
     *p_++ = c;
   }
 
+  // Where the next byte goes; Patch(at, c) sets a byte written since.
+  char* pos() const { return p_; }
+  void Patch(char* at, char c) {
+    if (ok_ && at < p_) *at = c;
+  }
+
   template <class T>
-  void Int(T value) {
+  [[gnu::always_inline]] void Int(T value) {
     static_assert(std::is_integral_v<T> && sizeof(T) <= 8);
     char* out = p_;
     char local[kMaxIntChars];
@@ -244,7 +253,7 @@ class Writer {
   }
 
   // Clamped to [0, 1]; 0 for NaN and infinities.
-  void Fraction(double value) {
+  [[gnu::always_inline]] void Fraction(double value) {
     if (!(value > 0) || !std::isfinite(value)) return Char('0');
     if (value >= 1) return Char('1');
     Double(value);
@@ -352,6 +361,13 @@ class Writer {
     Char('}');
   }
 
+  // A string that needs no escape (an enum's wire name), with its quotes.
+  void Quoted(std::string_view s) {
+    Char('"');
+    Raw(s.data(), s.size());
+    Char('"');
+  }
+
   void Bool(bool value) {
     if (value) return Raw("true", 4);
     Raw("false", 5);
@@ -440,79 +456,157 @@ void WriteHeader(Writer& w, const char (&open)[N], const Header& h) {
   w.Int(h.seq);
 }
 
-void WriteOccupancy(Writer& w, const OccupancyFields& o, bool cluster) {
-  w.Key(R"(,"max_active_blocks":)");
-  w.Int(o.max_active_blocks);
-  w.Key(R"(,"active_warps":)");
-  w.Int(o.active_warps);
-  w.Key(R"(,"max_warps":)");
-  w.Int(o.max_warps);
-  w.Key(R"(,"occupancy":)");
-  w.Fraction(o.occupancy);
-  w.Key(R"(,"reg_occupancy":)");
-  w.Fraction(o.reg_occupancy);
-  w.Key(R"(,"smem_occupancy":)");
-  w.Fraction(o.smem_occupancy);
-  w.Key(R"(,"warp_occupancy":)");
-  w.Fraction(o.warp_occupancy);
-  w.Key(R"(,"block_occupancy":)");
-  w.Fraction(o.block_occupancy);
-  w.Key(R"(,"barrier_occupancy":)");
-  w.Fraction(o.barrier_occupancy);
-  if (cluster && o.has_cluster) {
-    w.Key(R"(,"cluster_occupancy":)");
-    w.Fraction(o.cluster_occupancy);
+template <class T>
+constexpr bool kIsOptional = false;
+template <class T>
+constexpr bool kIsOptional<std::optional<T>> = true;
+
+// The members of the tables (event_fields.h), one function per kind; `key` is `,"name":`. An
+// unset std::optional is left out (Decode reads an absent member back as nullopt).
+#define CUFLIGHT_PUT(kind, T, ...)                                               \
+  template <size_t N, class T, class... A>                                       \
+  [[gnu::always_inline]] inline void Put##kind(Writer& w, const char(&key)[N], \
+                                               const T& v, A... args) {
+#define CUFLIGHT_PUT_PLAIN(kind, write) \
+  CUFLIGHT_PUT(kind, T)                 \
+  ((void)args, ...);                    \
+  w.Key(key);                           \
+  w.write;                              \
   }
-  w.Key(R"(,"limiting_resource":)");
-  w.ResourceString(o.limiting_resource);
-  w.Key(R"(,"limiting_resources":)");
-  w.Resources(o.limiting_resources);
-  w.Key(R"(,"allocated_regs_per_block":)");
-  w.Int(o.allocated_regs_per_block);
-  w.Key(R"(,"allocated_smem_per_block":)");
-  w.Int(o.allocated_smem_per_block);
-  w.Key(R"(,"waves":)");
-  w.NonNegative(o.waves);
-  w.Key(R"(,"tail_utilization":)");
-  w.Fraction(o.tail_utilization);
-  w.Key(R"(,"regs_for_next_block":)");
-  w.IntOrNull(o.regs_for_next_block);
-  w.Key(R"(,"smem_for_next_block":)");
-  w.IntOrNull(o.smem_for_next_block);
-  w.Key(R"(,"best_block_size":)");
-  w.Int(o.best_block_size);
+CUFLIGHT_PUT_PLAIN(Int, Int(v))
+CUFLIGHT_PUT_PLAIN(OptionalIntOrNull, IntOrNull(v))
+CUFLIGHT_PUT_PLAIN(Bool, Bool(v))
+CUFLIGHT_PUT_PLAIN(OptionalBool, Bool(v))
+CUFLIGHT_PUT_PLAIN(String, String(v))
+CUFLIGHT_PUT_PLAIN(Strings, Strings(v))
+CUFLIGHT_PUT_PLAIN(OptionalStrings, Strings(v))
+CUFLIGHT_PUT_PLAIN(Ids, Ints(v))
+CUFLIGHT_PUT_PLAIN(Dim, Dim(v))
+CUFLIGHT_PUT_PLAIN(OneResource, ResourceString(v))
+CUFLIGHT_PUT_PLAIN(ResourceSet, Resources(v))
+CUFLIGHT_PUT_PLAIN(OptionalStringMap, StringMap(v))
+CUFLIGHT_PUT_PLAIN(OneLostReason, Quoted(LostReasonName(v)))
+CUFLIGHT_PUT_PLAIN(OneStallState, Quoted(StallStateName(v)))
+
+CUFLIGHT_PUT(OptionalInt, T)
+  ((void)args, ...);
+  if constexpr (kIsOptional<T>) {
+    if (v) PutInt(w, key, *v);
+  } else {
+    PutInt(w, key, v);
+  }
 }
 
-// The launch and drop counters stats, process_end and process_crash share, after `dropped`.
-template <class E>
-void WriteLaunchCounters(Writer& w, const E& e) {
-  w.Key(R"(,"launches":)");
-  w.Int(e.launches);
-  w.Key(R"(,"filtered":)");
-  w.Int(e.filtered);
-  w.Key(R"(,"dropped_ring_full":)");
-  w.Int(e.dropped_ring_full);
-  w.Key(R"(,"dropped_disconnected":)");
-  w.Int(e.dropped_disconnected);
-  w.Key(R"(,"dropped_backpressure":)");
-  w.Int(e.dropped_backpressure);
-  w.Key(R"(,"timing_dropped":)");
-  w.Int(e.timing_dropped);
-  w.Key(R"(,"occupancy_disagreements":)");
-  w.Int(e.occupancy_disagreements);
-  w.Key(R"(,"api_errors_routine":)");
-  w.Int(e.api_errors_routine);
-  w.Key(R"(,"api_errors_suppressed":)");
-  w.Int(e.api_errors_suppressed);
-  if (e.timing_stopped_reason != TimingStoppedReason::kNone) {
-    w.Key(R"(,"timing_stopped":)");
-    w.Int(e.timing_stopped);
-    if (e.timing_stopped_reason == TimingStoppedReason::kRecordsStopped) {
-      w.Key(R"(,"timing_stopped_reason":"records_stopped")");
-    } else {
-      w.Key(R"(,"timing_stopped_reason":"unavailable")");
-    }
+CUFLIGHT_PUT(IntOrNull, T)
+  ((void)args, ...);
+  w.Key(key);
+  if constexpr (kIsOptional<T>) {
+    if (v) return w.Int(*v);
+    w.Raw("null", 4);
+  } else {
+    w.IntOrNull(v);
   }
+}
+
+// Numbers in [0, 1] (hi 1) clamped to it; numbers >= 0 (hi kNoMaximum) clamped to >= 0.
+CUFLIGHT_PUT(Number, T)
+  const double bounds[] = {static_cast<double>(args)...};
+  w.Key(key);
+  if (bounds[1] == 1) return w.Fraction(v);
+  w.NonNegative(v);
+}
+
+CUFLIGHT_PUT(OptionalNumber, T)
+  PutNumber(w, key, v, args...);
+}
+
+CUFLIGHT_PUT(OptionalDim, T)
+  ((void)args, ...);
+  if (v) PutDim(w, key, *v);
+}
+
+// kUnknown and kNone are not written (Decode reads an absent member as such).
+CUFLIGHT_PUT(OptionalOccupancySource, T)
+  ((void)args, ...);
+  if (v == OccupancySource::kUnknown) return;
+  w.Key(key);
+  w.Quoted(OccupancySourceName(v));
+}
+
+CUFLIGHT_PUT(OptionalTimingStoppedReason, T)
+  ((void)args, ...);
+  if (v == TimingStoppedReason::kNone) return;
+  w.Key(key);
+  w.Quoted(TimingStoppedReasonName(v));
+}
+
+template <class S>
+void PutItem(Writer& w, const BasicStallLaunch<S>& e);
+template <class S>
+void PutItem(Writer& w, const BasicStallStream<S>& e);
+
+// An array of objects, each written by its table: its first member's ',' becomes the '{'.
+CUFLIGHT_PUT(Objects, T)
+  ((void)args, ...);
+  w.Key(key);
+  w.Char('[');
+  bool first = true;
+  for (const auto& item : v) {
+    if (!first) w.Char(',');
+    first = false;
+    char* const open = w.pos();
+    PutItem(w, item);
+    w.Patch(open, '{');
+    w.Char('}');
+  }
+  w.Char(']');
+}
+#undef CUFLIGHT_PUT_PLAIN
+#undef CUFLIGHT_PUT
+
+// A literal as a template argument.
+template <size_t N>
+struct Name {
+  constexpr Name(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
+    for (size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {text, N - 1}; }
+  char text[N];
+};
+
+// Optional members the encoder writes only when they say something (the others: always).
+template <Name K, class E>
+[[gnu::always_inline]] inline bool Writes(const E& e) {
+  constexpr std::string_view name = K.view();
+  if constexpr (name == "recovered") {
+    return e.recovered;
+  } else if constexpr (name == "truncated") {
+    return !e.truncated.empty();
+  } else if constexpr (name == "timing_stopped") {  // with its reason
+    return e.timing_stopped_reason != TimingStoppedReason::kNone;
+  } else if constexpr (name == "cluster_occupancy") {  // only with a cluster
+    if constexpr (requires { e.cluster; }) {
+      return e.cluster.has_value() && e.occupancy.has_cluster;
+    } else {
+      return e.has_cluster;
+    }
+  } else {
+    return true;
+  }
+}
+
+#define CUFLIGHT_ENCODE_FIELD(kind, name, member, ...) \
+  if (Writes<#name>(e)) Put##kind(w, ",\"" #name "\":", e.member __VA_OPT__(, ) __VA_ARGS__);
+#define CUFLIGHT_ENCODE_RULE(name, trigger)
+#define CUFLIGHT_AS_IS(member) member
+
+template <class S>
+void PutItem(Writer& w, const BasicStallLaunch<S>& e) {
+  CUFLIGHT_SCHEMA_STALL_LAUNCH(CUFLIGHT_ENCODE_FIELD, CUFLIGHT_ENCODE_RULE)
+}
+template <class S>
+void PutItem(Writer& w, const BasicStallStream<S>& e) {
+  CUFLIGHT_SCHEMA_STALL_STREAM(CUFLIGHT_ENCODE_FIELD, CUFLIGHT_ENCODE_RULE)
 }
 
 template <class S>
@@ -523,369 +617,38 @@ size_t EncodeAny(const BasicEvent<S>& event, char* buf, size_t cap) noexcept {
 
 }  // namespace
 
-size_t EncodeOccupancyFields(const OccupancyFields& o, char* buf, size_t cap) noexcept {
+size_t EncodeOccupancyFields(const OccupancyFields& e, char* buf, size_t cap) noexcept {
   Writer w(buf, cap);
-  w.Char('{');
-  WriteOccupancy(w, o, /*cluster=*/true);  // starts with ',' after the '{'
-  w.Char('}');
-  const size_t n = w.Finish();
-  if (n < 3) return 0;
-  std::memmove(buf + 1, buf + 2, n - 2);  // drop the leading ','
-  return n - 1;
-}
-
-template <class S>
-size_t Encode(const BasicProcessStartEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"process_start","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"exe":)");
-  w.String(e.exe);
-  w.Key(R"(,"argv":)");
-  w.Strings(e.argv);
-  w.Key(R"(,"hostname":)");
-  w.String(e.hostname);
-  w.Key(R"(,"start_ns":)");
-  w.Int(e.start_ns);
-  w.Key(R"(,"cuflight_version":)");
-  w.String(e.cuflight_version);
-  w.Key(R"(,"cuda_driver_version":)");
-  w.Int(e.cuda_driver_version);
-  w.Key(R"(,"cupti_version":)");
-  w.Int(e.cupti_version);
-  w.Key(R"(,"ppid":)");
-  w.Int(e.ppid);
-  w.Key(R"(,"uid":)");
-  w.IntOrNull(e.uid);
-  w.Key(R"(,"config":)");
-  w.StringMap(e.config);
-  w.Key(R"(,"instance_id":)");
-  w.Int(e.instance_id);
-  w.Key(R"(,"pid_ns":)");
-  w.Int(e.pid_ns);
-  if (!e.truncated.empty()) {
-    w.Key(R"(,"truncated":)");
-    w.Strings(e.truncated);
-  }
+  char* const open = w.pos();
+  CUFLIGHT_SCHEMA_OCCUPANCY(CUFLIGHT_ENCODE_FIELD, CUFLIGHT_ENCODE_RULE, CUFLIGHT_AS_IS)
+  w.Patch(open, '{');  // the first member's ','
   w.Char('}');
   return w.Finish();
 }
 
-template <class S>
-size_t Encode(const BasicDeviceEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"device","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"device":)");
-  w.Int(e.device);
-  w.Key(R"(,"name":)");
-  w.String(e.name);
-  w.Key(R"(,"uuid":)");
-  w.String(e.uuid);
-  w.Key(R"(,"cc_major":)");
-  w.Int(e.cc_major);
-  w.Key(R"(,"cc_minor":)");
-  w.Int(e.cc_minor);
-  w.Key(R"(,"sm_count":)");
-  w.Int(e.sm_count);
-  w.Key(R"(,"max_threads_per_block":)");
-  w.Int(e.max_threads_per_block);
-  w.Key(R"(,"max_threads_per_sm":)");
-  w.Int(e.max_threads_per_sm);
-  w.Key(R"(,"max_blocks_per_sm":)");
-  w.Int(e.max_blocks_per_sm);
-  w.Key(R"(,"regs_per_sm":)");
-  w.Int(e.regs_per_sm);
-  w.Key(R"(,"regs_per_block":)");
-  w.Int(e.regs_per_block);
-  w.Key(R"(,"smem_per_sm":)");
-  w.Int(e.smem_per_sm);
-  w.Key(R"(,"smem_per_block":)");
-  w.Int(e.smem_per_block);
-  w.Key(R"(,"smem_per_block_optin":)");
-  w.Int(e.smem_per_block_optin);
-  w.Key(R"(,"reserved_smem_per_block":)");
-  w.Int(e.reserved_smem_per_block);
-  w.Key(R"(,"warp_size":)");
-  w.Int(e.warp_size);
-  w.Key(R"(,"max_cluster_size":)");
-  w.Int(e.max_cluster_size);
-  if (e.recovered) w.Key(R"(,"recovered":true)");
-  w.Char('}');
-  return w.Finish();
-}
+// One Encode per table, for both storages.
+#define CUFLIGHT_ENCODE(Struct, type_name, TABLE)                                     \
+  template <class S>                                                                  \
+  size_t Encode(const Struct<S>& e, char* buf, size_t cap) noexcept {                 \
+    Writer w(buf, cap);                                                               \
+    WriteHeader(w, "{\"type\":\"" type_name "\",\"version\":1,\"ts_ns\":", e.header); \
+    TABLE(CUFLIGHT_ENCODE_FIELD, CUFLIGHT_ENCODE_RULE)                                \
+    w.Char('}');                                                                      \
+    return w.Finish();                                                                \
+  }                                                                                   \
+  template size_t Encode(const Struct<View>&, char*, size_t) noexcept;                \
+  template size_t Encode(const Struct<Owned>&, char*, size_t) noexcept;
 
-template <class S>
-size_t Encode(const BasicKernelEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"kernel","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"tid":)");
-  w.Int(e.tid);
-  w.Key(R"(,"device":)");
-  w.Int(e.device);
-  w.Key(R"(,"context":)");
-  w.Int(e.context);
-  w.Key(R"(,"stream":)");
-  w.Int(e.stream);
-  w.Key(R"(,"correlation_id":)");
-  w.Int(e.correlation_id);
-  w.Key(R"(,"api":)");
-  w.String(e.api);
-  w.Key(R"(,"name":)");
-  w.String(e.name);
-  w.Key(R"(,"demangled":)");
-  w.String(e.demangled);
-  w.Key(R"(,"grid":)");
-  w.Dim(e.grid);
-  w.Key(R"(,"block":)");
-  w.Dim(e.block);
-  if (e.cluster) {
-    w.Key(R"(,"cluster":)");
-    w.Dim(*e.cluster);
-  }
-  w.Key(R"(,"num_regs":)");
-  w.Int(e.num_regs);
-  w.Key(R"(,"static_shared_bytes":)");
-  w.Int(e.static_shared_bytes);
-  w.Key(R"(,"dyn_shared_bytes":)");
-  w.Int(e.dyn_shared_bytes);
-  w.Key(R"(,"local_bytes":)");
-  w.Int(e.local_bytes);
-  w.Key(R"(,"const_bytes":)");
-  w.Int(e.const_bytes);
-  w.Key(R"(,"max_threads_per_block":)");
-  w.Int(e.max_threads_per_block);
-  w.Key(R"(,"carveout":)");
-  w.Int(e.carveout);
-  w.Key(R"(,"cooperative":)");
-  w.Bool(e.cooperative);
-  if (e.graph_id) {
-    w.Key(R"(,"graph_id":)");
-    w.Int(*e.graph_id);
-  }
-  if (e.graph_node_id) {
-    w.Key(R"(,"graph_node_id":)");
-    w.Int(*e.graph_node_id);
-  }
-  WriteOccupancy(w, e.occupancy, e.cluster.has_value());
-  if (e.occupancy_source != OccupancySource::kUnknown) {
-    w.Key(e.occupancy_source == OccupancySource::kDriver ? R"(,"occupancy_source":"driver")"
-                                                         : R"(,"occupancy_source":"engine")");
-  }
-  if (e.engine_max_active_blocks) {
-    w.Key(R"(,"engine_max_active_blocks":)");
-    w.Int(*e.engine_max_active_blocks);
-  }
-  if (e.recovered) w.Key(R"(,"recovered":true)");
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicKernelTimeEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"kernel_time","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"correlation_id":)");
-  w.Int(e.correlation_id);
-  w.Key(R"(,"device":)");
-  w.Int(e.device);
-  w.Key(R"(,"context":)");
-  w.Int(e.context);
-  w.Key(R"(,"stream":)");
-  w.Int(e.stream);
-  w.Key(R"(,"start_ns":)");
-  w.Int(e.start_ns);
-  w.Key(R"(,"end_ns":)");
-  w.Int(e.end_ns);
-  w.Key(R"(,"duration_ns":)");
-  w.Int(e.duration_ns);
-  if (e.graph_id) {
-    w.Key(R"(,"graph_id":)");
-    w.Int(*e.graph_id);
-  }
-  if (e.graph_node_id) {
-    w.Key(R"(,"graph_node_id":)");
-    w.Int(*e.graph_node_id);
-  }
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicApiErrorEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"api_error","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"api":)");
-  w.String(e.api);
-  w.Key(R"(,"code":)");
-  w.Int(e.code);
-  w.Key(R"(,"error_name":)");
-  w.String(e.error_name);
-  w.Key(R"(,"message":)");
-  w.String(e.message);
-  w.Key(R"(,"device":)");
-  w.Int(e.device);
-  w.Key(R"(,"context":)");
-  w.Int(e.context);
-  w.Key(R"(,"stream":)");
-  w.Int(e.stream);
-  w.Key(R"(,"last_correlation_ids":)");
-  w.Ints(e.last_correlation_ids);
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicStatsEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"stats","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"emitted":)");
-  w.Int(e.emitted);
-  w.Key(R"(,"dropped":)");
-  w.Int(e.dropped);
-  w.Key(R"(,"ring_capacity":)");
-  w.Int(e.ring_capacity);
-  w.Key(R"(,"interval_ns":)");
-  w.Int(e.interval_ns);
-  WriteLaunchCounters(w, e);
-  w.Key(R"(,"ring_high_water":)");
-  w.Int(e.ring_high_water);
-  w.Key(R"(,"cpu_ns":)");
-  w.Int(e.cpu_ns);
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicProcessEndEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"process_end","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"exit_code":)");
-  if (e.exit_code) {
-    w.Int(*e.exit_code);
-  } else {
-    w.Key("null");
-  }
-  w.Key(R"(,"emitted":)");
-  w.Int(e.emitted);
-  w.Key(R"(,"dropped":)");
-  w.Int(e.dropped);
-  WriteLaunchCounters(w, e);
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicProcessLostEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"process_lost","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"last_seq":)");
-  if (e.last_seq) {
-    w.Int(*e.last_seq);
-  } else {
-    w.Key("null");
-  }
-  w.Key(R"(,"reason":)");
-  w.Char('"');
-  const std::string_view reason = LostReasonName(e.reason);
-  w.Raw(reason.data(), reason.size());
-  w.Char('"');
-  w.Key(R"(,"events_stored":)");
-  w.Int(e.events_stored);
-  w.Key(R"(,"events_lost":)");
-  w.Int(e.events_lost);
-  if (e.events_recovered) {
-    w.Key(R"(,"events_recovered":)");
-    w.Int(*e.events_recovered);
-  }
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicProcessCrashEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"process_crash","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"signal":)");
-  w.Int(e.signal);
-  w.Key(R"(,"signal_name":)");
-  w.String(e.signal_name);
-  w.Key(R"(,"code":)");
-  w.Int(e.code);
-  w.Key(R"(,"addr":)");
-  w.Int(e.addr);
-  w.Key(R"(,"tid":)");
-  w.Int(e.tid);
-  if (e.app_handler) {
-    w.Key(R"(,"app_handler":true)");
-  } else {
-    w.Key(R"(,"app_handler":false)");
-  }
-  w.Key(R"(,"emitted":)");
-  w.Int(e.emitted);
-  w.Key(R"(,"dropped":)");
-  w.Int(e.dropped);
-  WriteLaunchCounters(w, e);
-  w.Char('}');
-  return w.Finish();
-}
-
-template <class S>
-size_t Encode(const BasicStallEvent<S>& e, char* buf, size_t cap) noexcept {
-  Writer w(buf, cap);
-  WriteHeader(w, R"({"type":"stall","version":1,"ts_ns":)", e.header);
-  w.Key(R"(,"state":)");
-  w.Char('"');
-  const std::string_view state = StallStateName(e.state);
-  w.Raw(state.data(), state.size());
-  w.Char('"');
-  w.Key(R"(,"stall_ms":)");
-  w.Int(e.stall_ms);
-  w.Key(R"(,"stalled_ms":)");
-  w.Int(e.stalled_ms);
-  w.Key(R"(,"completed":)");
-  w.Int(e.completed);
-  w.Key(R"(,"streams_stalled":)");
-  w.Int(e.streams_stalled);
-  w.Key(R"(,"streams":[)");
-  bool first_stream = true;
-  for (const BasicStallStream<S>& s : e.streams) {
-    if (!first_stream) w.Char(',');
-    first_stream = false;
-    w.Key(R"({"device":)");
-    w.Int(s.device);
-    w.Key(R"(,"context":)");
-    w.Int(s.context);
-    w.Key(R"(,"stream":)");
-    w.Int(s.stream);
-    w.Key(R"(,"waiting_ms":)");
-    w.Int(s.waiting_ms);
-    w.Key(R"(,"unfinished":)");
-    w.Int(s.unfinished);
-    w.Key(R"(,"launches":[)");
-    bool first_launch = true;
-    for (const BasicStallLaunch<S>& l : s.launches) {
-      if (!first_launch) w.Char(',');
-      first_launch = false;
-      w.Key(R"({"correlation_id":)");
-      w.Int(l.correlation_id);
-      w.Key(R"(,"name":)");
-      w.String(l.name);
-      w.Key(R"(,"demangled":)");
-      w.String(l.demangled);
-      w.Key(R"(,"grid":)");
-      w.Dim(l.grid);
-      w.Key(R"(,"block":)");
-      w.Dim(l.block);
-      w.Key(R"(,"occupancy":)");
-      w.Fraction(l.occupancy);
-      w.Key(R"(,"age_ms":)");
-      w.Int(l.age_ms);
-      w.Char('}');
-    }
-    w.Key("]}");
-  }
-  w.Key("]}");
-  return w.Finish();
-}
+CUFLIGHT_ENCODE(BasicProcessStartEvent, "process_start", CUFLIGHT_SCHEMA_PROCESS_START)
+CUFLIGHT_ENCODE(BasicDeviceEvent, "device", CUFLIGHT_SCHEMA_DEVICE)
+CUFLIGHT_ENCODE(BasicKernelEvent, "kernel", CUFLIGHT_SCHEMA_KERNEL)
+CUFLIGHT_ENCODE(BasicKernelTimeEvent, "kernel_time", CUFLIGHT_SCHEMA_KERNEL_TIME)
+CUFLIGHT_ENCODE(BasicApiErrorEvent, "api_error", CUFLIGHT_SCHEMA_API_ERROR)
+CUFLIGHT_ENCODE(BasicStatsEvent, "stats", CUFLIGHT_SCHEMA_STATS)
+CUFLIGHT_ENCODE(BasicProcessEndEvent, "process_end", CUFLIGHT_SCHEMA_PROCESS_END)
+CUFLIGHT_ENCODE(BasicProcessLostEvent, "process_lost", CUFLIGHT_SCHEMA_PROCESS_LOST)
+CUFLIGHT_ENCODE(BasicProcessCrashEvent, "process_crash", CUFLIGHT_SCHEMA_PROCESS_CRASH)
+CUFLIGHT_ENCODE(BasicStallEvent, "stall", CUFLIGHT_SCHEMA_STALL)
 
 size_t Encode(const Event& event, char* buf, size_t cap) noexcept {
   return EncodeAny(event, buf, cap);
@@ -894,26 +657,5 @@ size_t Encode(const Event& event, char* buf, size_t cap) noexcept {
 size_t Encode(const OwnedEvent& event, char* buf, size_t cap) noexcept {
   return EncodeAny(event, buf, cap);
 }
-
-template size_t Encode(const BasicProcessStartEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessStartEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicDeviceEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicDeviceEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicKernelEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicKernelEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicKernelTimeEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicKernelTimeEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicApiErrorEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicApiErrorEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicStatsEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicStatsEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessEndEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessEndEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessLostEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessLostEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessCrashEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicProcessCrashEvent<Owned>&, char*, size_t) noexcept;
-template size_t Encode(const BasicStallEvent<View>&, char*, size_t) noexcept;
-template size_t Encode(const BasicStallEvent<Owned>&, char*, size_t) noexcept;
 
 }  // namespace cuflight::schema

@@ -2,6 +2,9 @@
 // member texts Validate recorded; Decode for everything else.
 #include "cuflight/schema/line_decoder.h"
 
+#include "cuflight/schema/event_fields.h"
+#include "validator_internal.h"
+
 #include <array>
 #include <charconv>
 #include <cstddef>
@@ -207,103 +210,69 @@ inline bool SameName(std::string_view a, std::string_view b) {
   return true;
 }
 
-using K = OwnedKernelEvent;
-using T = OwnedKernelTimeEvent;
-
-// The members of each type, in the encoder's order; ReadField's cases follow the same indices.
-// The header members (type, version, ts_ns, pid, seq) are Validate's (LineInfo::header).
-constexpr std::string_view kKernelNames[] = {
-    "type", "version", "ts_ns", "pid", "seq",  // 0-4
-    "tid", "device", "context", "stream", "correlation_id", "api", "name", "demangled", "grid",
-    "block", "cluster", "num_regs", "static_shared_bytes", "dyn_shared_bytes", "local_bytes",
-    "const_bytes", "max_threads_per_block", "carveout", "cooperative", "graph_id",
-    "graph_node_id", "max_active_blocks", "active_warps", "max_warps", "occupancy",
-    "reg_occupancy", "smem_occupancy", "warp_occupancy", "block_occupancy", "barrier_occupancy",
-    "cluster_occupancy", "limiting_resource", "limiting_resources", "allocated_regs_per_block",
-    "allocated_smem_per_block", "waves", "tail_utilization", "regs_for_next_block",
-    "smem_for_next_block", "best_block_size", "occupancy_source", "engine_max_active_blocks",
-    "recovered"};
-
-constexpr std::string_view kKernelTimeNames[] = {
-    "type",     "version",  "ts_ns",  "pid",         "seq",      "correlation_id", "device",
-    "context",  "stream",   "start_ns", "end_ns",    "duration_ns", "graph_id", "graph_node_id"};
-
-// Reads member number `field` (an index into kKernelNames) of a kernel line.
-inline bool ReadField(size_t field, std::string_view r, K* e) {
-  OccupancyFields& o = e->occupancy;
-  switch (field) {
-    case 0: case 1: case 2: case 3: case 4: return true;
-    case 5: return ReadInt(r, &e->tid);
-    case 6: return ReadInt(r, &e->device);
-    case 7: return ReadInt(r, &e->context);
-    case 8: return ReadInt(r, &e->stream);
-    case 9: return ReadInt(r, &e->correlation_id);
-    case 10: return ReadString(r, &e->api);
-    case 11: return ReadString(r, &e->name);
-    case 12: return ReadString(r, &e->demangled);
-    case 13: return ReadDim(r, &e->grid);
-    case 14: return ReadDim(r, &e->block);
-    case 15: return ReadDim(r, &e->cluster.emplace());
-    case 16: return ReadInt(r, &e->num_regs);
-    case 17: return ReadInt(r, &e->static_shared_bytes);
-    case 18: return ReadInt(r, &e->dyn_shared_bytes);
-    case 19: return ReadInt(r, &e->local_bytes);
-    case 20: return ReadInt(r, &e->const_bytes);
-    case 21: return ReadInt(r, &e->max_threads_per_block);
-    case 22: return ReadInt(r, &e->carveout);
-    case 23: return ReadBool(r, &e->cooperative);
-    case 24: return ReadOptionalInt(r, &e->graph_id);
-    case 25: return ReadOptionalInt(r, &e->graph_node_id);
-    case 26: return ReadInt(r, &o.max_active_blocks);
-    case 27: return ReadInt(r, &o.active_warps);
-    case 28: return ReadInt(r, &o.max_warps);
-    case 29: return ReadDouble(r, &o.occupancy);
-    case 30: return ReadDouble(r, &o.reg_occupancy);
-    case 31: return ReadDouble(r, &o.smem_occupancy);
-    case 32: return ReadDouble(r, &o.warp_occupancy);
-    case 33: return ReadDouble(r, &o.block_occupancy);
-    case 34: return ReadDouble(r, &o.barrier_occupancy);
-    case 35:
-      o.has_cluster = true;
-      return ReadDouble(r, &o.cluster_occupancy);
-    case 36: return ReadResource(r, &o.limiting_resource);
-    case 37: return ReadResourceSet(r, &o.limiting_resources);
-    case 38: return ReadInt(r, &o.allocated_regs_per_block);
-    case 39: return ReadInt(r, &o.allocated_smem_per_block);
-    case 40: return ReadDouble(r, &o.waves);
-    case 41: return ReadDouble(r, &o.tail_utilization);
-    case 42: return ReadIntOrNull(r, int32_t{-1}, &o.regs_for_next_block);
-    case 43: return ReadIntOrNull(r, int64_t{-1}, &o.smem_for_next_block);
-    case 44: return ReadInt(r, &o.best_block_size);
-    case 45: return ReadOccupancySource(r, &e->occupancy_source);
-    case 46: return ReadOptionalInt(r, &e->engine_max_active_blocks);
-    case 47: return ReadBool(r, &e->recovered);
-    default: return false;
-  }
+// One reader per kind of the tables (event_fields.h) the two types use; the others are never
+// called (only kernel and kernel_time lines are read here).
+template <class V>
+bool ReadOptionalInt(std::string_view raw, V* out) {
+  return ReadInt(raw, out);
+}
+template <class V>
+bool ReadIntOrNull(std::string_view raw, V* out) {
+  return ReadIntOrNull(raw, V{-1}, out);
+}
+bool ReadNumber(std::string_view raw, double* out) { return ReadDouble(raw, out); }
+// cluster_occupancy: has_cluster is set from its presence (ReadMembers).
+bool ReadOptionalNumber(std::string_view raw, double* out) { return ReadDouble(raw, out); }
+bool ReadOptionalBool(std::string_view raw, bool* out) { return ReadBool(raw, out); }
+bool ReadOptionalDim(std::string_view raw, std::optional<Dim3>* out) {
+  return ReadDim(raw, &out->emplace());
+}
+bool ReadOneResource(std::string_view raw, Resource* out) { return ReadResource(raw, out); }
+bool ReadOptionalOccupancySource(std::string_view raw, OccupancySource* out) {
+  return ReadOccupancySource(raw, out);
 }
 
-// Reads member number `field` (an index into kKernelTimeNames) of a kernel_time line.
-inline bool ReadField(size_t field, std::string_view r, T* e) {
-  switch (field) {
-    case 0: case 1: case 2: case 3: case 4: return true;
-    case 5: return ReadInt(r, &e->correlation_id);
-    case 6: return ReadInt(r, &e->device);
-    case 7: return ReadInt(r, &e->context);
-    case 8: return ReadInt(r, &e->stream);
-    case 9: return ReadInt(r, &e->start_ns);
-    case 10: return ReadInt(r, &e->end_ns);
-    case 11: return ReadInt(r, &e->duration_ns);
-    case 12: return ReadOptionalInt(r, &e->graph_id);
-    case 13: return ReadOptionalInt(r, &e->graph_node_id);
-    default: return false;
+// The member names of a table, the header's first (they are Validate's: LineInfo::header), in
+// the encoder's order; ReadField's cases are their indices.
+#define CUFLIGHT_LINE_NAME(kind, name, member, ...) #name,
+#define CUFLIGHT_LINE_NO_RULE(name, trigger)
+#define CUFLIGHT_LINE_NAMES(TABLE)                                                        \
+  {"type", "version", CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_LINE_NAME, CUFLIGHT_LINE_NO_RULE) \
+       TABLE(CUFLIGHT_LINE_NAME, CUFLIGHT_LINE_NO_RULE)}
+constexpr std::string_view kKernelNames[] = CUFLIGHT_LINE_NAMES(CUFLIGHT_SCHEMA_KERNEL);
+constexpr std::string_view kKernelTimeNames[] = CUFLIGHT_LINE_NAMES(CUFLIGHT_SCHEMA_KERNEL_TIME);
+
+template <size_t N>
+consteval size_t IndexIn(const std::string_view (&names)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return i;
   }
+  throw "not a member of the table";
 }
+
+// Reads member number `field` (an index into the names) of a line of the table.
+#define CUFLIGHT_LINE_CASE(kind, name, member, ...) \
+  case IndexIn(kNames, #name):                      \
+    return Read##kind(r, &e->member);
+#define CUFLIGHT_LINE_READER(Struct, kNamesOf, TABLE)                     \
+  inline bool ReadField(size_t field, std::string_view r, Struct* e) {     \
+    constexpr auto& kNames = kNamesOf;                                    \
+    switch (field) {                                                      \
+      case 0: case 1: case 2: case 3: case 4: return true;                \
+      TABLE(CUFLIGHT_LINE_CASE, CUFLIGHT_LINE_NO_RULE)                    \
+      default: return false;                                              \
+    }                                                                     \
+  }
+CUFLIGHT_LINE_READER(OwnedKernelEvent, kKernelNames, CUFLIGHT_SCHEMA_KERNEL)
+CUFLIGHT_LINE_READER(OwnedKernelTimeEvent, kKernelTimeNames, CUFLIGHT_SCHEMA_KERNEL_TIME)
 
 // Reads every member of `info` into *e (default-initialised but for its string buffers). Members
 // of other names are ignored, as Decode ignores fields it does not know; a repeated name keeps
 // its last value, as in Decode. False when a value is in a form the readers do not take.
+// *seen: bit f set when member f was read.
 template <class E, size_t N>
-bool ReadMembers(const LineInfo& info, const std::string_view (&names)[N], E* e) {
+bool ReadMembers(const LineInfo& info, const std::string_view (&names)[N], E* e, uint64_t* seen) {
+  static_assert(N <= 64);
   if (info.members_truncated) return false;
   size_t next = 0;
   for (int i = 0; i < info.member_count; ++i) {
@@ -316,6 +285,7 @@ bool ReadMembers(const LineInfo& info, const std::string_view (&names)[N], E* e)
       if (f == N) continue;  // a field this version does not know
     }
     if (!ReadField(f, m.raw, e)) return false;
+    *seen |= uint64_t{1} << f;
     next = f + 1;
   }
   return true;
@@ -365,6 +335,35 @@ OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
 
 Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept {
   last_type_ = {};
+  // A kernel or kernel_time line in the encoder's layout: the validator's fast path checks it and
+  // writes its members into the event, in one pass.
+  if (line.size() >= 40 && line[9] == 'k') {
+    try {
+      bool read;
+      if (line[15] == '"') {
+        OwnedKernelEvent& e = ResetKernel(&result->event);
+        read = internal::DecodeFastPath(line, &info_, &e);
+        if (read && e.cluster) {  // cluster_occupancy may come with a cluster
+          for (int i = 0; i < info_.member_count; ++i) {
+            if (info_.members[static_cast<size_t>(i)].key == "cluster_occupancy") {
+              e.occupancy.has_cluster = true;
+            }
+          }
+        }
+      } else {
+        read = internal::DecodeFastPath(line, &info_, &ResetKernelTime(&result->event));
+      }
+      if (read) {
+        last_type_ = EventTypeName(info_.type);
+        result->reason = Reason::kOk;
+        result->message.clear();
+        result->header = info_.header;
+        ++fast_lines_;
+        return Reason::kOk;
+      }
+    } catch (...) {  // std::bad_alloc from a string: Decode says what it says
+    }
+  }
   const Reason verdict = Validate(line, &info_, nullptr);
   if (info_.type_known) {
     last_type_ = EventTypeName(info_.type);
@@ -384,11 +383,14 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
       if (info_.type == EventType::kKernel) {
         OwnedKernelEvent& e = ResetKernel(&result->event);
         e.header = info_.header;
-        read = ReadMembers(info_, kKernelNames, &e);
+        uint64_t seen = 0;
+        read = ReadMembers(info_, kKernelNames, &e, &seen);
+        e.occupancy.has_cluster = (seen >> IndexIn(kKernelNames, "cluster_occupancy")) & 1;
       } else {
         OwnedKernelTimeEvent& e = ResetKernelTime(&result->event);
         e.header = info_.header;
-        read = ReadMembers(info_, kKernelTimeNames, &e);
+        uint64_t seen = 0;
+        read = ReadMembers(info_, kKernelTimeNames, &e, &seen);
       }
       if (read) {
         result->reason = Reason::kOk;

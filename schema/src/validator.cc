@@ -17,6 +17,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "cuflight/schema/event_fields.h"
 #include "validator_bytes.h"
 #include "validator_fast_path.h"
 #include "validator_internal.h"
@@ -36,45 +37,69 @@ using internal::Utf8Length;
 // ---------------------------------------------------------------------------------------------
 // Known member names: the union over every event type. One slot per name.
 
-// X-macro: the name list is written once and gives both the enum and the name table.
-#define CUFLIGHT_SCHEMA_KNOWN_KEYS(X)                                                            \
-  X(type) X(version) X(ts_ns) X(pid) X(seq)                                                      \
-  X(exe) X(argv) X(hostname) X(start_ns) X(cuflight_version) X(cuda_driver_version)              \
-  X(cupti_version) X(ppid) X(uid) X(config) X(instance_id) X(pid_ns) X(truncated)               \
-  X(device) X(name) X(uuid) X(cc_major) X(cc_minor) X(sm_count) X(max_threads_per_block)        \
-  X(max_threads_per_sm) X(max_blocks_per_sm) X(regs_per_sm) X(regs_per_block) X(smem_per_sm)    \
-  X(smem_per_block) X(smem_per_block_optin) X(reserved_smem_per_block) X(warp_size)             \
-  X(max_cluster_size)                                                                            \
-  X(tid) X(context) X(stream) X(correlation_id) X(api) X(demangled) X(grid) X(block) X(cluster) \
-  X(num_regs) X(static_shared_bytes) X(dyn_shared_bytes) X(local_bytes) X(const_bytes)          \
-  X(carveout) X(cooperative) X(graph_id) X(graph_node_id)                                        \
-  X(max_active_blocks) X(active_warps) X(max_warps) X(occupancy) X(reg_occupancy)               \
-  X(smem_occupancy) X(warp_occupancy) X(block_occupancy) X(barrier_occupancy)                   \
-  X(cluster_occupancy) X(limiting_resource) X(limiting_resources) X(allocated_regs_per_block)   \
-  X(allocated_smem_per_block) X(waves) X(tail_utilization) X(regs_for_next_block)               \
-  X(smem_for_next_block) X(best_block_size) X(occupancy_source) X(engine_max_active_blocks)     \
-  X(end_ns) X(duration_ns)                                                                       \
-  X(code) X(error_name) X(message) X(last_correlation_ids)                                      \
-  X(emitted) X(dropped) X(ring_capacity) X(interval_ns) X(launches) X(filtered)                 \
-  X(dropped_ring_full) X(dropped_disconnected) X(dropped_backpressure) X(ring_high_water)       \
-  X(cpu_ns) X(timing_dropped) X(occupancy_disagreements) X(api_errors_routine)                  \
-  X(api_errors_suppressed) X(timing_stopped) X(timing_stopped_reason)                                                                       \
-  X(exit_code)                                                                                   \
-  X(last_seq) X(reason) X(events_stored) X(events_lost) X(events_recovered)                    \
-  X(signal) X(signal_name) X(addr) X(app_handler) X(recovered)                                  \
-  X(state) X(stall_ms) X(stalled_ms) X(completed) X(streams_stalled) X(streams) X(waiting_ms)  \
-  X(unfinished) X(age_ms)
+// The union of the member names of every table (event_fields.h), each once, in first-seen order.
+#define CUFLIGHT_KEY_NAME(kind, name, member, ...) #name,
+#define CUFLIGHT_KEY_RULE(name, trigger)
+#define CUFLIGHT_KEY_TABLE(type, TABLE) TABLE(CUFLIGHT_KEY_NAME, CUFLIGHT_KEY_RULE)
+constexpr std::string_view kAllNames[] = {
+    "type", "version", CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_KEY_NAME, CUFLIGHT_KEY_RULE)
+        CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_KEY_TABLE)
+            CUFLIGHT_SCHEMA_STALL_STREAM(CUFLIGHT_KEY_NAME, CUFLIGHT_KEY_RULE)
+                CUFLIGHT_SCHEMA_STALL_LAUNCH(CUFLIGHT_KEY_NAME, CUFLIGHT_KEY_RULE)};
 
-#define CUFLIGHT_SCHEMA_KEY_ENUM(name) k_##name,
-#define CUFLIGHT_SCHEMA_KEY_NAME(name) #name,
+constexpr bool SeenBefore(size_t i) {
+  for (size_t j = 0; j < i; ++j) {
+    if (kAllNames[j] == kAllNames[i]) return true;
+  }
+  return false;
+}
 
-enum Key : uint8_t { CUFLIGHT_SCHEMA_KNOWN_KEYS(CUFLIGHT_SCHEMA_KEY_ENUM) kKeyCount };
+constexpr size_t kKeyCount = [] {
+  size_t n = 0;
+  for (size_t i = 0; i < std::size(kAllNames); ++i) n += !SeenBefore(i);
+  return n;
+}();
 
-constexpr std::string_view kKeyNames[] = {CUFLIGHT_SCHEMA_KNOWN_KEYS(CUFLIGHT_SCHEMA_KEY_NAME)};
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = [] {
+  std::array<std::string_view, kKeyCount> names{};
+  size_t n = 0;
+  for (size_t i = 0; i < std::size(kAllNames); ++i) {
+    if (!SeenBefore(i)) names[n++] = kAllNames[i];
+  }
+  return names;
+}();
 
-#undef CUFLIGHT_SCHEMA_KEY_NAME
-#undef CUFLIGHT_SCHEMA_KEY_ENUM
-#undef CUFLIGHT_SCHEMA_KNOWN_KEYS
+// A known member name's slot.
+using Key = uint8_t;
+
+constexpr int FindKey(std::string_view name) {
+  for (size_t k = 0; k < kKeyCount; ++k) {
+    if (kKeyNames[k] == name) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+consteval Key KeyOf(std::string_view name) {
+  const int k = FindKey(name);
+  if (k < 0) throw "not a known member name";  // not a constant expression: a compile error
+  return static_cast<Key>(k);
+}
+
+// Each Fact's Key.
+constexpr std::array<Key, kFactCount> kFactKeys = [] {
+  std::array<Key, kFactCount> keys{};
+  for (int f = 0; f < kFactCount; ++f) keys[static_cast<size_t>(f)] = static_cast<Key>(FindKey(kFactNames[f]));
+  return keys;
+}();
+static_assert([] {
+  for (const std::string_view name : kFactNames) {
+    if (FindKey(name) < 0) return false;
+  }
+  return true;
+}(), "every fact is a member of some table");
+
+constexpr Key k_type = KeyOf("type");
+constexpr Key k_version = KeyOf("version");
 
 static_assert(kKeyCount <= 128, "the seen-set below has 128 bits");
 static_assert(std::size(kKeyNames) == kKeyCount);
@@ -778,20 +803,7 @@ double DoubleOf(const Value& v) {
   return d;
 }
 
-struct IntRange {
-  int64_t lo;
-  uint64_t hi;
-};
-constexpr IntRange kUint64{0, std::numeric_limits<uint64_t>::max()};
-constexpr IntRange kUint32{0, std::numeric_limits<uint32_t>::max()};
-constexpr IntRange kInt32{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
 constexpr IntRange kInt64{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-constexpr IntRange kCount32{0, std::numeric_limits<int32_t>::max()};
-constexpr IntRange kCount64{0, std::numeric_limits<int64_t>::max()};
-constexpr IntRange kDeviceOrUnknown{-1, std::numeric_limits<int32_t>::max()};
-constexpr IntRange kCarveout{-1, 100};
-constexpr IntRange kSignal{1, 64};  // Linux signal numbers, real-time ones included
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 struct Integral {
   bool negative = false;
@@ -883,14 +895,20 @@ class MessageBuilder {
 
 struct Slots {
   std::array<Value, kKeyCount> value;  // uninitialized; meaningful where `seen` says
+  std::array<int8_t, kKeyCount> index;  // the member's index in LineInfo::members, or -1
   uint64_t seen[2] = {0, 0};
 
   bool Has(Key k) const { return (seen[k >> 6] >> (k & 63)) & 1; }
-  void Set(Key k, const Value& v) {
+  void Set(Key k, const Value& v, int member = -1) {
     value[k] = v;
+    index[k] = static_cast<int8_t>(member);
     seen[k >> 6] |= uint64_t{1} << (k & 63);
   }
 };
+
+class Checker;
+void CheckFields(Checker& c, StallStreamItem);
+void CheckFields(Checker& c, StallLaunchItem);
 
 // The type-specific rules over the slots, in Decode's order (see decoder.cc); the first failure
 // is kept and every later check is a no-op.
@@ -902,7 +920,7 @@ class Checker {
   bool ok() const { return reason_ == Reason::kOk; }
   Reason reason() const { return reason_; }
 
-  template <class T>
+  template <class T = int64_t>
   void Int(Key k, const IntRange& range, T* out = nullptr) {
     if (const Value* v = Get(k)) ReadInt(k, *v, range, "an integer", out);
   }
@@ -939,13 +957,13 @@ class Checker {
     }
   }
 
-  void Number(Key k, double lo, double hi) {
-    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, hi);
+  void Number(Key k, int lo, int hi) {
+    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, MaximumOf(hi));
   }
 
-  void OptionalNumber(Key k, double lo, double hi) {
+  void OptionalNumber(Key k, int lo, int hi) {
     const Value* v = Find(k);
-    if (v != nullptr && ok()) ReadNumber(k, *v, lo, hi);
+    if (v != nullptr && ok()) ReadNumber(k, *v, lo, MaximumOf(hi));
   }
 
   void String(Key k) {
@@ -1057,8 +1075,8 @@ class Checker {
   // An array of objects, each checked in order by `check(Checker&)` over its own members (the
   // last of a repeated name counts, as at the top level), with the prefix "<prefix>: <key>[i]";
   // the first fault of any of them is the line's (Decode's Reader::Objects).
-  template <class CheckItem>
-  void Objects(Key k, CheckItem check) {
+  template <class Tag>
+  void Objects(Key k, Tag tag) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of objects";
@@ -1101,7 +1119,7 @@ class Checker {
       append(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
       append("]");
       Checker nested(members, std::string_view(prefix, used), error_);
-      check(nested);
+      CheckFields(nested, tag);
       if (!nested.ok()) {
         reason_ = nested.reason();
         return;
@@ -1303,183 +1321,20 @@ class Checker {
   Reason reason_ = Reason::kOk;
 };
 
-void CheckProcessStart(Checker& c) {
-  c.String(k_exe);
-  c.Strings(k_argv);
-  c.String(k_hostname);
-  c.Int<int64_t>(k_start_ns, kCount64);
-  c.String(k_cuflight_version);
-  c.Int<int64_t>(k_cuda_driver_version, kCount32);
-  c.Int<int64_t>(k_cupti_version, kCount32);
-  c.OptionalInt(k_ppid, kCount32);
-  c.OptionalIntOrNull(k_uid, kUint32);
-  c.OptionalStringMap(k_config);
-  c.OptionalInt(k_instance_id, kUint64);
-  c.OptionalInt(k_pid_ns, kUint64);
-  c.OptionalStrings(k_truncated);
-}
+// The checks of the tables (event_fields.h): one call per member, in the table's order.
+#define CUFLIGHT_CHECK_FIELD(kind, name, member, ...) \
+  c.kind(KeyOf(#name) __VA_OPT__(, ) __VA_ARGS__);
+#define CUFLIGHT_CHECK_RULE(name, trigger) c.RequiredWith(KeyOf(#name), KeyOf(#trigger));
+#define CUFLIGHT_CHECK(Tag, TABLE) \
+  void CheckFields(Checker& c, Tag) { TABLE(CUFLIGHT_CHECK_FIELD, CUFLIGHT_CHECK_RULE) }
 
-void CheckDevice(Checker& c) {
-  c.Int<int64_t>(k_device, kCount32);
-  c.String(k_name);
-  c.String(k_uuid);
-  for (const Key k : {k_cc_major, k_cc_minor, k_sm_count, k_max_threads_per_block,
-                      k_max_threads_per_sm, k_max_blocks_per_sm, k_regs_per_sm, k_regs_per_block}) {
-    c.Int<int64_t>(k, kCount32);
-  }
-  for (const Key k :
-       {k_smem_per_sm, k_smem_per_block, k_smem_per_block_optin, k_reserved_smem_per_block}) {
-    c.Int<int64_t>(k, kCount64);
-  }
-  c.Int<int64_t>(k_warp_size, kCount32);
-  c.Int<int64_t>(k_max_cluster_size, kCount32);
-  c.OptionalBool(k_recovered);
-}
+template <EventType kType>
+struct TypeTag {};
 
-void CheckKernel(Checker& c) {
-  c.Int<int64_t>(k_tid, kCount32);
-  c.Int<int64_t>(k_device, kCount32);
-  c.Int<int64_t>(k_context, kUint64);
-  c.Int<int64_t>(k_stream, kUint64);
-  c.Int<int64_t>(k_correlation_id, kUint64);
-  c.String(k_api);
-  c.String(k_name);
-  c.String(k_demangled);
-  c.Dim(k_grid);
-  c.Dim(k_block);
-  c.OptionalDim(k_cluster);
-  c.Int<int64_t>(k_num_regs, kCount32);
-  for (const Key k : {k_static_shared_bytes, k_dyn_shared_bytes, k_local_bytes, k_const_bytes}) {
-    c.Int<int64_t>(k, kCount64);
-  }
-  c.Int<int64_t>(k_max_threads_per_block, kCount32);
-  c.Int<int64_t>(k_carveout, kCarveout);
-  c.OptionalBool(k_cooperative);
-  c.OptionalInt(k_graph_id, kUint64);
-  c.OptionalInt(k_graph_node_id, kUint64);
-  c.RequiredWith(k_graph_node_id, k_graph_id);
-  c.RequiredWith(k_graph_id, k_graph_node_id);
-  c.Int<int64_t>(k_max_active_blocks, kCount32);
-  c.Int<int64_t>(k_active_warps, kCount32);
-  c.Int<int64_t>(k_max_warps, kCount32);
-  for (const Key k : {k_occupancy, k_reg_occupancy, k_smem_occupancy, k_warp_occupancy,
-                      k_block_occupancy, k_barrier_occupancy}) {
-    c.Number(k, 0, 1);
-  }
-  c.OptionalNumber(k_cluster_occupancy, 0, 1);
-  c.RequiredWith(k_cluster, k_cluster_occupancy);
-  c.OneResource(k_limiting_resource);
-  c.ResourceSet(k_limiting_resources);
-  c.Int<int64_t>(k_allocated_regs_per_block, kCount32);
-  c.Int<int64_t>(k_allocated_smem_per_block, kCount64);
-  c.Number(k_waves, 0, kInfinity);
-  c.Number(k_tail_utilization, 0, 1);
-  c.IntOrNull(k_regs_for_next_block, kCount32);
-  c.IntOrNull(k_smem_for_next_block, kCount64);
-  c.Int<int64_t>(k_best_block_size, kCount32);
-  c.OptionalOccupancySource(k_occupancy_source);
-  c.OptionalInt(k_engine_max_active_blocks, kCount32);
-  c.OptionalBool(k_recovered);
-}
-
-void CheckKernelTime(Checker& c) {
-  c.Int<int64_t>(k_correlation_id, kUint64);
-  c.Int<int64_t>(k_device, kCount32);
-  for (const Key k : {k_context, k_stream, k_start_ns, k_end_ns, k_duration_ns}) {
-    c.Int<int64_t>(k, kUint64);
-  }
-  c.OptionalInt(k_graph_id, kUint64);
-  c.OptionalInt(k_graph_node_id, kUint64);
-  c.RequiredWith(k_graph_node_id, k_graph_id);
-  c.RequiredWith(k_graph_id, k_graph_node_id);
-}
-
-void CheckApiError(Checker& c) {
-  c.String(k_api);
-  c.Int<int64_t>(k_code, kInt32);
-  c.String(k_error_name);
-  c.String(k_message);
-  c.Int<int64_t>(k_device, kDeviceOrUnknown);
-  c.Int<int64_t>(k_context, kUint64);
-  c.Int<int64_t>(k_stream, kUint64);
-  c.Ids(k_last_correlation_ids);
-}
-
-void CheckLaunchCounters(Checker& c) {
-  for (const Key k : {k_launches, k_filtered, k_dropped_ring_full, k_dropped_disconnected,
-                      k_dropped_backpressure, k_timing_dropped, k_occupancy_disagreements,
-                      k_api_errors_routine, k_api_errors_suppressed, k_timing_stopped}) {
-    c.OptionalInt(k, kUint64);
-  }
-  c.OptionalTimingStoppedReason(k_timing_stopped_reason);
-  c.RequiredWith(k_timing_stopped, k_timing_stopped_reason);
-  c.RequiredWith(k_timing_stopped_reason, k_timing_stopped);
-}
-
-void CheckStats(Checker& c) {
-  c.Int<int64_t>(k_emitted, kUint64);
-  c.Int<int64_t>(k_dropped, kUint64);
-  c.Int<int64_t>(k_ring_capacity, kUint64);
-  c.Int<int64_t>(k_interval_ns, kCount64);
-  CheckLaunchCounters(c);
-  c.OptionalInt(k_ring_high_water, kUint64);
-  c.OptionalInt(k_cpu_ns, kUint64);
-}
-
-void CheckProcessEnd(Checker& c) {
-  c.IntOrNull(k_exit_code, kInt32);
-  c.Int<int64_t>(k_emitted, kUint64);
-  c.Int<int64_t>(k_dropped, kUint64);
-  CheckLaunchCounters(c);
-}
-
-void CheckProcessLost(Checker& c) {
-  c.IntOrNull(k_last_seq, kUint64);
-  c.OneLostReason(k_reason);
-  c.Int<int64_t>(k_events_stored, kUint64);
-  c.Int<int64_t>(k_events_lost, kUint64);
-  c.OptionalInt(k_events_recovered, kUint64);
-}
-
-void CheckProcessCrash(Checker& c) {
-  c.Int<int64_t>(k_signal, kSignal);
-  c.String(k_signal_name);
-  c.Int<int64_t>(k_code, kInt32);
-  c.Int<int64_t>(k_addr, kUint64);
-  c.Int<int64_t>(k_tid, kInt32);
-  c.Bool(k_app_handler);
-  c.Int<int64_t>(k_emitted, kUint64);
-  c.Int<int64_t>(k_dropped, kUint64);
-  CheckLaunchCounters(c);
-}
-
-void CheckStallLaunch(Checker& c) {
-  c.Int<int64_t>(k_correlation_id, kUint64);
-  c.String(k_name);
-  c.String(k_demangled);
-  c.Dim(k_grid);
-  c.Dim(k_block);
-  c.Number(k_occupancy, 0, 1);
-  c.Int<int64_t>(k_age_ms, kCount64);
-}
-
-void CheckStallStream(Checker& c) {
-  c.Int<int64_t>(k_device, kCount32);
-  c.Int<int64_t>(k_context, kUint64);
-  c.Int<int64_t>(k_stream, kUint64);
-  c.Int<int64_t>(k_waiting_ms, kCount64);
-  c.Int<int64_t>(k_unfinished, kCount64);
-  c.Objects(k_launches, CheckStallLaunch);
-}
-
-void CheckStall(Checker& c) {
-  c.OneStallState(k_state);
-  c.Int<int64_t>(k_stall_ms, kCount64);
-  c.Int<int64_t>(k_stalled_ms, kCount64);
-  c.Int<int64_t>(k_completed, kUint64);
-  c.Int<int64_t>(k_streams_stalled, kCount32);
-  c.Objects(k_streams, CheckStallStream);
-}
+CUFLIGHT_CHECK(StallLaunchItem, CUFLIGHT_SCHEMA_STALL_LAUNCH)
+CUFLIGHT_CHECK(StallStreamItem, CUFLIGHT_SCHEMA_STALL_STREAM)
+#define CUFLIGHT_CHECK_TYPE(type, TABLE) CUFLIGHT_CHECK(TypeTag<EventType::type>, TABLE)
+CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_CHECK_TYPE)
 
 // The EventType a `type` string value names, or nullopt.
 std::optional<EventType> TypeOfValue(const Value& v) {
@@ -1542,6 +1397,24 @@ Value ValueOfText(std::string_view text) {
   return v;
 }
 
+// The facts of an accepted line (LineInfo::fact_*), from its slots.
+void RecordFacts(const Slots& slots, LineInfo* info) {
+  info->fact_present = 0;
+  info->fact_escaped = 0;
+  for (size_t f = 0; f < kFactKeys.size(); ++f) {
+    const Key k = kFactKeys[f];
+    if (!slots.Has(k)) continue;
+    const Value& v = slots.value[k];
+    info->fact_present |= 1u << f;
+    info->fact_member[f] = slots.index[k];
+    Integral x;
+    if (v.kind == Kind::kNumber && ToIntegral(v, &x) == IntegralKind::kOk) {
+      info->fact_value[f] = x.negative ? 0 - x.magnitude : x.magnitude;
+    }
+    if (v.kind == Kind::kString && v.escaped) info->fact_escaped |= 1u << f;
+  }
+}
+
 // Validate with a LineInfo to fill.
 Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error) {
   info->line = line;
@@ -1598,7 +1471,9 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
       p = lexer.ScanValue(p, 2, &v);
       if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
 
+      int index = -1;
       if (count < LineInfo::kMaxMembers) {
+        index = count;
         Member& m = info->members[static_cast<size_t>(count++)];
         m.key = key;
         m.raw = v.text();
@@ -1614,7 +1489,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
         const std::optional<size_t> n = Unescape(key, name, sizeof(name));
         k = n ? LookupKey(name, *n) : kNoKey;
       }
-      if (k != kNoKey) slots.Set(static_cast<Key>(k), v);
+      if (k != kNoKey) slots.Set(static_cast<Key>(k), v, index);
 
       if (p < end && *p == ',') {
         ++p;
@@ -1645,9 +1520,8 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
   Checker c(slots, type ? EventTypeName(*type) : "event", error);
   c.Version();
   Header header;
-  c.Int(k_ts_ns, kCount64, &header.ts_ns);
-  c.Int(k_pid, kCount32, &header.pid);
-  c.Int(k_seq, kUint64, &header.seq);
+#define CUFLIGHT_CHECK_HEADER(kind, name, member, range) c.kind(KeyOf(#name), range, &header.member);
+  CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_CHECK_HEADER, CUFLIGHT_CHECK_RULE)
   if (!c.ok()) return c.reason();
   info->header = header;
   info->header_valid = true;
@@ -1661,37 +1535,13 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
   info->type = *type;
   info->type_known = true;
   switch (*type) {
-    case EventType::kProcessStart:
-      CheckProcessStart(c);
-      break;
-    case EventType::kDevice:
-      CheckDevice(c);
-      break;
-    case EventType::kKernel:
-      CheckKernel(c);
-      break;
-    case EventType::kKernelTime:
-      CheckKernelTime(c);
-      break;
-    case EventType::kApiError:
-      CheckApiError(c);
-      break;
-    case EventType::kStats:
-      CheckStats(c);
-      break;
-    case EventType::kProcessEnd:
-      CheckProcessEnd(c);
-      break;
-    case EventType::kProcessLost:
-      CheckProcessLost(c);
-      break;
-    case EventType::kProcessCrash:
-      CheckProcessCrash(c);
-      break;
-    case EventType::kStall:
-      CheckStall(c);
-      break;
+#define CUFLIGHT_CHECK_CASE(type, TABLE)    \
+  case EventType::type:                     \
+    CheckFields(c, TypeTag<EventType::type>{}); \
+    break;
+    CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_CHECK_CASE)
   }
+  if (c.ok()) RecordFacts(slots, info);
   return c.reason();
 }
 
@@ -1708,6 +1558,27 @@ std::optional<std::string_view> LineInfo::Find(std::string_view key) const {
     if (m.key_escaped ? UnescapedEquals(m.key, key) : m.key == key) return m.raw;
   }
   return std::nullopt;
+}
+
+std::string_view LineInfo::Raw(Fact f) const {
+  if (!Has(f)) return {};
+  const int8_t i = fact_member[static_cast<size_t>(f)];
+  if (i >= 0) return members[static_cast<size_t>(i)].raw;
+  return Find(kFactNames[static_cast<size_t>(f)]).value_or(std::string_view());
+}
+
+bool LineInfo::Text(Fact f, char* scratch, size_t cap, std::string_view* out) const {
+  const std::string_view raw = Raw(f);
+  if (raw.size() < 2 || raw.front() != '"') return false;
+  const std::string_view inner = raw.substr(1, raw.size() - 2);
+  if (((fact_escaped >> static_cast<int>(f)) & 1) == 0) {
+    *out = inner;
+    return true;
+  }
+  const std::optional<size_t> n = Unescape(inner, scratch, cap);
+  if (!n) return false;
+  *out = std::string_view(scratch, *n);
+  return true;
 }
 
 bool LineInfo::GetUint(std::string_view key, uint64_t* out) const {
@@ -1768,6 +1639,14 @@ namespace internal {
 
 bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept {
   return fast_path::AcceptEncoderLayout(line, info);
+}
+
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelEvent* e) {
+  return fast_path::DecodeEncoderLayout(line, info, e);
+}
+
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent* e) {
+  return fast_path::DecodeEncoderLayout(line, info, e);
 }
 
 Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept {

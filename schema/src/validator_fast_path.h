@@ -1,16 +1,13 @@
 // Expected-order fast path of the line validator (schema::Validate, validator.cc).
 //
-// 1. The encoder (encoder.cc) writes every event type's members in one fixed order, with no
-//    whitespace (the stall event's nested stream and launch objects included); only the kernel
-//    event (cluster, graph_id with graph_node_id, cluster_occupancy, occupancy_source,
-//    engine_max_active_blocks, recovered), the kernel_time event (graph_id with graph_node_id),
-//    the device event (recovered) and process_lost (events_recovered) have members it may leave
-//    out, and lines of earlier encoders lack dropped_backpressure, timing_dropped or
-//    occupancy_disagreements (stats, process_end, process_crash), which write timing_stopped with
-//    timing_stopped_reason only when timing stopped. AcceptEncoderLayout walks a line expecting
+// 1. The encoder (encoder.cc) writes every event type's members in the order of its table
+//    (event_fields.h), with no whitespace. The walk of each type is generated from that table:
+//    every required member where the table puts it, each optional one there or left out, then the
+//    table's dependentRequired rules on what was there. AcceptEncoderLayout walks a line expecting
 //    exactly that layout: it compares the bytes of each member name, with the ',' before it, its
-//    quotes and the ':' after it, against the encoder's as whole words (no hashing, no lookup),
-//    then parses and range-checks the value in place.
+//    quotes and the ':' after it, against the table's as whole words (no hashing, no lookup), then
+//    parses and range-checks the value in place. The stall event's nested stream and launch
+//    objects are walked by StallStreamsValue, in the order of their tables.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a
@@ -26,21 +23,30 @@
 //    end (kRoom bytes), an integer member is read without per-load bounds checks; near the end,
 //    and for the other value kinds, every read is checked against the end of the line. With
 //    SSE2 (every x86-64); elsewhere the same checks run on 8-byte words.
-// 5. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
+// 5. The walks are templates over where values go: nowhere (Validate), or the members of an
+//    OwnedKernelEvent or OwnedKernelTimeEvent (DecodeEncoderLayout, for LineDecoder): integers
+//    are written as they are checked, the other values converted from the text just checked.
+// 6. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
 //    schema sources, so the fast path stays in that translation unit). No allocation, no state.
 #ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
 #define CUFLIGHT_SCHEMA_SRC_VALIDATOR_FAST_PATH_H_
 
 #include <cstddef>
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "cuflight/schema/event_fields.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/occupancy_fields.h"
 #include "cuflight/schema/validator.h"
@@ -153,20 +159,17 @@ template <Lit L>
 // ---------------------------------------------------------------------------------------------
 // Values.
 
-// The integer ranges of the schema (decoder.cc), as accepted here.
+// An integer range of the schema (event_fields.h), as the checks below use it.
 struct Bounds {
+  constexpr Bounds(const IntRange& r)  // NOLINT(google-explicit-constructor): ranges convert
+      : max(r.hi),
+        negative_max(r.lo < 0 ? 0 - static_cast<uint64_t>(r.lo) : 0),
+        min(r.lo > 0 ? static_cast<uint64_t>(r.lo) : 0) {}
+
   uint64_t max;           // the largest value
   uint64_t negative_max;  // the largest magnitude of a negative value; 0: none
-  uint64_t min = 0;       // the smallest value, when not negative
+  uint64_t min;           // the smallest value, when not negative
 };
-inline constexpr Bounds kUint64{std::numeric_limits<uint64_t>::max(), 0};
-inline constexpr Bounds kUint32{std::numeric_limits<uint32_t>::max(), 0};
-inline constexpr Bounds kInt32{std::numeric_limits<int32_t>::max(), uint64_t{1} << 31};
-inline constexpr Bounds kCount32{std::numeric_limits<int32_t>::max(), 0};
-inline constexpr Bounds kCount64{std::numeric_limits<int64_t>::max(), 0};
-inline constexpr Bounds kDeviceOrUnknown{std::numeric_limits<int32_t>::max(), 1};
-inline constexpr Bounds kCarveout{100, 1};
-inline constexpr Bounds kSignal{64, 0, 1};
 
 #if defined(__SSE2__)
 // How many of the bytes p[0, 16), from the first, are ASCII digits (16: all).
@@ -348,12 +351,20 @@ inline int ResourceAt(const char* p, const char* end, const char** after) {
 // Position in the line and the members recorded so far. Each Name<L>() moves past the member
 // name L (`,"name":`); each ...Value() parses the value that follows, records the member in
 // LineInfo order and moves past it. All return false, on any surprise, for the caller to give up.
+// Whether a decoding destination is a std::optional.
+template <class O>
+inline constexpr bool kIsOptionalOut = false;
+template <class T>
+inline constexpr bool kIsOptionalOut<std::optional<T>*> = true;
+
 class Cursor {
  public:
-  Cursor(const char* p, const char* end, Member* members)
-      : p_(p), end_(end), members_(members) {}
+  // `info`: where the facts of the top-level members go (nullptr in nested objects).
+  Cursor(const char* p, const char* end, Member* members, LineInfo* info = nullptr)
+      : p_(p), end_(end), members_(members), info_(info) {}
 
   int count() const { return count_; }
+  uint32_t fact_present() const { return fact_present_; }
 
   template <Lit L>
   [[gnu::always_inline]] bool Name() {
@@ -624,18 +635,18 @@ class Cursor {
   }
 
   // A member name and its value in one call.
-  template <Lit L, Bounds B>
-  [[gnu::always_inline]] bool Int() {
+  template <Lit L, Bounds B, class T = int64_t>
+  [[gnu::always_inline]] bool Int(T* out = nullptr) {
     // Far from the end (every member but the last few): no bounds check past this one.
     if constexpr (kHaveRoomy && L.kSize <= 32) {
       if (end_ - p_ >= static_cast<ptrdiff_t>(L.kSize) + kRoom) {
         if (!MatchesWide<L>(p_)) return false;
         key_ = std::string_view(p_ + 2, L.kSize - 4);
         p_ += L.kSize;
-        return IntValue<B, kHaveRoomy>();
+        return IntValue<B, kHaveRoomy>(out);
       }
     }
-    return Name<L>() && IntValue<B>();
+    return Name<L>() && IntValue<B>(out);
   }
   template <Lit L, Bounds B>
   bool IntOrNull() { return Name<L>() && IntOrNullValue<B>(); }
@@ -650,7 +661,201 @@ class Cursor {
   template <Lit L>
   bool Dim() { return Name<L>() && DimValue(); }
 
+  // The members of the tables (event_fields.h), one function per kind: Member<kind><L, I, args>
+  // reads the member name L and its value, and notes that member I of the table was present
+  // (for the R rules: Requires<I, J>). An Optional kind is also true when L is not at the cursor.
+#define CUFLIGHT_FAST_KIND(kind, value)                         \
+  template <Lit L, int I, auto... A, class O>                   \
+  [[gnu::always_inline]] bool Member##kind(O out) {             \
+    if (!Name<L>()) return kind##IsOptional;                    \
+    return (value) && Seen(I) && NoteFact<L>() && Put(out);     \
+  }
+#define CUFLIGHT_FAST_KINDS(X)                                    \
+  X(Number, NumberValue<A...>())                                  \
+  X(OptionalNumber, NumberValue<A...>())                          \
+  X(Bool, BoolValue())                                            \
+  X(OptionalBool, BoolValue())                                    \
+  X(String, StringValue())                                        \
+  X(Strings, StringsValue())                                      \
+  X(OptionalStrings, StringsValue())                              \
+  X(Ids, IdsValue())                                              \
+  X(Dim, DimValue())                                              \
+  X(OptionalDim, DimValue())                                      \
+  X(OneResource, ResourceValue())                                 \
+  X(ResourceSet, ResourcesValue())                                \
+  X(OptionalStringMap, StringMapValue())                          \
+  X(OptionalOccupancySource, OccupancySourceValue())              \
+  X(OptionalTimingStoppedReason, TimingStoppedReasonValue())      \
+  X(OneLostReason, LostReasonValue())                             \
+  X(OneStallState, StallStateValue())                             \
+  X(Objects, ObjectsValue(A...))
+#define CUFLIGHT_FAST_OPTIONAL(kind, value) \
+  static constexpr bool kind##IsOptional = std::string_view(#kind).starts_with("Optional");
+  CUFLIGHT_FAST_KINDS(CUFLIGHT_FAST_OPTIONAL)
+  CUFLIGHT_FAST_KINDS(CUFLIGHT_FAST_KIND)
+#undef CUFLIGHT_FAST_OPTIONAL
+#undef CUFLIGHT_FAST_KIND
+#undef CUFLIGHT_FAST_KINDS
+
+  // Integers: required ones in the roomy form of Int. The value goes to *out (when decoding)
+  // and, for a fact, to LineInfo.
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberInt(O out) {
+    constexpr int f = FactOf<L>();
+    if constexpr (!std::is_null_pointer_v<O>) {
+      auto* const value = Target(out);
+      return Int<L, R>(value) && Seen(I) && NoteFact<L>() && FactValue<L>(*value);
+    } else if constexpr (f >= 0) {
+      return Int<L, R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
+    } else {
+      return Int<L, R>() && Seen(I);
+    }
+  }
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberOptionalInt(O out) {
+    if (!Name<L>()) return true;
+    constexpr int f = FactOf<L>();
+    if constexpr (!std::is_null_pointer_v<O>) {
+      auto* const value = Target(out);
+      return IntValue<R>(value) && Seen(I) && NoteFact<L>() && FactValue<L>(*value);
+    } else if constexpr (f >= 0) {
+      return IntValue<R>(&info_->fact_value[f]) && Seen(I) && NoteFact<L>();
+    } else {
+      return IntValue<R>() && Seen(I);
+    }
+  }
+  // An integer or null (read as -1, or nullopt).
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberIntOrNull(O out) {
+    if (!Name<L>()) return false;
+    if (end_ - p_ >= 4 && Matches<"null">(p_)) {
+      if constexpr (kIsOptionalOut<O>) {
+        out->reset();
+      } else if constexpr (!std::is_null_pointer_v<O>) {
+        *out = -1;
+      }
+      return Record(p_ + 4) && Seen(I);
+    }
+    if constexpr (std::is_null_pointer_v<O>) {
+      return IntValue<R>() && Seen(I);
+    } else {
+      return IntValue<R>(Target(out)) && Seen(I);
+    }
+  }
+  template <Lit L, int I, IntRange R, class O>
+  [[gnu::always_inline]] bool MemberOptionalIntOrNull(O out) {
+    if (!MatchesBefore<L>(p_, end_)) return true;
+    return MemberIntOrNull<L, I, R>(out);
+  }
+
+  // Where an integer goes: *out, or the value of the std::optional *out.
+  template <class T>
+  static T* Target(T* out) {
+    return out;
+  }
+  template <class T>
+  static T* Target(std::optional<T>* out) {
+    return &out->emplace();
+  }
+
+  template <Lit L, class T>
+  [[gnu::always_inline]] bool FactValue(T value) {
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) info_->fact_value[f] = static_cast<uint64_t>(value);
+    return true;
+  }
+
+  // Converts the member just recorded into *out (when decoding; its text has the plain shape the
+  // checks above accepted).
+  template <class O>
+  [[gnu::always_inline]] bool Put(O out) {
+    if constexpr (!std::is_null_pointer_v<O>) Convert(members_[count_ - 1].raw, out);
+    return true;
+  }
+
+  // The Fact a member name L (`,"name":`) is, or -1.
+  template <Lit L>
+  static constexpr int FactOf() {
+    return FactIndex(std::string_view(L.text + 2, L.kSize - 4));
+  }
+
+  // Notes the member just recorded when it is a fact.
+  template <Lit L>
+  [[gnu::always_inline]] bool NoteFact() {
+    constexpr int f = FactOf<L>();
+    if constexpr (f >= 0) {
+      fact_present_ |= 1u << f;
+      info_->fact_member[f] = static_cast<int8_t>(count_ - 1);
+    }
+    return true;
+  }
+
+  // dependentRequired: member I present when member J is.
+  template <int I, int J>
+  [[gnu::always_inline]] bool Requires() const {
+    return ((present_ >> J) & 1) == 0 || ((present_ >> I) & 1) != 0;
+  }
+
+  template <auto kLo, auto kHi>
+  [[gnu::always_inline]] bool NumberValue() {
+    static_assert(kLo == 0 && (kHi == 1 || kHi == kNoMaximum), "the schema's numbers");
+    if constexpr (kHi == 1) {
+      return FractionValue();
+    } else {
+      return NonNegativeValue();
+    }
+  }
+
+  bool ObjectsValue(StallStreamItem) { return StallStreamsValue(); }
+
+  static void Convert(std::string_view raw, std::string* out) {
+    out->assign(raw.data() + 1, raw.size() - 2);
+  }
+  static void Convert(std::string_view raw, double* out) {
+    std::from_chars(raw.data(), raw.data() + raw.size(), *out);
+  }
+  static void Convert(std::string_view raw, bool* out) { *out = raw[0] == 't'; }
+  static void Convert(std::string_view raw, Dim3* out) {
+    uint32_t xyz[3] = {0, 0, 0};
+    int i = 0;
+    for (const char c : raw.substr(1)) {
+      if (IsDigit(c)) {
+        xyz[i] = xyz[i] * 10 + static_cast<uint32_t>(c - '0');
+      } else {
+        ++i;
+      }
+    }
+    *out = {xyz[0], xyz[1], xyz[2]};
+  }
+  static void Convert(std::string_view raw, std::optional<Dim3>* out) {
+    Convert(raw, &out->emplace());
+  }
+  static void Convert(std::string_view raw, Resource* out) {
+    *out = ResourceFromName(raw.substr(1, raw.size() - 2)).value_or(Resource{});
+  }
+  static void Convert(std::string_view raw, ResourceMask* out) {
+    ResourceMask mask = 0;
+    size_t open = raw.find('"');
+    while (open != std::string_view::npos) {
+      const size_t close = raw.find('"', open + 1);
+      if (const std::optional<Resource> r = ResourceFromName(raw.substr(open + 1, close - open - 1))) {
+        mask = static_cast<ResourceMask>(mask | MaskOf(*r));
+      }
+      open = raw.find('"', close + 1);
+    }
+    *out = mask;
+  }
+  static void Convert(std::string_view raw, OccupancySource* out) {
+    *out = raw[1] == 'd' ? OccupancySource::kDriver : OccupancySource::kEngine;
+  }
+  static void Convert(std::string_view, ...) {}  // kinds never decoded here
+
  private:
+  [[gnu::always_inline]] bool Seen(int i) {
+    present_ |= uint64_t{1} << i;
+    return true;
+  }
+
   // kRoomy: p_[0, kRoom) is readable (the longest dim, `[` and 3 times 10 digits and a
   // separator, is 34 bytes).
   template <bool kRoomy>
@@ -663,8 +868,8 @@ class Cursor {
       const char* const digits_end = UintEnd<kRoomy>(p, end_);
       if (digits_end == nullptr) return false;
       const auto n = static_cast<size_t>(digits_end - p);
-      if (n >= DecimalDigits(kUint32.max) &&
-          (n > DecimalDigits(kUint32.max) || UintValue(p, n, end_) > kUint32.max)) {
+      if (n >= DecimalDigits(kUint32.hi) &&
+          (n > DecimalDigits(kUint32.hi) || UintValue(p, n, end_) > kUint32.hi)) {
         return false;
       }
       p = digits_end;
@@ -693,176 +898,71 @@ class Cursor {
   Member* const members_;
   int count_ = 0;
   std::string_view key_;  // the name Name() read last
+  LineInfo* const info_;
+  uint64_t present_ = 0;       // bit I: member I of the table was read
+  uint32_t fact_present_ = 0;  // LineInfo::fact_present, stored by Walk
 };
 
 // ---------------------------------------------------------------------------------------------
 // The event types, in the encoder's order (encoder.cc). Kernel has the most members: 46, within
 // LineInfo::kMaxMembers.
 
-inline bool ProcessStart(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"process_start","version":1,"ts_ns":)">(h) &&
-         c.String<R"(,"exe":)">() && c.Name<R"(,"argv":)">() && c.StringsValue() &&
-         c.String<R"(,"hostname":)">() && c.Int<R"(,"start_ns":)", kCount64>() &&
-         c.String<R"(,"cuflight_version":)">() &&
-         c.Int<R"(,"cuda_driver_version":)", kCount32>() &&
-         c.Int<R"(,"cupti_version":)", kCount32>() && c.Int<R"(,"ppid":)", kCount32>() &&
-         c.IntOrNull<R"(,"uid":)", kUint32>() && c.Name<R"(,"config":)">() &&
-         c.StringMapValue() && (!c.Name<R"(,"instance_id":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"pid_ns":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"truncated":)">() || c.StringsValue()) && c.Close();
-}
-
-inline bool Device(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"device","version":1,"ts_ns":)">(h) &&
-         c.Int<R"(,"device":)", kCount32>() && c.String<R"(,"name":)">() &&
-         c.String<R"(,"uuid":)">() && c.Int<R"(,"cc_major":)", kCount32>() &&
-         c.Int<R"(,"cc_minor":)", kCount32>() && c.Int<R"(,"sm_count":)", kCount32>() &&
-         c.Int<R"(,"max_threads_per_block":)", kCount32>() &&
-         c.Int<R"(,"max_threads_per_sm":)", kCount32>() &&
-         c.Int<R"(,"max_blocks_per_sm":)", kCount32>() &&
-         c.Int<R"(,"regs_per_sm":)", kCount32>() && c.Int<R"(,"regs_per_block":)", kCount32>() &&
-         c.Int<R"(,"smem_per_sm":)", kCount64>() && c.Int<R"(,"smem_per_block":)", kCount64>() &&
-         c.Int<R"(,"smem_per_block_optin":)", kCount64>() &&
-         c.Int<R"(,"reserved_smem_per_block":)", kCount64>() &&
-         c.Int<R"(,"warp_size":)", kCount32>() && c.Int<R"(,"max_cluster_size":)", kCount32>() &&
-         (!c.Name<R"(,"recovered":)">() || c.BoolValue()) && c.Close();
-}
-
-inline bool Kernel(Cursor& c, Header* h) {
-  if (!(c.Open<R"({"type":"kernel","version":1,"ts_ns":)">(h) &&
-        c.Int<R"(,"tid":)", kCount32>() && c.Int<R"(,"device":)", kCount32>() &&
-        c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
-        c.Int<R"(,"correlation_id":)", kUint64>() && c.String<R"(,"api":)">() &&
-        c.String<R"(,"name":)">() && c.String<R"(,"demangled":)">() &&
-        c.Dim<R"(,"grid":)">() && c.Dim<R"(,"block":)">())) {
-    return false;
+// Where a walk puts member values: nowhere when validating (E void), else the member of *e.
+template <class E, class F>
+[[gnu::always_inline]] inline auto Out(E* e, F member) {
+  if constexpr (std::is_void_v<E>) {
+    return nullptr;
+  } else {
+    return member(e);
   }
-  const bool cluster = c.Name<R"(,"cluster":)">();
-  if (cluster && !c.DimValue()) return false;
-  if (!(c.Int<R"(,"num_regs":)", kCount32>() && c.Int<R"(,"static_shared_bytes":)", kCount64>() &&
-        c.Int<R"(,"dyn_shared_bytes":)", kCount64>() &&
-        c.Int<R"(,"local_bytes":)", kCount64>() && c.Int<R"(,"const_bytes":)", kCount64>() &&
-        c.Int<R"(,"max_threads_per_block":)", kCount32>() &&
-        c.Int<R"(,"carveout":)", kCarveout>() && c.Bool<R"(,"cooperative":)">())) {
-    return false;
+}
+
+// The index of `name` in a table's names (every table has at most 64 members).
+template <size_t N>
+consteval int IndexIn(const std::string_view (&names)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<int>(i);
   }
-  // graph_id and graph_node_id come together (each is required with the other).
-  if (c.Name<R"(,"graph_id":)">() &&
-      !(c.IntValue<kUint64>() && c.Int<R"(,"graph_node_id":)", kUint64>())) {
-    return false;
+  throw "not a member of the table";
+}
+
+#define CUFLIGHT_FAST_NAME(kind, name, member, ...) #name,
+#define CUFLIGHT_FAST_NO_RULE(name, trigger)
+#define CUFLIGHT_FAST_FIELD(kind, name, member, ...)                                              \
+  &&c.template Member##kind<",\"" #name "\":", IndexIn(kNames, #name) __VA_OPT__(, ) __VA_ARGS__>( \
+      Out(e, [](auto* x) { return &x->member; }))
+#define CUFLIGHT_FAST_RULE(name, trigger) \
+  &&c.template Requires<IndexIn(kNames, #name), IndexIn(kNames, #trigger)>()
+#define CUFLIGHT_FAST_WALK(Function, type_name, TABLE)                                  \
+  template <class E>                                                                    \
+  inline bool Function(Cursor& c, Header* h, E* e) {                                    \
+    static constexpr std::string_view kNames[] = {TABLE(CUFLIGHT_FAST_NAME, CUFLIGHT_FAST_NO_RULE)}; \
+    static_assert(std::size(kNames) <= 64);                                             \
+    return c.Open<"{\"type\":\"" type_name "\",\"version\":1,\"ts_ns\":">(h)        \
+        TABLE(CUFLIGHT_FAST_FIELD, CUFLIGHT_FAST_RULE) && c.Close();                    \
   }
-  if (!(c.Int<R"(,"max_active_blocks":)", kCount32>() &&
-        c.Int<R"(,"active_warps":)", kCount32>() && c.Int<R"(,"max_warps":)", kCount32>() &&
-        c.Fraction<R"(,"occupancy":)">() && c.Fraction<R"(,"reg_occupancy":)">() &&
-        c.Fraction<R"(,"smem_occupancy":)">() && c.Fraction<R"(,"warp_occupancy":)">() &&
-        c.Fraction<R"(,"block_occupancy":)">() && c.Fraction<R"(,"barrier_occupancy":)">())) {
-    return false;
-  }
-  // cluster_occupancy only with cluster (without it, the line is missing cluster).
-  if (cluster && c.Name<R"(,"cluster_occupancy":)">() && !c.FractionValue()) return false;
-  return c.Name<R"(,"limiting_resource":)">() && c.ResourceValue() &&
-         c.Name<R"(,"limiting_resources":)">() && c.ResourcesValue() &&
-         c.Int<R"(,"allocated_regs_per_block":)", kCount32>() &&
-         c.Int<R"(,"allocated_smem_per_block":)", kCount64>() &&
-         c.NonNegative<R"(,"waves":)">() && c.Fraction<R"(,"tail_utilization":)">() &&
-         c.IntOrNull<R"(,"regs_for_next_block":)", kCount32>() &&
-         c.IntOrNull<R"(,"smem_for_next_block":)", kCount64>() &&
-         c.Int<R"(,"best_block_size":)", kCount32>() &&
-         (!c.Name<R"(,"occupancy_source":)">() || c.OccupancySourceValue()) &&
-         (!c.Name<R"(,"engine_max_active_blocks":)">() || c.IntValue<kCount32>()) &&
-         (!c.Name<R"(,"recovered":)">() || c.BoolValue()) && c.Close();
-}
 
-inline bool KernelTime(Cursor& c, Header* h) {
-  if (!(c.Open<R"({"type":"kernel_time","version":1,"ts_ns":)">(h) &&
-        c.Int<R"(,"correlation_id":)", kUint64>() && c.Int<R"(,"device":)", kCount32>() &&
-        c.Int<R"(,"context":)", kUint64>() && c.Int<R"(,"stream":)", kUint64>() &&
-        c.Int<R"(,"start_ns":)", kUint64>() && c.Int<R"(,"end_ns":)", kUint64>() &&
-        c.Int<R"(,"duration_ns":)", kUint64>())) {
-    return false;
-  }
-  // A graph node's: graph_id and graph_node_id together, as in Kernel.
-  if (c.Name<R"(,"graph_id":)">() &&
-      !(c.IntValue<kUint64>() && c.Int<R"(,"graph_node_id":)", kUint64>())) {
-    return false;
-  }
-  return c.Close();
-}
-
-inline bool ApiError(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"api_error","version":1,"ts_ns":)">(h) &&
-         c.String<R"(,"api":)">() && c.Int<R"(,"code":)", kInt32>() &&
-         c.String<R"(,"error_name":)">() && c.String<R"(,"message":)">() &&
-         c.Int<R"(,"device":)", kDeviceOrUnknown>() && c.Int<R"(,"context":)", kUint64>() &&
-         c.Int<R"(,"stream":)", kUint64>() && c.Name<R"(,"last_correlation_ids":)">() &&
-         c.IdsValue() && c.Close();
-}
-
-// The counters stats, process_end and process_crash share, after `dropped`. dropped_backpressure
-// and timing_dropped are optional: lines written before them lack one or both.
-inline bool LaunchCounters(Cursor& c) {
-  return c.Int<R"(,"launches":)", kUint64>() && c.Int<R"(,"filtered":)", kUint64>() &&
-         c.Int<R"(,"dropped_ring_full":)", kUint64>() &&
-         c.Int<R"(,"dropped_disconnected":)", kUint64>() &&
-         (!c.Name<R"(,"dropped_backpressure":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"timing_dropped":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"occupancy_disagreements":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"api_errors_routine":)">() || c.IntValue<kUint64>()) &&
-         (!c.Name<R"(,"api_errors_suppressed":)">() || c.IntValue<kUint64>()) &&
-         // timing_stopped and its reason: together or not at all, as the encoder writes them.
-         (!c.Name<R"(,"timing_stopped":)">() ||
-          (c.IntValue<kUint64>() && c.Name<R"(,"timing_stopped_reason":)">() &&
-           c.TimingStoppedReasonValue()));
-}
-
-inline bool Stats(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"stats","version":1,"ts_ns":)">(h) &&
-         c.Int<R"(,"emitted":)", kUint64>() && c.Int<R"(,"dropped":)", kUint64>() &&
-         c.Int<R"(,"ring_capacity":)", kUint64>() && c.Int<R"(,"interval_ns":)", kCount64>() &&
-         LaunchCounters(c) && c.Int<R"(,"ring_high_water":)", kUint64>() &&
-         c.Int<R"(,"cpu_ns":)", kUint64>() && c.Close();
-}
-
-inline bool ProcessEnd(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"process_end","version":1,"ts_ns":)">(h) &&
-         c.IntOrNull<R"(,"exit_code":)", kInt32>() && c.Int<R"(,"emitted":)", kUint64>() &&
-         c.Int<R"(,"dropped":)", kUint64>() && LaunchCounters(c) && c.Close();
-}
-
-inline bool ProcessLost(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"process_lost","version":1,"ts_ns":)">(h) &&
-         c.IntOrNull<R"(,"last_seq":)", kUint64>() && c.Name<R"(,"reason":)">() &&
-         c.LostReasonValue() && c.Int<R"(,"events_stored":)", kUint64>() &&
-         c.Int<R"(,"events_lost":)", kUint64>() &&
-         (!c.Name<R"(,"events_recovered":)">() || c.IntValue<kUint64>()) && c.Close();
-}
-
-inline bool ProcessCrash(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"process_crash","version":1,"ts_ns":)">(h) &&
-         c.Int<R"(,"signal":)", kSignal>() && c.String<R"(,"signal_name":)">() &&
-         c.Int<R"(,"code":)", kInt32>() && c.Int<R"(,"addr":)", kUint64>() &&
-         c.Int<R"(,"tid":)", kInt32>() && c.Bool<R"(,"app_handler":)">() &&
-         c.Int<R"(,"emitted":)", kUint64>() && c.Int<R"(,"dropped":)", kUint64>() &&
-         LaunchCounters(c) && c.Close();
-}
-
-inline bool Stall(Cursor& c, Header* h) {
-  return c.Open<R"({"type":"stall","version":1,"ts_ns":)">(h) && c.Name<R"(,"state":)">() &&
-         c.StallStateValue() && c.Int<R"(,"stall_ms":)", kCount64>() &&
-         c.Int<R"(,"stalled_ms":)", kCount64>() && c.Int<R"(,"completed":)", kUint64>() &&
-         c.Int<R"(,"streams_stalled":)", kCount32>() && c.Name<R"(,"streams":)">() &&
-         c.StallStreamsValue() && c.Close();
-}
+CUFLIGHT_FAST_WALK(ProcessStart, "process_start", CUFLIGHT_SCHEMA_PROCESS_START)
+CUFLIGHT_FAST_WALK(Device, "device", CUFLIGHT_SCHEMA_DEVICE)
+CUFLIGHT_FAST_WALK(Kernel, "kernel", CUFLIGHT_SCHEMA_KERNEL)
+CUFLIGHT_FAST_WALK(KernelTime, "kernel_time", CUFLIGHT_SCHEMA_KERNEL_TIME)
+CUFLIGHT_FAST_WALK(ApiError, "api_error", CUFLIGHT_SCHEMA_API_ERROR)
+CUFLIGHT_FAST_WALK(Stats, "stats", CUFLIGHT_SCHEMA_STATS)
+CUFLIGHT_FAST_WALK(ProcessEnd, "process_end", CUFLIGHT_SCHEMA_PROCESS_END)
+CUFLIGHT_FAST_WALK(ProcessLost, "process_lost", CUFLIGHT_SCHEMA_PROCESS_LOST)
+CUFLIGHT_FAST_WALK(ProcessCrash, "process_crash", CUFLIGHT_SCHEMA_PROCESS_CRASH)
+CUFLIGHT_FAST_WALK(Stall, "stall", CUFLIGHT_SCHEMA_STALL)
 
 // Walks a line with one of the functions above. Everything is inlined into one function per
 // event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
 // cursor in memory would add a store-to-load round trip to every member.
-template <bool (*kWalk)(Cursor&, Header*)>
-[[gnu::flatten]] bool Walk(const char* p, const char* end, Member* members, Header* h,
-                           int* count) {
-  Cursor c(p, end, members);
-  if (!kWalk(c, h)) return false;
+template <auto kWalk, class E = void>
+[[gnu::flatten]] bool Walk(const char* p, const char* end, LineInfo* info, Header* h,
+                           int* count, E* e = nullptr) {
+  Cursor c(p, end, info->members.data(), info);
+  if (!kWalk(c, h, e)) return false;
   *count = c.count();
+  info->fact_present = c.fact_present();
   return true;
 }
 
@@ -874,7 +974,7 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   if (line.size() < kShortest) return false;
   const char* const p = line.data();
   const char* const end = p + line.size();
-  Member* const members = info->members.data();
+  info->fact_escaped = 0;  // strings with an escape are the general path's
   Header header;
   int count = 0;
   EventType type;
@@ -884,46 +984,46 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
     case 'k':
       if (p[15] == '"') {
         type = EventType::kKernel;
-        ok = Walk<Kernel>(p, end, members, &header, &count);
+        ok = Walk<&Kernel<void>>(p, end, info, &header, &count);
       } else {
         type = EventType::kKernelTime;
-        ok = Walk<KernelTime>(p, end, members, &header, &count);
+        ok = Walk<&KernelTime<void>>(p, end, info, &header, &count);
       }
       break;
     case 'd':
       type = EventType::kDevice;
-      ok = Walk<Device>(p, end, members, &header, &count);
+      ok = Walk<&Device<void>>(p, end, info, &header, &count);
       break;
     case 'a':
       type = EventType::kApiError;
-      ok = Walk<ApiError>(p, end, members, &header, &count);
+      ok = Walk<&ApiError<void>>(p, end, info, &header, &count);
       break;
     case 's':  // stats or stall: p[12] is 't' or 'l'
       if (p[12] == 'l') {
         type = EventType::kStall;
-        ok = Walk<Stall>(p, end, members, &header, &count);
+        ok = Walk<&Stall<void>>(p, end, info, &header, &count);
       } else {
         type = EventType::kStats;
-        ok = Walk<Stats>(p, end, members, &header, &count);
+        ok = Walk<&Stats<void>>(p, end, info, &header, &count);
       }
       break;
     case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
       switch (p[17]) {
         case 's':
           type = EventType::kProcessStart;
-          ok = Walk<ProcessStart>(p, end, members, &header, &count);
+          ok = Walk<&ProcessStart<void>>(p, end, info, &header, &count);
           break;
         case 'e':
           type = EventType::kProcessEnd;
-          ok = Walk<ProcessEnd>(p, end, members, &header, &count);
+          ok = Walk<&ProcessEnd<void>>(p, end, info, &header, &count);
           break;
         case 'l':
           type = EventType::kProcessLost;
-          ok = Walk<ProcessLost>(p, end, members, &header, &count);
+          ok = Walk<&ProcessLost<void>>(p, end, info, &header, &count);
           break;
         case 'c':
           type = EventType::kProcessCrash;
-          ok = Walk<ProcessCrash>(p, end, members, &header, &count);
+          ok = Walk<&ProcessCrash<void>>(p, end, info, &header, &count);
           break;
         default:
           return false;
@@ -940,6 +1040,34 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   info->header_valid = true;
   info->member_count = count;
   info->members_truncated = false;
+  return true;
+}
+
+// AcceptEncoderLayout for a kernel (or kernel_time) line, also writing its members into *e (whose
+// header, strings' buffers aside, the caller has reset). False decides nothing; *e and *info are
+// then unspecified.
+template <class E>
+bool DecodeEncoderLayout(std::string_view line, LineInfo* info, E* e) {
+  constexpr bool kKernel = std::is_same_v<E, OwnedKernelEvent>;
+  if (line.size() < 40 || line[9] != 'k' || (line[15] == '"') != kKernel) return false;
+  Header header;
+  int count = 0;
+  info->fact_escaped = 0;
+  bool ok;
+  if constexpr (kKernel) {
+    ok = Walk<&Kernel<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+  } else {
+    ok = Walk<&KernelTime<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+  }
+  if (!ok) return false;
+  info->line = line;
+  info->type = E::kType;
+  info->type_known = true;
+  info->header = header;
+  info->header_valid = true;
+  info->member_count = count;
+  info->members_truncated = false;
+  e->header = header;
   return true;
 }
 

@@ -546,6 +546,11 @@ TEST(ValidatorTest, TimingStoppedComesWithItsReason) {
             Reason::kOutOfRange);
   EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":1,"timing_stopped_reason":1})"),
             Reason::kWrongType);
+  // One without the other: Decode and Validate alike (the schema's dependentRequired, one table).
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped":9})"), Reason::kMissingField);
+  EXPECT_EQ(ExpectAgreement(head + R"(,"timing_stopped_reason":"unavailable"})"),
+            Reason::kMissingField);
+  EXPECT_EQ(Decode(head + R"(,"timing_stopped":9})").reason, Reason::kMissingField);
   ValidateError error;
   LineInfo info;
   EXPECT_EQ(Validate(head + R"(,"timing_stopped":9})", &info, &error), Reason::kMissingField);

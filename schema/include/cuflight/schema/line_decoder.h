@@ -1,11 +1,11 @@
 // Decoding log lines at the speed logs are written: Decode's results, through Validate.
 //
-// 1. A log is almost all `kernel` and `kernel_time` lines in the encoder's own layout. For such a
-//    line LineDecoder runs the allocation-free Validate (its expected-order fast path) and then
-//    reads the typed fields from the member texts Validate recorded: each value is already
-//    checked, so reading it is a number conversion or a copy. A value in a form this reader does
-//    not take (a string with an escape, an integer written as 2.0, an array with spaces) sends
-//    the line to Decode.
+// 1. A log is almost all `kernel` and `kernel_time` lines in the encoder's layout. For such a
+//    line LineDecoder runs the validator's fast path in the form that also writes each member
+//    into the event as it checks it (one pass, expanded from the field tables, event_fields.h).
+//    A line the fast path does not take but Validate accepts is read from the member texts
+//    Validate recorded; a value in a form that reader does not take (a string with an escape, an
+//    integer written as 2.0, an array with spaces) sends the line to Decode.
 // 2. Every other line (other types, rejected lines, lines of unknown types) goes to Decode, the
 //    reference, so the message and the header of a rejected line are Decode's.
 // 3. The result is the one Decode gives, field for field; tests/schema/line_decoder_test.cc holds

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/event_fields.h"
 #include "cuflight/schema/events.h"
 
 namespace cuflight::schema {
@@ -56,6 +57,27 @@ struct LineInfo {
   std::array<Member, kMaxMembers> members;
   int member_count = 0;
   bool members_truncated = false;
+
+  // The members the collector acts on (Fact, CUFLIGHT_SCHEMA_FACTS in event_fields.h), recorded
+  // by the same pass; meaningful when Validate returned kOk. Bit f of fact_present: the line has
+  // the top-level member; fact_member[f]: its index in `members` (the last of that name), -1 when
+  // past kMaxMembers; fact_value[f]: its value when the schema makes it an integer (two's
+  // complement when negative; unspecified for the others); bit f of fact_escaped: a string with
+  // an escape.
+  uint32_t fact_present = 0;
+  uint32_t fact_escaped = 0;
+  std::array<int8_t, kFactCount> fact_member;
+  std::array<uint64_t, kFactCount> fact_value;
+
+  bool Has(Fact f) const { return (fact_present >> static_cast<int>(f)) & 1; }
+  // The integer value of fact f; 0 when absent.
+  uint64_t Uint(Fact f) const { return Has(f) ? fact_value[static_cast<size_t>(f)] : 0; }
+  // The raw JSON text of fact f, or empty when absent.
+  std::string_view Raw(Fact f) const;
+  // The string value of fact f: a view into the line when it has no escape, else unescaped into
+  // scratch[0, cap) (the raw text's size is always enough). False when absent, not a string, or
+  // when it does not fit.
+  bool Text(Fact f, char* scratch, size_t cap, std::string_view* out) const;
 
   // Raw JSON text of the top-level member `key` (the last one when the name repeats), or nullopt.
   // Meaningful when member_count > 0.

@@ -210,7 +210,7 @@ class StreamWriter {
       return true;
     }
     const fs::path compressed = dir_ / schema::SegmentFileName(base_, segment_, true);
-    if (!collector::CompressFileAtomically(plain, compressed, spec_.zstd_level, error)) {
+    if (!logstore::CompressFileAtomically(plain, compressed, spec_.zstd_level, error)) {
       return false;
     }
     fs::remove(plain, ec);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <tuple>
 
+#include "cuflight/base/scoped_fd.h"
 #include "retention.h"
 #include "segment_file.h"
 #include "segment_names.h"
@@ -80,23 +81,24 @@ LogSink::LogSink(const LogSinkOptions& options) : options_(options) {}
 std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error,
                                        bool* in_use) {
   if (in_use != nullptr) *in_use = false;
-  std::unique_ptr<LogDir> dir = LogDir::Open(options.dir, error);
+  std::unique_ptr<logstore::LogDir> dir = logstore::LogDir::Open(options.dir, error);
   if (!dir) return nullptr;
   // One writer per directory: a second collector on the same log would interleave and undo
   // the first one's work. The lock goes with the process (also on kill -9).
-  const FileAt lock_file{dir->fd(), kLockFileName, dir->Shown(kLockFileName)};
-  const int lock_fd = OpenAt(lock_file, O_RDWR | O_CREAT, 0640);
+  const logstore::FileAt lock_file{dir->fd(), kLockFileName, dir->Shown(kLockFileName)};
+  const int lock_fd = logstore::OpenAt(lock_file, O_RDWR | O_CREAT, 0640);
   if (lock_fd < 0) {
-    *error = RateLimitedLog::Describe("cannot open", lock_file.shown, errno);
+    *error = logstore::RateLimitedLog::Describe("cannot open", lock_file.shown, errno);
     return nullptr;
   }
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(lock_fd);
     if (in_use != nullptr) *in_use = err == EWOULDBLOCK;
-    *error = err == EWOULDBLOCK ? "another process (a collector) is using the log directory " +
-                                      options.dir.native() + " (it holds " + lock_file.shown + ")"
-                                : RateLimitedLog::Describe("cannot lock", lock_file.shown, err);
+    *error = err == EWOULDBLOCK
+                 ? "another process (a collector) is using the log directory " +
+                       options.dir.native() + " (it holds " + lock_file.shown + ")"
+                 : logstore::RateLimitedLog::Describe("cannot lock", lock_file.shown, err);
     return nullptr;
   }
   std::unique_ptr<LogSink> sink(new LogSink(options));
@@ -136,75 +138,79 @@ LogSink::~LogSink() {
 }
 
 bool LogSink::Recover(std::string* error) {
-  std::vector<DirEntry> days;
+  std::vector<logstore::DirEntry> days;
   int err = 0;
-  if (!ListDirectory(dir_->fd(), &days, &err)) {
-    *error = RateLimitedLog::Describe("cannot read log directory", options_.dir.native(), err);
+  if (!logstore::ListDirectory(dir_->fd(), &days, &err)) {
+    *error =
+        logstore::RateLimitedLog::Describe("cannot read log directory", options_.dir.native(), err);
     return false;
   }
   struct Entry {
     std::string name;
-    ParsedLogFileName parsed;
+    logstore::ParsedLogFileName parsed;
     std::string key;
   };
-  std::vector<DirEntry> names;
+  std::vector<logstore::DirEntry> names;
   std::vector<Entry> to_compress;
-  for (const DirEntry& day : days) {
-    if (!IsDateDirName(day.name)) continue;
-    if (day.kind == DirEntry::Kind::kSymlink) {
+  for (const logstore::DirEntry& day : days) {
+    if (!logstore::IsDateDirName(day.name)) continue;
+    if (day.kind == logstore::DirEntry::Kind::kSymlink) {
       log_.Warn("recover", "not following the symbolic link " + dir_->Shown(day.name));
       continue;
     }
-    if (day.kind != DirEntry::Kind::kDirectory) continue;
-    ScopedFd day_fd(dir_->OpenSubdir(day.name, false));
+    if (day.kind != logstore::DirEntry::Kind::kDirectory) continue;
+    base::ScopedFd day_fd(dir_->OpenSubdir(day.name, false));
     if (day_fd.Get() < 0) {
-      log_.Warn("recover", RateLimitedLog::Describe("cannot open", dir_->Shown(day.name), errno));
+      log_.Warn("recover",
+                logstore::RateLimitedLog::Describe("cannot open", dir_->Shown(day.name), errno));
       continue;
     }
     names.clear();
-    if (!ListDirectory(day_fd.Get(), &names, &err)) {
-      log_.Warn("recover", RateLimitedLog::Describe("cannot list", dir_->Shown(day.name), err));
+    if (!logstore::ListDirectory(day_fd.Get(), &names, &err)) {
+      log_.Warn("recover",
+                logstore::RateLimitedLog::Describe("cannot list", dir_->Shown(day.name), err));
     }
     to_compress.clear();
-    for (DirEntry& e : names) {
-      ParsedLogFileName parsed = ParseLogFileName(e.name);
-      if (parsed.kind == LogFileKind::kOther) continue;
-      const FileAt file{day_fd.Get(), e.name, dir_->Shown(day.name, e.name)};
-      if (e.kind == DirEntry::Kind::kSymlink) {
+    for (logstore::DirEntry& e : names) {
+      logstore::ParsedLogFileName parsed = logstore::ParseLogFileName(e.name);
+      if (parsed.kind == logstore::LogFileKind::kOther) continue;
+      const logstore::FileAt file{day_fd.Get(), e.name, dir_->Shown(day.name, e.name)};
+      if (e.kind == logstore::DirEntry::Kind::kSymlink) {
         log_.Warn("recover", "not following the symbolic link " + file.shown);
         continue;
       }
-      if (e.kind != DirEntry::Kind::kRegular) continue;
+      if (e.kind != logstore::DirEntry::Kind::kRegular) continue;
       std::string key = StreamKey(day.name, parsed.base);
       std::string trim_error;
       uint64_t trimmed = 0;
       switch (parsed.kind) {
-        case LogFileKind::kTemp:
+        case logstore::LogFileKind::kTemp:
           if (::unlinkat(file.dir, file.name.c_str(), 0) != 0 && errno != ENOENT) {
-            log_.Warn("recover", RateLimitedLog::Describe("cannot remove", file.shown, errno));
+            log_.Warn("recover",
+                      logstore::RateLimitedLog::Describe("cannot remove", file.shown, errno));
           }
           break;
-        case LogFileKind::kActive:
-        case LogFileKind::kPlainSegment:
-          if (!TrimTornTail(file, &trimmed, &trim_error)) {
+        case logstore::LogFileKind::kActive:
+        case logstore::LogFileKind::kPlainSegment:
+          if (!logstore::TrimTornTail(file, &trimmed, &trim_error)) {
             counters_.write_errors.fetch_add(1, kRelaxed);
             log_.Warn("recover", trim_error);
           } else if (trimmed > 0) {
             counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
             spdlog::info("log sink: cut a torn last line ({} bytes) off {}", trimmed, file.shown);
           }
-          if (parsed.kind == LogFileKind::kPlainSegment) {
+          if (parsed.kind == logstore::LogFileKind::kPlainSegment) {
             uint64_t& last = last_segment_[key];
             last = std::max(last, parsed.index);
             to_compress.push_back(Entry{std::move(e.name), std::move(parsed), std::move(key)});
           }
           break;
-        case LogFileKind::kCompressedSegment: {
+        case logstore::LogFileKind::kCompressedSegment: {
           uint64_t& last = last_segment_[key];
           last = std::max(last, parsed.index);
           break;
         }
-        case LogFileKind::kOther:
+        case logstore::LogFileKind::kOther:
           break;
       }
     }
@@ -212,12 +218,12 @@ bool LogSink::Recover(std::string* error) {
       return std::tie(a.key, a.parsed.index) < std::tie(b.key, b.parsed.index);
     });
     for (Entry& e : to_compress) {
-      std::string compressed = SegmentFileName(e.parsed.base, e.parsed.index, true);
+      std::string compressed = logstore::SegmentFileName(e.parsed.base, e.parsed.index, true);
       if (ExistsAt(day_fd.Get(), compressed)) {
         // The rename of the finished .zst happened; only the removal of the plain copy did not.
         if (::unlinkat(day_fd.Get(), e.name.c_str(), 0) != 0 && errno != ENOENT) {
-          log_.Warn("recover", RateLimitedLog::Describe("cannot remove",
-                                                        dir_->Shown(day.name, e.name), errno));
+          log_.Warn("recover", logstore::RateLimitedLog::Describe(
+                                   "cannot remove", dir_->Shown(day.name, e.name), errno));
         }
       } else {
         worker_->Compress(day.name, std::move(e.name), std::move(compressed));
@@ -231,12 +237,12 @@ bool LogSink::OpenActiveFile(Stream* s, std::string* error) {
   // With files_mu_: a retention pass does not remove the date directory (emptied) between its
   // creation here and the file's.
   std::lock_guard<std::mutex> lock(files_mu_);
-  ScopedFd day(dir_->OpenSubdir(s->date, true));
+  base::ScopedFd day(dir_->OpenSubdir(s->date, true));
   if (day.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
+    *error = logstore::RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
     return false;
   }
-  const FileAt file{day.Get(), s->active_name, s->shown};
+  const logstore::FileAt file{day.Get(), s->active_name, s->shown};
   // Our own files always end on a line boundary, except after a crash or a failed write whose
   // partial line could not be cut: cut it now, before appending after it.
   struct stat st {};
@@ -248,19 +254,19 @@ bool LogSink::OpenActiveFile(Stream* s, std::string* error) {
   if (existed && st.st_size > 0) {
     uint64_t trimmed = 0;
     std::string err;
-    if (!TrimTornTail(file, &trimmed, &err)) {
+    if (!logstore::TrimTornTail(file, &trimmed, &err)) {
       *error = err;
       return false;
     }
     if (trimmed > 0) counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
   }
-  const int fd = OpenAt(file, O_WRONLY | O_CREAT | O_APPEND, 0640);
+  const int fd = logstore::OpenAt(file, O_WRONLY | O_CREAT | O_APPEND, 0640);
   if (fd < 0) {
-    *error = RateLimitedLog::Describe("cannot open", file.shown, errno);
+    *error = logstore::RateLimitedLog::Describe("cannot open", file.shown, errno);
     return false;
   }
   if (::fstat(fd, &st) != 0) {
-    *error = RateLimitedLog::Describe("cannot stat", file.shown, errno);
+    *error = logstore::RateLimitedLog::Describe("cannot stat", file.shown, errno);
     ::close(fd);
     return false;
   }
@@ -272,29 +278,32 @@ bool LogSink::OpenActiveFile(Stream* s, std::string* error) {
 }
 
 bool LogSink::RecoverHighestSeq(Stream* s, std::string* error) {
-  ScopedFd day(dir_->OpenSubdir(s->date, false));
+  base::ScopedFd day(dir_->OpenSubdir(s->date, false));
   if (day.Get() < 0) {
-    *error = RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
+    *error = logstore::RateLimitedLog::Describe("cannot open", dir_->Shown(s->date), errno);
     return false;
   }
   std::string err;
   std::optional<uint64_t> seq =
-      LastSeqInPlainFile(FileAt{day.Get(), s->active_name, s->shown}, &err);
+      logstore::LastSeqInPlainFile(logstore::FileAt{day.Get(), s->active_name, s->shown}, &err);
   if (!seq && err.empty()) {
     // Nothing in the active file (a rotation just happened): the newest segment has it.
     const auto it = last_segment_.find(s->key);
     for (uint64_t index = it == last_segment_.end() ? 0 : it->second; index > 0 && !seq; --index) {
-      std::string plain = SegmentFileName(s->base, index, false);
-      std::string zst = SegmentFileName(s->base, index, true);
+      std::string plain = logstore::SegmentFileName(s->base, index, false);
+      std::string zst = logstore::SegmentFileName(s->base, index, true);
       if (ExistsAt(day.Get(), plain)) {
-        seq = LastSeqInPlainFile(FileAt{day.Get(), plain, dir_->Shown(s->date, plain)}, &err);
+        seq = logstore::LastSeqInPlainFile(
+            logstore::FileAt{day.Get(), plain, dir_->Shown(s->date, plain)}, &err);
         // The worker may have finished compressing it (and removed it) meanwhile.
         if (!err.empty() && ExistsAt(day.Get(), zst)) {
           err.clear();
-          seq = LastSeqInZstdFile(FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
+          seq = logstore::LastSeqInZstdFile(
+              logstore::FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
         }
       } else if (ExistsAt(day.Get(), zst)) {
-        seq = LastSeqInZstdFile(FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
+        seq = logstore::LastSeqInZstdFile(
+            logstore::FileAt{day.Get(), zst, dir_->Shown(s->date, zst)}, &err);
       } else {
         // Retention removes a stream's recovery file only with the last of its files
         // (retention.h): with this one gone, every older one is gone too.
@@ -317,11 +326,11 @@ bool LogSink::RecoverHighestSeq(Stream* s, std::string* error) {
 }
 
 LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
-  const std::string date = StartDate(key.start_ns);
+  const std::string date = logstore::StartDate(key.start_ns);
   std::string base = key.owner.empty()
-                         ? StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns)
-                         : StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns,
-                                          key.instance_id, key.owner);
+                         ? logstore::StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns)
+                         : logstore::StreamBaseName(key.hostname, key.exe, key.pid, key.start_ns,
+                                                    key.instance_id, key.owner);
   std::string stream_key = StreamKey(date, base);
   const auto it = streams_.find(stream_key);
   if (it != streams_.end()) {
@@ -338,7 +347,7 @@ LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
   Stream* s = stream.get();
   s->key = std::move(stream_key);
   s->date = date;
-  s->active_name = ActiveFileName(base);
+  s->active_name = logstore::ActiveFileName(base);
   s->shown = dir_->Shown(date, s->active_name);
   s->base = std::move(base);
   {
@@ -449,19 +458,19 @@ bool LogSink::WritePending(Stream* s) {
   int err = 0;
   if (s->fragment_in_file) {
     // End the partial line so that the lines after it stay readable.
-    if (WriteFully(s->fd, "\n", 1, &err) != 1) {
+    if (logstore::WriteFully(s->fd, "\n", 1, &err) != 1) {
       counters_.write_errors.fetch_add(1, kRelaxed);
-      log_.Warn("write", RateLimitedLog::Describe("cannot write", s->shown, err));
+      log_.Warn("write", logstore::RateLimitedLog::Describe("cannot write", s->shown, err));
       return false;
     }
     s->fragment_in_file = false;
     ++s->file_bytes;
   }
   const size_t want = s->buffer.size();
-  const size_t n = WriteFully(s->fd, s->buffer.data(), want, &err);
+  const size_t n = logstore::WriteFully(s->fd, s->buffer.data(), want, &err);
   if (n != want) {
     counters_.write_errors.fetch_add(1, kRelaxed);
-    log_.Warn("write", RateLimitedLog::Describe("cannot write", s->shown, err));
+    log_.Warn("write", logstore::RateLimitedLog::Describe("cannot write", s->shown, err));
     if (n > 0) {
       // Cut the partial batch off again so the file ends on a line boundary; the whole buffer
       // stays pending and is written again by the next Flush.
@@ -508,7 +517,7 @@ void LogSink::Flush() {
 }
 
 void LogSink::Rotate(Stream* s) {
-  ScopedFd day(dir_->OpenSubdir(s->date, false));
+  base::ScopedFd day(dir_->OpenSubdir(s->date, false));
   // logrotate may have moved our file away (and maybe created another one at its path) before
   // the SIGHUP: then there is nothing of ours to rename; start a new file instead.
   struct stat by_fd {};
@@ -520,11 +529,11 @@ void LogSink::Rotate(Stream* s) {
   if (ours) {
     uint64_t& last = last_segment_[s->key];
     const uint64_t index = last + 1;
-    std::string plain = SegmentFileName(s->base, index, false);
-    std::string compressed = SegmentFileName(s->base, index, true);
+    std::string plain = logstore::SegmentFileName(s->base, index, false);
+    std::string compressed = logstore::SegmentFileName(s->base, index, true);
     if (::renameat(day.Get(), s->active_name.c_str(), day.Get(), plain.c_str()) != 0) {
       counters_.write_errors.fetch_add(1, kRelaxed);
-      log_.Warn("rotate", RateLimitedLog::Describe("cannot rename", s->shown, errno));
+      log_.Warn("rotate", logstore::RateLimitedLog::Describe("cannot rename", s->shown, errno));
       return;  // keep appending to the current file; the next Flush tries again
     }
     last = index;
@@ -602,7 +611,8 @@ void LogSink::Tick(std::chrono::system_clock::time_point now) {
         const int dup_fd = ::fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
         if (dup_fd < 0) {
           counters_.write_errors.fetch_add(1, kRelaxed);
-          log_.Warn("fsync", RateLimitedLog::Describe("cannot dup the fd of", s->shown, errno));
+          log_.Warn("fsync",
+                    logstore::RateLimitedLog::Describe("cannot dup the fd of", s->shown, errno));
           continue;
         }
         worker_->SyncAndClose(dup_fd, true, /*periodic=*/true);
@@ -634,10 +644,11 @@ void LogSink::RetentionPass(std::chrono::system_clock::time_point now) {
   hooks.stop = retention_->stop_flag();
   hooks.keep = [this](const RetentionFile& f) {
     // files_mu_ is held (pinned_).
-    if ((f.kind == LogFileKind::kActive || f.recovery_file) && pinned_.contains(f.stream_key)) {
+    if ((f.kind == logstore::LogFileKind::kActive || f.recovery_file) &&
+        pinned_.contains(f.stream_key)) {
       return true;
     }
-    return f.kind == LogFileKind::kPlainSegment && worker_->IsPending(f.date, f.name);
+    return f.kind == logstore::LogFileKind::kPlainSegment && worker_->IsPending(f.date, f.name);
   };
   const RetentionResult result = ApplyRetention(
       *dir_, RetentionPolicy{options_.retain_bytes, options_.retain_days}, now, hooks, &log_);

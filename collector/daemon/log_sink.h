@@ -222,8 +222,8 @@ class LogSink {
 
   const LogSinkOptions options_;
   Counters counters_;
-  RateLimitedLog log_;
-  std::unique_ptr<LogDir> dir_;
+  logstore::RateLimitedLog log_;
+  std::unique_ptr<logstore::LogDir> dir_;
   // Held by the retention thread around each removal, and by this thread while it pins a stream
   // or creates a file: see retention.h.
   std::mutex files_mu_;

@@ -29,7 +29,7 @@ struct FileInfo {
   size_t date = 0;  // index into the date directories
   std::string name;
   size_t stream = 0;  // index into the streams
-  ParsedLogFileName parsed;
+  logstore::ParsedLogFileName parsed;
   uint64_t bytes = 0;
   std::chrono::system_clock::time_point mtime;
   bool removed = false;
@@ -51,9 +51,9 @@ std::chrono::system_clock::time_point MtimeOf(const struct stat& st) {
 
 }  // namespace
 
-RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
+RetentionResult ApplyRetention(const logstore::LogDir& dir, const RetentionPolicy& policy,
                                std::chrono::system_clock::time_point now,
-                               const RetentionHooks& hooks, RateLimitedLog* log) {
+                               const RetentionHooks& hooks, logstore::RateLimitedLog* log) {
   RetentionResult result;
   std::vector<DateDirInfo> dates;
   std::vector<FileInfo> files;
@@ -63,35 +63,40 @@ RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
     return hooks.stop != nullptr && hooks.stop->load(std::memory_order_relaxed);
   };
 
-  std::vector<DirEntry> top;
+  std::vector<logstore::DirEntry> top;
   int err = 0;
-  if (!ListDirectory(dir.fd(), &top, &err)) {
-    log->Warn("retention", RateLimitedLog::Describe("cannot list", dir.path().native(), err));
+  if (!logstore::ListDirectory(dir.fd(), &top, &err)) {
+    log->Warn("retention",
+              logstore::RateLimitedLog::Describe("cannot list", dir.path().native(), err));
   }
-  std::vector<DirEntry> entries;
-  for (const DirEntry& day : top) {
-    if (day.kind != DirEntry::Kind::kDirectory || !IsDateDirName(day.name)) continue;
+  std::vector<logstore::DirEntry> entries;
+  for (const logstore::DirEntry& day : top) {
+    if (day.kind != logstore::DirEntry::Kind::kDirectory || !logstore::IsDateDirName(day.name))
+      continue;
     if (stopped()) break;
     const int day_fd = dir.OpenSubdir(day.name, false);
     if (day_fd < 0) {
-      log->Warn("retention", RateLimitedLog::Describe("cannot open", dir.Shown(day.name), errno));
+      log->Warn("retention",
+                logstore::RateLimitedLog::Describe("cannot open", dir.Shown(day.name), errno));
       continue;
     }
     const size_t date_index = dates.size();
     dates.push_back(DateDirInfo{day.name, day_fd, false});
     entries.clear();
-    if (!ListDirectory(day_fd, &entries, &err)) {
-      log->Warn("retention", RateLimitedLog::Describe("cannot list", dir.Shown(day.name), err));
+    if (!logstore::ListDirectory(day_fd, &entries, &err)) {
+      log->Warn("retention",
+                logstore::RateLimitedLog::Describe("cannot list", dir.Shown(day.name), err));
     }
-    for (DirEntry& e : entries) {
-      if (e.kind != DirEntry::Kind::kRegular) continue;  // links are neither followed nor removed
-      ParsedLogFileName parsed = ParseLogFileName(e.name);
-      if (parsed.kind == LogFileKind::kOther) continue;
+    for (logstore::DirEntry& e : entries) {
+      if (e.kind != logstore::DirEntry::Kind::kRegular)
+        continue;  // links are neither followed nor removed
+      logstore::ParsedLogFileName parsed = logstore::ParseLogFileName(e.name);
+      if (parsed.kind == logstore::LogFileKind::kOther) continue;
       struct stat st {};
       if (::fstatat(day_fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno != ENOENT) {
-          log->Warn("retention",
-                    RateLimitedLog::Describe("cannot stat", dir.Shown(day.name, e.name), errno));
+          log->Warn("retention", logstore::RateLimitedLog::Describe(
+                                     "cannot stat", dir.Shown(day.name, e.name), errno));
         }
         continue;
       }
@@ -118,11 +123,11 @@ RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
     StreamInfo& s = streams[f.stream];
     const FileInfo* current = s.recovery == kNone ? nullptr : &files[s.recovery];
     const bool current_is_active =
-        current != nullptr && current->parsed.kind == LogFileKind::kActive;
-    if (f.parsed.kind == LogFileKind::kActive) {
+        current != nullptr && current->parsed.kind == logstore::LogFileKind::kActive;
+    if (f.parsed.kind == logstore::LogFileKind::kActive) {
       if (f.bytes > 0) s.recovery = i;
-    } else if ((f.parsed.kind == LogFileKind::kPlainSegment ||
-                f.parsed.kind == LogFileKind::kCompressedSegment) &&
+    } else if ((f.parsed.kind == logstore::LogFileKind::kPlainSegment ||
+                f.parsed.kind == logstore::LogFileKind::kCompressedSegment) &&
                !current_is_active &&
                (current == nullptr || f.parsed.index > current->parsed.index)) {
       s.recovery = i;
@@ -154,8 +159,8 @@ RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
         return false;
       }
       if (::unlinkat(date.fd, f.name.c_str(), 0) != 0 && errno != ENOENT) {
-        log->Warn("retention",
-                  RateLimitedLog::Describe("cannot remove", dir.Shown(date.name, f.name), errno));
+        log->Warn("retention", logstore::RateLimitedLog::Describe(
+                                   "cannot remove", dir.Shown(date.name, f.name), errno));
         f.kept = true;
         return false;
       }
@@ -172,7 +177,7 @@ RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
   // its stream's files.
   auto attempt = [&](size_t i, const std::function<bool(const FileInfo&)>& wanted) {
     FileInfo& f = files[i];
-    if (f.removed || f.kept || f.parsed.kind == LogFileKind::kTemp || !wanted(f)) return;
+    if (f.removed || f.kept || f.parsed.kind == logstore::LogFileKind::kTemp || !wanted(f)) return;
     StreamInfo& s = streams[f.stream];
     if (i == s.recovery && s.remaining > 1) {
       s.deferred = true;

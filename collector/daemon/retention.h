@@ -55,7 +55,7 @@ struct RetentionFile {
   const std::string& stream_key;  // "<date>/<base>"
   const std::string& date;
   const std::string& name;
-  LogFileKind kind;
+  logstore::LogFileKind kind;
   bool recovery_file;  // the stream's recovery file (see above)
 };
 
@@ -69,9 +69,9 @@ struct RetentionHooks {
 
 // Applies `policy` to the log under `dir` as described above. Failures to stat or remove single
 // files are logged through `log` and skipped. Runs on the caller's thread (a stat per file).
-RetentionResult ApplyRetention(const LogDir& dir, const RetentionPolicy& policy,
+RetentionResult ApplyRetention(const logstore::LogDir& dir, const RetentionPolicy& policy,
                                std::chrono::system_clock::time_point now,
-                               const RetentionHooks& hooks, RateLimitedLog* log);
+                               const RetentionHooks& hooks, logstore::RateLimitedLog* log);
 
 // A thread that runs one retention pass at a time when asked, so that a directory of many files
 // never stalls the thread asking (the collector's ingest thread).

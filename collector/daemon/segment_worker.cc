@@ -6,13 +6,14 @@
 
 #include <cerrno>
 
+#include "cuflight/base/scoped_fd.h"
 #include "segment_file.h"
 #include "zstd_file.h"
 
 namespace cuflight::collector {
 
-SegmentWorker::SegmentWorker(const LogDir* dir, int zstd_level, Counters counters,
-                             RateLimitedLog* log)
+SegmentWorker::SegmentWorker(const logstore::LogDir* dir, int zstd_level, Counters counters,
+                             logstore::RateLimitedLog* log)
     : dir_(dir), zstd_level_(zstd_level), counters_(counters), log_(log), thread_([this] {
         Run();
       }) {}
@@ -117,17 +118,18 @@ void SegmentWorker::Run() {
 }
 
 void SegmentWorker::RunCompress(const CompressJob& job) {
-  ScopedFd date_dir(dir_->OpenSubdir(job.date, false));
+  base::ScopedFd date_dir(dir_->OpenSubdir(job.date, false));
   if (date_dir.Get() < 0) return;  // gone (retention) or not ours to follow: nothing to do
-  const FileAt plain{date_dir.Get(), job.plain, dir_->Shown(job.date, job.plain)};
+  const logstore::FileAt plain{date_dir.Get(), job.plain, dir_->Shown(job.date, job.plain)};
   struct stat st {};
   if (::fstatat(plain.dir, plain.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
       !S_ISREG(st.st_mode)) {
     return;
   }
-  const FileAt compressed{date_dir.Get(), job.compressed, dir_->Shown(job.date, job.compressed)};
+  const logstore::FileAt compressed{date_dir.Get(), job.compressed,
+                                    dir_->Shown(job.date, job.compressed)};
   std::string error;
-  if (!CompressFileAtomically(plain, compressed, zstd_level_, &error)) {
+  if (!logstore::CompressFileAtomically(plain, compressed, zstd_level_, &error)) {
     counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
     log_->Warn("compress", error + " (the plain segment is kept)");
     std::lock_guard<std::mutex> lock(mu_);
@@ -135,9 +137,9 @@ void SegmentWorker::RunCompress(const CompressJob& job) {
     return;
   }
   if (::unlinkat(plain.dir, plain.name.c_str(), 0) != 0 && errno != ENOENT) {
-    log_->Warn("unlink", RateLimitedLog::Describe("cannot remove", plain.shown, errno));
+    log_->Warn("unlink", logstore::RateLimitedLog::Describe("cannot remove", plain.shown, errno));
   }
-  FsyncDirectory(date_dir.Get());
+  logstore::FsyncDirectory(date_dir.Get());
   counters_.segments_compressed->fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -145,40 +147,43 @@ void SegmentWorker::RunSync(const SyncJob& job) {
   if (job.fd >= 0) {
     if (job.sync && ::fdatasync(job.fd) != 0) {
       counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
-      log_->Warn("fsync", RateLimitedLog::Describe("fdatasync failed on", "a log file", errno));
+      log_->Warn("fsync",
+                 logstore::RateLimitedLog::Describe("fdatasync failed on", "a log file", errno));
     }
     ::close(job.fd);
     held_.fetch_sub(1, std::memory_order_relaxed);
     if (job.periodic) periodic_held_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
-  ScopedFd date_dir(job.date.empty() ? ::fcntl(dir_->fd(), F_DUPFD_CLOEXEC, 0)
-                                     : dir_->OpenSubdir(job.date, false));
+  base::ScopedFd date_dir(job.date.empty() ? ::fcntl(dir_->fd(), F_DUPFD_CLOEXEC, 0)
+                                           : dir_->OpenSubdir(job.date, false));
   if (date_dir.Get() < 0) {
     if (errno != ENOENT) {
-      log_->Warn("fsync", RateLimitedLog::Describe("cannot open", dir_->Shown(job.date), errno));
+      log_->Warn("fsync",
+                 logstore::RateLimitedLog::Describe("cannot open", dir_->Shown(job.date), errno));
     }
     return;
   }
   if (job.name.empty()) {
-    if (!FsyncDirectory(date_dir.Get())) {
-      log_->Warn("fsync",
-                 RateLimitedLog::Describe("cannot fsync directory", dir_->Shown(job.date), errno));
+    if (!logstore::FsyncDirectory(date_dir.Get())) {
+      log_->Warn("fsync", logstore::RateLimitedLog::Describe("cannot fsync directory",
+                                                             dir_->Shown(job.date), errno));
     }
     return;
   }
-  const FileAt file{date_dir.Get(), job.name, dir_->Shown(job.date, job.name)};
-  ScopedFd fd(OpenAt(file, O_RDONLY));
+  const logstore::FileAt file{date_dir.Get(), job.name, dir_->Shown(job.date, job.name)};
+  base::ScopedFd fd(logstore::OpenAt(file, O_RDONLY));
   if (fd.Get() < 0) {
     // Renamed into a segment meanwhile (its compressed copy is fsynced) or removed: nothing left.
     if (errno != ENOENT) {
-      log_->Warn("fsync", RateLimitedLog::Describe("cannot open", file.shown, errno));
+      log_->Warn("fsync", logstore::RateLimitedLog::Describe("cannot open", file.shown, errno));
     }
     return;
   }
   if (::fdatasync(fd.Get()) != 0) {
     counters_.write_errors->fetch_add(1, std::memory_order_relaxed);
-    log_->Warn("fsync", RateLimitedLog::Describe("fdatasync failed on", file.shown, errno));
+    log_->Warn("fsync",
+               logstore::RateLimitedLog::Describe("fdatasync failed on", file.shown, errno));
   }
 }
 

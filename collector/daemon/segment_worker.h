@@ -43,7 +43,8 @@ class SegmentWorker {
   };
 
   // Starts the thread. `dir`, `counters` and `log` must outlive the worker.
-  SegmentWorker(const LogDir* dir, int zstd_level, Counters counters, RateLimitedLog* log);
+  SegmentWorker(const logstore::LogDir* dir, int zstd_level, Counters counters,
+                logstore::RateLimitedLog* log);
   ~SegmentWorker();
   SegmentWorker(const SegmentWorker&) = delete;
   SegmentWorker& operator=(const SegmentWorker&) = delete;
@@ -89,10 +90,10 @@ class SegmentWorker {
   void RunCompress(const CompressJob& job);
   void RunSync(const SyncJob& job);
 
-  const LogDir* const dir_;
+  const logstore::LogDir* const dir_;
   const int zstd_level_;
   const Counters counters_;
-  RateLimitedLog* const log_;
+  logstore::RateLimitedLog* const log_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a job was queued or stop_ was set

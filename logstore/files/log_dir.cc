@@ -11,7 +11,7 @@
 
 #include "segment_error_log.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 namespace {
 
 constexpr mode_t kDirMode = 0750;
@@ -144,4 +144,4 @@ bool ListDirectory(int dir_fd, std::vector<DirEntry>* out, int* err) {
   return ok;
 }
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore

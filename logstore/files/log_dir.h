@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 class LogDir {
  public:
@@ -64,6 +64,6 @@ struct DirEntry {
 // with *err set when the directory cannot be read (what was read stays in *out).
 bool ListDirectory(int dir_fd, std::vector<DirEntry>* out, int* err);
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore
 
 #endif  // CUFLIGHT_LOGSTORE_FILES_LOG_DIR_H_

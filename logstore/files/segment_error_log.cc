@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 RateLimitedLog::RateLimitedLog(std::chrono::steady_clock::duration period) : period_(period) {}
 
@@ -51,4 +51,4 @@ std::string RateLimitedLog::Describe(std::string_view what, std::string_view pat
   return text;
 }
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore

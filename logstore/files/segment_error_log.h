@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 class RateLimitedLog {
  public:
@@ -38,6 +38,6 @@ class RateLimitedLog {
   std::vector<KindState> kinds_;  // a handful of kinds: a linear search is cheapest
 };
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore
 
 #endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_ERROR_LOG_H_

@@ -10,7 +10,7 @@
 
 #include "segment_error_log.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 namespace {
 
 // Backward reads go in chunks of this size: a few typical lines, and small enough for the stack
@@ -178,4 +178,4 @@ bool FsyncDirectory(const std::filesystem::path& dir) {
   return ::fsync(fd.Get()) == 0;
 }
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore

@@ -17,7 +17,7 @@
 
 #include "cuflight/base/scoped_fd.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 // Owns a file descriptor (cuflight/base/scoped_fd.h).
 using base::ScopedFd;
@@ -59,6 +59,6 @@ size_t WriteFully(int fd, const char* data, size_t size, int* err);
 bool FsyncDirectory(int dir_fd);
 bool FsyncDirectory(const std::filesystem::path& dir);
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore
 
 #endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_FILE_H_

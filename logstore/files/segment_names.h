@@ -5,7 +5,7 @@
 
 #include "cuflight/schema/log_layout.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 using schema::ActiveFileName;
 using schema::ExeBaseName;
@@ -19,6 +19,6 @@ using schema::SegmentFileName;
 using schema::StartDate;
 using schema::StreamBaseName;
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore
 
 #endif  // CUFLIGHT_LOGSTORE_FILES_SEGMENT_NAMES_H_

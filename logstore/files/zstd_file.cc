@@ -12,7 +12,7 @@
 #include "segment_error_log.h"
 #include "segment_file.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 namespace {
 
 // Reads of the plain segment: large enough that the read syscalls cost nothing next to the
@@ -250,4 +250,4 @@ std::optional<uint64_t> LastSeqInZstdFile(const FileAt& src, std::string* error)
   return SeqOfLine(candidate);
 }
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore

@@ -17,7 +17,7 @@
 
 #include "segment_file.h"
 
-namespace cuflight::collector {
+namespace cuflight::logstore {
 
 // Compresses `src` into `dst` as one zstd frame with a content checksum, at `level` (zstd's
 // scale, 1..19), through "<dst>.tmp" (in dst's directory) as described above. On failure (read,
@@ -42,6 +42,6 @@ bool DecompressFile(const std::filesystem::path& src,
 // there is none or the file cannot be decompressed (*error is then set).
 std::optional<uint64_t> LastSeqInZstdFile(const FileAt& src, std::string* error);
 
-}  // namespace cuflight::collector
+}  // namespace cuflight::logstore
 
 #endif  // CUFLIGHT_LOGSTORE_FILES_ZSTD_FILE_H_

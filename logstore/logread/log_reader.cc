@@ -217,7 +217,7 @@ bool ReadFileInto(const fs::path& file, LineSink& sink, ReadSummary* summary,
     if (IsZstdMagic(std::string_view(buf.data(), static_cast<size_t>(n)))) {
       ++summary->compressed_files;
       std::string zstd_error;
-      if (!collector::DecompressFile(
+      if (!logstore::DecompressFile(
               file, [&](std::string_view chunk) { splitter.Feed(chunk); }, &zstd_error)) {
         *error = zstd_error;  // names the file
         return false;

@@ -183,12 +183,13 @@ TEST(LogSinkCrashTest, KillNineAtRandomMomentsLeavesEveryFileReadable) {
     for (const std::string& rel : ListFiles(dir)) {
       const std::filesystem::path path = dir / rel;
       ASSERT_EQ(path.parent_path(), day) << rel;
-      const ParsedLogFileName parsed = ParseLogFileName(path.filename().string());
+      const logstore::ParsedLogFileName parsed =
+          logstore::ParseLogFileName(path.filename().string());
       ASSERT_EQ(parsed.base, base) << rel;
-      if (parsed.kind == LogFileKind::kCompressedSegment) {
+      if (parsed.kind == logstore::LogFileKind::kCompressedSegment) {
         segments[parsed.index] = path;
       } else {
-        ASSERT_EQ(parsed.kind, LogFileKind::kActive) << "leftover " << rel;
+        ASSERT_EQ(parsed.kind, logstore::LogFileKind::kActive) << "leftover " << rel;
         active_seen = true;
       }
     }

@@ -15,69 +15,70 @@ using testing::ListFiles;
 using testing::TempDir;
 
 TEST(LogSinkNamesTest, SanitizeReplacesEverythingButSafeBytes) {
-  EXPECT_EQ(SanitizeNameComponent("node-01.example.com"), "node-01.example.com");
-  EXPECT_EQ(SanitizeNameComponent("py+thon_3"), "py+thon_3");
-  EXPECT_EQ(SanitizeNameComponent("../../etc"), "_._.._etc");
-  EXPECT_EQ(SanitizeNameComponent("a/b"), "a_b");
-  EXPECT_EQ(SanitizeNameComponent("a\nb\001c\177"), "a_b_c_");
-  EXPECT_EQ(SanitizeNameComponent("a b\\c"), "a_b_c");
-  EXPECT_EQ(SanitizeNameComponent("h\xc3\xa9"), "h__");  // "hé": two UTF-8 bytes
-  EXPECT_EQ(SanitizeNameComponent(".hidden"), "_hidden");
-  EXPECT_EQ(SanitizeNameComponent(".."), "_.");
-  EXPECT_EQ(SanitizeNameComponent("-rf"), "_rf");
-  EXPECT_EQ(SanitizeNameComponent(""), "unknown");
-  EXPECT_EQ(SanitizeNameComponent(std::string(300, 'x')), std::string(64, 'x'));
+  EXPECT_EQ(logstore::SanitizeNameComponent("node-01.example.com"), "node-01.example.com");
+  EXPECT_EQ(logstore::SanitizeNameComponent("py+thon_3"), "py+thon_3");
+  EXPECT_EQ(logstore::SanitizeNameComponent("../../etc"), "_._.._etc");
+  EXPECT_EQ(logstore::SanitizeNameComponent("a/b"), "a_b");
+  EXPECT_EQ(logstore::SanitizeNameComponent("a\nb\001c\177"), "a_b_c_");
+  EXPECT_EQ(logstore::SanitizeNameComponent("a b\\c"), "a_b_c");
+  EXPECT_EQ(logstore::SanitizeNameComponent("h\xc3\xa9"), "h__");  // "hé": two UTF-8 bytes
+  EXPECT_EQ(logstore::SanitizeNameComponent(".hidden"), "_hidden");
+  EXPECT_EQ(logstore::SanitizeNameComponent(".."), "_.");
+  EXPECT_EQ(logstore::SanitizeNameComponent("-rf"), "_rf");
+  EXPECT_EQ(logstore::SanitizeNameComponent(""), "unknown");
+  EXPECT_EQ(logstore::SanitizeNameComponent(std::string(300, 'x')), std::string(64, 'x'));
 }
 
 TEST(LogSinkNamesTest, ExeBaseName) {
-  EXPECT_EQ(ExeBaseName("/usr/bin/python3"), "python3");
-  EXPECT_EQ(ExeBaseName("a/b"), "b");
-  EXPECT_EQ(ExeBaseName("../../etc"), "etc");
-  EXPECT_EQ(ExeBaseName("train"), "train");
-  EXPECT_EQ(ExeBaseName("dir/"), "dir");
-  EXPECT_EQ(ExeBaseName("/"), "");
+  EXPECT_EQ(logstore::ExeBaseName("/usr/bin/python3"), "python3");
+  EXPECT_EQ(logstore::ExeBaseName("a/b"), "b");
+  EXPECT_EQ(logstore::ExeBaseName("../../etc"), "etc");
+  EXPECT_EQ(logstore::ExeBaseName("train"), "train");
+  EXPECT_EQ(logstore::ExeBaseName("dir/"), "dir");
+  EXPECT_EQ(logstore::ExeBaseName("/"), "");
 }
 
 TEST(LogSinkNamesTest, StartDateIsTheUtcDay) {
-  EXPECT_EQ(StartDate(0), "1970-01-01");
-  EXPECT_EQ(StartDate(86'399'999'999'999), "1970-01-01");
-  EXPECT_EQ(StartDate(86'400'000'000'000), "1970-01-02");
+  EXPECT_EQ(logstore::StartDate(0), "1970-01-01");
+  EXPECT_EQ(logstore::StartDate(86'399'999'999'999), "1970-01-01");
+  EXPECT_EQ(logstore::StartDate(86'400'000'000'000), "1970-01-02");
   // date -u -d @1700000000: Tue Nov 14 22:13:20 UTC 2023.
-  EXPECT_EQ(StartDate(1'700'000'000'123'456'789), "2023-11-14");
+  EXPECT_EQ(logstore::StartDate(1'700'000'000'123'456'789), "2023-11-14");
   // date -u -d @951782400: Tue Feb 29 00:00:00 UTC 2000; @951868799 is 23:59:59 that day.
-  EXPECT_EQ(StartDate(951'782'400'000'000'000), "2000-02-29");
-  EXPECT_EQ(StartDate(951'868'799'999'999'999), "2000-02-29");
-  EXPECT_EQ(StartDate(-5), "1970-01-01");
+  EXPECT_EQ(logstore::StartDate(951'782'400'000'000'000), "2000-02-29");
+  EXPECT_EQ(logstore::StartDate(951'868'799'999'999'999), "2000-02-29");
+  EXPECT_EQ(logstore::StartDate(-5), "1970-01-01");
 }
 
 TEST(LogSinkNamesTest, BaseAndSegmentNames) {
-  EXPECT_EQ(StreamBaseName("node1", "/usr/bin/python3", 42, 1'700'000'000'123'456'789),
+  EXPECT_EQ(logstore::StreamBaseName("node1", "/usr/bin/python3", 42, 1'700'000'000'123'456'789),
             "node1-python3-42-1700000000123456789");
-  EXPECT_EQ(ActiveFileName("h-e-1-2"), "h-e-1-2.jsonl");
-  EXPECT_EQ(SegmentFileName("h-e-1-2", 1, false), "h-e-1-2.000001.jsonl");
-  EXPECT_EQ(SegmentFileName("h-e-1-2", 42, true), "h-e-1-2.000042.jsonl.zst");
-  EXPECT_EQ(SegmentFileName("h-e-1-2", 1234567, true), "h-e-1-2.1234567.jsonl.zst");
+  EXPECT_EQ(logstore::ActiveFileName("h-e-1-2"), "h-e-1-2.jsonl");
+  EXPECT_EQ(logstore::SegmentFileName("h-e-1-2", 1, false), "h-e-1-2.000001.jsonl");
+  EXPECT_EQ(logstore::SegmentFileName("h-e-1-2", 42, true), "h-e-1-2.000042.jsonl.zst");
+  EXPECT_EQ(logstore::SegmentFileName("h-e-1-2", 1234567, true), "h-e-1-2.1234567.jsonl.zst");
 }
 
 TEST(LogSinkNamesTest, ParseClassifiesTheLayout) {
-  ParsedLogFileName p = ParseLogFileName("a.b-py3.11-7-99.jsonl");
-  EXPECT_EQ(p.kind, LogFileKind::kActive);
+  logstore::ParsedLogFileName p = logstore::ParseLogFileName("a.b-py3.11-7-99.jsonl");
+  EXPECT_EQ(p.kind, logstore::LogFileKind::kActive);
   EXPECT_EQ(p.base, "a.b-py3.11-7-99");
-  p = ParseLogFileName("a.b-py3.11-7-99.000003.jsonl");
-  EXPECT_EQ(p.kind, LogFileKind::kPlainSegment);
+  p = logstore::ParseLogFileName("a.b-py3.11-7-99.000003.jsonl");
+  EXPECT_EQ(p.kind, logstore::LogFileKind::kPlainSegment);
   EXPECT_EQ(p.base, "a.b-py3.11-7-99");
   EXPECT_EQ(p.index, 3u);
-  p = ParseLogFileName("a.b-py3.11-7-99.000003.jsonl.zst");
-  EXPECT_EQ(p.kind, LogFileKind::kCompressedSegment);
+  p = logstore::ParseLogFileName("a.b-py3.11-7-99.000003.jsonl.zst");
+  EXPECT_EQ(p.kind, logstore::LogFileKind::kCompressedSegment);
   EXPECT_EQ(p.index, 3u);
-  p = ParseLogFileName("a.b-py3.11-7-99.000003.jsonl.zst.tmp");
-  EXPECT_EQ(p.kind, LogFileKind::kTemp);
-  EXPECT_EQ(ParseLogFileName("notes.txt").kind, LogFileKind::kOther);
-  EXPECT_EQ(ParseLogFileName(".jsonl").kind, LogFileKind::kOther);
-  EXPECT_EQ(ParseLogFileName("x.jsonl.1").kind, LogFileKind::kOther);  // logrotate's name
-  EXPECT_TRUE(IsDateDirName("2023-11-14"));
-  EXPECT_FALSE(IsDateDirName("2023-11-4"));
-  EXPECT_FALSE(IsDateDirName(".."));
+  p = logstore::ParseLogFileName("a.b-py3.11-7-99.000003.jsonl.zst.tmp");
+  EXPECT_EQ(p.kind, logstore::LogFileKind::kTemp);
+  EXPECT_EQ(logstore::ParseLogFileName("notes.txt").kind, logstore::LogFileKind::kOther);
+  EXPECT_EQ(logstore::ParseLogFileName(".jsonl").kind, logstore::LogFileKind::kOther);
+  EXPECT_EQ(logstore::ParseLogFileName("x.jsonl.1").kind,
+            logstore::LogFileKind::kOther);  // logrotate's name
+  EXPECT_TRUE(logstore::IsDateDirName("2023-11-14"));
+  EXPECT_FALSE(logstore::IsDateDirName("2023-11-4"));
+  EXPECT_FALSE(logstore::IsDateDirName(".."));
 }
 
 // Every file a hostile key produces lies directly in <dir>/<date>/, with a bounded name free of

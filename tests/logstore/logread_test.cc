@@ -95,7 +95,7 @@ TEST(LogReadTest, ZstdIsRecognisedByContentNotByName) {
   // Compressed content under a plain name, and plain content under a .zst name.
   const fs::path compressed = dir.path() / "looks-plain.jsonl";
   std::string error;
-  ASSERT_TRUE(collector::CompressFileAtomically(plain, compressed, 3, &error)) << error;
+  ASSERT_TRUE(logstore::CompressFileAtomically(plain, compressed, 3, &error)) << error;
   const fs::path misnamed = dir.path() / "plain.jsonl.zst";
   WriteFile(misnamed, ThreeEvents());
 
@@ -131,7 +131,7 @@ TEST(LogReadTest, TornLastLineOfACompressedSegmentIsToleratedToo) {
   WriteFile(plain, Line(Start(7, 0, 100)) + "{\"type\":\"kern");
   const fs::path compressed = dir.path() / "seg.000001.jsonl.zst";
   std::string error;
-  ASSERT_TRUE(collector::CompressFileAtomically(plain, compressed, 1, &error)) << error;
+  ASSERT_TRUE(logstore::CompressFileAtomically(plain, compressed, 1, &error)) << error;
   const Read r = ReadOne(compressed);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.summary.events, 1u);
@@ -371,7 +371,7 @@ TEST(ReadLogFilesTest, SameEventsAndSummaryAsReadingFileByFileWithAnyThreads) {
     if (i % 2 == 1) {
       const fs::path zst = dir.path() / ("z" + std::to_string(i) + ".jsonl.zst");
       std::string error;
-      ASSERT_TRUE(collector::CompressFileAtomically(plain, zst, 3, &error)) << error;
+      ASSERT_TRUE(logstore::CompressFileAtomically(plain, zst, 3, &error)) << error;
       files.push_back(zst);
     } else {
       files.push_back(plain);

@@ -60,7 +60,8 @@ std::string Gunzip(const std::string& bytes) {
 std::string Unzstd(const fs::path& file) {
   std::string out;
   std::string error;
-  EXPECT_TRUE(collector::DecompressFile(file, [&](std::string_view c) { out.append(c); }, &error))
+  EXPECT_TRUE(logstore::DecompressFile(
+      file, [&](std::string_view c) { out.append(c); }, &error))
       << error;
   return out;
 }

@@ -7,17 +7,18 @@
 #
 #   bench/scale/run.sh --cuflight build/release/bin/cuflight --make-log build/release/bin/make_log \
 #       [--launches 1000000] [--dir /tmp/cuflight-scale] [--baseline OLD_CUFLIGHT]
-#       [--baseline-export-launches 100000] [--runs 3] [--plain]
+#       [--baseline-export-launches 100000] [--runs 3] [--plain] [--cpus LIST]
 #
 # The log is made once per --launches in --dir and reused; --plain leaves its closed segments
 # uncompressed (the collector compresses them with zstd: the default). The best of --runs runs is kept (the
 # machine is shared: the fastest run is the least disturbed). A baseline export of a large log can
 # need many GiB (the JSON was built in memory): --baseline-export-launches runs it on a smaller
-# log of its own.
+# log of its own. --cpus runs every command under `taskset -c LIST` (e.g. --cpus 0: one core, the
+# per-core figure without other cores' help).
 set -euo pipefail
 
 cuflight="" make_log="" baseline="" launches=1000000 dir="/tmp/cuflight-scale" runs=3 plain=""
-baseline_export_launches=100000
+baseline_export_launches=100000 cpus=""
 while (($#)); do
   case "$1" in
     --cuflight) cuflight=$2; shift 2 ;;
@@ -28,11 +29,12 @@ while (($#)); do
     --runs) runs=$2; shift 2 ;;
     --baseline-export-launches) baseline_export_launches=$2; shift 2 ;;
     --plain) plain="--plain"; shift ;;
+    --cpus) cpus=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 if [[ -z "$cuflight" || -z "$make_log" ]]; then
-  echo "usage: run.sh --cuflight CUFLIGHT --make-log MAKE_LOG [--launches N] [--dir DIR] [--baseline OLD] [--baseline-export-launches N] [--runs N]" >&2
+  echo "usage: run.sh --cuflight CUFLIGHT --make-log MAKE_LOG [--launches N] [--dir DIR] [--baseline OLD] [--baseline-export-launches N] [--runs N] [--plain] [--cpus LIST]" >&2
   exit 2
 fi
 [[ -x /usr/bin/time ]] || { echo "run.sh: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
@@ -55,7 +57,8 @@ measure() {
   local best_wall="" line=""
   for ((r = 0; r < runs; r++)); do
     rm -f "$output"
-    /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$@" >/dev/null 2>"$dir/stderr.txt" ||
+    /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" ${cpus:+taskset -c "$cpus"} "$@" \
+      >/dev/null 2>"$dir/stderr.txt" ||
       { echo "run.sh: $name failed:" >&2; cat "$dir/stderr.txt" >&2; return 1; }
     read -r wall user sys rss_kb <"$dir/time.txt"
     if [[ -z "$best_wall" ]] || awk "BEGIN{exit !($wall < $best_wall)}"; then
@@ -79,7 +82,7 @@ header() {
 declare -A best
 log=$(log_for "$launches")
 echo "log: $log ($(du -sh "$log" | cut -f1) on disk, $(find "$log" -name '*.jsonl*' | wc -l) files)"
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load: $(cut -d' ' -f1-3 /proc/loadavg)${cpus:+; every command on CPUs $cpus (taskset)}"
 echo
 header
 measure "report" "$launches" "" -- "$cuflight" report "$log"

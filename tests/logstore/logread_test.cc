@@ -16,6 +16,7 @@
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/logread/progress_line.h"
 #include "report_test_events.h"
+#include "temp_dir.h"
 #include "zstd_file.h"
 
 namespace cuflight::logread {
@@ -29,21 +30,7 @@ using report::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "cuflight-logread-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 struct Read {
   bool ok = false;

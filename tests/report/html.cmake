@@ -6,7 +6,7 @@
 #                        ${CMAKE_BINARY_DIR}/test-output/html/report.png
 cuflight_add_gtest(NAME report_html_test
   SOURCES html_test.cc report_test_events.cc
-  LIBS cuflight::report)
+  LIBS cuflight::report cuflight_test_support)
 target_include_directories(report_html_test PRIVATE ${PROJECT_SOURCE_DIR}/report)
 
 find_program(CUFLIGHT_TEST_PYTHON3 python3)

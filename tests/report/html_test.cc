@@ -22,6 +22,7 @@
 #include "cuflight/report/timeline.h"
 #include "html_text.h"
 #include "report_test_events.h"
+#include "temp_dir.h"
 
 namespace cuflight::report {
 namespace {
@@ -32,21 +33,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace cuflight::report::testing;  // NOLINT(build/namespaces)
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "cuflight-html-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 constexpr int64_t kStart = 1763708400000000000;  // 2025-11-21T07:00:00Z
 constexpr int64_t kSecond = 1000000000;

@@ -18,6 +18,7 @@
 #include "cuflight/occupancy/engine.h"
 #include "report_cli_run.h"
 #include "report_test_events.h"
+#include "temp_dir.h"
 #include "usage_error.h"
 
 namespace cuflight::report {
@@ -43,21 +44,7 @@ using testing::Start;
 using testing::WriteFile;
 
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "cuflight-report-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 constexpr int32_t kPid = 100;
 constexpr int64_t kStart = 1763708400000000000;  // 2025-11-21T07:00:00Z

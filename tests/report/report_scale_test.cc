@@ -19,27 +19,14 @@
 #include "cuflight/report/render.h"
 #include "cuflight/report/time_bins.h"
 #include "log_gen.h"
+#include "temp_dir.h"
 
 namespace cuflight::report {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "cuflight-scale-XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
 
 // Nearest rank, computed here: the smallest value with at least p% of the values at or below.
 uint64_t Rank(std::vector<uint64_t> v, double p) {

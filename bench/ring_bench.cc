@@ -115,7 +115,7 @@ void BM_PushWithConsumer(benchmark::State& state) {
   MpscRing<Record>& ring = *g_ring;
   Record in = MakeRecord(static_cast<uint64_t>(state.thread_index()) << 32);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ring.Push(in, OnFull::kBlock));
+    benchmark::DoNotOptimize(ring.Push(in, env::OnFull::kBlock));
     ++in.words[0];
   }
   state.SetItemsProcessed(state.iterations());

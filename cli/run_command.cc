@@ -155,7 +155,7 @@ uint32_t RunCommand::FlushMs() const {
       return static_cast<uint32_t>(std::strtoul(env_flags_[i].value.c_str(), nullptr, 10));
     }
   }
-  return inject::kDefaultFlushMs;
+  return env::kDefaultFlushMs;
 }
 
 std::vector<std::string> RunCommand::SettingsFromFlags() const {
@@ -168,7 +168,7 @@ std::vector<std::string> RunCommand::SettingsFromFlags() const {
     settings.push_back(std::string(kEnvFlags[i].variable) + "=" + env_flags_[i].value);
   }
   // Check the values with the injected library's own parser, which reads only these flags.
-  const inject::ParsedConfig parsed = inject::ParseConfig(
+  const env::ParsedConfig parsed = env::ParseConfig(
       [this](const char* name) -> const char* {
         for (size_t i = 0; i < kEnvFlagCount; ++i) {
           if (env_flags_[i].Given() && std::string_view(kEnvFlags[i].variable) == name) {

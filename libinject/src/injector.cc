@@ -43,19 +43,19 @@ struct SubscriberParamsV2 {
 // reports the holder of a refused subscription.
 constexpr uint32_t kCuptiVersionWithSubscriberScopedApi = 130200;
 
-spdlog::level::level_enum ToSpdlog(LogLevel level) {
+spdlog::level::level_enum ToSpdlog(env::LogLevel level) {
   switch (level) {
-    case LogLevel::kTrace:
+    case env::LogLevel::kTrace:
       return spdlog::level::trace;
-    case LogLevel::kDebug:
+    case env::LogLevel::kDebug:
       return spdlog::level::debug;
-    case LogLevel::kInfo:
+    case env::LogLevel::kInfo:
       return spdlog::level::info;
-    case LogLevel::kWarn:
+    case env::LogLevel::kWarn:
       return spdlog::level::warn;
-    case LogLevel::kError:
+    case env::LogLevel::kError:
       return spdlog::level::err;
-    case LogLevel::kOff:
+    case env::LogLevel::kOff:
       return spdlog::level::off;
   }
   return spdlog::level::warn;
@@ -91,8 +91,8 @@ void Injector::Initialize() noexcept {
 }
 
 bool Injector::InitializeOrExplain() noexcept {
-  ParsedConfig parsed = ParseConfig([](const char* name) { return std::getenv(name); },
-                                    transport::DefaultCollectorPath());
+  env::ParsedConfig parsed = env::ParseConfig([](const char* name) { return std::getenv(name); },
+                                              transport::DefaultCollectorPath());
   config_ = std::move(parsed.config);
   SetLogLevel(ToSpdlog(config_.log_level));
   for (const std::string& warning : parsed.warnings) Log().warn("{}", warning);
@@ -123,7 +123,7 @@ bool Injector::InitializeOrExplain() noexcept {
   }
 
   std::vector<std::string> filter_warnings;
-  filter_ = std::make_unique<NameFilter>(NameFilter::Make(config_, &filter_warnings));
+  filter_ = std::make_unique<env::NameFilter>(env::NameFilter::Make(config_, &filter_warnings));
   for (const std::string& warning : filter_warnings) Log().warn("{}", warning);
   functions_ = std::make_unique<FunctionTable>(kFunctionTableCapacity);
   devices_ = std::make_unique<DeviceTable>();
@@ -286,7 +286,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
       if (target->sender != nullptr) target->sender->FlushNow(kUrgentFlushWaitNs);
     };
     if (filter_ != nullptr && filter_->active()) {
-      const NameFilter* filter = filter_.get();
+      const env::NameFilter* filter = filter_.get();
       options.accept = [filter](std::string_view demangled, std::string_view mangled) {
         return filter->Accept(demangled, mangled);
       };

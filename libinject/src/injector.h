@@ -81,7 +81,7 @@ class Injector {
   static void CUPTIAPI BufferCompletedV2(uint8_t* buffer, size_t size, size_t valid_size,
                                          void* complete_info);
 
-  Config config_;
+  env::Config config_;
   DriverApi driver_;
   CuptiApi cupti_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
@@ -89,7 +89,7 @@ class Injector {
   bool subscriber_scoped_ = false;
   std::unique_ptr<FunctionTable> functions_;
   std::unique_ptr<DeviceTable> devices_;
-  std::unique_ptr<NameFilter> filter_;
+  std::unique_ptr<env::NameFilter> filter_;
   std::unique_ptr<ActivityBuffers> activity_;
   std::atomic<Pipeline*> pipeline_{nullptr};
   // Pipelines inherited from parent processes: never used or freed in the child (their threads

@@ -35,7 +35,7 @@ namespace cuflight::inject {
 
 struct RecorderOptions {
   uint32_t sample_every = 1;  // record every Nth launch of each function
-  OnFull on_full = OnFull::kDrop;
+  env::OnFull on_full = env::OnFull::kDrop;
   // Name filter, called once per function on the slow path; empty = accept all.
   std::function<bool(std::string_view demangled, std::string_view mangled)> accept;
   // Record driver calls that fail (api_error events). Needs every driver callback enabled

@@ -55,8 +55,9 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       transport_(options_.transport),
       line_(kLineBytes),
       timing_watch_(options_.timing_watch) {
-  options_.api_error_history = std::clamp(options_.api_error_history, 0, static_cast<int>(kMaxApiErrorHistory));
-  block_ = options_.on_full == OnFull::kBlock;
+  options_.api_error_history =
+      std::clamp(options_.api_error_history, 0, static_cast<int>(env::kMaxApiErrorHistory));
+  block_ = options_.on_full == env::OnFull::kBlock;
   history_.assign(static_cast<size_t>(kMaxContexts) * options_.api_error_history, 0);
   if (activity_ != nullptr && cupti_ != nullptr) {
     activity_->SetDroppedRecordsSource(cupti_);
@@ -459,7 +460,7 @@ void SenderThread::RememberLaunch(uint64_t context, uint64_t correlation_id) noe
 }
 
 void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
-  uint64_t ids[kMaxApiErrorHistory] = {};
+  uint64_t ids[env::kMaxApiErrorHistory] = {};
   size_t id_count = 0;
   const int n = options_.api_error_history;
   for (int i = 0; n > 0 && i < kMaxContexts; ++i) {

@@ -93,7 +93,7 @@ struct SenderThreadOptions {
   const CuptiApi* callback_names = nullptr;
   // CUFLIGHT_ON_FULL: kBlock waits for the transport to have room instead of making it drop
   // (see Back-pressure above).
-  OnFull on_full = OnFull::kDrop;
+  env::OnFull on_full = env::OnFull::kDrop;
   // The black box the ring lies in (see above); null: none.
   blackbox::RegionWriter* blackbox = nullptr;
   // Block mode: the longest wait for room during which no line is acknowledged or spilled.

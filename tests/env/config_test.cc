@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace cuflight::inject {
+namespace cuflight::env {
 namespace {
 
 using ::testing::HasSubstr;
@@ -457,4 +457,4 @@ TEST(ConfigTest, NamesOfEnums) {
 }
 
 }  // namespace
-}  // namespace cuflight::inject
+}  // namespace cuflight::env

@@ -10,7 +10,7 @@
 
 #include "cuflight/env/config.h"
 
-namespace cuflight::inject {
+namespace cuflight::env {
 namespace {
 
 using ::testing::HasSubstr;
@@ -185,4 +185,4 @@ TEST(NameFilterTest, ConcurrentAcceptIsSafe) {
 }
 
 }  // namespace
-}  // namespace cuflight::inject
+}  // namespace cuflight::env

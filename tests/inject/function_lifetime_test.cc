@@ -350,7 +350,8 @@ TEST(FunctionLifetime, AttributeChangesRaceLaunchesAndReclamationSafely) {
   // sender thread: handles every record (reads its FunctionInfo) and reclaims. Under
   // AddressSanitizer a FunctionInfo freed too early is a use-after-free here.
   RecorderOptions options;
-  options.on_full = OnFull::kBlock;  // the launches wait for the sender: every record is handled
+  options.on_full =
+      env::OnFull::kBlock;  // the launches wait for the sender: every record is handled
   Harness h(256, options);
   constexpr uint64_t kF = 0x1000;
   FakeFunction f;

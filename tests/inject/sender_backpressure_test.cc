@@ -34,14 +34,14 @@ struct Pipeline {
   Harness h;
   SenderThread sender;
 
-  Pipeline(const std::string& socket, OnFull on_full, size_t ring_slots = 4096)
+  Pipeline(const std::string& socket, env::OnFull on_full, size_t ring_slots = 4096)
       : h(ring_slots),
         sender(Options(socket, on_full, &h.driver), ReadProcessFacts(), h.ring.get(),
                h.recorder.get(), &h.functions, &h.devices, nullptr, nullptr) {
     h.fake.functions[kF] = FakeFunction{};
   }
 
-  static SenderThreadOptions Options(const std::string& socket, OnFull on_full,
+  static SenderThreadOptions Options(const std::string& socket, env::OnFull on_full,
                                      const DriverApi* driver) {
     SenderThreadOptions o;
     o.driver = driver;
@@ -84,7 +84,7 @@ bool HasProcessEnd(const std::vector<std::string>& lines) {
 // The records left in the ring at exit make 4,000 kernel events, some 60 times what the transport
 // holds: the exit drain waits for room while the collector acknowledges, in both modes, and loses
 // nothing (it used to drop the oldest never-sent events for room).
-void ExitDrainWaitsForRoom(OnFull on_full) {
+void ExitDrainWaitsForRoom(env::OnFull on_full) {
   const std::string path = TempSocketPath("drain");
   StoringCollector collector(path);
   Pipeline p(path, on_full);
@@ -107,10 +107,12 @@ void ExitDrainWaitsForRoom(OnFull on_full) {
   p.ExpectAccounted();
 }
 
-TEST(SenderBackpressure, ExitDrainWaitsForRoomInDropMode) { ExitDrainWaitsForRoom(OnFull::kDrop); }
+TEST(SenderBackpressure, ExitDrainWaitsForRoomInDropMode) {
+  ExitDrainWaitsForRoom(env::OnFull::kDrop);
+}
 
 TEST(SenderBackpressure, ExitDrainWaitsForRoomInBlockMode) {
-  ExitDrainWaitsForRoom(OnFull::kBlock);
+  ExitDrainWaitsForRoom(env::OnFull::kBlock);
 }
 
 // Steps the thread until the ring is empty or `timeout`; returns when the ring emptied.
@@ -135,7 +137,7 @@ TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilA
   // peer in front of the real one.
   RecordingPeer collector(path, store_path);
   collector.SetPaused(true);
-  Pipeline p(path, OnFull::kBlock);
+  Pipeline p(path, env::OnFull::kBlock);
   p.Launch(2000);
   const Clock::time_point start = Clock::now();
   p.sender.Step(Clock::now());
@@ -191,7 +193,7 @@ TEST(SenderBackpressure, BlockModeWaitsTheStallBoundThenCountsBackpressureUntilA
 // Block mode and no collector at all: after the stall bound the drops are counted as
 // disconnected.
 TEST(SenderBackpressure, BlockModeWithoutACollectorCountsDisconnectedAfterTheBound) {
-  Pipeline p(TempSocketPath("absent"), OnFull::kBlock);
+  Pipeline p(TempSocketPath("absent"), env::OnFull::kBlock);
   p.Launch(2000);
   const Clock::duration took = StepUntilRingEmpty(p, std::chrono::seconds(20));
   EXPECT_EQ(p.h.ring->SizeApprox(), 0u);

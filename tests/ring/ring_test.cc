@@ -192,7 +192,7 @@ TEST(MpscRingTest, FullAndEmptyEdges) {
   for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(ring.TryPush(Make(0, i)));
   EXPECT_EQ(ring.SizeApprox(), 8u);
   EXPECT_FALSE(ring.TryPush(Make(0, 8)));
-  EXPECT_FALSE(ring.Push(Make(0, 8), OnFull::kDrop));
+  EXPECT_FALSE(ring.Push(Make(0, 8), env::OnFull::kDrop));
   EXPECT_EQ(ring.dropped(), 2u);
 
   ASSERT_TRUE(ring.TryPop(&r));  // one free slot: exactly one more push fits
@@ -336,7 +336,7 @@ TEST(MpscRingTest, BlockPolicyWithSlowConsumerLosesNothing) {
   for (uint32_t p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       for (uint64_t i = 0; i < kPerProducer; ++i) {
-        if (!ring.Push(Make(p, i), OnFull::kBlock)) push_failures.fetch_add(1);
+        if (!ring.Push(Make(p, i), env::OnFull::kBlock)) push_failures.fetch_add(1);
       }
     });
   }
@@ -372,20 +372,20 @@ TEST(MpscRingTest, BlockPolicyGivesUpOnAConsumerThatStandsStill) {
   for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(ring.TryPush(Make(0, i)));
 
   Clock::time_point start = Clock::now();
-  EXPECT_FALSE(ring.Push(Make(1, 0), OnFull::kBlock));
+  EXPECT_FALSE(ring.Push(Make(1, 0), env::OnFull::kBlock));
   const auto first = Clock::now() - start;
   EXPECT_GE(first, milliseconds(100));
   EXPECT_LT(first, milliseconds(900));
   EXPECT_EQ(ring.dropped(), 1u);
 
   start = Clock::now();
-  EXPECT_FALSE(ring.Push(Make(1, 1), OnFull::kBlock));  // still stalled: no second wait
+  EXPECT_FALSE(ring.Push(Make(1, 1), env::OnFull::kBlock));  // still stalled: no second wait
   EXPECT_LT(Clock::now() - start, milliseconds(50));
   EXPECT_EQ(ring.dropped(), 2u);
 
   Record r;
   ASSERT_TRUE(ring.TryPop(&r));  // the consumer moves: the stall is over
-  EXPECT_TRUE(ring.Push(Make(1, 2), OnFull::kBlock));
+  EXPECT_TRUE(ring.Push(Make(1, 2), env::OnFull::kBlock));
   EXPECT_FALSE(ring.closed());
 }
 
@@ -403,7 +403,7 @@ TEST(MpscRingTest, BlockPolicyWaitsForASlowConsumerThatMoves) {
   });
   const Clock::time_point start = Clock::now();
   int pushed = 0;
-  for (uint64_t i = 0; i < 8; ++i) pushed += ring.Push(Make(0, i), OnFull::kBlock) ? 1 : 0;
+  for (uint64_t i = 0; i < 8; ++i) pushed += ring.Push(Make(0, i), env::OnFull::kBlock) ? 1 : 0;
   const auto waited = Clock::now() - start;
   done.store(true);
   consumer.join();
@@ -424,7 +424,7 @@ TEST(MpscRingTest, CloseReleasesBlockedProducers) {
   for (int p = 1; p <= kBlocked; ++p) {
     producers.emplace_back([&, p] {
       started.fetch_add(1);
-      if (ring.Push(Make(static_cast<uint32_t>(p), 100), OnFull::kBlock)) {
+      if (ring.Push(Make(static_cast<uint32_t>(p), 100), env::OnFull::kBlock)) {
         returned_true.fetch_add(1);
       }
       returned.fetch_add(1);
@@ -542,7 +542,7 @@ TEST(MpscRingTest, ParkingConsumerDrainsBlockingProducers) {
   for (uint32_t p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
       for (uint64_t i = 0; i < kPerProducer; ++i) {
-        if (!ring.Push(Make(p, i), OnFull::kBlock)) failures.fetch_add(1);
+        if (!ring.Push(Make(p, i), env::OnFull::kBlock)) failures.fetch_add(1);
       }
     });
   }

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-namespace cuflight::inject {
+namespace cuflight::env {
 namespace {
 
 constexpr size_t kMaxQuotedValue = 120;  // longer values are cut in warnings
@@ -488,4 +488,4 @@ bool NameFilter::Accept(std::string_view demangled, std::string_view mangled) co
   }
 }
 
-}  // namespace cuflight::inject
+}  // namespace cuflight::env

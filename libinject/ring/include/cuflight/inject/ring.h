@@ -167,8 +167,8 @@ class MpscRing {
   // 16 times, then sleeps 50 us per try) and returns false, counting a drop, when the ring is or
   // becomes closed, or when the consumer stands still (design point 8: at most the block stall
   // limit, and at once while the ring is marked stalled). Any thread.
-  bool Push(const T& record, OnFull policy) noexcept {
-    if (policy == OnFull::kDrop) return TryPush(record);
+  bool Push(const T& record, env::OnFull policy) noexcept {
+    if (policy == env::OnFull::kDrop) return TryPush(record);
     if (!closed_.load(std::memory_order_acquire) && PushOnce(record)) return true;
     uint64_t seen = ctl_->dequeue_pos.load(std::memory_order_acquire);
     // The consumer has not moved since a producer gave up on it: do not wait again.

@@ -16,7 +16,7 @@
 
 #include "cuflight/env/on_full.h"
 
-namespace cuflight::inject {
+namespace cuflight::env {
 
 using OnFullPolicy = OnFull;
 
@@ -189,6 +189,6 @@ class NameFilter {
   std::shared_ptr<const Pattern> exclude_;
 };
 
-}  // namespace cuflight::inject
+}  // namespace cuflight::env
 
 #endif  // CUFLIGHT_ENV_CONFIG_H_

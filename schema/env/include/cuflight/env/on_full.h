@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace cuflight::inject {
+namespace cuflight::env {
 
 enum class OnFull : uint8_t {
   // The push fails at once and the record is counted as dropped: the application never waits for
@@ -18,6 +18,6 @@ enum class OnFull : uint8_t {
   kBlock = 1,
 };
 
-}  // namespace cuflight::inject
+}  // namespace cuflight::env
 
 #endif  // CUFLIGHT_ENV_ON_FULL_H_

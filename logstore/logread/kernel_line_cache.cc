@@ -95,7 +95,15 @@ schema::Reason KernelLineCache::Decode(std::string_view line,
   ++lines_;
   Head head;
   size_t tail_begin = 0;
-  if (!ReadHead(line, &head, &tail_begin)) return DecodeFully(line, result);
+  if (no_cache_ || !ReadHead(line, &head, &tail_begin)) return DecodeFully(line, result);
+  if (entries_.empty()) {
+    try {
+      entries_.resize(kSets * kWays);
+    } catch (const std::bad_alloc&) {
+      no_cache_ = true;  // read on without the cache: the same results, slower
+      return DecodeFully(line, result);
+    }
+  }
   const std::string_view tail = line.substr(tail_begin);
   const uint64_t hash = XXH3_64bits(tail.data(), tail.size());
   Entry* set = &entries_[(hash % kSets) * kWays];

@@ -87,7 +87,10 @@ class KernelLineCache {
 
   schema::LineDecoder decoder_;
   std::vector<schema::OwnedKernelEvent> spare_;
-  std::vector<Entry> entries_ = std::vector<Entry>(kSets * kWays);
+  // kSets x kWays entries, made on the first line in the encoder's layout; none (and every line
+  // to LineDecoder) when that allocation failed.
+  std::vector<Entry> entries_;
+  bool no_cache_ = false;
   std::string_view last_type_;
   uint64_t lines_ = 0;
   uint64_t hits_ = 0;

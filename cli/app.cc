@@ -66,7 +66,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     cli::RunCommand run_command(&app);
     cli::TailCommand tail_command(&app);
     cli::ExportCommand export_command(&app);
-    report::ReportCommand report_command(&app);
+    ReportCommand report_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",
                        "Run the collector daemon in the foreground (cuflight collect --help)");

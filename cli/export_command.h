@@ -42,7 +42,7 @@ class ExportCommand {
   CLI::App* app_ = nullptr;
   std::string perfetto_;
   std::string format_ = "auto";
-  report::FilterFlags filters_;
+  FilterFlags filters_;
   std::vector<std::string> paths_;
 };
 

@@ -7,12 +7,12 @@
 #include "cuflight/report/text_format.h"
 #include "usage_error.h"
 
-namespace cuflight::report {
+namespace cuflight::cli {
 namespace {
 
 std::optional<int64_t> TimeFlag(const char* flag, const std::string& text) {
   if (text.empty()) return std::nullopt;
-  const std::optional<int64_t> ns = ParseTimeBound(text);
+  const std::optional<int64_t> ns = report::ParseTimeBound(text);
   if (!ns) {
     throw cli::UsageError(fmt::format(
         "{} '{}' is not a time: use RFC 3339 (2026-11-21T07:00:00Z) or seconds since the epoch",
@@ -42,11 +42,11 @@ void FilterFlags::Add(CLI::App* app, const std::string& group) {
       ->group(group);
 }
 
-void FilterFlags::Apply(ReportOptions* options) const {
+void FilterFlags::Apply(report::ReportOptions* options) const {
   options->kernel_regex = kernel_;
   options->pids = pids_;
   options->since_ns = TimeFlag("--since", since_);
   options->until_ns = TimeFlag("--until", until_);
 }
 
-}  // namespace cuflight::report
+}  // namespace cuflight::cli

@@ -11,7 +11,7 @@
 
 #include "cuflight/report/report_options.h"
 
-namespace cuflight::report {
+namespace cuflight::cli {
 
 class FilterFlags {
  public:
@@ -21,7 +21,7 @@ class FilterFlags {
 
   // Sets options->kernel_regex, pids, since_ns and until_ns. Throws cli::UsageError (one line
   // naming the flag) for a --since or --until that is not a time.
-  void Apply(ReportOptions* options) const;
+  void Apply(report::ReportOptions* options) const;
 
  private:
   std::string kernel_;
@@ -30,6 +30,6 @@ class FilterFlags {
   std::string until_;
 };
 
-}  // namespace cuflight::report
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_FILTER_FLAGS_H_

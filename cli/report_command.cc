@@ -7,7 +7,7 @@
 #include "cuflight/report/text_format.h"
 #include "usage_error.h"
 
-namespace cuflight::report {
+namespace cuflight::cli {
 
 ReportCommand::ReportCommand(CLI::App* parent) {
   app_ = parent->add_subcommand(
@@ -78,8 +78,8 @@ ReportCommand::ReportCommand(CLI::App* parent) {
 
 bool ReportCommand::Selected() const { return app_->parsed(); }
 
-ReportOptions ReportCommand::Options(const std::ostream& out) const {
-  ReportOptions o;
+report::ReportOptions ReportCommand::Options(const std::ostream& out) const {
+  report::ReportOptions o;
   o.paths = paths_;
   filters_.Apply(&o);
   o.limiter = limiter_;
@@ -88,18 +88,20 @@ ReportOptions ReportCommand::Options(const std::ostream& out) const {
   o.name_width = name_width_;
   o.retarget = retarget_;
   if (sort_ == "time") {
-    o.sort = SortKey::kTime;
+    o.sort = report::SortKey::kTime;
   } else if (sort_ == "launches") {
-    o.sort = SortKey::kLaunches;
+    o.sort = report::SortKey::kLaunches;
   } else if (sort_ == "occupancy") {
-    o.sort = SortKey::kOccupancy;
+    o.sort = report::SortKey::kOccupancy;
   } else {
     throw cli::UsageError(
         fmt::format("--sort '{}' is not an order: use time, launches or occupancy", sort_));
   }
-  o.format = json_ ? OutputFormat::kJson : csv_ ? OutputFormat::kCsv : OutputFormat::kTable;
+  o.format = json_  ? report::OutputFormat::kJson
+             : csv_ ? report::OutputFormat::kCsv
+                    : report::OutputFormat::kTable;
   if (color_ == "auto") {
-    o.color = ShouldColor(out);
+    o.color = report::ShouldColor(out);
   } else if (color_ == "always") {
     o.color = true;
   } else if (color_ == "never") {
@@ -113,7 +115,7 @@ ReportOptions ReportCommand::Options(const std::ostream& out) const {
 
 int ReportCommand::Run(std::ostream& out, std::ostream& err) const {
   if (!html_.empty()) return RunHtmlReport(Options(out), html_, out, err);
-  return RunReport(Options(out), out, err);
+  return report::RunReport(Options(out), out, err);
 }
 
-}  // namespace cuflight::report
+}  // namespace cuflight::cli

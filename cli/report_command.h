@@ -11,7 +11,7 @@
 #include "cuflight/report/report_options.h"
 #include "filter_flags.h"
 
-namespace cuflight::report {
+namespace cuflight::cli {
 
 class ReportCommand {
  public:
@@ -26,7 +26,7 @@ class ReportCommand {
 
   // After a successful parse: the options the flags give. Throws cli::UsageError (one line) for
   // a flag value that does not parse (--sort, --since, --until, --color).
-  ReportOptions Options(const std::ostream& out) const;
+  report::ReportOptions Options(const std::ostream& out) const;
 
   // Runs the report: kExitOk, or kExitUsage after one line "cuflight report: <reason>" on `err`.
   // Throws cli::UsageError like Options().
@@ -48,6 +48,6 @@ class ReportCommand {
   bool csv_ = false;
 };
 
-}  // namespace cuflight::report
+}  // namespace cuflight::cli
 
 #endif  // CUFLIGHT_CLI_REPORT_COMMAND_H_

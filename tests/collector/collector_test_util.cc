@@ -18,6 +18,7 @@
 #include "cuflight/schema/ack.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
+#include "h100_device.h"
 
 namespace cuflight::collector::testing {
 
@@ -174,20 +175,7 @@ std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device)
   schema::DeviceEvent e;
   e.header = HeaderFor(id, seq);
   e.device = device;
-  e.name = "NVIDIA H100 80GB HBM3";
-  e.uuid = "GPU-12345678-1234-1234-1234-123456789abc";
-  e.cc_major = 9;
-  e.sm_count = 132;
-  e.max_threads_per_block = 1024;
-  e.max_threads_per_sm = 2048;
-  e.max_blocks_per_sm = 32;
-  e.regs_per_sm = 65536;
-  e.regs_per_block = 65536;
-  e.smem_per_sm = 233472;
-  e.smem_per_block = 49152;
-  e.smem_per_block_optin = 232448;
-  e.reserved_smem_per_block = 1024;
-  e.max_cluster_size = 8;
+  test_support::SetH100(&e);
   return EncodeEvent(e);
 }
 

@@ -1,9 +1,12 @@
 #include "kernel_line_cache.h"
 
+#include "cuflight/schema/event_fields.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <charconv>
+#include <string>
 #include <new>
 #include <system_error>
 #include <variant>
@@ -18,60 +21,124 @@ bool Expect(std::string_view line, size_t* pos, std::string_view literal) {
   return true;
 }
 
-// Consumes a plain JSON integer (0, or a digit 1-9 and digits) at *pos into *out; false when
-// there is none or it does not fit T.
-template <class T>
-bool ReadInteger(std::string_view line, size_t* pos, T* out) {
-  if (*pos >= line.size()) return false;
-  const char first = line[*pos];
-  if (first == '0') {
-    *out = 0;
-    ++*pos;
-    return true;
-  }
-  if (first < '1' || first > '9') return false;
-  const char* end = line.data() + line.size();
-  const auto [ptr, ec] = std::from_chars(line.data() + *pos, end, *out);
-  if (ec != std::errc()) return false;
-  *pos = static_cast<size_t>(ptr - line.data());
+// The head's members are the table's (event_fields.h): the header's, then the kernel event's up
+// to its first member that is not an integer (tid, device, context, stream, correlation_id).
+// VisitHead calls v(name, member of a, member of b, range) for each, in the table's order.
+template <class V, class T>
+bool HeadMemberInt(V& v, const char* name, T& a, const T& b, schema::IntRange range) {
+  v(name, a, b, range);
   return true;
 }
+// Every other kind ends the head.
+#define CUFLIGHT_HEAD_ENDS(kind)                                    \
+  template <class V, class... Args>                                 \
+  bool HeadMember##kind(V&, const char*, Args&&...) { return false; }
+CUFLIGHT_HEAD_ENDS(String)
+CUFLIGHT_HEAD_ENDS(Dim)
+CUFLIGHT_HEAD_ENDS(OptionalDim)
+CUFLIGHT_HEAD_ENDS(OptionalBool)
+CUFLIGHT_HEAD_ENDS(OptionalInt)
+CUFLIGHT_HEAD_ENDS(Number)
+CUFLIGHT_HEAD_ENDS(OptionalNumber)
+CUFLIGHT_HEAD_ENDS(OneResource)
+CUFLIGHT_HEAD_ENDS(ResourceSet)
+CUFLIGHT_HEAD_ENDS(IntOrNull)
+CUFLIGHT_HEAD_ENDS(OptionalOccupancySource)
+#undef CUFLIGHT_HEAD_ENDS
 
-// The head's member names, as a tail must not hold them (3.).
-constexpr std::string_view kHeadNames[] = {"\"type\"",   "\"version\"", "\"ts_ns\"",
-                                           "\"pid\"",    "\"seq\"",     "\"tid\"",
-                                           "\"device\"", "\"context\"", "\"stream\"",
-                                           "\"correlation_id\""};
+template <class V>
+void VisitHead(schema::OwnedKernelEvent& a, const schema::OwnedKernelEvent& b, V& v) {
+  using namespace schema;  // the tables name their ranges (kCount32, ...) unqualified
+  bool open = true;
+#define CUFLIGHT_HEAD_FIELD(kind, name, member, ...) \
+  if (open) open = HeadMember##kind(v, #name, a_base.member, b_base.member __VA_OPT__(, ) __VA_ARGS__);
+#define CUFLIGHT_HEAD_RULE(name, trigger)
+  {
+    auto& a_base = a.header;
+    const auto& b_base = b.header;
+    CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_HEAD_FIELD, CUFLIGHT_HEAD_RULE)
+  }
+  {
+    auto& a_base = a;
+    const auto& b_base = b;
+    CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_HEAD_FIELD, CUFLIGHT_HEAD_RULE)
+  }
+#undef CUFLIGHT_HEAD_FIELD
+#undef CUFLIGHT_HEAD_RULE
+}
+
+// Reads each head member as `,"name":` and a plain JSON integer (0, or a digit 1-9 and digits)
+// within the member's range.
+struct HeadReader {
+  std::string_view line;
+  size_t pos = 0;
+  bool ok = true;
+
+  template <class T>
+  void operator()(const char* name, T& out, const T&, schema::IntRange range) {
+    const std::string_view n(name);
+    ok = ok && Expect(line, &pos, ",\"") && Expect(line, &pos, n) && Expect(line, &pos, "\":");
+    if (!ok || pos >= line.size() || line[pos] < '0' || line[pos] > '9' ||
+        (line[pos] == '0' && pos + 1 < line.size() && line[pos + 1] >= '0' &&
+         line[pos + 1] <= '9')) {
+      ok = false;
+      return;
+    }
+    uint64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(line.data() + pos, line.data() + line.size(), v);
+    if (ec != std::errc() || (range.lo > 0 && v < static_cast<uint64_t>(range.lo)) ||
+        v > range.hi) {
+      ok = false;
+      return;
+    }
+    pos = static_cast<size_t>(ptr - line.data());
+    out = static_cast<T>(v);
+  }
+};
+
+// The head's member names, quoted, as a tail must not hold them (3.): "type", "version" and the
+// visited ones.
+const std::vector<std::string>& HeadNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"\"type\"", "\"version\""};
+    schema::OwnedKernelEvent e;
+    auto add = [&n](const char* name, auto&, const auto&, schema::IntRange) {
+      n.push_back("\"" + std::string(name) + "\"");
+    };
+    VisitHead(e, e, add);
+    return n;
+  }();
+  return names;
+}
 
 }  // namespace
 
-bool KernelLineCache::ReadHead(std::string_view line, Head* h, size_t* tail_begin) noexcept {
-  size_t pos = 0;
-  const bool ok = Expect(line, &pos, R"({"type":"kernel","version":1,"ts_ns":)") &&
-                  ReadInteger(line, &pos, &h->header.ts_ns) && Expect(line, &pos, R"(,"pid":)") &&
-                  ReadInteger(line, &pos, &h->header.pid) && Expect(line, &pos, R"(,"seq":)") &&
-                  ReadInteger(line, &pos, &h->header.seq) && Expect(line, &pos, R"(,"tid":)") &&
-                  ReadInteger(line, &pos, &h->tid) && Expect(line, &pos, R"(,"device":)") &&
-                  ReadInteger(line, &pos, &h->device) && Expect(line, &pos, R"(,"context":)") &&
-                  ReadInteger(line, &pos, &h->context) && Expect(line, &pos, R"(,"stream":)") &&
-                  ReadInteger(line, &pos, &h->stream) &&
-                  Expect(line, &pos, R"(,"correlation_id":)") &&
-                  ReadInteger(line, &pos, &h->correlation_id) && Expect(line, &pos, ",");
-  *tail_begin = pos;
-  return ok;
+bool KernelLineCache::ReadHead(std::string_view line, schema::OwnedKernelEvent* head,
+                               size_t* tail_begin) noexcept {
+  HeadReader r{line};
+  r.ok = Expect(line, &r.pos, R"({"type":"kernel","version":1)");
+  VisitHead(*head, *head, r);
+  r.ok = r.ok && Expect(line, &r.pos, ",");
+  *tail_begin = r.pos;
+  return r.ok;
 }
 
 bool KernelLineCache::Cacheable(std::string_view tail) noexcept {
   if (tail.find('\\') != std::string_view::npos) return false;
-  for (const std::string_view name : kHeadNames) {
+  for (const std::string& name : HeadNames()) {
     if (tail.find(name) != std::string_view::npos) return false;
   }
   return true;
 }
 
-bool KernelLineCache::SameHead(const Head& h, const schema::OwnedKernelEvent& e) noexcept {
-  return e.header == h.header && e.tid == h.tid && e.device == h.device &&
-         e.context == h.context && e.stream == h.stream && e.correlation_id == h.correlation_id;
+bool KernelLineCache::SameHead(const schema::OwnedKernelEvent& head,
+                               const schema::OwnedKernelEvent& e) noexcept {
+  bool same = true;
+  auto compare = [&same](const char*, const auto& x, const auto& y, schema::IntRange) {
+    same = same && x == y;
+  };
+  VisitHead(const_cast<schema::OwnedKernelEvent&>(e), head, compare);
+  return same;
 }
 
 schema::Reason KernelLineCache::DecodeFully(std::string_view line,
@@ -93,7 +160,7 @@ schema::Reason KernelLineCache::DecodeFully(std::string_view line,
 schema::Reason KernelLineCache::Decode(std::string_view line,
                                        schema::DecodeResult* result) noexcept {
   ++lines_;
-  Head head;
+  schema::OwnedKernelEvent& head = head_;
   size_t tail_begin = 0;
   if (no_cache_ || !ReadHead(line, &head, &tail_begin)) return DecodeFully(line, result);
   if (entries_.empty()) {
@@ -124,12 +191,8 @@ schema::Reason KernelLineCache::Decode(std::string_view line,
       break;  // LineDecoder says what it says out of memory
     }
     auto& k = std::get<schema::OwnedKernelEvent>(result->event);
-    k.header = head.header;
-    k.tid = head.tid;
-    k.device = head.device;
-    k.context = head.context;
-    k.stream = head.stream;
-    k.correlation_id = head.correlation_id;
+    auto copy = [](const char*, auto& to, const auto& from, schema::IntRange) { to = from; };
+    VisitHead(k, head, copy);
     result->reason = schema::Reason::kOk;
     result->message.clear();
     result->header = head.header;

@@ -15,9 +15,10 @@
 //      a tail is kept only when it holds no backslash (no escaped name) and none of the head's
 //      member names, and only when LineDecoder's decode of its line agreed with the head's own
 //      reading;
-//    - the head's integers are plain JSON integers (no sign, no leading zero, no fraction or
-//      exponent) read into the event's own member types: the schema's ranges (count32 is
-//      int32_t >= 0, count64 int64_t >= 0, uint64) are exactly those types' ranges here.
+//    - the head is the field table's (cuflight/schema/event_fields.h): the header's members, then
+//      the kernel event's up to its first that is not an integer, each with the table's range;
+//      its integers must be plain JSON integers (no sign, no leading zero, no fraction or
+//      exponent).
 //    Anything else (another type, another member order, an escape, `1e3`) goes to LineDecoder.
 //    tests/logstore/kernel_line_cache_test.cc holds the two together on encoded, mutated and
 //    hostile lines.
@@ -57,15 +58,6 @@ class KernelLineCache {
   uint64_t misses() const { return misses_; }
 
  private:
-  // The head's fields, as read from a line in the encoder's layout.
-  struct Head {
-    schema::Header header;
-    int32_t tid = 0;
-    int32_t device = 0;
-    uint64_t context = 0;
-    uint64_t stream = 0;
-    uint64_t correlation_id = 0;
-  };
   struct Entry {
     uint64_t hash = 0;
     uint64_t used = 0;  // the line count when last taken; 0: empty
@@ -74,10 +66,13 @@ class KernelLineCache {
   };
 
   // The head of `line` in the encoder's layout, and where its tail begins; false otherwise.
-  static bool ReadHead(std::string_view line, Head* head, size_t* tail_begin) noexcept;
+  // Only its header and head members are meaningful.
+  static bool ReadHead(std::string_view line, schema::OwnedKernelEvent* head,
+                       size_t* tail_begin) noexcept;
   // Whether a tail may be kept (3.).
   static bool Cacheable(std::string_view tail) noexcept;
-  static bool SameHead(const Head& head, const schema::OwnedKernelEvent& e) noexcept;
+  static bool SameHead(const schema::OwnedKernelEvent& head,
+                       const schema::OwnedKernelEvent& e) noexcept;
 
   // Hands the line to LineDecoder, first keeping the strings of a kernel event it would replace.
   schema::Reason DecodeFully(std::string_view line, schema::DecodeResult* result) noexcept;
@@ -86,6 +81,7 @@ class KernelLineCache {
   static constexpr size_t kMaxSpare = 4096;
 
   schema::LineDecoder decoder_;
+  schema::OwnedKernelEvent head_;  // the head of the line being decoded
   std::vector<schema::OwnedKernelEvent> spare_;
   // kSets x kWays entries, made on the first line in the encoder's layout; none (and every line
   // to LineDecoder) when that allocation failed.

@@ -4,6 +4,7 @@ under the injector, interleaved, R repetitions (stdlib only; see bench/overhead/
 
 usage: bench/overhead/run.py [--build DIR] [--out DIR] [--reps R] [--launches N]
                              [--torch-steps N] [--skip-storm] [--skip-torch]
+                             [--baseline-inject SO]
 
 Launch storm (BUILD/bin/launch_storm N): plain; under the injector with CUFLIGHT_TIMING=1 (the
 default: CUPTI activity records for kernel_time events); with CUFLIGHT_TIMING=0. Target: timing
@@ -11,6 +12,9 @@ off >= 0.97x plain launches/s.
 PyTorch (bench/overhead/torch_train.py): plain; under the injector; under torch.profiler with
 CUDA activities (no injector: one CUPTI client per process). Targets: injector >= 0.99x plain
 steps/s, and cheaper than torch.profiler.
+With --baseline-inject SO (another build's libcuflight_inject.so, e.g. of the last release), every
+injector mode also runs with that library, labelled "baseline ...", interleaved with the rest:
+a change's cost is told from a machine's noise only within one run.
 
 The injector sends to a private cuflight-collector (CUDA_INJECTION64_PATH and CUFLIGHT_COLLECTOR
 set here), whose logs go to OUT/logs and are capped with --retain-bytes. Within a repetition the
@@ -84,6 +88,8 @@ def main():
     parser.add_argument("--torch-steps", type=int, default=300)
     parser.add_argument("--skip-storm", action="store_true")
     parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--baseline-inject", metavar="SO",
+                        help="another build's libcuflight_inject.so, measured beside this one")
     args = parser.parse_args()
 
     build = recording.Build(args.build)
@@ -95,6 +101,13 @@ def main():
         print(f"run.py: {args.build} lacks bin/launch_storm (built with the examples)",
               file=sys.stderr)
         return 2
+    baseline = None
+    if args.baseline_inject:
+        baseline = pathlib.Path(args.baseline_inject).resolve()
+        if not baseline.is_file():
+            print(f"run.py: --baseline-inject {args.baseline_inject}: no such file",
+                  file=sys.stderr)
+            return 2
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="overhead."))
     out.mkdir(parents=True, exist_ok=True)
     plain_env = dict(os.environ)
@@ -102,16 +115,30 @@ def main():
         plain_env.pop(name, None)
     results = {"host": platform.node(), "reps": args.reps}
     tables = []
+
+    def with_baseline(modes, injected):
+        """modes, plus a "baseline ..." copy of each injected mode when --baseline-inject."""
+        if baseline is None:
+            return modes
+        more = {}
+        for mode in injected:
+            argv, env = modes[mode]
+            more["baseline " + mode] = (argv, dict(env, CUDA_INJECTION64_PATH=str(baseline)))
+        return {**modes, **more}
+
     try:
         with recording.PrivateCollector(build, out / "logs", env=plain_env,
                                         extra_args=["--retain-bytes", "4G"]) as collector:
             if not args.skip_storm:
                 print(f"launch storm: {args.launches:,} launches x {args.reps} reps", flush=True)
-                envs = {"plain": plain_env,
-                        "injector, timing on": collector.env({"CUFLIGHT_TIMING": "1"}),
-                        "injector, timing off": collector.env({"CUFLIGHT_TIMING": "0"})}
-                storm = interleaved(list(envs), args.reps, lambda m: run_json(
-                    [build.launch_storm, args.launches], envs[m])["launches_per_s"])
+                argv = [build.launch_storm, args.launches]
+                runs = with_baseline(
+                    {"plain": (argv, plain_env),
+                     "injector, timing on": (argv, collector.env({"CUFLIGHT_TIMING": "1"})),
+                     "injector, timing off": (argv, collector.env({"CUFLIGHT_TIMING": "0"}))},
+                    ["injector, timing on", "injector, timing off"])
+                storm = interleaved(list(runs), args.reps, lambda m: run_json(
+                    runs[m][0], runs[m][1])["launches_per_s"])
                 results["launch_storm"] = {"launches": args.launches, "launches_per_s": storm}
                 tables.append(table("Launch storm", "launches/s", storm, "plain",
                                     {"injector, timing off": ">= 0.97x"}))
@@ -120,9 +147,10 @@ def main():
                       flush=True)
                 script = REPO / "bench" / "overhead" / "torch_train.py"
                 base = [sys.executable, script, "--steps", args.torch_steps]
-                runs = {"plain": (base, plain_env),
-                        "injector": (base, collector.env()),
-                        "torch.profiler": (base + ["--profiler"], plain_env)}
+                runs = with_baseline({"plain": (base, plain_env),
+                                      "injector": (base, collector.env()),
+                                      "torch.profiler": (base + ["--profiler"], plain_env)},
+                                     ["injector"])
                 steps = interleaved(list(runs), args.reps, lambda m: run_json(
                     runs[m][0], runs[m][1])["steps_per_s"])
                 results["torch"] = {"steps": args.torch_steps, "steps_per_s": steps}

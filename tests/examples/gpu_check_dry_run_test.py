@@ -158,12 +158,14 @@ class GpuCheckDryRun(unittest.TestCase):
         stand_in(examples / "wrong_truth", truth(launches=LAUNCHES + 2, max_active_blocks=5))
         stall_stand_in(examples / "hang")
         # launch_storm: with the injector named, its launches go through the fakes; the rates it
-        # prints are made up, 1,000,000/s plain and 900,000/s under the injector.
+        # prints are made up, 1,000,000/s plain, 900,000/s under the injector and 800,000/s under
+        # an injector in a folder named baseline (run.py --baseline-inject).
         write_script(cls.pack / "bin" / "launch_storm",
                      '#!/bin/sh\nrate=1000000.0\n'
                      'if [ -n "$CUDA_INJECTION64_PATH" ]; then\n'
                      '  "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" "$1" >&2 || exit 1\n'
                      '  rate=900000.0\nfi\n'
+                     'case "$CUDA_INJECTION64_PATH" in */baseline/*) rate=800000.0;; esac\n'
                      'echo "{\\"launches\\":$1,\\"seconds\\":1.0,\\"launches_per_s\\":$rate}"\n')
         write_script(cls.pack / "bin" / "stub_gpu_test",
                      '#!/bin/sh\n[ -x "$CUFLIGHT_TEST_CLI" ] && '
@@ -347,6 +349,43 @@ class GpuCheckDryRun(unittest.TestCase):
             events += sum(1 for line in path.read_text().splitlines()
                           if json.loads(line)["type"] == "kernel")
         self.assertEqual(events, 2 * reps * launches)
+
+    def test_overhead_measures_a_baseline_injector_beside_this_one(self):
+        out = pathlib.Path(tempfile.mkdtemp(prefix="overhead.", dir=self.tmp))
+        baseline = out / "baseline" / "libcuflight_inject.so"
+        baseline.parent.mkdir()
+        shutil.copy2(self.pack / "lib" / "libcuflight_inject.so", baseline)
+        launches, reps = 40, 2
+        argv = [sys.executable, str(self.repo / "bench" / "overhead" / "run.py"),
+                "--build", str(self.pack), "--out", str(out), "--reps", str(reps),
+                "--launches", str(launches), "--skip-torch", "--baseline-inject"]
+        r = subprocess.run(argv + [str(baseline)], capture_output=True, text=True, timeout=300,
+                           env=self.env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = {cells[0]: cells[1:] for cells in
+                ([c.strip() for c in l.strip("|").split("|")] for l in r.stdout.splitlines()
+                 if l.startswith("| ") and not l.startswith("| mode"))}
+        # Each injected mode ran with both libraries: the stand-in's rates tell them apart.
+        self.assertEqual(rows["injector, timing off"][2], "0.900x")
+        self.assertEqual(rows["baseline injector, timing on"][2], "0.800x")
+        self.assertEqual(rows["baseline injector, timing off"][2], "0.800x")
+        samples = json.loads((out / "overhead.json").read_text())["launch_storm"]
+        self.assertEqual({m: len(v) for m, v in samples["launches_per_s"].items()},
+                         {"plain": reps, "injector, timing on": reps,
+                          "injector, timing off": reps, "baseline injector, timing on": reps,
+                          "baseline injector, timing off": reps})
+        # Both libraries' launches reached the collector: 4 injected modes x reps runs.
+        events = 0
+        for path in (out / "logs").rglob("*.jsonl"):
+            events += sum(1 for line in path.read_text().splitlines()
+                          if json.loads(line)["type"] == "kernel")
+        self.assertEqual(events, 4 * reps * launches)
+
+        r = subprocess.run(argv + [str(out / "missing.so")], capture_output=True, text=True,
+                           timeout=60, env=self.env())
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("missing.so: no such file", r.stderr)
 
     def test_without_a_gpu_it_says_so_in_one_line(self):
         rows = len(doc_rows(self.repo))

@@ -3,6 +3,7 @@
 // and directory expansion.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -443,6 +444,90 @@ TEST(ReadLogFilesTest, ACallbackExceptionStopsTheWorkersAndPropagates) {
                    options, &summary, &error),
                std::runtime_error);
   EXPECT_EQ(delivered, 2500u);
+}
+
+// Threads in this process (/proc/self/task), 0 when that cannot be read.
+size_t ThreadsNow() {
+  std::error_code ec;
+  size_t n = 0;
+  for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return ec ? 0 : n;
+}
+
+// Restricts the calling thread (and the threads it starts) to `cpus` of its allowed CPUs, and
+// restores its mask when destroyed.
+class AllowedCpus {
+ public:
+  explicit AllowedCpus(int cpus) {
+    ok_ = ::sched_getaffinity(0, sizeof(saved_), &saved_) == 0 && CPU_COUNT(&saved_) >= cpus;
+    if (!ok_) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int taken = 0;
+    for (int c = 0; c < CPU_SETSIZE && taken < cpus; ++c) {
+      if (CPU_ISSET(c, &saved_)) {
+        CPU_SET(c, &set);
+        ++taken;
+      }
+    }
+    ok_ = ::sched_setaffinity(0, sizeof(set), &set) == 0;
+  }
+  ~AllowedCpus() {
+    if (ok_) ::sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+};
+
+// With the default thread count, a process allowed one CPU (taskset, a cpuset) reads on the
+// calling thread: decoder threads there would only add copies and switches. Allowed two, it
+// reads and decodes on two threads beside the caller's. Both give the events and summary of reading
+// file by file.
+TEST(ReadLogFilesTest, DefaultThreadsFollowTheCpusTheProcessMayUse) {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
+    WriteFile(files.back(), Launches(100 + i, 3000, false));
+  }
+  const ReadMany want = ReadEachFile(files);
+  ASSERT_TRUE(want.ok) << want.error;
+  const size_t before = ThreadsNow();
+  ASSERT_GT(before, 0u);
+  for (const int cpus : {1, 2}) {
+    SCOPED_TRACE(cpus);
+    AllowedCpus allowed(cpus);
+    if (!allowed.ok()) {
+      ASSERT_EQ(cpus, 2) << "cannot restrict this thread to one CPU";
+      GTEST_SKIP() << "fewer than two CPUs allowed here";
+    }
+    size_t most = 0;
+    ReadSummary summary;
+    std::string error;
+    std::vector<Delivered> events;
+    ASSERT_TRUE(ReadLogFiles(
+        files,
+        [&](const schema::OwnedEvent& e, const Origin& origin) {
+          most = std::max(most, ThreadsNow());
+          const size_t index = static_cast<size_t>(
+              std::find(files.begin(), files.end(), *origin.file) - files.begin());
+          events.push_back({index, origin.line, schema::TypeOf(e), schema::HeaderOf(e).seq});
+        },
+        ReadOptions{}, &summary, &error))
+        << error;
+    EXPECT_TRUE(events == want.events);
+    EXPECT_EQ(summary.events, want.summary.events);
+    if (cpus == 1) {
+      EXPECT_EQ(most, before);  // no thread started
+    } else {
+      EXPECT_GE(most, before + 2);  // the reader and one decoder (one core is the caller's)
+    }
+  }
 }
 
 TEST(ProgressLineTest, SaysTheFileEventsAndRate) {

@@ -62,8 +62,8 @@ struct ReportOptions {
   size_t max_pending_launches = size_t{1} << 18;
   size_t max_pending_times = size_t{1} << 18;
 
-  // Reading: threads that decode files (logread::ReadOptions::threads; 0: one per core), and a
-  // progress callback (empty: none), called on the calling thread.
+  // Reading: threads that decode files (logread::ReadOptions::threads; 0: by the usable cores), and
+  // a progress callback (empty: none), called on the calling thread.
   unsigned read_threads = 0;
   std::function<void(const logread::ReadProgress&)> on_progress;
 

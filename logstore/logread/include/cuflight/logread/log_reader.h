@@ -78,10 +78,10 @@ struct ReadProgress {
 };
 
 struct ReadOptions {
-  // Threads that decode lines: 0 picks one per core (std::thread::hardware_concurrency), and
-  // none on a one-core machine; 1 or more: that many. With decoder threads, one more thread reads
-  // and splits the files. Without (0 on one core, or `sequential`) everything runs on the calling
-  // thread.
+  // Threads that decode lines: 0 picks one per core the process may run on (its affinity mask:
+  // taskset, a container's cpuset) but one, for the calling thread, and none when that is one
+  // core; 1 or more: that many. With decoder threads, one more thread reads and splits the
+  // files. Without (0 on one core, or `sequential`) everything runs on the calling thread.
   unsigned threads = 0;
   bool sequential = false;
   // Lines travel in batches of kChunkEvents; at most 2 x threads + 4 batches (their text and

@@ -1,6 +1,7 @@
 // Launches waiting for their kernel_time while a reader (the report, the export) reads, by join
 // key (join_key.h): an open-addressing hash table (linear probing, power-of-two capacity, at most
-// half full, removal by backward shift), so a launch costs no allocation. A key may be held more
+// half full, removal by backward shift, consecutive correlation ids in neighbouring slots), so a
+// launch costs no allocation and few cache misses. A key may be held more
 // than once (the same launch read under two seqs); Take hands back every entry with the key.
 #ifndef CUFLIGHT_REPORT_JOIN_TABLE_H_
 #define CUFLIGHT_REPORT_JOIN_TABLE_H_
@@ -79,7 +80,17 @@ class JoinTable {
     V value{};
   };
 
-  size_t Home(const JoinKey& key) const { return JoinKeyHash()(key) & mask_; }
+  // Launches arrive in correlation-id order, and their times in the same order a little later:
+  // the ids of kRun consecutive launches share one run of slots (their low bits pick the slot
+  // in it), and a hash of the rest places the run. So a stream of launches touches one cache line
+  // per few launches, not one per launch, while ids with any stride still spread over the table.
+  static constexpr unsigned kRunBits = 3;
+  size_t Home(const JoinKey& key) const {
+    JoinKey run = key;
+    run.launch.correlation_id >>= kRunBits;
+    const size_t low = key.launch.correlation_id & ((size_t{1} << kRunBits) - 1);
+    return ((JoinKeyHash()(run) << kRunBits) | low) & mask_;
+  }
 
   // Backward-shift deletion: later entries of the probe run move up so no lookup stops early.
   void Remove(size_t hole) {

@@ -6,26 +6,30 @@
 #include <xxhash.h>
 
 #include <charconv>
-#include <string>
+#include <cstring>
 #include <new>
+#include <string>
 #include <system_error>
 #include <variant>
 
 namespace cuflight::logread::internal {
 namespace {
 
-// Consumes `literal` at *pos.
-bool Expect(std::string_view line, size_t* pos, std::string_view literal) {
-  if (line.substr(*pos, literal.size()) != literal) return false;
-  *pos += literal.size();
+// Consumes the string literal `literal` at *pos. Its length is a constant, so the comparison is
+// a few inline loads rather than a call (a head holds a dozen of them).
+template <size_t N>
+bool Expect(std::string_view line, size_t* pos, const char (&literal)[N]) {
+  constexpr size_t n = N - 1;
+  if (line.size() - *pos < n || std::memcmp(line.data() + *pos, literal, n) != 0) return false;
+  *pos += n;
   return true;
 }
 
 // The head's members are the table's (event_fields.h): the header's, then the kernel event's up
 // to its first member that is not an integer (tid, device, context, stream, correlation_id).
 // VisitHead calls v(name, member of a, member of b, range) for each, in the table's order.
-template <class V, class T>
-bool HeadMemberInt(V& v, const char* name, T& a, const T& b, schema::IntRange range) {
+template <class V, class T, size_t N>
+bool HeadMemberInt(V& v, const char (&name)[N], T& a, const T& b, schema::IntRange range) {
   v(name, a, b, range);
   return true;
 }
@@ -74,24 +78,36 @@ struct HeadReader {
   size_t pos = 0;
   bool ok = true;
 
-  template <class T>
-  void operator()(const char* name, T& out, const T&, schema::IntRange range) {
-    const std::string_view n(name);
-    ok = ok && Expect(line, &pos, ",\"") && Expect(line, &pos, n) && Expect(line, &pos, "\":");
+  template <class T, size_t N>
+  void operator()(const char (&name)[N], T& out, const T&, schema::IntRange range) {
+    ok = ok && Expect(line, &pos, ",\"") && Expect(line, &pos, name) && Expect(line, &pos, "\":");
     if (!ok || pos >= line.size() || line[pos] < '0' || line[pos] > '9' ||
         (line[pos] == '0' && pos + 1 < line.size() && line[pos + 1] >= '0' &&
          line[pos + 1] <= '9')) {
       ok = false;
       return;
     }
+    // Up to 19 digits cannot overflow; a longer run goes to from_chars, which says whether it
+    // does (2^64 - 1 has 20).
+    size_t end = pos;
     uint64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(line.data() + pos, line.data() + line.size(), v);
-    if (ec != std::errc() || (range.lo > 0 && v < static_cast<uint64_t>(range.lo)) ||
-        v > range.hi) {
+    while (end < line.size() && end - pos < 19 && line[end] >= '0' && line[end] <= '9') {
+      v = v * 10 + static_cast<uint64_t>(line[end] - '0');
+      ++end;
+    }
+    if (end < line.size() && line[end] >= '0' && line[end] <= '9') {
+      const auto [ptr, ec] = std::from_chars(line.data() + pos, line.data() + line.size(), v);
+      if (ec != std::errc()) {
+        ok = false;
+        return;
+      }
+      end = static_cast<size_t>(ptr - line.data());
+    }
+    if ((range.lo > 0 && v < static_cast<uint64_t>(range.lo)) || v > range.hi) {
       ok = false;
       return;
     }
-    pos = static_cast<size_t>(ptr - line.data());
+    pos = end;
     out = static_cast<T>(v);
   }
 };

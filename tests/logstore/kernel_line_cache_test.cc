@@ -86,8 +86,10 @@ TEST(KernelLineCacheTest, HeadsTheCacheDoesNotReadGoToTheDecoder) {
   };
   // JSON forbids leading zeros and signs other than '-'; 5.0 and 5e0 are integers to the
   // decoder; -1 and 2^64 are out of range; a string is the wrong type.
+  // 19 digits are read directly, 20 (2^64 - 1 and beyond) through the overflow check.
   for (const char* text : {"05", "-0", "-1", "+5", "5.0", "5e0", "18446744073709551616",
-                           "18446744073709551615", "\"5\"", " 5", "null"}) {
+                           "18446744073709551615", "9999999999999999999", "99999999999999999999",
+                           "100000000000000000000", "\"5\"", " 5", "null"}) {
     SCOPED_TRACE(text);
     ExpectAsDecode(cache, with_seq(text));
   }

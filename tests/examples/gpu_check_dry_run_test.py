@@ -122,6 +122,20 @@ def doc_rows(repo):
     return rows
 
 
+def overhead_rows(stdout):
+    """{mode: [median, spread, ratio, target]} from the tables bench/overhead/run.py prints."""
+    return {cells[0]: cells[1:] for cells in
+            ([c.strip() for c in l.strip("|").split("|")] for l in stdout.splitlines()
+             if l.startswith("| ") and not l.startswith("| mode"))}
+
+
+def kernel_events(log_dir):
+    """How many kernel events the collector wrote under log_dir."""
+    return sum(sum(1 for line in path.read_text().splitlines()
+                   if json.loads(line)["type"] == "kernel")
+               for path in log_dir.rglob("*.jsonl"))
+
+
 class GpuCheckDryRun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -332,9 +346,7 @@ class GpuCheckDryRun(unittest.TestCase):
                             "--launches", str(launches), "--skip-torch"],
                            capture_output=True, text=True, timeout=300, env=self.env())
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        rows = {cells[0]: cells[1:] for cells in
-                ([c.strip() for c in l.strip("|").split("|")] for l in r.stdout.splitlines()
-                 if l.startswith("| ") and not l.startswith("| mode"))}
+        rows = overhead_rows(r.stdout)
         self.assertEqual(rows["plain"][0], "1,000,000.0")
         self.assertEqual(rows["plain"][2], "1.000x")
         self.assertEqual(rows["injector, timing on"][2], "0.900x")
@@ -344,10 +356,7 @@ class GpuCheckDryRun(unittest.TestCase):
                          {"plain": reps, "injector, timing on": reps,
                           "injector, timing off": reps})
         # Every injected launch reached the benchmark's collector: 2 modes x reps runs.
-        events = 0
-        for path in (out / "logs").rglob("*.jsonl"):
-            events += sum(1 for line in path.read_text().splitlines()
-                          if json.loads(line)["type"] == "kernel")
+        events = kernel_events(out / "logs")
         self.assertEqual(events, 2 * reps * launches)
 
     def test_overhead_measures_a_baseline_injector_beside_this_one(self):
@@ -362,9 +371,7 @@ class GpuCheckDryRun(unittest.TestCase):
         r = subprocess.run(argv + [str(baseline)], capture_output=True, text=True, timeout=300,
                            env=self.env())
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        rows = {cells[0]: cells[1:] for cells in
-                ([c.strip() for c in l.strip("|").split("|")] for l in r.stdout.splitlines()
-                 if l.startswith("| ") and not l.startswith("| mode"))}
+        rows = overhead_rows(r.stdout)
         # Each injected mode ran with both libraries: the stand-in's rates tell them apart.
         self.assertEqual(rows["injector, timing off"][2], "0.900x")
         self.assertEqual(rows["baseline injector, timing on"][2], "0.800x")
@@ -375,10 +382,7 @@ class GpuCheckDryRun(unittest.TestCase):
                           "injector, timing off": reps, "baseline injector, timing on": reps,
                           "baseline injector, timing off": reps})
         # Both libraries' launches reached the collector: 4 injected modes x reps runs.
-        events = 0
-        for path in (out / "logs").rglob("*.jsonl"):
-            events += sum(1 for line in path.read_text().splitlines()
-                          if json.loads(line)["type"] == "kernel")
+        events = kernel_events(out / "logs")
         self.assertEqual(events, 4 * reps * launches)
 
         r = subprocess.run(argv + [str(out / "missing.so")], capture_output=True, text=True,

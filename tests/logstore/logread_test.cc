@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -295,7 +296,9 @@ struct ReadMany {
   std::vector<ReadProgress> progress;
 };
 
-ReadMany ReadAll(const std::vector<fs::path>& files, ReadOptions options) {
+// `on_each`, when given, is called at every event (on the calling thread).
+ReadMany ReadAll(const std::vector<fs::path>& files, ReadOptions options,
+                 const std::function<void()>& on_each = {}) {
   ReadMany r;
   options.on_unknown = [&](const UnknownEvent& u, const Origin&) {
     r.unknown.emplace_back(std::string(u.type), u.header.seq);
@@ -305,6 +308,7 @@ ReadMany ReadAll(const std::vector<fs::path>& files, ReadOptions options) {
   r.ok = ReadLogFiles(
       files,
       [&](const schema::OwnedEvent& e, const Origin& origin) {
+        if (on_each) on_each();
         const size_t index = static_cast<size_t>(
             std::find(files.begin(), files.end(), *origin.file) - files.begin());
         r.events.push_back({index, origin.line, schema::TypeOf(e), schema::HeaderOf(e).seq});
@@ -423,14 +427,20 @@ TEST(ReadLogFilesTest, StopsAtTheFirstFailingFileInOrder) {
   }
 }
 
+// `count` files f0.jsonl... in `dir`, each a process (pids 100...) writing `launches` launches.
+std::vector<fs::path> LaunchFiles(const TempDir& dir, int count, int launches) {
+  std::vector<fs::path> files;
+  for (int i = 0; i < count; ++i) {
+    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
+    WriteFile(files.back(), Launches(100 + i, launches, false));
+  }
+  return files;
+}
+
 // An exception from the caller's callback stops the workers (no hang, nothing delivered after).
 TEST(ReadLogFilesTest, ACallbackExceptionStopsTheWorkersAndPropagates) {
   TempDir dir;
-  std::vector<fs::path> files;
-  for (int i = 0; i < 4; ++i) {
-    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
-    WriteFile(files.back(), Launches(100 + i, 3000, false));
-  }
+  const std::vector<fs::path> files = LaunchFiles(dir, 4, 3000);
   ReadOptions options;
   options.threads = 3;
   uint64_t delivered = 0;
@@ -486,15 +496,11 @@ class AllowedCpus {
 
 // With the default thread count, a process allowed one CPU (taskset, a cpuset) reads on the
 // calling thread: decoder threads there would only add copies and switches. Allowed two, it
-// reads and decodes on two threads beside the caller's. Both give the events and summary of reading
-// file by file.
+// reads and decodes on two threads beside the caller's. Both give the events and summary of
+// reading file by file.
 TEST(ReadLogFilesTest, DefaultThreadsFollowTheCpusTheProcessMayUse) {
   TempDir dir;
-  std::vector<fs::path> files;
-  for (int i = 0; i < 3; ++i) {
-    files.push_back(dir.path() / ("f" + std::to_string(i) + ".jsonl"));
-    WriteFile(files.back(), Launches(100 + i, 3000, false));
-  }
+  const std::vector<fs::path> files = LaunchFiles(dir, 3, 3000);
   const ReadMany want = ReadEachFile(files);
   ASSERT_TRUE(want.ok) << want.error;
   const size_t before = ThreadsNow();
@@ -507,21 +513,11 @@ TEST(ReadLogFilesTest, DefaultThreadsFollowTheCpusTheProcessMayUse) {
       GTEST_SKIP() << "fewer than two CPUs allowed here";
     }
     size_t most = 0;
-    ReadSummary summary;
-    std::string error;
-    std::vector<Delivered> events;
-    ASSERT_TRUE(ReadLogFiles(
-        files,
-        [&](const schema::OwnedEvent& e, const Origin& origin) {
-          most = std::max(most, ThreadsNow());
-          const size_t index = static_cast<size_t>(
-              std::find(files.begin(), files.end(), *origin.file) - files.begin());
-          events.push_back({index, origin.line, schema::TypeOf(e), schema::HeaderOf(e).seq});
-        },
-        ReadOptions{}, &summary, &error))
-        << error;
-    EXPECT_TRUE(events == want.events);
-    EXPECT_EQ(summary.events, want.summary.events);
+    const ReadMany got =
+        ReadAll(files, ReadOptions{}, [&] { most = std::max(most, ThreadsNow()); });
+    ASSERT_TRUE(got.ok) << got.error;
+    EXPECT_TRUE(got.events == want.events);
+    EXPECT_EQ(got.summary.events, want.summary.events);
     if (cpus == 1) {
       EXPECT_EQ(most, before);  // no thread started
     } else {

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -268,16 +269,20 @@ class Pipeline {
   std::vector<std::thread> decoders_;
 };
 
-// Sequential reading on the calling thread (no worker thread).
+// Sequential reading on the calling thread (no worker thread). Every kTickEvents events it calls
+// `tick`, so that progress is said within a large file too.
 class DirectSink final : public internal::LineSink {
  public:
+  static constexpr uint64_t kTickEvents = ReadOptions::kChunkEvents;
+
   DirectSink(const fs::path& file, const OnEvent& on_event, const OnUnknownEvent& on_unknown,
-             uint64_t* events)
-      : file_(file), on_event_(on_event), on_unknown_(on_unknown), events_(events) {}
+             uint64_t* events, const std::function<void()>& tick)
+      : file_(file), on_event_(on_event), on_unknown_(on_unknown), events_(events), tick_(tick) {}
   schema::DecodeResult* Slot() override { return &result_; }
   void Event(uint64_t line) override {
     ++*events_;
     on_event_(result_.event, Origin{&file_, line});
+    if (*events_ % kTickEvents == 0) tick_();
   }
   void Unknown(std::string_view type, uint64_t line) override {
     if (on_unknown_ && result_.header) {
@@ -290,6 +295,7 @@ class DirectSink final : public internal::LineSink {
   const OnEvent& on_event_;
   const OnUnknownEvent& on_unknown_;
   uint64_t* events_;
+  const std::function<void()>& tick_;
   schema::DecodeResult result_;
 };
 
@@ -347,8 +353,9 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
   const unsigned threads = WorkerThreads(options, files.size());
   if (threads == 0) {
     std::atomic<uint64_t> bytes_read{0};
+    const std::function<void()> tick = [&] { report(false, bytes_read.load()); };
     for (const fs::path& file : files) {
-      DirectSink sink(file, on_event, options.on_unknown, &progress.events);
+      DirectSink sink(file, on_event, options.on_unknown, &progress.events, tick);
       if (!internal::ReadFileInto(file, sink, summary, &bytes_read, error)) return false;
       ++progress.files_done;
       report(false, bytes_read.load());

@@ -526,6 +526,27 @@ TEST(ReadLogFilesTest, DefaultThreadsFollowTheCpusTheProcessMayUse) {
   }
 }
 
+// Read on the calling thread, one large file still says its progress while it is being read,
+// not only when it is done.
+TEST(ReadLogFilesTest, ProgressIsSaidWithinOneFileReadOnTheCallingThread) {
+  TempDir dir;
+  const std::vector<fs::path> files = LaunchFiles(dir, 1, 3000);
+  ReadOptions options;
+  options.sequential = true;
+  const ReadMany got = ReadAll(files, options);
+  ASSERT_TRUE(got.ok) << got.error;
+  ASSERT_GE(got.progress.size(), 3u);
+  const ReadProgress& during = got.progress[got.progress.size() / 2];
+  EXPECT_EQ(during.files_done, 0u);
+  EXPECT_GT(during.events, 0u);
+  EXPECT_LT(during.events, got.events.size());
+  for (size_t i = 1; i < got.progress.size(); ++i) {
+    EXPECT_GE(got.progress[i].events, got.progress[i - 1].events);
+  }
+  EXPECT_EQ(got.progress.back().files_done, 1u);
+  EXPECT_EQ(got.progress.back().events, got.events.size());
+}
+
 TEST(ProgressLineTest, SaysTheFileEventsAndRate) {
   ReadProgress p;
   p.files = 17;

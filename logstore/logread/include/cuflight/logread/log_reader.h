@@ -89,8 +89,9 @@ struct ReadOptions {
   static constexpr size_t kChunkEvents = 1024;
   // Lines of unknown types (4.); may be empty.
   OnUnknownEvent on_unknown;
-  // Called on the calling thread between batches, at most every `progress_interval_s`, and once
-  // when the read ends successfully; may be empty.
+  // Called on the calling thread between batches (reading on that thread alone: every
+  // kChunkEvents events), at most every `progress_interval_s`, and once when the read ends
+  // successfully; may be empty.
   std::function<void(const ReadProgress&)> on_progress;
   double progress_interval_s = 0.25;
 };

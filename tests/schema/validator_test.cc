@@ -8,32 +8,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "alloc_counter.h"
 #include "cuflight/schema/decoder.h"
 #include "sample_events.h"
-
-// Counts the allocations of the calling thread, so a test can check that a call makes none.
-namespace {
-thread_local int64_t g_allocations = 0;
-}  // namespace
-
-// The replacements pair malloc with free; GCC cannot see that through inlining at -O3.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(size_t size) {
-  ++g_allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace cuflight::schema {
 namespace {
@@ -639,16 +623,16 @@ TEST(ValidatorTest, MakesNoAllocation) {
   LineInfo info;
   ValidateError error;
   for (const std::string& line : lines) {
-    const int64_t before = g_allocations;
+    const int64_t before = test_support::AllocationsOnThisThread();
     Validate(line, &info, &error);
     uint64_t u = 0;
     double d = 0;
     info.GetUint("seq", &u);
     info.GetDouble("x", &d);
     info.Find("zzz");
-    EXPECT_EQ(g_allocations, before) << Printable(line);
+    EXPECT_EQ(test_support::AllocationsOnThisThread(), before) << Printable(line);
   }
-  EXPECT_GT(g_allocations, 0);  // the counter works
+  EXPECT_GT(test_support::AllocationsOnThisThread(), 0);  // the counter works
 }
 
 }  // namespace

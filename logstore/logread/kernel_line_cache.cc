@@ -159,14 +159,6 @@ bool KernelLineCache::SameHead(const schema::OwnedKernelEvent& head,
 
 schema::Reason KernelLineCache::DecodeFully(std::string_view line,
                                             schema::DecodeResult* result) noexcept {
-  if (auto* k = std::get_if<schema::OwnedKernelEvent>(&result->event);
-      k != nullptr && spare_.size() < kMaxSpare && !line.starts_with(R"({"type":"kernel",)")) {
-    try {
-      spare_.push_back(std::move(*k));
-    } catch (const std::bad_alloc&) {
-      // not kept: the next kernel event allocates its strings again
-    }
-  }
   ++misses_;
   const schema::Reason reason = decoder_.Decode(line, result);
   last_type_ = decoder_.last_type();
@@ -194,15 +186,7 @@ schema::Reason KernelLineCache::Decode(std::string_view line,
     Entry& e = set[w];
     if (e.used == 0 || e.hash != hash || e.tail != tail) continue;
     try {
-      if (!std::holds_alternative<schema::OwnedKernelEvent>(result->event)) {
-        if (spare_.empty()) {
-          result->event.emplace<schema::OwnedKernelEvent>();
-        } else {
-          result->event = std::move(spare_.back());
-          spare_.pop_back();
-        }
-      }
-      std::get<schema::OwnedKernelEvent>(result->event) = e.event;  // reuses the strings' storage
+      decoder_.KernelOf(&result->event) = e.event;  // reuses the strings' storage
     } catch (const std::bad_alloc&) {
       break;  // LineDecoder says what it says out of memory
     }

@@ -24,8 +24,9 @@
 //    hostile lines.
 // 4. Bounded: kSets x kWays tails (about 2 MB), the least recently taken of a set replaced. A log
 //    with more configurations than that is read correctly, only more of it through LineDecoder.
-// 5. Like LineDecoder it reuses the result's storage: the strings of a kernel event that a line of
-//    another type replaces are kept for the next result that becomes a kernel event.
+// 5. Like LineDecoder it reuses the result's storage, through LineDecoder's (KernelOf): the
+//    strings of a kernel event that a line of another type replaces are kept for the next result
+//    that becomes a kernel event.
 #ifndef CUFLIGHT_LOGSTORE_LOGREAD_KERNEL_LINE_CACHE_H_
 #define CUFLIGHT_LOGSTORE_LOGREAD_KERNEL_LINE_CACHE_H_
 
@@ -74,15 +75,11 @@ class KernelLineCache {
   static bool SameHead(const schema::OwnedKernelEvent& head,
                        const schema::OwnedKernelEvent& e) noexcept;
 
-  // Hands the line to LineDecoder, first keeping the strings of a kernel event it would replace.
+  // Hands the line to LineDecoder.
   schema::Reason DecodeFully(std::string_view line, schema::DecodeResult* result) noexcept;
-
-  // As LineDecoder::kMaxSpare: a caller cycles through at most this many results.
-  static constexpr size_t kMaxSpare = 4096;
 
   schema::LineDecoder decoder_;
   schema::OwnedKernelEvent head_;  // the head of the line being decoded
-  std::vector<schema::OwnedKernelEvent> spare_;
   // kSets x kWays entries, made on the first line in the encoder's layout; none (and every line
   // to LineDecoder) when that allocation failed.
   std::vector<Entry> entries_;

@@ -293,29 +293,40 @@ bool ReadMembers(const LineInfo& info, const std::string_view (&names)[N], E* e,
 
 }  // namespace
 
-// The kernel alternative of *event, reset to its defaults. Its string buffers are kept: those of
-// the kernel event *event held, or a set put aside when a kernel_time replaced a kernel event in
-// a result (so results reused for lines of both types in any order stop allocating).
-OwnedKernelEvent& LineDecoder::ResetKernel(OwnedEvent* event) {
-  OwnedKernelEvent* held = std::get_if<OwnedKernelEvent>(event);
-  if (held == nullptr) {
-    held = &event->emplace<OwnedKernelEvent>();
-    if (!spare_.empty()) {
-      held->api.swap(spare_.back().api);
-      held->name.swap(spare_.back().name);
-      held->demangled.swap(spare_.back().demangled);
-      spare_.pop_back();
-    }
-    return *held;
+OwnedKernelEvent& LineDecoder::KernelOf(OwnedEvent* event) {
+  if (auto* held = std::get_if<OwnedKernelEvent>(event)) return *held;
+  OwnedKernelEvent& e = event->emplace<OwnedKernelEvent>();
+  if (!spare_.empty()) {
+    e.api.swap(spare_.back().api);
+    e.name.swap(spare_.back().name);
+    e.demangled.swap(spare_.back().demangled);
+    spare_.pop_back();
   }
-  std::string api = std::move(held->api);
-  std::string name = std::move(held->name);
-  std::string demangled = std::move(held->demangled);
-  *held = OwnedKernelEvent{};
-  held->api = std::move(api);
-  held->name = std::move(name);
-  held->demangled = std::move(demangled);
-  return *held;
+  return e;
+}
+
+void LineDecoder::PutAside(OwnedEvent* event) {
+  auto* kernel = std::get_if<OwnedKernelEvent>(event);
+  if (kernel == nullptr || spare_.size() >= kMaxSpare) return;
+  spare_.emplace_back();
+  spare_.back().api.swap(kernel->api);
+  spare_.back().name.swap(kernel->name);
+  spare_.back().demangled.swap(kernel->demangled);
+}
+
+// The kernel alternative of *event, reset to its defaults. Its string buffers are kept: those of
+// the kernel event *event held, or a set put aside when another type replaced a kernel event in
+// a result (so results reused for lines of all types in any order stop allocating).
+OwnedKernelEvent& LineDecoder::ResetKernel(OwnedEvent* event) {
+  OwnedKernelEvent& held = KernelOf(event);
+  std::string api = std::move(held.api);
+  std::string name = std::move(held.name);
+  std::string demangled = std::move(held.demangled);
+  held = OwnedKernelEvent{};
+  held.api = std::move(api);
+  held.name = std::move(name);
+  held.demangled = std::move(demangled);
+  return held;
 }
 
 OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
@@ -323,13 +334,7 @@ OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
     *held = OwnedKernelTimeEvent{};
     return *held;
   }
-  if (auto* kernel = std::get_if<OwnedKernelEvent>(event); kernel != nullptr &&
-                                                           spare_.size() < kMaxSpare) {
-    spare_.emplace_back();
-    spare_.back().api.swap(kernel->api);
-    spare_.back().name.swap(kernel->name);
-    spare_.back().demangled.swap(kernel->demangled);
-  }
+  PutAside(event);
   return event->emplace<OwnedKernelTimeEvent>();
 }
 
@@ -403,6 +408,14 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
     }
   }
   ++reference_lines_;
+  // A kernel event replaced by another type leaves its strings for the next kernel line (not
+  // when this line is a kernel too: Decode's event brings its own).
+  if (!(info_.type_known && info_.type == EventType::kKernel)) {
+    try {
+      PutAside(&result->event);
+    } catch (...) {  // std::bad_alloc: not kept
+    }
+  }
   *result = schema::Decode(line);
   return result->reason;
 }

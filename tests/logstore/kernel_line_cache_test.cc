@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "alloc_counter.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "report_test_events.h"
@@ -70,6 +71,26 @@ TEST(KernelLineCacheTest, RepeatedConfigurationsComeFromTheCacheWithTheirOwnHead
   EXPECT_EQ(cache.hits(), 98u);
   EXPECT_EQ(cache.misses(), 102u);  // 2 kernel lines and the 100 kernel_time lines
   EXPECT_EQ(cache.last_type(), "kernel_time");
+}
+
+// A result the cache fills from a cached tail after a line of another type reuses the string
+// buffers the result's kernel event had before (kept by LineDecoder, which the cache shares).
+TEST(KernelLineCacheTest, ACachedKernelAfterAnotherTypeAllocatesNothing) {
+  KernelLineCache cache;
+  const std::string kernel = Line(Kernel(4000, 5, 1'000'000, 77, Gemm()));
+  const std::string other_lines[] = {Line(KernelTime(4000, 6, 77, 1234)),
+                                     Line(report::testing::Device(4000, 7, 0, "NVIDIA H100"))};
+  schema::DecodeResult reused;
+  ASSERT_EQ(cache.Decode(kernel, &reused), schema::Reason::kOk);
+  for (const std::string& other : other_lines) {
+    SCOPED_TRACE(other);
+    ASSERT_EQ(cache.Decode(other, &reused), schema::Reason::kOk);
+    const int64_t before = test_support::AllocationsOnThisThread();
+    ASSERT_EQ(cache.Decode(kernel, &reused), schema::Reason::kOk);
+    EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
+    EXPECT_TRUE(reused.event == schema::Decode(kernel).event);
+  }
+  EXPECT_EQ(cache.hits(), 2u);
 }
 
 TEST(KernelLineCacheTest, HeadsTheCacheDoesNotReadGoToTheDecoder) {

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "alloc_counter.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/encoder.h"
 #include "sample_events.h"
@@ -84,6 +85,32 @@ TEST(LineDecoderTest, ReusedResultForgetsTheOptionalFieldsOfTheLineBefore) {
   }
   EXPECT_EQ(decoder.fast_lines(), 6u);
   EXPECT_EQ(decoder.reference_lines(), 0u);
+}
+
+// A result that goes from a kernel line to a line of another type and back keeps the kernel
+// event's string buffers: the kernel line after a kernel_time, or after a line Decode reads (a
+// device event), allocates nothing.
+TEST(LineDecoderTest, AKernelEventsStringsOutliveLinesOfOtherTypes) {
+  const std::string kernel = EncodeLine(RealisticKernel());
+  OwnedDeviceEvent device;
+  device.header = {1, 1, 2};
+  device.name = "NVIDIA H100 80GB HBM3, a device name longer than a short string";
+  device.uuid = "GPU-00000000-0000-0000-0000-000000000000";
+  device.warp_size = 32;
+  const std::string other_lines[] = {EncodeLine(Time(3, 5)), EncodeLine(device)};
+  LineDecoder decoder;
+  DecodeResult reused;
+  ASSERT_EQ(decoder.Decode(kernel, &reused), Reason::kOk);
+  for (const std::string& other : other_lines) {
+    SCOPED_TRACE(other);
+    ASSERT_EQ(decoder.Decode(other, &reused), Reason::kOk);
+    ASSERT_FALSE(std::holds_alternative<OwnedKernelEvent>(reused.event));
+    const int64_t before = test_support::AllocationsOnThisThread();
+    ASSERT_EQ(decoder.Decode(kernel, &reused), Reason::kOk);
+    EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
+    EXPECT_TRUE(reused.event == OwnedEvent(RealisticKernel()));
+  }
+  EXPECT_EQ(decoder.reference_lines(), 1u);  // the device line
 }
 
 // Valid forms the fast reading does not take go to Decode, with the same result.

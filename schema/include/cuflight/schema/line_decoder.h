@@ -42,9 +42,18 @@ class LineDecoder {
   uint64_t fast_lines() const { return fast_lines_; }
   uint64_t reference_lines() const { return reference_lines_; }
 
+  // The kernel alternative of *event: as it is when *event holds one, else a new one given the
+  // string buffers of a kernel event put aside (4.). For a reader that fills a kernel event
+  // itself into results this decoder also fills (logread's kernel line cache). May throw
+  // std::bad_alloc.
+  OwnedKernelEvent& KernelOf(OwnedEvent* event);
+
  private:
   OwnedKernelEvent& ResetKernel(OwnedEvent* event);
   OwnedKernelTimeEvent& ResetKernelTime(OwnedEvent* event);
+  // Keeps the string buffers of the kernel event *event holds, if any, before another type
+  // replaces it.
+  void PutAside(OwnedEvent* event);
 
   struct KernelStrings {
     std::string api;

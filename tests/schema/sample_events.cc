@@ -6,15 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cuflight/schema/encoder.h"
+#include "h100_device.h"
 
 namespace cuflight::schema::testing {
 namespace {
@@ -237,22 +237,7 @@ std::vector<OwnedEvent> RoundTripEvents() {
   OwnedDeviceEvent device;
   device.header = MakeHeader(seq++);
   device.device = 0;
-  device.name = "NVIDIA H100 80GB HBM3";
-  device.uuid = "GPU-8f6a7b3e-1c2d-4e5f-9a0b-123456789abc";
-  device.cc_major = 9;
-  device.cc_minor = 0;
-  device.sm_count = 132;
-  device.max_threads_per_block = 1024;
-  device.max_threads_per_sm = 2048;
-  device.max_blocks_per_sm = 32;
-  device.regs_per_sm = 65536;
-  device.regs_per_block = 65536;
-  device.smem_per_sm = 233472;
-  device.smem_per_block = 49152;
-  device.smem_per_block_optin = 232448;
-  device.reserved_smem_per_block = 1024;
-  device.warp_size = 32;
-  device.max_cluster_size = 8;
+  test_support::SetH100(&device);
   events.emplace_back(device);
   device.uuid = "";
   device.max_cluster_size = 0;

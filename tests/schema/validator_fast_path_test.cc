@@ -15,6 +15,7 @@
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
+#include "h100_device.h"
 #include "sample_events.h"
 #include "validator_internal.h"
 
@@ -164,22 +165,7 @@ OwnedDeviceEvent PlainDevice() {
   OwnedDeviceEvent d;
   d.header = MakeHeader(2);
   d.device = 0;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.uuid = "GPU-5d3f7a64-1e0b-2c43-9a1e-6f0c1d2e3f40";
-  d.cc_major = 9;
-  d.cc_minor = 0;
-  d.sm_count = 132;
-  d.max_threads_per_block = 1024;
-  d.max_threads_per_sm = 2048;
-  d.max_blocks_per_sm = 32;
-  d.regs_per_sm = 65536;
-  d.regs_per_block = 65536;
-  d.smem_per_sm = 233'472;
-  d.smem_per_block = 49'152;
-  d.smem_per_block_optin = 232'448;
-  d.reserved_smem_per_block = 1024;
-  d.warp_size = 32;
-  d.max_cluster_size = 8;
+  test_support::SetH100(&d);
   return d;
 }
 

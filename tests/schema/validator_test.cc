@@ -507,7 +507,8 @@ TEST(ValidatorTest, KernelTimeGraphIds) {
             R"(kernel_time: field "graph_node_id" is required when "graph_id" is present)");
   EXPECT_EQ(Validate(head + R"(,"graph_node_id":9})", &info, &error), Reason::kMissingField);
   EXPECT_EQ(error.field, "graph_id");
-  ASSERT_EQ(Validate(head + R"(,"graph_id":9,"graph_node_id":10})", &info, &error), Reason::kOk);
+  const std::string both = head + R"(,"graph_id":9,"graph_node_id":10})";  // info points into it
+  ASSERT_EQ(Validate(both, &info, &error), Reason::kOk);
   uint64_t node = 0;
   EXPECT_TRUE(info.GetUint("graph_node_id", &node));
   EXPECT_EQ(node, 10u);

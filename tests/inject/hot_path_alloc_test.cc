@@ -1,38 +1,15 @@
-// The launch hot path makes no heap allocation: every operator new in this binary is counted
-// while 10,000 launches of a known function (a CUfunction, or a CUkernel on a stream) go through
-// the recorder into the ring.
+// The launch hot path makes no heap allocation: every operator new of the test's thread is
+// counted (alloc_counter.h) while 10,000 launches of a known function (a CUfunction, or a CUkernel
+// on a stream) go through the recorder into the ring, on that thread.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "activity_buffers.h"
+#include "alloc_counter.h"
 #include "cuflight/blackbox/region_writer.h"
 #include "inject_test_support.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// The replacements pair malloc with free; GCC cannot see that through inlining at -O3.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(size_t size) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  void* p = std::malloc(size == 0 ? 1 : size);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void* operator new[](size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace cuflight::inject::testing {
 namespace {
@@ -51,14 +28,12 @@ TEST(HotPath, CachedLaunchesAllocateNothing) {
   // First launch: the slow path reads the driver and allocates, once.
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", 0);
 
-  g_allocations = 0;
-  g_counting = true;
+  const int64_t before = test_support::AllocationsOnThisThread();
   for (uint32_t i = 0; i < 5000; ++i) {
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", i);
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &ex, "_Z1kv", i);
   }
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
 }
 
@@ -83,13 +58,11 @@ TEST(HotPath, CachedLaunchesIntoTheBlackBoxAllocateNothing) {
   cuLaunchKernel_params plain{Fn(0x1000), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", 0);  // the slow path
 
-  g_allocations = 0;
-  g_counting = true;
+  const int64_t before = test_support::AllocationsOnThisThread();
   for (uint32_t i = 0; i < 10000; ++i) {
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &plain, "_Z1kv", i);
   }
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
   LaunchRecord r;
   ASSERT_TRUE(h.ring->TryPop(&r));
@@ -107,11 +80,9 @@ TEST(HotPath, CachedCuKernelLaunchesOnAStreamAllocateNothing) {
   cuLaunchKernel_params p{Fn(0x7000), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
   h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", 0);
   const int stream_queries = h.fake.stream_context_queries;
-  g_allocations = 0;
-  g_counting = true;
+  const int64_t before = test_support::AllocationsOnThisThread();
   for (uint32_t i = 0; i < 10000; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", i);
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
   EXPECT_EQ(h.fake.stream_context_queries, stream_queries);
   EXPECT_EQ(h.ring->SizeApprox(), 10001u);
 }
@@ -124,8 +95,7 @@ TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
   const CuptiApi cupti = fake.cupti();
   ActivityBuffers buffers(2, 4096);
   buffers.SetDroppedRecordsSource(&cupti);
-  g_allocations = 0;
-  g_counting = true;
+  const int64_t before = test_support::AllocationsOnThisThread();
   for (int i = 0; i < 1000; ++i) {
     uint8_t* a = nullptr;
     uint8_t* b = nullptr;
@@ -142,8 +112,7 @@ TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
     while (buffers.PopCompleted(&completed)) buffers.Release(completed.buffer);
   }
   const uint64_t lost = buffers.lost_records();
-  g_counting = false;
-  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(test_support::AllocationsOnThisThread(), before);
   EXPECT_EQ(buffers.refused(), 1000u);
   EXPECT_EQ(buffers.cupti_dropped(), 1000u);
   EXPECT_EQ(lost, 1000u);
@@ -151,12 +120,11 @@ TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
 
 TEST(HotPath, TheCounterSeesAllocations) {
   // The instrument works: a known allocation is counted.
-  g_allocations = 0;
-  g_counting = true;
-  auto* p = new int(5);
-  g_counting = false;
+  const int64_t before = test_support::AllocationsOnThisThread();
+  int* volatile p = new int(5);  // volatile: the allocation cannot be optimised away
+  const int64_t after = test_support::AllocationsOnThisThread();
   delete p;
-  EXPECT_EQ(g_allocations.load(), 1);
+  EXPECT_EQ(after, before + 1);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ int64_t Ms(StallTracker::Clock::duration d) {
 uint16_t CutName(std::string_view text, char* out) {
   constexpr size_t kCap = schema::kMaxStallNameBytes;
   if (text.size() <= kCap) {
-    std::memcpy(out, text.data(), text.size());
+    // An empty name may have no storage at all (data() null): memcpy must not see it.
+    if (!text.empty()) std::memcpy(out, text.data(), text.size());
     return static_cast<uint16_t>(text.size());
   }
   const std::string_view marker = schema::kTruncationMarker;

@@ -158,6 +158,13 @@ TEST_F(LogSinkRecoveryTest, TruncatedNewestSegmentFailsTheAcquire) {
 // right seq; it never hands out a stream whose highest seq was silently lost. With the right
 // number of descriptors left, the failure falls on the recovery read itself.
 TEST_F(LogSinkRecoveryTest, OutOfDescriptorsNeverLosesTheHighestSeq) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The asan preset runs UBSan too. Its vptr check tests memory with a pipe
+  // (IsAccessibleMemoryRange): with no descriptor free, every check it cannot cache fails, and
+  // it reports a valid object (spdlog's formatter) as one with an invalid vptr.
+  GTEST_SKIP() << "the sanitizers' runtime needs descriptors of its own; the release build runs "
+                  "this test";
+#endif
   WriteFile(Active(), MakeLine(0) + MakeLine(1) + MakeLine(2));
   auto sink = OpenSink();
   ASSERT_NE(sink, nullptr);

@@ -338,6 +338,15 @@ OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
   return event->emplace<OwnedKernelTimeEvent>();
 }
 
+Reason LineDecoder::ReadFast(DecodeResult* result) {
+  last_type_ = EventTypeName(info_.type);
+  result->reason = Reason::kOk;
+  result->message.clear();
+  result->header = info_.header;
+  ++fast_lines_;
+  return Reason::kOk;
+}
+
 Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept {
   last_type_ = {};
   // A kernel or kernel_time line in the encoder's layout: the validator's fast path checks it and
@@ -358,14 +367,7 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
       } else {
         read = internal::DecodeFastPath(line, &info_, &ResetKernelTime(&result->event));
       }
-      if (read) {
-        last_type_ = EventTypeName(info_.type);
-        result->reason = Reason::kOk;
-        result->message.clear();
-        result->header = info_.header;
-        ++fast_lines_;
-        return Reason::kOk;
-      }
+      if (read) return ReadFast(result);
     } catch (...) {  // std::bad_alloc from a string: Decode says what it says
     }
   }
@@ -397,13 +399,7 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
         uint64_t seen = 0;
         read = ReadMembers(info_, kKernelTimeNames, &e, &seen);
       }
-      if (read) {
-        result->reason = Reason::kOk;
-        result->message.clear();
-        result->header = info_.header;
-        ++fast_lines_;
-        return Reason::kOk;
-      }
+      if (read) return ReadFast(result);
     } catch (...) {  // std::bad_alloc from a string: Decode says what it says
     }
   }

@@ -54,6 +54,8 @@ class LineDecoder {
   // Keeps the string buffers of the kernel event *event holds, if any, before another type
   // replaces it.
   void PutAside(OwnedEvent* event);
+  // Completes *result for a line whose event was read here (1.), from info_.
+  Reason ReadFast(DecodeResult* result);
 
   struct KernelStrings {
     std::string api;

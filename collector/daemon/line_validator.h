@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cuflight/metrics/metrics.h"
-#include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
 
@@ -61,6 +60,7 @@ struct LineFacts {
   // thread: after the first lines nothing is allocated on the path of a valid line.
   schema::LineInfo info;
   schema::ValidateError error;
+  schema::OwnedEvent event;  // a stall line's event (the only type decoded whole)
   std::string hostname_storage;
   std::string exe_storage;
   std::array<char, 1024> name_scratch{};

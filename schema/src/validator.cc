@@ -10,8 +10,12 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -907,11 +911,45 @@ struct Slots {
 };
 
 class Checker;
-void CheckFields(Checker& c, StallStreamItem);
-void CheckFields(Checker& c, StallLaunchItem);
+template <bool kFill>
+void CheckFields(Checker& c, OwnedStallLaunch* e);
+template <bool kFill>
+void CheckFields(Checker& c, OwnedStallStream* e);
 
-// The type-specific rules over the slots, in Decode's order (see decoder.cc); the first failure
-// is kept and every later check is a no-op.
+// Where a check writes what it read: nowhere (a null `out`, when only validating), or the member
+// of the event Decode returns. The stores only run once the value is known to be valid.
+template <class T>
+void SetNull(T* out) {
+  if constexpr (requires { out->reset(); }) {
+    out->reset();
+  } else {
+    *out = T{-1};
+  }
+}
+
+template <class T>
+void SetInt(T* out, const Integral& x) {
+  if constexpr (requires { out->emplace(); }) {
+    *out = ValueOf<typename T::value_type>(x);
+  } else {
+    *out = ValueOf<T>(x);
+  }
+}
+
+// A checked string value, unescaped.
+void SetString(const Value& v, std::string* out) {
+  const std::string_view raw = v.inner();
+  if (!v.escaped) {
+    out->assign(raw);
+    return;
+  }
+  out->resize(raw.size());  // never longer unescaped
+  out->resize(Unescape(raw, out->data(), out->size()).value_or(0));
+}
+
+// The type-specific rules over the slots, in Decode's order (the order of the tables); the first
+// failure is kept and every later check is a no-op. Each check takes where its value goes: a null
+// pointer to validate only, else the event's member (Decode, ValidateInto with an event).
 class Checker {
  public:
   Checker(const Slots& slots, std::string_view prefix, ValidateError* error)
@@ -919,59 +957,66 @@ class Checker {
 
   bool ok() const { return reason_ == Reason::kOk; }
   Reason reason() const { return reason_; }
+  bool Has(Key k) const { return slots_.Has(k); }
 
-  template <class T = int64_t>
-  void Int(Key k, const IntRange& range, T* out = nullptr) {
+  template <class T>
+  void Int(Key k, T* out, const IntRange& range) {
     if (const Value* v = Get(k)) ReadInt(k, *v, range, "an integer", out);
   }
 
-  void IntOrNull(Key k, const IntRange& range) {
+  // JSON null reads as -1 (nullopt).
+  template <class T>
+  void IntOrNull(Key k, T* out, const IntRange& range) {
     const Value* v = Get(k);
-    if (v == nullptr || v->kind == Kind::kNull) return;
-    ReadInt<int64_t>(k, *v, range, "an integer or null", nullptr);
+    if (v == nullptr) return;
+    if (v->kind != Kind::kNull) return ReadInt(k, *v, range, "an integer or null", out);
+    if (out != nullptr) SetNull(out);
   }
 
-  void OptionalInt(Key k, const IntRange& range) {
+  // Absent: *out keeps its default.
+  template <class T>
+  void OptionalInt(Key k, T* out, const IntRange& range) {
     const Value* v = Find(k);
-    if (v != nullptr && ok()) ReadInt<int64_t>(k, *v, range, "an integer", nullptr);
+    if (v != nullptr && ok()) ReadInt(k, *v, range, "an integer", out);
   }
 
-  void OptionalIntOrNull(Key k, const IntRange& range) {
+  // Absent or JSON null: -1 (nullopt).
+  template <class T>
+  void OptionalIntOrNull(Key k, T* out, const IntRange& range) {
     const Value* v = Find(k);
-    if (!ok() || v == nullptr || v->kind == Kind::kNull) return;
-    ReadInt<int64_t>(k, *v, range, "an integer or null", nullptr);
-  }
-
-  void Bool(Key k) {
-    const Value* v = Get(k);
-    if (v != nullptr && v->kind != Kind::kTrue && v->kind != Kind::kFalse) {
-      Fail(Reason::kWrongType, k, "must be a boolean", v);
+    if (!ok()) return;
+    if (v != nullptr && v->kind != Kind::kNull) {
+      return ReadInt(k, *v, range, "an integer or null", out);
     }
+    if (out != nullptr) SetNull(out);
   }
 
-  void OptionalBool(Key k) {
+  void Bool(Key k, bool* out) {
+    if (const Value* v = Get(k)) ReadBool(k, *v, out);
+  }
+
+  void OptionalBool(Key k, bool* out) {
     const Value* v = Find(k);
-    if (!ok() || v == nullptr) return;
-    if (v->kind != Kind::kTrue && v->kind != Kind::kFalse) {
-      Fail(Reason::kWrongType, k, "must be a boolean", v);
-    }
+    if (v != nullptr && ok()) ReadBool(k, *v, out);
   }
 
-  void Number(Key k, int lo, int hi) {
-    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, MaximumOf(hi));
+  void Number(Key k, double* out, int lo, int hi) {
+    if (const Value* v = Get(k)) ReadNumber(k, *v, lo, MaximumOf(hi), out);
   }
 
-  void OptionalNumber(Key k, int lo, int hi) {
+  void OptionalNumber(Key k, double* out, int lo, int hi) {
     const Value* v = Find(k);
-    if (v != nullptr && ok()) ReadNumber(k, *v, lo, MaximumOf(hi));
+    if (v != nullptr && ok()) ReadNumber(k, *v, lo, MaximumOf(hi), out);
   }
 
-  void String(Key k) {
+  void String(Key k, std::string* out) {
     const Value* v = Get(k);
-    if (v != nullptr && v->kind != Kind::kString) Fail(Reason::kWrongType, k, "must be a string", v);
+    if (v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    if (out != nullptr) SetString(*v, out);
   }
 
-  void Strings(Key k) {
+  void Strings(Key k, std::vector<std::string>* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of strings";
@@ -980,14 +1025,15 @@ class Checker {
     Value item{};
     while (items.Next(&item)) {
       if (item.kind != Kind::kString) return Fail(Reason::kWrongType, k, kWhat, v);
+      if (out != nullptr) SetString(item, &out->emplace_back());
     }
   }
 
-  void OptionalStrings(Key k) {
-    if (ok() && Find(k) != nullptr) Strings(k);
+  void OptionalStrings(Key k, std::vector<std::string>* out) {
+    if (ok() && Find(k) != nullptr) Strings(k, out);
   }
 
-  void Ids(Key k) {
+  void Ids(Key k, std::vector<uint64_t>* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of unsigned integers";
@@ -1001,29 +1047,33 @@ class Checker {
       if (kind == IntegralKind::kTooLarge || !InRange(x, kUint64)) {
         return Fail(Reason::kOutOfRange, k, "must be an array of integers in [0, 2^64-1]", v);
       }
+      if (out != nullptr) out->push_back(x.magnitude);
     }
   }
 
-  void Dim(Key k) {
-    if (const Value* v = Get(k)) ReadDim(k, *v);
+  void Dim(Key k, Dim3* out) {
+    if (const Value* v = Get(k)) ReadDim(k, *v, out);
   }
 
-  void OptionalDim(Key k) {
+  void OptionalDim(Key k, std::optional<Dim3>* out) {
     const Value* v = Find(k);
-    if (v != nullptr && ok()) ReadDim(k, *v);
+    if (v != nullptr && ok()) ReadDim(k, *v, out == nullptr ? nullptr : &out->emplace());
   }
 
-  void OneResource(Key k) {
+  void OneResource(Key k, Resource* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    if (ResourceOf(*v) < 0) {
-      Fail(Reason::kOutOfRange, k,
-           "must be one of registers, shared_mem, warps, blocks, barriers, cluster", v);
+    const int r = ResourceOf(*v);
+    if (r < 0) {
+      return Fail(Reason::kOutOfRange, k,
+                  "must be one of registers, shared_mem, warps, blocks, barriers, cluster, other",
+                  v);
     }
+    if (out != nullptr) *out = static_cast<Resource>(r);
   }
 
-  void ResourceSet(Key k) {
+  void ResourceSet(Key k, ResourceMask* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of resource names";
@@ -1038,45 +1088,37 @@ class Checker {
       if (mask & (1u << r)) return Fail(Reason::kOutOfRange, k, "must not repeat a resource", v);
       mask |= 1u << r;
     }
+    if (out != nullptr) *out = static_cast<ResourceMask>(mask);
   }
 
-  void OptionalOccupancySource(Key k) {
-    const Value* v = Find(k);
-    if (!ok() || v == nullptr) return;
-    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    if (StringIs(*v, OccupancySourceName(OccupancySource::kDriver)) ||
-        StringIs(*v, OccupancySourceName(OccupancySource::kEngine))) {
-      return;
+  void OptionalOccupancySource(Key k, OccupancySource* out) {
+    OptionalEnum(k, out, OccupancySourceName, 1, 2, "must be one of driver, engine");
+  }
+
+  void OptionalTimingStoppedReason(Key k, TimingStoppedReason* out) {
+    OptionalEnum(k, out, TimingStoppedReasonName, 1, 2,
+                 "must be one of records_stopped, unavailable");
+  }
+
+  void OneStallState(Key k, StallState* out) {
+    if (Get(k) != nullptr) {
+      OptionalEnum(k, out, StallStateName, 0, kStallStateCount - 1,
+                   "must be one of stalled, resolved");
     }
-    Fail(Reason::kOutOfRange, k, "must be one of driver, engine", v);
   }
 
-  void OptionalTimingStoppedReason(Key k) {
-    const Value* v = Find(k);
-    if (!ok() || v == nullptr) return;
-    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    if (StringIs(*v, TimingStoppedReasonName(TimingStoppedReason::kRecordsStopped)) ||
-        StringIs(*v, TimingStoppedReasonName(TimingStoppedReason::kUnavailable))) {
-      return;
+  void OneLostReason(Key k, LostReason* out) {
+    if (Get(k) != nullptr) {
+      OptionalEnum(k, out, LostReasonName, 0, kLostReasonCount - 1,
+                   "must be one of disconnected, collector_shutdown");
     }
-    Fail(Reason::kOutOfRange, k, "must be one of records_stopped, unavailable", v);
   }
 
-  void OneStallState(Key k) {
-    const Value* v = Get(k);
-    if (v == nullptr) return;
-    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    for (int i = 0; i < kStallStateCount; ++i) {
-      if (StringIs(*v, StallStateName(static_cast<StallState>(i)))) return;
-    }
-    Fail(Reason::kOutOfRange, k, "must be one of stalled, resolved", v);
-  }
-
-  // An array of objects, each checked in order by `check(Checker&)` over its own members (the
-  // last of a repeated name counts, as at the top level), with the prefix "<prefix>: <key>[i]";
-  // the first fault of any of them is the line's (Decode's Reader::Objects).
-  template <class Tag>
-  void Objects(Key k, Tag tag) {
+  // An array of objects, each checked in order by CheckFields over its own members (the last of
+  // a repeated name counts, as at the top level), with the prefix "<prefix>: <key>[i]"; the first
+  // fault of any of them is the line's.
+  template <class V, class Tag>
+  void Objects(Key k, V* out, Tag) {
     const Value* v = Get(k);
     if (v == nullptr) return;
     constexpr const char* kWhat = "must be an array of objects";
@@ -1119,7 +1161,11 @@ class Checker {
       append(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
       append("]");
       Checker nested(members, std::string_view(prefix, used), error_);
-      CheckFields(nested, tag);
+      if (out == nullptr) {
+        CheckFields<false>(nested, static_cast<typename V::value_type*>(nullptr));
+      } else {
+        CheckFields<true>(nested, &out->emplace_back());
+      }
       if (!nested.ok()) {
         reason_ = nested.reason();
         return;
@@ -1128,19 +1174,10 @@ class Checker {
     }
   }
 
-  void OneLostReason(Key k) {
-    const Value* v = Get(k);
-    if (v == nullptr) return;
-    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    for (int i = 0; i < kLostReasonCount; ++i) {
-      if (StringIs(*v, LostReasonName(static_cast<LostReason>(i)))) return;
-    }
-    Fail(Reason::kOutOfRange, k, "must be one of disconnected, collector_shutdown", v);
-  }
-
   // An object whose members are strings; a member overridden by a later one of the same name
-  // does not count (Decode keeps the last).
-  void OptionalStringMap(Key k) {
+  // does not count (Decode keeps the last). *out: the members sorted by name (bytewise), each
+  // name once with its last value, as a JSON object holds them.
+  void OptionalStringMap(Key k, std::vector<std::pair<std::string, std::string>>* out) {
     const Value* v = Find(k);
     if (!ok() || v == nullptr) return;
     constexpr const char* kWhat = "must be an object of strings";
@@ -1150,7 +1187,18 @@ class Checker {
     std::string_view name;
     bool escaped = false;
     while (members.Next(&item, &name, &escaped)) {
-      if (item.kind == Kind::kString) continue;
+      if (item.kind == Kind::kString) {
+        if (out != nullptr) {
+          auto& [key, value] = out->emplace_back();
+          const Value key_text{name.data() - 1, name.data() + name.size() + 1,
+                               Kind::kString,   escaped,
+                               false,           false,
+                               false,           0};
+          SetString(key_text, &key);
+          SetString(item, &value);
+        }
+        continue;
+      }
       ElementReader later = members;  // the members after this one
       Value other{};
       std::string_view other_name;
@@ -1161,6 +1209,13 @@ class Checker {
       }
       if (!overridden) return Fail(Reason::kWrongType, k, kWhat, v);
     }
+    if (out == nullptr) return;
+    std::stable_sort(out->begin(), out->end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Of each run of one name, the last.
+    const auto last = std::unique(out->rbegin(), out->rend(),
+                                  [](const auto& a, const auto& b) { return a.first == b.first; });
+    out->erase(out->begin(), last.base());
   }
 
   void RequiredWith(Key k, Key trigger) {
@@ -1224,12 +1279,36 @@ class Checker {
     if (got != nullptr) m.Add(", got ").Excerpt(got->text());
   }
 
+  // A string naming one of the enumerators [first, last] (`name_of` gives each one's wire name),
+  // when present and no fault came before.
+  template <class E>
+  void OptionalEnum(Key k, E* out, std::string_view (*name_of)(E), int first, int last,
+                    const char* what) {
+    const Value* v = Find(k);
+    if (!ok() || v == nullptr) return;
+    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
+    for (int i = first; i <= last; ++i) {
+      if (StringIs(*v, name_of(static_cast<E>(i)))) {
+        if (out != nullptr) *out = static_cast<E>(i);
+        return;
+      }
+    }
+    Fail(Reason::kOutOfRange, k, what, v);
+  }
+
+  void ReadBool(Key k, const Value& v, bool* out) {
+    if (v.kind != Kind::kTrue && v.kind != Kind::kFalse) {
+      return Fail(Reason::kWrongType, k, "must be a boolean", &v);
+    }
+    if (out != nullptr) *out = v.kind == Kind::kTrue;
+  }
+
   // The common case inline: an integer written as such, in range.
   template <class T>
   [[gnu::always_inline]] void ReadInt(Key k, const Value& v, const IntRange& range,
                                       const char* what, T* out) {
     if (v.kind == Kind::kNumber && v.integral && InRange({v.negative, v.magnitude}, range)) {
-      if (out != nullptr) *out = ValueOf<T>({v.negative, v.magnitude});
+      if (out != nullptr) SetInt(out, {v.negative, v.magnitude});
       return;
     }
     SlowReadInt(k, v, range, what, out);
@@ -1256,20 +1335,24 @@ class Checker {
           .Excerpt(v.text());
       return;
     }
-    if (out != nullptr) *out = ValueOf<T>(x);
+    if (out != nullptr) SetInt(out, x);
   }
 
-  void ReadNumber(Key k, const Value& v, double lo, double hi) {
-    if (v.kind == Kind::kNumber && NumberInRange(v, lo, hi)) return;
+  void ReadNumber(Key k, const Value& v, double lo, double hi, double* out) {
+    if (v.kind == Kind::kNumber && NumberInRange(v, lo, hi)) {
+      if (out != nullptr) *out = DoubleOf(v);
+      return;
+    }
     Fail(v.kind == Kind::kNumber ? Reason::kOutOfRange : Reason::kWrongType, k,
          hi == kInfinity ? "must be a number >= 0" : "must be a number in [0, 1]", &v);
   }
 
   // `[x,y,z]` as the encoder writes it (no space, no sign, no fraction), else the general path.
-  void ReadDim(Key k, const Value& v) {
+  void ReadDim(Key k, const Value& v, Dim3* out) {
     if (v.kind == Kind::kArray) {
       const char* p = v.begin + 1;
       bool plain = true;
+      uint32_t xyz[3] = {};
       for (int i = 0; i < 3 && plain; ++i) {
         uint64_t x = 0;
         const char* digits = p;
@@ -1277,14 +1360,18 @@ class Checker {
         const auto n = p - digits;
         plain = n > 0 && n <= 10 && (n == 1 || *digits != '0') && x <= kUint32.hi &&
                 *p == (i < 2 ? ',' : ']');
+        xyz[i] = static_cast<uint32_t>(x);
         ++p;
       }
-      if (plain && p == v.end) return;
+      if (plain && p == v.end) {
+        if (out != nullptr) *out = {xyz[0], xyz[1], xyz[2]};
+        return;
+      }
     }
-    SlowReadDim(k, v);
+    SlowReadDim(k, v, out);
   }
 
-  [[gnu::noinline]] void SlowReadDim(Key k, const Value& v) {
+  [[gnu::noinline]] void SlowReadDim(Key k, const Value& v, Dim3* out) {
     constexpr const char* kWhat = "must be an array of 3 unsigned integers";
     if (v.kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, &v);
     Value items[3]{};
@@ -1296,15 +1383,18 @@ class Checker {
       items[count++] = item;
     }
     if (count != 3) return Fail(Reason::kWrongType, k, kWhat, &v);
-    for (const Value& element : items) {
+    uint32_t xyz[3] = {};
+    for (int i = 0; i < 3; ++i) {
       Integral x;
-      const IntegralKind kind = ToIntegral(element, &x);
+      const IntegralKind kind = ToIntegral(items[i], &x);
       if (kind == IntegralKind::kNotInteger) return Fail(Reason::kWrongType, k, kWhat, &v);
       if (kind == IntegralKind::kTooLarge || !InRange(x, kUint32)) {
         return Fail(Reason::kOutOfRange, k, "must be an array of 3 integers in [0, 4294967295]",
                     &v);
       }
+      xyz[i] = static_cast<uint32_t>(x.magnitude);
     }
+    if (out != nullptr) *out = {xyz[0], xyz[1], xyz[2]};
   }
 
   // The Resource a string value names, or -1.
@@ -1321,20 +1411,45 @@ class Checker {
   Reason reason_ = Reason::kOk;
 };
 
-// The checks of the tables (event_fields.h): one call per member, in the table's order.
+// The checks of the tables (event_fields.h): one call per member, in the table's order, each
+// with the member of *e to fill (none when e is null).
 #define CUFLIGHT_CHECK_FIELD(kind, name, member, ...) \
-  c.kind(KeyOf(#name) __VA_OPT__(, ) __VA_ARGS__);
+  c.kind(KeyOf(#name), kFill ? &e->member : nullptr __VA_OPT__(, ) __VA_ARGS__);
 #define CUFLIGHT_CHECK_RULE(name, trigger) c.RequiredWith(KeyOf(#name), KeyOf(#trigger));
-#define CUFLIGHT_CHECK(Tag, TABLE) \
-  void CheckFields(Checker& c, Tag) { TABLE(CUFLIGHT_CHECK_FIELD, CUFLIGHT_CHECK_RULE) }
+#define CUFLIGHT_CHECK(Struct, TABLE)                        \
+  template <bool kFill>                                      \
+  void CheckFields(Checker& c, [[maybe_unused]] Struct* e) { \
+    TABLE(CUFLIGHT_CHECK_FIELD, CUFLIGHT_CHECK_RULE)         \
+  }
 
+// The Owned struct of an event type.
 template <EventType kType>
-struct TypeTag {};
+using EventOf = std::variant_alternative_t<static_cast<size_t>(kType), OwnedEvent>;
 
-CUFLIGHT_CHECK(StallLaunchItem, CUFLIGHT_SCHEMA_STALL_LAUNCH)
-CUFLIGHT_CHECK(StallStreamItem, CUFLIGHT_SCHEMA_STALL_STREAM)
-#define CUFLIGHT_CHECK_TYPE(type, TABLE) CUFLIGHT_CHECK(TypeTag<EventType::type>, TABLE)
+CUFLIGHT_CHECK(OwnedStallLaunch, CUFLIGHT_SCHEMA_STALL_LAUNCH)
+CUFLIGHT_CHECK(OwnedStallStream, CUFLIGHT_SCHEMA_STALL_STREAM)
+#define CUFLIGHT_CHECK_TYPE(type, TABLE) CUFLIGHT_CHECK(EventOf<EventType::type>, TABLE)
 CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_CHECK_TYPE)
+
+// The fields of an event of type kType, into a new event in *event (out of line: the checks
+// alone stay as they were without it).
+template <EventType kType>
+[[gnu::noinline]] void CheckAndFill(Checker& c, const Header& header, OwnedEvent* event) {
+  using E = EventOf<kType>;
+  E& e = event->emplace<E>();
+  e.header = header;
+  CheckFields<true>(c, &e);
+  if constexpr (kType == EventType::kKernel) {
+    e.occupancy.has_cluster = c.Has(KeyOf("cluster_occupancy"));
+  }
+}
+
+// The fields of an event of type kType; into a new event in *event when not null.
+template <EventType kType>
+void CheckEvent(Checker& c, const Header& header, OwnedEvent* event) {
+  if (event != nullptr) return CheckAndFill<kType>(c, header, event);
+  CheckFields<false>(c, static_cast<EventOf<kType>*>(nullptr));
+}
 
 // The EventType a `type` string value names, or nullopt.
 std::optional<EventType> TypeOfValue(const Value& v) {
@@ -1387,7 +1502,8 @@ std::optional<std::string_view> FindInTail(std::string_view line, size_t offset,
   }
 }
 
-Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error);
+Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error, uint32_t decode,
+                    OwnedEvent* event);
 
 // A checked value's text as a Value (for the typed reads).
 Value ValueOfText(std::string_view text) {
@@ -1415,8 +1531,10 @@ void RecordFacts(const Slots& slots, LineInfo* info) {
   }
 }
 
-// Validate with a LineInfo to fill.
-Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error) {
+// Validate with a LineInfo to fill and, for a type in `decode` (bit 1 << type), the event to
+// fill (Decode). May throw std::bad_alloc, only when it fills an event.
+Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error, uint32_t decode,
+                    OwnedEvent* event) {
   info->line = line;
   info->type_known = false;
   info->header_valid = false;
@@ -1513,14 +1631,15 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
   info->members_truncated = truncated;
 
   // The common fields, then the type, then its own fields: Decode's order.
-  Checker event(slots, "event", error);
-  event.String(k_type);
-  if (!event.ok()) return event.reason();
+  Checker common(slots, "event", error);
+  common.String(k_type, nullptr);
+  if (!common.ok()) return common.reason();
   const std::optional<EventType> type = TypeOfValue(slots.value[k_type]);
   Checker c(slots, type ? EventTypeName(*type) : "event", error);
   c.Version();
   Header header;
-#define CUFLIGHT_CHECK_HEADER(kind, name, member, range) c.kind(KeyOf(#name), range, &header.member);
+#define CUFLIGHT_CHECK_HEADER(kind, name, member, range) \
+  c.kind(KeyOf(#name), &header.member, range);
   CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_CHECK_HEADER, CUFLIGHT_CHECK_RULE)
   if (!c.ok()) return c.reason();
   info->header = header;
@@ -1535,9 +1654,9 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error)
   info->type = *type;
   info->type_known = true;
   switch (*type) {
-#define CUFLIGHT_CHECK_CASE(type, TABLE)    \
-  case EventType::type:                     \
-    CheckFields(c, TypeTag<EventType::type>{}); \
+#define CUFLIGHT_CHECK_CASE(type, TABLE)                                                         \
+  case EventType::type:                                                                          \
+    CheckEvent<EventType::type>(c, header, decode & TypeBit(EventType::type) ? event : nullptr); \
     break;
     CUFLIGHT_SCHEMA_EVENT_TABLES(CUFLIGHT_CHECK_CASE)
   }
@@ -1652,9 +1771,14 @@ bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent*
 Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept {
   if (info == nullptr) {
     LineInfo local;
-    return ValidateInto(line, &local, error);
+    return ValidateInto(line, &local, error, 0, nullptr);
   }
-  return ValidateInto(line, info, error);
+  return ValidateInto(line, info, error, 0, nullptr);
+}
+
+Reason DecodeGeneralPath(std::string_view line, LineInfo* info, ValidateError* error,
+                         OwnedEvent* event) {
+  return ValidateInto(line, info, error, ~uint32_t{0}, event);
 }
 
 }  // namespace internal
@@ -1667,7 +1791,39 @@ Reason Validate(std::string_view line, LineInfo* info, ValidateError* error) noe
   // The encoder's own layout first; the general path for everything else, and for the verdict
   // and message of every line the fast path does not accept.
   if (internal::fast_path::AcceptEncoderLayout(line, info)) return Reason::kOk;
-  return ValidateInto(line, info, error);
+  return ValidateInto(line, info, error, 0, nullptr);
+}
+
+Reason Validate(std::string_view line, LineInfo* info, ValidateError* error, uint32_t decode,
+                OwnedEvent* event) noexcept {
+  if (info == nullptr || event == nullptr) return Validate(line, info, error);
+  const bool accepted = internal::fast_path::AcceptEncoderLayout(line, info);
+  if (accepted && ((decode >> static_cast<int>(info->type)) & 1) == 0) return Reason::kOk;
+  // The fast path does not decode: a line of a type to decode goes through the general path.
+  try {
+    return ValidateInto(line, info, error, decode, event);
+  } catch (...) {  // std::bad_alloc, filling the event
+    if (error != nullptr) {
+      error->field = {};
+      MessageBuilder(error).Add("out of memory");
+    }
+    return Reason::kInternalError;
+  }
+}
+
+DecodeResult Decode(std::string_view line) noexcept {
+  DecodeResult result;
+  try {
+    LineInfo info;
+    ValidateError error;
+    result.reason = ValidateInto(line, &info, &error, ~uint32_t{0}, &result.event);
+    if (info.header_valid) result.header = info.header;
+    if (!result.ok()) result.message.assign(error.message());
+  } catch (...) {  // std::bad_alloc, filling the event
+    result.reason = Reason::kInternalError;
+    result.message = "out of memory";  // fits the small-string buffer: no allocation
+  }
+  return result;
 }
 
 }  // namespace cuflight::schema

@@ -1,6 +1,7 @@
-// The two paths of schema::Validate (validator.cc), each on its own, for the tests: Validate is
-// ValidateFastPath, and ValidateGeneralPath when the fast path does not accept the line. Private
-// to schema/src and its tests; the collector calls Validate.
+// The two paths of schema::Validate (validator.cc), each on its own, for the tests and for
+// LineDecoder: Validate is ValidateFastPath, and ValidateGeneralPath when the fast path does not
+// accept the line; the Decode forms write the event as they check it. Private to schema/src and
+// its tests; the collector calls Validate.
 #ifndef CUFLIGHT_SCHEMA_SRC_VALIDATOR_INTERNAL_H_
 #define CUFLIGHT_SCHEMA_SRC_VALIDATOR_INTERNAL_H_
 
@@ -26,6 +27,11 @@ bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent*
 
 // The general path alone: Validate's contract (validator.h) without the fast path.
 Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept;
+
+// The general path, also filling *event as Decode does when the line is accepted (LineDecoder).
+// `info`, `error` and `event` must not be null. May throw std::bad_alloc.
+Reason DecodeGeneralPath(std::string_view line, LineInfo* info, ValidateError* error,
+                         OwnedEvent* event);
 
 }  // namespace cuflight::schema::internal
 

@@ -1,8 +1,10 @@
-// libFuzzer target: arbitrary bytes as one line, through Validate and through Decode (the
-// reference). abort() when they disagree on:
-//   - the Reason (Validate promises Decode's Reason for every line),
+// libFuzzer target: arbitrary bytes as one line, through Validate, Decode and the reference
+// decoder (tests/support/reference_decoder.h, over nlohmann/json). abort() when they disagree on:
+//   - the Reason (Validate and Decode promise the reference's Reason for every line),
 //   - whether the header is valid, and its value,
-//   - the event type of an accepted line,
+//   - the event of an accepted line (Decode's and Validate's, when it decodes, equal the
+//     reference's; Validate's type is its type),
+//   - the message of a rejected line (Decode's is Validate's),
 //   - any top-level member of a line that is one object (Find's raw text parses, with nlohmann,
 //     to the value nlohmann gives that member).
 // An accepted line must also survive Encode(Decode(line)): the new line is accepted by both, and
@@ -24,6 +26,7 @@
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/line_decoder.h"
 #include "cuflight/schema/validator.h"
+#include "reference_decoder.h"
 
 namespace {
 
@@ -88,21 +91,37 @@ void CheckRoundTrip(std::string_view line, const DecodeResult& decoded) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view line(reinterpret_cast<const char*>(data), size);
+  const DecodeResult reference = cuflight::test_support::ReferenceDecode(line);
   const DecodeResult decoded = Decode(line);
   LineInfo info;
   ValidateError error;
   const Reason reason = Validate(line, &info, &error);
-  if (reason != decoded.reason) {
-    const std::string detail = "Validate " + std::string(ReasonName(reason)) + " (" +
-                               std::string(error.message()) + "), Decode " +
-                               std::string(ReasonName(decoded.reason)) + " (" + decoded.message +
-                               ")";
+  if (reason != reference.reason || decoded.reason != reference.reason) {
+    const std::string detail =
+        "Validate " + std::string(ReasonName(reason)) + " (" + std::string(error.message()) +
+        "), Decode " + std::string(ReasonName(decoded.reason)) + ", reference " +
+        std::string(ReasonName(reference.reason)) + " (" + reference.message + ")";
     Disagree(line, "verdicts differ", detail);
   }
-  if (info.header_valid != decoded.header.has_value()) Disagree(line, "header validity differs", "");
-  if (decoded.header && !(info.header == *decoded.header)) Disagree(line, "headers differ", "");
-  if (decoded.ok() && (!info.type_known || info.type != TypeOf(decoded.event))) {
-    Disagree(line, "event types differ", "");
+  if (info.header_valid != reference.header.has_value()) {
+    Disagree(line, "header validity differs", "");
+  }
+  if (reference.header && !(info.header == *reference.header)) Disagree(line, "headers differ", "");
+  if (decoded.header != reference.header) Disagree(line, "Decode's header differs", "");
+  if (!decoded.ok() && decoded.message != error.message()) {
+    Disagree(line, "Decode's message is not Validate's", decoded.message);
+  }
+  if (reference.ok()) {
+    if (!info.type_known || info.type != TypeOf(reference.event)) {
+      Disagree(line, "event types differ", "");
+    }
+    if (!(decoded.event == reference.event)) Disagree(line, "Decode's event differs", "");
+    static cuflight::schema::OwnedEvent event;  // reused, as the collector does
+    LineInfo again;
+    if (Validate(line, &again, nullptr, ~uint32_t{0}, &event) != Reason::kOk ||
+        !(event == reference.event)) {
+      Disagree(line, "Validate's decoded event differs", "");
+    }
   }
   if (reason != Reason::kMalformedJson && reason != Reason::kNotAnObject) {
     CheckMembers(line, info);

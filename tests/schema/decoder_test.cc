@@ -44,7 +44,7 @@ TEST(DecoderTest, MalformedJson) {
         "{\"a\":\"\xC3\x28\"}", "{\"a\":\"raw\ttab\"}"}) {
     const DecodeResult result = Decode(line);
     EXPECT_EQ(result.reason, Reason::kMalformedJson) << line;
-    EXPECT_THAT(result.message, StartsWith("malformed JSON: ")) << line;
+    EXPECT_THAT(result.message, StartsWith("malformed JSON at byte ")) << line;
     EXPECT_FALSE(result.header.has_value());
   }
 }
@@ -84,7 +84,8 @@ TEST(DecoderTest, NestingDepthLimit) {
   EXPECT_TRUE(in_string.ok()) << in_string.message;
 }
 
-// nlohmann's lexer takes a NUL byte for the end of the input; Decode rejects every NUL instead.
+// nlohmann's lexer takes a NUL byte for the end of the input; Decode rejects every NUL instead,
+// and the message points at it.
 TEST(DecoderTest, NulByteIsMalformedAnywhere) {
   const std::string line = EncodeLine(RealisticKernel());
   const std::string object = line.substr(0, line.size() - 1);
@@ -93,7 +94,8 @@ TEST(DecoderTest, NulByteIsMalformedAnywhere) {
         object + " " + std::string(1, '\0') + "\n", std::string(1, '\0') + object}) {
     const DecodeResult result = Decode(bad);
     EXPECT_EQ(result.reason, Reason::kMalformedJson);
-    EXPECT_THAT(result.message, HasSubstr("NUL"));
+    EXPECT_THAT(result.message,
+                StartsWith("malformed JSON at byte " + std::to_string(bad.find('\0')) + ": "));
   }
 }
 
@@ -522,6 +524,13 @@ TEST(DecoderTest, ConfigIsSortedAndLastValueWins) {
   EXPECT_EQ(start.config,
             (std::vector<Pair>{{"CUFLIGHT_A", "2"}, {"CUFLIGHT_M", "3"}, {"CUFLIGHT_Z", "1"}}));
   EXPECT_EQ(start.uid, 0);
+  // Two string values of one name (the second written with an escape): the last one, once.
+  const DecodeResult twice = Decode(
+      head +
+      R"({"CUFLIGHT_Z":"1","CUFLIGHT_A":"first","CUFLIGHT_M":"3","CUFLIGHT_\u0041":"last"}})");
+  ASSERT_TRUE(twice.ok()) << twice.message;
+  EXPECT_EQ(std::get<OwnedProcessStartEvent>(twice.event).config,
+            (std::vector<Pair>{{"CUFLIGHT_A", "last"}, {"CUFLIGHT_M", "3"}, {"CUFLIGHT_Z", "1"}}));
   EXPECT_EQ(Decode(head + R"({"CUFLIGHT_A":"2","CUFLIGHT_A":7}})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(["CUFLIGHT_A"]})").reason, Reason::kWrongType);
   EXPECT_EQ(Decode(head + R"(null})").reason, Reason::kWrongType);

@@ -1,7 +1,7 @@
 // The validator's expected-order fast path (schema/src/validator_fast_path.h) against its general
-// path and against Decode: the encoder's lines of every event type and shape are accepted by the
-// fast path with exactly the LineInfo the general path gives them; any other line is left to the
-// general path, whose verdict is Decode's.
+// path and against the reference decoder (tests/support/reference_decoder.h): the encoder's lines
+// of every event type and shape are accepted by the fast path with exactly the LineInfo the general
+// path gives them; any other line is left to the general path, whose verdict is the reference's.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -16,6 +16,7 @@
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
 #include "h100_device.h"
+#include "reference_decoder.h"
 #include "sample_events.h"
 #include "validator_internal.h"
 
@@ -62,9 +63,9 @@ bool SameView(std::string_view a, std::string_view b) {
   return a.data() == b.data() && a.size() == b.size();
 }
 
-// Runs the fast path, the general path, Validate and Decode on `line`. Checks that a line the fast
-// path accepts is accepted by the general path with the same LineInfo, and that Validate gives
-// Decode's Reason and the general path's. Returns the path Validate takes.
+// Runs the fast path, the general path, Validate and the reference decoder on `line`. Checks that a
+// line the fast path accepts is accepted by the general path with the same LineInfo, and that
+// Validate gives the reference's Reason and the general path's. Returns the path Validate takes.
 Path Check(std::string_view line) {
   LineInfo fast;
   const bool accepted = internal::ValidateFastPath(line, &fast);
@@ -74,9 +75,10 @@ Path Check(std::string_view line) {
   LineInfo info;
   ValidateError error;
   const Reason reason = Validate(line, &info, &error);
-  const DecodeResult decoded = Decode(line);
-  EXPECT_EQ(ReasonName(reason), ReasonName(decoded.reason))
-      << Printable(line) << "\nDecode: " << decoded.message << "\nValidate: " << error.message();
+  const DecodeResult reference = test_support::ReferenceDecode(line);
+  EXPECT_EQ(ReasonName(reason), ReasonName(reference.reason))
+      << Printable(line) << "\nreference: " << reference.message
+      << "\nValidate: " << error.message();
   EXPECT_EQ(ReasonName(reason), ReasonName(general_reason)) << Printable(line);
   if (reason != Reason::kOk) {
     EXPECT_EQ(error.message(), general_error.message());
@@ -103,8 +105,8 @@ Path Check(std::string_view line) {
       EXPECT_EQ(a.key_escaped, b.key_escaped) << "member " << i;
     }
   }
-  if (decoded.ok()) {
-    EXPECT_EQ(fast.header, *decoded.header);
+  if (reference.ok()) {
+    EXPECT_EQ(fast.header, *reference.header);
   }
   // The facts (the members the collector acts on) are the same from both paths.
   EXPECT_EQ(fast.fact_present, general.fact_present) << Printable(line);

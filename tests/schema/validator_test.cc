@@ -1,5 +1,6 @@
-// Validate against Decode, the reference: the same verdict and Reason on every line, the same
-// header, and members that hold what nlohmann parses.
+// Validate and Decode against the reference decoder (tests/support/reference_decoder.h): the same
+// verdict and Reason on every line, the same header, the same event for an accepted line, and
+// members that hold what nlohmann parses.
 #include "cuflight/schema/validator.h"
 
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 
 #include "alloc_counter.h"
 #include "cuflight/schema/decoder.h"
+#include "reference_decoder.h"
 #include "sample_events.h"
 
 namespace cuflight::schema {
@@ -43,23 +45,35 @@ std::string Printable(std::string_view line) {
   return out;
 }
 
-// Validate and Decode agree on `line`; with `members`, for a line that is one object, every
-// member nlohmann sees is found with the same value. Returns the Reason.
+// Validate, Decode and the reference agree on `line`: the Reason and header; for an accepted
+// line the type, and Decode's event (and Validate's, decoding) is the reference's; for a rejected
+// one Decode's message is Validate's. With `members`, for a line that is one object, every member
+// nlohmann sees is found with the same value. Returns the Reason.
 Reason ExpectAgreement(std::string_view line, bool members = true) {
-  const DecodeResult decoded = Decode(line);
+  const DecodeResult reference = test_support::ReferenceDecode(line);
   LineInfo info;
   ValidateError error;
   const Reason reason = Validate(line, &info, &error);
-  EXPECT_EQ(ReasonName(reason), ReasonName(decoded.reason))
-      << "line: " << Printable(line) << "\nDecode: " << decoded.message
+  EXPECT_EQ(ReasonName(reason), ReasonName(reference.reason))
+      << "line: " << Printable(line) << "\nreference: " << reference.message
       << "\nValidate: " << error.message();
-  EXPECT_EQ(info.header_valid, decoded.header.has_value()) << Printable(line);
-  if (info.header_valid && decoded.header) {
-    EXPECT_EQ(info.header, *decoded.header) << Printable(line);
+  EXPECT_EQ(info.header_valid, reference.header.has_value()) << Printable(line);
+  if (info.header_valid && reference.header) {
+    EXPECT_EQ(info.header, *reference.header) << Printable(line);
   }
-  if (decoded.ok()) {
+  const DecodeResult decoded = Decode(line);
+  EXPECT_EQ(ReasonName(decoded.reason), ReasonName(reference.reason)) << Printable(line);
+  EXPECT_EQ(decoded.header, reference.header) << Printable(line);
+  if (reference.ok()) {
     EXPECT_TRUE(info.type_known);
-    EXPECT_EQ(info.type, TypeOf(decoded.event)) << Printable(line);
+    EXPECT_EQ(info.type, TypeOf(reference.event)) << Printable(line);
+    EXPECT_TRUE(decoded.event == reference.event) << "Decode's event differs: " << Printable(line);
+    LineInfo again;
+    OwnedEvent event;
+    EXPECT_EQ(Validate(line, &again, nullptr, ~uint32_t{0}, &event), Reason::kOk);
+    EXPECT_TRUE(event == reference.event) << "Validate's event differs: " << Printable(line);
+  } else {
+    EXPECT_EQ(decoded.message, error.message()) << Printable(line);
   }
   if (reason != Reason::kOk) {
     EXPECT_FALSE(error.message().empty()) << Printable(line);

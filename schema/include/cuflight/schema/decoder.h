@@ -1,8 +1,8 @@
-// Decoder and validator: one line of JSON -> a typed, owned event, or the reason it is rejected.
-// It enforces what the JSON Schema in schema/v1/ enforces for the known event types: required
-// fields, their JSON types and their ranges. Fields it does not know are ignored (later minor
-// versions may add some). It allocates, and is meant for the collector and report tools, not for
-// the injected library.
+// Decoder: one line of JSON -> a typed, owned event, or the reason it is rejected. It enforces
+// what the JSON Schema in schema/v1/ enforces for the known event types: required fields, their
+// JSON types and their ranges. Fields it does not know are ignored (later minor versions may add
+// some). It is the validator's general path (validator.h) filling the event in its one pass; it
+// allocates, and is meant for the collector and report tools, not for the injected library.
 #ifndef CUFLIGHT_SCHEMA_DECODER_H_
 #define CUFLIGHT_SCHEMA_DECODER_H_
 

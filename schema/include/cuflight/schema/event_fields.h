@@ -11,11 +11,12 @@
 //              the item tag for arrays of objects.
 //    Each R(name, trigger): `name` is required when `trigger` is present (JSON Schema
 //    dependentRequired), checked at that point of the order.
-// 2. Users expand a table with their own F and R: the decoder over nlohmann's DOM (decoder.cc),
-//    the validator over the slots of its own scanner (validator.cc), the validator's fast path
-//    over the encoder's layout (validator_fast_path.h). tests/schema/event_fields_test.cc checks
-//    every table against schema/v1/*.schema.json (names, order, kinds, ranges, required set,
-//    enums, dependentRequired).
+// 2. Users expand a table with their own F and R: the validator over the slots of its own scanner,
+//    filling Decode's event as it checks (validator.cc), the validator's fast path over the
+//    encoder's layout (validator_fast_path.h), the encoder (encoder.cc), and the tests' reference
+//    decoder over nlohmann's DOM (tests/support/reference_decoder.cc).
+//    tests/schema/event_fields_test.cc checks every table against schema/v1/*.schema.json (names,
+//    order, kinds, ranges, required set, enums, dependentRequired).
 // 3. Adding a field: schema/README.md ("Adding a field").
 //
 // Kinds:

@@ -3,16 +3,14 @@
 // 1. A log is almost all `kernel` and `kernel_time` lines in the encoder's layout. For such a
 //    line LineDecoder runs the validator's fast path in the form that also writes each member
 //    into the event as it checks it (one pass, expanded from the field tables, event_fields.h).
-//    A line the fast path does not take but Validate accepts is read from the member texts
-//    Validate recorded; a value in a form that reader does not take (a string with an escape, an
-//    integer written as 2.0, an array with spaces) sends the line to Decode.
-// 2. Every other line (other types, rejected lines, lines of unknown types) goes to Decode, the
-//    reference, so the message and the header of a rejected line are Decode's.
+// 2. Every other line goes through the validator's general path, which fills the event in its
+//    one pass as Decode does, so the message and the header of a rejected line are Decode's.
 // 3. The result is the one Decode gives, field for field; tests/schema/line_decoder_test.cc holds
 //    the two together on every sample and mutated line the schema tests make.
-// 4. It reuses the event storage of the DecodeResult it is given: decoding a line of the type the
-//    result already holds allocates nothing once the strings have grown to their size, and the
-//    string buffers of a kernel event replaced by another type are kept for the next one.
+// 4. It reuses the event storage of the DecodeResult it is given: decoding a kernel or
+//    kernel_time line in the encoder's layout into a result that already holds that type
+//    allocates nothing once the strings have grown to their size, and the string buffers of a
+//    kernel event replaced by another type are kept for the next one.
 #ifndef CUFLIGHT_SCHEMA_LINE_DECODER_H_
 #define CUFLIGHT_SCHEMA_LINE_DECODER_H_
 
@@ -38,9 +36,9 @@ class LineDecoder {
   // static storage; valid until the line goes away.
   std::string_view last_type() const { return last_type_; }
 
-  // Lines of the last Decode calls that took the fast reading (1.) and that went to Decode.
+  // Lines decoded so far by the fast path (1.) and by the general path (2.).
   uint64_t fast_lines() const { return fast_lines_; }
-  uint64_t reference_lines() const { return reference_lines_; }
+  uint64_t general_lines() const { return general_lines_; }
 
   // The kernel alternative of *event: as it is when *event holds one, else a new one given the
   // string buffers of a kernel event put aside (4.). For a reader that fills a kernel event
@@ -68,10 +66,11 @@ class LineDecoder {
   static constexpr size_t kMaxSpare = 4096;
 
   LineInfo info_;
+  ValidateError error_;
   std::vector<KernelStrings> spare_;
   std::string_view last_type_;
   uint64_t fast_lines_ = 0;
-  uint64_t reference_lines_ = 0;
+  uint64_t general_lines_ = 0;
 };
 
 }  // namespace cuflight::schema

@@ -2,8 +2,9 @@
 //
 // 1. Validate gives the verdict Decode gives, without building an event: the same lines are
 //    accepted, and a rejected line gets the same Reason, multi-fault lines included (it checks the
-//    fields in Decode's order after one pass over the bytes). Decode is the reference; the tests
-//    and the fuzzer (tests/fuzz/) compare the two on every line they make.
+//    fields in the tables' order after one pass over the bytes). Decode is its general path
+//    filling the event as it checks; the tests and the fuzzer (tests/fuzz/) hold both to a
+//    reference decoder written apart over nlohmann/json (tests/support/reference_decoder.h).
 // 2. One pass over the bytes checks the JSON syntax (RFC 8259 as nlohmann/json reads it: UTF-8,
 //    \u escapes with paired surrogates, no NUL byte, nesting up to kMaxNestingDepth, numbers
 //    within the range of a double, an optional UTF-8 byte order mark at the very start) and
@@ -118,6 +119,16 @@ struct ValidateError {
 // header and the members as described on LineInfo; `error` (may be null) is set when the result
 // is not kOk and left alone otherwise. Never allocates, never throws; thread-safe.
 Reason Validate(std::string_view line, LineInfo* info, ValidateError* error) noexcept;
+
+// The bit of `type` in Validate's `decode` set.
+constexpr uint32_t TypeBit(EventType type) { return uint32_t{1} << static_cast<int>(type); }
+
+// Validate, and for an accepted line whose type is in `decode` (TypeBit), its event in *event as
+// Decode gives it, from the same check: for the few events a caller reads whole (the collector's
+// stall event). Only such a line allocates; out of memory: kInternalError. `info` and `event`
+// must not be null for the event to be filled.
+Reason Validate(std::string_view line, LineInfo* info, ValidateError* error, uint32_t decode,
+                OwnedEvent* event) noexcept;
 
 }  // namespace cuflight::schema
 

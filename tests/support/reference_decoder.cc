@@ -1,6 +1,4 @@
-#include "cuflight/schema/decoder.h"
-
-#include "cuflight/schema/event_fields.h"
+#include "reference_decoder.h"
 
 #include <cmath>
 #include <cstddef>
@@ -15,8 +13,13 @@
 #include <utility>
 #include <vector>
 
-namespace cuflight::schema {
+#include "cuflight/schema/event_fields.h"
+
+namespace cuflight::test_support {
 namespace {
+
+// The reference reads like the codec it checks.
+using namespace cuflight::schema;  // NOLINT(google-build-using-namespace)
 
 using nlohmann::json;
 
@@ -499,7 +502,9 @@ void Read(Reader& r, OwnedKernelEvent* e) {
   e->occupancy.has_cluster = r.Has("cluster_occupancy");
 }
 
-void ReadHeader(Reader& r, Header* e) { CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE) }
+void ReadHeader(Reader& r, Header* e) {
+  CUFLIGHT_SCHEMA_HEADER(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE)
+}
 
 template <class T>
 void ReadEvent(Reader& r, const Header& header, OwnedEvent* out) {
@@ -612,18 +617,18 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
 
 }  // namespace
 
-DecodeResult Decode(std::string_view line) noexcept {
-  DecodeResult result;
+schema::DecodeResult ReferenceDecode(std::string_view line) noexcept {
+  schema::DecodeResult result;
   try {
     DecodeInto(line, &result);
   } catch (const std::bad_alloc&) {
-    result.reason = Reason::kInternalError;
+    result.reason = schema::Reason::kInternalError;
     result.message = "out of memory";  // fits the small-string buffer: no allocation
   } catch (...) {
-    result.reason = Reason::kInternalError;
+    result.reason = schema::Reason::kInternalError;
     result.message = "internal error";
   }
   return result;
 }
 
-}  // namespace cuflight::schema
+}  // namespace cuflight::test_support

@@ -465,7 +465,8 @@ bool Injector::ReportCrash(const CrashInfo& crash, int64_t wait_ns) noexcept {
 
 // fork() from any thread of the application. Every lock the child may take is held by the
 // forking thread across the fork, always in this order: the pipeline's, the function table's, the
-// device table's. No code holds one of them while taking another in another order, and each is
+// device table's; then the sender's socket lock, so that the child knows the parent's socket (it
+// closes it). No code holds one of them while taking another in another order, and each is
 // held only for short work that never waits on the forking thread, so prepare waits at most for
 // those (the sender thread included) to finish theirs. The logger's lock is not taken (a thread
 // may hold it while stderr blocks): the child makes it anew. The stream tables belong to the
@@ -474,9 +475,15 @@ void Injector::OnForkPrepare() noexcept {
   pipeline_mu_.lock();
   if (functions_ != nullptr) functions_->BeforeFork();
   if (devices_ != nullptr) devices_->BeforeFork();
+  if (Pipeline* p = pipeline_.load(std::memory_order_acquire); p != nullptr && p->sender) {
+    p->sender->BeforeFork();
+  }
 }
 
 void Injector::OnForkParent() noexcept {
+  if (Pipeline* p = pipeline_.load(std::memory_order_acquire); p != nullptr && p->sender) {
+    p->sender->AfterForkInParent();
+  }
   if (devices_ != nullptr) devices_->AfterForkInParent();
   if (functions_ != nullptr) functions_->AfterForkInParent();
   pipeline_mu_.unlock();

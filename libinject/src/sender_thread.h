@@ -187,6 +187,9 @@ class SenderThread {
   // In a fork()ed child, where this object is the parent's and its thread does not exist:
   // closes the parent's socket (transport::Sender::CloseAfterFork). Async-signal-safe.
   void CloseSocketAfterFork() noexcept { transport_.CloseAfterFork(); }
+  // Around a fork() (transport::Sender::BeforeFork): no socket is created or closed meanwhile.
+  void BeforeFork() noexcept { transport_.BeforeFork(); }
+  void AfterForkInParent() noexcept { transport_.AfterForkInParent(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -9,6 +9,8 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -103,6 +105,41 @@ ProcessResult RunProcess(const std::string& path, const std::vector<std::string>
 std::string PathFromEnv(const char* variable, const char* built_in) {
   const char* value = std::getenv(variable);
   return value != nullptr && *value != '\0' ? std::string(value) : std::string(built_in);
+}
+
+std::string FindProgram(const std::string& name) {
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only here
+  const std::string dirs = path != nullptr && *path != '\0' ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+std::vector<std::string> StraceInject(const std::string& syscall, const std::string& action,
+                                      std::string* strace, std::string* why) {
+  *strace = FindProgram("strace");
+  if (strace->empty()) {
+    *why = "strace is not installed (Debian package strace)";
+    return {};
+  }
+  std::vector<std::string> args = {
+      "-f", "--seccomp-bpf",    "-o", "/dev/null",
+      "-e", "trace=" + syscall, "-e", "inject=" + syscall + ":" + action};
+  std::vector<std::string> probe = args;
+  probe.push_back("--");
+  probe.push_back("/bin/true");
+  const ProcessResult r = RunProcess(*strace, probe);
+  if (r.exit_code != 0) {
+    *why = "strace cannot trace here: " + r.err;
+    return {};
+  }
+  return args;
 }
 
 }  // namespace cuflight::testing

@@ -24,6 +24,17 @@ ProcessResult RunProcess(const std::string& path, const std::vector<std::string>
 // paths compiled in do not exist.
 std::string PathFromEnv(const char* variable, const char* built_in);
 
+// The path of program `name` found on $PATH (else in /usr/bin, /bin), or "" when there is none.
+std::string FindProgram(const std::string& name);
+
+// `strace` options that inject `action` (e.g. "delay_enter=100000", "delay_exit=150000") at every
+// call of `syscall` in every thread and child of the tracee, and stop it only at those calls
+// (--seccomp-bpf); put "--", the program and its arguments after them. Returns {} with *why set
+// when strace is missing or cannot trace here (no ptrace permission in a container, say); *strace
+// is its path.
+std::vector<std::string> StraceInject(const std::string& syscall, const std::string& action,
+                                      std::string* strace, std::string* why);
+
 }  // namespace cuflight::testing
 
 #endif  // CUFLIGHT_TESTS_CLI_SUBPROCESS_H_

@@ -394,46 +394,6 @@ TEST(CollectorHardeningTest, OneUserCannotTakeEveryConnectionSlot) {
 
 // ---- the real binary, with one system call slowed down by strace ----
 
-std::string FindProgram(const std::string& name) {
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only here
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const fs::path candidate = fs::path(dirs.substr(start, end - start)) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return "";
-}
-
-// `strace` options that delay every call of `syscall` by `delay_us` in all threads (and only
-// stop the tracee at those calls: --seccomp-bpf), or "" with *why set when strace is missing or
-// cannot trace here (no ptrace permission in a container, say).
-std::vector<std::string> StraceDelay(const std::string& syscall, int delay_us, std::string* strace,
-                                     std::string* why) {
-  *strace = FindProgram("strace");
-  if (strace->empty()) {
-    *why = "strace is not installed (Debian package strace)";
-    return {};
-  }
-  std::vector<std::string> args = {
-      "-f", "--seccomp-bpf",
-      "-o", "/dev/null",
-      "-e", "trace=" + syscall,
-      "-e", "inject=" + syscall + ":delay_enter=" + std::to_string(delay_us)};
-  std::vector<std::string> probe = args;
-  probe.back() = "inject=" + syscall + ":delay_enter=1";
-  probe.push_back("--");
-  probe.push_back("/bin/true");
-  const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(*strace, probe);
-  if (r.exit_code != 0) {
-    *why = "strace cannot trace here: " + r.err;
-    return {};
-  }
-  return args;
-}
-
 // The collector binary under strace. The tracee is killed with the test (killing strace alone
 // would let it run on, detached).
 class TracedCollector {
@@ -504,7 +464,8 @@ int MetricsPort(ChildProcess& child) {
 TEST(CollectorHardeningTest, SlowFdatasyncDoesNotPileUpDescriptors) {
   std::string strace;
   std::string why;
-  const std::vector<std::string> trace = StraceDelay("fdatasync", 100000, &strace, &why);
+  const std::vector<std::string> trace =
+      cuflight::testing::StraceInject("fdatasync", "delay_enter=100000", &strace, &why);
   if (trace.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const fs::path socket = dir.path() / "run" / "c.sock";
@@ -558,7 +519,8 @@ TEST(CollectorHardeningTest, SlowFdatasyncDoesNotPileUpDescriptors) {
 TEST(CollectorHardeningTest, ASlowRetentionScanDoesNotStallAcks) {
   std::string strace;
   std::string why;
-  const std::vector<std::string> trace = StraceDelay("getdents64", 300000, &strace, &why);
+  const std::vector<std::string> trace =
+      cuflight::testing::StraceInject("getdents64", "delay_enter=300000", &strace, &why);
   if (trace.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const fs::path socket = dir.path() / "run" / "c.sock";
@@ -661,7 +623,7 @@ std::vector<std::string> AsUser(const Credentials& who, std::string* setpriv, st
     *why = "needs root to run processes as other users";
     return {};
   }
-  *setpriv = FindProgram("setpriv");
+  *setpriv = cuflight::testing::FindProgram("setpriv");
   if (setpriv->empty()) {
     *why = "setpriv is not installed (Debian package util-linux)";
     return {};

@@ -37,6 +37,7 @@ using collector::testing::TempDir;
 using collector::testing::TestOptions;
 using collector::testing::WaitForSocket;
 using collector::testing::WaitUntil;
+using cuflight::testing::FindProgram;
 using cuflight::testing::ProcessResult;
 using cuflight::testing::RunProcess;
 using test_support::DecodeLog;
@@ -66,14 +67,6 @@ void ExpectCompleteStream(const std::vector<schema::OwnedEvent>& events, const f
   }
 }
 
-std::string Tool(const char* name) {
-  for (const char* dir : {"/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"}) {
-    const std::string path = std::string(dir) + name;
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
 class IdentityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -93,7 +86,7 @@ class IdentityTest : public ::testing::Test {
 // for every producer (SO_PEERCRED of a peer outside its namespace). Eight applications started
 // together are still eight logs, each named and stored with the pid the process has.
 TEST_F(IdentityTest, ACollectorInItsOwnPidNamespaceKeepsConcurrentProcessesApart) {
-  const std::string unshare = Tool("unshare");
+  const std::string unshare = FindProgram("unshare");
   if (unshare.empty()) GTEST_SKIP() << "unshare(1) is not installed";
   const ProcessResult probe = RunProcess(unshare, {"--pid", "--fork", "--mount-proc", "true"});
   if (probe.exit_code != 0) {
@@ -187,6 +180,41 @@ TEST_F(IdentityTest, AKilledParentIsLostAtOnceWhileItsForkedChildrenLive) {
   running.Stop();
 }
 
+// The same with the fork() landing while the parent's sender thread is between connect() and
+// recording its new socket (strace holds connect's return for 150 ms, and the application forks
+// meanwhile). The child must not keep an unrecorded copy of that socket: fork waits for the
+// connect to be recorded, and the child closes the parent's socket.
+TEST_F(IdentityTest, AForkDuringTheParentsConnectLeavesTheChildNoCopyOfItsSocket) {
+  std::string strace;
+  std::string why;
+  std::vector<std::string> args =
+      cuflight::testing::StraceInject("connect", "delay_exit=150000", &strace, &why);
+  if (args.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  const collector::CollectorOptions options = TestOptions(dir.path());
+  RunningCollector running(options);
+  ASSERT_NE(running.collector(), nullptr);
+  setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
+  for (const char* arg : {"--", CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5", "fork-sleep"}) {
+    args.emplace_back(arg);
+  }
+  ChildProcess app(strace, args, dir.path() / "app.out");
+  // The parent prints its children's pids, then kills itself 300 ms later; the children live 4 s.
+  ASSERT_TRUE(app.WaitForOutput("children=", std::chrono::seconds(20))) << app.Output();
+  const auto printed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().processes_lost >= 1; })) << app.Output();
+  const auto lost_after = std::chrono::steady_clock::now() - printed;
+  EXPECT_LT(lost_after, std::chrono::milliseconds(1800)) << "the parent's socket outlived it";
+  ASSERT_TRUE(app.Wait(std::chrono::seconds(20)).has_value());  // strace ends with the children
+  std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
+  ASSERT_TRUE(WaitUntil([&] {
+    ended = EndedLogs(options.log_dir);
+    return ended.size() >= 2;
+  }));
+  EXPECT_EQ(running.stats().processes_lost, 1u);
+  running.Stop();
+}
+
 // exec() keeps pid, start time and exe and starts seq at 0 again: the new image is a stream of
 // its own, stored in full, and the old one ends with process_lost.
 TEST_F(IdentityTest, AProcessAfterExecIsRecordedInFullAsANewStream) {
@@ -269,7 +297,7 @@ TEST_F(IdentityTest, AProcessWithA63KiBArgvIsRecorded) {
 // victim's own collector refuses the directory and says who made it.
 TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other uids (setpriv)";
-  const std::string setpriv = Tool("setpriv");
+  const std::string setpriv = FindProgram("setpriv");
   if (setpriv.empty()) GTEST_SKIP() << "setpriv(1) is not installed";
   const ProcessResult probe =
       RunProcess(setpriv, {"--reuid=54321", "--regid=54321", "--clear-groups", "true"});
@@ -330,7 +358,7 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
 // mode let in: tests/collector/collector_hardening_test.cc.)
 TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as other uids (setpriv)";
-  const std::string setpriv = Tool("setpriv");
+  const std::string setpriv = FindProgram("setpriv");
   if (setpriv.empty()) GTEST_SKIP() << "setpriv(1) is not installed";
   const std::vector<std::string> as_service = {"--reuid=54380", "--regid=54380",
                                                "--groups=54381"};

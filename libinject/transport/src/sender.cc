@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <utility>
@@ -132,9 +133,10 @@ struct Sender::Impl {
     struct stat st {};
     if (fstat(s, &st) == 0) socket_ino.store(static_cast<uint64_t>(st.st_ino));
   }
-  // Closes the socket; the inode is forgotten first, so a fork()ed child that sees it still
-  // set knows the number was not yet closed (and so not reused) at the fork.
+  // Closes the socket, with no fork() in between (fork_mu): a child has the socket recorded
+  // with its inode, or not at all.
   void CloseSocket() noexcept {
+    std::lock_guard<std::mutex> no_fork(fork_mu);
     socket_ino.store(0);
     close(fd);
     fd = -1;
@@ -157,6 +159,10 @@ struct Sender::Impl {
   int fd = -1;
   // The inode of `fd` while it is open (0: none known); seq_cst, read by a fork()ed child.
   std::atomic<uint64_t> socket_ino{0};
+  // Held while a socket is created and recorded or closed, and across fork() (BeforeFork to
+  // AfterForkInParent), so a fork()ed child finds every socket of this sender recorded
+  // (CloseAfterFork). Held only for non-blocking system calls.
+  std::mutex fork_mu;
   bool connecting = false;
   Clock::time_point connect_started{};
   Clock::time_point connected_since{};
@@ -344,15 +350,23 @@ void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
     // kMissing: connect() below fails with ENOENT, an ordinary absent collector.
   }
   bool in_progress = false;
-  const int s = internal::StartConnect(addr, &in_progress);
+  int s;
+  int err;
+  {
+    // No fork() between creating the socket and recording it: a child left with an unrecorded
+    // copy would keep the parent's connection open after the parent ends.
+    std::lock_guard<std::mutex> no_fork(fork_mu);
+    s = internal::StartConnect(addr, &in_progress);
+    err = errno;
+    if (s >= 0) AdoptSocket(s);
+  }
   if (s < 0) {
-    if (errno == EACCES && addr.family() == AF_UNIX) WarnDenied();
+    if (err == EACCES && addr.family() == AF_UNIX) WarnDenied();
     connect_failures.Add();
     connect_failed = true;
     next_connect = now + backoff.Next();
     return;
   }
-  AdoptSocket(s);
   if (in_progress) {
     connecting = true;
     connect_started = now;
@@ -910,6 +924,14 @@ void Sender::CloseAfterFork() noexcept {
   close(f);
   s.fd = -1;
   s.socket_ino.store(0);
+}
+
+void Sender::BeforeFork() noexcept {
+  if (impl_) impl_->fork_mu.lock();
+}
+
+void Sender::AfterForkInParent() noexcept {
+  if (impl_) impl_->fork_mu.unlock();
 }
 
 void Sender::ResetAfterFork() noexcept {

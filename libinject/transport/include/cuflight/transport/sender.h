@@ -237,6 +237,13 @@ class Sender {
   // was inside this object at the fork. Async-signal-safe.
   void ResetAfterFork() noexcept;
 
+  // pthread_atfork's prepare and parent handlers, around a fork() by any thread: while held, the
+  // owner thread neither creates nor closes a socket (it waits at most for the non-blocking
+  // system calls of one connect or close), so CloseAfterFork in the child finds the socket the
+  // parent has. The child never releases it: the parent's sender is not used there.
+  void BeforeFork() noexcept;
+  void AfterForkInParent() noexcept;
+
   // For a fork()ed child that leaves this sender to its parent: closes the inherited socket and
   // nothing else (no byte sent, no other state touched), so the parent's connection ends when
   // the parent's copy does. Closes only when the descriptor is still the socket this sender

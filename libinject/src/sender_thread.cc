@@ -2,6 +2,8 @@
 
 #include <cxxabi.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -9,6 +11,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <utility>
 
 #include "cuflight/base/clock.h"
 #include "cuflight/schema/encoder.h"
@@ -31,6 +35,32 @@ constexpr auto kRoomWaitSlice = std::chrono::milliseconds(10);
 // Time the sender thread keeps for itself out of an urgent flush's wait: the requester's wait
 // ends shortly after the thread's flush deadline, not before it.
 constexpr int64_t kUrgentMarginNs = 20'000'000;
+
+// Signals sent to the process are the application's: a thread of the library takes none of
+// them, so the kernel delivers each to a thread of the application, as without cuflight. (An
+// application that blocks a signal in its threads and takes it with sigwait() in one of them, or a
+// thread that must run the application's handler, gets it; a process-directed SIGABRT never runs
+// the crash handler on the thread it waits for.) The faults this thread's own code can raise stay
+// unblocked: the kernel delivers them to it whatever the mask, and a blocked one ends the process
+// without the handlers. Precedent: LTTng-UST's threads block every signal. A thread of the library:
+// born with those signals blocked (the creating thread's mask is changed for the creation only; a
+// signal meanwhile waits, pending, until it is restored).
+template <class F>
+std::thread LibraryThread(F&& run) {
+  sigset_t set;
+  sigfillset(&set);
+  for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&set, fault);
+  sigset_t saved;
+  pthread_sigmask(SIG_BLOCK, &set, &saved);
+  try {
+    std::thread thread(std::forward<F>(run));
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    return thread;
+  } catch (...) {  // std::system_error
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    throw;
+  }
+}
 
 int64_t ThreadCpuNs() noexcept {
   timespec ts{};
@@ -116,7 +146,7 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
   std::shared_ptr<std::atomic<bool>> done;
   try {
     done = std::make_shared<std::atomic<bool>>(false);
-    std::thread([cupti = cupti_, done] {
+    LibraryThread([cupti = cupti_, done] {
       cupti->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       done->store(true, std::memory_order_release);
     }).detach();
@@ -167,7 +197,7 @@ SenderThread::~SenderThread() {
 bool SenderThread::Start() noexcept {
   try {
     running_.store(true, std::memory_order_release);  // urgent flushes wait for the thread
-    thread_ = std::thread([this] { Run(); });
+    thread_ = LibraryThread([this] { Run(); });
     return true;
   } catch (...) {
     running_.store(false, std::memory_order_release);

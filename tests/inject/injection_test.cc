@@ -441,6 +441,23 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
   EXPECT_EQ(children, kForks);
 }
 
+// A signal sent to the process goes to a thread of the application that takes it, never to the
+// injector's threads: the application blocks SIGUSR1 in its threads after its first launches
+// (the sender thread already runs) and takes it with sigwait() in one of them. A sender thread
+// that left SIGUSR1 unblocked would be the only thread to take it, and its default action would
+// kill the application.
+TEST_F(Injection, ASignalToTheProcessReachesTheApplicationsSigwaitThread) {
+  UseFakes();
+  const std::string path = TempSocketPath("sigwait");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "sigwait"});
+  ASSERT_EQ(r.exit_code, 0) << "killed by signal " << r.exit_code - 128 << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("sigwait=" + std::to_string(SIGUSR1)), std::string::npos) << r.out;
+  ASSERT_TRUE(
+      collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
+}
+
 TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   UseFakes();
   const std::string path = TempSocketPath("forkexec");

@@ -181,37 +181,40 @@ TEST_F(IdentityTest, AKilledParentIsLostAtOnceWhileItsForkedChildrenLive) {
 }
 
 // The same with the fork() landing while the parent's sender thread is between connect() and
-// recording its new socket (strace holds connect's return for 150 ms, and the application forks
-// meanwhile). The child must not keep an unrecorded copy of that socket: fork waits for the
-// connect to be recorded, and the child closes the parent's socket.
+// recording its new socket (strace holds connect's return for 300 ms, and the application forks
+// 100 ms after its launches, the first of which started the sender thread). The child must not keep
+// an unrecorded copy of that socket: fork waits for the connect to be recorded, and the child
+// closes the parent's socket.
 TEST_F(IdentityTest, AForkDuringTheParentsConnectLeavesTheChildNoCopyOfItsSocket) {
   std::string strace;
   std::string why;
   std::vector<std::string> args =
-      cuflight::testing::StraceInject("connect", "delay_exit=150000", &strace, &why);
+      cuflight::testing::StraceInject("connect", "delay_exit=300000", &strace, &why);
   if (args.empty()) GTEST_SKIP() << why;
   TempDir dir;
   const collector::CollectorOptions options = TestOptions(dir.path());
   RunningCollector running(options);
   ASSERT_NE(running.collector(), nullptr);
   setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
-  for (const char* arg : {"--", CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5", "fork-sleep"}) {
+  for (const char* arg : {"--", CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5", "fork-sleep", "100"}) {
     args.emplace_back(arg);
   }
   ChildProcess app(strace, args, dir.path() / "app.out");
   // The parent prints its children's pids, then kills itself 300 ms later; the children live 4 s.
+  // The first connection to close is the parent's (a slow build may not have sent its
+  // process_start by then, so it need not end with process_lost).
   ASSERT_TRUE(app.WaitForOutput("children=", std::chrono::seconds(20))) << app.Output();
   const auto printed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitUntil([&] { return running.stats().processes_lost >= 1; })) << app.Output();
-  const auto lost_after = std::chrono::steady_clock::now() - printed;
-  EXPECT_LT(lost_after, std::chrono::milliseconds(1800)) << "the parent's socket outlived it";
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().connections_closed >= 1; })) << app.Output();
+  const auto closed_after = std::chrono::steady_clock::now() - printed;
+  EXPECT_LT(closed_after, std::chrono::milliseconds(1800)) << "the parent's socket outlived it";
   ASSERT_TRUE(app.Wait(std::chrono::seconds(20)).has_value());  // strace ends with the children
   std::map<fs::path, std::vector<schema::OwnedEvent>> ended;
   ASSERT_TRUE(WaitUntil([&] {
     ended = EndedLogs(options.log_dir);
     return ended.size() >= 2;
   }));
-  EXPECT_EQ(running.stats().processes_lost, 1u);
+  EXPECT_LE(running.stats().processes_lost, 1u);
   running.Stop();
 }
 

@@ -9,9 +9,10 @@
 //              fork()s `forks` (default 500) children one after another; each child fires the
 //              launches itself and exits normally. A child not ended 10 s after its fork is
 //              killed and counted hung. Prints "forks=N ok=K hung=H" and exits normally
-//   fork-sleep: after its launches, fork()s 2 children that each fire the launches, print
-//              nothing (their stdout and stderr go to /dev/null) and exit normally after 4 s;
-//              prints "children=P1,P2", waits 300 ms and kills itself with SIGKILL
+//   fork-sleep [ms]: after its launches (and `ms` milliseconds, default 0), fork()s 2 children
+//              that each fire the launches, print nothing (their stdout and stderr go to
+//              /dev/null) and exit normally after 4 s; prints "children=P1,P2", waits 300 ms and
+//              kills itself with SIGKILL
 //   sigwait:   after its launches (so the injector's thread exists), blocks SIGUSR1 in its own
 //              thread, starts a thread that takes it with sigwait(), sends SIGUSR1 to the
 //              process, prints "sigwait=<signal>" when that thread got it and exits normally
@@ -275,6 +276,9 @@ int main(int argc, char** argv) {
     using Launch = int (*)(int);
     auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
     if (launch == nullptr) return 6;
+    const long before_ms = argc >= 5 ? std::atol(argv[4]) : 0;
+    timespec before{before_ms / 1000, (before_ms % 1000) * 1000000};
+    nanosleep(&before, nullptr);
     pid_t children[2] = {};
     for (pid_t& child : children) {
       child = fork();

@@ -443,9 +443,9 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
 
 // A signal sent to the process goes to a thread of the application that takes it, never to the
 // injector's threads: the application blocks SIGUSR1 in its threads after its first launches
-// (the sender thread already runs) and takes it with sigwait() in one of them. A sender thread
-// that left SIGUSR1 unblocked would be the only thread to take it, and its default action would
-// kill the application.
+// (the sender thread already runs), sends it, and takes it with sigwait() in a thread it starts
+// then. A sender thread that left SIGUSR1 unblocked would be the only thread to take it, and its
+// default action would kill the application (3 of 3 runs, before).
 TEST_F(Injection, ASignalToTheProcessReachesTheApplicationsSigwaitThread) {
   UseFakes();
   const std::string path = TempSocketPath("sigwait");

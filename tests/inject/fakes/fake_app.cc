@@ -14,9 +14,9 @@
 //              /dev/null) and exit normally after 4 s; prints "children=P1,P2", waits 300 ms and
 //              kills itself with SIGKILL
 //   sigwait:   after its launches (so the injector's thread exists), blocks SIGUSR1 in its own
-//              thread, starts a thread that takes it with sigwait(), sends SIGUSR1 to the
-//              process, prints "sigwait=<signal>" when that thread got it and exits normally
-//              (the POSIX way to take signals in one thread of the application)
+//              thread, sends SIGUSR1 to the process, starts a thread that takes it with sigwait(),
+//              prints "sigwait=<signal>" when that thread got it and exits normally (the POSIX
+//              way to take signals in one thread of the application)
 //   exec:      after its launches, waits 300 ms (its events reach the collector) and exec()s
 //              itself as "fake_app <so> <launches>": the same pid, start time and exe, a new
 //              image that loads the injector again and exits normally
@@ -304,9 +304,11 @@ int main(int argc, char** argv) {
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+    // Sent before the waiting thread exists: no thread of the application takes it yet, so it
+    // stays pending for sigwait() unless another thread takes it.
+    kill(getpid(), SIGUSR1);
     int got = 0;
     std::thread waiter([&usr1, &got] { sigwait(&usr1, &got); });  // inherits the blocked mask
-    kill(getpid(), SIGUSR1);
     waiter.join();
     std::fprintf(stdout, "sigwait=%d\n", got);
   } else if (mode == "exec") {

@@ -439,8 +439,13 @@ void Injector::OnExit() noexcept {
   pipeline->ring->Close();  // a producer blocked on a full ring (on_full=block) gives up
   if (!pipeline->sender->Stop(deadline)) {
     if (pipeline->sender->abandoned()) {
-      Log().warn("exit: the sender thread did not finish within 1 s (a CUPTI activity flush did "
-                 "not return); exiting without waiting for it, process_end not sent");
+      Log().warn(
+          "exit: the sender thread did not finish within 1 s ({}); exiting without "
+          "waiting for it, process_end not sent",
+          pipeline->sender->abandoned_in_flush()
+              ? "a CUPTI activity flush did not return"
+              : "it had not reached its last sends: not scheduled in time, or a step "
+                "took longer");
     } else {
       Log().warn("exit: {} events were not acknowledged by the collector at {} within 1 s",
                  pipeline->sender->transport().unacked_lines(), config_.collector_path);

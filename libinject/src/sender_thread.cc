@@ -265,7 +265,9 @@ void SenderThread::Run() noexcept {
     if (exit_deadline_ > now) transport_.Flush(now + (exit_deadline_ - now) / 2);
     // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
     // faulted context this may not return: Stop stops waiting at its deadline.
+    in_exit_flush_.store(true, std::memory_order_release);
     cupti_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    in_exit_flush_.store(false, std::memory_order_release);
   }
   if (abandoned_.load(std::memory_order_acquire)) return;  // Stop gave up on us: touch nothing
   // Finish a little before Stop's deadline, so that Stop sees the result.

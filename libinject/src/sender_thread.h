@@ -158,6 +158,11 @@ class SenderThread {
   // Idempotent. Without a started thread, Finish runs on the caller's thread.
   bool Stop(std::chrono::steady_clock::time_point deadline) noexcept;
   bool abandoned() const noexcept { return abandoned_.load(std::memory_order_acquire); }
+  // Where an abandoned thread was (for the exit's warning): true when inside the forced CUPTI
+  // activity flush, false when it had not yet reached it (its last loop turn) or was past it.
+  bool abandoned_in_flush() const noexcept {
+    return in_exit_flush_.load(std::memory_order_acquire);
+  }
 
   // One iteration of the thread's loop at `now`; returns true if it moved any event. Tests call
   // it directly instead of Start().
@@ -267,6 +272,7 @@ class SenderThread {
   static constexpr int kExitAcknowledged = 1;
   static constexpr int kExitUnacknowledged = 2;
   std::atomic<int> exit_result_{kExitPending};
+  std::atomic<bool> in_exit_flush_{false};  // inside the exit's forced activity flush
   std::atomic<bool> abandoned_{false};
   std::atomic<int32_t> thread_tid_{0};
 

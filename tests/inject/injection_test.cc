@@ -412,33 +412,59 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
                                " ok=" + std::to_string(kForks) + " hung=0\n";
   EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
   // The parent and every child end their streams (sanitized builds are several times slower).
-  ASSERT_TRUE(collector.WaitFor(
-      [](const std::vector<std::string>& l) { return ProcessEnds(l) >= kForks + 1; },
-      std::chrono::seconds(CUFLIGHT_SANITIZED ? 120 : 20)))
-      << ProcessEnds(collector.Lines()) << " process_end events; streams without one:" << [&] {
-           std::string d;
-           for (const auto& [pid, events] : ByPid(collector.Lines())) {
-             if (std::holds_alternative<schema::OwnedProcessEndEvent>(events.back())) continue;
-             d += " pid " + std::to_string(pid) + " events " + std::to_string(events.size()) +
-                  " last " + std::string(schema::EventTypeName(schema::TypeOf(events.back())));
-           }
-           return d;
-         }();
+  // A process's exit waits at most 1 s for its sender thread: a sanitized child on a loaded
+  // machine may not be done by then, and then says so on stderr. Every stream missing must be
+  // one such warning (none in other builds).
+  const size_t warned = [&] {
+    size_t n = 0;
+    for (size_t at = r.err.find("cuflight: warning: exit: "); at != std::string::npos;
+         at = r.err.find("cuflight: warning: exit: ", at + 1)) {
+      ++n;
+    }
+    return n;
+  }();
+  const int may_miss = CUFLIGHT_SANITIZED ? static_cast<int>(warned) : 0;
+  collector.WaitFor(
+      [may_miss](const std::vector<std::string>& l) {
+        return ProcessEnds(l) >= kForks + 1 - may_miss;
+      },
+      std::chrono::seconds(CUFLIGHT_SANITIZED ? 120 : 20));
+  if (may_miss > 0) {  // the warned processes' lines may still come
+    collector.WaitFor(
+        [](const std::vector<std::string>& l) { return ProcessEnds(l) >= kForks + 1; },
+        std::chrono::seconds(5));
+  }
   const auto streams = ByPid(collector.Lines());
-  ASSERT_EQ(streams.size(), static_cast<size_t>(kForks + 1));
+  ASSERT_GE(ProcessEnds(collector.Lines()), kForks + 1 - may_miss)
+      << ProcessEnds(collector.Lines()) << " process_end events; streams without one:" <<
+      [&] {
+        std::string d;
+        for (const auto& [pid, events] : streams) {
+          if (std::holds_alternative<schema::OwnedProcessEndEvent>(events.back())) continue;
+          d += " pid " + std::to_string(pid) + " events " + std::to_string(events.size()) +
+               " last " + std::string(schema::EventTypeName(schema::TypeOf(events.back())));
+        }
+        return d;
+      }()
+      << "\nthe application's stderr:\n"
+      << r.err;
+  ASSERT_GE(streams.size(), static_cast<size_t>(kForks + 1 - may_miss));
   int children = 0;
+  int not_ended = 0;  // streams that end with the collector's process_lost
   for (const auto& [pid, events] : streams) {
     ASSERT_FALSE(events.empty());
     const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&events.front());
     ASSERT_NE(start, nullptr) << pid;
     EXPECT_EQ(start->header.seq, 0u) << pid;
-    EXPECT_TRUE(std::holds_alternative<schema::OwnedProcessEndEvent>(events.back())) << pid;
+    if (!std::holds_alternative<schema::OwnedProcessEndEvent>(events.back())) ++not_ended;
     const auto kernels = std::count_if(events.begin(), events.end(), [](const auto& e) {
       return std::holds_alternative<schema::OwnedKernelEvent>(e);
     });
     if (kernels == kChildLaunches) ++children;  // the parent's threads launch far more
   }
-  EXPECT_EQ(children, kForks);
+  EXPECT_GE(children, kForks - may_miss);
+  // Each process without its own end, missing or ended by the collector, was warned of.
+  EXPECT_LE(static_cast<int>(kForks + 1 - streams.size()) + not_ended, may_miss) << r.err;
 }
 
 // A signal sent to the process goes to a thread of the application that takes it, never to the

@@ -9,8 +9,9 @@ usage: bench/overhead/run.py [--build DIR] [--out DIR] [--reps R] [--launches N]
 Launch storm (BUILD/bin/launch_storm N): plain; under the injector with CUFLIGHT_TIMING=1 (the
 default: CUPTI activity records for kernel_time events); with CUFLIGHT_TIMING=0. Target: timing
 off >= 0.97x plain launches/s.
-PyTorch (bench/overhead/torch_train.py): plain; under the injector; under torch.profiler with
-CUDA activities (no injector: one CUPTI client per process). Targets: injector >= 0.99x plain
+PyTorch (bench/overhead/torch_train.py): plain; under the injector (timing on, the default);
+under the injector with CUFLIGHT_TIMING=0; under torch.profiler with CUDA activities (no
+injector: one CUPTI client per process). Targets: injector >= 0.99x plain
 steps/s, and cheaper than torch.profiler.
 With --baseline-inject SO (another build's libcuflight_inject.so, e.g. of the last release), every
 injector mode also runs with that library, labelled "baseline ...", interleaved with the rest:
@@ -147,10 +148,12 @@ def main():
                       flush=True)
                 script = REPO / "bench" / "overhead" / "torch_train.py"
                 base = [sys.executable, script, "--steps", args.torch_steps]
-                runs = with_baseline({"plain": (base, plain_env),
-                                      "injector": (base, collector.env()),
-                                      "torch.profiler": (base + ["--profiler"], plain_env)},
-                                     ["injector"])
+                runs = with_baseline(
+                    {"plain": (base, plain_env),
+                     "injector": (base, collector.env()),
+                     "injector, timing off": (base, collector.env({"CUFLIGHT_TIMING": "0"})),
+                     "torch.profiler": (base + ["--profiler"], plain_env)},
+                    ["injector", "injector, timing off"])
                 steps = interleaved(list(runs), args.reps, lambda m: run_json(
                     runs[m][0], runs[m][1])["steps_per_s"])
                 results["torch"] = {"steps": args.torch_steps, "steps_per_s": steps}

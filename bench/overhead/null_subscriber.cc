@@ -1,6 +1,6 @@
 // The floor of a CUPTI callback subscriber: an injection library (CUDA_INJECTION64_PATH) that
 // subscribes to the driver API callbacks exactly as libcuflight_inject.so does by default (the
-// whole driver domain, less the queries libraries make at a high rate; injector.cc, Subscribe)
+// whole driver domain, less the queries libraries make at a high rate: driver_queries.h)
 // and whose callback returns at once. bench/overhead/run.py --baseline-inject
 // BUILD/lib/libcuflight_null_subscriber.so measures it beside cuflight: what cuflight costs beyond
 // it is cuflight's own work, the rest is CUPTI's.
@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+
+#include "driver_queries.h"  // libinject/src
 
 namespace {
 
@@ -50,17 +52,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
     std::fprintf(stderr, "null_subscriber: cannot subscribe\n");
     return 1;
   }
-  // The same queries the injector leaves out (injector.cc, kQueries).
-  for (const CUpti_CallbackId cbid : {
-           CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress, CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
-           CUPTI_DRIVER_TRACE_CBID_cuGetExportTable, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
-           CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice_v2,
-           CUPTI_DRIVER_TRACE_CBID_cuDeviceGet, CUPTI_DRIVER_TRACE_CBID_cuDeviceGetCount,
-           CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
-           CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-           CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
-           CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
-           CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute}) {
+  for (const CUpti_CallbackId cbid : cuflight::inject::kUnsubscribedQueries) {
     enable_callback(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
   return 1;

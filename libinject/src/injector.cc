@@ -13,6 +13,7 @@
 
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/collector_path.h"
+#include "driver_queries.h"
 #include "log.h"
 
 namespace cuflight::inject {
@@ -199,20 +200,8 @@ bool Injector::Subscribe() noexcept {
   }
   if (config_.api_errors && cupti_.EnableDomain != nullptr &&
       cupti_.EnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS) {
-    // Every driver call, for api_error events, but the queries libraries make at a high rate and
-    // whose failures are never more than routine: each enabled call costs an enter and an exit
-    // callback.
-    static constexpr CUpti_CallbackId kQueries[] = {
-        CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
-        CUPTI_DRIVER_TRACE_CBID_cuGetExportTable,    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
-        CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,      CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice_v2,
-        CUPTI_DRIVER_TRACE_CBID_cuDeviceGet,         CUPTI_DRIVER_TRACE_CBID_cuDeviceGetCount,
-        CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
-        CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-        CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
-        CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes, CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
-    };
-    for (CUpti_CallbackId cbid : kQueries) {
+    // Every driver call, for api_error events, but the high-rate queries (driver_queries.h).
+    for (CUpti_CallbackId cbid : kUnsubscribedQueries) {
       cupti_.EnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
     }
     return true;

@@ -36,15 +36,14 @@ constexpr auto kRoomWaitSlice = std::chrono::milliseconds(10);
 // ends shortly after the thread's flush deadline, not before it.
 constexpr int64_t kUrgentMarginNs = 20'000'000;
 
-// Signals sent to the process are the application's: a thread of the library takes none of
-// them, so the kernel delivers each to a thread of the application, as without cuflight. (An
-// application that blocks a signal in its threads and takes it with sigwait() in one of them, or a
-// thread that must run the application's handler, gets it; a process-directed SIGABRT never runs
-// the crash handler on the thread it waits for.) The faults this thread's own code can raise stay
-// unblocked: the kernel delivers them to it whatever the mask, and a blocked one ends the process
-// without the handlers. Precedent: LTTng-UST's threads block every signal. A thread of the library:
-// born with those signals blocked (the creating thread's mask is changed for the creation only; a
-// signal meanwhile waits, pending, until it is restored).
+// A thread of the library, born with every signal blocked but the faults its own code can raise.
+// Signals sent to the process are the application's: the kernel delivers each to a thread of the
+// application, as without cuflight (an application that blocks a signal in its threads and takes
+// it with sigwait() in one of them gets it; a process-directed SIGABRT never runs the crash
+// handler on the thread that handler waits for). The faults stay unblocked: the kernel delivers
+// them to the faulting thread whatever the mask, and a blocked one would end the process without
+// the handlers. The creating thread's mask changes for the creation only; a signal sent meanwhile
+// waits, pending, until it is restored. Precedent: LTTng-UST's threads block every signal.
 template <class F>
 std::thread LibraryThread(F&& run) {
   sigset_t set;

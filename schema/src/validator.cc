@@ -1412,7 +1412,7 @@ class Checker {
 };
 
 // The checks of the tables (event_fields.h): one call per member, in the table's order, each
-// with the member of *e to fill (none when e is null).
+// with the member of *e to fill (kFill), or none (only checking; e is then null).
 #define CUFLIGHT_CHECK_FIELD(kind, name, member, ...) \
   c.kind(KeyOf(#name), kFill ? &e->member : nullptr __VA_OPT__(, ) __VA_ARGS__);
 #define CUFLIGHT_CHECK_RULE(name, trigger) c.RequiredWith(KeyOf(#name), KeyOf(#trigger));

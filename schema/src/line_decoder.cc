@@ -77,13 +77,6 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
       if (line[15] == '"') {
         OwnedKernelEvent& e = ResetKernel(&result->event);
         read = internal::DecodeFastPath(line, &info_, &e);
-        if (read && e.cluster) {  // cluster_occupancy may come with a cluster
-          for (int i = 0; i < info_.member_count; ++i) {
-            if (info_.members[static_cast<size_t>(i)].key == "cluster_occupancy") {
-              e.occupancy.has_cluster = true;
-            }
-          }
-        }
       } else {
         read = internal::DecodeFastPath(line, &info_, &ResetKernelTime(&result->event));
       }
@@ -109,18 +102,7 @@ Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept
   } else {
     result->header.reset();
   }
-  if (info_.type_known) {
-    last_type_ = EventTypeName(info_.type);
-  } else if (!info_.members_truncated) {
-    for (int i = 0; i < info_.member_count; ++i) {  // the last `type` counts, as in Decode
-      const Member& m = info_.members[static_cast<size_t>(i)];
-      const std::string_view raw = m.raw;
-      if (m.key_escaped || m.key != "type") continue;
-      const bool plain =
-          raw.size() >= 2 && raw.front() == '"' && raw.find('\\') == std::string_view::npos;
-      last_type_ = plain ? raw.substr(1, raw.size() - 2) : std::string_view();
-    }
-  }
+  last_type_ = info_.type_known ? EventTypeName(info_.type) : info_.type_text;
   return result->reason;
 }
 

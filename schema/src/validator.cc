@@ -807,8 +807,6 @@ double DoubleOf(const Value& v) {
   return d;
 }
 
-constexpr IntRange kInt64{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-
 struct Integral {
   bool negative = false;
   uint64_t magnitude = 0;
@@ -899,13 +897,11 @@ class MessageBuilder {
 
 struct Slots {
   std::array<Value, kKeyCount> value;  // uninitialized; meaningful where `seen` says
-  std::array<int8_t, kKeyCount> index;  // the member's index in LineInfo::members, or -1
   uint64_t seen[2] = {0, 0};
 
   bool Has(Key k) const { return (seen[k >> 6] >> (k & 63)) & 1; }
-  void Set(Key k, const Value& v, int member = -1) {
+  void Set(Key k, const Value& v) {
     value[k] = v;
-    index[k] = static_cast<int8_t>(member);
     seen[k >> 6] |= uint64_t{1} << (k & 63);
   }
 };
@@ -1236,7 +1232,6 @@ class Checker {
     if (kind == IntegralKind::kTooLarge || x.negative ||
         x.magnitude != static_cast<uint64_t>(kSchemaVersion)) {
       reason_ = Reason::kUnsupportedVersion;
-      if (error_ != nullptr) error_->field = kKeyNames[k_version];
       MessageBuilder(error_)
           .Add(prefix_)
           .Add(": version ")
@@ -1266,7 +1261,6 @@ class Checker {
   }
 
   MessageBuilder Message(Key k) {
-    if (error_ != nullptr) error_->field = kKeyNames[k];
     MessageBuilder m(error_);
     m.Add(prefix_).Add(": field \"").Add(kKeyNames[k]).Add("\" ");
     return m;
@@ -1462,55 +1456,19 @@ std::optional<EventType> TypeOfValue(const Value& v) {
 }
 
 Reason Malformed(const Lexer& lexer, std::string_view line, const char* at, const char* what,
-                 LineInfo* info, ValidateError* error) {
-  info->member_count = 0;
-  info->members_truncated = false;
+                 ValidateError* error) {
   if (error != nullptr) {
     if (at == nullptr) {
       at = lexer.fail_at();
       what = lexer.fail_what();
     }
-    error->field = {};
-    error->offset = at == nullptr ? line.size() : static_cast<size_t>(at - line.data());
     MessageBuilder(error)
         .Add("malformed JSON at byte ")
-        .Number(error->offset)
+        .Number(at == nullptr ? line.size() : static_cast<size_t>(at - line.data()))
         .Add(": ")
         .Add(what);
   }
   return Reason::kMalformedJson;
-}
-
-// The members after the first kMaxMembers, for Find: the value of the last member named `key`
-// at or after byte `offset` of the checked line, or nullopt.
-std::optional<std::string_view> FindInTail(std::string_view line, size_t offset,
-                                           std::string_view key) {
-  Lexer lexer(line.data() + line.size());
-  const char* p = line.data() + offset;
-  std::optional<std::string_view> found;
-  while (true) {
-    p = lexer.SkipSpace(p);
-    if (*p == ',') p = lexer.SkipSpace(p + 1);
-    if (*p != '"') return found;
-    bool escaped = false;
-    const char* name_end = lexer.ScanString(p + 1, &escaped);
-    const std::string_view name(p + 1, static_cast<size_t>(name_end - p - 2));
-    p = lexer.SkipSpace(lexer.SkipSpace(name_end) + 1);
-    Value value{};
-    p = lexer.ScanValue(p, 2, &value);
-    if (escaped ? UnescapedEquals(name, key) : name == key) found = value.text();
-  }
-}
-
-Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error, uint32_t decode,
-                    OwnedEvent* event);
-
-// A checked value's text as a Value (for the typed reads).
-Value ValueOfText(std::string_view text) {
-  Lexer lexer(text.data() + text.size());
-  Value v{};
-  lexer.ScanValue(text.data(), 2, &v);
-  return v;
 }
 
 // The facts of an accepted line (LineInfo::fact_*), from its slots.
@@ -1522,7 +1480,7 @@ void RecordFacts(const Slots& slots, LineInfo* info) {
     if (!slots.Has(k)) continue;
     const Value& v = slots.value[k];
     info->fact_present |= 1u << f;
-    info->fact_member[f] = slots.index[k];
+    info->fact_raw[f] = v.text();
     Integral x;
     if (v.kind == Kind::kNumber && ToIntegral(v, &x) == IntegralKind::kOk) {
       info->fact_value[f] = x.negative ? 0 - x.magnitude : x.magnitude;
@@ -1537,68 +1495,51 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
                     OwnedEvent* event) {
   info->line = line;
   info->type_known = false;
+  info->type_text = {};
   info->header_valid = false;
-  info->member_count = 0;
-  info->members_truncated = false;
 
   const char* p = line.data();
   const char* const end = p + line.size();
   Lexer lexer(end);
   if (line.size() >= 3 && std::memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // as nlohmann does
   p = lexer.SkipSpace(p);
-  if (p == end) return Malformed(lexer, line, p, "no JSON value", info, error);
+  if (p == end) return Malformed(lexer, line, p, "no JSON value", error);
   if (*p != '{') {
     Value v{};
     p = lexer.ScanValue(p, 1, &v);
-    if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+    if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, error);
     p = lexer.SkipSpace(p);
-    if (p != end) return Malformed(lexer, line, p, "text after the JSON value", info, error);
-    if (error != nullptr) {
-      error->field = {};
-      MessageBuilder(error).Add("event is not a JSON object");
-    }
+    if (p != end) return Malformed(lexer, line, p, "text after the JSON value", error);
+    MessageBuilder(error).Add("event is not a JSON object");
     return Reason::kNotAnObject;
   }
 
   Slots slots;
-  int count = 0;
-  bool truncated = false;
   p = lexer.SkipSpace(p + 1);
   if (p < end && *p == '}') {
     ++p;
   } else {
     while (true) {
-      if (p == end || *p != '"') return Malformed(lexer, line, p, "expected a member name", info,
-                                                  error);
+      if (p == end || *p != '"') return Malformed(lexer, line, p, "expected a member name", error);
       const char* const key_begin = p + 1;
       bool key_escaped = false;
       p = lexer.ScanString(key_begin, &key_escaped);
-      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, error);
       const std::string_view key(key_begin, static_cast<size_t>(p - 1 - key_begin));
       // Fast paths for the encoder's layout (no whitespace) before each SkipSpace.
       if (p == end || *p != ':') {
         p = lexer.SkipSpace(p);
-        if (p == end || *p != ':') return Malformed(lexer, line, p, "expected ':'", info, error);
+        if (p == end || *p != ':') return Malformed(lexer, line, p, "expected ':'", error);
       }
       ++p;
       if (p == end || static_cast<unsigned char>(*p) <= ' ') {
         p = lexer.SkipSpace(p);
-        if (p == end) return Malformed(lexer, line, p, "unexpected end", info, error);
+        if (p == end) return Malformed(lexer, line, p, "unexpected end", error);
       }
       Value v;
       p = lexer.ScanValue(p, 2, &v);
-      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, info, error);
+      if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, error);
 
-      int index = -1;
-      if (count < LineInfo::kMaxMembers) {
-        index = count;
-        Member& m = info->members[static_cast<size_t>(count++)];
-        m.key = key;
-        m.raw = v.text();
-        m.key_escaped = key_escaped;
-      } else {
-        truncated = true;
-      }
       uint8_t k;
       if (!key_escaped) {
         k = LookupKey(key.data(), key.size());
@@ -1607,7 +1548,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
         const std::optional<size_t> n = Unescape(key, name, sizeof(name));
         k = n ? LookupKey(name, *n) : kNoKey;
       }
-      if (k != kNoKey) slots.Set(static_cast<Key>(k), v, index);
+      if (k != kNoKey) slots.Set(static_cast<Key>(k), v);
 
       if (p < end && *p == ',') {
         ++p;
@@ -1615,25 +1556,24 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
         continue;
       }
       p = lexer.SkipSpace(p);
-      if (p == end) return Malformed(lexer, line, p, "unexpected end", info, error);
+      if (p == end) return Malformed(lexer, line, p, "unexpected end", error);
       if (*p == ',') {
         p = lexer.SkipSpace(p + 1);
         continue;
       }
-      if (*p != '}') return Malformed(lexer, line, p, "expected ',' or '}'", info, error);
+      if (*p != '}') return Malformed(lexer, line, p, "expected ',' or '}'", error);
       ++p;
       break;
     }
   }
   p = lexer.SkipSpace(p);
-  if (p != end) return Malformed(lexer, line, p, "text after the JSON object", info, error);
-  info->member_count = count;
-  info->members_truncated = truncated;
+  if (p != end) return Malformed(lexer, line, p, "text after the JSON object", error);
 
   // The common fields, then the type, then its own fields: Decode's order.
   Checker common(slots, "event", error);
   common.String(k_type, nullptr);
   if (!common.ok()) return common.reason();
+  if (!slots.value[k_type].escaped) info->type_text = slots.value[k_type].inner();
   const std::optional<EventType> type = TypeOfValue(slots.value[k_type]);
   Checker c(slots, type ? EventTypeName(*type) : "event", error);
   c.Version();
@@ -1645,10 +1585,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
   info->header = header;
   info->header_valid = true;
   if (!type) {
-    if (error != nullptr) {
-      error->field = {};
-      MessageBuilder(error).Add("event: unknown type ").Excerpt(slots.value[k_type].text());
-    }
+    MessageBuilder(error).Add("event: unknown type ").Excerpt(slots.value[k_type].text());
     return Reason::kUnknownType;
   }
   info->type = *type;
@@ -1666,85 +1603,11 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
 
 }  // namespace
 
-std::optional<std::string_view> LineInfo::Find(std::string_view key) const {
-  if (members_truncated) {
-    const Member& last = members[kMaxMembers - 1];
-    const auto offset = static_cast<size_t>(last.raw.data() + last.raw.size() - line.data());
-    if (std::optional<std::string_view> found = FindInTail(line, offset, key)) return found;
-  }
-  for (int i = member_count - 1; i >= 0; --i) {
-    const Member& m = members[static_cast<size_t>(i)];
-    if (m.key_escaped ? UnescapedEquals(m.key, key) : m.key == key) return m.raw;
-  }
-  return std::nullopt;
-}
-
-std::string_view LineInfo::Raw(Fact f) const {
-  if (!Has(f)) return {};
-  const int8_t i = fact_member[static_cast<size_t>(f)];
-  if (i >= 0) return members[static_cast<size_t>(i)].raw;
-  return Find(kFactNames[static_cast<size_t>(f)]).value_or(std::string_view());
-}
-
 bool LineInfo::Text(Fact f, char* scratch, size_t cap, std::string_view* out) const {
   const std::string_view raw = Raw(f);
   if (raw.size() < 2 || raw.front() != '"') return false;
   const std::string_view inner = raw.substr(1, raw.size() - 2);
   if (((fact_escaped >> static_cast<int>(f)) & 1) == 0) {
-    *out = inner;
-    return true;
-  }
-  const std::optional<size_t> n = Unescape(inner, scratch, cap);
-  if (!n) return false;
-  *out = std::string_view(scratch, *n);
-  return true;
-}
-
-bool LineInfo::GetUint(std::string_view key, uint64_t* out) const {
-  const std::optional<std::string_view> raw = Find(key);
-  if (!raw) return false;
-  Integral x;
-  if (ToIntegral(ValueOfText(*raw), &x) != IntegralKind::kOk || !InRange(x, kUint64)) return false;
-  *out = ValueOf<uint64_t>(x);
-  return true;
-}
-
-bool LineInfo::GetInt(std::string_view key, int64_t* out) const {
-  const std::optional<std::string_view> raw = Find(key);
-  if (!raw) return false;
-  Integral x;
-  if (ToIntegral(ValueOfText(*raw), &x) != IntegralKind::kOk || !InRange(x, kInt64)) return false;
-  *out = ValueOf<int64_t>(x);
-  return true;
-}
-
-bool LineInfo::GetDouble(std::string_view key, double* out) const {
-  const std::optional<std::string_view> raw = Find(key);
-  if (!raw) return false;
-  const Value v = ValueOfText(*raw);
-  if (v.kind != Kind::kNumber) return false;
-  *out = DoubleOf(v);
-  return true;
-}
-
-bool LineInfo::GetBool(std::string_view key, bool* out) const {
-  const std::optional<std::string_view> raw = Find(key);
-  if (!raw || (*raw != "true" && *raw != "false")) return false;
-  *out = *raw == "true";
-  return true;
-}
-
-bool LineInfo::IsNull(std::string_view key) const {
-  const std::optional<std::string_view> raw = Find(key);
-  return raw && *raw == "null";
-}
-
-bool LineInfo::GetString(std::string_view key, char* scratch, size_t cap,
-                         std::string_view* out) const {
-  const std::optional<std::string_view> raw = Find(key);
-  if (!raw || raw->empty() || raw->front() != '"') return false;
-  const std::string_view inner = raw->substr(1, raw->size() - 2);
-  if (inner.find('\\') == std::string_view::npos) {
     *out = inner;
     return true;
   }
@@ -1803,10 +1666,7 @@ Reason Validate(std::string_view line, LineInfo* info, ValidateError* error, uin
   try {
     return ValidateInto(line, info, error, decode, event);
   } catch (...) {  // std::bad_alloc, filling the event
-    if (error != nullptr) {
-      error->field = {};
-      MessageBuilder(error).Add("out of memory");
-    }
+    MessageBuilder(error).Add("out of memory");
     return Reason::kInternalError;
   }
 }

@@ -360,18 +360,18 @@ inline constexpr bool kIsOptionalOut<std::optional<T>*> = true;
 class Cursor {
  public:
   // `info`: where the facts of the top-level members go (nullptr in nested objects).
-  Cursor(const char* p, const char* end, Member* members, LineInfo* info = nullptr)
-      : p_(p), end_(end), members_(members), info_(info) {}
+  Cursor(const char* p, const char* end, LineInfo* info = nullptr)
+      : p_(p), end_(end), info_(info) {}
 
-  int count() const { return count_; }
   uint32_t fact_present() const { return fact_present_; }
+  // Whether member I of the table was read.
+  bool present(int i) const { return (present_ >> i) & 1; }
 
   template <Lit L>
   [[gnu::always_inline]] bool Name() {
     static_assert(L.kSize >= 5 && LitHas<L>(0, ",\"") && LitHas<L>(L.kSize - 2, "\":"),
                   "a member name is written `,\"name\":`");
     if (!MatchesBefore<L>(p_, end_)) return false;
-    key_ = std::string_view(p_ + 2, L.kSize - 4);
     p_ += L.kSize;
     return true;
   }
@@ -392,13 +392,7 @@ class Cursor {
     static constexpr std::string_view kTail = R"(","version":1,"ts_ns":)";
     static_assert(L.kSize > kHead.size() + kTail.size() && LitHas<L>(0, kHead) &&
                   LitHas<L>(L.kSize - kTail.size(), kTail));
-    constexpr size_t kName = L.kSize - kHead.size() - kTail.size();  // the type name's length
     if (end_ - p_ < static_cast<ptrdiff_t>(L.kSize) || !Matches<L>(p_)) return false;
-    const char* const p = p_;
-    Set(0, std::string_view(p + 2, 4), std::string_view(p + 8, kName + 2));  // type
-    Set(1, std::string_view(p + kName + 12, 7), std::string_view(p + kName + 21, 1));  // version
-    count_ = 2;
-    key_ = std::string_view(p + kName + 24, 5);  // ts_ns
     p_ += L.kSize;
     return IntValue<kCount64>(&h->ts_ns) && Name<R"(,"pid":)">() && IntValue<kCount32>(&h->pid) &&
            Name<R"(,"seq":)">() && IntValue<kUint64>(&h->seq);
@@ -538,9 +532,8 @@ class Cursor {
     if (p == end_ || *p != '[') return false;
     ++p;
     if (p < end_ && *p == ']') return Record(p + 1);
-    Member scratch[8];  // the nested members' records, thrown away
     while (true) {
-      Cursor s(p, end_, scratch);
+      Cursor s(p, end_);
       if (!(s.Expect<R"({"device":)">() && s.IntValue<kCount32>() &&
             s.Int<R"(,"context":)", kUint64>() && s.Int<R"(,"stream":)", kUint64>() &&
             s.Int<R"(,"waiting_ms":)", kCount64>() && s.Int<R"(,"unfinished":)", kCount64>() &&
@@ -551,7 +544,7 @@ class Cursor {
       if (p == end_) return false;
       if (*p != ']') {
         while (true) {
-          Cursor l(p, end_, scratch);
+          Cursor l(p, end_);
           if (!(l.Expect<R"({"correlation_id":)">() && l.IntValue<kUint64>() &&
                 l.String<R"(,"name":)">() && l.String<R"(,"demangled":)">() &&
                 l.Dim<R"(,"grid":)">() && l.Dim<R"(,"block":)">() &&
@@ -641,7 +634,6 @@ class Cursor {
     if constexpr (kHaveRoomy && L.kSize <= 32) {
       if (end_ - p_ >= static_cast<ptrdiff_t>(L.kSize) + kRoom) {
         if (!MatchesWide<L>(p_)) return false;
-        key_ = std::string_view(p_ + 2, L.kSize - 4);
         p_ += L.kSize;
         return IntValue<B, kHaveRoomy>(out);
       }
@@ -769,7 +761,7 @@ class Cursor {
   // checks above accepted).
   template <class O>
   [[gnu::always_inline]] bool Put(O out) {
-    if constexpr (!std::is_null_pointer_v<O>) Convert(members_[count_ - 1].raw, out);
+    if constexpr (!std::is_null_pointer_v<O>) Convert(last(), out);
     return true;
   }
 
@@ -785,7 +777,7 @@ class Cursor {
     constexpr int f = FactOf<L>();
     if constexpr (f >= 0) {
       fact_present_ |= 1u << f;
-      info_->fact_member[f] = static_cast<int8_t>(count_ - 1);
+      info_->fact_raw[f] = last();
     }
     return true;
   }
@@ -879,33 +871,26 @@ class Cursor {
     return Record(p);
   }
 
-  void Set(int i, std::string_view key, std::string_view raw) {
-    Member& m = members_[i];
-    m.key = key;
-    m.raw = raw;
-    m.key_escaped = false;
-  }
-
-  // Records the member whose name Name() read and whose value is [p_, end); moves to end.
+  // The value just read, [value_, end), ends at end; moves to end.
   [[gnu::always_inline]] bool Record(const char* end) {
-    Set(count_++, key_, std::string_view(p_, static_cast<size_t>(end - p_)));
+    value_ = p_;
     p_ = end;
     return true;
   }
 
+  // The text of the value Record() took last.
+  std::string_view last() const { return {value_, static_cast<size_t>(p_ - value_)}; }
+
   const char* p_;
   const char* const end_;
-  Member* const members_;
-  int count_ = 0;
-  std::string_view key_;  // the name Name() read last
+  const char* value_ = nullptr;  // where the value Record() took last starts
   LineInfo* const info_;
   uint64_t present_ = 0;       // bit I: member I of the table was read
   uint32_t fact_present_ = 0;  // LineInfo::fact_present, stored by Walk
 };
 
 // ---------------------------------------------------------------------------------------------
-// The event types, in the encoder's order (encoder.cc). Kernel has the most members: 46, within
-// LineInfo::kMaxMembers.
+// The event types, in the encoder's order (encoder.cc).
 
 // Where a walk puts member values: nowhere when validating (E void), else the member of *e.
 template <class E, class F>
@@ -958,11 +943,15 @@ CUFLIGHT_FAST_WALK(Stall, "stall", CUFLIGHT_SCHEMA_STALL)
 // cursor in memory would add a store-to-load round trip to every member.
 template <auto kWalk, class E = void>
 [[gnu::flatten]] bool Walk(const char* p, const char* end, LineInfo* info, Header* h,
-                           int* count, E* e = nullptr) {
-  Cursor c(p, end, info->members.data(), info);
+                           E* e = nullptr) {
+  Cursor c(p, end, info);
   if (!kWalk(c, h, e)) return false;
-  *count = c.count();
   info->fact_present = c.fact_present();
+  if constexpr (std::is_same_v<E, OwnedKernelEvent>) {
+    static constexpr std::string_view kNames[] = {
+        CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_FAST_NAME, CUFLIGHT_FAST_NO_RULE)};
+    e->occupancy.has_cluster = c.present(IndexIn(kNames, "cluster_occupancy"));
+  }
   return true;
 }
 
@@ -976,7 +965,6 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   const char* const end = p + line.size();
   info->fact_escaped = 0;  // strings with an escape are the general path's
   Header header;
-  int count = 0;
   EventType type;
   bool ok = false;
   // p[9] is the type name's first letter in `{"type":"<name>"`; Open checks the whole prefix.
@@ -984,46 +972,46 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
     case 'k':
       if (p[15] == '"') {
         type = EventType::kKernel;
-        ok = Walk<&Kernel<void>>(p, end, info, &header, &count);
+        ok = Walk<&Kernel<void>>(p, end, info, &header);
       } else {
         type = EventType::kKernelTime;
-        ok = Walk<&KernelTime<void>>(p, end, info, &header, &count);
+        ok = Walk<&KernelTime<void>>(p, end, info, &header);
       }
       break;
     case 'd':
       type = EventType::kDevice;
-      ok = Walk<&Device<void>>(p, end, info, &header, &count);
+      ok = Walk<&Device<void>>(p, end, info, &header);
       break;
     case 'a':
       type = EventType::kApiError;
-      ok = Walk<&ApiError<void>>(p, end, info, &header, &count);
+      ok = Walk<&ApiError<void>>(p, end, info, &header);
       break;
     case 's':  // stats or stall: p[12] is 't' or 'l'
       if (p[12] == 'l') {
         type = EventType::kStall;
-        ok = Walk<&Stall<void>>(p, end, info, &header, &count);
+        ok = Walk<&Stall<void>>(p, end, info, &header);
       } else {
         type = EventType::kStats;
-        ok = Walk<&Stats<void>>(p, end, info, &header, &count);
+        ok = Walk<&Stats<void>>(p, end, info, &header);
       }
       break;
     case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
       switch (p[17]) {
         case 's':
           type = EventType::kProcessStart;
-          ok = Walk<&ProcessStart<void>>(p, end, info, &header, &count);
+          ok = Walk<&ProcessStart<void>>(p, end, info, &header);
           break;
         case 'e':
           type = EventType::kProcessEnd;
-          ok = Walk<&ProcessEnd<void>>(p, end, info, &header, &count);
+          ok = Walk<&ProcessEnd<void>>(p, end, info, &header);
           break;
         case 'l':
           type = EventType::kProcessLost;
-          ok = Walk<&ProcessLost<void>>(p, end, info, &header, &count);
+          ok = Walk<&ProcessLost<void>>(p, end, info, &header);
           break;
         case 'c':
           type = EventType::kProcessCrash;
-          ok = Walk<&ProcessCrash<void>>(p, end, info, &header, &count);
+          ok = Walk<&ProcessCrash<void>>(p, end, info, &header);
           break;
         default:
           return false;
@@ -1036,10 +1024,9 @@ inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
   info->line = line;
   info->type = type;
   info->type_known = true;
+  info->type_text = EventTypeName(type);
   info->header = header;
   info->header_valid = true;
-  info->member_count = count;
-  info->members_truncated = false;
   return true;
 }
 
@@ -1051,22 +1038,20 @@ bool DecodeEncoderLayout(std::string_view line, LineInfo* info, E* e) {
   constexpr bool kKernel = std::is_same_v<E, OwnedKernelEvent>;
   if (line.size() < 40 || line[9] != 'k' || (line[15] == '"') != kKernel) return false;
   Header header;
-  int count = 0;
   info->fact_escaped = 0;
   bool ok;
   if constexpr (kKernel) {
-    ok = Walk<&Kernel<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+    ok = Walk<&Kernel<E>>(line.data(), line.data() + line.size(), info, &header, e);
   } else {
-    ok = Walk<&KernelTime<E>>(line.data(), line.data() + line.size(), info, &header, &count, e);
+    ok = Walk<&KernelTime<E>>(line.data(), line.data() + line.size(), info, &header, e);
   }
   if (!ok) return false;
   info->line = line;
   info->type = E::kType;
   info->type_known = true;
+  info->type_text = EventTypeName(E::kType);
   info->header = header;
   info->header_valid = true;
-  info->member_count = count;
-  info->members_truncated = false;
   e->header = header;
   return true;
 }

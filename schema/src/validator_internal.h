@@ -20,7 +20,7 @@ bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept;
 
 // The fast path for a kernel (kernel_time) line in the encoder's layout that also writes the
 // line's members into *e (LineDecoder): true when it accepts the line, as ValidateFastPath, and
-// then *e is what Decode gives, but for occupancy.has_cluster. *e must be reset to its defaults
+// then *e is what Decode gives. *e must be reset to its defaults
 // (its strings' buffers may be kept). False decides nothing. May throw std::bad_alloc.
 bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelEvent* e);
 bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent* e);

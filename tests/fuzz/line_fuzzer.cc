@@ -5,8 +5,8 @@
 //   - the event of an accepted line (Decode's and Validate's, when it decodes, equal the
 //     reference's; Validate's type is its type),
 //   - the message of a rejected line (Decode's is Validate's),
-//   - any top-level member of a line that is one object (Find's raw text parses, with nlohmann,
-//     to the value nlohmann gives that member).
+//   - the `type` text of a line that is one object, and every fact of an accepted line (its raw
+//     text parses, with nlohmann, to the value nlohmann gives that member; an integer's value).
 // An accepted line must also survive Encode(Decode(line)): the new line is accepted by both, and
 // decodes to the same event. LineDecoder (the log readers' decoder) must give Decode's result:
 // reason, message, header and event.
@@ -53,7 +53,7 @@ using cuflight::schema::ValidateError;
   std::abort();
 }
 
-void CheckMembers(std::string_view line, const LineInfo& info) {
+void CheckFacts(std::string_view line, const LineInfo& info, bool accepted) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(line);
@@ -61,16 +61,27 @@ void CheckMembers(std::string_view line, const LineInfo& info) {
     Disagree(line, "Validate saw an object nlohmann cannot parse", e.what());
   }
   if (!doc.is_object()) Disagree(line, "Validate saw an object, nlohmann not", doc.type_name());
-  for (const auto& [key, value] : doc.items()) {
-    const std::optional<std::string_view> raw = info.Find(key);
-    if (!raw) Disagree(line, "Find missed a member", key);
+  if (!info.type_text.empty() &&
+      !(doc.contains("type") && doc["type"].is_string() && doc["type"] == info.type_text)) {
+    Disagree(line, "type_text is not the type nlohmann reads", info.type_text);
+  }
+  if (!accepted) return;
+  for (int f = 0; f < cuflight::schema::kFactCount; ++f) {
+    const auto fact = static_cast<cuflight::schema::Fact>(f);
+    const std::string key(cuflight::schema::kFactNames[f]);
+    if (info.Has(fact) != doc.contains(key)) Disagree(line, "a fact's presence differs", key);
+    if (!info.Has(fact)) continue;
     nlohmann::json member;
     try {
-      member = nlohmann::json::parse(*raw);
+      member = nlohmann::json::parse(info.Raw(fact));
     } catch (const nlohmann::json::exception& e) {
-      Disagree(line, "a member's raw text does not parse", e.what());
+      Disagree(line, "a fact's raw text does not parse", e.what());
     }
-    if (member != value) Disagree(line, "a member's raw text holds another value", key);
+    if (member != doc[key]) Disagree(line, "a fact's raw text holds another value", key);
+    if (member.is_number_integer() && fact != cuflight::schema::Fact::occupancy &&
+        info.Uint(fact) != member.get<uint64_t>()) {  // occupancy: a number, not an integer
+      Disagree(line, "a fact's integer value differs", key);
+    }
   }
 }
 
@@ -124,7 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (reason != Reason::kMalformedJson && reason != Reason::kNotAnObject) {
-    CheckMembers(line, info);
+    CheckFacts(line, info, reason == Reason::kOk);
   }
   if (decoded.ok()) CheckRoundTrip(line, decoded);
   static cuflight::schema::LineDecoder line_decoder;  // one per process: reused, as readers do

@@ -93,18 +93,7 @@ Path Check(std::string_view line) {
   EXPECT_EQ(fast.type, general.type);
   EXPECT_EQ(fast.header_valid, general.header_valid);
   EXPECT_EQ(fast.header, general.header);
-  EXPECT_EQ(fast.members_truncated, general.members_truncated);
-  EXPECT_EQ(fast.member_count, general.member_count) << Printable(line);
-  if (fast.member_count == general.member_count) {
-    for (int i = 0; i < fast.member_count; ++i) {
-      const Member& a = fast.members[static_cast<size_t>(i)];
-      const Member& b = general.members[static_cast<size_t>(i)];
-      EXPECT_TRUE(SameView(a.key, b.key)) << "member " << i << ": " << a.key << " vs " << b.key;
-      EXPECT_TRUE(SameView(a.raw, b.raw)) << "member " << i << " (" << b.key << "): " << a.raw
-                                          << " vs " << b.raw;
-      EXPECT_EQ(a.key_escaped, b.key_escaped) << "member " << i;
-    }
-  }
+  EXPECT_EQ(fast.type_text, general.type_text);
   if (reference.ok()) {
     EXPECT_EQ(fast.header, *reference.header);
   }
@@ -775,7 +764,6 @@ TEST(ValidatorFastPathTest, StallDeviationsFallBackToTheGeneralPath) {
   ValidateError error;
   ASSERT_EQ(Validate(Replace(s, R"("age_ms":10500)", R"("age_ms":-3)"), &info, &error),
             Reason::kOutOfRange);
-  EXPECT_EQ(error.field, "age_ms");
   EXPECT_EQ(error.message(),
             R"(stall: streams[1]: launches[0]: field "age_ms" must be an integer in )"
             R"([0, 9223372036854775807], got -3)");

@@ -198,6 +198,33 @@ BENCHMARK(BM_ValidateKernelTime);
 void BM_ValidateMix(benchmark::State& state) { ValidateLines(state, Lines().mix); }
 BENCHMARK(BM_ValidateMix);
 
+// The low-rate types, which take the general path: stats lines (one a second per process) as the
+// encoder writes them, 64 of them with varied counters.
+void BM_ValidateStats(benchmark::State& state) {
+  static const std::vector<std::string> lines = [] {
+    std::vector<std::string> out;
+    std::array<char, 4096> buf;
+    StatsEvent s;
+    for (uint64_t i = 0; i < 64; ++i) {
+      s.header = {1'732'000'000'123'456'789 + static_cast<int64_t>(i) * 1'000'000'000, 31'337,
+                  5'000 + 1'000 * i};
+      s.emitted = 4'990 + 1'000 * i;
+      s.dropped = i % 3;
+      s.ring_capacity = 65'536;
+      s.interval_ns = 1'000'000'000;
+      s.launches = 5'100 + 1'017 * i;
+      s.filtered = 107 * i;
+      s.dropped_ring_full = i % 3;
+      s.ring_high_water = 900 + 13 * i;
+      s.cpu_ns = 12'345'678 + 7'919 * i;
+      out.emplace_back(buf.data(), Encode(s, buf.data(), buf.size()));
+    }
+    return out;
+  }();
+  ValidateLines(state, lines);
+}
+BENCHMARK(BM_ValidateStats);
+
 // The same mix with a space before each closing brace: valid, but not in the encoder's layout, so
 // the expected-order fast path walks each line to its end before the general path validates it
 // (the worst case for a line the fast path does not take).

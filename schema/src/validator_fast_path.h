@@ -1,13 +1,14 @@
-// Expected-order fast path of the line validator (schema::Validate, validator.cc).
+// Expected-order fast path of the line validator (schema::Validate, validator.cc), for the two
+// high-rate event types: kernel and kernel_time (every other type is at most a few lines a second
+// per process, and goes to the general path).
 //
-// 1. The encoder (encoder.cc) writes every event type's members in the order of its table
+// 1. The encoder (encoder.cc) writes every event's members in the order of its table
 //    (event_fields.h), with no whitespace. The walk of each type is generated from that table:
 //    every required member where the table puts it, each optional one there or left out, then the
 //    table's dependentRequired rules on what was there. AcceptEncoderLayout walks a line expecting
 //    exactly that layout: it compares the bytes of each member name, with the ',' before it, its
 //    quotes and the ':' after it, against the table's as whole words (no hashing, no lookup), then
-//    parses and range-checks the value in place. The stall event's nested stream and launch
-//    objects are walked by StallStreamsValue, in the order of their tables.
+//    parses and range-checks the value in place.
 // 2. It only accepts. True means the general path accepts the line too and would fill LineInfo
 //    exactly as it was filled here. On any surprise (another type, order or spacing, a missing,
 //    unknown or repeated member, a byte order mark, an escape or a control byte in a string, a
@@ -16,9 +17,9 @@
 // 3. Value shapes it accepts: integers as digits (at most 19, no leading zero), with a '-' only
 //    where the range has negatives (and not "-0"); numbers in [0, 1] as 0, 1 or 0.ddd; other
 //    numbers >= 0 as digits with an optional .ddd (no exponent); strings without escapes or
-//    control bytes, with well-formed UTF-8; arrays and objects of those, without whitespace.
-//    The validator tests and the fuzzer (tests/fuzz/) check that each is accepted exactly when
-//    the general path accepts it.
+//    control bytes, with well-formed UTF-8; arrays of those, without whitespace. The validator
+//    tests and the fuzzer (tests/fuzz/) check that each is accepted exactly when the general path
+//    accepts it.
 // 4. Cost: every member is a few word compares and one or two 16-byte loads. Far from the line's
 //    end (kRoom bytes), an integer member is read without per-load bounds checks; near the end,
 //    and for the other value kinds, every read is checked against the end of the line. With
@@ -306,9 +307,6 @@ static_assert(ResourceName(Resource::kRegisters) == "registers" &&
                   ResourceName(Resource::kCluster) == "cluster" &&
                   ResourceName(Resource::kOther) == "other",
               "ResourceAt below spells the resource names");
-static_assert(LostReasonName(LostReason::kDisconnected) == "disconnected" &&
-                  LostReasonName(LostReason::kCollectorShutdown) == "collector_shutdown",
-              "Cursor::LostReasonValue below spells the lost reasons");
 
 // The Resource named by the string at p (at its opening quote), or -1; sets *after past its
 // closing quote. Reads nothing at or past end.
@@ -376,14 +374,6 @@ class Cursor {
     return true;
   }
 
-  // Any literal L at the cursor (the opening of a nested object, `{"device":`); moves past it.
-  template <Lit L>
-  [[gnu::always_inline]] bool Expect() {
-    if (!MatchesBefore<L>(p_, end_)) return false;
-    p_ += L.kSize;
-    return true;
-  }
-
   // The line's opening: L is `{"type":"<name>","version":1,"ts_ns":`, then the values of ts_ns,
   // pid and seq, which go to *h.
   template <Lit L>
@@ -430,12 +420,6 @@ class Cursor {
       }
     }
     return Record(digits_end);
-  }
-
-  template <Bounds B>
-  bool IntOrNullValue() {
-    if (end_ - p_ >= 4 && Matches<"null">(p_)) return Record(p_ + 4);
-    return IntValue<B>();
   }
 
   bool StringValue() {
@@ -512,121 +496,6 @@ class Cursor {
     return false;
   }
 
-  bool TimingStoppedReasonValue() {
-    if (end_ - p_ >= 17 && Matches<R"("records_stopped")">(p_)) return Record(p_ + 17);
-    if (end_ - p_ >= 13 && Matches<R"("unavailable")">(p_)) return Record(p_ + 13);
-    return false;
-  }
-
-  bool StallStateValue() {
-    if (end_ - p_ >= 9 && Matches<R"("stalled")">(p_)) return Record(p_ + 9);
-    if (end_ - p_ >= 10 && Matches<R"("resolved")">(p_)) return Record(p_ + 10);
-    return false;
-  }
-
-  // The stall event's `streams`: an array of stream objects, each with its `launches` array of
-  // launch objects, every member in the encoder's order (encoder.cc). The nested members are
-  // checked as the general path checks them (CheckStallStream, CheckStallLaunch) and not recorded.
-  bool StallStreamsValue() {
-    const char* p = p_;
-    if (p == end_ || *p != '[') return false;
-    ++p;
-    if (p < end_ && *p == ']') return Record(p + 1);
-    while (true) {
-      Cursor s(p, end_);
-      if (!(s.Expect<R"({"device":)">() && s.IntValue<kCount32>() &&
-            s.Int<R"(,"context":)", kUint64>() && s.Int<R"(,"stream":)", kUint64>() &&
-            s.Int<R"(,"waiting_ms":)", kCount64>() && s.Int<R"(,"unfinished":)", kCount64>() &&
-            s.Expect<R"(,"launches":[)">())) {
-        return false;
-      }
-      p = s.p_;
-      if (p == end_) return false;
-      if (*p != ']') {
-        while (true) {
-          Cursor l(p, end_);
-          if (!(l.Expect<R"({"correlation_id":)">() && l.IntValue<kUint64>() &&
-                l.String<R"(,"name":)">() && l.String<R"(,"demangled":)">() &&
-                l.Dim<R"(,"grid":)">() && l.Dim<R"(,"block":)">() &&
-                l.Fraction<R"(,"occupancy":)">() && l.Int<R"(,"age_ms":)", kCount64>())) {
-            return false;
-          }
-          p = l.p_;
-          if (p == end_ || *p != '}') return false;
-          ++p;
-          if (p == end_) return false;
-          if (*p == ']') break;
-          if (*p != ',') return false;
-          ++p;
-        }
-      }
-      ++p;  // past the launches' ']'
-      if (p == end_ || *p != '}') return false;
-      ++p;
-      if (p == end_) return false;
-      if (*p == ']') return Record(p + 1);
-      if (*p != ',') return false;
-      ++p;
-    }
-  }
-
-  bool LostReasonValue() {
-    if (end_ - p_ >= 14 && Matches<R"("disconnected")">(p_)) return Record(p_ + 14);
-    if (end_ - p_ >= 20 && Matches<R"("collector_shutdown")">(p_)) return Record(p_ + 20);
-    return false;
-  }
-
-  // An array of strings.
-  bool StringsValue() {
-    const char* p = p_;
-    if (p == end_ || *p != '[') return false;
-    ++p;
-    if (p < end_ && *p == ']') return Record(p + 1);
-    while (true) {
-      if (p == end_ || *p != '"') return false;
-      p = StringEnd(p + 1, end_);
-      if (p == nullptr || p == end_) return false;
-      if (*p == ']') return Record(p + 1);
-      if (*p != ',') return false;
-      ++p;
-    }
-  }
-
-  // An array of integers in [0, 2^64).
-  bool IdsValue() {
-    const char* p = p_;
-    if (p == end_ || *p != '[') return false;
-    ++p;
-    if (p < end_ && *p == ']') return Record(p + 1);
-    while (true) {
-      p = UintEnd(p, end_);
-      if (p == nullptr || p == end_) return false;
-      if (*p == ']') return Record(p + 1);
-      if (*p != ',') return false;
-      ++p;
-    }
-  }
-
-  // An object of string members.
-  bool StringMapValue() {
-    const char* p = p_;
-    if (p == end_ || *p != '{') return false;
-    ++p;
-    if (p < end_ && *p == '}') return Record(p + 1);
-    while (true) {
-      if (p == end_ || *p != '"') return false;
-      p = StringEnd(p + 1, end_);
-      if (p == nullptr || p == end_ || *p != ':') return false;
-      ++p;
-      if (p == end_ || *p != '"') return false;
-      p = StringEnd(p + 1, end_);
-      if (p == nullptr || p == end_) return false;
-      if (*p == '}') return Record(p + 1);
-      if (*p != ',') return false;
-      ++p;
-    }
-  }
-
   // A member name and its value in one call.
   template <Lit L, Bounds B, class T = int64_t>
   [[gnu::always_inline]] bool Int(T* out = nullptr) {
@@ -640,18 +509,6 @@ class Cursor {
     }
     return Name<L>() && IntValue<B>(out);
   }
-  template <Lit L, Bounds B>
-  bool IntOrNull() { return Name<L>() && IntOrNullValue<B>(); }
-  template <Lit L>
-  bool String() { return Name<L>() && StringValue(); }
-  template <Lit L>
-  bool Bool() { return Name<L>() && BoolValue(); }
-  template <Lit L>
-  bool Fraction() { return Name<L>() && FractionValue(); }
-  template <Lit L>
-  bool NonNegative() { return Name<L>() && NonNegativeValue(); }
-  template <Lit L>
-  bool Dim() { return Name<L>() && DimValue(); }
 
   // The members of the tables (event_fields.h), one function per kind: Member<kind><L, I, args>
   // reads the member name L and its value, and notes that member I of the table was present
@@ -662,25 +519,16 @@ class Cursor {
     if (!Name<L>()) return kind##IsOptional;                    \
     return (value) && Seen(I) && NoteFact<L>() && Put(out);     \
   }
-#define CUFLIGHT_FAST_KINDS(X)                                    \
-  X(Number, NumberValue<A...>())                                  \
-  X(OptionalNumber, NumberValue<A...>())                          \
-  X(Bool, BoolValue())                                            \
-  X(OptionalBool, BoolValue())                                    \
-  X(String, StringValue())                                        \
-  X(Strings, StringsValue())                                      \
-  X(OptionalStrings, StringsValue())                              \
-  X(Ids, IdsValue())                                              \
-  X(Dim, DimValue())                                              \
-  X(OptionalDim, DimValue())                                      \
-  X(OneResource, ResourceValue())                                 \
-  X(ResourceSet, ResourcesValue())                                \
-  X(OptionalStringMap, StringMapValue())                          \
-  X(OptionalOccupancySource, OccupancySourceValue())              \
-  X(OptionalTimingStoppedReason, TimingStoppedReasonValue())      \
-  X(OneLostReason, LostReasonValue())                             \
-  X(OneStallState, StallStateValue())                             \
-  X(Objects, ObjectsValue(A...))
+#define CUFLIGHT_FAST_KINDS(X)           \
+  X(Number, NumberValue<A...>())         \
+  X(OptionalNumber, NumberValue<A...>()) \
+  X(OptionalBool, BoolValue())           \
+  X(String, StringValue())               \
+  X(Dim, DimValue())                     \
+  X(OptionalDim, DimValue())             \
+  X(OneResource, ResourceValue())        \
+  X(ResourceSet, ResourcesValue())       \
+  X(OptionalOccupancySource, OccupancySourceValue())
 #define CUFLIGHT_FAST_OPTIONAL(kind, value) \
   static constexpr bool kind##IsOptional = std::string_view(#kind).starts_with("Optional");
   CUFLIGHT_FAST_KINDS(CUFLIGHT_FAST_OPTIONAL)
@@ -733,11 +581,6 @@ class Cursor {
     } else {
       return IntValue<R>(Target(out)) && Seen(I);
     }
-  }
-  template <Lit L, int I, IntRange R, class O>
-  [[gnu::always_inline]] bool MemberOptionalIntOrNull(O out) {
-    if (!MatchesBefore<L>(p_, end_)) return true;
-    return MemberIntOrNull<L, I, R>(out);
   }
 
   // Where an integer goes: *out, or the value of the std::optional *out.
@@ -797,8 +640,6 @@ class Cursor {
       return NonNegativeValue();
     }
   }
-
-  bool ObjectsValue(StallStreamItem) { return StallStreamsValue(); }
 
   static void Convert(std::string_view raw, std::string* out) {
     out->assign(raw.data() + 1, raw.size() - 2);
@@ -927,133 +768,60 @@ consteval int IndexIn(const std::string_view (&names)[N], std::string_view name)
         TABLE(CUFLIGHT_FAST_FIELD, CUFLIGHT_FAST_RULE) && c.Close();                    \
   }
 
-CUFLIGHT_FAST_WALK(ProcessStart, "process_start", CUFLIGHT_SCHEMA_PROCESS_START)
-CUFLIGHT_FAST_WALK(Device, "device", CUFLIGHT_SCHEMA_DEVICE)
 CUFLIGHT_FAST_WALK(Kernel, "kernel", CUFLIGHT_SCHEMA_KERNEL)
 CUFLIGHT_FAST_WALK(KernelTime, "kernel_time", CUFLIGHT_SCHEMA_KERNEL_TIME)
-CUFLIGHT_FAST_WALK(ApiError, "api_error", CUFLIGHT_SCHEMA_API_ERROR)
-CUFLIGHT_FAST_WALK(Stats, "stats", CUFLIGHT_SCHEMA_STATS)
-CUFLIGHT_FAST_WALK(ProcessEnd, "process_end", CUFLIGHT_SCHEMA_PROCESS_END)
-CUFLIGHT_FAST_WALK(ProcessLost, "process_lost", CUFLIGHT_SCHEMA_PROCESS_LOST)
-CUFLIGHT_FAST_WALK(ProcessCrash, "process_crash", CUFLIGHT_SCHEMA_PROCESS_CRASH)
-CUFLIGHT_FAST_WALK(Stall, "stall", CUFLIGHT_SCHEMA_STALL)
 
-// Walks a line with one of the functions above. Everything is inlined into one function per
-// event type, so that the cursor lives in registers: the walk is a chain of dependent loads, and a
-// cursor in memory would add a store-to-load round trip to every member.
-template <auto kWalk, class E = void>
-[[gnu::flatten]] bool Walk(const char* p, const char* end, LineInfo* info, Header* h,
-                           E* e = nullptr) {
-  Cursor c(p, end, info);
-  if (!kWalk(c, h, e)) return false;
-  info->fact_present = c.fact_present();
-  if constexpr (std::is_same_v<E, OwnedKernelEvent>) {
-    static constexpr std::string_view kNames[] = {
-        CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_FAST_NAME, CUFLIGHT_FAST_NO_RULE)};
-    e->occupancy.has_cluster = c.present(IndexIn(kNames, "cluster_occupancy"));
-  }
-  return true;
-}
-
-// True when `line` is in the encoder's layout and valid: *info is then filled as the general path
-// fills it for an accepted line. False decides nothing; *info is then unspecified.
-inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
-  // Every encoded line is longer; the bytes read below to pick the type are then readable.
-  constexpr size_t kShortest = 40;
-  if (line.size() < kShortest) return false;
-  const char* const p = line.data();
-  const char* const end = p + line.size();
-  info->fact_escaped = 0;  // strings with an escape are the general path's
-  Header header;
-  EventType type;
-  bool ok = false;
-  // p[9] is the type name's first letter in `{"type":"<name>"`; Open checks the whole prefix.
-  switch (p[9]) {
-    case 'k':
-      if (p[15] == '"') {
-        type = EventType::kKernel;
-        ok = Walk<&Kernel<void>>(p, end, info, &header);
-      } else {
-        type = EventType::kKernelTime;
-        ok = Walk<&KernelTime<void>>(p, end, info, &header);
-      }
-      break;
-    case 'd':
-      type = EventType::kDevice;
-      ok = Walk<&Device<void>>(p, end, info, &header);
-      break;
-    case 'a':
-      type = EventType::kApiError;
-      ok = Walk<&ApiError<void>>(p, end, info, &header);
-      break;
-    case 's':  // stats or stall: p[12] is 't' or 'l'
-      if (p[12] == 'l') {
-        type = EventType::kStall;
-        ok = Walk<&Stall<void>>(p, end, info, &header);
-      } else {
-        type = EventType::kStats;
-        ok = Walk<&Stats<void>>(p, end, info, &header);
-      }
-      break;
-    case 'p':  // process_start, _end, _lost, _crash: p[17] is 's', 'e', 'l' or 'c'
-      switch (p[17]) {
-        case 's':
-          type = EventType::kProcessStart;
-          ok = Walk<&ProcessStart<void>>(p, end, info, &header);
-          break;
-        case 'e':
-          type = EventType::kProcessEnd;
-          ok = Walk<&ProcessEnd<void>>(p, end, info, &header);
-          break;
-        case 'l':
-          type = EventType::kProcessLost;
-          ok = Walk<&ProcessLost<void>>(p, end, info, &header);
-          break;
-        case 'c':
-          type = EventType::kProcessCrash;
-          ok = Walk<&ProcessCrash<void>>(p, end, info, &header);
-          break;
-        default:
-          return false;
-      }
-      break;
-    default:
-      return false;
-  }
-  if (!ok) return false;
-  info->line = line;
-  info->type = type;
-  info->type_known = true;
-  info->type_text = EventTypeName(type);
-  info->header = header;
-  info->header_valid = true;
-  return true;
-}
-
-// AcceptEncoderLayout for a kernel (or kernel_time) line, also writing its members into *e (whose
-// header, strings' buffers aside, the caller has reset). False decides nothing; *e and *info are
-// then unspecified.
-template <class E>
-bool DecodeEncoderLayout(std::string_view line, LineInfo* info, E* e) {
+// Walks a kernel (E: OwnedKernelEvent) or kernel_time line, writing its members into *e unless
+// e is null (whose header, strings' buffers aside, the caller has reset). Everything is inlined
+// into one function per event type and destination, so that the cursor lives in registers: the
+// walk is a chain of dependent loads, and a cursor in memory would add a store-to-load round trip
+// to every member. True: *info is filled as the general path fills it for an accepted line. False
+// decides nothing; *info and *e are then unspecified.
+template <class E, bool kFill>
+[[gnu::flatten]] bool Walk(std::string_view line, LineInfo* info, E* e) {
   constexpr bool kKernel = std::is_same_v<E, OwnedKernelEvent>;
-  if (line.size() < 40 || line[9] != 'k' || (line[15] == '"') != kKernel) return false;
+  using Out = std::conditional_t<kFill, E, void>;
+  Out* const out = static_cast<Out*>(kFill ? e : nullptr);
   Header header;
-  info->fact_escaped = 0;
-  bool ok;
+  Cursor c(line.data(), line.data() + line.size(), info);
   if constexpr (kKernel) {
-    ok = Walk<&Kernel<E>>(line.data(), line.data() + line.size(), info, &header, e);
+    if (!Kernel(c, &header, out)) return false;
   } else {
-    ok = Walk<&KernelTime<E>>(line.data(), line.data() + line.size(), info, &header, e);
+    if (!KernelTime(c, &header, out)) return false;
   }
-  if (!ok) return false;
+  if constexpr (kFill) {
+    e->header = header;
+    if constexpr (kKernel) {
+      static constexpr std::string_view kNames[] = {
+          CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_FAST_NAME, CUFLIGHT_FAST_NO_RULE)};
+      e->occupancy.has_cluster = c.present(IndexIn(kNames, "cluster_occupancy"));
+    }
+  }
+  info->fact_present = c.fact_present();
+  info->fact_escaped = 0;  // strings with an escape are the general path's
   info->line = line;
   info->type = E::kType;
   info->type_known = true;
   info->type_text = EventTypeName(E::kType);
   info->header = header;
   info->header_valid = true;
-  e->header = header;
   return true;
+}
+
+// True when `line` is a kernel or kernel_time line in the encoder's layout and valid: *info is
+// then filled as the general path fills it. False decides nothing (every other type goes to the
+// general path: at most a few lines a second per process).
+inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
+  // `{"type":"kernel"` or `{"type":"kernel_time"`: the walk checks the whole prefix.
+  if (line.size() < 40 || line[9] != 'k') return false;
+  if (line[15] == '"') return Walk<OwnedKernelEvent, false>(line, info, nullptr);
+  return Walk<OwnedKernelTimeEvent, false>(line, info, nullptr);
+}
+
+// AcceptEncoderLayout for a kernel (or kernel_time) line, also writing its members into *e.
+template <class E>
+bool DecodeEncoderLayout(std::string_view line, LineInfo* info, E* e) {
+  return Walk<E, true>(line, info, e);
 }
 
 }  // namespace cuflight::schema::internal::fast_path

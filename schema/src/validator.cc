@@ -1057,16 +1057,7 @@ class Checker {
   }
 
   void OneResource(Key k, Resource* out) {
-    const Value* v = Get(k);
-    if (v == nullptr) return;
-    if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
-    const int r = ResourceOf(*v);
-    if (r < 0) {
-      return Fail(Reason::kOutOfRange, k,
-                  "must be one of registers, shared_mem, warps, blocks, barriers, cluster, other",
-                  v);
-    }
-    if (out != nullptr) *out = static_cast<Resource>(r);
+    if (Get(k) != nullptr) OptionalEnum(k, out, ResourceName, 0, kResourceCount - 1);
   }
 
   void ResourceSet(Key k, ResourceMask* out) {
@@ -1088,25 +1079,22 @@ class Checker {
   }
 
   void OptionalOccupancySource(Key k, OccupancySource* out) {
-    OptionalEnum(k, out, OccupancySourceName, 1, 2, "must be one of driver, engine");
+    OptionalEnum(k, out, OccupancySourceName, 1, 2);
   }
 
   void OptionalTimingStoppedReason(Key k, TimingStoppedReason* out) {
-    OptionalEnum(k, out, TimingStoppedReasonName, 1, 2,
-                 "must be one of records_stopped, unavailable");
+    OptionalEnum(k, out, TimingStoppedReasonName, 1, 2);
   }
 
   void OneStallState(Key k, StallState* out) {
     if (Get(k) != nullptr) {
-      OptionalEnum(k, out, StallStateName, 0, kStallStateCount - 1,
-                   "must be one of stalled, resolved");
+      OptionalEnum(k, out, StallStateName, 0, kStallStateCount - 1);
     }
   }
 
   void OneLostReason(Key k, LostReason* out) {
     if (Get(k) != nullptr) {
-      OptionalEnum(k, out, LostReasonName, 0, kLostReasonCount - 1,
-                   "must be one of disconnected, collector_shutdown");
+      OptionalEnum(k, out, LostReasonName, 0, kLostReasonCount - 1);
     }
   }
 
@@ -1274,10 +1262,9 @@ class Checker {
   }
 
   // A string naming one of the enumerators [first, last] (`name_of` gives each one's wire name),
-  // when present and no fault came before.
+  // when present and no fault came before; else the message lists them.
   template <class E>
-  void OptionalEnum(Key k, E* out, std::string_view (*name_of)(E), int first, int last,
-                    const char* what) {
+  void OptionalEnum(Key k, E* out, std::string_view (*name_of)(E), int first, int last) {
     const Value* v = Find(k);
     if (!ok() || v == nullptr) return;
     if (v->kind != Kind::kString) return Fail(Reason::kWrongType, k, "must be a string", v);
@@ -1287,7 +1274,12 @@ class Checker {
         return;
       }
     }
-    Fail(Reason::kOutOfRange, k, what, v);
+    reason_ = Reason::kOutOfRange;
+    MessageBuilder m = Message(k);
+    m.Add("must be one of ");
+    for (int i = first; i <= last; ++i)
+      m.Add(i == first ? "" : ", ").Add(name_of(static_cast<E>(i)));
+    m.Add(", got ").Excerpt(v->text());
   }
 
   void ReadBool(Key k, const Value& v, bool* out) {

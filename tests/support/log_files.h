@@ -40,8 +40,9 @@ std::vector<std::string> StoredLines(const std::filesystem::path& log_dir);
 // collector itself wrote (process_lost) left out.
 std::vector<uint64_t> StoredSeqs(const std::filesystem::path& log_dir, int64_t pid);
 
-// Every line of `file` decoded with the schema's decoder, in order (fails the test on a line that
-// does not decode, and leaves it out).
+// Every complete line of `file` decoded with the schema's decoder, in order (fails the test on a
+// line that does not decode, and leaves it out). A last line still being written (no '\n' yet:
+// the collector may be appending while a test polls) is left out, as by StoredLines.
 std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file);
 // DecodeLog of each of LogFiles(log_dir), one file after the other.
 std::vector<schema::OwnedEvent> DecodeLogs(const std::filesystem::path& log_dir);

@@ -346,20 +346,19 @@ inline int ResourceAt(const char* p, const char* end, const char** after) {
 // ---------------------------------------------------------------------------------------------
 // The walk over a line.
 
-// Position in the line and the members recorded so far. Each Name<L>() moves past the member
-// name L (`,"name":`); each ...Value() parses the value that follows, records the member in
-// LineInfo order and moves past it. All return false, on any surprise, for the caller to give up.
 // Whether a decoding destination is a std::optional.
 template <class O>
 inline constexpr bool kIsOptionalOut = false;
 template <class T>
 inline constexpr bool kIsOptionalOut<std::optional<T>*> = true;
 
+// Position in the line. Each Name<L>() moves past the member name L (`,"name":`); each ...Value()
+// parses the value that follows and moves past it (Record). All return false, on any surprise,
+// for the caller to give up.
 class Cursor {
  public:
-  // `info`: where the facts of the top-level members go (nullptr in nested objects).
-  Cursor(const char* p, const char* end, LineInfo* info = nullptr)
-      : p_(p), end_(end), info_(info) {}
+  // `info`: where the facts go.
+  Cursor(const char* p, const char* end, LineInfo* info) : p_(p), end_(end), info_(info) {}
 
   uint32_t fact_present() const { return fact_present_; }
   // Whether member I of the table was read.

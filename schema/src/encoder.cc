@@ -1,7 +1,5 @@
 #include "cuflight/schema/encoder.h"
 
-#include "cuflight/schema/event_fields.h"
-
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -13,6 +11,9 @@
 #include <system_error>
 #include <type_traits>
 #include <variant>
+
+#include "cuflight/schema/event_fields.h"
+#include "validator_bytes.h"
 
 namespace cuflight::schema {
 namespace {
@@ -28,41 +29,6 @@ constexpr std::array<bool, 256> kPlain = [] {
 
 constexpr char kHex[] = "0123456789abcdef";
 constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
-
-// Length (2..4) of the well-formed UTF-8 sequence starting at s[0] >= 0x80, from Table 3-7 of
-// the Unicode standard. Returns 0 when it is ill-formed and sets *bad to the length of its
-// maximal subpart (the bytes one U+FFFD replaces).
-size_t Utf8SequenceLength(const unsigned char* s, size_t n, size_t* bad) {
-  const unsigned char lead = s[0];
-  size_t len = 0;
-  unsigned char lo = 0x80;  // range of the second byte
-  unsigned char hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    len = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    len = 3;
-    if (lead == 0xE0) lo = 0xA0;  // overlong
-    if (lead == 0xED) hi = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    len = 4;
-    if (lead == 0xF0) lo = 0x90;  // overlong
-    if (lead == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    *bad = 1;  // continuation byte, C0/C1 (overlong) or F5..FF
-    return 0;
-  }
-  if (n < 2 || s[1] < lo || s[1] > hi) {
-    *bad = 1;
-    return 0;
-  }
-  for (size_t i = 2; i < len; ++i) {
-    if (i >= n || (s[i] & 0xC0) != 0x80) {
-      *bad = i;
-      return 0;
-    }
-  }
-  return len;
-}
 
 // True when none of the 8 bytes of `w` needs escaping or UTF-8 checking: all in 0x20..0x7E and
 // none is '"' or '\\'. Bit tricks from "Bit Twiddling Hacks" (haszero / hasless).
@@ -307,7 +273,7 @@ class Writer {
         continue;
       }
       size_t bad = 0;
-      const size_t len = Utf8SequenceLength(in + i, n - i, &bad);
+      const size_t len = internal::Utf8Length(in + i, n - i, &bad);
       if (len == 0) {
         Raw(kReplacement, 3);
         i += bad;

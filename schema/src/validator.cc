@@ -464,8 +464,8 @@ class Lexer {
       } else if (c < 0x20) {
         return Fail(p, "control character in a string");
       } else {
-        const size_t len = Utf8Length(reinterpret_cast<const unsigned char*>(p),
-                                      reinterpret_cast<const unsigned char*>(end_));
+        const size_t len =
+            Utf8Length(reinterpret_cast<const unsigned char*>(p), static_cast<size_t>(end_ - p));
         if (len == 0) return Fail(p, "invalid UTF-8 in a string");
         p += len;
       }

@@ -71,29 +71,39 @@ inline constexpr std::array<uint8_t, 256> kStringByte = [] {
   return table;
 }();
 
-// Length of the well-formed UTF-8 sequence at s (s[0] >= 0x80), or 0 (Table 3-7 of the Unicode
-// standard, as nlohmann checks it). Reads nothing at or past end.
-inline size_t Utf8Length(const unsigned char* s, const unsigned char* end) {
+// Length (2..4) of the well-formed UTF-8 sequence at s[0] >= 0x80, of the n bytes at s, from
+// Table 3-7 of the Unicode standard (as nlohmann checks it). 0 when it is ill-formed, and then
+// *bad (when given) is the length of its maximal subpart: the bytes one U+FFFD replaces.
+inline size_t Utf8Length(const unsigned char* s, size_t n, size_t* bad = nullptr) {
+  size_t ignored;
+  if (bad == nullptr) bad = &ignored;
   const unsigned char lead = s[0];
   size_t len;
-  unsigned char lo = 0x80;
+  unsigned char lo = 0x80;  // range of the second byte
   unsigned char hi = 0xBF;
   if (lead >= 0xC2 && lead <= 0xDF) {
     len = 2;
   } else if (lead >= 0xE0 && lead <= 0xEF) {
     len = 3;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
+    if (lead == 0xE0) lo = 0xA0;  // overlong
+    if (lead == 0xED) hi = 0x9F;  // surrogates
   } else if (lead >= 0xF0 && lead <= 0xF4) {
     len = 4;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
+    if (lead == 0xF0) lo = 0x90;  // overlong
+    if (lead == 0xF4) hi = 0x8F;  // above U+10FFFF
   } else {
+    *bad = 1;  // continuation byte, C0/C1 (overlong) or F5..FF
     return 0;
   }
-  if (static_cast<size_t>(end - s) < len || s[1] < lo || s[1] > hi) return 0;
+  if (n < 2 || s[1] < lo || s[1] > hi) {
+    *bad = 1;
+    return 0;
+  }
   for (size_t i = 2; i < len; ++i) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
+    if (i >= n || (s[i] & 0xC0) != 0x80) {
+      *bad = i;
+      return 0;
+    }
   }
   return len;
 }

@@ -292,8 +292,8 @@ inline const char* StringEnd(const char* p, const char* end) {
     const auto c = static_cast<unsigned char>(*p);
     if (c == '"') return p + 1;
     if (c < 0x80) return nullptr;  // a backslash or a control byte
-    const size_t len = Utf8Length(reinterpret_cast<const unsigned char*>(p),
-                                  reinterpret_cast<const unsigned char*>(end));
+    const size_t len =
+        Utf8Length(reinterpret_cast<const unsigned char*>(p), static_cast<size_t>(end - p));
     if (len == 0) return nullptr;
     p += len;
   }

@@ -530,18 +530,8 @@ CUFLIGHT_PUT(Objects, T)
 #undef CUFLIGHT_PUT_PLAIN
 #undef CUFLIGHT_PUT
 
-// A literal as a template argument.
-template <size_t N>
-struct Name {
-  constexpr Name(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
-    for (size_t i = 0; i < N; ++i) text[i] = s[i];
-  }
-  constexpr std::string_view view() const { return {text, N - 1}; }
-  char text[N];
-};
-
 // Optional members the encoder writes only when they say something (the others: always).
-template <Name K, class E>
+template <internal::Lit K, class E>
 [[gnu::always_inline]] inline bool Writes(const E& e) {
   constexpr std::string_view name = K.view();
   if constexpr (name == "recovered") {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace cuflight::schema::internal {
 
@@ -27,6 +28,19 @@ inline uint32_t Load4(const char* s) {
   if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap32(w);
   return w;
 }
+
+// A string literal as a template argument (`,"name":` and the like).
+template <size_t N>
+struct Lit {
+  // Implicit, so that a literal converts: Name<R"(,"tid":)">().
+  constexpr Lit(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
+    for (size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+  static constexpr size_t kSize = N - 1;  // without the terminating NUL
+  constexpr std::string_view view() const { return {text, kSize}; }
+
+  char text[N];
+};
 
 inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
 

@@ -58,18 +58,6 @@ namespace cuflight::schema::internal::fast_path {
 // ---------------------------------------------------------------------------------------------
 // Literals compared as words.
 
-// A string literal as a template argument (`,"name":` and the like).
-template <size_t N>
-struct Lit {
-  // Implicit, so that a literal converts: Name<R"(,"tid":)">().
-  constexpr Lit(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
-    for (size_t i = 0; i < N; ++i) text[i] = s[i];
-  }
-  static constexpr size_t kSize = N - 1;  // without the terminating NUL
-
-  char text[N];
-};
-
 // Little-endian value of L.text[at, at + width), width <= 8.
 template <Lit L>
 constexpr uint64_t LitWord(size_t at, size_t width) {

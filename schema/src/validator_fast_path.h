@@ -668,7 +668,6 @@ class Cursor {
   static void Convert(std::string_view raw, OccupancySource* out) {
     *out = raw[1] == 'd' ? OccupancySource::kDriver : OccupancySource::kEngine;
   }
-  static void Convert(std::string_view, ...) {}  // kinds never decoded here
 
  private:
   [[gnu::always_inline]] bool Seen(int i) {

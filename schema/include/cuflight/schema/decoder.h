@@ -6,7 +6,9 @@
 #ifndef CUFLIGHT_SCHEMA_DECODER_H_
 #define CUFLIGHT_SCHEMA_DECODER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,27 +37,12 @@ inline constexpr int kReasonCount = 9;
 // "not_an_object", "unknown_type", "unsupported_version", "missing_field", "wrong_type",
 // "out_of_range", "internal_error"; "unknown" for a value outside the enum.
 constexpr std::string_view ReasonName(Reason reason) {
-  switch (reason) {
-    case Reason::kOk:
-      return "ok";
-    case Reason::kMalformedJson:
-      return "malformed_json";
-    case Reason::kNotAnObject:
-      return "not_an_object";
-    case Reason::kUnknownType:
-      return "unknown_type";
-    case Reason::kUnsupportedVersion:
-      return "unsupported_version";
-    case Reason::kMissingField:
-      return "missing_field";
-    case Reason::kWrongType:
-      return "wrong_type";
-    case Reason::kOutOfRange:
-      return "out_of_range";
-    case Reason::kInternalError:
-      return "internal_error";
-  }
-  return "unknown";
+  constexpr std::string_view kNames[kReasonCount] = {
+      "ok",           "malformed_json",      "not_an_object",
+      "unknown_type", "unsupported_version", "missing_field",
+      "wrong_type",   "out_of_range",        "internal_error"};
+  const auto i = static_cast<size_t>(reason);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 struct DecodeResult {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -17,10 +16,6 @@
 #include <variant>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "cuflight/schema/event_fields.h"
 #include "validator_bytes.h"
 #include "validator_fast_path.h"
@@ -29,13 +24,12 @@
 namespace cuflight::schema {
 namespace {
 
-using internal::EightDigitsValue;
 using internal::IsDigit;
 using internal::IsSpace;
-using internal::kPow10;
 using internal::kStringByte;
-using internal::LeadingDigits;
-using internal::Load8;
+using internal::SkipDigits;
+using internal::SkipPlainString;
+using internal::UintValue;
 using internal::Utf8Length;
 
 // ---------------------------------------------------------------------------------------------
@@ -108,137 +102,43 @@ constexpr Key k_version = KeyOf("version");
 static_assert(kKeyCount <= 128, "the seen-set below has 128 bits");
 static_assert(std::size(kKeyNames) == kKeyCount);
 
-constexpr size_t kMaxKeyLength = [] {
-  size_t n = 0;
-  for (const std::string_view name : kKeyNames) n = name.size() > n ? name.size() : n;
-  return n;
-}();
-static_assert(kMaxKeyLength <= 24, "NameWords below covers names of at most 24 bytes");
-static_assert([] {
-  for (const std::string_view name : kKeyNames) {
-    if (name.size() < 3) return false;
-  }
-  return true;
-}(), "LookupKey below assumes names of at least 3 bytes");
+constexpr size_t kMaxKeyLength = std::ranges::max(kKeyNames, {}, &std::string_view::size).size();
+static_assert(std::ranges::min(kKeyNames, {}, &std::string_view::size).size() >= 2,
+              "NameHash below reads two bytes at each end of a name");
 
-// A member name as three 8-byte words: its first 8 bytes, bytes [8, 16) (0 when shorter than 16)
-// and its last 8 bytes (overlapping the others when shorter than 24). A name under 8 bytes is
-// zero-padded and all three words are the same. Every known name is 3 to 24 bytes, so equal
-// words and lengths mean equal names.
-struct NameWords {
-  uint64_t first;
-  uint64_t middle;
-  uint64_t last;
-};
-
-// Little-endian value of s[0, n), n <= 8 (constexpr twin of the runtime loads below).
-constexpr uint64_t WordOf(const char* s, size_t n) {
-  uint64_t w = 0;
-  for (size_t i = 0; i < n; ++i) w |= uint64_t{static_cast<unsigned char>(s[i])} << (8 * i);
-  return w;
-}
-
-constexpr NameWords WordsOf(const char* s, size_t n) {
-  if (n < 8) {
-    const uint64_t w = WordOf(s, n);
-    return {w, w, w};
-  }
-  return {WordOf(s, 8), n >= 16 ? WordOf(s + 8, 8) : 0, WordOf(s + n - 8, 8)};
-}
-
-// The hash of a name, into kKeyTableSize entries: the multiplier is searched (below, at compile
-// time) so that no two known names share an entry, so a lookup is one probe and one comparison.
-constexpr size_t kKeyTableBits = 11;  // 2 KiB: about 110 names fit without collision
-constexpr size_t kKeyTableSize = size_t{1} << kKeyTableBits;
-
-constexpr size_t NameHash(const NameWords& w, size_t n, uint64_t multiplier) {
-  const uint64_t mixed =
-      (w.first ^ (w.last * 0x9E3779B97F4A7C15u) ^ (w.middle * 0xC2B2AE3D27D4EB4Fu) ^ n) *
-      multiplier;
-  return static_cast<size_t>(mixed >> (64 - kKeyTableBits));
-}
-
-constexpr bool IsPerfect(uint64_t multiplier) {
-  std::array<bool, kKeyTableSize> used{};
-  for (const std::string_view name : kKeyNames) {
-    const size_t h = NameHash(WordsOf(name.data(), name.size()), name.size(), multiplier);
-    if (used[h]) return false;
-    used[h] = true;
-  }
-  return true;
-}
-
-constexpr uint64_t kKeyHashMultiplier = [] {
-  uint64_t m = 0x2545F4914F6CDD1Du;
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    if (IsPerfect(m | 1)) return m | 1;
-    m = m * 6364136223846793005u + 1442695040888963407u;  // next candidate (an LCG)
-  }
-  return uint64_t{0};
-}();
-static_assert(kKeyHashMultiplier != 0, "no collision-free multiplier found: enlarge the table");
-
+// Open addressing with linear probing, at least 16 entries per name: a lookup is almost always
+// one probe and one comparison.
+constexpr size_t kKeyTableBits = 11;
+constexpr size_t kKeyTableMask = (size_t{1} << kKeyTableBits) - 1;
+static_assert(kKeyCount * 16 <= kKeyTableMask + 1);
 constexpr uint8_t kNoKey = 0xFF;
 
-// Hash -> Key (or kNoKey), and each Key's words and length.
-constexpr std::array<uint8_t, kKeyTableSize> kKeyTable = [] {
-  std::array<uint8_t, kKeyTableSize> table{};
+// The hash of a name of n >= 2 bytes: its length, its first two and its last two bytes.
+constexpr size_t NameHash(const char* s, size_t n) {
+  const auto byte = [s](size_t i) { return uint64_t{static_cast<unsigned char>(s[i])}; };
+  const uint64_t x = n | byte(0) << 8 | byte(1) << 16 | byte(n - 2) << 24 | byte(n - 1) << 32;
+  return static_cast<size_t>((x * 0x9E3779B97F4A7C15u) >> (64 - kKeyTableBits));
+}
+
+// Hash -> Key, or kNoKey.
+constexpr std::array<uint8_t, kKeyTableMask + 1> kKeyTable = [] {
+  std::array<uint8_t, kKeyTableMask + 1> table{};
   for (uint8_t& entry : table) entry = kNoKey;
   for (size_t k = 0; k < kKeyCount; ++k) {
-    const std::string_view name = kKeyNames[k];
-    table[NameHash(WordsOf(name.data(), name.size()), name.size(), kKeyHashMultiplier)] =
-        static_cast<uint8_t>(k);
+    size_t h = NameHash(kKeyNames[k].data(), kKeyNames[k].size());
+    while (table[h] != kNoKey) h = (h + 1) & kKeyTableMask;
+    table[h] = static_cast<uint8_t>(k);
   }
   return table;
 }();
 
-struct KeyWords {
-  NameWords words;
-  size_t length;
-};
-
-constexpr std::array<KeyWords, kKeyCount> kKeyWords = [] {
-  std::array<KeyWords, kKeyCount> words{};
-  for (size_t k = 0; k < kKeyCount; ++k) {
-    words[k] = {WordsOf(kKeyNames[k].data(), kKeyNames[k].size()), kKeyNames[k].size()};
-  }
-  return words;
-}();
-
 // The Key named s[0, n), or kNoKey. s[0, n) must be readable; nothing past it is read.
 inline uint8_t LookupKey(const char* s, size_t n) {
-  if (n < 3 || n > kMaxKeyLength) return kNoKey;
-  NameWords w;
-  if (n >= 8) {
-    w.first = Load8(s);
-    w.middle = n >= 16 ? Load8(s + 8) : 0;
-    w.last = Load8(s + n - 8);
-  } else {
-    // 3 to 7 bytes: two overlapping 4-byte loads, or 3 single bytes.
-    uint64_t v;
-    if (n >= 4) {
-      uint32_t lo;
-      uint32_t hi;
-      std::memcpy(&lo, s, 4);
-      std::memcpy(&hi, s + n - 4, 4);
-      if constexpr (std::endian::native == std::endian::big) {
-        lo = __builtin_bswap32(lo);
-        hi = __builtin_bswap32(hi);
-      }
-      v = lo | (uint64_t{hi} << (8 * (n - 4)));
-    } else {
-      v = WordOf(s, n);
-    }
-    w = {v, v, v};
+  if (n < 2 || n > kMaxKeyLength) return kNoKey;
+  for (size_t h = NameHash(s, n);; h = (h + 1) & kKeyTableMask) {
+    const uint8_t k = kKeyTable[h];
+    if (k == kNoKey || kKeyNames[k] == std::string_view(s, n)) return k;
   }
-  const uint8_t k = kKeyTable[NameHash(w, n, kKeyHashMultiplier)];
-  if (k == kNoKey) return kNoKey;
-  const KeyWords& e = kKeyWords[k];
-  if (e.length != n || e.words.first != w.first || e.words.last != w.last ||
-      e.words.middle != w.middle) {
-    return kNoKey;
-  }
-  return k;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,82 +218,66 @@ size_t DecodeEscape(std::string_view raw, size_t* i, char out[4]) {
   return 4;
 }
 
+// Checked string text (between its quotes), one unescaped byte at a time.
+class Unescaper {
+ public:
+  explicit Unescaper(std::string_view raw) : raw_(raw) {}
+
+  // The next byte, or -1 after the last.
+  int Next() {
+    if (at_ < size_) return static_cast<unsigned char>(unit_[at_++]);
+    if (i_ == raw_.size()) return -1;
+    if (raw_[i_] != '\\') return static_cast<unsigned char>(raw_[i_++]);
+    size_ = DecodeEscape(raw_, &i_, unit_);
+    at_ = 1;
+    return static_cast<unsigned char>(unit_[0]);
+  }
+
+ private:
+  std::string_view raw_;
+  size_t i_ = 0;     // the next byte of raw_
+  char unit_[4]{};   // the bytes of the last escape...
+  size_t size_ = 0;  // ... of which there are size_
+  size_t at_ = 0;    // ... and the next is at_
+};
+
 // True when the checked string text `raw` (between its quotes) unescapes to `want`.
 bool UnescapedEquals(std::string_view raw, std::string_view want) {
-  size_t i = 0;
-  size_t j = 0;
-  while (i < raw.size()) {
-    if (raw[i] != '\\') {
-      if (j == want.size() || raw[i] != want[j]) return false;
-      ++i;
-      ++j;
-      continue;
-    }
-    char bytes[4];
-    const size_t n = DecodeEscape(raw, &i, bytes);
-    if (want.size() - j < n || std::memcmp(want.data() + j, bytes, n) != 0) return false;
-    j += n;
+  Unescaper u(raw);
+  for (const char c : want) {
+    if (u.Next() != static_cast<unsigned char>(c)) return false;
   }
-  return j == want.size();
+  return u.Next() < 0;
 }
 
 // Unescapes checked string text into out[0, cap); returns the length, or nullopt if it does not
 // fit.
 std::optional<size_t> Unescape(std::string_view raw, char* out, size_t cap) {
+  Unescaper u(raw);
   size_t n = 0;
-  size_t i = 0;
-  while (i < raw.size()) {
-    if (raw[i] != '\\') {
-      if (n == cap) return std::nullopt;
-      out[n++] = raw[i++];
-      continue;
-    }
-    char bytes[4];
-    const size_t k = DecodeEscape(raw, &i, bytes);
-    if (cap - n < k) return std::nullopt;
-    std::memcpy(out + n, bytes, k);
-    n += k;
+  for (int c = u.Next(); c >= 0; c = u.Next()) {
+    if (n == cap) return std::nullopt;
+    out[n++] = static_cast<char>(c);
   }
   return n;
+}
+
+// The Key of a checked member name (its raw text, and whether it has an escape), or kNoKey.
+uint8_t KeyOfName(std::string_view raw, bool escaped) {
+  if (!escaped) return LookupKey(raw.data(), raw.size());
+  char name[kMaxKeyLength];
+  const std::optional<size_t> n = Unescape(raw, name, sizeof(name));
+  return n ? LookupKey(name, *n) : kNoKey;
 }
 
 // Two checked member names (raw text, each with its escaped flag) that unescape to the same bytes.
 bool SameName(std::string_view a, bool a_escaped, std::string_view b, bool b_escaped) {
   if (!a_escaped && !b_escaped) return a == b;
-  if (!a_escaped) return UnescapedEquals(b, a);
-  if (!b_escaped) return UnescapedEquals(a, b);
-  // Compare unescaped unit by unit (a byte, or the bytes of one escape).
-  size_t i = 0;
-  size_t j = 0;
-  char ca[4];
-  char cb[4];
-  size_t na = 0;
-  size_t nb = 0;
-  size_t pa = 0;
-  size_t pb = 0;
-  while (true) {
-    if (pa == na && i < a.size()) {
-      pa = 0;
-      if (a[i] == '\\') {
-        na = DecodeEscape(a, &i, ca);
-      } else {
-        ca[0] = a[i++];
-        na = 1;
-      }
-    }
-    if (pb == nb && j < b.size()) {
-      pb = 0;
-      if (b[j] == '\\') {
-        nb = DecodeEscape(b, &j, cb);
-      } else {
-        cb[0] = b[j++];
-        nb = 1;
-      }
-    }
-    const bool a_done = pa == na;
-    const bool b_done = pb == nb;
-    if (a_done || b_done) return a_done && b_done;
-    if (ca[pa++] != cb[pb++]) return false;
+  Unescaper x(a);
+  Unescaper y(b);
+  for (int c = x.Next();; c = x.Next()) {
+    if (c != y.Next()) return false;
+    if (c < 0) return true;
   }
 }
 
@@ -435,25 +319,7 @@ class Lexer {
   // nullptr. Sets *escaped when the string holds a backslash escape.
   [[gnu::always_inline]] const char* ScanString(const char* p, bool* escaped) {
     while (true) {
-#if defined(__SSE2__)
-      const __m128i quote = _mm_set1_epi8('"');
-      const __m128i backslash = _mm_set1_epi8('\\');
-      const __m128i space = _mm_set1_epi8(0x20);
-      while (end_ - p >= 16) {
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-        // Signed compare: control characters and every byte >= 0x80 are below 0x20.
-        const __m128i special = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-            _mm_cmplt_epi8(v, space));
-        const int mask = _mm_movemask_epi8(special);
-        if (mask != 0) {
-          p += __builtin_ctz(static_cast<unsigned>(mask));
-          break;
-        }
-        p += 16;
-      }
-#endif
-      while (p < end_ && kStringByte[static_cast<unsigned char>(*p)] == 0) ++p;
+      p = SkipPlainString(p, end_);
       if (p == end_) return Fail(p, "string without its closing quote");
       const auto c = static_cast<unsigned char>(*p);
       if (c == '"') return p + 1;
@@ -483,36 +349,16 @@ class Lexer {
     if (*p == '0') {
       ++p;
     } else if (IsDigit(*p)) {
-      // One pass; the sum wraps past 19 digits, which the count below catches.
       const char* digits = p;
-      while (end_ - p >= 8) {
-        const uint64_t w = Load8(p);
-        const int n = LeadingDigits(w);
-        if (n < 8) {
-          // n >= 1 after the first round (*p is a digit); 0 ends the run.
-          if (n > 0) {
-            // The n digits moved to the top bytes, '0's below: the same value.
-            const uint64_t shifted = (w << (8 * (8 - n))) | (0x3030303030303030u >> (8 * n));
-            magnitude = magnitude * kPow10[n] + EightDigitsValue(shifted);
-            p += n;
-          }
-          break;
-        }
-        magnitude = magnitude * 100'000'000 + EightDigitsValue(w);
-        p += 8;
-      }
-      if (end_ - p < 8) {
-        while (p < end_ && IsDigit(*p)) {
-          magnitude = magnitude * 10 + static_cast<uint64_t>(*p++ - '0');
-        }
-      }
+      p = SkipDigits(p, end_);
       int_digits = p - digits;
-      if (int_digits == 20) {
-        magnitude = 0;
-        for (const char* q = digits; q < p - 1; ++q) magnitude = magnitude * 10 + (*q - '0');
+      if (int_digits <= 19) {
+        magnitude = UintValue(digits, static_cast<size_t>(int_digits), end_);
+      } else if (int_digits == 20) {
+        magnitude = UintValue(digits, 19, end_);
         overflow = __builtin_mul_overflow(magnitude, uint64_t{10}, &magnitude) ||
                    __builtin_add_overflow(magnitude, static_cast<uint64_t>(p[-1] - '0'), &magnitude);
-      } else if (int_digits > 20) {
+      } else {
         overflow = true;
       }
     } else {
@@ -526,7 +372,7 @@ class Lexer {
       if (p == end_ || !IsDigit(*p)) return Fail(p, "invalid number");
       fraction = true;
       const char* digits = p;
-      while (p < end_ && IsDigit(*p)) ++p;
+      p = SkipDigits(p, end_);
       if (int_digits == 0) {
         const char* q = digits;
         while (q < p && *q == '0') ++q;
@@ -686,35 +532,11 @@ class Lexer {
     if (*p == '{' || *p == '[') {
       v->begin = p;
       v->kind = *p == '{' ? Kind::kObject : Kind::kArray;
-      const char* flat = *p == '[' && depth <= kMaxNestingDepth ? ScanFlatArray(p) : nullptr;
-      p = flat != nullptr ? flat : ScanContainer(p, depth);
+      p = ScanContainer(p, depth);
       v->end = p;
       return p;
     }
     return ScanScalar(p, v);
-  }
-
-  // The common array shape: numbers and strings, no whitespace (`[264,8,1]`, `["registers"]`).
-  // Returns its end, or nullptr for anything else (ScanContainer then decides).
-  const char* ScanFlatArray(const char* p) {
-    ++p;
-    if (p < end_ && *p == ']') return p + 1;
-    while (p < end_) {
-      Value element;
-      if (*p == '"') {
-        bool escaped = false;
-        p = ScanString(p + 1, &escaped);
-      } else if (*p == '-' || IsDigit(*p)) {
-        p = ScanNumber(p, &element);
-      } else {
-        return nullptr;
-      }
-      if (p == nullptr || p == end_) return nullptr;
-      if (*p == ']') return p + 1;
-      if (*p != ',') return nullptr;
-      ++p;
-    }
-    return nullptr;
   }
 
  private:
@@ -869,13 +691,8 @@ class MessageBuilder {
     return *this;
   }
 
-  MessageBuilder& Number(uint64_t v) {
-    char digits[24];
-    const auto r = std::to_chars(digits, digits + sizeof(digits), v);
-    return Add(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
-  }
-
-  MessageBuilder& SignedNumber(int64_t v) {
+  template <class T>
+  MessageBuilder& Number(T v) {
     char digits[24];
     const auto r = std::to_chars(digits, digits + sizeof(digits), v);
     return Add(std::string_view(digits, static_cast<size_t>(r.ptr - digits)));
@@ -1118,14 +935,7 @@ class Checker {
       std::string_view name;
       bool escaped = false;
       while (reader.Next(&member, &name, &escaped)) {
-        uint8_t key;
-        if (!escaped) {
-          key = LookupKey(name.data(), name.size());
-        } else {
-          char unescaped[kMaxKeyLength];
-          const std::optional<size_t> n = Unescape(name, unescaped, sizeof(unescaped));
-          key = n ? LookupKey(unescaped, *n) : kNoKey;
-        }
+        const uint8_t key = KeyOfName(name, escaped);
         if (key != kNoKey) members.Set(static_cast<Key>(key), member);
       }
       // "<prefix>: <key>[<index>]", cut to the buffer (only messages read it).
@@ -1314,7 +1124,7 @@ class Checker {
       reason_ = Reason::kOutOfRange;
       Message(k)
           .Add("must be an integer in [")
-          .SignedNumber(range.lo)
+          .Number(range.lo)
           .Add(", ")
           .Number(range.hi)
           .Add("], got ")
@@ -1333,31 +1143,7 @@ class Checker {
          hi == kInfinity ? "must be a number >= 0" : "must be a number in [0, 1]", &v);
   }
 
-  // `[x,y,z]` as the encoder writes it (no space, no sign, no fraction), else the general path.
   void ReadDim(Key k, const Value& v, Dim3* out) {
-    if (v.kind == Kind::kArray) {
-      const char* p = v.begin + 1;
-      bool plain = true;
-      uint32_t xyz[3] = {};
-      for (int i = 0; i < 3 && plain; ++i) {
-        uint64_t x = 0;
-        const char* digits = p;
-        while (IsDigit(*p) && p - digits < 11) x = x * 10 + static_cast<uint64_t>(*p++ - '0');
-        const auto n = p - digits;
-        plain = n > 0 && n <= 10 && (n == 1 || *digits != '0') && x <= kUint32.hi &&
-                *p == (i < 2 ? ',' : ']');
-        xyz[i] = static_cast<uint32_t>(x);
-        ++p;
-      }
-      if (plain && p == v.end) {
-        if (out != nullptr) *out = {xyz[0], xyz[1], xyz[2]};
-        return;
-      }
-    }
-    SlowReadDim(k, v, out);
-  }
-
-  [[gnu::noinline]] void SlowReadDim(Key k, const Value& v, Dim3* out) {
     constexpr const char* kWhat = "must be an array of 3 unsigned integers";
     if (v.kind != Kind::kArray) return Fail(Reason::kWrongType, k, kWhat, &v);
     Value items[3]{};
@@ -1532,14 +1318,7 @@ Reason ValidateInto(std::string_view line, LineInfo* info, ValidateError* error,
       p = lexer.ScanValue(p, 2, &v);
       if (p == nullptr) return Malformed(lexer, line, nullptr, nullptr, error);
 
-      uint8_t k;
-      if (!key_escaped) {
-        k = LookupKey(key.data(), key.size());
-      } else {
-        char name[kMaxKeyLength];
-        const std::optional<size_t> n = Unescape(key, name, sizeof(name));
-        k = n ? LookupKey(name, *n) : kNoKey;
-      }
+      const uint8_t k = KeyOfName(key, key_escaped);
       if (k != kNoKey) slots.Set(static_cast<Key>(k), v);
 
       if (p < end && *p == ',') {

@@ -160,36 +160,6 @@ struct Bounds {
   uint64_t min;           // the smallest value, when not negative
 };
 
-#if defined(__SSE2__)
-// How many of the bytes p[0, 16), from the first, are ASCII digits (16: all).
-[[gnu::always_inline]] inline int DigitRun16(const char* p) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  // '0'..'9' + 0x50 wrap to -128..-119, which no other byte reaches: one signed compare.
-  const __m128i digit = _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8(0x50)),
-                                       _mm_set1_epi8(static_cast<char>(-118)));
-  return __builtin_ctz(~static_cast<unsigned>(_mm_movemask_epi8(digit)));
-}
-#endif
-
-// Past the ASCII digits at p (none: p). Reads nothing at or past end.
-[[gnu::always_inline]] inline const char* SkipDigits(const char* p, const char* end) {
-#if defined(__SSE2__)
-  while (end - p >= 16) {
-    const int n = DigitRun16(p);
-    p += n;
-    if (n < 16) return p;
-  }
-#else
-  while (end - p >= 8) {
-    const int n = LeadingDigits(Load8(p));
-    p += n;
-    if (n < 8) return p;
-  }
-#endif
-  while (p < end && IsDigit(*p)) ++p;
-  return p;
-}
-
 // Whether the unchecked ("roomy") forms below can be used: 16-byte loads, hence SSE2.
 #if defined(__SSE2__)
 inline constexpr bool kHaveRoomy = true;
@@ -222,27 +192,6 @@ template <bool kRoomy = false>
   return q;
 }
 
-// The value of the first n (1..8) digits of w.
-inline uint64_t WordDigitsValue(uint64_t w, size_t n) {
-  return n == 8 ? EightDigitsValue(w) : LeadingDigitsValue(w, static_cast<int>(n));
-}
-
-// The value of the n (1..19) ASCII digits at p. Reads nothing at or past end.
-inline uint64_t UintValue(const char* p, size_t n, const char* end) {
-  if (end - p >= 24) {
-    if (n <= 8) return WordDigitsValue(Load8(p), n);
-    if (n <= 16) {
-      return EightDigitsValue(Load8(p)) * kPow10[n - 8] + WordDigitsValue(Load8(p + 8), n - 8);
-    }
-    return (EightDigitsValue(Load8(p)) * 100'000'000 + EightDigitsValue(Load8(p + 8))) *
-               kPow10[n - 16] +
-           WordDigitsValue(Load8(p + 16), n - 16);
-  }
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v = v * 10 + static_cast<uint64_t>(p[i] - '0');
-  return v;
-}
-
 // How many decimal digits v has.
 constexpr size_t DecimalDigits(uint64_t v) {
   size_t n = 1;
@@ -257,25 +206,7 @@ constexpr size_t DecimalDigits(uint64_t v) {
 // when it holds no escape and no control byte and is well-formed UTF-8; else nullptr.
 inline const char* StringEnd(const char* p, const char* end) {
   while (true) {
-#if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i backslash = _mm_set1_epi8('\\');
-    const __m128i space = _mm_set1_epi8(0x20);
-    while (end - p >= 16) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      // Signed compare: control bytes and every byte >= 0x80 are below 0x20.
-      const __m128i special =
-          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-                       _mm_cmplt_epi8(v, space));
-      const int mask = _mm_movemask_epi8(special);
-      if (mask != 0) {
-        p += __builtin_ctz(static_cast<unsigned>(mask));
-        break;
-      }
-      p += 16;
-    }
-#endif
-    while (p < end && kStringByte[static_cast<unsigned char>(*p)] == 0) ++p;
+    p = SkipPlainString(p, end);
     if (p == end) return nullptr;
     const auto c = static_cast<unsigned char>(*p);
     if (c == '"') return p + 1;

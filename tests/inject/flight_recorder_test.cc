@@ -23,6 +23,7 @@
 namespace cuflight::inject::testing {
 namespace {
 
+using collector::testing::CapturedLog;
 using collector::testing::LogFiles;
 using collector::testing::RunningCollector;
 using collector::testing::TempDir;
@@ -119,23 +120,31 @@ struct KillRun {
   schema::OwnedProcessLostEvent lost;
   uint64_t seqs = 0;  // distinct seqs in the log (process_lost's own aside)
   bool seqs_unique = true;
+  // For a failure's message: the application's stderr and what the collector logged.
+  std::string diagnostics;
 };
 
 KillRun RunStreamKill() {
   KillRun run;
   TempDir dir;
   const collector::CollectorOptions options = TestOptions(dir.path());
-  RunningCollector running(options);
+  CapturedLog log;
+  RunningCollector running(options, nullptr, log.logger());
   EXPECT_NE(running.collector(), nullptr);
   setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "1", "stream-kill"});
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  const auto diagnose = [&run, &r, &log] {
+    run.diagnostics =
+        "\nthe application's stderr:\n" + r.err + "the collector's log:\n" + log.text();
+  };
   long streamed = 0;
   long long kill_ns = 0;
   const size_t at = r.out.find("streamed=");
   EXPECT_NE(at, std::string::npos) << r.out;
   if (at == std::string::npos ||
       std::sscanf(r.out.c_str() + at, "streamed=%ld kill_ns=%lld", &streamed, &kill_ns) != 2) {
+    diagnose();
     return run;
   }
   run.launches = streamed + 1;  // the one launch before the stream
@@ -168,6 +177,7 @@ KillRun RunStreamKill() {
   run.seqs = seqs.size();
   run.sent_window_ms = static_cast<double>(kill_ns - last_sent_ns) / 1e6;
   run.log_window_ms = static_cast<double>(kill_ns - last_ns) / 1e6;
+  diagnose();
   return run;
 }
 
@@ -186,18 +196,19 @@ TEST_F(FlightRecorder, AKilledProcessLosesNoRecordedLaunch) {
   for (int i = 0; i < runs; ++i) {
     SCOPED_TRACE("run " + std::to_string(i));
     const KillRun run = RunStreamKill();
-    ASSERT_GT(run.launches, 0);
-    EXPECT_EQ(run.kernels, run.launches) << "every recorded launch, sent or recovered";
-    EXPECT_EQ(run.duplicates, 0);
-    EXPECT_TRUE(run.seqs_unique);
-    EXPECT_EQ(run.lost.reason, schema::LostReason::kDisconnected);
-    ASSERT_TRUE(run.lost.events_recovered.has_value()) << "the black box was read";
-    EXPECT_GE(*run.lost.events_recovered, static_cast<uint64_t>(run.recovered));
-    EXPECT_EQ(run.lost.events_stored, run.seqs);
+    const std::string& why = run.diagnostics;
+    ASSERT_GT(run.launches, 0) << why;
+    EXPECT_EQ(run.kernels, run.launches) << "every recorded launch, sent or recovered" << why;
+    EXPECT_EQ(run.duplicates, 0) << why;
+    EXPECT_TRUE(run.seqs_unique) << why;
+    EXPECT_EQ(run.lost.reason, schema::LostReason::kDisconnected) << why;
+    ASSERT_TRUE(run.lost.events_recovered.has_value()) << "the black box was read" << why;
+    EXPECT_GE(*run.lost.events_recovered, static_cast<uint64_t>(run.recovered)) << why;
+    EXPECT_EQ(run.lost.events_stored, run.seqs) << why;
     // The seqs the log lacks below its last are counted; the stream's end may add more (events
     // made and never sent: stats).
-    ASSERT_TRUE(run.lost.last_seq.has_value());
-    EXPECT_GE(run.lost.events_lost, *run.lost.last_seq + 1 - run.seqs);
+    ASSERT_TRUE(run.lost.last_seq.has_value()) << why;
+    EXPECT_GE(run.lost.events_lost, *run.lost.last_seq + 1 - run.seqs) << why;
     launches += run.launches;
     kernels += run.kernels;
     recovered += run.recovered;

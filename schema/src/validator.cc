@@ -26,7 +26,6 @@ namespace {
 
 using internal::IsDigit;
 using internal::IsSpace;
-using internal::kStringByte;
 using internal::SkipDigits;
 using internal::SkipPlainString;
 using internal::UintValue;

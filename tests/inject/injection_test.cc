@@ -1,5 +1,5 @@
 // libcuflight_inject.so as the driver loads it: only InitializeInjection exported, no shared
-// dependency besides libc, one clear line on stderr when it cannot work, and the whole path
+// dependency besides glibc, no glibc newer than 2.28, one clear line on stderr when it cannot work, and the whole path
 // (entry -> CUPTI subscription -> callbacks -> sender thread -> socket -> atexit process_end)
 // with stand-in libcuda.so.1 and libcupti.so.
 #include <gtest/gtest.h>
@@ -69,7 +69,9 @@ TEST_F(Injection, ExportsOnlyInitializeInjection) {
   EXPECT_EQ(symbols, "InitializeInjection\n");
 }
 
-TEST_F(Injection, NeedsNoSharedLibraryBesidesLibc) {
+// glibc's own files only: libpthread.so.0 and libdl.so.2 hold, before glibc 2.34, the functions
+// libinject/src/glibc_baseline.cc pins (later glibcs keep both as stubs).
+TEST_F(Injection, NeedsNoSharedLibraryBesidesGlibc) {
   if (CUFLIGHT_SANITIZED) GTEST_SKIP() << "a sanitizer build links the sanitizer runtime";
   const std::string needed = Shell(std::string("readelf -d ") + CUFLIGHT_INJECT_SO +
                                  " | grep NEEDED | sed 's/.*\\[\\(.*\\)\\]/\\1/'");
@@ -78,10 +80,39 @@ TEST_F(Injection, NeedsNoSharedLibraryBesidesLibc) {
   int count = 0;
   while (std::getline(lines, lib)) {
     ++count;
-    EXPECT_TRUE(lib == "libc.so.6" || lib == "libm.so.6" || lib == "ld-linux-x86-64.so.2")
+    EXPECT_TRUE(lib == "libc.so.6" || lib == "libm.so.6" || lib == "ld-linux-x86-64.so.2" ||
+                lib == "libpthread.so.0" || lib == "libdl.so.2")
         << "unexpected dependency " << lib;
   }
   EXPECT_GT(count, 0);
+}
+
+// The library loads with glibc 2.28 (RHEL 8) and later: every symbol version it needs, as
+// readelf lists the .gnu.version_r section, is GLIBC_2.28 or older, and it needs no other
+// library's versions (GLIBCXX, CXXABI, GCC: the C++ runtime is linked in). A new call that needs
+// a newer glibc fails here, naming the version; libinject/src/glibc_baseline.cc pins it.
+TEST_F(Injection, NeedsNoGlibcNewerThan228) {
+  if (CUFLIGHT_SANITIZED) GTEST_SKIP() << "a sanitizer build is not pinned (glibc_baseline.cc)";
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the glibc floor is pinned on x86_64 only (glibc_baseline.cc)";
+#endif
+  const std::string names = Shell(std::string("readelf -V --wide ") + CUFLIGHT_INJECT_SO +
+                                  " | sed -n 's/.*Name: \\([^ ]*\\).*/\\1/p'");
+  std::istringstream lines(names);
+  std::string name;
+  int count = 0;
+  std::string too_new;
+  while (std::getline(lines, name)) {
+    ++count;
+    unsigned major = 0, minor = 0;
+    if (std::sscanf(name.c_str(), "GLIBC_%u.%u", &major, &minor) != 2) {
+      too_new += " " + name;  // not glibc's
+      continue;
+    }
+    if (major > 2 || (major == 2 && minor > 28)) too_new += " " + name;
+  }
+  EXPECT_GT(count, 0) << "readelf listed no needed versions";
+  EXPECT_EQ(too_new, "") << "versions above GLIBC_2.28 needed:" << too_new;
 }
 
 TEST_F(Injection, WithoutADriverItSaysSoOnceAndTheAppRunsOn) {

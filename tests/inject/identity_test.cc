@@ -67,6 +67,33 @@ void ExpectCompleteStream(const std::vector<schema::OwnedEvent>& events, const f
   }
 }
 
+// What another uid runs and loads here (the collector, the application, the injected library,
+// the stand-in driver and CUPTI), copied where it may read them (test_support::ReadableCopies);
+// LD_LIBRARY_PATH and CUFLIGHT_CUPTI_PATH name the copies while it lives.
+class SharedBinaries {
+ public:
+  SharedBinaries()
+      : copies_({CUFLIGHT_COLLECTOR_PATH, CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO,
+                 (fs::path(CUFLIGHT_FAKE_LIBCUDA_DIR) / "libcuda.so.1").string(),
+                 CUFLIGHT_FAKE_LIBCUPTI}),
+        collector(copies_.Of(CUFLIGHT_COLLECTOR_PATH)),
+        app(copies_.Of(CUFLIGHT_FAKE_APP)),
+        inject(copies_.Of(CUFLIGHT_INJECT_SO)) {
+    setenv("LD_LIBRARY_PATH", copies_.dir().c_str(), 1);
+    setenv("CUFLIGHT_CUPTI_PATH", copies_.Of(CUFLIGHT_FAKE_LIBCUPTI).c_str(), 1);
+  }
+  ~SharedBinaries() {
+    setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
+    setenv("CUFLIGHT_CUPTI_PATH", CUFLIGHT_FAKE_LIBCUPTI, 1);
+  }
+
+ private:
+  test_support::ReadableCopies copies_;
+
+ public:
+  const std::string collector, app, inject;
+};
+
 class IdentityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -309,6 +336,7 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   const std::vector<std::string> as_squatter = {"--reuid=54322", "--regid=54322", "--clear-groups"};
   const fs::path squatted = "/tmp/cuflight-54321";  // the victim's default directory
   fs::remove_all(squatted);
+  const SharedBinaries bin;
   TempDir dir;
   chmod(dir.path().c_str(), 0755);
   const fs::path squatter_logs = dir.path() / "squatter-logs";
@@ -317,8 +345,8 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
 
   std::vector<std::string> args = as_squatter;
   for (const std::string& a :
-       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
-        (squatted / "collector.sock").string(), std::string("--log-dir"), squatter_logs.string()}) {
+       {bin.collector, std::string("--socket"), (squatted / "collector.sock").string(),
+        std::string("--log-dir"), squatter_logs.string()}) {
     args.push_back(a);
   }
   ChildProcess squatter(setpriv, args, dir.path() / "squatter.out");
@@ -330,7 +358,7 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   unsetenv("XDG_RUNTIME_DIR");
   unsetenv("CUFLIGHT_COLLECTOR");
   args = as_victim;
-  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  for (const std::string& a : {bin.app, bin.inject, std::string("5")}) args.push_back(a);
   const ProcessResult app = RunProcess(setpriv, args);
   EXPECT_EQ(app.exit_code, 0) << app.out << app.err;
   EXPECT_NE(app.err.find("not sending to the collector at /tmp/cuflight-54321/collector.sock"),
@@ -339,8 +367,8 @@ TEST_F(IdentityTest, ASquattedDefaultSocketDirectoryGetsNothing) {
   EXPECT_NE(app.err.find("is owned by uid 54322"), std::string::npos) << app.err;
 
   args = as_victim;
-  for (const std::string& a : {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--log-dir"),
-                               (dir.path() / "victim-logs").string()}) {
+  for (const std::string& a :
+       {bin.collector, std::string("--log-dir"), (dir.path() / "victim-logs").string()}) {
     args.push_back(a);
   }
   const ProcessResult own = RunProcess(setpriv, args);
@@ -373,6 +401,7 @@ TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
   const ProcessResult probe = RunProcess(setpriv, args);
   if (probe.exit_code != 0) GTEST_SKIP() << "setpriv is not permitted here: " << probe.err;
 
+  const SharedBinaries bin;
   TempDir dir;
   ASSERT_EQ(chown(dir.path().c_str(), 54380, 54380), 0);
   ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
@@ -380,9 +409,8 @@ TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
   const fs::path logs = dir.path() / "logs";
   args = as_service;
   for (const std::string& a :
-       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"), socket.string(),
-        std::string("--log-dir"), logs.string(), std::string("--socket-group"),
-        std::string("54381")}) {
+       {bin.collector, std::string("--socket"), socket.string(), std::string("--log-dir"),
+        logs.string(), std::string("--socket-group"), std::string("54381")}) {
     args.push_back(a);
   }
   ChildProcess collector(setpriv, args, dir.path() / "collector.out");
@@ -391,13 +419,13 @@ TEST_F(IdentityTest, ANodeCollectorRecordsItsSocketGroupAndTellsOthersWhyNot) {
   setenv("CUFLIGHT_COLLECTOR_UID", "54380", 1);  // what deploy/ tells the node's jobs
 
   args = as_member;
-  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  for (const std::string& a : {bin.app, bin.inject, std::string("5")}) args.push_back(a);
   const ProcessResult member = RunProcess(setpriv, args);
   EXPECT_EQ(member.exit_code, 0) << member.out << member.err;
   EXPECT_EQ(member.err.find("cannot connect"), std::string::npos) << member.err;
 
   args = as_outsider;
-  for (const char* a : {CUFLIGHT_FAKE_APP, CUFLIGHT_INJECT_SO, "5"}) args.emplace_back(a);
+  for (const std::string& a : {bin.app, bin.inject, std::string("5")}) args.push_back(a);
   const ProcessResult outsider = RunProcess(setpriv, args);
   unsetenv("CUFLIGHT_COLLECTOR_UID");
   EXPECT_EQ(outsider.exit_code, 0) << outsider.out << outsider.err;

@@ -23,8 +23,9 @@ struct LoggedLine {
 // Every *.jsonl file under `log_dir` (recursively), sorted by path.
 std::vector<std::filesystem::path> LogFiles(const std::filesystem::path& log_dir);
 
-// The lines of one log file, parsed with nlohmann_json (fails the test on a line that is not a
-// JSON object with type, pid and seq, or on an unterminated last line).
+// The complete lines of one log file, parsed with nlohmann_json (fails the test on a line that is
+// not a JSON object with type, pid and seq). A last line still being written (no '\n' yet: the
+// collector may be appending while a test polls) is left out, as by StoredLines and DecodeLog.
 std::vector<LoggedLine> ReadLog(const std::filesystem::path& file);
 
 // The log file of the process with this exe basename and pid; empty path if there is not

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <system_error>
 
 namespace cuflight::test_support {
@@ -25,6 +27,37 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+ReadableCopies::ReadableCopies(const std::vector<std::string>& files) {
+  std::string templ = "/tmp/cuflight-bin-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    return;
+  }
+  dir_ = templ;
+  ::chmod(dir_.c_str(), 0755);
+  for (const std::string& file : files) {
+    const std::filesystem::path to = dir_ / std::filesystem::path(file).filename();
+    std::error_code ec;
+    std::filesystem::copy_file(file, to, std::filesystem::copy_options::overwrite_existing, ec);
+    EXPECT_FALSE(ec) << "copy " << file << " to " << to << ": " << ec.message();
+    ::chmod(to.c_str(), 0755);
+    copies_.emplace_back(file, to.string());
+  }
+}
+
+ReadableCopies::~ReadableCopies() {
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+std::string ReadableCopies::Of(const std::string& file) const {
+  for (const auto& [original, copy] : copies_) {
+    if (original == file) return copy;
+  }
+  ADD_FAILURE() << file << " was not copied";
+  return "";
 }
 
 namespace {

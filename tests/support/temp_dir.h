@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cuflight::test_support {
 
@@ -18,6 +20,25 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// Copies of files that a test runs or loads as another uid (setpriv), in a directory of their own
+// under /tmp that every user may enter and read (0755): the build tree may sit under a directory
+// only its owner can enter (a clone in a 0700 home), where the other uid's exec and dlopen get
+// "Permission denied". Removed with the object.
+class ReadableCopies {
+ public:
+  explicit ReadableCopies(const std::vector<std::string>& files);
+  ~ReadableCopies();
+  ReadableCopies(const ReadableCopies&) = delete;
+  ReadableCopies& operator=(const ReadableCopies&) = delete;
+  // The copy of `file`, named as the constructor was given it ("" and a test failure if none).
+  std::string Of(const std::string& file) const;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::pair<std::string, std::string>> copies_;
 };
 
 // A socket path no other test of this process uses: <dir>/<tag>-<n>.sock, where <dir> is one

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -47,8 +48,9 @@ constexpr uint64_t kTokenWake = 3;
 constexpr uint64_t kFirstConnectionId = 16;
 // A producer's pidfd (its black box waits for its end): this bit and the process's id.
 constexpr uint64_t kTokenProducerGone = uint64_t{1} << 62;
-// Descriptors one read takes with SCM_RIGHTS: a producer passes one (its black box); more are
-// closed as they come, and beyond this many the kernel closes them itself (MSG_CTRUNC).
+// Descriptors one read takes with SCM_RIGHTS: a producer passes two (its black box and its
+// descriptor of itself); more are closed as they come, and beyond this many the kernel closes
+// them itself (MSG_CTRUNC).
 constexpr size_t kMaxPassedFds = 4;
 // After a connection with a black box ended without process_end, process_lost waits at least
 // this long for the producer's end (its pidfd), so that a producer that is still exiting (the
@@ -485,34 +487,39 @@ class Collector::Impl {
     for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h != nullptr; h = CMSG_NXTHDR(&msg, h)) {
       if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
       const size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd = -1;
-        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-        TakeBlackbox(c, fd);
+      std::array<int, kMaxPassedFds> fds{};
+      for (size_t i = 0; i < count && i < fds.size(); ++i) {
+        std::memcpy(&fds[i], CMSG_DATA(h) + i * sizeof(int), sizeof(int));
       }
+      TakeBlackbox(c, std::span<const int>(fds.data(), std::min(count, fds.size())));
     }
     return n;
   }
 
-  // A descriptor passed on `c`: the first one is the producer's black box, if it checks out
-  // (producer_blackbox.h); any other is closed, counted and logged.
-  void TakeBlackbox(Connection& c, int fd) {
-    if (c.blackbox_offered) {
-      close(fd);
+  // Descriptors passed on `c` in one message: the first message's first is the producer's black
+  // box, if it checks out, and its second the producer's own descriptor of itself, for learning
+  // its end (producer_blackbox.h); any other is closed, counted and logged.
+  void TakeBlackbox(Connection& c, std::span<const int> fds) {
+    size_t used = 0;
+    if (!c.blackbox_offered && !fds.empty()) {
+      c.blackbox_offered = true;
+      used = std::min<size_t>(fds.size(), 2);
+      std::string_view reason;
+      std::string why;
+      c.blackbox = ProducerBlackbox::Adopt(fds[0], used == 2 ? fds[1] : -1, c.fd, c.peer_pid,
+                                           options_.producer_end_sources, &reason, &why);
+      if (c.blackbox == nullptr) {
+        BlackboxRefused(c, reason, why);
+      } else {
+        ++stats_.blackboxes_received;
+        log_->debug("connection {} ({}): black box of {} bytes, its end from {}", c.id, c.peer,
+                    c.blackbox->bytes().size(), c.blackbox->end_source());
+      }
+    }
+    for (size_t i = used; i < fds.size(); ++i) {
+      close(fds[i]);
       BlackboxRefused(c, "second_descriptor", "a connection passes one black box");
-      return;
     }
-    c.blackbox_offered = true;
-    std::string_view reason;
-    std::string why;
-    c.blackbox = ProducerBlackbox::Adopt(fd, c.fd, c.peer_pid, &reason, &why);
-    if (c.blackbox == nullptr) {
-      BlackboxRefused(c, reason, why);
-      return;
-    }
-    ++stats_.blackboxes_received;
-    log_->debug("connection {} ({}): black box of {} bytes", c.id, c.peer,
-                c.blackbox->bytes().size());
   }
 
   void BlackboxRefused(const Connection& c, std::string_view reason, const std::string& why) {
@@ -975,6 +982,7 @@ class Collector::Impl {
       }
       CloseConnection(id);
     }
+    AskUnwatchedBlackboxes();
     bool wrote = false;
     for (auto& [key, p] : processes_) {
       if (p->connections == 0 && !p->ended && p->lost_deadline && now >= *p->lost_deadline) {
@@ -1059,9 +1067,11 @@ class Collector::Impl {
 
   // Keeps `box` for `p` (replacing an older one) and watches its pidfd: OnProducerGone when the
   // producer has exited.
+  // A box whose end is learnt from a /proc directory has no pidfd to watch: Tick asks it
+  // (AskUnwatchedBlackboxes).
   void WatchBlackbox(ProducerProcess& p, std::unique_ptr<ProducerBlackbox> box) {
     DropBlackbox(p);
-    if (!Watch(box->pidfd(), kTokenProducerGone | p.id, EPOLLIN)) {
+    if (box->pidfd() >= 0 && !Watch(box->pidfd(), kTokenProducerGone | p.id, EPOLLIN)) {
       log_->error("cannot watch the pidfd of process {}: {}", p.id, Errno(errno));
     }
     p.blackbox = std::move(box);
@@ -1069,8 +1079,21 @@ class Collector::Impl {
 
   void DropBlackbox(ProducerProcess& p) {
     if (p.blackbox == nullptr) return;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.blackbox->pidfd(), nullptr);
+    if (p.blackbox->pidfd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.blackbox->pidfd(), nullptr);
     p.blackbox.reset();
+  }
+
+  // Every tick: the boxes of disconnected producers whose end only a /proc directory tells
+  // (producer_blackbox.h, design note 1d), read as soon as it says the producer is gone.
+  void AskUnwatchedBlackboxes() {
+    std::vector<uint64_t> gone;
+    for (const auto& [key, p] : processes_) {
+      if (p->blackbox != nullptr && p->blackbox->pidfd() < 0 && p->connections == 0 &&
+          p->blackbox->ProducerGone()) {
+        gone.push_back(p->id);
+      }
+    }
+    for (const uint64_t id : gone) OnProducerGone(id);
   }
 
   // The producer of process `id` has exited: nothing more can come from it, so its black box is

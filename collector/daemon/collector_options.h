@@ -16,6 +16,8 @@
 #include <ostream>
 #include <string>
 
+#include "producer_blackbox.h"
+
 namespace cuflight::collector {
 
 // A HOST:PORT pair as given: host is a name or an IP literal (IPv6 in brackets on the command
@@ -38,6 +40,9 @@ struct CollectorOptions {
   std::string socket_group_name;  // as given (a name, or the gid in decimal), for messages
   // Where the event logs go (DefaultLogDir()).
   std::filesystem::path log_dir;
+  // How a producer's end may be learnt for its black box (producer_blackbox.h); all sources by
+  // default. Not a flag: tests turn sources off to take an older kernel's path on any kernel.
+  ProducerEndSources producer_end_sources;
   uint64_t rotate_bytes = 64ull << 20;
   uint64_t retain_bytes = 0;  // 0: no size limit
   int retain_days = 0;        // 0: no age limit

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,19 +35,31 @@ using Ring = inject::MpscRing<WireLaunchRecord>;
 
 // How a producer ends after sending its bytes.
 enum class End { kKill, kLinger };
+// What a producer passes of itself after `fds`, as the injected library does
+// (cuflight/transport/sender.h, design point 11): nothing, a pidfd of itself (pidfd_open, Linux
+// 5.3), or its /proc directory (opened O_PATH, any kernel).
+enum class Self { kNothing, kPidfd, kProcDir };
 
-// A producer process: connects to `socket`, passes `fds` with the first bytes, sends `bytes`,
-// then kills itself (kKill) or closes its connection and waits for the test's SIGKILL (kLinger).
+// A producer process: connects to `socket`, passes `fds` (and what `self` says) with the first
+// bytes, sends `bytes`, then kills itself (kKill) or closes its connection and waits for the
+// test's SIGKILL (kLinger).
 pid_t SpawnProducer(const std::filesystem::path& socket, const std::string& bytes,
-                    const std::vector<int>& fds, End end) {
+                    std::vector<int> fds, End end, Self self = Self::kNothing) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  if (self != Self::kNothing) fds.push_back(-1);  // its place, filled in the child
   const size_t fd_bytes = fds.size() * sizeof(int);
   const pid_t pid = fork();
   if (pid != 0) return pid;
   // The child: system calls only (the parent has threads).
+  if (self == Self::kPidfd) {
+    fds.back() = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+  } else if (self == Self::kProcDir) {
+    fds.back() = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  }
+  if (self != Self::kNothing && fds.back() < 0) _exit(3);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(1);
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
@@ -255,14 +268,15 @@ TEST_F(CollectorBlackboxTest, BadDescriptorsAreRefusedAndNothingElseIsLost) {
   for (const auto& c : cases) close(c.second);
 }
 
-// A second descriptor on one connection is refused; the first (a good black box) stands.
+// A descriptor beyond the black box and the producer's own is refused; the first (a good black
+// box) stands.
 TEST_F(CollectorBlackboxTest, OneBlackBoxPerConnection) {
   RunningCollector running(options_);
   ASSERT_NE(running.collector(), nullptr);
   const auto region = GoodBlackbox();
   const auto other = GoodBlackbox();
-  const pid_t pid =
-      SpawnProducer(options_.socket, FirstEvents(), {region->fd(), other->fd()}, End::kKill);
+  const pid_t pid = SpawnProducer(options_.socket, FirstEvents(),
+                                  {region->fd(), other->fd(), other->fd()}, End::kKill);
   Reap(pid, false);
   const Logged log = WaitForLog(options_.log_dir, pid);
   EXPECT_EQ(log.recovered, 3u);
@@ -309,6 +323,112 @@ TEST_F(CollectorBlackboxTest, AnUnreadableBlackBoxIsAnErrorForItAlone) {
   const IngestStats stats =
       StatsWhen(running, [](const IngestStats& s) { return s.blackboxes_read == 1; });
   EXPECT_EQ(stats.blackbox_errors, 1u);
+}
+
+// ---- learning the producer's end on every kernel (producer_blackbox.h, design note 1) ----
+// This kernel has every source; each test turns off those an older kernel, or a collector in a
+// pid namespace of its own, lacks, and the producer passes what the injected library passes.
+
+// Linux 5.3 to 6.4 with the collector in its own pid namespace (a DaemonSet on Ubuntu 22.04's
+// 5.15): no SO_PEERPIDFD, the producer's pid not visible; the pidfd the producer passed of
+// itself tells its end.
+TEST_F(CollectorBlackboxTest, BeforeLinux65InAPidNamespaceThePidfdItPassedTells) {
+  options_.producer_end_sources.peer_pidfd = false;
+  options_.producer_end_sources.pidfd_of_peer = false;
+  RunningCollector running(options_);
+  ASSERT_NE(running.collector(), nullptr);
+  const auto region = GoodBlackbox();
+  const pid_t pid =
+      SpawnProducer(options_.socket, FirstEvents(), {region->fd()}, End::kKill, Self::kPidfd);
+  Reap(pid, false);
+  const Logged log = WaitForLog(options_.log_dir, pid);
+  ASSERT_EQ(log.lines.size(), 9u);
+  EXPECT_EQ(log.recovered, 3u);
+  const IngestStats stats =
+      StatsWhen(running, [](const IngestStats& s) { return s.blackboxes_read == 1; });
+  EXPECT_EQ(stats.blackbox_errors, 0u);
+  EXPECT_EQ(stats.events_recovered, 3u);
+}
+
+// Linux 4.18 (RHEL 8): no pidfd at all. The producer's /proc directory tells its end, asked on
+// the collector's tick: a producer killed and reaped, and one killed and left a zombie (its
+// parent has not waited yet), are both gone.
+TEST_F(CollectorBlackboxTest, BeforeLinux53TheProcDirectoryItPassedTells) {
+  options_.producer_end_sources.peer_pidfd = false;
+  options_.producer_end_sources.pidfd_of_peer = false;
+  options_.producer_end_sources.passed_pidfd = false;
+  RunningCollector running(options_);
+  ASSERT_NE(running.collector(), nullptr);
+  const auto reaped_box = GoodBlackbox();
+  const auto zombie_box = GoodBlackbox();
+  const pid_t reaped = SpawnProducer(options_.socket, FirstEvents(), {reaped_box->fd()},
+                                     End::kKill, Self::kProcDir);
+  Reap(reaped, false);
+  const pid_t zombie = SpawnProducer(options_.socket, FirstEvents(), {zombie_box->fd()},
+                                     End::kKill, Self::kProcDir);
+  EXPECT_EQ(WaitForLog(options_.log_dir, reaped).recovered, 3u);
+  EXPECT_EQ(WaitForLog(options_.log_dir, zombie).recovered, 3u);
+  Reap(zombie, false);
+  const IngestStats stats =
+      StatsWhen(running, [](const IngestStats& s) { return s.blackboxes_read == 2; });
+  EXPECT_EQ(stats.blackbox_errors, 0u);
+  EXPECT_EQ(stats.blackbox_skipped_alive, 0u);
+}
+
+// The same /proc directory of a producer that closed its connection and still runs: not gone,
+// its black box is not read.
+TEST_F(CollectorBlackboxTest, BeforeLinux53AProducerStillRunningKeepsItsBlackBox) {
+  options_.producer_end_sources.peer_pidfd = false;
+  options_.producer_end_sources.pidfd_of_peer = false;
+  options_.producer_end_sources.passed_pidfd = false;
+  RunningCollector running(options_);
+  ASSERT_NE(running.collector(), nullptr);
+  const auto region = GoodBlackbox();
+  const pid_t pid = SpawnProducer(options_.socket, FirstEvents(), {region->fd()}, End::kLinger,
+                                  Self::kProcDir);
+  const Logged log = WaitForLog(options_.log_dir, pid);
+  Reap(pid, true);
+  EXPECT_EQ(log.recovered, 0u);
+  const IngestStats stats =
+      StatsWhen(running, [](const IngestStats& s) { return s.processes_lost == 1; });
+  EXPECT_EQ(stats.blackbox_skipped_alive, 1u);
+  EXPECT_EQ(stats.blackboxes_read, 0u);
+}
+
+// What a producer passes of itself must be a pidfd or a /proc directory: a pipe (which a
+// hostile producer could make readable at will) or a directory elsewhere is not used, and with
+// no source of the kernel's left the box is refused (no_pidfd), its events all stored.
+TEST_F(CollectorBlackboxTest, ADescriptorThatIsNeitherPidfdNorProcDirectoryIsNotUsed) {
+  options_.producer_end_sources.peer_pidfd = false;
+  options_.producer_end_sources.pidfd_of_peer = false;
+  RunningCollector running(options_);
+  ASSERT_NE(running.collector(), nullptr);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const int tmp_dir = open(dir_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(tmp_dir, 0);
+  const auto box1 = GoodBlackbox();
+  const auto box2 = GoodBlackbox();
+  const auto box3 = GoodBlackbox();
+  const std::vector<pid_t> pids = {
+      SpawnProducer(options_.socket, FirstEvents(), {box1->fd(), pipe_fds[0]}, End::kKill),
+      SpawnProducer(options_.socket, FirstEvents(), {box2->fd(), tmp_dir}, End::kKill),
+      SpawnProducer(options_.socket, FirstEvents(), {box3->fd()}, End::kKill)};
+  for (const pid_t pid : pids) Reap(pid, false);
+  for (const pid_t pid : pids) {
+    const Logged log = WaitForLog(options_.log_dir, pid);
+    ASSERT_EQ(log.lines.size(), 6u);
+    EXPECT_EQ(log.recovered, 0u);
+    EXPECT_NE(log.lines[5].text.find(R"("events_stored":5,"events_lost":0})"), std::string::npos)
+        << log.lines[5].text;
+  }
+  const IngestStats stats =
+      StatsWhen(running, [](const IngestStats& s) { return s.processes_lost == 3; });
+  EXPECT_EQ(stats.blackbox_errors, 3u);
+  EXPECT_EQ(stats.blackboxes_received, 0u);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  close(tmp_dir);
 }
 
 }  // namespace

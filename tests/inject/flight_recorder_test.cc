@@ -124,15 +124,26 @@ struct KillRun {
   std::string diagnostics;
 };
 
-KillRun RunStreamKill() {
+// `sources`: how the collector may learn the producer's end (producer_blackbox.h); `wrapper`: a
+// program and its arguments the application runs under (strace), if any.
+KillRun RunStreamKill(const collector::ProducerEndSources& sources = {},
+                      const std::vector<std::string>& wrapper = {}) {
   KillRun run;
   TempDir dir;
-  const collector::CollectorOptions options = TestOptions(dir.path());
+  collector::CollectorOptions options = TestOptions(dir.path());
+  options.producer_end_sources = sources;
   CapturedLog log;
   RunningCollector running(options, nullptr, log.logger());
   EXPECT_NE(running.collector(), nullptr);
   setenv("CUFLIGHT_COLLECTOR", options.socket.c_str(), 1);
-  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "1", "stream-kill"});
+  std::vector<std::string> args = {CUFLIGHT_INJECT_SO, "1", "stream-kill"};
+  std::string program = CUFLIGHT_FAKE_APP;
+  if (!wrapper.empty()) {
+    args.insert(args.begin(), CUFLIGHT_FAKE_APP);
+    args.insert(args.begin(), wrapper.begin() + 1, wrapper.end());
+    program = wrapper.front();
+  }
+  const auto r = RunProcess(program, args);
   EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
   const auto diagnose = [&run, &r, &log] {
     run.diagnostics =
@@ -223,6 +234,52 @@ TEST_F(FlightRecorder, AKilledProcessLosesNoRecordedLaunch) {
       "%.1f ms before the kill\n",
       runs, launches, kernels, launches - kernels, recovered, most_recovered, widest_sent_window,
       widest_log_window);
+}
+
+// The checks of one killed run whose black box was read: every launch in the log once.
+void ExpectNothingLost(const KillRun& run) {
+  const std::string& why = run.diagnostics;
+  ASSERT_GT(run.launches, 0) << why;
+  EXPECT_EQ(run.kernels, run.launches) << "every recorded launch, sent or recovered" << why;
+  EXPECT_EQ(run.duplicates, 0) << why;
+  EXPECT_TRUE(run.seqs_unique) << why;
+  ASSERT_TRUE(run.lost.events_recovered.has_value()) << "the black box was read" << why;
+  EXPECT_GE(*run.lost.events_recovered, static_cast<uint64_t>(run.recovered)) << why;
+}
+
+// A collector in a pid namespace of its own (a Kubernetes DaemonSet) on Linux 5.3 to 6.4 has
+// neither SO_PEERPIDFD nor the producer's pid: it learns the end from the pidfd the injected
+// library passes of itself with its black box (cuflight/transport/sender.h, design point 11).
+TEST_F(FlightRecorder, BeforeLinux65InAPidNamespaceAKilledProcessLosesNoRecordedLaunch) {
+  collector::ProducerEndSources sources;
+  sources.peer_pidfd = false;
+  sources.pidfd_of_peer = false;
+  sources.passed_proc_dir = false;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    ExpectNothingLost(RunStreamKill(sources));
+  }
+}
+
+// Linux 4.18 (RHEL 8) has no pidfd: the library's pidfd_open(2) fails with ENOSYS (injected
+// with strace, as that kernel answers an unknown system call) and it passes its /proc
+// directory instead, which the collector asks on its tick.
+TEST_F(FlightRecorder, OnLinux418AKilledProcessLosesNoRecordedLaunch) {
+  std::string strace;
+  std::string why;
+  std::vector<std::string> wrapper =
+      cuflight::testing::StraceInject("pidfd_open", "error=ENOSYS", &strace, &why);
+  if (wrapper.empty()) GTEST_SKIP() << why;
+  wrapper.insert(wrapper.begin(), strace);
+  wrapper.push_back("--");
+  collector::ProducerEndSources sources;
+  sources.peer_pidfd = false;
+  sources.pidfd_of_peer = false;
+  sources.passed_pidfd = false;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("run " + std::to_string(i));
+    ExpectNothingLost(RunStreamKill(sources, wrapper));
+  }
 }
 
 // Without the black box (CUFLIGHT_BLACKBOX=0) a kill loses what was not yet sent: at most about

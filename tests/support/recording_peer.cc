@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -298,6 +299,25 @@ void RecordingPeer::AcceptAll() {
   }
 }
 
+namespace {
+
+// The "Pid:" line of a pidfd's /proc/self/fdinfo entry (Documentation/filesystems/proc.rst,
+// "pidfd"); 0 for a descriptor without one.
+int64_t PidfdPid(int fd) {
+  const std::string path = "/proc/self/fdinfo/" + std::to_string(fd);
+  const int info = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (info < 0) return 0;
+  char buf[1024];
+  const ssize_t n = read(info, buf, sizeof(buf) - 1);
+  close(info);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* at = std::strstr(buf, "\nPid:");
+  return at != nullptr ? std::strtoll(at + 5, nullptr, 10) : 0;
+}
+
+}  // namespace
+
 bool RecordingPeer::ReadOnce(Conn& c) {
   std::string buf(read_chunk_, '\0');
   // Descriptors passed with SCM_RIGHTS (a producer's black box): each is described, then closed.
@@ -324,6 +344,7 @@ bool RecordingPeer::ReadOnce(Conn& c) {
         passed.dev = st.st_dev;
         passed.ino = st.st_ino;
       }
+      passed.pidfd_pid = PidfdPid(fd);
       c.info.passed.push_back(passed);
       close(fd);
     }

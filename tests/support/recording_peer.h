@@ -30,6 +30,8 @@ struct PassedFd {
   uint64_t dev = 0;
   uint64_t ino = 0;
   uint64_t at_byte = 0;
+  // For a pidfd, the pid of its process as the kernel's /proc/self/fdinfo says ("Pid:"); else 0.
+  int64_t pidfd_pid = 0;
 };
 
 class RecordingPeer {

@@ -169,7 +169,8 @@ TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
   ExpectBalanced(s);
 }
 
-// pass_fd goes with the first bytes of every Unix connection, once each; never over TCP.
+// pass_fd goes with the first bytes of every Unix connection, once each, and after it a pidfd of
+// the process itself (design point 11); never over TCP.
 TEST_F(SenderTest, PassesItsDescriptorWithTheFirstBytesOfEveryConnection) {
   char name[] = "/tmp/cuflight-passed-XXXXXX";
   const int file = mkstemp(name);
@@ -192,10 +193,13 @@ TEST_F(SenderTest, PassesItsDescriptorWithTheFirstBytesOfEveryConnection) {
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0 && s.stats().connects == 2; }));
   const auto conns = collector->connections();
   ASSERT_EQ(conns.size(), 1u);
-  ASSERT_EQ(conns[0].passed.size(), 1u);
+  ASSERT_EQ(conns[0].passed.size(), 2u);
   EXPECT_EQ(conns[0].passed[0].at_byte, 0u);
   EXPECT_EQ(conns[0].passed[0].ino, static_cast<uint64_t>(st.st_ino));
   EXPECT_EQ(conns[0].passed[0].dev, static_cast<uint64_t>(st.st_dev));
+  EXPECT_EQ(conns[0].passed[0].pidfd_pid, 0);
+  EXPECT_EQ(conns[0].passed[1].at_byte, 0u);
+  EXPECT_EQ(conns[0].passed[1].pidfd_pid, getpid());  // this kernel has pidfd_open (5.3+)
   EXPECT_EQ(s.stats().fds_passed, 2u);
   EXPECT_EQ(s.stats().fd_pass_failures, 0u);
   close(file);

@@ -51,9 +51,12 @@
 //     did not let this user's group in with --socket-group).
 // 11. Descriptor passing (Unix sockets; SenderOptions::pass_fd): every connection passes one
 //     descriptor (the injected library's black box) with SCM_RIGHTS along with its first bytes,
-//     so only a collector that passed the trust checks receives it. When the kernel refuses it
-//     (a security module, a descriptor limit), the line goes out without it, passing stops for
-//     good and `warn` says so once.
+//     so only a collector that passed the trust checks receives it, and after it, in the same
+//     message, a descriptor of the process itself that tells the collector when it has ended
+//     (a pidfd, else its /proc directory: docs/protocol.md, "The black box"). A collector with
+//     a pid namespace of its own on a kernel before 6.5 (no SO_PEERPIDFD) has no other way to
+//     learn it. When the kernel refuses them (a security module, a descriptor limit), the line
+//     goes out without them, passing stops for good and `warn` says so once.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 

@@ -58,6 +58,18 @@ constexpr auto kBlackboxWait = std::chrono::seconds(2);
 // (uid_t)-1 is no user's: chown(2) uses it for "unchanged").
 constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
 
+// What a producer claims is bounded by what its process could have made (docs/collector.md,
+// "Counts a producer cannot inflate"): a seq, and each count it reports, at most
+// kMaxEventsPerSecond for every second since the process started, plus kSeqSlack. A kernel
+// launch costs the CPU 2 us or more in the driver and gives two events (kernel, kernel_time), so
+// one process makes at most about a million events a second: the bound is ten times that.
+// kSeqSlack covers hosts whose clocks differ (a start_ns in the future counts as now).
+constexpr uint64_t kMaxEventsPerSecond = 10'000'000;
+constexpr uint64_t kSeqSlack = uint64_t{1} << 20;
+// The longest a process may have run before the collector first saw it, for that bound (a
+// start_ns further back counts as this long ago): 30 days at 10^7 events/s is 2.6 * 10^13.
+constexpr std::chrono::hours kMaxStreamAgeCredit{24 * 30};
+
 // Periodic work (LogSink::Tick, timeouts, the published stats) runs at least this often.
 constexpr auto kTickInterval = std::chrono::milliseconds(100);
 // Connections accepted per listener and loop turn, so accepting cannot starve reading.
@@ -588,6 +600,12 @@ class Collector::Impl {
     const std::string_view type_name = schema::EventTypeName(facts_.type);
     if (metrics_ != nullptr) metrics_->EventReceived(type_name);
     const uint64_t seq = header.seq;
+    if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
+      Reject(c, RejectReason::kImplausibleSeq,
+             fmt::format("seq {} is more than the process could have made by now ({} at most)",
+                         seq, SeqBound(p)));
+      return;
+    }
     MarkForAck(c);
     if (p.highest_stored && seq <= *p.highest_stored) {
       ++stats_.duplicates;
@@ -652,7 +670,7 @@ class Collector::Impl {
       case schema::EventType::kStall:
         if (metrics_ != nullptr) {
           metrics_->Stall(p.id, p.key.hostname, p.key.pid, p.key.exe, facts_.stall_ages,
-                          Clock::now());
+                          Clock::now(), p.stall_label);
         }
         break;
       case schema::EventType::kProcessEnd:
@@ -676,31 +694,61 @@ class Collector::Impl {
     const uint64_t attributed =
         facts_.dropped_ring_full + facts_.dropped_disconnected + facts_.dropped_backpressure;
     const uint64_t other = facts_.dropped > attributed ? facts_.dropped - attributed : 0;
-    auto advance = [this](uint64_t now_value, uint64_t* last, std::string_view reason) {
-      if (now_value > *last) {
-        metrics_->ProducerDropped(reason, now_value - *last);
+    // A count above what the process could have made is refused: its counter keeps its value.
+    auto advance = [this, &p](uint64_t now_value, uint64_t* last, std::string_view counter,
+                              auto add) {
+      if (now_value > *last && Plausible(p, now_value, counter)) {
+        add(now_value - *last);
         *last = now_value;
       }
     };
-    advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
-    advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
-    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "backpressure");
-    advance(other, &p.dropped_other, "other");
-    if (facts_.timing_dropped > p.timing_dropped) {
-      metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);
-      p.timing_dropped = facts_.timing_dropped;
+    const auto dropped = [this](std::string_view reason) {
+      return [this, reason](uint64_t delta) { metrics_->ProducerDropped(reason, delta); };
+    };
+    advance(facts_.dropped_ring_full, &p.dropped_ring_full, "events_dropped", dropped("ring_full"));
+    advance(facts_.dropped_disconnected, &p.dropped_disconnected, "events_dropped",
+            dropped("disconnected"));
+    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "events_dropped",
+            dropped("backpressure"));
+    advance(other, &p.dropped_other, "events_dropped", dropped("other"));
+    advance(facts_.timing_dropped, &p.timing_dropped, "kernel_timing_dropped",
+            [this](uint64_t delta) { metrics_->ProducerTimingDropped(delta); });
+    advance(facts_.occupancy_disagreements, &p.occupancy_disagreements, "occupancy_disagreements",
+            [this](uint64_t delta) { metrics_->OccupancyDisagreements(delta); });
+  }
+
+  // The most events (and so the highest seq, and the most of any count) the process of `p` can
+  // have made by now: kMaxEventsPerSecond for each second since it started, plus kSeqSlack.
+  static uint64_t SeqBound(const ProducerProcess& p) {
+    const int64_t ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.seq_origin).count();
+    return kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * (kMaxEventsPerSecond / 1000);
+  }
+
+  // Whether `value`, claimed by the producer of `p` for `counter`, is within SeqBound; if not,
+  // the claim is refused: counted (cuflight_counts_refused_total{counter}) and logged (rate
+  // limited), and the caller adds nothing.
+  bool Plausible(const ProducerProcess& p, uint64_t value, std::string_view counter) {
+    const uint64_t bound = SeqBound(p);
+    if (value <= bound) return true;
+    ++stats_.counts_refused;
+    if (metrics_ != nullptr) metrics_->CountRefused(counter);
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn("process {} ({}, pid {}): refused {} for {}: more than it can have made by now "
+                 "({} at most){}",
+                 p.id, Printable(p.key.exe, 80), p.key.pid, value, counter, bound,
+                 suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                                : std::string());
     }
-    if (facts_.occupancy_disagreements > p.occupancy_disagreements) {
-      metrics_->OccupancyDisagreements(facts_.occupancy_disagreements -
-                                       p.occupancy_disagreements);
-      p.occupancy_disagreements = facts_.occupancy_disagreements;
-    }
+    return false;
   }
 
   // A seq received with a valid header: a gap before it is lost, exactly once.
   void AccountSeq(ProducerProcess& p, uint64_t seq) {
     if (p.highest_stored && seq <= *p.highest_stored) return;
     if (seq < p.next_expected) return;
+    if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) return;
     if (p.baseline_pending) {  // the preamble of a per-connection stream: no gap counts yet
       p.next_expected = seq + 1;
       return;
@@ -712,6 +760,7 @@ class Collector::Impl {
     stats_.events_lost += gap;
     if (metrics_ != nullptr) metrics_->Lost(gap);
   }
+
 
   // The stream a process_start line names on connection `c` (producer_identity.h).
   ResolvedIdentity Resolve(const Connection& c, const schema::Header& header) const {
@@ -731,6 +780,17 @@ class Collector::Impl {
     policy.tcp_trust_identity = options_.tcp_trust_identity;
     policy.own_pid_ns = own_pid_ns_;
     return ResolveIdentity(claim, peer, policy);
+  }
+
+  // The steady-clock time of a process start claimed as `start_ns` (realtime): now when it is in
+  // the future, at most kMaxStreamAgeCredit ago.
+  static Clock::time_point SeqOrigin(int64_t start_ns) {
+    const int64_t now_ns = base::NowRealtimeNs();
+    const int64_t credit_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxStreamAgeCredit).count();
+    int64_t age_ns = 0;
+    if (start_ns < now_ns) age_ns = start_ns < now_ns - credit_ns ? credit_ns : now_ns - start_ns;
+    return Clock::now() - std::chrono::nanoseconds(age_ns);
   }
 
   bool Identify(Connection& c, const schema::Header& header) {
@@ -782,6 +842,10 @@ class Collector::Impl {
       p->highest_stored = sink_->highest_seq(stream);
       p->next_expected = p->highest_stored ? *p->highest_stored + 1 : 0;
       p->per_connection = resolved.per_connection;
+      p->seq_origin = SeqOrigin(facts_.start_ns);
+      if (!p->key.owner.empty()) {
+        p->stall_label = fmt::format("{}-{}", p->key.instance_id, p->key.owner);
+      }
       p->baseline_pending = resolved.per_connection;
       processes_.emplace(std::move(map_key), std::move(owned));
       ++stats_.processes_seen;
@@ -1124,7 +1188,7 @@ class Collector::Impl {
     p.blackbox_read = true;
     // The seqs the producer used after the last one stored (sent and never received, or made
     // and dropped) are missing from the log like a gap.
-    if (r.end_seq > p.next_expected) {
+    if (r.end_seq > p.next_expected && Plausible(p, r.end_seq, "events_lost")) {
       const uint64_t missing = r.end_seq - p.next_expected;
       p.next_expected = r.end_seq;
       p.lost += missing;

@@ -27,6 +27,13 @@ struct ProducerProcess {
   // One past the highest seq accounted for: stored, or received and rejected with a valid header.
   // A seq above it opens a gap of (seq - next_expected) lost events.
   uint64_t next_expected = 0;
+  // When the process started, as the collector's steady clock puts it (its process_start's
+  // start_ns, at most kMaxStreamAgeCredit before it was first seen, never after): seqs and
+  // counts beyond what it could have made since are refused (collector.cc, SeqBound).
+  std::chrono::steady_clock::time_point seq_origin{};
+  // The `stream` label of its stall series: "<instance_id>-<owner>", the tail of its log's name
+  // (empty for a stream named without an owner).
+  std::string stall_label;
   uint64_t stored = 0;  // lines this collector stored for the process
   uint64_t lost = 0;    // seq gaps, and refused lines not sent again (process_lost)
   // Highest seq of a line the log refused (buffers full); counted as lost at process_lost if

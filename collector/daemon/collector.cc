@@ -148,6 +148,7 @@ class Collector::Impl {
     // After the socket: a live collector on it is detected before its log files are touched.
     LogSinkOptions sink_options;
     sink_options.dir = options_.log_dir;
+    sink_options.socket_group = options_.socket_group;
     sink_options.rotate_bytes = options_.rotate_bytes;
     sink_options.retain_bytes = options_.retain_bytes;
     sink_options.retain_days = options_.retain_days;

@@ -10,6 +10,7 @@
 //     out, and an application that is refused keeps its events.
 // A test that needs a privilege or a tool the machine lacks skips, saying which.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -129,9 +130,13 @@ std::string StallLine(const ProducerIdentity& id, uint64_t seq, int64_t age_ms) 
 // dir/logs) and --metrics on a free loopback port.
 class Binary {
  public:
-  Binary(const fs::path& dir, std::vector<std::string> extra, const std::string& shell_prefix = "")
+  // `shell_prefix`: shell commands run first ("ulimit -n 300 && "); `launcher`: what the
+  // collector is started with ("setpriv --reuid=...").
+  Binary(const fs::path& dir, std::vector<std::string> extra, const std::string& shell_prefix = "",
+         const std::string& launcher = "")
       : socket_(dir / "run" / "c.sock"), logs_(dir / "logs") {
-    std::string command = shell_prefix + "exec " + std::string(CUFLIGHT_COLLECTOR_PATH) +
+    std::string command = shell_prefix + "exec " + launcher + " " +
+                          std::string(CUFLIGHT_COLLECTOR_PATH) +
                           " --socket " + socket_.string() + " --log-dir " + logs_.string() +
                           " --metrics 127.0.0.1:0";
     for (const std::string& a : extra) command += " " + a;
@@ -239,6 +244,149 @@ TEST(CollectorTenantsTest, TwoProcessesWithOneHostPidAndExeGetStallSeriesOfTheir
   a.Close();
   b.Close();
   EXPECT_EQ(collector.Stop(), 0);
+}
+
+// ---- item: logs readable by the socket group ----
+
+// Who a child process runs as.
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// setpriv(1) with the options that run a program as `who`; empty with *why set when it cannot.
+std::string SetprivAs(const Credentials& who, std::string* why) {
+  if (::geteuid() != 0) {
+    *why = "needs root to run processes as other users";
+    return "";
+  }
+  const std::string setpriv = cuflight::testing::FindProgram("setpriv");
+  if (setpriv.empty()) {
+    *why = "setpriv is not installed (Debian package util-linux)";
+    return "";
+  }
+  std::string groups;
+  for (const gid_t g : who.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+  std::vector<std::string> args = {"--reuid=" + std::to_string(who.uid),
+                                   "--regid=" + std::to_string(who.gid),
+                                   groups.empty() ? "--clear-groups" : "--groups=" + groups,
+                                   "/bin/true"};
+  const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(setpriv, args);
+  if (r.exit_code != 0) {
+    *why = "setpriv is not permitted here: " + r.err;
+    return "";
+  }
+  args.pop_back();
+  std::string command = setpriv;
+  for (const std::string& a : args) command += " " + a;
+  return command;
+}
+
+// The errno of open(2) of `path` (O_RDONLY) by a child process running as `who`; 0 if it opened.
+int OpenErrorAs(const fs::path& path, const Credentials& who) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls from here: the parent has threads.
+    if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
+        ::setuid(who.uid) != 0) {
+      _exit(255);
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    _exit(fd >= 0 ? 0 : errno);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+mode_t ModeOf(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Before: with a log directory that did not exist yet and --socket-group, the collector made it
+// 0750 and its files 0640, owned by its primary group, which both deploy recipes make the socket
+// group: every recorded user could read every other user's argv (a --db-password=... was read).
+// Now, as a service user of its own whose primary group is the socket group, under umask 000,
+// it makes 0700 and 0600, and a member of the group reads nothing.
+TEST(CollectorTenantsTest, LogsTheCollectorCreatesAreItsOwnWhateverTheUmaskAndGroup) {
+  constexpr uid_t kService = 54380;
+  constexpr gid_t kSocketGroup = 54381;
+  const Credentials member{54382, 54382, {kSocketGroup}};
+  std::string why;
+  const std::string as_service = SetprivAs({kService, kSocketGroup, {kSocketGroup}}, &why);
+  if (as_service.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), kService, kSocketGroup), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  Binary collector(dir.path(),
+                   {"--socket-group", std::to_string(kSocketGroup), "--reconnect-grace", "0"},
+                   "umask 000 && ", as_service);
+  ASSERT_TRUE(collector.Started()) << collector.child().Output();
+  // Root sends a process_start whose argv carries a secret (the test helper's --epochs=3).
+  const ProducerIdentity id = Identity("secret-holder", 1);
+  RawClient client = RawClient::Unix(collector.socket());
+  ASSERT_TRUE(client.Send(testing::ProcessStartLine(id, 0) + testing::KernelLine(id, 1, 1)));
+  ASSERT_EQ(client.WaitAck(1), 1u);
+  const fs::path log = FindLog(collector.logs(), "secret-holder", getpid());
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(ModeOf(collector.logs()), 0700u);
+  EXPECT_EQ(ModeOf(log.parent_path()), 0700u);
+  EXPECT_EQ(ModeOf(log), 0600u);
+  EXPECT_EQ(ModeOf(collector.logs() / ".cuflight-collector.lock"), 0600u);
+  // A member of the socket group (served by the collector) can open none of it.
+  EXPECT_EQ(OpenErrorAs(collector.logs(), member), EACCES);
+  EXPECT_EQ(OpenErrorAs(log, member), EACCES);
+  client.Close();
+  EXPECT_EQ(collector.Stop(), 0) << collector.child().Output();
+}
+
+// An existing log directory the socket group (its group) or others can read is refused: the
+// collector does not start, exit 1, one line saying which bits and what to change.
+TEST(CollectorTenantsTest, ALogDirectoryTheSocketGroupOrOthersCanReadIsRefused) {
+  constexpr gid_t kSocketGroup = 54383;
+  struct Case {
+    mode_t mode;
+    gid_t group;
+    std::string line;  // expected in the output; empty: starts
+  };
+  TempDir dir;
+  const fs::path logs = dir.path() / "logs";
+  const std::vector<Case> cases = {
+      {0750, kSocketGroup,
+       "--log-dir: log directory " + logs.string() + " can be read by group " +
+           std::to_string(kSocketGroup) +
+           ", the socket group (mode 0750): every recorded user could read the others' logs; "
+           "make it 0700 (chmod g-rx) or give it another group"},
+      {0705, 0,
+       "--log-dir: log directory " + logs.string() +
+           " can be read by others (mode 0705): the logs hold every recorded user's command "
+           "lines; make it 0700 (chmod go-rwx) or use another directory"},
+      {0750, 0, ""},  // its group is not the socket group
+      {0700, kSocketGroup, ""},
+  };
+  for (const Case& c : cases) {
+    fs::remove_all(dir.path() / "run");
+    fs::create_directories(logs);
+    ASSERT_EQ(::chown(logs.c_str(), ::geteuid(), c.group), 0);
+    ASSERT_EQ(::chmod(logs.c_str(), c.mode), 0);
+    if (c.line.empty()) {
+      Binary collector(dir.path(), {"--socket-group", std::to_string(kSocketGroup)});
+      EXPECT_TRUE(collector.Started()) << std::oct << c.mode << "\n" << collector.child().Output();
+      EXPECT_EQ(collector.Stop(), 0) << collector.child().Output();
+      continue;
+    }
+    // It exits by itself; `timeout` ends one that started anyway (124).
+    const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(
+        "/usr/bin/timeout",
+        {"20", CUFLIGHT_COLLECTOR_PATH, "--socket", (dir.path() / "run" / "c.sock").string(),
+         "--log-dir", logs.string(), "--socket-group", std::to_string(kSocketGroup)});
+    EXPECT_EQ(r.exit_code, 1) << std::oct << c.mode << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.line), std::string::npos) << r.err;
+    EXPECT_EQ(Occurrences(r.err, "\n"), 1u) << r.err;  // one line
+  }
 }
 
 }  // namespace

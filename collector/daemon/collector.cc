@@ -255,21 +255,34 @@ class Collector::Impl {
     [[maybe_unused]] const ssize_t ignored = write(wake_fd_, &one, sizeof(one));
   }
 
+  // The descriptors the collector may need (docs/collector.md, "Descriptors"): per connection
+  // its socket, a black box's memfd and pidfd, its process's log file and, during an fsync
+  // round, a duplicate of that (5); per process held without a connection (at most
+  // --max-connections, Linger) a black box's two and its log file's two (4); and kFixedFds for
+  // the listeners, the epoll set, the wake-up and reserve, the log directory and its lock, a
+  // date directory and the files a recovery reads, the worker's queued closes (64), the metrics
+  // server's share (20, metrics_server.h) and stdio, with a margin.
+  static constexpr rlim_t kFdsPerConnection = 5;
+  static constexpr rlim_t kFdsPerHeldProcess = 4;
+  static constexpr rlim_t kFixedFds = 256;
+
+  rlim_t WantedDescriptors() const {
+    const auto c = static_cast<rlim_t>(options_.max_connections);
+    return (kFdsPerConnection + kFdsPerHeldProcess) * c + kFixedFds;
+  }
+
   void CheckDescriptorLimit() {
     rlimit limit{};
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-    // Per connection: its socket, its process's log file and, during an fsync round, a duplicate
-    // of that (log_sink.h); then the listeners, the worker's queued closes (64), the metrics
-    // server's share (17, metrics_server.h) and a margin.
-    const rlim_t wanted = 3 * static_cast<rlim_t>(options_.max_connections) + 256;
+    const rlim_t wanted = WantedDescriptors();
     if (limit.rlim_cur >= wanted) return;
     limit.rlim_cur = std::min(wanted, limit.rlim_max);
     setrlimit(RLIMIT_NOFILE, &limit);
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < wanted) {
       log_->warn(
-          "descriptor limit {} is below 3 x --max-connections {} + 256; connections beyond "
-          "it are refused",
-          limit.rlim_cur, options_.max_connections);
+          "descriptor limit {} is below 9 x --max-connections {} + 256 = {}; connections and "
+          "black boxes beyond it are refused (counted)",
+          limit.rlim_cur, options_.max_connections, wanted);
     }
   }
 
@@ -310,13 +323,6 @@ class Collector::Impl {
         }
         log_->error("accept failed: {}", Errno(errno));
         return;
-      }
-      if (connections_.size() >= static_cast<size_t>(options_.max_connections)) {
-        close(fd);
-        RefuseConnection(
-            "connection_limit",
-            "--max-connections " + std::to_string(options_.max_connections) + " reached");
-        continue;
       }
       // The first line (process_start) may be longer than --max-line-bytes: a producer never
       // sends one longer than kMaxProcessStartBytes, and without it the process is lost.
@@ -429,11 +435,27 @@ class Collector::Impl {
 
   // Counts one more connection of `owner` (a uid, or kTcpOwner) unless its share is taken: then
   // refuses it (counted) and returns false.
+  // The share of one owner (a uid, or kTcpOwner): connections, and also processes held for
+  // their grace (Linger).
+  int PerOwnerLimit() const {
+    return options_.max_connections_per_uid > 0 ? options_.max_connections_per_uid
+                                                : std::max(1, options_.max_connections / 4);
+  }
+
+  // Counts one more connection of `owner` unless its share is taken, or every slot is and no
+  // owner holds two more than it (MakeRoomFor): then refuses it (counted) and returns false.
   bool TakeOwnerSlot(uid_t owner) {
-    const int limit = options_.max_connections_per_uid > 0
-                          ? options_.max_connections_per_uid
-                          : std::max(1, options_.max_connections / 4);
+    const int limit = PerOwnerLimit();
     int& count = owner_connections_[owner];
+    if (count < limit && connections_.size() >= static_cast<size_t>(options_.max_connections) &&
+        !MakeRoomFor(owner, count)) {
+      if (count == 0) owner_connections_.erase(owner);
+      RefuseConnection(
+          "connection_limit",
+          fmt::format("--max-connections {} reached, and no user holds two more than {} ({})",
+                      options_.max_connections, OwnerName(owner), count));
+      return false;
+    }
     if (count >= limit) {
       ++stats_.uid_limit_refusals;
       RefuseConnection("uid_connection_limit",
@@ -445,6 +467,48 @@ class Collector::Impl {
       return false;
     }
     ++count;
+    return true;
+  }
+
+  static std::string OwnerName(uid_t owner) {
+    return owner == kTcpOwner ? std::string("tcp (all peers together)")
+                              : fmt::format("uid {}", owner);
+  }
+
+  // Fair shares when every slot is taken (docs/collector.md, "Connection slots"): an owner holding
+  // `count` connections gets one by closing the newest connection of the owner holding the most,
+  // if that one holds at least count + 2. So colluding users can keep out no one with fewer
+  // connections than each of them minus one: with n owners each gets min(share, C / n) at
+  // least. The closed producer keeps its events and reconnects (or spills) like after any
+  // disconnect. Returns whether a connection was closed.
+  bool MakeRoomFor(uid_t owner, int count) {
+    uid_t richest = owner;
+    int most = 0;
+    for (const auto& [who, n] : owner_connections_) {
+      if (n > most) {
+        most = n;
+        richest = who;
+      }
+    }
+    if (richest == owner || most < count + 2) return false;
+    uint64_t victim = 0;
+    for (const auto& [id, c] : connections_) {
+      if ((c->is_unix ? c->peer_uid : kTcpOwner) == richest && id > victim) victim = id;
+    }
+    if (victim == 0) return false;
+    ++stats_.fair_share_closes;
+    if (metrics_ != nullptr) metrics_->Rejected("fair_share");
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn(
+          "connection {} ({}) closed to make room for {} ({} connections): --max-connections {} "
+          "reached and {} holds {}; the producer reconnects{}",
+          victim, connections_.at(victim)->peer, OwnerName(owner), count,
+          options_.max_connections, OwnerName(richest), most,
+          suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                         : std::string());
+    }
+    CloseConnection(victim);
     return true;
   }
 
@@ -816,6 +880,7 @@ class Collector::Impl {
           Reject(c, RejectReason::kStoreFailed, "cannot open the log: " + error);
           c.close_requested = true;
           if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+          Unlinger(*p);
           processes_.erase(it);
           return false;
         }
@@ -825,6 +890,7 @@ class Collector::Impl {
                    p->key.pid);
       }
       p->lost_deadline.reset();
+      Unlinger(*p);
       DropBlackbox(*p);  // alive: it sends what it holds again, and its connection passes its own
     } else {
       std::string error;
@@ -1096,6 +1162,10 @@ class Collector::Impl {
           finished_.push_back(p->map_key);
         } else if (stopping_) {
           // Shutdown() writes process_lost for it.
+        } else if (!Linger(*p, c)) {
+          // No room to hold it: written off now, its black box unread.
+          WriteProcessLost(*p, schema::LostReason::kDisconnected);
+          finished_.push_back(p->map_key);
         } else if (c.blackbox != nullptr) {
           // The producer may be dying: its black box is read once it is gone, or at the end of
           // the grace if it is gone by then; a producer that comes back brings its own.
@@ -1104,6 +1174,7 @@ class Collector::Impl {
               Clock::now() + std::max<Clock::duration>(options_.reconnect_grace, kBlackboxWait);
         } else if (options_.reconnect_grace.count() == 0 || p->per_connection) {
           // Nobody can continue a per-connection stream: no grace to wait for.
+          Unlinger(*p);
           WriteProcessLost(*p, schema::LostReason::kDisconnected);
           finished_.push_back(p->map_key);
         } else {
@@ -1118,6 +1189,47 @@ class Collector::Impl {
     if (metrics_ != nullptr) metrics_->ProducerDisconnected();
     log_->debug("connection {} ({}) closed", c.id, c.peer);
     connections_.erase(it);
+  }
+
+  // Whether `p`, whose last connection `c` is ending without process_end, may be held (for a
+  // reconnect within the grace, or for its black box): it then takes one of the owner's
+  // lingering slots (at most the per-owner share, and --max-connections in all), which bounds
+  // the streams, and so the descriptors, held without a connection. Refused: counted, logged.
+  bool Linger(ProducerProcess& p, const Connection& c) {
+    if (c.blackbox == nullptr &&
+        (options_.reconnect_grace.count() == 0 || p.per_connection)) {
+      return true;  // written off at once (no slot taken)
+    }
+    const uid_t owner = c.is_unix ? c.peer_uid : kTcpOwner;
+    int& count = lingering_by_owner_[owner];
+    if (count >= PerOwnerLimit() || lingering_ >= static_cast<size_t>(options_.max_connections)) {
+      if (count == 0) lingering_by_owner_.erase(owner);
+      ++stats_.linger_refusals;
+      if (metrics_ != nullptr) metrics_->Rejected("linger_limit");
+      uint64_t suppressed = 0;
+      if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+        log_->warn(
+            "process {} ({}, pid {}): its connection ended and it cannot be held for its return "
+            "or its black box ({} holds {} such processes, {} in all); written off now{}",
+            p.id, Printable(p.key.exe, 80), p.key.pid, OwnerName(owner), count, lingering_,
+            suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                           : std::string());
+      }
+      return false;
+    }
+    ++count;
+    ++lingering_;
+    p.lingering_owner = owner;
+    return true;
+  }
+
+  // Gives back the lingering slot of `p` (it came back, or is released).
+  void Unlinger(ProducerProcess& p) {
+    if (!p.lingering_owner) return;
+    const auto it = lingering_by_owner_.find(*p.lingering_owner);
+    if (it != lingering_by_owner_.end() && --it->second <= 0) lingering_by_owner_.erase(it);
+    --lingering_;
+    p.lingering_owner.reset();
   }
 
   // ---- black boxes ----
@@ -1299,6 +1411,7 @@ class Collector::Impl {
       if (p.connections > 0) continue;  // came back before the release
       sink_->Release(p.stream);
       if (metrics_ != nullptr) metrics_->ProcessGone(p.id);
+      Unlinger(p);
       processes_.erase(it);
     }
     finished_.clear();
@@ -1371,6 +1484,8 @@ class Collector::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;
   std::unordered_map<uid_t, int> owner_connections_;  // open connections by uid (or kTcpOwner)
+  std::unordered_map<uid_t, int> lingering_by_owner_;  // processes held without a connection
+  size_t lingering_ = 0;                               // their sum
   uint64_t next_connection_id_ = kFirstConnectionId;
   uint64_t next_process_id_ = 1;
   std::vector<uint64_t> dirty_;        // connections to acknowledge after this turn's flush

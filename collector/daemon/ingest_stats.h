@@ -72,6 +72,11 @@ struct IngestStats {
   uint64_t handshake_timeouts = 0;  // closed for sending no valid process_start in time
   uint64_t idle_timeouts = 0;       // identified, closed for sending nothing for idle_timeout
   uint64_t uid_limit_refusals = 0;  // of connections_refused: their uid's share was taken
+  // Connections closed to make room for an owner with fewer (every slot taken; fair shares).
+  uint64_t fair_share_closes = 0;
+  // Processes whose connection ended without process_end and that could not be held for their
+  // return or their black box (their owner's share of held processes, or all, taken).
+  uint64_t linger_refusals = 0;
   // Of connections_refused: a Unix peer neither the collector's user, nor root, nor a member of
   // --socket-group.
   uint64_t peer_refusals = 0;

@@ -4,6 +4,8 @@
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,6 +58,9 @@ struct ProducerProcess {
 
   int connections = 0;  // open connections identified as this process
   bool ended = false;   // process_end stored
+  // Set while it is held without a connection (for its return or its black box): the owner
+  // whose lingering slot it takes (collector.cc, Linger).
+  std::optional<uid_t> lingering_owner;
   // Set while no connection is open: when to append process_lost if it has not come back.
   std::optional<std::chrono::steady_clock::time_point> lost_deadline;
 

@@ -37,6 +37,7 @@
 #include "collector_process.h"
 #include "collector_test_util.h"
 #include "cuflight/base/clock.h"
+#include "cuflight/blackbox/region_writer.h"
 #include "http_get.h"
 #include "subprocess.h"
 
@@ -387,6 +388,291 @@ TEST(CollectorTenantsTest, ALogDirectoryTheSocketGroupOrOthersCanReadIsRefused) 
     EXPECT_NE(r.err.find(c.line), std::string::npos) << r.err;
     EXPECT_EQ(Occurrences(r.err, "\n"), 1u) << r.err;  // one line
   }
+}
+
+// ---- item: descriptors with black boxes ----
+
+// Sends `bytes` on `fd` passing `passed` with them (SCM_RIGHTS), as the injected library passes
+// its black box with its first bytes.
+bool SendWithDescriptor(int fd, const std::string& bytes, int passed) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &passed, sizeof(int));
+  return ::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+size_t OpenDescriptors(pid_t pid) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// Before: each black-box connection held a socket, a pidfd and a memfd, processes held for
+// their grace kept their log files and black boxes without any bound, and the collector asked
+// for 3 x --max-connections + 256 descriptors: 200 connections with 224 open log files ran out
+// ("cannot dup the fd ... Too many open files"). Now it asks for 9 x --max-connections + 256
+// (per connection: socket, memfd, pidfd, log file, its fsync duplicate; per process held without
+// a connection, at most --max-connections of them: memfd, pidfd, log file, duplicate), and
+// refuses, counted, what would go beyond. With a hard limit of exactly that, 40 black-box
+// connections that end (held for 60 s), 40 more, 10 over the limit and the 40 ending again
+// never meet EMFILE.
+TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescriptorBudget) {
+  std::string error;
+  blackbox::RegionOptions region_options;
+  region_options.ring_capacity = 64;
+  region_options.journal_capacity = 64;
+  region_options.function_capacity = 64;
+  region_options.names_bytes = 4096;
+  region_options.pid = static_cast<int32_t>(getpid());
+  const std::unique_ptr<blackbox::RegionWriter> region =
+      blackbox::RegionWriter::Create(region_options, &error);
+  ASSERT_NE(region, nullptr) << error;
+  constexpr int kMax = 40;
+  constexpr int kBudget = 9 * kMax + 256;  // 616, written out: docs/collector.md's formula
+  rlimit own{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &own), 0);
+  if (own.rlim_max < static_cast<rlim_t>(kBudget)) GTEST_SKIP() << "needs " << kBudget << " fds";
+  if (own.rlim_cur < 1024 && own.rlim_max >= 1024) {
+    own.rlim_cur = 1024;  // the test's own sockets
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &own), 0);
+  }
+  TempDir dir;
+  Binary collector(dir.path(),
+                   {"--max-connections", std::to_string(kMax), "--max-connections-per-uid",
+                    std::to_string(kMax), "--reconnect-grace", "60000", "--fsync-interval", "20"},
+                   "ulimit -Sn 64 && ulimit -Hn " + std::to_string(kBudget) + " && ");
+  ASSERT_TRUE(collector.Started()) << collector.child().Output();
+  const pid_t pid = collector.child().pid();  // sh exec'd the collector
+  // WaitForSocket's probe connection is gone before the producers come.
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string text = collector.Scrape();
+    return Value(text, "cuflight_producer_connections_total") >= 1 &&
+           Value(text, "cuflight_producers_connected") == 0;
+  }));
+  size_t most = 0;
+  int next = 0;
+  // `n` producers that pass the black box, identify and send a kernel; acked.
+  const auto open_producers = [&](int n) {
+    std::vector<RawClient> clients;
+    for (int i = 0; i < n; ++i, ++next) {
+      const ProducerIdentity id = Identity("boxed" + std::to_string(next), 1000 + next);
+      clients.push_back(RawClient::Unix(collector.socket()));
+      EXPECT_TRUE(SendWithDescriptor(
+          clients.back().fd(), testing::ProcessStartLine(id, 0) + testing::KernelLine(id, 1, 1),
+          region->fd()));
+    }
+    for (RawClient& c : clients) EXPECT_EQ(c.WaitAck(1), 1u) << collector.child().Output();
+    most = std::max(most, OpenDescriptors(pid));
+    return clients;
+  };
+  std::vector<RawClient> first = open_producers(kMax);
+  for (RawClient& c : first) c.Close();  // held: alive producers, 60 s of grace
+  ASSERT_TRUE(WaitUntil([&] {
+    return Value(collector.Scrape(), "cuflight_producers_connected") == 0;
+  }));
+  std::vector<RawClient> second = open_producers(kMax);
+  most = std::max(most, OpenDescriptors(pid));
+  // Over --max-connections: refused, counted.
+  std::vector<RawClient> over;
+  for (int i = 0; i < 10; ++i) {
+    over.push_back(RawClient::Unix(collector.socket()));
+    EXPECT_TRUE(over.back().WaitClosedByPeer()) << i;
+  }
+  // These end too, with every held slot taken: written off at once, counted.
+  for (RawClient& c : second) c.Close();
+  ASSERT_TRUE(WaitUntil([&] {
+    return Value(collector.Scrape(), "cuflight_events_rejected_total{reason=\"linger_limit\"}") ==
+           kMax;
+  })) << collector.Scrape();
+  most = std::max(most, OpenDescriptors(pid));
+  const std::string text = collector.Scrape();
+  // One uid whose share is every slot: refused as over its share.
+  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"uid_connection_limit\"}"), 10)
+      << text;
+  // Every black box was taken: none refused for want of a descriptor.
+  EXPECT_EQ(text.find("cuflight_blackbox_errors_total{reason="), std::string::npos) << text;
+  EXPECT_EQ(Value(text, "cuflight_log_write_errors_total"), 0) << text;
+  EXPECT_LE(most, static_cast<size_t>(kBudget));
+  EXPECT_EQ(collector.Stop(), 0);
+  const std::string out = collector.child().Output();
+  EXPECT_EQ(out.find("Too many open files"), std::string::npos) << out;
+  EXPECT_EQ(out.find("out of file descriptors"), std::string::npos) << out;
+  EXPECT_EQ(out.find("descriptor limit"), std::string::npos) << out;  // raised to the budget
+  // Every process's log has its two events.
+  for (int i = 0; i < 2 * kMax; ++i) {
+    const fs::path log = FindLog(collector.logs(), "boxed" + std::to_string(i), getpid());
+    ASSERT_FALSE(log.empty()) << i;
+    EXPECT_EQ(StoredSeqs(ReadLog(log)), (std::vector<uint64_t>{0, 1})) << i;
+  }
+}
+
+// ---- item: a few tenants can fill the node ----
+
+// Exit statuses of a HoldAs child.
+constexpr int kHeld = 0;
+constexpr int kRefused = 6;  // the collector closed the connection before the ack
+
+// A child process running as `who` that connects `n` times to `socket`, sends on each a
+// process_start and kernels up to `last` (start_ns `start` + i: its own stream per connection)
+// and waits for their acks; then, with `hold`, keeps the connections until killed (a tenant
+// holding its slots), else exits. Exit status kHeld when every connection was acked, kRefused
+// when the collector closed one first. With `hold`, the status pipe `*ready` gets one byte per
+// connection acked, 'x' when one was refused.
+pid_t HoldAs(const Credentials& who, const fs::path& socket, int n, int64_t start, uint64_t last,
+             bool hold, int* ready) {
+  std::vector<std::string> streams;
+  for (int i = 0; i < n; ++i) {
+    ProducerIdentity id = Identity("tenant", start + i, static_cast<uint64_t>(start + i));
+    std::string s = testing::ProcessStartLine(id, 0);
+    for (uint64_t seq = 1; seq <= last; ++seq) s += testing::KernelLine(id, seq, seq);
+    streams.push_back(std::move(s));
+  }
+  const std::string ack = "\"seq\":" + std::to_string(last) + "}";
+  int pipe_fds[2] = {-1, -1};
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    ::close(pipe_fds[1]);
+    *ready = pipe_fds[0];
+    return pid;
+  }
+  // Only async-signal-safe calls from here: the parent has threads.
+  if (::setgroups(who.groups.size(), who.groups.data()) != 0 || ::setgid(who.gid) != 0 ||
+      ::setuid(who.uid) != 0) {
+    _exit(3);
+  }
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(4);
+    const std::string& s = streams[static_cast<size_t>(i)];
+    if (::send(fd, s.data(), s.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(s.size())) {
+      [[maybe_unused]] const ssize_t w = ::write(pipe_fds[1], "x", 1);
+      _exit(kRefused);
+    }
+    char buf[4096];
+    size_t have = 0;
+    bool acked = false;
+    for (int waits = 0; waits < 200 && !acked; ++waits) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t r = ::recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+      if (r <= 0) {
+        [[maybe_unused]] const ssize_t w = ::write(pipe_fds[1], "x", 1);
+        _exit(kRefused);
+      }
+      have += static_cast<size_t>(r);
+      buf[have] = '\0';
+      acked = std::strstr(buf, ack.c_str()) != nullptr;
+      if (have > sizeof(buf) / 2) have = 0;
+    }
+    if (!acked) _exit(7);
+    [[maybe_unused]] const ssize_t w = ::write(pipe_fds[1], "a", 1);
+  }
+  if (!hold) _exit(kHeld);
+  for (;;) ::pause();
+}
+
+int WaitStatus(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Reads `n` status bytes from `fd`; the count of 'a' (acked) among them.
+int AckedOf(int fd, int n) {
+  int acked = 0;
+  for (int i = 0; i < n; ++i) {
+    char c = 0;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 30000) <= 0 || ::read(fd, &c, 1) != 1) break;
+    if (c == 'a') ++acked;
+  }
+  return acked;
+}
+
+// Before: the per-uid share is a quarter of --max-connections, so four uids holding their
+// connections (alive, with stats heartbeats) refused a fifth user's application, which lost its
+// events. Now, with every slot taken, a user holding fewer connections than another by two or
+// more gets one by closing the newest connection of the one holding the most: the fifth user is
+// served, each colluder keeps at least one, and a colluder asking for more is refused, so the
+// shares settle instead of flapping.
+TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
+  constexpr gid_t kSocketGroup = 54390;
+  std::string why;
+  if (SetprivAs({54391, kSocketGroup, {kSocketGroup}}, &why).empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  // 8 slots, a share of 2 (a quarter) per uid.
+  Binary collector(dir.path(),
+                   {"--max-connections", "8", "--socket-group", std::to_string(kSocketGroup),
+                    "--reconnect-grace", "0"});
+  ASSERT_TRUE(collector.Started()) << collector.child().Output();
+  std::vector<pid_t> colluders;
+  std::vector<int> pipes;
+  for (int u = 0; u < 4; ++u) {
+    const Credentials who{static_cast<uid_t>(54392 + u), kSocketGroup, {kSocketGroup}};
+    int ready = -1;
+    colluders.push_back(HoldAs(who, collector.socket(), 2, 100 * (u + 1), 1, true, &ready));
+    ASSERT_GT(colluders.back(), 0);
+    pipes.push_back(ready);
+    EXPECT_EQ(AckedOf(ready, 2), 2) << "colluder " << u;
+  }
+  EXPECT_EQ(Value(collector.Scrape(), "cuflight_producers_connected"), 8);
+
+  // A fifth user's application: served, every event stored.
+  const Credentials fifth{54400, kSocketGroup, {kSocketGroup}};
+  int fifth_pipe = -1;
+  const pid_t app = HoldAs(fifth, collector.socket(), 1, 900, 20, false, &fifth_pipe);
+  EXPECT_EQ(WaitStatus(app), kHeld) << collector.child().Output();
+  ::close(fifth_pipe);
+  std::string text = collector.Scrape();
+  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
+  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), -1)
+      << text;
+
+  // A colluder asking for one more connection is refused: the one that lost a connection holds
+  // 1 and nobody holds 3, the others hold their share of 2 already. The shares settle.
+  const Credentials first_colluder{54392, kSocketGroup, {kSocketGroup}};
+  int again_pipe = -1;
+  const pid_t again = HoldAs(first_colluder, collector.socket(), 1, 5000, 1, false, &again_pipe);
+  EXPECT_EQ(WaitStatus(again), kRefused);
+  ::close(again_pipe);
+  text = collector.Scrape();
+  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
+  EXPECT_EQ(std::max(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"),
+                     0.0) +
+                std::max(Value(text, "cuflight_events_rejected_total{reason=\"uid_connection_"
+                                     "limit\"}"),
+                         0.0),
+            1)
+      << text;
+  for (size_t i = 0; i < colluders.size(); ++i) {
+    ::kill(colluders[i], SIGKILL);
+    WaitStatus(colluders[i]);
+    ::close(pipes[i]);
+  }
+  EXPECT_EQ(collector.Stop(), 0) << collector.child().Output();
+  const fs::path log = FindLog(collector.logs(), "tenant", app);
+  ASSERT_FALSE(log.empty());
+  std::vector<uint64_t> all(21);
+  for (uint64_t s = 0; s <= 20; ++s) all[s] = s;
+  EXPECT_EQ(StoredSeqs(ReadLog(log)), all);
 }
 
 }  // namespace

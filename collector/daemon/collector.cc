@@ -503,8 +503,8 @@ class Collector::Impl {
       log_->warn(
           "connection {} ({}) closed to make room for {} ({} connections): --max-connections {} "
           "reached and {} holds {}; the producer reconnects{}",
-          victim, connections_.at(victim)->peer, OwnerName(owner), count,
-          options_.max_connections, OwnerName(richest), most,
+          victim, connections_.at(victim)->peer, OwnerName(owner), count, options_.max_connections,
+          OwnerName(richest), most,
           suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
                          : std::string());
     }
@@ -667,8 +667,8 @@ class Collector::Impl {
     const uint64_t seq = header.seq;
     if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
       Reject(c, RejectReason::kImplausibleSeq,
-             fmt::format("seq {} is more than the process could have made by now ({} at most)",
-                         seq, SeqBound(p)));
+             fmt::format("seq {} is more than the process could have made by now ({} at most)", seq,
+                         SeqBound(p)));
       return;
     }
     MarkForAck(c);
@@ -787,7 +787,8 @@ class Collector::Impl {
   static uint64_t SeqBound(const ProducerProcess& p) {
     const int64_t ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.seq_origin).count();
-    return kSeqSlack + static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * (kMaxEventsPerSecond / 1000);
+    return kSeqSlack +
+           static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * (kMaxEventsPerSecond / 1000);
   }
 
   // Whether `value`, claimed by the producer of `p` for `counter`, is within SeqBound; if not,
@@ -800,11 +801,12 @@ class Collector::Impl {
     if (metrics_ != nullptr) metrics_->CountRefused(counter);
     uint64_t suppressed = 0;
     if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
-      log_->warn("process {} ({}, pid {}): refused {} for {}: more than it can have made by now "
-                 "({} at most){}",
-                 p.id, Printable(p.key.exe, 80), p.key.pid, value, counter, bound,
-                 suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
-                                : std::string());
+      log_->warn(
+          "process {} ({}, pid {}): refused {} for {}: more than it can have made by now "
+          "({} at most){}",
+          p.id, Printable(p.key.exe, 80), p.key.pid, value, counter, bound,
+          suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                         : std::string());
     }
     return false;
   }
@@ -825,7 +827,6 @@ class Collector::Impl {
     stats_.events_lost += gap;
     if (metrics_ != nullptr) metrics_->Lost(gap);
   }
-
 
   // The stream a process_start line names on connection `c` (producer_identity.h).
   ResolvedIdentity Resolve(const Connection& c, const schema::Header& header) const {
@@ -1196,8 +1197,7 @@ class Collector::Impl {
   // lingering slots (at most the per-owner share, and --max-connections in all), which bounds
   // the streams, and so the descriptors, held without a connection. Refused: counted, logged.
   bool Linger(ProducerProcess& p, const Connection& c) {
-    if (c.blackbox == nullptr &&
-        (options_.reconnect_grace.count() == 0 || p.per_connection)) {
+    if (c.blackbox == nullptr && (options_.reconnect_grace.count() == 0 || p.per_connection)) {
       return true;  // written off at once (no slot taken)
     }
     const uid_t owner = c.is_unix ? c.peer_uid : kTcpOwner;

@@ -81,7 +81,8 @@ LogSink::LogSink(const LogSinkOptions& options) : options_(options) {}
 std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error,
                                        bool* in_use) {
   if (in_use != nullptr) *in_use = false;
-  std::unique_ptr<logstore::LogDir> dir = logstore::LogDir::Open(options.dir, error, options.socket_group);
+  std::unique_ptr<logstore::LogDir> dir =
+      logstore::LogDir::Open(options.dir, error, options.socket_group);
   if (!dir) return nullptr;
   // One writer per directory: a second collector on the same log would interleave and undo
   // the first one's work. The lock goes with the process (also on kill -9).

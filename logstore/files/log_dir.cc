@@ -76,8 +76,7 @@ std::unique_ptr<LogDir> LogDir::Open(const std::filesystem::path& path, std::str
              "make it 0700 (chmod go-rwx) or use another directory";
     return nullptr;
   }
-  if (untrusted_group && st.st_gid == *untrusted_group &&
-      (st.st_mode & (S_IRGRP | S_IXGRP)) != 0) {
+  if (untrusted_group && st.st_gid == *untrusted_group && (st.st_mode & (S_IRGRP | S_IXGRP)) != 0) {
     *error = "log directory " + path.native() + " can be read by group " +
              std::to_string(st.st_gid) + ", the socket group (mode " + OctalMode(st.st_mode) +
              "): every recorded user could read the others' logs; make it 0700 (chmod g-rx) " +

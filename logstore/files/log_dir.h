@@ -6,8 +6,9 @@
 //    can plant, swap or remove files in it. When other users' processes are recorded (a socket
 //    group), also readable by none of them: no read or search bit for others, and none for its
 //    group when that is the socket group, since the logs hold every recorded user's command
-//    lines. (Without one the logs hold only the collector's own user's processes.) The path given may itself be a symbolic link (an
-//    operator's choice, resolved once, here); nothing inside the directory is ever followed.
+//    lines. (Without one the logs hold only the collector's own user's processes.) The path given
+//    may itself be a symbolic link (an operator's choice, resolved once, here); nothing inside the
+//    directory is ever followed.
 // 2. Every open, stat, rename and unlink below it is an *at(2) call on the directory's descriptor
 //    or on a date directory opened from it, one path component at a time, with O_NOFOLLOW
 //    (AT_SYMLINK_NOFOLLOW for stat): a symbolic link inside the log directory fails the call

@@ -109,7 +109,8 @@ std::string WithSeq(std::string line, uint64_t made_with, uint64_t seq) {
   const std::string from = "\"seq\":" + std::to_string(made_with) + ",";
   const size_t at = line.find(from);
   EXPECT_NE(at, std::string::npos) << line;
-  if (at != std::string::npos) line.replace(at, from.size(), "\"seq\":" + std::to_string(seq) + ",");
+  if (at != std::string::npos)
+    line.replace(at, from.size(), "\"seq\":" + std::to_string(seq) + ",");
   return line;
 }
 
@@ -137,9 +138,8 @@ class Binary {
          const std::string& launcher = "")
       : socket_(dir / "run" / "c.sock"), logs_(dir / "logs") {
     std::string command = shell_prefix + "exec " + launcher + " " +
-                          std::string(CUFLIGHT_COLLECTOR_PATH) +
-                          " --socket " + socket_.string() + " --log-dir " + logs_.string() +
-                          " --metrics 127.0.0.1:0";
+                          std::string(CUFLIGHT_COLLECTOR_PATH) + " --socket " + socket_.string() +
+                          " --log-dir " + logs_.string() + " --metrics 127.0.0.1:0";
     for (const std::string& a : extra) command += " " + a;
     child_.emplace("/bin/sh", std::vector<std::string>{"-c", command}, dir / "collector.out");
   }
@@ -165,6 +165,9 @@ class Binary {
   int port_ = 0;
 };
 
+bool SendWithDescriptor(int fd, const std::string& bytes, int passed);
+int WaitStatus(pid_t pid);
+
 // ---- item: counters a producer can wrap or poison ----
 
 // Before: one stats line with seq 2^63 and dropped 2^64-1 moved cuflight_events_lost_total by
@@ -186,9 +189,9 @@ TEST(CollectorTenantsTest, ForgedSeqsAndCountsNeitherWrapNorPoisonTheNodesCounte
   std::string stream = testing::ProcessStartLine(forger, 0);
   for (uint64_t seq = 1; seq <= 3; ++seq) stream += testing::KernelLine(forger, seq, seq);
   stream += WithSeq(testing::StatsLine(forger, 4, 3, kMax), 4, kHuge);  // the report's line
-  stream += testing::StatsLine(forger, 4, 3, kMax, kMax);    // a count of 2^64-1, seq in order
+  stream += testing::StatsLine(forger, 4, 3, kMax, kMax);  // a count of 2^64-1, seq in order
   stream += WithSeq(testing::KernelLine(forger, 5, 9), 5, kHuge + 5);  // a seq far ahead
-  stream += testing::StatsLine(forger, 5, 4, 7, 2);          // an honest report: 7 dropped
+  stream += testing::StatsLine(forger, 5, 4, 7, 2);  // an honest report: 7 dropped
   stream += testing::KernelLine(forger, 6, 6);
   ASSERT_TRUE(client.Send(stream));
   ASSERT_EQ(client.WaitAck(6), 6u);
@@ -210,9 +213,60 @@ TEST(CollectorTenantsTest, ForgedSeqsAndCountsNeitherWrapNorPoisonTheNodesCounte
   const fs::path log = FindLog(collector.logs(), "forger", getpid());
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(StoredSeqs(ReadLog(log)), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6}));
-  EXPECT_NE(collector.child().Output().find("more than it can have made by now"),
-            std::string::npos)
+  EXPECT_NE(collector.child().Output().find("more than it can have made by now"), std::string::npos)
       << collector.child().Output();
+}
+
+// A forged black box does the same through recovery: it says its producer had used seqs up to
+// 2^63 (its seq base) when it was killed. That gap is refused and counted; the process's
+// process_lost says 0 lost.
+TEST(CollectorTenantsTest, AForgedBlackBoxCannotClaimAGapOfTwoToTheSixtyThree) {
+  blackbox::RegionOptions region_options;
+  region_options.ring_capacity = 64;
+  region_options.journal_capacity = 64;
+  region_options.function_capacity = 64;
+  region_options.names_bytes = 4096;
+  std::string error;
+  const std::unique_ptr<blackbox::RegionWriter> region =
+      blackbox::RegionWriter::Create(region_options, &error);
+  ASSERT_NE(region, nullptr) << error;
+  region->PublishState({.seq_base = uint64_t{1} << 63, .handled_pos = 0, .announced_devices = 0});
+  TempDir dir;
+  Binary collector(dir.path(), {"--reconnect-grace", "0"});
+  ASSERT_TRUE(collector.Started()) << collector.child().Output();
+  ProducerIdentity id = Identity("forged-box", base::NowRealtimeNs());
+  id.pid = 1;  // the collector names the stream by the kernel's pid
+  const std::string bytes = testing::ProcessStartLine(id, 0) + testing::KernelLine(id, 1, 1);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, collector.socket().c_str(), sizeof(addr.sun_path) - 1);
+  const int box = region->fd();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Only system calls from here (the parent has threads): pass the box, send, die.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(1);
+    if (!SendWithDescriptor(fd, bytes, box)) _exit(2);
+    char ack[256];
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20000) <= 0 || ::recv(fd, ack, sizeof(ack), 0) <= 0) _exit(3);
+    ::raise(SIGKILL);
+    _exit(4);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(WaitStatus(child), 128 + SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] {
+    return Value(collector.Scrape(), "cuflight_counts_refused_total{counter=\"events_lost\"}") == 1;
+  })) << collector.child().Output();
+  const std::string text = collector.Scrape();
+  EXPECT_EQ(Value(text, "cuflight_events_lost_total"), 0) << text;
+  EXPECT_EQ(collector.Stop(), 0);
+  const fs::path log = FindLog(collector.logs(), "forged-box", child);
+  ASSERT_FALSE(log.empty()) << collector.child().Output();
+  const std::vector<LoggedLine> lines = ReadLog(log);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().type, "process_lost");
+  EXPECT_NE(lines.back().text.find("\"events_lost\":0"), std::string::npos) << lines.back().text;
 }
 
 // Before: two processes in two containers of one pod, both pid 1 of the same exe, got stall
@@ -231,8 +285,9 @@ TEST(CollectorTenantsTest, TwoProcessesWithOneHostPidAndExeGetStallSeriesOfTheir
   ASSERT_EQ(a.WaitAck(1), 1u);
   ASSERT_EQ(b.WaitAck(1), 1u);
   const std::string text = collector.Scrape();
-  const std::string labels = "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
-                             std::to_string(getpid()) + "\",exe=\"worker\",stream=\"";
+  const std::string labels =
+      "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
+      std::to_string(getpid()) + "\",exe=\"worker\",stream=\"";
   const uid_t uid = ::geteuid();
   EXPECT_EQ(Occurrences(text, labels), 2u) << text;
   EXPECT_NE(text.find(labels + "1111-u" + std::to_string(uid) + "\",device=\"0\"} 2"),
@@ -269,10 +324,9 @@ std::string SetprivAs(const Credentials& who, std::string* why) {
   }
   std::string groups;
   for (const gid_t g : who.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
-  std::vector<std::string> args = {"--reuid=" + std::to_string(who.uid),
-                                   "--regid=" + std::to_string(who.gid),
-                                   groups.empty() ? "--clear-groups" : "--groups=" + groups,
-                                   "/bin/true"};
+  std::vector<std::string> args = {
+      "--reuid=" + std::to_string(who.uid), "--regid=" + std::to_string(who.gid),
+      groups.empty() ? "--clear-groups" : "--groups=" + groups, "/bin/true"};
   const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(setpriv, args);
   if (r.exit_code != 0) {
     *why = "setpriv is not permitted here: " + r.err;
@@ -413,8 +467,8 @@ bool SendWithDescriptor(int fd, const std::string& bytes, int passed) {
 size_t OpenDescriptors(pid_t pid) {
   size_t n = 0;
   std::error_code ec;
-  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end;
-       !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
     ++n;
   }
   return n;
@@ -480,9 +534,8 @@ TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescr
   };
   std::vector<RawClient> first = open_producers(kMax);
   for (RawClient& c : first) c.Close();  // held: alive producers, 60 s of grace
-  ASSERT_TRUE(WaitUntil([&] {
-    return Value(collector.Scrape(), "cuflight_producers_connected") == 0;
-  }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Value(collector.Scrape(), "cuflight_producers_connected") == 0; }));
   std::vector<RawClient> second = open_producers(kMax);
   most = std::max(most, OpenDescriptors(pid));
   // Over --max-connections: refused, counted.
@@ -613,15 +666,20 @@ int AckedOf(int fd, int n) {
 // served, each colluder keeps at least one, and a colluder asking for more is refused, so the
 // shares settle instead of flapping.
 TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
+  constexpr uid_t kService = 54391;
   constexpr gid_t kSocketGroup = 54390;
   std::string why;
-  if (SetprivAs({54391, kSocketGroup, {kSocketGroup}}, &why).empty()) GTEST_SKIP() << why;
+  // The collector as the deploy recipes run it: a user of its own, --socket-group.
+  const std::string as_service = SetprivAs({kService, kSocketGroup, {kSocketGroup}}, &why);
+  if (as_service.empty()) GTEST_SKIP() << why;
   TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), kService, kSocketGroup), 0);
   ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
   // 8 slots, a share of 2 (a quarter) per uid.
   Binary collector(dir.path(),
                    {"--max-connections", "8", "--socket-group", std::to_string(kSocketGroup),
-                    "--reconnect-grace", "0"});
+                    "--reconnect-grace", "0"},
+                   "", as_service);
   ASSERT_TRUE(collector.Started()) << collector.child().Output();
   std::vector<pid_t> colluders;
   std::vector<int> pipes;
@@ -643,8 +701,7 @@ TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
   ::close(fifth_pipe);
   std::string text = collector.Scrape();
   EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
-  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), -1)
-      << text;
+  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), -1) << text;
 
   // A colluder asking for one more connection is refused: the one that lost a connection holds
   // 1 and nobody holds 3, the others hold their share of 2 already. The shares settle.
@@ -655,12 +712,13 @@ TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
   ::close(again_pipe);
   text = collector.Scrape();
   EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
-  EXPECT_EQ(std::max(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"),
-                     0.0) +
-                std::max(Value(text, "cuflight_events_rejected_total{reason=\"uid_connection_"
-                                     "limit\"}"),
-                         0.0),
-            1)
+  EXPECT_EQ(
+      std::max(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), 0.0) +
+          std::max(Value(text,
+                         "cuflight_events_rejected_total{reason=\"uid_connection_"
+                         "limit\"}"),
+                   0.0),
+      1)
       << text;
   for (size_t i = 0; i < colluders.size(); ++i) {
     ::kill(colluders[i], SIGKILL);

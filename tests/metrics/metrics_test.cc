@@ -675,11 +675,17 @@ TEST(MetricsTest, StalledProcessesWithEqualLabelsAreOneSeries) {
   EXPECT_EQ(V(e, name, {{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}, {"device", "0"}}),
             40);
   EXPECT_EQ(V(e, name,
-              {{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}, {"stream", "7-u1000"},
+              {{"hostname", "node"},
+               {"pid", "1"},
+               {"exe", "serve"},
+               {"stream", "7-u1000"},
                {"device", "0"}}),
             10);
   EXPECT_EQ(V(e, name,
-              {{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}, {"stream", "8-u1000"},
+              {{"hostname", "node"},
+               {"pid", "1"},
+               {"exe", "serve"},
+               {"stream", "8-u1000"},
                {"device", "0"}}),
             40);
 }

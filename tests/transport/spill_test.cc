@@ -3,9 +3,9 @@
 // in front of the real collector.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>

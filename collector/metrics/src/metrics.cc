@@ -111,7 +111,7 @@ struct StalledProcess {
   std::string hostname;  // label values, sanitized
   std::string pid;
   std::string exe;
-  std::string stream;  // empty: no label
+  std::string stream;                        // empty: no label
   std::vector<std::pair<int, double>> ages;  // device slot, seconds at `received`
   std::chrono::steady_clock::time_point received;
 };

@@ -141,12 +141,21 @@ class Binary {
                           std::string(CUFLIGHT_COLLECTOR_PATH) + " --socket " + socket_.string() +
                           " --log-dir " + logs_.string() + " --metrics 127.0.0.1:0";
     for (const std::string& a : extra) command += " " + a;
-    child_.emplace("/bin/sh", std::vector<std::string>{"-c", command}, dir / "collector.out");
+    // A file of its own: a second collector in the same directory must not find the first
+    // one's metrics port in it.
+    static int started = 0;
+    child_.emplace("/bin/sh", std::vector<std::string>{"-c", command},
+                   dir / ("collector" + std::to_string(++started) + ".out"));
   }
+  // Serving, and WaitForSocket's probe connection gone (it would take a slot).
   bool Started() {
     if (!WaitForSocket(socket_, seconds(20))) return false;
     port_ = MetricsPort(*child_);
-    return port_ > 0;
+    return port_ > 0 && WaitUntil([&] {
+             const std::string text = Scrape();
+             return Value(text, "cuflight_producer_connections_total") >= 1 &&
+                    Value(text, "cuflight_producers_connected") == 0;
+           });
   }
   ChildProcess& child() { return *child_; }
   const fs::path& socket() const { return socket_; }
@@ -510,12 +519,6 @@ TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescr
                    "ulimit -Sn 64 && ulimit -Hn " + std::to_string(kBudget) + " && ");
   ASSERT_TRUE(collector.Started()) << collector.child().Output();
   const pid_t pid = collector.child().pid();  // sh exec'd the collector
-  // WaitForSocket's probe connection is gone before the producers come.
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string text = collector.Scrape();
-    return Value(text, "cuflight_producer_connections_total") >= 1 &&
-           Value(text, "cuflight_producers_connected") == 0;
-  }));
   size_t most = 0;
   int next = 0;
   // `n` producers that pass the black box, identify and send a kernel; acked.

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,8 @@
 #include "collector_test_util.h"
 #include "cuflight/base/clock.h"
 #include "cuflight/blackbox/region_writer.h"
+#include "cuflight/spill/spill_writer.h"
+#include "cuflight/transport/sender.h"
 #include "http_get.h"
 #include "subprocess.h"
 
@@ -490,8 +493,8 @@ size_t OpenDescriptors(pid_t pid) {
 // (per connection: socket, memfd, pidfd, log file, its fsync duplicate; per process held without
 // a connection, at most --max-connections of them: memfd, pidfd, log file, duplicate), and
 // refuses, counted, what would go beyond. With a hard limit of exactly that, 40 black-box
-// connections that end (held for 60 s), 40 more, 10 over the limit and the 40 ending again
-// never meet EMFILE.
+// connections that end (held for 60 s), 40 more, 10 over the limit, the 40 ending, and 40 more
+// that come and end, never meet EMFILE.
 TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescriptorBudget) {
   std::string error;
   blackbox::RegionOptions region_options;
@@ -547,11 +550,18 @@ TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescr
     over.push_back(RawClient::Unix(collector.socket()));
     EXPECT_TRUE(over.back().WaitClosedByPeer()) << i;
   }
-  // These end too, with every held slot taken: written off at once, counted.
+  // These end too, with every held slot taken: written off at once, counted. And a third
+  // round the same (held without a bound, as before, 120 processes would keep 360 descriptors).
   for (RawClient& c : second) c.Close();
   ASSERT_TRUE(WaitUntil([&] {
     return Value(collector.Scrape(), "cuflight_events_rejected_total{reason=\"linger_limit\"}") ==
            kMax;
+  })) << collector.Scrape();
+  std::vector<RawClient> third = open_producers(kMax);
+  for (RawClient& c : third) c.Close();
+  ASSERT_TRUE(WaitUntil([&] {
+    return Value(collector.Scrape(), "cuflight_events_rejected_total{reason=\"linger_limit\"}") ==
+           2 * kMax;
   })) << collector.Scrape();
   most = std::max(most, OpenDescriptors(pid));
   const std::string text = collector.Scrape();
@@ -562,13 +572,15 @@ TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescr
   EXPECT_EQ(text.find("cuflight_blackbox_errors_total{reason="), std::string::npos) << text;
   EXPECT_EQ(Value(text, "cuflight_log_write_errors_total"), 0) << text;
   EXPECT_LE(most, static_cast<size_t>(kBudget));
+  RecordProperty("most_open_descriptors", static_cast<int>(most));
+  std::printf("collector's open descriptors at most: %zu (budget %d)\n", most, kBudget);
   EXPECT_EQ(collector.Stop(), 0);
   const std::string out = collector.child().Output();
   EXPECT_EQ(out.find("Too many open files"), std::string::npos) << out;
   EXPECT_EQ(out.find("out of file descriptors"), std::string::npos) << out;
   EXPECT_EQ(out.find("descriptor limit"), std::string::npos) << out;  // raised to the budget
   // Every process's log has its two events.
-  for (int i = 0; i < 2 * kMax; ++i) {
+  for (int i = 0; i < 3 * kMax; ++i) {
     const fs::path log = FindLog(collector.logs(), "boxed" + std::to_string(i), getpid());
     ASSERT_FALSE(log.empty()) << i;
     EXPECT_EQ(StoredSeqs(ReadLog(log)), (std::vector<uint64_t>{0, 1})) << i;
@@ -734,6 +746,82 @@ TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
   std::vector<uint64_t> all(21);
   for (uint64_t s = 0; s <= 20; ++s) all[s] = s;
   EXPECT_EQ(StoredSeqs(ReadLog(log)), all);
+}
+
+// When the node's slots are all held, one connection per user (only --max-connections users
+// can do that), the next user's application is refused; with a spill directory (docs/spill.md)
+// it keeps its events: the injector's own sender, refused by the real collector, spills every
+// one and drops none.
+TEST(CollectorTenantsTest, ARefusedApplicationSpillsItsEventsInsteadOfLosingThem) {
+  constexpr uid_t kService = 54410;
+  constexpr gid_t kSocketGroup = 54411;
+  std::string why;
+  const std::string as_service = SetprivAs({kService, kSocketGroup, {kSocketGroup}}, &why);
+  if (as_service.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  ASSERT_EQ(::chown(dir.path().c_str(), kService, kSocketGroup), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  Binary collector(dir.path(),
+                   {"--max-connections", "4", "--max-connections-per-uid", "1", "--socket-group",
+                    std::to_string(kSocketGroup), "--reconnect-grace", "0"},
+                   "", as_service);
+  ASSERT_TRUE(collector.Started()) << collector.child().Output();
+  std::vector<pid_t> holders;
+  std::vector<int> pipes;
+  for (int u = 0; u < 4; ++u) {
+    const Credentials who{static_cast<uid_t>(54412 + u), kSocketGroup, {kSocketGroup}};
+    int ready = -1;
+    holders.push_back(HoldAs(who, collector.socket(), 1, 100 * (u + 1), 1, true, &ready));
+    ASSERT_GT(holders.back(), 0);
+    pipes.push_back(ready);
+    EXPECT_EQ(AckedOf(ready, 1), 1) << "holder " << u;
+  }
+
+  // This process (root, holding no connection) as an injected application with a spill.
+  const fs::path spill = dir.path() / "spill";
+  const ProducerIdentity id = Identity("refused-app", 77);
+  spill::SpillWriterOptions spill_options;
+  spill_options.dir = spill.string();
+  spill_options.host = id.hostname;
+  spill_options.exe = id.exe;
+  spill_options.pid = id.pid;
+  spill_options.start_ns = id.start_ns;
+  transport::SenderOptions options;
+  options.socket_path = collector.socket().string();
+  options.trusted_collector_uid = kService;
+  options.flush_interval = milliseconds(1);
+  options.backoff_min = milliseconds(1);
+  options.backoff_max = milliseconds(50);
+  options.spill = std::make_shared<spill::SpillWriter>(spill_options);
+  transport::Sender sender(options);
+  ASSERT_TRUE(sender.AddPreamble(0, testing::ProcessStartLine(id, 0)));
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    ASSERT_TRUE(sender.Enqueue(seq, testing::KernelLine(id, seq, seq)));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (sender.unacked_lines() > 0 && std::chrono::steady_clock::now() < deadline) {
+    sender.Poll(std::chrono::steady_clock::now());
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  const transport::SenderStats st = sender.stats();
+  EXPECT_EQ(sender.unacked_lines(), 0u);
+  EXPECT_EQ(st.spilled, 21u);
+  EXPECT_EQ(st.acked, 0u);
+  EXPECT_EQ(st.dropped_disconnected + st.dropped_backpressure, 0u);
+  EXPECT_GE(st.connects, 1u);  // it reached the collector, which refused it
+  const std::string text = collector.Scrape();
+  EXPECT_GE(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), 1) << text;
+  const fs::path spilled = FindLog(spill, "refused-app", id.pid);
+  ASSERT_FALSE(spilled.empty());
+  std::vector<uint64_t> all(21);
+  for (uint64_t seq = 0; seq <= 20; ++seq) all[seq] = seq;
+  EXPECT_EQ(StoredSeqs(ReadLog(spilled)), all);
+  for (size_t i = 0; i < holders.size(); ++i) {
+    ::kill(holders[i], SIGKILL);
+    WaitStatus(holders[i]);
+    ::close(pipes[i]);
+  }
+  EXPECT_EQ(collector.Stop(), 0) << collector.child().Output();
 }
 
 }  // namespace

@@ -60,9 +60,9 @@ constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
 
 // What a producer claims is bounded by what its process could have made (docs/collector.md,
 // "Counts a producer cannot inflate"): a seq, and each count it reports, at most
-// kMaxEventsPerSecond for every second since the process started, plus kSeqSlack. A kernel
-// launch costs the CPU 2 us or more in the driver and gives two events (kernel, kernel_time), so
-// one process makes at most about a million events a second: the bound is ten times that.
+// kMaxEventsPerSecond for every second since the process started, plus kSeqSlack. One process
+// launching as fast as it can reaches about 345,000 kernels a second (docs/performance.md,
+// launch_storm), two events each (kernel, kernel_time): the bound is more than ten times that.
 // kSeqSlack covers hosts whose clocks differ (a start_ns in the future counts as now).
 constexpr uint64_t kMaxEventsPerSecond = 10'000'000;
 constexpr uint64_t kSeqSlack = uint64_t{1} << 20;

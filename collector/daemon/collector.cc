@@ -60,6 +60,18 @@ constexpr auto kBlackboxWait = std::chrono::seconds(2);
 // (uid_t)-1 is no user's: chown(2) uses it for "unchanged").
 constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
 
+// What a producer claims is bounded by what its process could have made (docs/collector.md,
+// "Counts a producer cannot inflate"): a seq, and each count it reports, at most
+// kMaxEventsPerSecond for every second since the process started, plus kSeqSlack. One process
+// launching as fast as it can reaches about 345,000 kernels a second (docs/performance.md,
+// launch_storm), two events each (kernel, kernel_time): the bound is more than ten times that.
+// kSeqSlack covers hosts whose clocks differ (a start_ns in the future counts as now).
+constexpr uint64_t kMaxEventsPerSecond = 10'000'000;
+constexpr uint64_t kSeqSlack = uint64_t{1} << 20;
+// The longest a process may have run before the collector first saw it, for that bound (a
+// start_ns further back counts as this long ago): 30 days at 10^7 events/s is 2.6 * 10^13.
+constexpr std::chrono::hours kMaxStreamAgeCredit{24 * 30};
+
 // Periodic work (LogSink::Tick, timeouts, the published stats) runs at least this often.
 constexpr auto kTickInterval = std::chrono::milliseconds(100);
 // Connections accepted per listener and loop turn, so accepting cannot starve reading.
@@ -138,6 +150,7 @@ class Collector::Impl {
     // After the socket: a live collector on it is detected before its log files are touched.
     LogSinkOptions sink_options;
     sink_options.dir = options_.log_dir;
+    sink_options.socket_group = options_.socket_group;
     sink_options.rotate_bytes = options_.rotate_bytes;
     sink_options.retain_bytes = options_.retain_bytes;
     sink_options.retain_days = options_.retain_days;
@@ -244,21 +257,34 @@ class Collector::Impl {
     [[maybe_unused]] const ssize_t ignored = write(wake_fd_, &one, sizeof(one));
   }
 
+  // The descriptors the collector may need (docs/collector.md, "Descriptors"): per connection
+  // its socket, a black box's memfd and pidfd, its process's log file and, during an fsync
+  // round, a duplicate of that (5); per process held without a connection (at most
+  // --max-connections, Linger) a black box's two and its log file's two (4); and kFixedFds for
+  // the listeners, the epoll set, the wake-up and reserve, the log directory and its lock, a
+  // date directory and the files a recovery reads, the worker's queued closes (64), the metrics
+  // server's share (20, metrics_server.h) and stdio, with a margin.
+  static constexpr rlim_t kFdsPerConnection = 5;
+  static constexpr rlim_t kFdsPerHeldProcess = 4;
+  static constexpr rlim_t kFixedFds = 256;
+
+  rlim_t WantedDescriptors() const {
+    const auto c = static_cast<rlim_t>(options_.max_connections);
+    return (kFdsPerConnection + kFdsPerHeldProcess) * c + kFixedFds;
+  }
+
   void CheckDescriptorLimit() {
     rlimit limit{};
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-    // Per connection: its socket, its process's log file and, during an fsync round, a duplicate
-    // of that (log_sink.h); then the listeners, the worker's queued closes (64), the metrics
-    // server's share (17, metrics_server.h) and a margin.
-    const rlim_t wanted = 3 * static_cast<rlim_t>(options_.max_connections) + 256;
+    const rlim_t wanted = WantedDescriptors();
     if (limit.rlim_cur >= wanted) return;
     limit.rlim_cur = std::min(wanted, limit.rlim_max);
     setrlimit(RLIMIT_NOFILE, &limit);
     if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < wanted) {
       log_->warn(
-          "descriptor limit {} is below 3 x --max-connections {} + 256; connections beyond "
-          "it are refused",
-          limit.rlim_cur, options_.max_connections);
+          "descriptor limit {} is below 9 x --max-connections {} + 256 = {}; connections and "
+          "black boxes beyond it are refused (counted)",
+          limit.rlim_cur, options_.max_connections, wanted);
     }
   }
 
@@ -299,13 +325,6 @@ class Collector::Impl {
         }
         log_->error("accept failed: {}", Errno(errno));
         return;
-      }
-      if (connections_.size() >= static_cast<size_t>(options_.max_connections)) {
-        close(fd);
-        RefuseConnection(
-            "connection_limit",
-            "--max-connections " + std::to_string(options_.max_connections) + " reached");
-        continue;
       }
       // The first line (process_start) may be longer than --max-line-bytes: a producer never
       // sends one longer than kMaxProcessStartBytes, and without it the process is lost.
@@ -418,11 +437,27 @@ class Collector::Impl {
 
   // Counts one more connection of `owner` (a uid, or kTcpOwner) unless its share is taken: then
   // refuses it (counted) and returns false.
+  // The share of one owner (a uid, or kTcpOwner): connections, and also processes held for
+  // their grace (Linger).
+  int PerOwnerLimit() const {
+    return options_.max_connections_per_uid > 0 ? options_.max_connections_per_uid
+                                                : std::max(1, options_.max_connections / 4);
+  }
+
+  // Counts one more connection of `owner` unless its share is taken, or every slot is and no
+  // owner holds two more than it (MakeRoomFor): then refuses it (counted) and returns false.
   bool TakeOwnerSlot(uid_t owner) {
-    const int limit = options_.max_connections_per_uid > 0
-                          ? options_.max_connections_per_uid
-                          : std::max(1, options_.max_connections / 4);
+    const int limit = PerOwnerLimit();
     int& count = owner_connections_[owner];
+    if (count < limit && connections_.size() >= static_cast<size_t>(options_.max_connections) &&
+        !MakeRoomFor(owner, count)) {
+      if (count == 0) owner_connections_.erase(owner);
+      RefuseConnection(
+          "connection_limit",
+          fmt::format("--max-connections {} reached, and no user holds two more than {} ({})",
+                      options_.max_connections, OwnerName(owner), count));
+      return false;
+    }
     if (count >= limit) {
       ++stats_.uid_limit_refusals;
       RefuseConnection("uid_connection_limit",
@@ -434,6 +469,48 @@ class Collector::Impl {
       return false;
     }
     ++count;
+    return true;
+  }
+
+  static std::string OwnerName(uid_t owner) {
+    return owner == kTcpOwner ? std::string("tcp (all peers together)")
+                              : fmt::format("uid {}", owner);
+  }
+
+  // Fair shares when every slot is taken (docs/collector.md, "Connection slots"): an owner holding
+  // `count` connections gets one by closing the newest connection of the owner holding the most,
+  // if that one holds at least count + 2. So colluding users can keep out no one with fewer
+  // connections than each of them minus one: with n owners each gets min(share, C / n) at
+  // least. The closed producer keeps its events and reconnects (or spills) like after any
+  // disconnect. Returns whether a connection was closed.
+  bool MakeRoomFor(uid_t owner, int count) {
+    uid_t richest = owner;
+    int most = 0;
+    for (const auto& [who, n] : owner_connections_) {
+      if (n > most) {
+        most = n;
+        richest = who;
+      }
+    }
+    if (richest == owner || most < count + 2) return false;
+    uint64_t victim = 0;
+    for (const auto& [id, c] : connections_) {
+      if ((c->is_unix ? c->peer_uid : kTcpOwner) == richest && id > victim) victim = id;
+    }
+    if (victim == 0) return false;
+    ++stats_.fair_share_closes;
+    if (metrics_ != nullptr) metrics_->Rejected("fair_share");
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn(
+          "connection {} ({}) closed to make room for {} ({} connections): --max-connections {} "
+          "reached and {} holds {}; the producer reconnects{}",
+          victim, connections_.at(victim)->peer, OwnerName(owner), count, options_.max_connections,
+          OwnerName(richest), most,
+          suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                         : std::string());
+    }
+    CloseConnection(victim);
     return true;
   }
 
@@ -595,6 +672,12 @@ class Collector::Impl {
     const std::string_view type_name = schema::EventTypeName(facts_.type);
     if (metrics_ != nullptr) metrics_->EventReceived(type_name);
     const uint64_t seq = header.seq;
+    if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
+      Reject(c, RejectReason::kImplausibleSeq,
+             fmt::format("seq {} is more than the process could have made by now ({} at most)", seq,
+                         SeqBound(p)));
+      return;
+    }
     MarkForAck(c);
     if (p.highest_stored && seq <= *p.highest_stored) {
       ++stats_.duplicates;
@@ -659,7 +742,7 @@ class Collector::Impl {
       case schema::EventType::kStall:
         if (metrics_ != nullptr) {
           metrics_->Stall(p.id, p.key.hostname, p.key.pid, p.key.exe, facts_.stall_ages,
-                          Clock::now());
+                          Clock::now(), p.stall_label);
         }
         break;
       case schema::EventType::kProcessEnd:
@@ -683,31 +766,63 @@ class Collector::Impl {
     const uint64_t attributed =
         facts_.dropped_ring_full + facts_.dropped_disconnected + facts_.dropped_backpressure;
     const uint64_t other = facts_.dropped > attributed ? facts_.dropped - attributed : 0;
-    auto advance = [this](uint64_t now_value, uint64_t* last, std::string_view reason) {
-      if (now_value > *last) {
-        metrics_->ProducerDropped(reason, now_value - *last);
+    // A count above what the process could have made is refused: its counter keeps its value.
+    auto advance = [this, &p](uint64_t now_value, uint64_t* last, std::string_view counter,
+                              auto add) {
+      if (now_value > *last && Plausible(p, now_value, counter)) {
+        add(now_value - *last);
         *last = now_value;
       }
     };
-    advance(facts_.dropped_ring_full, &p.dropped_ring_full, "ring_full");
-    advance(facts_.dropped_disconnected, &p.dropped_disconnected, "disconnected");
-    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "backpressure");
-    advance(other, &p.dropped_other, "other");
-    if (facts_.timing_dropped > p.timing_dropped) {
-      metrics_->ProducerTimingDropped(facts_.timing_dropped - p.timing_dropped);
-      p.timing_dropped = facts_.timing_dropped;
+    const auto dropped = [this](std::string_view reason) {
+      return [this, reason](uint64_t delta) { metrics_->ProducerDropped(reason, delta); };
+    };
+    advance(facts_.dropped_ring_full, &p.dropped_ring_full, "events_dropped", dropped("ring_full"));
+    advance(facts_.dropped_disconnected, &p.dropped_disconnected, "events_dropped",
+            dropped("disconnected"));
+    advance(facts_.dropped_backpressure, &p.dropped_backpressure, "events_dropped",
+            dropped("backpressure"));
+    advance(other, &p.dropped_other, "events_dropped", dropped("other"));
+    advance(facts_.timing_dropped, &p.timing_dropped, "kernel_timing_dropped",
+            [this](uint64_t delta) { metrics_->ProducerTimingDropped(delta); });
+    advance(facts_.occupancy_disagreements, &p.occupancy_disagreements, "occupancy_disagreements",
+            [this](uint64_t delta) { metrics_->OccupancyDisagreements(delta); });
+  }
+
+  // The most events (and so the highest seq, and the most of any count) the process of `p` can
+  // have made by now: kMaxEventsPerSecond for each second since it started, plus kSeqSlack.
+  static uint64_t SeqBound(const ProducerProcess& p) {
+    const int64_t ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.seq_origin).count();
+    return kSeqSlack +
+           static_cast<uint64_t>(std::max<int64_t>(ms, 0)) * (kMaxEventsPerSecond / 1000);
+  }
+
+  // Whether `value`, claimed by the producer of `p` for `counter`, is within SeqBound; if not,
+  // the claim is refused: counted (cuflight_counts_refused_total{counter}) and logged (rate
+  // limited), and the caller adds nothing.
+  bool Plausible(const ProducerProcess& p, uint64_t value, std::string_view counter) {
+    const uint64_t bound = SeqBound(p);
+    if (value <= bound) return true;
+    ++stats_.counts_refused;
+    if (metrics_ != nullptr) metrics_->CountRefused(counter);
+    uint64_t suppressed = 0;
+    if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+      log_->warn(
+          "process {} ({}, pid {}): refused {} for {}: more than it can have made by now "
+          "({} at most){}",
+          p.id, Printable(p.key.exe, 80), p.key.pid, value, counter, bound,
+          suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                         : std::string());
     }
-    if (facts_.occupancy_disagreements > p.occupancy_disagreements) {
-      metrics_->OccupancyDisagreements(facts_.occupancy_disagreements -
-                                       p.occupancy_disagreements);
-      p.occupancy_disagreements = facts_.occupancy_disagreements;
-    }
+    return false;
   }
 
   // A seq received with a valid header: a gap before it is lost, exactly once.
   void AccountSeq(ProducerProcess& p, uint64_t seq) {
     if (p.highest_stored && seq <= *p.highest_stored) return;
     if (seq < p.next_expected) return;
+    if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) return;
     if (p.baseline_pending) {  // the preamble of a per-connection stream: no gap counts yet
       p.next_expected = seq + 1;
       return;
@@ -740,6 +855,17 @@ class Collector::Impl {
     return ResolveIdentity(claim, peer, policy);
   }
 
+  // The steady-clock time of a process start claimed as `start_ns` (realtime): now when it is in
+  // the future, at most kMaxStreamAgeCredit ago.
+  static Clock::time_point SeqOrigin(int64_t start_ns) {
+    const int64_t now_ns = base::NowRealtimeNs();
+    const int64_t credit_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxStreamAgeCredit).count();
+    int64_t age_ns = 0;
+    if (start_ns < now_ns) age_ns = start_ns < now_ns - credit_ns ? credit_ns : now_ns - start_ns;
+    return Clock::now() - std::chrono::nanoseconds(age_ns);
+  }
+
   bool Identify(Connection& c, const schema::Header& header) {
     ResolvedIdentity resolved = Resolve(c, header);
     ProcessKey& key = resolved.key;
@@ -762,6 +888,7 @@ class Collector::Impl {
           Reject(c, RejectReason::kStoreFailed, "cannot open the log: " + error);
           c.close_requested = true;
           if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+          Unlinger(*p);
           processes_.erase(it);
           return false;
         }
@@ -771,6 +898,7 @@ class Collector::Impl {
                    p->key.pid);
       }
       p->lost_deadline.reset();
+      Unlinger(*p);
       DropBlackbox(*p);  // alive: it sends what it holds again, and its connection passes its own
     } else {
       std::string error;
@@ -789,6 +917,10 @@ class Collector::Impl {
       p->highest_stored = sink_->highest_seq(stream);
       p->next_expected = p->highest_stored ? *p->highest_stored + 1 : 0;
       p->per_connection = resolved.per_connection;
+      p->seq_origin = SeqOrigin(facts_.start_ns);
+      if (!p->key.owner.empty()) {
+        p->stall_label = fmt::format("{}-{}", p->key.instance_id, p->key.owner);
+      }
       p->baseline_pending = resolved.per_connection;
       processes_.emplace(std::move(map_key), std::move(owned));
       ++stats_.processes_seen;
@@ -1039,6 +1171,10 @@ class Collector::Impl {
           finished_.push_back(p->map_key);
         } else if (stopping_) {
           // Shutdown() writes process_lost for it.
+        } else if (!Linger(*p, c)) {
+          // No room to hold it: written off now, its black box unread.
+          WriteProcessLost(*p, schema::LostReason::kDisconnected);
+          finished_.push_back(p->map_key);
         } else if (c.blackbox != nullptr) {
           // The producer may be dying: its black box is read once it is gone, or at the end of
           // the grace if it is gone by then; a producer that comes back brings its own.
@@ -1047,6 +1183,7 @@ class Collector::Impl {
               Clock::now() + std::max<Clock::duration>(options_.reconnect_grace, kBlackboxWait);
         } else if (options_.reconnect_grace.count() == 0 || p->per_connection) {
           // Nobody can continue a per-connection stream: no grace to wait for.
+          Unlinger(*p);
           WriteProcessLost(*p, schema::LostReason::kDisconnected);
           finished_.push_back(p->map_key);
         } else {
@@ -1061,6 +1198,46 @@ class Collector::Impl {
     if (metrics_ != nullptr) metrics_->ProducerDisconnected();
     log_->debug("connection {} ({}) closed", c.id, c.peer);
     connections_.erase(it);
+  }
+
+  // Whether `p`, whose last connection `c` is ending without process_end, may be held (for a
+  // reconnect within the grace, or for its black box): it then takes one of the owner's
+  // lingering slots (at most the per-owner share, and --max-connections in all), which bounds
+  // the streams, and so the descriptors, held without a connection. Refused: counted, logged.
+  bool Linger(ProducerProcess& p, const Connection& c) {
+    if (c.blackbox == nullptr && (options_.reconnect_grace.count() == 0 || p.per_connection)) {
+      return true;  // written off at once (no slot taken)
+    }
+    const uid_t owner = c.is_unix ? c.peer_uid : kTcpOwner;
+    int& count = lingering_by_owner_[owner];
+    if (count >= PerOwnerLimit() || lingering_ >= static_cast<size_t>(options_.max_connections)) {
+      if (count == 0) lingering_by_owner_.erase(owner);
+      ++stats_.linger_refusals;
+      if (metrics_ != nullptr) metrics_->Rejected("linger_limit");
+      uint64_t suppressed = 0;
+      if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
+        log_->warn(
+            "process {} ({}, pid {}): its connection ended and it cannot be held for its return "
+            "or its black box ({} holds {} such processes, {} in all); written off now{}",
+            p.id, Printable(p.key.exe, 80), p.key.pid, OwnerName(owner), count, lingering_,
+            suppressed > 0 ? fmt::format(" ({} similar messages suppressed)", suppressed)
+                           : std::string());
+      }
+      return false;
+    }
+    ++count;
+    ++lingering_;
+    p.lingering_owner = owner;
+    return true;
+  }
+
+  // Gives back the lingering slot of `p` (it came back, or is released).
+  void Unlinger(ProducerProcess& p) {
+    if (!p.lingering_owner) return;
+    const auto it = lingering_by_owner_.find(*p.lingering_owner);
+    if (it != lingering_by_owner_.end() && --it->second <= 0) lingering_by_owner_.erase(it);
+    --lingering_;
+    p.lingering_owner.reset();
   }
 
   // ---- black boxes ----
@@ -1147,7 +1324,7 @@ class Collector::Impl {
     p.blackbox_read = true;
     // The seqs the producer used after the last one stored (sent and never received, or made
     // and dropped) are missing from the log like a gap.
-    if (r.end_seq > p.next_expected) {
+    if (r.end_seq > p.next_expected && Plausible(p, r.end_seq, "events_lost")) {
       const uint64_t missing = r.end_seq - p.next_expected;
       p.next_expected = r.end_seq;
       p.lost += missing;
@@ -1257,6 +1434,7 @@ class Collector::Impl {
       if (p.connections > 0) continue;  // came back before the release
       sink_->Release(p.stream);
       if (metrics_ != nullptr) metrics_->ProcessGone(p.id);
+      Unlinger(p);
       processes_.erase(it);
     }
     finished_.clear();
@@ -1329,6 +1507,8 @@ class Collector::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;
   std::unordered_map<uid_t, int> owner_connections_;  // open connections by uid (or kTcpOwner)
+  std::unordered_map<uid_t, int> lingering_by_owner_;  // processes held without a connection
+  size_t lingering_ = 0;                               // their sum
   uint64_t next_connection_id_ = kFirstConnectionId;
   uint64_t next_process_id_ = 1;
   std::vector<uint64_t> dirty_;        // connections to acknowledge after this turn's flush

@@ -35,7 +35,14 @@
 //     keeps what it holds: its black box is not read.
 //  6. Limits for a node service of many users: max_connections in all and a share per uid (TCP
 //     peers together are one), a handshake timeout before process_start and an idle timeout
-//     after it (producers' stats events are a heartbeat). Every refusal is counted.
+//     after it (producers' stats events are a heartbeat). When every slot is taken, an owner
+//     with k connections gets one by closing the newest of the owner holding the most, if that
+//     one holds k + 2 or more (fair shares: colluding uids cannot keep a new one out).
+//     Processes held without a connection (grace, black box) take a slot of their own, bounded
+//     the same way (the share per uid, max_connections in all), so the descriptors stay within
+//     9 x max_connections + 256 (CheckDescriptorLimit). Every refusal is counted.
+//  9. Producers' claims are bounded by what their process could have made (SeqBound): a seq
+//     beyond it is rejected and opens no gap, a count beyond it is not taken; both are counted.
 //  7. The log's failures do not wait for input: each tick (~100 ms) retries writes that failed
 //     (a full disk) and sends the acks they release, since a producer whose window is full sends
 //     nothing. Lines the log refused and the producer never sent again count as lost in its

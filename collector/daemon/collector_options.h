@@ -56,10 +56,13 @@ struct CollectorOptions {
   // stream of its own (docs/collector.md, "Process identity"). True: a TCP connection continues
   // the stream its process_start names, as the Unix socket does for one uid (opt-in, weaker).
   bool tcp_trust_identity = false;
-  // Simultaneous producer connections; one more is accepted and closed at once (counted).
+  // Simultaneous producer connections; one more is accepted and closed at once (counted), unless
+  // its owner holds two fewer than another, whose newest connection is then closed for it (fair
+  // shares, collector.h point 6). Also the most processes held after their connection ended.
   int max_connections = 1024;
   // Simultaneous connections of one uid (SO_PEERCRED; all TCP peers together count as one),
-  // so that one user cannot hold every slot; 0: a quarter of max_connections (at least 1).
+  // so that one user cannot hold every slot, and the most processes of one uid held after their
+  // connection ended; 0: a quarter of max_connections (at least 1).
   int max_connections_per_uid = 0;
   // Longest accepted line without its '\n'; longer lines are discarded and counted.
   size_t max_line_bytes = 64 * 1024;

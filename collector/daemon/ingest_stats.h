@@ -28,8 +28,11 @@ enum class RejectReason : uint8_t {
   kIdentityChanged = 12,  // a second process_start naming another process on one connection
   kStoreFailed = 13,      // the log could not take it (the producer keeps and resends it)
   kReservedType = 14,     // a type only the collector writes (process_lost)
+  // A seq beyond what the stream's process could have made by now (docs/collector.md, "Counts a
+  // producer cannot inflate"): not stored, and it accounts for nothing.
+  kImplausibleSeq = 15,
 };
-inline constexpr int kRejectReasonSlots = 15;  // index 0 unused
+inline constexpr int kRejectReasonSlots = 16;  // index 0 unused
 
 constexpr RejectReason FromSchemaReason(schema::Reason reason) {
   return static_cast<RejectReason>(static_cast<uint8_t>(reason));
@@ -37,7 +40,7 @@ constexpr RejectReason FromSchemaReason(schema::Reason reason) {
 
 // Stable snake_case name, also the metrics label: the schema's ReasonName for the first eight,
 // then "line_too_long", "truncated_line", "no_process_start", "identity_changed", "store_failed",
-// "reserved_type".
+// "reserved_type", "implausible_seq".
 constexpr std::string_view RejectReasonName(RejectReason reason) {
   const auto value = static_cast<uint8_t>(reason);
   if (value >= 1 && value <= 8) return schema::ReasonName(static_cast<schema::Reason>(value));
@@ -54,6 +57,8 @@ constexpr std::string_view RejectReasonName(RejectReason reason) {
       return "store_failed";
     case RejectReason::kReservedType:
       return "reserved_type";
+    case RejectReason::kImplausibleSeq:
+      return "implausible_seq";
     default:
       return "unknown";
   }
@@ -67,6 +72,11 @@ struct IngestStats {
   uint64_t handshake_timeouts = 0;  // closed for sending no valid process_start in time
   uint64_t idle_timeouts = 0;       // identified, closed for sending nothing for idle_timeout
   uint64_t uid_limit_refusals = 0;  // of connections_refused: their uid's share was taken
+  // Connections closed to make room for an owner with fewer (every slot taken; fair shares).
+  uint64_t fair_share_closes = 0;
+  // Processes whose connection ended without process_end and that could not be held for their
+  // return or their black box (their owner's share of held processes, or all, taken).
+  uint64_t linger_refusals = 0;
   // Of connections_refused: a Unix peer neither the collector's user, nor root, nor a member of
   // --socket-group.
   uint64_t peer_refusals = 0;
@@ -85,6 +95,9 @@ struct IngestStats {
   // process's process_lost (cuflight_events_unstored_total).
   uint64_t events_unstored = 0;
   uint64_t pid_mismatch = 0;  // payload pid differed from SO_PEERCRED; stored rewritten
+  // Claimed amounts not counted: seq gaps and drop-counter increases beyond what the producer
+  // could have made (cuflight_counts_refused_total), in events.
+  uint64_t counts_refused = 0;
 
   uint64_t processes_seen = 0;   // distinct producer processes identified
   uint64_t processes_ended = 0;  // process_end stored

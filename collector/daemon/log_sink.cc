@@ -81,12 +81,13 @@ LogSink::LogSink(const LogSinkOptions& options) : options_(options) {}
 std::unique_ptr<LogSink> LogSink::Open(const LogSinkOptions& options, std::string* error,
                                        bool* in_use) {
   if (in_use != nullptr) *in_use = false;
-  std::unique_ptr<logstore::LogDir> dir = logstore::LogDir::Open(options.dir, error);
+  std::unique_ptr<logstore::LogDir> dir =
+      logstore::LogDir::Open(options.dir, error, options.socket_group);
   if (!dir) return nullptr;
   // One writer per directory: a second collector on the same log would interleave and undo
   // the first one's work. The lock goes with the process (also on kill -9).
   const logstore::FileAt lock_file{dir->fd(), kLockFileName, dir->Shown(kLockFileName)};
-  const int lock_fd = logstore::OpenAt(lock_file, O_RDWR | O_CREAT, 0640);
+  const int lock_fd = logstore::OpenAt(lock_file, O_RDWR | O_CREAT, 0600);
   if (lock_fd < 0) {
     *error = logstore::RateLimitedLog::Describe("cannot open", lock_file.shown, errno);
     return nullptr;
@@ -260,7 +261,7 @@ bool LogSink::OpenActiveFile(Stream* s, std::string* error) {
     }
     if (trimmed > 0) counters_.torn_lines_trimmed.fetch_add(1, kRelaxed);
   }
-  const int fd = logstore::OpenAt(file, O_WRONLY | O_CREAT | O_APPEND, 0640);
+  const int fd = logstore::OpenAt(file, O_WRONLY | O_CREAT | O_APPEND, 0600);
   if (fd < 0) {
     *error = logstore::RateLimitedLog::Describe("cannot open", file.shown, errno);
     return false;

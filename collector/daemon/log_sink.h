@@ -36,6 +36,8 @@
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_LOG_SINK_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_LOG_SINK_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -72,6 +74,9 @@ struct ProcessKey {
 
 struct LogSinkOptions {
   std::filesystem::path dir;
+  // The group whose members' processes are recorded (--socket-group): Open refuses a directory
+  // that group can read (log_dir.h). Files are created 0600 and directories 0700 regardless.
+  std::optional<gid_t> socket_group;
   uint64_t rotate_bytes = 64ull << 20;             // 0 = never rotate
   uint64_t retain_bytes = 0;                       // 0 = no size limit
   int retain_days = 0;                             // 0 = no age limit

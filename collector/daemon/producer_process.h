@@ -4,6 +4,8 @@
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_PROCESS_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -27,6 +29,13 @@ struct ProducerProcess {
   // One past the highest seq accounted for: stored, or received and rejected with a valid header.
   // A seq above it opens a gap of (seq - next_expected) lost events.
   uint64_t next_expected = 0;
+  // When the process started, as the collector's steady clock puts it (its process_start's
+  // start_ns, at most kMaxStreamAgeCredit before it was first seen, never after): seqs and
+  // counts beyond what it could have made since are refused (collector.cc, SeqBound).
+  std::chrono::steady_clock::time_point seq_origin{};
+  // The `stream` label of its stall series: "<instance_id>-<owner>", the tail of its log's name
+  // (empty for a stream named without an owner).
+  std::string stall_label;
   uint64_t stored = 0;  // lines this collector stored for the process
   uint64_t lost = 0;    // seq gaps, and refused lines not sent again (process_lost)
   // Highest seq of a line the log refused (buffers full); counted as lost at process_lost if
@@ -49,6 +58,9 @@ struct ProducerProcess {
 
   int connections = 0;  // open connections identified as this process
   bool ended = false;   // process_end stored
+  // Set while it is held without a connection (for its return or its black box): the owner
+  // whose lingering slot it takes (collector.cc, Linger).
+  std::optional<uid_t> lingering_owner;
   // Set while no connection is open: when to append process_lost if it has not come back.
   std::optional<std::chrono::steady_clock::time_point> lost_deadline;
 

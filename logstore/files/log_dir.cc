@@ -14,7 +14,8 @@
 namespace cuflight::logstore {
 namespace {
 
-constexpr mode_t kDirMode = 0750;
+// Only the collector's user reads the logs: they hold other users' command lines.
+constexpr mode_t kDirMode = 0700;
 
 std::string OctalMode(mode_t mode) {
   char buf[8];
@@ -31,7 +32,8 @@ DirEntry::Kind KindOfMode(mode_t mode) {
 
 }  // namespace
 
-std::unique_ptr<LogDir> LogDir::Open(const std::filesystem::path& path, std::string* error) {
+std::unique_ptr<LogDir> LogDir::Open(const std::filesystem::path& path, std::string* error,
+                                     std::optional<gid_t> untrusted_group) {
   if (path.empty()) {
     *error = "log sink: no log directory given";
     return nullptr;
@@ -66,6 +68,19 @@ std::unique_ptr<LogDir> LogDir::Open(const std::filesystem::path& path, std::str
     *error = "log directory " + path.native() + " is writable by group or others (mode " +
              OctalMode(st.st_mode) + "); remove those write bits (chmod go-w) or use another " +
              "directory";
+    return nullptr;
+  }
+  if (untrusted_group && (st.st_mode & (S_IROTH | S_IXOTH)) != 0) {
+    *error = "log directory " + path.native() + " can be read by others (mode " +
+             OctalMode(st.st_mode) + "): the logs hold every recorded user's command lines; " +
+             "make it 0700 (chmod go-rwx) or use another directory";
+    return nullptr;
+  }
+  if (untrusted_group && st.st_gid == *untrusted_group && (st.st_mode & (S_IRGRP | S_IXGRP)) != 0) {
+    *error = "log directory " + path.native() + " can be read by group " +
+             std::to_string(st.st_gid) + ", the socket group (mode " + OctalMode(st.st_mode) +
+             "): every recorded user could read the others' logs; make it 0700 (chmod g-rx) " +
+             "or give it another group";
     return nullptr;
   }
   return dir;

@@ -93,7 +93,7 @@ bool CompressFileAtomically(const FileAt& src, const FileAt& dst, int level, std
     *error = RateLimitedLog::Describe("cannot stat", src.shown, errno);
     return false;
   }
-  ScopedFd out(OpenAt(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0640));
+  ScopedFd out(OpenAt(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600));
   if (out.Get() < 0) {
     *error = RateLimitedLog::Describe("cannot create", tmp.shown, errno);
     return false;

@@ -47,9 +47,81 @@ TEST(LogSinkTrustTest, RefusesADirectoryWritableByGroupOrOthers) {
                          shown +
                          "); remove those write bits (chmod go-w) or use another directory");
   }
-  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);  // readable by others is fine
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);  // readable, without a socket group, is fine
   std::string error;
   EXPECT_NE(OpenSink(dir, &error), nullptr) << error;
+}
+
+// With a socket group (other users' processes recorded), the logs hold every recorded user's
+// command lines: a directory others may read or search is refused, and one the socket group may
+// read or search when that is its group. Without one, only the collector's user is recorded.
+TEST(LogSinkTrustTest, WithASocketGroupRefusesADirectoryOthersOrThatGroupCanRead) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "log";
+  ASSERT_TRUE(fs::create_directory(dir));
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  LogSinkOptions options;
+  options.dir = dir;
+  options.retention_interval = std::chrono::milliseconds(0);
+  options.socket_group = st.st_gid + 1;
+  for (const mode_t mode : {0704, 0701, 0755}) {
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    std::string error;
+    EXPECT_EQ(LogSink::Open(options, &error), nullptr) << std::oct << mode;
+    char shown[8];
+    std::snprintf(shown, sizeof(shown), "%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(error, "log directory " + dir.native() + " can be read by others (mode " + shown +
+                         "): the logs hold every recorded user's command lines; make it 0700 "
+                         "(chmod go-rwx) or use another directory");
+    EXPECT_NE(OpenSink(dir, &error), nullptr) << error;  // no socket group
+  }
+  options.socket_group = st.st_gid;  // the directory's group is the socket group
+  for (const mode_t mode : {0740, 0710, 0750}) {
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    std::string error;
+    EXPECT_EQ(LogSink::Open(options, &error), nullptr) << std::oct << mode;
+    char shown[8];
+    std::snprintf(shown, sizeof(shown), "%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(error, "log directory " + dir.native() + " can be read by group " +
+                         std::to_string(st.st_gid) + ", the socket group (mode " + shown +
+                         "): every recorded user could read the others' logs; make it 0700 "
+                         "(chmod g-rx) or give it another group");
+  }
+  std::string error;
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_NE(LogSink::Open(options, &error), nullptr) << error;
+  ASSERT_EQ(::chmod(dir.c_str(), 0750), 0);
+  options.socket_group = st.st_gid + 1;  // another group may read it
+  EXPECT_NE(LogSink::Open(options, &error), nullptr) << error;
+}
+
+// Whatever the umask, what the sink creates is its owner's alone: date directories 0700, log
+// files and the lock 0600.
+TEST(LogSinkTrustTest, CreatesDirectoriesAndFilesForItsOwnerOnlyWhateverTheUmask) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "log";
+  const mode_t old_umask = ::umask(0);
+  std::string error;
+  {
+    auto sink = OpenSink(dir, &error);
+    ASSERT_NE(sink, nullptr) << error;
+    LogSink::Stream* s = sink->Acquire(kKey, &error);
+    ASSERT_NE(s, nullptr) << error;
+    EXPECT_TRUE(sink->Append(s, 0, MakeLine(0)));
+    sink->Flush();
+    sink->Release(s);
+  }
+  ::umask(old_umask);
+  const auto mode = [](const fs::path& p) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(dir), 0700u);
+  EXPECT_EQ(mode(dir / "1970-01-01"), 0700u);
+  EXPECT_EQ(mode(dir / "1970-01-01" / "node1-train-7-0.jsonl"), 0600u);
+  EXPECT_EQ(mode(dir / kLogDirLockFileName), 0600u);
 }
 
 TEST(LogSinkTrustTest, RefusesADirectoryOwnedByAnotherUser) {
@@ -66,7 +138,7 @@ TEST(LogSinkTrustTest, RefusesADirectoryOwnedByAnotherUser) {
                        "collector's user (chown) or use another directory");
 }
 
-TEST(LogSinkTrustTest, CreatesAMissingDirectoryWritableByItsOwnerOnly) {
+TEST(LogSinkTrustTest, CreatesAMissingDirectoryReadableAndWritableByItsOwnerOnly) {
   TempDir tmp;
   const fs::path dir = tmp.path() / "a" / "b" / "log";
   const mode_t old_umask = ::umask(0);  // nothing masked: the mode is the sink's own choice
@@ -77,7 +149,7 @@ TEST(LogSinkTrustTest, CreatesAMissingDirectoryWritableByItsOwnerOnly) {
   struct stat st {};
   ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
   EXPECT_EQ(st.st_uid, ::geteuid());
 }
 

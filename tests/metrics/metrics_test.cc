@@ -204,6 +204,7 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
                                           "cuflight_events_unstored_total",
                                           "cuflight_events_recovered_total",
                                           "cuflight_blackbox_errors_total",
+                                          "cuflight_counts_refused_total",
                                           "cuflight_log_write_errors_total",
                                           "cuflight_log_pending_bytes",
                                           "cuflight_log_fsync_skipped_total",
@@ -625,6 +626,68 @@ TEST(MetricsTest, StallSeriesAreBoundedAndTheRestIsOneOtherSeriesWithTheLargestA
   EXPECT_EQ(odd[0]->labels.at("hostname"), "node\n\"x\"");
   EXPECT_EQ(odd[0]->labels.at("device"), "other");
   EXPECT_LE(odd[0]->labels.at("exe").size(), Metrics::kMaxKernelNameBytes + 3);
+}
+
+// Counts producers give stop at 2^64-1: a wrap would read as a counter reset in Prometheus.
+TEST(MetricsTest, CountsFromProducersSaturateInsteadOfWrapping) {
+  Metrics m;
+  constexpr uint64_t kHalf = uint64_t{1} << 63;
+  m.Lost(kHalf);
+  m.Lost(kHalf);
+  m.Lost(5);
+  m.ProducerDropped("ring_full", ~uint64_t{0});
+  m.ProducerDropped("ring_full", 1);
+  m.ProducerTimingDropped(~uint64_t{0});
+  m.ProducerTimingDropped(7);
+  m.CountRefused("events_lost");
+  const std::string text = m.Render();
+  EXPECT_NE(text.find("\ncuflight_events_lost_total 18446744073709551615\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\ncuflight_events_dropped_total{reason=\"ring_full\"} "
+                      "18446744073709551615\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\ncuflight_kernel_timing_dropped_total 18446744073709551615\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\ncuflight_counts_refused_total{counter=\"events_lost\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
+// Two stalled processes whose labels are all equal (no stream label) are one series, the larger
+// age: a scrape never holds two samples of one series. A stream label tells them apart.
+TEST(MetricsTest, StalledProcessesWithEqualLabelsAreOneSeries) {
+  Metrics m;
+  const Steady::time_point t0 = Steady::now();
+  const Metrics::StallAge younger[] = {{0, 10}};
+  const Metrics::StallAge older[] = {{0, 40}};
+  m.Stall(1, "node", 1, "/app/serve", younger, t0);
+  m.Stall(2, "node", 1, "/app/serve", older, t0);
+  m.Stall(3, "node", 1, "/app/serve", younger, t0, "7-u1000");
+  m.Stall(4, "node", 1, "/app/serve", older, t0, "8-u1000");
+  Exposition e;
+  std::string error;
+  ASSERT_TRUE(ParseExposition(m.Render(t0), &e, &error)) << error;
+  const std::string name = "cuflight_kernel_oldest_unfinished_seconds";
+  EXPECT_EQ(V(e, "cuflight_processes_stalled"), 4);
+  ASSERT_EQ(e.SamplesNamed(name).size(), 3u);
+  EXPECT_EQ(V(e, name, {{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}, {"device", "0"}}),
+            40);
+  EXPECT_EQ(V(e, name,
+              {{"hostname", "node"},
+               {"pid", "1"},
+               {"exe", "serve"},
+               {"stream", "7-u1000"},
+               {"device", "0"}}),
+            10);
+  EXPECT_EQ(V(e, name,
+              {{"hostname", "node"},
+               {"pid", "1"},
+               {"exe", "serve"},
+               {"stream", "8-u1000"},
+               {"device", "0"}}),
+            40);
 }
 
 TEST(MetricsTest, FreshObjectRendersValidTextWithZeroes) {

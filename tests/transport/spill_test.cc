@@ -4,14 +4,19 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuflight/spill/spill_writer.h"
@@ -208,6 +213,63 @@ TEST_F(SpillTest, NothingIsSpilledBeforeAConnectAttemptFailsOrBeforeFlushInterva
             (std::vector<std::string>{MakeLine(0, 70, "process_start"), MakeLine(1, 100)}));
   EXPECT_EQ(s.unacked_lines(), 0u);
   EXPECT_GE(s.NextDeadline(), t0 + milliseconds(500));  // only the next connect attempt
+  ExpectBalanced(s);
+}
+
+// A collector at `path` that accepts every connection and closes it at once, reading nothing,
+// as the collector does with a connection over its limits (--max-connections, its per-uid share).
+class RefusingCollector {
+ public:
+  explicit RefusingCollector(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 64), 0);
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 20) <= 0) continue;
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        ::close(c);
+        accepted_.fetch_add(1);
+      }
+    });
+  }
+  ~RefusingCollector() {
+    stop_.store(true);
+    thread_.join();
+    ::close(fd_);
+  }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// Before: a collector that accepted and closed at once (its limits refused the connection) left
+// the sender holding its events, reconnecting with a growing backoff, until they were dropped
+// for room: the refused application lost them. Now a connection closed before any ack counts as
+// a failed connect: the held events are spilled, every one.
+TEST_F(SpillTest, ACollectorThatRefusesTheConnectionGetsTheEventsSpilled) {
+  RefusingCollector refusing(path_);
+  auto sink = std::make_shared<RecordingSink>();
+  Sender s(Options(sink));
+  ASSERT_TRUE(s.AddPreamble(0, MakeLine(0, 70, "process_start")));
+  for (uint64_t seq = 1; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  EXPECT_GE(refusing.accepted(), 1);
+  std::vector<std::string> spilled;
+  for (const auto& file : sink->files) spilled.insert(spilled.end(), file.begin(), file.end());
+  EXPECT_EQ(Seqs(spilled), Range(0, 20));
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.spilled, 21u);
+  EXPECT_EQ(st.dropped_disconnected, 0u);
   ExpectBalanced(s);
 }
 

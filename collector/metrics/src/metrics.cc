@@ -47,6 +47,7 @@ constexpr size_t kMaxDropReasons = 16;
 // names beyond the first 32 seen are summed as "other".
 constexpr size_t kMaxApiErrorNames = 32;
 constexpr size_t kMaxBlackboxReasons = 16;
+constexpr size_t kMaxRefusedCounts = 8;
 constexpr size_t kMaxReasonBytes = 64;
 
 // Series of the kernel-name table's reserved value "unknown" (LabelTable::kOther is "other").
@@ -55,6 +56,15 @@ constexpr uint32_t kUnknownName = 1;
 constexpr int kMaxTopKernelNames = 10000;
 
 void Add(Counter& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+// For the counts producers give (deltas of their counters, seq gaps, durations): stops at
+// 2^64-1 instead of wrapping, which Prometheus would read as a counter reset.
+void AddSaturating(Counter& c, uint64_t n) {
+  uint64_t old = c.load(std::memory_order_relaxed);
+  uint64_t sum = 0;
+  do {
+    sum = n > UINT64_MAX - old ? UINT64_MAX : old + n;
+  } while (sum != old && !c.compare_exchange_weak(old, sum, std::memory_order_relaxed));
+}
 uint64_t Get(const Counter& c) { return c.load(std::memory_order_relaxed); }
 
 int DeviceSlot(int32_t device) {
@@ -101,6 +111,7 @@ struct StalledProcess {
   std::string hostname;  // label values, sanitized
   std::string pid;
   std::string exe;
+  std::string stream;                        // empty: no label
   std::vector<std::pair<int, double>> ages;  // device slot, seconds at `received`
   std::chrono::steady_clock::time_point received;
 };
@@ -126,11 +137,13 @@ struct Metrics::State {
         dropped_reasons({"other"}, kMaxDropReasons, kMaxReasonBytes),
         api_error_names({"other", "unknown"}, kMaxApiErrorNames, kMaxReasonBytes, kUnknownName),
         blackbox_reasons({"other"}, kMaxBlackboxReasons, kMaxReasonBytes),
+        refused_counts({"other"}, kMaxRefusedCounts, kMaxReasonBytes),
         kernel_names({"other", "unknown"}, top_names, kMaxKernelNameBytes, kUnknownName),
         rejected(std::make_unique<Counter[]>(rejected_reasons.capacity())),
         dropped(std::make_unique<Counter[]>(dropped_reasons.capacity())),
         api_errors(std::make_unique<Counter[]>(api_error_names.capacity())),
         blackbox_errors(std::make_unique<Counter[]>(blackbox_reasons.capacity())),
+        counts_refused(std::make_unique<Counter[]>(refused_counts.capacity())),
         names(std::make_unique<NameSeries[]>(kernel_names.capacity())),
         join(join_capacity) {
     for (int d = 0; d < kMaxDevices; ++d) device_labels[d] = std::to_string(d);
@@ -158,11 +171,13 @@ struct Metrics::State {
   LabelTable dropped_reasons;
   LabelTable api_error_names;
   LabelTable blackbox_reasons;
+  LabelTable refused_counts;
   LabelTable kernel_names;
   std::unique_ptr<Counter[]> rejected;  // by rejected_reasons series
   std::unique_ptr<Counter[]> dropped;   // by dropped_reasons series
   std::unique_ptr<Counter[]> api_errors;  // by api_error_names series
   std::unique_ptr<Counter[]> blackbox_errors;  // by blackbox_reasons series
+  std::unique_ptr<Counter[]> counts_refused;   // by refused_counts series
   std::unique_ptr<NameSeries[]> names;  // by kernel_names series
 
   DeviceSeries devices[kDeviceSlots];
@@ -211,26 +226,32 @@ void Metrics::Rejected(std::string_view reason) {
   Add(state_->rejected[state_->rejected_reasons.Index(reason)]);
 }
 
-void Metrics::Lost(uint64_t n) { Add(state_->lost, n); }
+void Metrics::Lost(uint64_t n) { AddSaturating(state_->lost, n); }
 
 void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
-  Add(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
+  AddSaturating(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
 }
 
 void Metrics::ApiError(std::string_view error_name) {
   Add(state_->api_errors[state_->api_error_names.Index(error_name)]);
 }
 
-void Metrics::ProducerTimingDropped(uint64_t delta) { Add(state_->timing_dropped, delta); }
+void Metrics::ProducerTimingDropped(uint64_t delta) {
+  AddSaturating(state_->timing_dropped, delta);
+}
 void Metrics::OccupancyDisagreements(uint64_t delta) {
-  Add(state_->occupancy_disagreements, delta);
+  AddSaturating(state_->occupancy_disagreements, delta);
 }
 
-void Metrics::BytesWritten(uint64_t n) { Add(state_->bytes_written, n); }
+void Metrics::CountRefused(std::string_view counter) {
+  Add(state_->counts_refused[state_->refused_counts.Index(counter)]);
+}
 
-void Metrics::Unstored(uint64_t n) { Add(state_->unstored, n); }
+void Metrics::BytesWritten(uint64_t n) { AddSaturating(state_->bytes_written, n); }
 
-void Metrics::Recovered(uint64_t n) { Add(state_->recovered, n); }
+void Metrics::Unstored(uint64_t n) { AddSaturating(state_->unstored, n); }
+
+void Metrics::Recovered(uint64_t n) { AddSaturating(state_->recovered, n); }
 
 void Metrics::BlackboxError(std::string_view reason) {
   Add(state_->blackbox_errors[state_->blackbox_reasons.Index(reason)]);
@@ -275,11 +296,11 @@ void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t
 void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
                          uint64_t duration_ns, uint64_t graph_node_id) {
   State& s = *state_;
-  Add(s.Device(device).gpu_ns, duration_ns);
+  AddSaturating(s.Device(device).gpu_ns, duration_ns);
   const std::optional<uint32_t> name_series =
       s.join.Take(process_id, {correlation_id, graph_node_id, device});
   if (!name_series) Add(s.time_unmatched);
-  Add(s.names[name_series.value_or(kUnknownName)].gpu_ns, duration_ns);
+  AddSaturating(s.names[name_series.value_or(kUnknownName)].gpu_ns, duration_ns);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 
@@ -293,7 +314,7 @@ void Metrics::ProcessGone(uint64_t process_id) {
 
 void Metrics::Stall(uint64_t process_id, std::string_view hostname, int32_t pid,
                     std::string_view exe, std::span<const StallAge> ages,
-                    std::chrono::steady_clock::time_point received) {
+                    std::chrono::steady_clock::time_point received, std::string_view stream) {
   State& s = *state_;
   if (ages.empty()) {
     const std::lock_guard<std::mutex> lock(s.stall_mu);
@@ -306,6 +327,7 @@ void Metrics::Stall(uint64_t process_id, std::string_view hostname, int32_t pid,
   const size_t slash = exe.rfind('/');
   p.exe = LabelValue(slash == std::string_view::npos ? exe : exe.substr(slash + 1),
                      kMaxKernelNameBytes);
+  p.stream = LabelValue(stream, kMaxKernelNameBytes);
   for (const StallAge& a : ages) {
     const int slot = DeviceSlot(a.device);
     const double seconds = std::isfinite(a.seconds) && a.seconds > 0 ? a.seconds : 0;
@@ -352,6 +374,24 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
     // The oldest first; the pairs past kMaxStallSeries become one "other" series.
     std::sort(series.begin(), series.end(),
               [](const Series& a, const Series& b) { return a.seconds > b.seconds; });
+    // Two processes whose labels are all equal (producers that report no instance id, in two
+    // containers where both are pid 1 of one exe) are one series, with the larger age: a scrape
+    // never holds two samples of one series. The oldest of equals comes first, so later ones go.
+    const auto same_labels = [](const Series& a, const Series& b) {
+      return a.device == b.device && a.process->pid == b.process->pid &&
+             a.process->exe == b.process->exe && a.process->stream == b.process->stream &&
+             a.process->hostname == b.process->hostname;
+    };
+    std::vector<Series> unique;
+    unique.reserve(Metrics::kMaxStallSeries + 1);
+    for (const Series& e : series) {
+      if (unique.size() > Metrics::kMaxStallSeries) break;  // the rest are "other" (its age)
+      if (std::none_of(unique.begin(), unique.end(),
+                       [&](const Series& u) { return same_labels(u, e); })) {
+        unique.push_back(e);
+      }
+    }
+    series.swap(unique);
     w.Family("cuflight_processes_stalled", "gauge",
              "Processes whose latest stall event says stalled: kernels they launched have not "
              "finished for CUFLIGHT_STALL_MS.");
@@ -361,12 +401,22 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
              "while the process is stalled.");
     for (size_t i = 0; i < series.size() && i < Metrics::kMaxStallSeries; ++i) {
       const Series& e = series[i];
-      w.Sample("cuflight_kernel_oldest_unfinished_seconds",
-               {{"hostname", e.process->hostname},
-                {"pid", e.process->pid},
-                {"exe", e.process->exe},
-                {"device", device_labels[e.device]}},
-               e.seconds);
+      if (e.process->stream.empty()) {
+        w.Sample("cuflight_kernel_oldest_unfinished_seconds",
+                 {{"hostname", e.process->hostname},
+                  {"pid", e.process->pid},
+                  {"exe", e.process->exe},
+                  {"device", device_labels[e.device]}},
+                 e.seconds);
+      } else {
+        w.Sample("cuflight_kernel_oldest_unfinished_seconds",
+                 {{"hostname", e.process->hostname},
+                  {"pid", e.process->pid},
+                  {"exe", e.process->exe},
+                  {"stream", e.process->stream},
+                  {"device", device_labels[e.device]}},
+                 e.seconds);
+      }
     }
     if (series.size() > Metrics::kMaxStallSeries) {
       w.Sample("cuflight_kernel_oldest_unfinished_seconds",
@@ -427,6 +477,16 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
     const uint64_t v = Get(blackbox_errors[i]);
     if (i < blackbox_reasons.reserved_count() && v == 0) continue;
     w.Sample("cuflight_blackbox_errors_total", {{"reason", blackbox_reasons.label(i)}}, v);
+  }
+
+  w.Family("cuflight_counts_refused_total", "counter",
+           "Producers' claims refused: a seq or a count beyond what the process could have made "
+           "by then (docs/collector.md, Counts a producer cannot inflate), not added to the "
+           "counter named.");
+  for (size_t i = 0, n = refused_counts.size(); i < n; ++i) {
+    const uint64_t v = Get(counts_refused[i]);
+    if (i < refused_counts.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_counts_refused_total", {{"counter", refused_counts.label(i)}}, v);
   }
 
   w.Family("cuflight_events_dropped_total", "counter",

@@ -471,6 +471,10 @@ void Sender::Impl::Disconnect(Clock::time_point now) noexcept {
     next_connect = now;
   } else {
     next_connect = now + backoff.Next();
+    // Closed before any ack: a collector that refused this connection (its limits, its full
+    // log) took nothing, so until a connection works again it counts as absent: held lines are
+    // spilled (point 8) instead of waiting to be dropped for room.
+    connect_failed = true;
   }
 }
 

@@ -33,6 +33,9 @@
 //     any thread. Kernel(), KernelTime() and ProcessGone() share the join table and must be called
 //     from one thread at a time (the daemon's ingest thread); they may run concurrently with every
 //     other method.
+//  7. Counts producers give (their drop counters' deltas, seq gaps, kernel durations) are added
+//     saturating at 2^64-1, so no input wraps a counter (Prometheus would read a reset); the
+//     daemon bounds them first (CountRefused).
 #ifndef CUFLIGHT_METRICS_METRICS_H_
 #define CUFLIGHT_METRICS_METRICS_H_
 
@@ -100,6 +103,12 @@ class Metrics {
   // "other").
   void BlackboxError(std::string_view reason);
 
+  // One claim of a producer for `counter` ("events_lost", "events_dropped",
+  // "kernel_timing_dropped", "occupancy_disagreements") refused: more than it could have made
+  // (docs/collector.md, "Counts a producer cannot inflate"), so not added to that counter. At
+  // most 8 counter names, then "other".
+  void CountRefused(std::string_view counter);
+
   // The event log's health: totals since the collector started, as its log sink counts them.
   struct LogTotals {
     uint64_t write_errors = 0;          // failed open/write/rename/fsync/compression calls
@@ -147,10 +156,14 @@ class Metrics {
   // A process's latest stall event, received at `received` (steady clock): stalled with `ages`
   // per device (each device once), or, when `ages` is empty (resolved, or nothing listed), not
   // stalled any more. The gauge of a device is its age plus the time since `received`: it keeps
-  // growing until the next event. `hostname`, `pid` and `exe` (cut to a basename of at most
-  // kMaxKernelNameBytes) label the series. Any thread.
+  // growing until the next event. `hostname`, `pid`, `exe` (cut to a basename of at most
+  // kMaxKernelNameBytes) and, when not empty, `stream` (what tells apart processes that share
+  // the others: the daemon gives "<instance_id>-<owner>", the tail of the stream's log name)
+  // label the series; processes whose labels are all equal are one series (the larger age).
+  // Any thread.
   void Stall(uint64_t process_id, std::string_view hostname, int32_t pid, std::string_view exe,
-             std::span<const StallAge> ages, std::chrono::steady_clock::time_point received);
+             std::span<const StallAge> ages, std::chrono::steady_clock::time_point received,
+             std::string_view stream = {});
 
   // Every series in the Prometheus text exposition format 0.0.4 (HELP and TYPE lines, then the
   // samples; families in a fixed order). Any thread; allocates the returned string only.

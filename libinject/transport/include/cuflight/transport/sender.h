@@ -32,7 +32,8 @@
 //     failures (ENOENT, ECONNREFUSED, ...) wait a capped exponential backoff with jitter;
 //     a connection that got an ack (or lived longer than backoff_max) resets the backoff.
 //  8. Spilling (optional, SenderOptions::spill; docs/spill.md): while there is no connection and
-//     the last connect attempt failed (or the address is invalid), held lines that are due (as
+//     the last connect attempt failed (or the address is invalid, or the last connection was
+//     closed by the peer before any ack: a collector that refused it), held lines that are due (as
 //     in point 4; window lines from a lost connection at once) are written to the spill sink
 //     instead of being held, each file starting with the preamble merged by seq as in point 5.
 //     A spilled line is released like an acked one and is never sent to a collector; a

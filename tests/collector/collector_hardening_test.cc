@@ -284,7 +284,7 @@ struct Credentials {
 
 // Exit statuses of StreamAs's child.
 constexpr int kAcked = 0;
-constexpr int kConnectDenied = 8;  // connect(2) failed with EACCES: the socket file's mode
+constexpr int kConnectDenied = 8;      // connect(2) failed with EACCES: the socket file's mode
 constexpr int kClosedByCollector = 6;  // EOF, or a send or read refused (EPIPE, ECONNRESET)
 constexpr const char* kStreamAsStatuses =
     "0: acked, 3: setuid, 4: connect, 5: send, 6: closed, 7: no ack, 8: connect EACCES";
@@ -692,8 +692,8 @@ TEST(CollectorHardeningTest, ASocketGroupLetsItsMembersInAndNobodyElse) {
   const fs::path socket = dir.path() / "run" / "collector.sock";
   const fs::path logs = dir.path() / "logs";
   for (const std::string& a :
-       {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"), socket.string(),
-        std::string("--log-dir"), logs.string(), std::string("--socket-group"),
+       {test_support::SharedReadableCopy(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
+        socket.string(), std::string("--log-dir"), logs.string(), std::string("--socket-group"),
         std::to_string(kSocketGroup), std::string("--metrics"), std::string("127.0.0.1:0"),
         std::string("--reconnect-grace"), std::string("0")}) {
     args.push_back(a);
@@ -711,13 +711,14 @@ TEST(CollectorHardeningTest, ASocketGroupLetsItsMembersInAndNobodyElse) {
   EXPECT_EQ(run.gid, kSocketGroup);
 
   pid_t member_pid = 0;
-  EXPECT_EQ(StreamAs(socket, member, KernelStream(Current("member", 1), 3), 3, &member_pid),
-            kAcked)
-      << kStreamAsStatuses << "\n" << collector.Output();
+  EXPECT_EQ(StreamAs(socket, member, KernelStream(Current("member", 1), 3), 3, &member_pid), kAcked)
+      << kStreamAsStatuses << "\n"
+      << collector.Output();
   pid_t by_gid_pid = 0;
   EXPECT_EQ(StreamAs(socket, member_by_gid, KernelStream(Current("by-gid", 2), 3), 3, &by_gid_pid),
             kAcked)
-      << kStreamAsStatuses << "\n" << collector.Output();
+      << kStreamAsStatuses << "\n"
+      << collector.Output();
   pid_t outsider_pid = 0;
   EXPECT_EQ(StreamAs(socket, outsider, KernelStream(Current("outsider", 3), 3), 3, &outsider_pid),
             kConnectDenied)
@@ -777,9 +778,9 @@ TEST(CollectorHardeningTest, WithoutASocketGroupOnlyTheCollectorsUserAndRootAreS
   ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
   const fs::path socket = dir.path() / "run" / "collector.sock";
   const fs::path logs = dir.path() / "logs";
-  for (const std::string& a : {std::string(CUFLIGHT_COLLECTOR_PATH), std::string("--socket"),
-                               socket.string(), std::string("--log-dir"), logs.string(),
-                               std::string("--reconnect-grace"), std::string("0")}) {
+  for (const std::string& a : {test_support::SharedReadableCopy(CUFLIGHT_COLLECTOR_PATH),
+                               std::string("--socket"), socket.string(), std::string("--log-dir"),
+                               logs.string(), std::string("--reconnect-grace"), std::string("0")}) {
     args.push_back(a);
   }
   ChildProcess collector(setpriv, args, dir.path() / "collector.out");

@@ -140,9 +140,14 @@ class Binary {
   Binary(const fs::path& dir, std::vector<std::string> extra, const std::string& shell_prefix = "",
          const std::string& launcher = "")
       : socket_(dir / "run" / "c.sock"), logs_(dir / "logs") {
-    std::string command = shell_prefix + "exec " + launcher + " " +
-                          std::string(CUFLIGHT_COLLECTOR_PATH) + " --socket " + socket_.string() +
-                          " --log-dir " + logs_.string() + " --metrics 127.0.0.1:0";
+    // As another user (a launcher), a copy that user may run: the build tree may sit under a
+    // directory only its owner can enter.
+    const std::string program = launcher.empty()
+                                    ? std::string(CUFLIGHT_COLLECTOR_PATH)
+                                    : test_support::SharedReadableCopy(CUFLIGHT_COLLECTOR_PATH);
+    std::string command = shell_prefix + "exec " + launcher + " " + program + " --socket " +
+                          socket_.string() + " --log-dir " + logs_.string() +
+                          " --metrics 127.0.0.1:0";
     for (const std::string& a : extra) command += " " + a;
     // A file of its own: a second collector in the same directory must not find the first
     // one's metrics port in it.

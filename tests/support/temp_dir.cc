@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <system_error>
 
 namespace cuflight::test_support {
@@ -58,6 +61,15 @@ std::string ReadableCopies::Of(const std::string& file) const {
   }
   ADD_FAILURE() << file << " was not copied";
   return "";
+}
+
+std::string SharedReadableCopy(const std::string& file) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<ReadableCopies>> copies;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<ReadableCopies>& copy = copies[file];
+  if (copy == nullptr) copy = std::make_unique<ReadableCopies>(std::vector<std::string>{file});
+  return copy->Of(file);
 }
 
 namespace {

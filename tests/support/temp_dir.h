@@ -41,6 +41,11 @@ class ReadableCopies {
   std::vector<std::pair<std::string, std::string>> copies_;
 };
 
+// A copy of `file` that another uid may run or load (as ReadableCopies makes them), made on the
+// first call for that file and kept until the process exits. For a program a test starts as
+// another user (setpriv) from many places.
+std::string SharedReadableCopy(const std::string& file);
+
 // A socket path no other test of this process uses: <dir>/<tag>-<n>.sock, where <dir> is one
 // directory per process made with mkdtemp under $TMPDIR (or /tmp), so mode 0700 and owned by
 // this user, as the collector and the producers require of a socket's directory

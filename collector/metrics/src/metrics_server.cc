@@ -83,6 +83,9 @@ std::string Response(int status, std::string_view reason, std::string_view conte
 
 struct MetricsServer::Impl {
   Impl(const Metrics& m, const MetricsServerOptions& o) : metrics(m), options(o) {
+    if (!options.web_config.basic_auth_users.empty()) {
+      auth = std::make_unique<BasicAuth>(options.web_config);
+    }
     options.max_connections = std::clamp(options.max_connections, 1, kMaxConnectionsLimit);
     options.request_timeout = std::max(options.request_timeout, std::chrono::milliseconds(1));
   }
@@ -104,6 +107,7 @@ struct MetricsServer::Impl {
 
   const Metrics& metrics;
   MetricsServerOptions options;
+  std::unique_ptr<BasicAuth> auth;  // null: no authentication
   int listen_fd = -1;
   int epoll_fd = -1;
   int wake_fd = -1;
@@ -120,6 +124,8 @@ struct MetricsServer::Impl {
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> timed_out{0};
   std::atomic<uint64_t> open{0};
+  std::atomic<uint64_t> unauthorized{0};
+  std::atomic<uint64_t> throttled{0};
 
   std::atomic<bool> stop{false};
   std::mutex stop_mu;  // serialises Stop()
@@ -318,6 +324,26 @@ void MetricsServer::Impl::Answer(Connection& c) {
                      "Allow: GET, HEAD\r\n");
     return;
   }
+  if (path == "/healthz") {
+    c.out = Response(200, "OK", "text/plain", "ok\n", head);
+    return;
+  }
+  if (auth != nullptr) {
+    switch (auth->Check(std::string_view(c.in), Clock::now())) {
+      case BasicAuth::Verdict::kAllowed:
+        break;
+      case BasicAuth::Verdict::kDenied:
+        unauthorized.fetch_add(1, std::memory_order_relaxed);
+        c.out = Response(401, "Unauthorized", "text/plain", "unauthorized\n", head,
+                         "WWW-Authenticate: Basic realm=\"cuflight\", charset=\"UTF-8\"\r\n");
+        return;
+      case BasicAuth::Verdict::kThrottled:
+        throttled.fetch_add(1, std::memory_order_relaxed);
+        c.out = Response(429, "Too Many Requests", "text/plain", "too many password checks\n",
+                         head, "Retry-After: 1\r\n");
+        return;
+    }
+  }
   if (path == "/metrics") {
     try {
       c.out = Response(200, "OK", kContentType, metrics.Render(), head);
@@ -385,6 +411,8 @@ MetricsServerStats MetricsServer::stats() const {
   s.refused = i.refused.load(std::memory_order_relaxed);
   s.timed_out = i.timed_out.load(std::memory_order_relaxed);
   s.open = i.open.load(std::memory_order_relaxed);
+  s.unauthorized = i.unauthorized.load(std::memory_order_relaxed);
+  s.throttled = i.throttled.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -1,6 +1,9 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics returns Metrics::Render() as
-// text/plain; version=0.0.4; GET / returns a page linking to it. Any other path is 404, any
-// other method 405.
+// text/plain; version=0.0.4; GET / returns a page linking to it; GET /healthz returns "ok" (for
+// a liveness probe: it tells nothing about the node). Any other path is 404, any other method
+// 405. With a web config (web_config.h), every path but /healthz needs HTTP basic
+// authentication: 401 without it or with wrong credentials, 429 while password checks are
+// throttled.
 //
 // Design (the daemon serves producers of many users; no scrape client may take anything from
 // ingestion, which runs on other threads and needs descriptors):
@@ -28,6 +31,7 @@
 #include <string_view>
 
 #include "cuflight/metrics/metrics.h"
+#include "cuflight/metrics/web_config.h"
 
 namespace cuflight::collector {
 
@@ -36,6 +40,8 @@ struct MetricsServerOptions {
   int max_connections = 16;
   // Time from accept to the end of the response, clamped to at least 1 ms.
   std::chrono::milliseconds request_timeout{5000};
+  // Users allowed in by HTTP basic authentication; empty: no authentication.
+  WebConfig web_config;
 };
 
 // What the server did with connections, since Start. Any thread.
@@ -46,6 +52,8 @@ struct MetricsServerStats {
   uint64_t refused = 0;    // closed at once: every slot was being answered, or no descriptor left
   uint64_t timed_out = 0;  // closed at the deadline
   uint64_t open = 0;       // connections open now
+  uint64_t unauthorized = 0;  // answered 401: no or wrong credentials
+  uint64_t throttled = 0;     // answered 429: credentials not checked (web_config.h, note 2c)
 };
 
 class MetricsServer {

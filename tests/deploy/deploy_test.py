@@ -8,7 +8,14 @@
                   `cuflight-collector --help` lists, and the real collector starts with them
                   (paths, group and ports moved into a temporary directory)
   Manifests       the Kubernetes pod example agrees with the DaemonSet (socket, library, uid,
-                  group, volumes)
+                  group, volumes); it starts on a node where the DaemonSet has not run (no
+                  hostPath the kubelet requires to exist); the Kyverno policy adds exactly the
+                  example's parts and allows only its host paths; the NetworkPolicy selects the
+                  collectors and lets only Prometheus's pods reach the metrics port
+  WebConfig       the real collector with --web-config: a scrape without credentials or with
+                  wrong ones is refused (401), with the right ones answered (200), for bcrypt
+                  hashes from Prometheus's and Varnish's documentation; a bad file is one line on
+                  stderr and exit status 2; the example file passes promtool check web-config
   PrometheusRules promtool check rules and promtool test rules; every series the rules and their
                   test inputs name is one a real collector exposes, with its real labels; the
                   example Prometheus configurations pass promtool check config
@@ -50,6 +57,9 @@ FEED = os.environ.get('CUFLIGHT_FEED_COLLECTOR', '')
 UNIT = os.path.join(DEPLOY, 'systemd', 'cuflight-collector.service')
 DAEMONSET = os.path.join(DEPLOY, 'kubernetes', 'cuflight-collector.yaml')
 POD = os.path.join(DEPLOY, 'kubernetes', 'gpu-pod-example.yaml')
+NETWORK_POLICY = os.path.join(DEPLOY, 'kubernetes', 'networkpolicy.yaml')
+KYVERNO = os.path.join(DEPLOY, 'kubernetes', 'kyverno-inject-policy.yaml')
+WEB_CONFIG_EXAMPLE = os.path.join(DEPLOY, 'prometheus', 'web-config.example.yml')
 RULES = os.path.join(DEPLOY, 'prometheus', 'cuflight.rules.yml')
 RULES_TEST = os.path.join(DEPLOY, 'prometheus', 'cuflight.rules.test.yml')
 DASHBOARD = os.path.join(DEPLOY, 'grafana', 'cuflight-dashboard.json')
@@ -495,6 +505,94 @@ class Manifests(unittest.TestCase):
             self.assertEqual(on_host(env['CUDA_INJECTION64_PATH']), library_host)
 
 
+    def test_the_pod_starts_where_the_daemonset_has_not_run(self):
+        # Kubernetes, Volumes, hostPath: type Directory means "a directory must exist at the
+        # given path" (the pod does not start until it does: a new node, /run after a reboot, a
+        # node without the DaemonSet's label); DirectoryOrCreate: "if nothing exists at the given
+        # path, an empty directory will be created there as needed". Every other type (File,
+        # Socket, ...) requires the path to exist too, and "" leaves it to the container runtime.
+        need_yaml()
+        with open(POD) as f:
+            pod = yaml.safe_load(f)
+        self.check_hostpaths_never_block(pod['spec'], 'gpu-pod-example.yaml')
+
+    def check_hostpaths_never_block(self, spec, where):
+        host = {v['name']: v['hostPath'] for v in spec.get('volumes', []) if 'hostPath' in v}
+        self.assertTrue(host, f'{where}: no hostPath volume (nothing checked)')
+        for name, hp in host.items():
+            self.assertEqual(hp.get('type'), 'DirectoryOrCreate',
+                             f'{where}: hostPath {hp["path"]} has type {hp.get("type")!r}: a pod '
+                             f'on a node without it would not start (use DirectoryOrCreate)')
+        for c in spec['containers']:
+            for m in c.get('volumeMounts', []):
+                if m['name'] in host:
+                    self.assertTrue(m.get('readOnly'),
+                                    f'{where}: {c.get("name", "a container")} mounts {m["mountPath"]} writable')
+
+    def test_the_kyverno_policy_adds_the_examples_parts_and_allows_only_them(self):
+        need_yaml()
+        with open(POD) as f:
+            pod = yaml.safe_load(f)
+        with open(KYVERNO) as f:
+            policies = {d['metadata']['name']: d for d in yaml.safe_load_all(f) if d}
+        self.assertEqual(set(policies), {'cuflight-inject', 'cuflight-hostpath-only'})
+        for d in policies.values():
+            self.assertEqual((d['apiVersion'], d['kind']), ('kyverno.io/v1', 'ClusterPolicy'))
+        (rule,) = policies['cuflight-inject']['spec']['rules']
+        (kinds,) = [r['resources']['kinds'] for r in rule['match']['any']]
+        self.assertEqual(kinds, ['Pod'])
+        patch = rule['mutate']['patchStrategicMerge']['spec']
+        self.assertEqual(patch['securityContext']['+(supplementalGroups)'],
+                         pod['spec']['securityContext']['supplementalGroups'])
+        (container,) = patch['containers']
+        self.assertEqual(container['(name)'], '*', 'the patch applies to every container')
+        (app,) = pod['spec']['containers']
+        self.assertEqual(container['env'], app['env'])
+        self.assertEqual(container['volumeMounts'], app['volumeMounts'])
+        self.assertEqual(patch['volumes'], pod['spec']['volumes'])
+        self.check_hostpaths_never_block({'volumes': patch['volumes'], 'containers': [container]},
+                                         'kyverno-inject-policy.yaml')
+
+        (check,) = policies['cuflight-hostpath-only']['spec']['rules']
+        self.assertEqual(policies['cuflight-hostpath-only']['spec']['validationFailureAction'],
+                         'Enforce')
+        (volume_pattern,) = check['validate']['pattern']['spec']['=(volumes)']
+        allowed = {p.strip() for p in volume_pattern['=(hostPath)']['path'].split('|')}
+        self.assertEqual(allowed, {v['hostPath']['path'] for v in pod['spec']['volumes']})
+
+    def test_the_network_policy_lets_only_prometheus_reach_the_metrics(self):
+        need_yaml()
+        (args, collector), = daemonset_collector_args()
+        metrics_port = int(dict(split_flags(args))['--metrics'].rsplit(':', 1)[1])
+        with open(DAEMONSET) as f:
+            ds = next(d for d in yaml.safe_load_all(f) if d and d.get('kind') == 'DaemonSet')
+        pod_labels = ds['spec']['template']['metadata']['labels']
+        with open(NETWORK_POLICY) as f:
+            (policy,) = [d for d in yaml.safe_load_all(f) if d]
+        self.assertEqual((policy['apiVersion'], policy['kind']),
+                         ('networking.k8s.io/v1', 'NetworkPolicy'))
+        self.assertEqual(policy['metadata']['namespace'], ds['metadata']['namespace'])
+        spec = policy['spec']
+        # matchLabels select a pod when each of them is among its labels.
+        self.assertLessEqual(spec['podSelector']['matchLabels'].items(), pod_labels.items())
+        self.assertIn('Ingress', spec['policyTypes'])
+        # Egress listed with no rule: the collector may open no connection.
+        self.assertIn('Egress', spec['policyTypes'])
+        self.assertEqual(spec.get('egress'), [])
+        self.assertTrue(spec['ingress'])
+        for rule in spec['ingress']:
+            self.assertEqual(rule['ports'], [{'protocol': 'TCP', 'port': metrics_port}])
+            self.assertTrue(rule['from'], 'a rule without "from" admits every peer')
+            for peer in rule['from']:
+                # Both selectors in one peer: these pods of that namespace. One alone would admit
+                # every pod of the namespace, or such pods in every namespace.
+                self.assertIn('namespaceSelector', peer)
+                self.assertIn('podSelector', peer)
+                self.assertTrue(peer['namespaceSelector'].get('matchLabels'))
+                self.assertTrue(peer['podSelector'].get('matchLabels'))
+        self.assertEqual([p['containerPort'] for p in collector['ports']], [metrics_port])
+
+
 class PrometheusRules(unittest.TestCase):
     def test_the_rules_pass_promtool_check(self):
         r = run([tool('promtool', 'prometheus'), 'check', 'rules', RULES])
@@ -609,6 +707,166 @@ class Dashboard(unittest.TestCase):
                 check_labels_exposed(self, name, labels, f'panel "{title}"')
         for name, metric in variables:
             check_names_exposed(self, {metric}, f'variable ${name}')
+
+
+# Bcrypt hashes with their passwords, from documentation independent of this code: Prometheus's
+# basic-auth guide (https://prometheus.io/docs/guides/basic-auth/: "$2b$12$hNf2...", the password
+# "test") and Varnish's basic authentication page
+# (https://docs.varnish-software.com/policy-engine/auth/basic/: foo's "$2y$05$j0wk...", "key1").
+PROMETHEUS_GUIDE_HASH = '$2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay'
+VARNISH_FOO_HASH = '$2y$05$j0wkwHcoF8LUkm4crmVEruzsGJpT/VpoUJZWc3A7YQi7XPzG2C0li'
+
+
+class WebConfig(unittest.TestCase):
+    def setUp(self):
+        if not os.access(COLLECTOR, os.X_OK):
+            raise AssertionError('set CUFLIGHT_COLLECTOR_BIN to the built cuflight-collector')
+        self.tmp = tempfile.mkdtemp(prefix='cuflight-webconfig-')
+        os.chmod(self.tmp, 0o700)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write(self, text, name='web.yml'):
+        path = os.path.join(self.tmp, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def collector_args(self, web_config, metrics='127.0.0.1:0'):
+        args = [COLLECTOR, '--socket', os.path.join(self.tmp, 'run', 'c.sock'),
+                '--log-dir', os.path.join(self.tmp, 'logs')]
+        if metrics:
+            args += ['--metrics', metrics]
+        return args + ['--web-config', web_config]
+
+    def start(self, web_config):
+        out = open(os.path.join(self.tmp, 'out'), 'w+')
+        self.addCleanup(out.close)
+        p = subprocess.Popen(self.collector_args(web_config), stdout=out,
+                             stderr=subprocess.STDOUT)
+
+        def stop():
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=30)
+        self.addCleanup(stop)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            out.seek(0)
+            m = re.search(r'metrics at http://127\.0\.0\.1:(\d+)/metrics', out.read())
+            if m:
+                return int(m.group(1))
+            self.assertIsNone(p.poll(), 'the collector exited')
+            time.sleep(0.05)
+        self.fail('the collector did not serve metrics')
+
+    @staticmethod
+    def get(port, path, authorization=None):
+        """(status, headers, body) of GET path, asked again while the answer is 429 (password
+        checks throttled: the collector says when to come back), for at most 60 s."""
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.create_connection(('127.0.0.1', port), timeout=30) as s:
+                request = f'GET {path} HTTP/1.1\r\nHost: cuflight\r\n'
+                if authorization is not None:
+                    request += f'Authorization: {authorization}\r\n'
+                s.sendall((request + '\r\n').encode())
+                data = b''
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            head, _, body = data.partition(b'\r\n\r\n')
+            lines = head.decode().split('\r\n')
+            status = int(lines[0].split()[1])
+            headers = {k.strip().lower(): v.strip()
+                       for k, v in (l.split(':', 1) for l in lines[1:])}
+            if status != 429 or time.monotonic() > deadline:
+                return status, headers, body.decode()
+            time.sleep(float(headers.get('retry-after', '1')))
+
+    @staticmethod
+    def basic(user, password):
+        import base64
+        return 'Basic ' + base64.b64encode(f'{user}:{password}'.encode()).decode()
+
+    def test_scrapes_need_the_right_credentials(self):
+        port = self.start(self.write(
+            f'basic_auth_users:\n  admin: {PROMETHEUS_GUIDE_HASH}\n'
+            f'  "foo": \'{VARNISH_FOO_HASH}\'\n'))
+        status, headers, _ = self.get(port, '/metrics')
+        self.assertEqual(status, 401)
+        self.assertTrue(headers.get('www-authenticate', '').startswith('Basic realm='), headers)
+        for who, authorization in [
+                ('a wrong password', self.basic('admin', 'wrong')),
+                ('another user\'s password', self.basic('admin', 'key1')),
+                ('an unknown user', self.basic('nobody', 'test')),
+                ('a password with a NUL byte after the right one', self.basic('admin', 'test\0x')),
+                ('no password', 'Basic ' + 'YWRtaW4='),  # base64("admin"): no colon
+                ('bad base64', 'Basic !!!!'),
+                ('another scheme', 'Bearer dGVzdA==')]:
+            self.assertEqual(self.get(port, '/metrics', authorization)[0], 401, who)
+        for user, password in [('admin', 'test'), ('foo', 'key1')]:
+            status, headers, body = self.get(port, '/metrics', self.basic(user, password))
+            self.assertEqual(status, 200, f'{user}: {body[:200]}')
+            self.assertIn('cuflight_', body)
+            # Known now: the same credentials are let in again; others still are not.
+            self.assertEqual(self.get(port, '/metrics', self.basic(user, password))[0], 200)
+            self.assertEqual(self.get(port, '/metrics', self.basic(user, password + 'x'))[0], 401)
+        self.assertEqual(self.get(port, '/')[0], 401, 'every path but /healthz needs credentials')
+        status, _, body = self.get(port, '/healthz')
+        self.assertEqual((status, body), (200, 'ok\n'))
+
+    def test_a_bad_web_config_is_one_line_and_exit_status_2(self):
+        shaped_like_bcrypt = '$2b$15$' + 'a' * 53  # the shape of a hash, at cost 15
+        cases = [
+            ('not YAML', 'basic_auth_users: [unclosed\n', 'not YAML'),
+            ('an unknown key', f'basic_auth_user:\n  a: {VARNISH_FOO_HASH}\n', 'unknown key'),
+            ('TLS', f'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n'
+                    f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n', 'tls_server_config'),
+            ('a plain password', 'basic_auth_users:\n  a: secret\n', 'not a bcrypt hash'),
+            ('a SHA-512 crypt hash', 'basic_auth_users:\n  a: $6$salt$' + 'b' * 86 + '\n',
+             'not a bcrypt hash'),
+            ('a cost above the limit', f'basic_auth_users:\n  a: {shaped_like_bcrypt}\n',
+             'bcrypt cost 15'),
+            ('a colon in a user name', f'basic_auth_users:\n  "a:b": {VARNISH_FOO_HASH}\n',
+             "holds ':'"),
+            ('a user twice', f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n'
+                             f'  a: {VARNISH_FOO_HASH}\n', 'appears twice'),
+            ('no user', 'basic_auth_users:\n', 'no basic_auth_users'),
+            ('an empty file', '', 'no basic_auth_users'),
+            ('a list', '- a\n', 'not a mapping'),
+            ('two documents', f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n---\nb: 1\n',
+             'more than one YAML document'),
+            ('response headers', f'http_server_config:\n  headers:\n    X-A: b\n'
+                                 f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n', 'headers'),
+        ]
+        for what, text, expected in cases:
+            path = self.write(text)
+            r = run(self.collector_args(path))
+            self.assertEqual(r.returncode, 2, f'{what}: {r.stderr}')
+            self.assertEqual(r.stdout, '', what)
+            self.assertEqual(r.stderr.count('\n'), 1, f'{what}: {r.stderr!r}')
+            self.assertTrue(r.stderr.startswith('cuflight-collector: --web-config '),
+                            f'{what}: {r.stderr!r}')
+            self.assertIn(expected, r.stderr, what)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, 'run')),
+                             f'{what}: the collector started before refusing its web config')
+        for what, args, expected in [
+                ('a missing file', self.collector_args(os.path.join(self.tmp, 'none.yml')),
+                 'cannot read'),
+                ('no --metrics', self.collector_args(self.write(
+                    f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n'), metrics=None), '--metrics')]:
+            r = run(args)
+            self.assertEqual((r.returncode, r.stderr.count('\n')), (2, 1), f'{what}: {r.stderr}')
+            self.assertIn(expected, r.stderr, what)
+
+    def test_the_example_passes_promtool_and_the_collector(self):
+        r = run([tool('promtool', 'prometheus'), 'check', 'web-config', WEB_CONFIG_EXAMPLE])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        port = self.start(WEB_CONFIG_EXAMPLE)
+        self.assertEqual(self.get(port, '/metrics', self.basic('prometheus', 'test'))[0], 200)
 
 
 def main():

@@ -140,12 +140,13 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
       return startup.exit_code;
     }
     if (server) {
-      logger->info("metrics at http://{}:{}/metrics{}", options.metrics.host, server->port(),
-                   server_options.web_config.basic_auth_users.empty()
-                       ? ""
-                       : " (basic auth: " +
-                             std::to_string(server_options.web_config.basic_auth_users.size()) +
-                             " users)");
+      const WebConfig& web = server_options.web_config;
+      logger->info("metrics at {}://{}:{}/metrics{}", web.tls != nullptr ? "https" : "http",
+                   options.metrics.host, server->port(),
+                   web.basic_auth_users.empty()
+                       ? std::string()
+                       : " (basic auth, users: " + std::to_string(web.basic_auth_users.size()) +
+                             ")");
     }
     signals.Attach(collector.get());
     const int status = collector->Run();

@@ -14,8 +14,10 @@
                   collectors and lets only Prometheus's pods reach the metrics port
   WebConfig       the real collector with --web-config: a scrape without credentials or with
                   wrong ones is refused (401), with the right ones answered (200), for bcrypt
-                  hashes from Prometheus's and Varnish's documentation; a bad file is one line on
-                  stderr and exit status 2; the example file passes promtool check web-config
+                  hashes from Prometheus's and Varnish's documentation; with TLS it speaks HTTPS
+                  only, and with client certificates required only to clients the CA signed
+                  (certificates made by openssl in the test); a bad file is one line on stderr and
+                  exit status 2; the example file passes promtool check web-config
   PrometheusRules promtool check rules and promtool test rules; every series the rules and their
                   test inputs name is one a real collector exposes, with its real labels; the
                   example Prometheus configurations pass promtool check config
@@ -753,7 +755,7 @@ class WebConfig(unittest.TestCase):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             out.seek(0)
-            m = re.search(r'metrics at http://127\.0\.0\.1:(\d+)/metrics', out.read())
+            m = re.search(r'metrics at https?://127\.0\.0\.1:(\d+)/metrics', out.read())
             if m:
                 return int(m.group(1))
             self.assertIsNone(p.poll(), 'the collector exited')
@@ -761,22 +763,13 @@ class WebConfig(unittest.TestCase):
         self.fail('the collector did not serve metrics')
 
     @staticmethod
-    def get(port, path, authorization=None):
+    def get(port, path, authorization=None, tls=None):
         """(status, headers, body) of GET path, asked again while the answer is 429 (password
-        checks throttled: the collector says when to come back), for at most 60 s."""
+        checks throttled: the collector says when to come back), for at most 60 s. `tls`: an
+        ssl.SSLContext to speak HTTPS with."""
         deadline = time.monotonic() + 60
         while True:
-            with socket.create_connection(('127.0.0.1', port), timeout=30) as s:
-                request = f'GET {path} HTTP/1.1\r\nHost: cuflight\r\n'
-                if authorization is not None:
-                    request += f'Authorization: {authorization}\r\n'
-                s.sendall((request + '\r\n').encode())
-                data = b''
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+            data = WebConfig.exchange(port, path, authorization, tls)
             head, _, body = data.partition(b'\r\n\r\n')
             lines = head.decode().split('\r\n')
             status = int(lines[0].split()[1])
@@ -785,6 +778,32 @@ class WebConfig(unittest.TestCase):
             if status != 429 or time.monotonic() > deadline:
                 return status, headers, body.decode()
             time.sleep(float(headers.get('retry-after', '1')))
+
+    @staticmethod
+    def exchange(port, path, authorization=None, tls=None):
+        """The bytes answered to one GET (until the server closes)."""
+        with socket.create_connection(('127.0.0.1', port), timeout=30) as raw:
+            s = tls.wrap_socket(raw, server_hostname='127.0.0.1') if tls else raw
+            request = f'GET {path} HTTP/1.1\r\nHost: cuflight\r\n'
+            if authorization is not None:
+                request += f'Authorization: {authorization}\r\n'
+            s.sendall((request + '\r\n').encode())
+            data = b''
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return data
+                data += chunk
+
+    @staticmethod
+    def refused(port, path, tls):
+        """True when the server ends the connection without an HTTP answer (a failed TLS
+        handshake: the client sees an alert, a reset or end of stream)."""
+        import ssl
+        try:
+            return not WebConfig.exchange(port, path, tls=tls).startswith(b'HTTP/')
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            return True
 
     @staticmethod
     def basic(user, password):
@@ -823,8 +842,6 @@ class WebConfig(unittest.TestCase):
         cases = [
             ('not YAML', 'basic_auth_users: [unclosed\n', 'not YAML'),
             ('an unknown key', f'basic_auth_user:\n  a: {VARNISH_FOO_HASH}\n', 'unknown key'),
-            ('TLS', f'tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n'
-                    f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n', 'tls_server_config'),
             ('a plain password', 'basic_auth_users:\n  a: secret\n', 'not a bcrypt hash'),
             ('a SHA-512 crypt hash', 'basic_auth_users:\n  a: $6$salt$' + 'b' * 86 + '\n',
              'not a bcrypt hash'),
@@ -836,6 +853,7 @@ class WebConfig(unittest.TestCase):
                              f'  a: {VARNISH_FOO_HASH}\n', 'appears twice'),
             ('no user', 'basic_auth_users:\n', 'no basic_auth_users'),
             ('an empty file', '', 'no basic_auth_users'),
+            ('an empty TLS section', 'tls_server_config: {}\n', 'no basic_auth_users'),
             ('a list', '- a\n', 'not a mapping'),
             ('two documents', f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n---\nb: 1\n',
              'more than one YAML document'),
@@ -860,6 +878,96 @@ class WebConfig(unittest.TestCase):
                     f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n'), metrics=None), '--metrics')]:
             r = run(args)
             self.assertEqual((r.returncode, r.stderr.count('\n')), (2, 1), f'{what}: {r.stderr}')
+            self.assertIn(expected, r.stderr, what)
+
+    def openssl(self, *args):
+        r = run([tool('openssl', 'openssl')] + list(args), cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def make_certificates(self):
+        """In self.tmp: server.pem/server.key (127.0.0.1), ca.pem, client.pem/.key signed by the
+        CA, stranger.pem/.key self-signed (P-256 keys, one day)."""
+        ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1']
+        self.openssl('req', '-x509', *ec, '-keyout', 'server.key', '-out', 'server.pem',
+                     '-subj', '/CN=cuflight-collector', '-addext', 'subjectAltName=IP:127.0.0.1')
+        self.openssl('req', '-x509', *ec, '-keyout', 'ca.key', '-out', 'ca.pem',
+                     '-subj', '/CN=cuflight test CA')
+        self.openssl('req', *ec[:-2], '-keyout', 'client.key', '-out', 'client.csr',
+                     '-subj', '/CN=prometheus')
+        self.openssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key',
+                     '-CAcreateserial', '-days', '1', '-out', 'client.pem')
+        self.openssl('req', '-x509', *ec, '-keyout', 'stranger.key', '-out', 'stranger.pem',
+                     '-subj', '/CN=prometheus')
+
+    def client_context(self, cert=None):
+        import ssl
+        context = ssl.create_default_context(cafile=os.path.join(self.tmp, 'server.pem'))
+        if cert is not None:
+            context.load_cert_chain(os.path.join(self.tmp, cert + '.pem'),
+                                    os.path.join(self.tmp, cert + '.key'))
+        return context
+
+    def test_tls_serves_https_only(self):
+        self.make_certificates()
+        # Relative names: from the web config's directory (the collector runs elsewhere).
+        port = self.start(self.write(
+            'tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n'
+            f'basic_auth_users:\n  foo: {VARNISH_FOO_HASH}\n'))
+        tls = self.client_context()
+        status, _, body = self.get(port, '/metrics', self.basic('foo', 'key1'), tls=tls)
+        self.assertEqual(status, 200, body[:200])
+        self.assertIn('cuflight_', body)
+        self.assertEqual(self.get(port, '/metrics', tls=tls)[0], 401)
+        self.assertEqual(self.get(port, '/healthz', tls=tls)[0], 200)
+        # Plain HTTP gets no HTTP answer, and the endpoint goes on serving HTTPS.
+        self.assertTrue(self.refused(port, '/healthz', None))
+        self.assertEqual(self.get(port, '/metrics', self.basic('foo', 'key1'), tls=tls)[0], 200)
+
+    def test_client_certificates_signed_by_the_ca_only(self):
+        self.make_certificates()
+        port = self.start(self.write(
+            f'tls_server_config:\n  cert_file: {self.tmp}/server.pem\n'
+            f'  key_file: {self.tmp}/server.key\n  client_ca_file: ca.pem\n'
+            '  client_auth_type: RequireAndVerifyClientCert\n  min_version: TLS13\n'))
+        status, _, body = self.get(port, '/metrics', tls=self.client_context('client'))
+        self.assertEqual(status, 200, body[:200])
+        self.assertTrue(self.refused(port, '/metrics', self.client_context()), 'no certificate')
+        self.assertTrue(self.refused(port, '/metrics', self.client_context('stranger')),
+                        'a certificate the CA did not sign')
+        self.assertEqual(self.get(port, '/metrics', tls=self.client_context('client'))[0], 200)
+
+    def test_bad_tls_settings_are_one_line_and_exit_status_2(self):
+        self.make_certificates()
+        users = f'basic_auth_users:\n  a: {VARNISH_FOO_HASH}\n'
+        pair = '  cert_file: server.pem\n  key_file: server.key\n'
+        cases = [
+            ('a missing certificate', 'tls_server_config:\n  cert_file: none.pem\n'
+                                      '  key_file: server.key\n', "cert_file '"),
+            ('the key of another certificate', 'tls_server_config:\n  cert_file: server.pem\n'
+                                               '  key_file: ca.key\n', "key_file '"),
+            ('no key', 'tls_server_config:\n  cert_file: server.pem\n', 'needs both'),
+            ('an unverified client mode',
+             f'tls_server_config:\n{pair}  client_ca_file: ca.pem\n'
+             '  client_auth_type: RequireAnyClientCert\n', 'nobody verified'),
+            ('client verification without a CA',
+             f'tls_server_config:\n{pair}  client_auth_type: RequireAndVerifyClientCert\n',
+             'client_ca_file, which is missing'),
+            ('TLS 1.1', f'tls_server_config:\n{pair}  min_version: TLS11\n', 'not TLS12 or TLS13'),
+            ('min above max', f'tls_server_config:\n{pair}  min_version: TLS13\n'
+                              '  max_version: TLS12\n', 'above max_version'),
+            ('cipher suites', f'tls_server_config:\n{pair}  cipher_suites: [TLS_AES_128_GCM_SHA256]\n',
+             'cipher_suites'),
+            ('an inline certificate', 'tls_server_config:\n  cert: x\n  key: y\n', 'not supported'),
+            ('a CA file that is not PEM', f'tls_server_config:\n{pair}  client_ca_file: server.key\n'
+                                          '  client_auth_type: VerifyClientCertIfGiven\n',
+             "client_ca_file '"),
+        ]
+        for what, text, expected in cases:
+            r = run(self.collector_args(self.write(users + text)))
+            self.assertEqual(r.returncode, 2, f'{what}: {r.stderr}')
+            self.assertEqual(r.stderr.count('\n'), 1, f'{what}: {r.stderr!r}')
+            self.assertTrue(r.stderr.startswith('cuflight-collector: --web-config '),
+                            f'{what}: {r.stderr!r}')
             self.assertIn(expected, r.stderr, what)
 
     def test_the_example_passes_promtool_and_the_collector(self):

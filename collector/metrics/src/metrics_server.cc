@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -18,6 +20,10 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include <openssl/err.h>
+
+#include "server_tls.h"
 
 namespace cuflight::collector {
 
@@ -60,6 +66,7 @@ void SetError(std::string* error, std::string message) {
 
 struct Connection {
   int fd = -1;
+  SSL* ssl = nullptr;  // with TLS: the session on fd (owned)
   Clock::time_point deadline;
   std::string in;
   std::string out;
@@ -90,7 +97,10 @@ struct MetricsServer::Impl {
     options.request_timeout = std::max(options.request_timeout, std::chrono::milliseconds(1));
   }
   ~Impl() {
-    for (auto& [id, c] : connections) ::close(c.fd);
+    for (auto& [id, c] : connections) {
+      if (c.ssl != nullptr) SSL_free(c.ssl);
+      ::close(c.fd);
+    }
     for (const int fd : {listen_fd, epoll_fd, wake_fd, spare_fd}) {
       if (fd >= 0) ::close(fd);
     }
@@ -104,6 +114,10 @@ struct MetricsServer::Impl {
   void Write(uint64_t id);
   void Close(uint64_t id);
   void ExpireDeadlines(Clock::time_point now);
+  void Watch(const Connection& c, uint64_t id, uint32_t events);
+  // With TLS: reads what the session has into c.in until the request is complete or OpenSSL
+  // waits for the socket. Returns false when the connection was closed (a failed handshake).
+  bool ReadTls(uint64_t id);
 
   const Metrics& metrics;
   MetricsServerOptions options;
@@ -126,6 +140,7 @@ struct MetricsServer::Impl {
   std::atomic<uint64_t> open{0};
   std::atomic<uint64_t> unauthorized{0};
   std::atomic<uint64_t> throttled{0};
+  std::atomic<uint64_t> tls_failed{0};
 
   std::atomic<bool> stop{false};
   std::mutex stop_mu;  // serialises Stop()
@@ -271,24 +286,73 @@ void MetricsServer::Impl::Accept() {
       refused.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    SSL* ssl = nullptr;
+    if (options.web_config.tls != nullptr) {
+      ssl = options.web_config.tls->NewSession(fd);
+      if (ssl == nullptr) {
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        ::close(fd);
+        refused.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     Connection& c = connections[id];
     c.fd = fd;
+    c.ssl = ssl;
     c.deadline = Clock::now() + options.request_timeout;
     open.store(connections.size(), std::memory_order_relaxed);
   }
 }
 
-void MetricsServer::Impl::Read(uint64_t id) {
+void MetricsServer::Impl::Watch(const Connection& c, uint64_t id, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+bool MetricsServer::Impl::ReadTls(uint64_t id) {
   Connection& c = connections.at(id);
   char buf[4096];
-  const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (n <= 0) {
+  while (c.in.find("\r\n\r\n") == std::string::npos && c.in.size() < kMaxRequestBytes) {
+    ERR_clear_error();
+    const int n = SSL_read(c.ssl, buf, sizeof(buf));
+    if (n > 0) {
+      c.in.append(buf, std::min(kMaxRequestBytes - c.in.size(), static_cast<size_t>(n)));
+      continue;
+    }
+    const int err = SSL_get_error(c.ssl, n);
+    if (err == SSL_ERROR_WANT_READ) {
+      Watch(c, id, EPOLLIN);
+      return true;
+    }
+    if (err == SSL_ERROR_WANT_WRITE) {  // the handshake's answer waits for room
+      Watch(c, id, EPOLLOUT);
+      return true;
+    }
+    if (err != SSL_ERROR_ZERO_RETURN) tls_failed.fetch_add(1, std::memory_order_relaxed);
+    ERR_clear_error();
     Close(id);
-    return;
+    return false;
   }
-  const size_t room = kMaxRequestBytes - c.in.size();
-  c.in.append(buf, std::min(room, static_cast<size_t>(n)));
+  return true;
+}
+
+void MetricsServer::Impl::Read(uint64_t id) {
+  Connection& c = connections.at(id);
+  if (c.ssl != nullptr) {
+    if (!ReadTls(id)) return;
+  } else {
+    char buf[4096];
+    const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+      Close(id);
+      return;
+    }
+    const size_t room = kMaxRequestBytes - c.in.size();
+    c.in.append(buf, std::min(room, static_cast<size_t>(n)));
+  }
   if (c.in.find("\r\n\r\n") != std::string::npos) {
     Answer(c);
   } else if (c.in.size() >= kMaxRequestBytes) {
@@ -298,10 +362,7 @@ void MetricsServer::Impl::Read(uint64_t id) {
   } else {
     return;
   }
-  epoll_event ev{};
-  ev.events = EPOLLOUT;
-  ev.data.u64 = id;
-  ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &ev);
+  Watch(c, id, EPOLLOUT);
   Write(id);
 }
 
@@ -360,6 +421,24 @@ void MetricsServer::Impl::Answer(Connection& c) {
 void MetricsServer::Impl::Write(uint64_t id) {
   Connection& c = connections.at(id);
   while (c.out_pos < c.out.size()) {
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      const size_t left = std::min<size_t>(c.out.size() - c.out_pos, 1 << 30);
+      const int n = SSL_write(c.ssl, c.out.data() + c.out_pos, static_cast<int>(left));
+      if (n > 0) {
+        c.out_pos += static_cast<size_t>(n);
+        continue;
+      }
+      const int err = SSL_get_error(c.ssl, n);
+      if (err == SSL_ERROR_WANT_WRITE) return;  // EPOLLOUT brings us back
+      if (err == SSL_ERROR_WANT_READ) {         // a TLS 1.3 key update: wait to read
+        Watch(c, id, EPOLLIN);
+        return;
+      }
+      ERR_clear_error();
+      Close(id);
+      return;
+    }
     const ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT brings us back
@@ -371,6 +450,11 @@ void MetricsServer::Impl::Write(uint64_t id) {
     c.out_pos += static_cast<size_t>(n);
   }
   answered.fetch_add(1, std::memory_order_relaxed);
+  if (c.ssl != nullptr) {
+    ERR_clear_error();
+    SSL_shutdown(c.ssl);  // close_notify, not waiting for the client's
+    ERR_clear_error();
+  }
   ::shutdown(c.fd, SHUT_WR);
   Close(id);
 }
@@ -379,6 +463,7 @@ void MetricsServer::Impl::Close(uint64_t id) {
   const auto it = connections.find(id);
   if (it == connections.end()) return;
   ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  if (it->second.ssl != nullptr) SSL_free(it->second.ssl);
   ::close(it->second.fd);
   connections.erase(it);
   open.store(connections.size(), std::memory_order_relaxed);
@@ -413,6 +498,7 @@ MetricsServerStats MetricsServer::stats() const {
   s.open = i.open.load(std::memory_order_relaxed);
   s.unauthorized = i.unauthorized.load(std::memory_order_relaxed);
   s.throttled = i.throttled.load(std::memory_order_relaxed);
+  s.tls_failed = i.tls_failed.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -428,6 +514,13 @@ std::unique_ptr<MetricsServer> MetricsServer::Start(const Metrics& metrics, std:
     if (!impl->Bind(host, port, error)) return nullptr;
     Impl* raw = impl.get();
     impl->thread = std::thread([raw] {
+      // OpenSSL writes to the socket with write(2), which raises SIGPIPE when the client has
+      // hung up; blocked on this thread it stays pending and the write fails with EPIPE (plain
+      // HTTP uses MSG_NOSIGNAL instead).
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
       try {
         raw->Run();
       } catch (...) {

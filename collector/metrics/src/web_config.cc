@@ -1,7 +1,11 @@
 #include "cuflight/metrics/web_config.h"
 
+#include "server_tls.h"
+
 #include <crypt.h>
 #include <yaml.h>
+
+#include <filesystem>
 
 #include <algorithm>
 #include <cerrno>
@@ -171,6 +175,114 @@ bool ParseHttpServerConfig(yaml_document_t* doc, const yaml_node_t* node, std::s
   return true;
 }
 
+// tls_server_config (design note 1) into *settings; *enabled is false for an empty section.
+bool ParseTls(yaml_document_t* doc, const yaml_node_t* node, const std::string& base_dir,
+              TlsSettings* settings, bool* enabled, std::string* error) {
+  *enabled = false;
+  if (IsNull(node)) return true;
+  if (node->type != YAML_MAPPING_NODE) {
+    *error = "tls_server_config (" + Line(node) + "): not a mapping";
+    return false;
+  }
+  if (node->data.mapping.pairs.start == node->data.mapping.pairs.top) return true;
+  *enabled = true;
+  const auto path = [&](std::string_view v) {
+    const std::filesystem::path p{std::string(v)};
+    return (p.is_relative() && !base_dir.empty() ? std::filesystem::path(base_dir) / p : p)
+        .string();
+  };
+  const auto version = [](std::string_view v) -> int {
+    if (v == "TLS12") return TLS1_2_VERSION;
+    if (v == "TLS13") return TLS1_3_VERSION;
+    return 0;
+  };
+  for (const yaml_node_pair_t* p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
+       ++p) {
+    const yaml_node_t* key = yaml_document_get_node(doc, p->key);
+    const yaml_node_t* value = yaml_document_get_node(doc, p->value);
+    const std::optional<std::string_view> name = Scalar(key);
+    const std::optional<std::string_view> v = Scalar(value);
+    const std::string where =
+        "tls_server_config: " + (name ? std::string(*name) : std::string("a key")) + " (" +
+        Line(key) + ")";
+    if (!name) {
+      *error = where + ": not a string";
+      return false;
+    }
+    if (*name == "cert" || *name == "key" || *name == "client_ca" ||
+        *name == "client_allowed_sans" || *name == "cipher_suites" ||
+        *name == "curve_preferences") {
+      *error = where + " is not supported by cuflight-collector (it reads cert_file, key_file, "
+                       "client_ca_file, client_auth_type, min_version, max_version, "
+                       "prefer_server_cipher_suites)";
+      return false;
+    }
+    const bool known = *name == "cert_file" || *name == "key_file" || *name == "client_ca_file" ||
+                       *name == "client_auth_type" || *name == "min_version" ||
+                       *name == "max_version" || *name == "prefer_server_cipher_suites";
+    if (!known) {
+      *error = "tls_server_config: unknown key " + Quote(*name) + " (" + Line(key) + ")";
+      return false;
+    }
+    if (!v || v->empty()) {
+      *error = where + ": not a string";
+      return false;
+    }
+    if (*name == "cert_file") {
+      settings->cert_file = path(*v);
+    } else if (*name == "key_file") {
+      settings->key_file = path(*v);
+    } else if (*name == "client_ca_file") {
+      settings->client_ca_file = path(*v);
+    } else if (*name == "client_auth_type") {
+      if (*v == "NoClientCert") {
+        settings->client_auth = TlsSettings::ClientAuth::kNone;
+      } else if (*v == "VerifyClientCertIfGiven") {
+        settings->client_auth = TlsSettings::ClientAuth::kVerifyIfGiven;
+      } else if (*v == "RequireAndVerifyClientCert") {
+        settings->client_auth = TlsSettings::ClientAuth::kRequireAndVerify;
+      } else if (*v == "RequestClientCert" || *v == "RequireAnyClientCert") {
+        *error = where + ": " + Quote(*v) +
+                 " accepts certificates nobody verified; use RequireAndVerifyClientCert";
+        return false;
+      } else {
+        *error = where + ": " + Quote(*v) +
+                 " is not NoClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert";
+        return false;
+      }
+    } else if (*name == "min_version" || *name == "max_version") {
+      const int ver = version(*v);
+      if (ver == 0) {
+        *error = where + ": " + Quote(*v) + " is not TLS12 or TLS13 (nothing older is served)";
+        return false;
+      }
+      (*name == "min_version" ? settings->min_version : settings->max_version) = ver;
+    } else if (*name == "prefer_server_cipher_suites") {
+      if (*v != "true" && *v != "false") {
+        *error = where + ": not true or false";
+        return false;
+      }
+      settings->prefer_server_ciphers = *v == "true";
+    }
+  }
+  if (settings->cert_file.empty() || settings->key_file.empty()) {
+    *error = "tls_server_config (" + Line(node) + "): needs both cert_file and key_file";
+    return false;
+  }
+  if (settings->min_version > settings->max_version) {
+    *error = "tls_server_config (" + Line(node) + "): min_version is above max_version";
+    return false;
+  }
+  if (settings->client_auth != TlsSettings::ClientAuth::kNone &&
+      settings->client_ca_file.empty()) {
+    *error = "tls_server_config (" + Line(node) +
+             "): client_auth_type verifies client certificates against client_ca_file, which is "
+             "missing";
+    return false;
+  }
+  return true;
+}
+
 // Checks that this libcrypt computes bcrypt for `hash`'s prefix (libxcrypt may be built without
 // it): a check of any password must give a hash of the same shape.
 bool CryptKnows(const std::string& hash) {
@@ -180,7 +292,8 @@ bool CryptKnows(const std::string& hash) {
          std::memcmp(result, hash.data(), 7) == 0;
 }
 
-bool ParseDocument(std::string_view yaml, WebConfig* out, std::string* error) {
+bool ParseDocument(std::string_view yaml, const std::string& base_dir, WebConfig* out,
+                   std::string* error) {
   YamlParser parser;
   if (!parser.ok()) {
     *error = "cannot start the YAML parser";
@@ -208,12 +321,15 @@ bool ParseDocument(std::string_view yaml, WebConfig* out, std::string* error) {
     }
   }
   WebConfig config;
+  TlsSettings tls;
+  bool tls_enabled = false;
   if (root != nullptr && !IsNull(root)) {
     if (root->type != YAML_MAPPING_NODE) {
       *error = "not a mapping of basic_auth_users, tls_server_config and http_server_config";
       return false;
     }
     bool seen_users = false;
+    bool seen_tls = false;
     for (const yaml_node_pair_t* p = root->data.mapping.pairs.start;
          p < root->data.mapping.pairs.top; ++p) {
       const yaml_node_t* key = yaml_document_get_node(doc.get(), p->key);
@@ -229,16 +345,12 @@ bool ParseDocument(std::string_view yaml, WebConfig* out, std::string* error) {
       } else if (name && *name == "http_server_config") {
         if (!ParseHttpServerConfig(doc.get(), value, error)) return false;
       } else if (name && *name == "tls_server_config") {
-        if (IsNull(value) ||
-            (value->type == YAML_MAPPING_NODE &&
-             value->data.mapping.pairs.start == value->data.mapping.pairs.top)) {
-          continue;  // empty: no TLS, as exporter-toolkit reads it
+        if (seen_tls) {
+          *error = "tls_server_config (" + Line(key) + ") appears twice";
+          return false;
         }
-        *error = "tls_server_config (" + Line(key) +
-                 "): TLS is not served by cuflight-collector (docs/collector.md, \"Metrics "
-                 "endpoint\": keep the endpoint on a pod or loopback address behind the "
-                 "NetworkPolicy, or put a TLS proxy in front of it)";
-        return false;
+        seen_tls = true;
+        if (!ParseTls(doc.get(), value, base_dir, &tls, &tls_enabled, error)) return false;
       } else {
         *error = (name ? "unknown key " + Quote(*name) : std::string("a key that is not a string")) +
                  " (" + Line(key) +
@@ -247,14 +359,22 @@ bool ParseDocument(std::string_view yaml, WebConfig* out, std::string* error) {
       }
     }
   }
-  if (config.basic_auth_users.empty()) {
-    *error = "names no basic_auth_users: it would protect nothing (user: bcrypt hash)";
+  if (config.basic_auth_users.empty() && !tls_enabled) {
+    *error = "names no basic_auth_users and no tls_server_config: it would change nothing";
     return false;
   }
   for (const auto& [name, hash] : config.basic_auth_users) {
     if (!CryptKnows(hash)) {
       *error = "basic_auth_users: " + Quote(name) + ": this system's crypt(3) cannot check " +
                Quote(hash.substr(0, 4)) + " hashes";
+      return false;
+    }
+  }
+  if (tls_enabled) {
+    std::string why;
+    config.tls = ServerTls::Make(tls, &why);
+    if (config.tls == nullptr) {
+      *error = "tls_server_config: " + why;
       return false;
     }
   }
@@ -345,9 +465,10 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-bool ParseWebConfig(std::string_view yaml, WebConfig* out, std::string* error) noexcept {
+bool ParseWebConfig(std::string_view yaml, WebConfig* out, std::string* error,
+                    const std::string& base_dir) noexcept {
   try {
-    return ParseDocument(yaml, out, error);
+    return ParseDocument(yaml, base_dir, out, error);
   } catch (const std::exception& e) {
     *error = std::string("cannot read: ") + e.what();
     return false;
@@ -373,7 +494,7 @@ bool LoadWebConfig(const std::string& file, WebConfig* out, std::string* error) 
       return false;
     }
     std::string why;
-    if (!ParseWebConfig(text, out, &why)) {
+    if (!ParseWebConfig(text, out, &why, std::filesystem::path(file).parent_path().string())) {
       *error = Quote(file) + ": " + why;
       return false;
     }

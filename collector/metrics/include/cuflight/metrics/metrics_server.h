@@ -1,9 +1,9 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics returns Metrics::Render() as
 // text/plain; version=0.0.4; GET / returns a page linking to it; GET /healthz returns "ok" (for
 // a liveness probe: it tells nothing about the node). Any other path is 404, any other method
-// 405. With a web config (web_config.h), every path but /healthz needs HTTP basic
-// authentication: 401 without it or with wrong credentials, 429 while password checks are
-// throttled.
+// 405. With a web config (web_config.h) that names users, every path but /healthz needs HTTP
+// basic authentication: 401 without it or with wrong credentials, 429 while password checks are
+// throttled; with one that turns TLS on, the endpoint speaks only HTTPS (design note 5).
 //
 // Design (the daemon serves producers of many users; no scrape client may take anything from
 // ingestion, which runs on other threads and needs descriptors):
@@ -21,6 +21,10 @@
 //     8 KiB (431 beyond).
 //  4. Nothing thrown while rendering leaves the thread: the answer is 500. Writes use
 //     MSG_NOSIGNAL, so a client that hangs up mid-response raises no SIGPIPE.
+//  5. TLS runs on the same thread and the same bounds: a connection's handshake counts against
+//     its deadline and its slot like the request it precedes; OpenSSL's reads and writes are
+//     non-blocking, and the connection waits for whichever direction OpenSSL asks for. A failed
+//     handshake (a plain-HTTP client, an unverified client certificate) closes the connection.
 #ifndef CUFLIGHT_METRICS_METRICS_SERVER_H_
 #define CUFLIGHT_METRICS_METRICS_SERVER_H_
 
@@ -54,6 +58,7 @@ struct MetricsServerStats {
   uint64_t open = 0;       // connections open now
   uint64_t unauthorized = 0;  // answered 401: no or wrong credentials
   uint64_t throttled = 0;     // answered 429: credentials not checked (web_config.h, note 2c)
+  uint64_t tls_failed = 0;    // closed: the TLS handshake or a TLS read failed
 };
 
 class MetricsServer {

@@ -5,11 +5,17 @@
 //
 // Design:
 //  1. The part of the format cuflight serves: `basic_auth_users` (user name: bcrypt hash of the
-//     password, "$2a$", "$2b$" or "$2y$") and `http_server_config.http2` (accepted and ignored:
-//     the endpoint speaks HTTP/1.1). Anything else is refused with one line naming it, never
-//     ignored: `tls_server_config` (TLS is not served; docs/collector.md says what to do instead),
-//     unknown keys (exporter-toolkit reads the file strictly too), a hash that is not bcrypt. A file
-//     without any user is refused: it would protect nothing.
+//     password, "$2a$", "$2b$" or "$2y$"), `tls_server_config` with `cert_file`, `key_file`,
+//     `client_ca_file`, `client_auth_type` (NoClientCert, VerifyClientCertIfGiven,
+//     RequireAndVerifyClientCert), `min_version` and `max_version` (TLS12, TLS13) and
+//     `prefer_server_cipher_suites`, and `http_server_config.http2` (accepted and ignored: the
+//     endpoint speaks HTTP/1.1). Anything else is refused with one line naming it, never ignored:
+//     unknown keys (exporter-toolkit reads the file strictly too), the keys not served (inline
+//     PEM, cipher and curve lists, client_allowed_sans, rate_limit), the client_auth_types
+//     exporter-toolkit calls insecure, TLS below 1.2, a hash that is not bcrypt, files OpenSSL
+//     cannot use (server_tls.h). A file that neither names a user nor turns TLS on is refused: it
+//     would change nothing. Relative file names are taken from the web config's directory, as
+//     exporter-toolkit does. The file is read once, at start.
 //  2. Passwords are checked by crypt(3) (libxcrypt's bcrypt). A bcrypt check costs 2^cost rounds
 //     (0.22 s at cost 12 on the 2-vCPU build machine; each step of cost doubles it), on the
 //     metrics thread, so:
@@ -44,17 +50,24 @@ inline constexpr int kMaxBcryptCost = 14;
 // The largest web config file read.
 inline constexpr size_t kMaxWebConfigBytes = 1 << 20;
 
+// The OpenSSL context tls_server_config makes (src/server_tls.h).
+class ServerTls;
+
 struct WebConfig {
   // (user name, bcrypt hash), in the file's order; names are unique, non-empty, without ':' or
   // control characters; hashes are "$2a$"/"$2b$"/"$2y$", cost 04..kMaxBcryptCost, 60 characters.
   std::vector<std::pair<std::string, std::string>> basic_auth_users;
+  // Set when tls_server_config turns TLS on: the endpoint then speaks HTTPS only.
+  std::shared_ptr<ServerTls> tls;
 };
 
-// Parses a web config from `yaml`. Returns false with *error set to one line (no newline, naming
-// the YAML line or the key, e.g. "basic_auth_users: alice: not a bcrypt hash ...") when the text
-// is not YAML, not the format of design note 1, or a hash is one this libcrypt cannot check.
-// Never throws.
-bool ParseWebConfig(std::string_view yaml, WebConfig* out, std::string* error) noexcept;
+// Parses a web config from `yaml`; relative file names are taken from `base_dir` (empty: the
+// working directory). Returns false with *error set to one line (no newline, naming the YAML line
+// or the key, e.g. "basic_auth_users: 'alice' (line 2): not a bcrypt hash ...") when the text is
+// not YAML, not the format of design note 1, a hash is one this libcrypt cannot check, or a TLS
+// file cannot be used. Never throws.
+bool ParseWebConfig(std::string_view yaml, WebConfig* out, std::string* error,
+                    const std::string& base_dir = {}) noexcept;
 
 // Reads `file` (at most kMaxWebConfigBytes) and parses it; *error is one line naming the file.
 bool LoadWebConfig(const std::string& file, WebConfig* out, std::string* error) noexcept;

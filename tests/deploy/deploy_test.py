@@ -12,6 +12,13 @@
                   hostPath the kubelet requires to exist); the Kyverno policy adds exactly the
                   example's parts and allows only its host paths; the NetworkPolicy selects the
                   collectors and lets only Prometheus's pods reach the metrics port
+  PodWithoutDaemonSet
+                  the pod example on a node in the states the DaemonSet may leave it in (never
+                  reached, rebooted, running), its hostPath volumes made as the kubelet makes
+                  them, the real injected library loaded through the pod's own variables (by the
+                  fake driver and CUPTI of tests/inject): the pod starts every time, runs
+                  unrecorded with one line on stderr until the collector is there, and is
+                  recorded once it is
   WebConfig       the real collector with --web-config: a scrape without credentials or with
                   wrong ones is refused (401), with the right ones answered (200), for bcrypt
                   hashes from Prometheus's and Varnish's documentation; with TLS it speaks HTTPS
@@ -55,6 +62,10 @@ SOURCE_DIR = os.environ.get(
 DEPLOY = os.path.join(SOURCE_DIR, 'deploy')
 COLLECTOR = os.environ.get('CUFLIGHT_COLLECTOR_BIN', '')
 FEED = os.environ.get('CUFLIGHT_FEED_COLLECTOR', '')
+INJECT_SO = os.environ.get('CUFLIGHT_INJECT_SO', '')
+FAKE_APP = os.environ.get('CUFLIGHT_FAKE_APP', '')
+FAKE_LIBCUPTI = os.environ.get('CUFLIGHT_FAKE_LIBCUPTI', '')
+FAKE_LIBCUDA_DIR = os.environ.get('CUFLIGHT_FAKE_LIBCUDA_DIR', '')
 
 UNIT = os.path.join(DEPLOY, 'systemd', 'cuflight-collector.service')
 DAEMONSET = os.path.join(DEPLOY, 'kubernetes', 'cuflight-collector.yaml')
@@ -709,6 +720,149 @@ class Dashboard(unittest.TestCase):
                 check_labels_exposed(self, name, labels, f'panel "{title}"')
         for name, metric in variables:
             check_names_exposed(self, {metric}, f'variable ${name}')
+
+
+class PodWithoutDaemonSet(unittest.TestCase):
+    """gpu-pod-example.yaml on a node in a temporary directory. Its hostPath volumes are made as
+    the kubelet makes them (Kubernetes, Volumes, hostPath: DirectoryOrCreate creates an empty
+    directory, mode 0755, where nothing exists; Directory requires one, or the pod does not
+    start); the DaemonSet's part (the library its init container installs, the collector on its
+    socket) is there or not. The application is tests/inject's fake_app, which loads the library
+    named by the pod's CUDA_INJECTION64_PATH as the driver does (dlopen, InitializeInjection) and
+    launches through the fake CUPTI: what the real driver does with a missing library is item 15
+    of docs/gpu-verification.md, not this test's."""
+
+    LAUNCHES = 3
+
+    def setUp(self):
+        need_yaml()
+        for name, value in [('CUFLIGHT_COLLECTOR_BIN', COLLECTOR),
+                            ('CUFLIGHT_INJECT_SO', INJECT_SO), ('CUFLIGHT_FAKE_APP', FAKE_APP),
+                            ('CUFLIGHT_FAKE_LIBCUPTI', FAKE_LIBCUPTI)]:
+            if not value or not os.path.exists(value):
+                raise unittest.SkipTest(f'{name} is not set to a built file (CTest sets it when '
+                                        f'the injector and tests/inject are built)')
+        self.node = tempfile.mkdtemp(prefix='cuflight-node-')
+        os.chmod(self.node, 0o700)
+        self.addCleanup(shutil.rmtree, self.node, True)
+        with open(POD) as f:
+            self.pod = yaml.safe_load(f)
+        (self.container,) = self.pod['spec']['containers']
+
+    def on_node(self, path):
+        return os.path.join(self.node, path.lstrip('/'))
+
+    def start_pod(self):
+        """The kubelet's part: each hostPath volume made or checked; returns the container's
+        mount paths mapped to the node's directories."""
+        host = {}
+        for v in self.pod['spec']['volumes']:
+            hp = v['hostPath']
+            path = self.on_node(hp['path'])
+            if hp.get('type') == 'DirectoryOrCreate':
+                if not os.path.exists(path):
+                    os.makedirs(path)
+                    os.chmod(path, 0o755)
+            elif hp.get('type') == 'Directory':
+                self.assertTrue(os.path.isdir(path), f'the pod does not start: hostPath '
+                                                     f'{hp["path"]} (type Directory) is missing')
+            else:
+                self.fail(f'hostPath type {hp.get("type")!r} is not emulated here')
+            host[v['name']] = path
+        return {m['mountPath']: host[m['name']] for m in self.container['volumeMounts']}
+
+    def pod_environment(self, mounts):
+        env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
+               'LD_LIBRARY_PATH': FAKE_LIBCUDA_DIR, 'CUFLIGHT_CUPTI_PATH': FAKE_LIBCUPTI}
+        for e in self.container['env']:
+            value = e['value']
+            for mount_path, node_path in mounts.items():
+                if value.startswith(mount_path + '/'):
+                    value = node_path + value[len(mount_path):]
+            env[e['name']] = value
+        return env
+
+    def daemonset(self):
+        with open(DAEMONSET) as f:
+            ds = next(d for d in yaml.safe_load_all(f) if d and d.get('kind') == 'DaemonSet')
+        spec = ds['spec']['template']['spec']
+        return spec, {v['name']: v['hostPath']['path'] for v in spec['volumes']}
+
+    def install_library(self):
+        """The DaemonSet init container's copy, to the path its script names."""
+        spec, host = self.daemonset()
+        init = spec['initContainers'][0]
+        init_mounts = {m['mountPath']: host[m['name']] for m in init['volumeMounts']}
+        target = re.search(r'mv -f \S+ (\S+)', ' '.join(init['args'])).group(1)
+        path = self.on_node(init_mounts[os.path.dirname(target)] + '/' + os.path.basename(target))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copy(INJECT_SO, path)
+        os.chmod(path, 0o644)
+
+    def collector_socket(self):
+        """Where the DaemonSet's collector listens, on the node."""
+        spec, host = self.daemonset()
+        ((args, collector),) = daemonset_collector_args()
+        socket_path = dict(split_flags(args))['--socket']
+        mounts = {m['mountPath']: host[m['name']] for m in collector['volumeMounts']}
+        return self.on_node(mounts[os.path.dirname(socket_path)] + '/' +
+                            os.path.basename(socket_path))
+
+    def run_app(self, env):
+        return run([FAKE_APP, env['CUDA_INJECTION64_PATH'], str(self.LAUNCHES)], env=env)
+
+    def test_a_node_the_daemonset_never_reached_starts_the_pod(self):
+        mounts = self.start_pod()
+        env = self.pod_environment(mounts)
+        for path in mounts.values():
+            self.assertTrue(os.path.isdir(path))
+        # Nothing to load: the driver's part (docs/gpu-verification.md, item 15).
+        self.assertFalse(os.path.exists(env['CUDA_INJECTION64_PATH']))
+
+    def test_after_a_reboot_the_pod_runs_unrecorded_with_one_line(self):
+        self.install_library()  # /opt survives a reboot; /run (a tmpfs) does not
+        env = self.pod_environment(self.start_pod())
+        self.assertFalse(os.path.exists(env['CUFLIGHT_COLLECTOR']))
+        r = self.run_app(env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f'fired={self.LAUNCHES}', r.stdout)
+        self.assertEqual(r.stderr.count('\n'), 1, r.stderr)
+        self.assertIn(env['CUFLIGHT_COLLECTOR'], r.stderr)
+
+    def test_with_the_collector_running_the_pod_is_recorded(self):
+        # The DaemonSet first: the library, then the collector on its socket; then the pod.
+        self.install_library()
+        sock = self.collector_socket()
+        os.makedirs(os.path.dirname(sock), mode=0o750)
+        logs = os.path.join(self.node, 'var', 'log', 'cuflight')
+        with open(os.path.join(self.node, 'collector.out'), 'w+') as out:
+            collector = subprocess.Popen([COLLECTOR, '--socket', sock, '--log-dir', logs],
+                                         stdout=out, stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 30
+                while not os.path.exists(sock):
+                    self.assertIsNone(collector.poll(), 'the collector exited')
+                    self.assertLess(time.monotonic(), deadline, 'no socket')
+                    time.sleep(0.05)
+                env = self.pod_environment(self.start_pod())
+                self.assertEqual(env['CUFLIGHT_COLLECTOR'], sock)
+                r = self.run_app(env)
+            finally:
+                collector.send_signal(signal.SIGTERM)
+                collector.wait(timeout=30)
+            out.seek(0)
+            log = out.read()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f'fired={self.LAUNCHES}', r.stdout)
+        self.assertEqual(r.stderr, '', 'a recorded pod prints nothing')
+        kernels = 0
+        for directory, _, files in os.walk(logs):
+            for name in files:
+                if name.endswith('.jsonl'):
+                    with open(os.path.join(directory, name)) as f:
+                        kernels += sum(json.loads(l)['type'] == 'kernel'
+                                       for l in f if l.endswith('\n'))
+        self.assertEqual(kernels, self.LAUNCHES, log)
 
 
 # Bcrypt hashes with their passwords, from documentation independent of this code: Prometheus's

@@ -23,8 +23,10 @@
                   wrong ones is refused (401), with the right ones answered (200), for bcrypt
                   hashes from Prometheus's and Varnish's documentation; with TLS it speaks HTTPS
                   only, and with client certificates required only to clients the CA signed
-                  (certificates made by openssl in the test); a bad file is one line on stderr and
-                  exit status 2; the example file passes promtool check web-config
+                  (certificates made by openssl in the test); a real Prometheus scrapes it over
+                  HTTPS with the right password and is refused with a wrong one; a bad file is
+                  one line on stderr and exit status 2; the example passes promtool check
+                  web-config
   PrometheusRules promtool check rules and promtool test rules; every series the rules and their
                   test inputs name is one a real collector exposes, with its real labels; the
                   example Prometheus configurations pass promtool check config
@@ -50,6 +52,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.parse
 import urllib.request
 
 try:
@@ -1089,6 +1092,65 @@ class WebConfig(unittest.TestCase):
         self.assertTrue(self.refused(port, '/metrics', self.client_context('stranger')),
                         'a certificate the CA did not sign')
         self.assertEqual(self.get(port, '/metrics', tls=self.client_context('client'))[0], 200)
+
+    def test_prometheus_scrapes_it_with_its_credentials_and_ca(self):
+        prometheus = tool('prometheus', 'prometheus')
+        need_yaml()
+        self.make_certificates()
+        port = self.start(self.write(
+            'tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n'
+            f'basic_auth_users:\n  foo: {VARNISH_FOO_HASH}\n'))
+        # Two jobs, as an operator writes them (docs/collector.md, "Metrics endpoint"): one with
+        # the right password, one with a wrong one.
+        jobs = []
+        for job, password in [('right', 'key1'), ('wrong', 'key2')]:
+            jobs.append({'job_name': job, 'scheme': 'https',
+                         'tls_config': {'ca_file': os.path.join(self.tmp, 'server.pem')},
+                         'basic_auth': {'username': 'foo', 'password': password},
+                         'static_configs': [{'targets': [f'127.0.0.1:{port}']}]})
+        config = self.write(yaml.safe_dump({
+            'global': {'scrape_interval': '1s', 'scrape_timeout': '1s'},
+            'scrape_configs': jobs}), 'prometheus.yml')
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            api_port = s.getsockname()[1]
+        log = open(os.path.join(self.tmp, 'prometheus.log'), 'w+')
+        self.addCleanup(log.close)
+        p = subprocess.Popen([prometheus, '--config.file=' + config,
+                              '--storage.tsdb.path=' + os.path.join(self.tmp, 'tsdb'),
+                              f'--web.listen-address=127.0.0.1:{api_port}'],
+                             stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            p.terminate()
+            p.wait(timeout=30)
+        self.addCleanup(stop)
+
+        def query(q):
+            url = (f'http://127.0.0.1:{api_port}/api/v1/query?query=' +
+                   urllib.parse.quote(q))
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return {m['metric'].get('job'): float(m['value'][1])
+                        for m in json.load(r)['data']['result']}
+
+        deadline = time.monotonic() + 90
+        up = {}
+        while time.monotonic() < deadline:
+            self.assertIsNone(p.poll(), 'Prometheus exited')
+            try:
+                up = query('up')
+            except OSError:
+                up = {}
+            # The right job's first scrape may meet the throttle (429) the wrong one's checks set
+            # off: it is up at a later one.
+            if up == {'right': 1.0, 'wrong': 0.0}:
+                break
+            time.sleep(0.5)
+        log.seek(0)
+        self.assertEqual(up, {'right': 1.0, 'wrong': 0.0}, log.read()[-3000:])
+        scraped = query('count by (job) ({__name__=~"cuflight_.+"})')
+        self.assertGreater(scraped.get('right', 0), 0)
+        self.assertNotIn('wrong', scraped)
 
     def test_bad_tls_settings_are_one_line_and_exit_status_2(self):
         self.make_certificates()

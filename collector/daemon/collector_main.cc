@@ -141,12 +141,12 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
     }
     if (server) {
       const WebConfig& web = server_options.web_config;
-      logger->info("metrics at {}://{}:{}/metrics{}", web.tls != nullptr ? "https" : "http",
-                   options.metrics.host, server->port(),
-                   web.basic_auth_users.empty()
-                       ? std::string()
-                       : " (basic auth, users: " + std::to_string(web.basic_auth_users.size()) +
-                             ")");
+      logger->info(
+          "metrics at {}://{}:{}/metrics{}", web.tls != nullptr ? "https" : "http",
+          options.metrics.host, server->port(),
+          web.basic_auth_users.empty()
+              ? std::string()
+              : " (basic auth, users: " + std::to_string(web.basic_auth_users.size()) + ")");
     }
     signals.Attach(collector.get());
     const int status = collector->Run();

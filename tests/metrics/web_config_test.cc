@@ -28,8 +28,8 @@ std::string Request(const std::string& authorization) {
 WebConfig FooOnly() {
   WebConfig config;
   std::string error;
-  EXPECT_TRUE(ParseWebConfig(std::string("basic_auth_users:\n  foo: ") + kFooHash + "\n", &config,
-                             &error))
+  EXPECT_TRUE(
+      ParseWebConfig(std::string("basic_auth_users:\n  foo: ") + kFooHash + "\n", &config, &error))
       << error;
   return config;
 }
@@ -67,10 +67,10 @@ TEST(BasicAuthTest, MalformedCredentialsAreRefusedWithoutACheck) {
   const Clock::time_point t0 = Clock::now();
   for (const std::string& request : {
            std::string("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),  // none
-           Request("Basic"),                                           // no token
-           Request("Basic Zm9vOmtleTE"),                               // base64 without padding
-           Request("Basic Zm9v"),                                      // "foo": no colon
-           Request("Digest Zm9vOmtleTE="),                             // another scheme
+           Request("Basic"),                                         // no token
+           Request("Basic Zm9vOmtleTE"),                             // base64 without padding
+           Request("Basic Zm9v"),                                    // "foo": no colon
+           Request("Digest Zm9vOmtleTE="),                           // another scheme
            // two Authorization headers
            std::string("GET / HTTP/1.1\r\nAuthorization: Basic Zm9vOmtleTE=\r\n"
                        "authorization: Basic Zm9vOmtleTE=\r\n\r\n"),

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -20,8 +21,6 @@
 #include <mutex>
 #include <thread>
 #include <utility>
-
-#include <openssl/err.h>
 
 #include "server_tls.h"
 
@@ -400,8 +399,8 @@ void MetricsServer::Impl::Answer(Connection& c) {
         return;
       case BasicAuth::Verdict::kThrottled:
         throttled.fetch_add(1, std::memory_order_relaxed);
-        c.out = Response(429, "Too Many Requests", "text/plain", "too many password checks\n",
-                         head, "Retry-After: 1\r\n");
+        c.out = Response(429, "Too Many Requests", "text/plain", "too many password checks\n", head,
+                         "Retry-After: 1\r\n");
         return;
     }
   }

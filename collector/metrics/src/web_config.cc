@@ -1,18 +1,17 @@
 #include "cuflight/metrics/web_config.h"
 
-#include "server_tls.h"
-
 #include <crypt.h>
 #include <yaml.h>
-
-#include <filesystem>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+
+#include "server_tls.h"
 
 namespace cuflight::collector {
 
@@ -95,8 +94,8 @@ bool IsBcryptHash(std::string_view hash, int* cost) {
   if (hash[4] < '0' || hash[4] > '9' || hash[5] < '0' || hash[5] > '9') return false;
   *cost = (hash[4] - '0') * 10 + (hash[5] - '0');
   return std::all_of(hash.begin() + 7, hash.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '/';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '/';
   });
 }
 
@@ -117,9 +116,8 @@ bool ParseUsers(yaml_document_t* doc, const yaml_node_t* users, WebConfig* out,
       return false;
     }
     if (name->empty() || name->find(':') != std::string_view::npos ||
-        std::any_of(name->begin(), name->end(), [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        })) {
+        std::any_of(name->begin(), name->end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
       *error = "basic_auth_users (" + Line(key) + "): user name " + Quote(*name) +
                " is empty or holds ':' or a control character (basic auth cannot send it)";
       return false;
@@ -212,9 +210,10 @@ bool ParseTls(yaml_document_t* doc, const yaml_node_t* node, const std::string& 
     if (*name == "cert" || *name == "key" || *name == "client_ca" ||
         *name == "client_allowed_sans" || *name == "cipher_suites" ||
         *name == "curve_preferences") {
-      *error = where + " is not supported by cuflight-collector (it reads cert_file, key_file, "
-                       "client_ca_file, client_auth_type, min_version, max_version, "
-                       "prefer_server_cipher_suites)";
+      *error = where +
+               " is not supported by cuflight-collector (it reads cert_file, key_file, "
+               "client_ca_file, client_auth_type, min_version, max_version, "
+               "prefer_server_cipher_suites)";
       return false;
     }
     const bool known = *name == "cert_file" || *name == "key_file" || *name == "client_ca_file" ||
@@ -273,8 +272,7 @@ bool ParseTls(yaml_document_t* doc, const yaml_node_t* node, const std::string& 
     *error = "tls_server_config (" + Line(node) + "): min_version is above max_version";
     return false;
   }
-  if (settings->client_auth != TlsSettings::ClientAuth::kNone &&
-      settings->client_ca_file.empty()) {
+  if (settings->client_auth != TlsSettings::ClientAuth::kNone && settings->client_ca_file.empty()) {
     *error = "tls_server_config (" + Line(node) +
              "): client_auth_type verifies client certificates against client_ca_file, which is "
              "missing";
@@ -352,9 +350,9 @@ bool ParseDocument(std::string_view yaml, const std::string& base_dir, WebConfig
         seen_tls = true;
         if (!ParseTls(doc.get(), value, base_dir, &tls, &tls_enabled, error)) return false;
       } else {
-        *error = (name ? "unknown key " + Quote(*name) : std::string("a key that is not a string")) +
-                 " (" + Line(key) +
-                 "; keys: basic_auth_users, http_server_config, tls_server_config)";
+        *error =
+            (name ? "unknown key " + Quote(*name) : std::string("a key that is not a string")) +
+            " (" + Line(key) + "; keys: basic_auth_users, http_server_config, tls_server_config)";
         return false;
       }
     }
@@ -445,7 +443,8 @@ std::optional<std::string_view> AuthorizationHeader(std::string_view request) {
         request.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     if (line.empty()) break;  // the blank line ending the headers
     const size_t colon = line.find(':');
-    if (colon != std::string_view::npos && EqualsIgnoreCase(line.substr(0, colon), "authorization")) {
+    if (colon != std::string_view::npos &&
+        EqualsIgnoreCase(line.substr(0, colon), "authorization")) {
       if (found) return std::nullopt;
       found = Trim(line.substr(colon + 1));
     }

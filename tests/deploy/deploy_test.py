@@ -17,8 +17,8 @@
                   reached, rebooted, running), its hostPath volumes made as the kubelet makes
                   them, the real injected library loaded through the pod's own variables (by the
                   fake driver and CUPTI of tests/inject): the pod starts every time, runs
-                  unrecorded with one line on stderr until the collector is there, and is
-                  recorded once it is
+                  unrecorded with one line on stderr when it ends before the collector is there,
+                  and is recorded once it is, also when it started first
   WebConfig       the real collector with --web-config: a scrape without credentials or with
                   wrong ones is refused (401), with the right ones answered (200), for bcrypt
                   hashes from Prometheus's and Varnish's documentation; with TLS it speaks HTTPS
@@ -832,41 +832,76 @@ class PodWithoutDaemonSet(unittest.TestCase):
         self.assertEqual(r.stderr.count('\n'), 1, r.stderr)
         self.assertIn(env['CUFLIGHT_COLLECTOR'], r.stderr)
 
+    def start_collector(self, sock):
+        """The DaemonSet's collector on the node; stopped (SIGTERM) at the test's end. Returns
+        its log directory."""
+        os.makedirs(os.path.dirname(sock), mode=0o750, exist_ok=True)
+        logs = os.path.join(self.node, 'var', 'log', 'cuflight')
+        out = open(os.path.join(self.node, 'collector.out'), 'w+')
+        self.addCleanup(out.close)
+        collector = subprocess.Popen([COLLECTOR, '--socket', sock, '--log-dir', logs],
+                                     stdout=out, stderr=subprocess.STDOUT)
+
+        def stop():
+            collector.send_signal(signal.SIGTERM)
+            collector.wait(timeout=30)
+        self.addCleanup(stop)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(sock):
+            self.assertIsNone(collector.poll(), 'the collector exited')
+            self.assertLess(time.monotonic(), deadline, 'no socket')
+            time.sleep(0.05)
+        return logs
+
+    @staticmethod
+    def stored(logs, event_type, expected):
+        """How many complete lines of `event_type` the logs hold, read again until there are
+        `expected` (for at most 30 s)."""
+        deadline = time.monotonic() + 30
+        while True:
+            count = 0
+            for directory, _, files in os.walk(logs):
+                for name in files:
+                    if name.endswith('.jsonl'):
+                        with open(os.path.join(directory, name)) as f:
+                            count += sum(json.loads(l)['type'] == event_type
+                                         for l in f if l.endswith('\n'))
+            if count >= expected or time.monotonic() > deadline:
+                return count
+            time.sleep(0.1)
+
     def test_with_the_collector_running_the_pod_is_recorded(self):
         # The DaemonSet first: the library, then the collector on its socket; then the pod.
         self.install_library()
         sock = self.collector_socket()
-        os.makedirs(os.path.dirname(sock), mode=0o750)
-        logs = os.path.join(self.node, 'var', 'log', 'cuflight')
-        with open(os.path.join(self.node, 'collector.out'), 'w+') as out:
-            collector = subprocess.Popen([COLLECTOR, '--socket', sock, '--log-dir', logs],
-                                         stdout=out, stderr=subprocess.STDOUT)
-            try:
-                deadline = time.monotonic() + 30
-                while not os.path.exists(sock):
-                    self.assertIsNone(collector.poll(), 'the collector exited')
-                    self.assertLess(time.monotonic(), deadline, 'no socket')
-                    time.sleep(0.05)
-                env = self.pod_environment(self.start_pod())
-                self.assertEqual(env['CUFLIGHT_COLLECTOR'], sock)
-                r = self.run_app(env)
-            finally:
-                collector.send_signal(signal.SIGTERM)
-                collector.wait(timeout=30)
-            out.seek(0)
-            log = out.read()
+        logs = self.start_collector(sock)
+        env = self.pod_environment(self.start_pod())
+        self.assertEqual(env['CUFLIGHT_COLLECTOR'], sock)
+        r = self.run_app(env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn(f'fired={self.LAUNCHES}', r.stdout)
         self.assertEqual(r.stderr, '', 'a recorded pod prints nothing')
-        kernels = 0
-        for directory, _, files in os.walk(logs):
-            for name in files:
-                if name.endswith('.jsonl'):
-                    with open(os.path.join(directory, name)) as f:
-                        kernels += sum(json.loads(l)['type'] == 'kernel'
-                                       for l in f if l.endswith('\n'))
-        self.assertEqual(kernels, self.LAUNCHES, log)
+        self.assertEqual(self.stored(logs, 'kernel', self.LAUNCHES), self.LAUNCHES)
 
+    def test_a_pod_that_started_first_is_recorded_once_the_collector_is_up(self):
+        # After a reboot the pod may start before the DaemonSet's pod: its launches are kept
+        # and sent when the collector comes (the library retries within its 1 s backoff).
+        self.install_library()
+        env = self.pod_environment(self.start_pod())
+        with open(os.path.join(self.node, 'app.out'), 'w+') as out:
+            app = subprocess.Popen([FAKE_APP, env['CUDA_INJECTION64_PATH'], str(self.LAUNCHES),
+                                    'sleep', '5000'], env=env, stdout=out,
+                                   stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 30
+            while f'fired={self.LAUNCHES}' not in open(out.name).read():
+                self.assertIsNone(app.poll(), 'the app exited before its launches')
+                self.assertLess(time.monotonic(), deadline, 'no launches')
+                time.sleep(0.05)
+            logs = self.start_collector(self.collector_socket())
+            _, err = app.communicate(timeout=60)
+        self.assertEqual(app.returncode, 0, err)
+        self.assertEqual(err, '', 'nothing was lost: nothing to say')
+        self.assertEqual(self.stored(logs, 'kernel', self.LAUNCHES), self.LAUNCHES)
 
 # Bcrypt hashes with their passwords, from documentation independent of this code: Prometheus's
 # basic-auth guide (https://prometheus.io/docs/guides/basic-auth/: "$2b$12$hNf2...", the password

@@ -106,6 +106,18 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
     }
     const std::shared_ptr<spdlog::logger> logger = MakeStderrLogger(options.log_level);
 
+    // The web config is read before anything starts: a bad one is a usage error.
+    MetricsServerOptions server_options;
+    if (!options.web_config.empty()) {
+      if (options.metrics.host.empty()) {
+        err << prefix << ": --web-config: there is no --metrics endpoint to protect\n";
+        return 2;
+      }
+      if (!LoadWebConfig(options.web_config, &server_options.web_config, &error)) {
+        err << prefix << ": --web-config " << error << '\n';
+        return 2;
+      }
+    }
     // Metrics are kept only when they are served: without --metrics nobody could read them.
     std::unique_ptr<Metrics> metrics;
     std::unique_ptr<MetricsServer> server;
@@ -113,7 +125,7 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
       metrics = std::make_unique<Metrics>();
       std::string metrics_error;
       server = MetricsServer::Start(*metrics, options.metrics.host, options.metrics.port,
-                                    &metrics_error);
+                                    &metrics_error, server_options);
       if (!server) {
         err << prefix << ": --metrics: " << metrics_error << '\n';
         return 1;
@@ -128,7 +140,13 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
       return startup.exit_code;
     }
     if (server) {
-      logger->info("metrics at http://{}:{}/metrics", options.metrics.host, server->port());
+      const WebConfig& web = server_options.web_config;
+      logger->info(
+          "metrics at {}://{}:{}/metrics{}", web.tls != nullptr ? "https" : "http",
+          options.metrics.host, server->port(),
+          web.basic_auth_users.empty()
+              ? std::string()
+              : " (basic auth, users: " + std::to_string(web.basic_auth_users.size()) + ")");
     }
     signals.Attach(collector.get());
     const int status = collector->Run();

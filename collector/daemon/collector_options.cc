@@ -254,6 +254,13 @@ std::vector<Setting> Settings() {
                [](std::string_view t, CollectorOptions* o, std::string* why) {
                  return ParseHostPort(t, &o->metrics, why);
                }});
+  s.push_back({"web-config", "FILE",
+               "Require HTTP basic auth at --metrics: a Prometheus web config file "
+               "(basic_auth_users: USER: BCRYPT-HASH); default: none",
+               [](std::string_view t, CollectorOptions* o, std::string*) {
+                 o->web_config = std::string(t);
+                 return true;
+               }});
   s.push_back({"tcp", "HOST:PORT",
                "Also accept producers over TCP, loopback only unless --tcp-allow-remote; empty: "
                "off (default)",

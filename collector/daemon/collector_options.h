@@ -49,6 +49,9 @@ struct CollectorOptions {
   std::chrono::milliseconds fsync_interval{1000};
   // Prometheus endpoint; empty host: off.
   HostPort metrics;
+  // The endpoint's web config (exporter-toolkit's YAML: basic_auth_users with bcrypt hashes),
+  // read at startup (cuflight/metrics/web_config.h); empty: no authentication.
+  std::string web_config;
   // Producer TCP listener; empty host: off. Only loopback addresses unless tcp_allow_remote.
   HostPort tcp;
   bool tcp_allow_remote = false;

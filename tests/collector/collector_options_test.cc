@@ -101,6 +101,8 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
                           "7",
                           "--metrics",
                           "127.0.0.1:9464",
+                          "--web-config",
+                          "/etc/cuflight/web.yml",
                           "--tcp",
                           "[::1]:7000",
                           "--tcp-allow-remote",
@@ -134,6 +136,7 @@ TEST(CollectorOptionsTest, EveryFlagIsApplied) {
   EXPECT_EQ(p.options.retain_bytes, 1ull << 30);
   EXPECT_EQ(p.options.retain_days, 7);
   EXPECT_EQ(p.options.metrics, (HostPort{"127.0.0.1", 9464}));
+  EXPECT_EQ(p.options.web_config, "/etc/cuflight/web.yml");
   EXPECT_EQ(p.options.tcp, (HostPort{"::1", 7000}));
   EXPECT_TRUE(p.options.tcp_allow_remote);
   EXPECT_TRUE(p.options.tcp_trust_identity);

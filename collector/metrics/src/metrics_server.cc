@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -18,6 +21,8 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include "server_tls.h"
 
 namespace cuflight::collector {
 
@@ -60,6 +65,7 @@ void SetError(std::string* error, std::string message) {
 
 struct Connection {
   int fd = -1;
+  SSL* ssl = nullptr;  // with TLS: the session on fd (owned)
   Clock::time_point deadline;
   std::string in;
   std::string out;
@@ -83,11 +89,17 @@ std::string Response(int status, std::string_view reason, std::string_view conte
 
 struct MetricsServer::Impl {
   Impl(const Metrics& m, const MetricsServerOptions& o) : metrics(m), options(o) {
+    if (!options.web_config.basic_auth_users.empty()) {
+      auth = std::make_unique<BasicAuth>(options.web_config);
+    }
     options.max_connections = std::clamp(options.max_connections, 1, kMaxConnectionsLimit);
     options.request_timeout = std::max(options.request_timeout, std::chrono::milliseconds(1));
   }
   ~Impl() {
-    for (auto& [id, c] : connections) ::close(c.fd);
+    for (auto& [id, c] : connections) {
+      if (c.ssl != nullptr) SSL_free(c.ssl);
+      ::close(c.fd);
+    }
     for (const int fd : {listen_fd, epoll_fd, wake_fd, spare_fd}) {
       if (fd >= 0) ::close(fd);
     }
@@ -101,9 +113,14 @@ struct MetricsServer::Impl {
   void Write(uint64_t id);
   void Close(uint64_t id);
   void ExpireDeadlines(Clock::time_point now);
+  void Watch(const Connection& c, uint64_t id, uint32_t events);
+  // With TLS: reads what the session has into c.in until the request is complete or OpenSSL
+  // waits for the socket. Returns false when the connection was closed (a failed handshake).
+  bool ReadTls(uint64_t id);
 
   const Metrics& metrics;
   MetricsServerOptions options;
+  std::unique_ptr<BasicAuth> auth;  // null: no authentication
   int listen_fd = -1;
   int epoll_fd = -1;
   int wake_fd = -1;
@@ -120,6 +137,9 @@ struct MetricsServer::Impl {
   std::atomic<uint64_t> refused{0};
   std::atomic<uint64_t> timed_out{0};
   std::atomic<uint64_t> open{0};
+  std::atomic<uint64_t> unauthorized{0};
+  std::atomic<uint64_t> throttled{0};
+  std::atomic<uint64_t> tls_failed{0};
 
   std::atomic<bool> stop{false};
   std::mutex stop_mu;  // serialises Stop()
@@ -265,24 +285,73 @@ void MetricsServer::Impl::Accept() {
       refused.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    SSL* ssl = nullptr;
+    if (options.web_config.tls != nullptr) {
+      ssl = options.web_config.tls->NewSession(fd);
+      if (ssl == nullptr) {
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        ::close(fd);
+        refused.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     Connection& c = connections[id];
     c.fd = fd;
+    c.ssl = ssl;
     c.deadline = Clock::now() + options.request_timeout;
     open.store(connections.size(), std::memory_order_relaxed);
   }
 }
 
-void MetricsServer::Impl::Read(uint64_t id) {
+void MetricsServer::Impl::Watch(const Connection& c, uint64_t id, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+bool MetricsServer::Impl::ReadTls(uint64_t id) {
   Connection& c = connections.at(id);
   char buf[4096];
-  const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (n <= 0) {
+  while (c.in.find("\r\n\r\n") == std::string::npos && c.in.size() < kMaxRequestBytes) {
+    ERR_clear_error();
+    const int n = SSL_read(c.ssl, buf, sizeof(buf));
+    if (n > 0) {
+      c.in.append(buf, std::min(kMaxRequestBytes - c.in.size(), static_cast<size_t>(n)));
+      continue;
+    }
+    const int err = SSL_get_error(c.ssl, n);
+    if (err == SSL_ERROR_WANT_READ) {
+      Watch(c, id, EPOLLIN);
+      return true;
+    }
+    if (err == SSL_ERROR_WANT_WRITE) {  // the handshake's answer waits for room
+      Watch(c, id, EPOLLOUT);
+      return true;
+    }
+    if (err != SSL_ERROR_ZERO_RETURN) tls_failed.fetch_add(1, std::memory_order_relaxed);
+    ERR_clear_error();
     Close(id);
-    return;
+    return false;
   }
-  const size_t room = kMaxRequestBytes - c.in.size();
-  c.in.append(buf, std::min(room, static_cast<size_t>(n)));
+  return true;
+}
+
+void MetricsServer::Impl::Read(uint64_t id) {
+  Connection& c = connections.at(id);
+  if (c.ssl != nullptr) {
+    if (!ReadTls(id)) return;
+  } else {
+    char buf[4096];
+    const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+      Close(id);
+      return;
+    }
+    const size_t room = kMaxRequestBytes - c.in.size();
+    c.in.append(buf, std::min(room, static_cast<size_t>(n)));
+  }
   if (c.in.find("\r\n\r\n") != std::string::npos) {
     Answer(c);
   } else if (c.in.size() >= kMaxRequestBytes) {
@@ -292,10 +361,7 @@ void MetricsServer::Impl::Read(uint64_t id) {
   } else {
     return;
   }
-  epoll_event ev{};
-  ev.events = EPOLLOUT;
-  ev.data.u64 = id;
-  ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &ev);
+  Watch(c, id, EPOLLOUT);
   Write(id);
 }
 
@@ -318,6 +384,26 @@ void MetricsServer::Impl::Answer(Connection& c) {
                      "Allow: GET, HEAD\r\n");
     return;
   }
+  if (path == "/healthz") {
+    c.out = Response(200, "OK", "text/plain", "ok\n", head);
+    return;
+  }
+  if (auth != nullptr) {
+    switch (auth->Check(std::string_view(c.in), Clock::now())) {
+      case BasicAuth::Verdict::kAllowed:
+        break;
+      case BasicAuth::Verdict::kDenied:
+        unauthorized.fetch_add(1, std::memory_order_relaxed);
+        c.out = Response(401, "Unauthorized", "text/plain", "unauthorized\n", head,
+                         "WWW-Authenticate: Basic realm=\"cuflight\", charset=\"UTF-8\"\r\n");
+        return;
+      case BasicAuth::Verdict::kThrottled:
+        throttled.fetch_add(1, std::memory_order_relaxed);
+        c.out = Response(429, "Too Many Requests", "text/plain", "too many password checks\n", head,
+                         "Retry-After: 1\r\n");
+        return;
+    }
+  }
   if (path == "/metrics") {
     try {
       c.out = Response(200, "OK", kContentType, metrics.Render(), head);
@@ -334,6 +420,24 @@ void MetricsServer::Impl::Answer(Connection& c) {
 void MetricsServer::Impl::Write(uint64_t id) {
   Connection& c = connections.at(id);
   while (c.out_pos < c.out.size()) {
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      const size_t left = std::min<size_t>(c.out.size() - c.out_pos, 1 << 30);
+      const int n = SSL_write(c.ssl, c.out.data() + c.out_pos, static_cast<int>(left));
+      if (n > 0) {
+        c.out_pos += static_cast<size_t>(n);
+        continue;
+      }
+      const int err = SSL_get_error(c.ssl, n);
+      if (err == SSL_ERROR_WANT_WRITE) return;  // EPOLLOUT brings us back
+      if (err == SSL_ERROR_WANT_READ) {         // a TLS 1.3 key update: wait to read
+        Watch(c, id, EPOLLIN);
+        return;
+      }
+      ERR_clear_error();
+      Close(id);
+      return;
+    }
     const ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT brings us back
@@ -345,6 +449,11 @@ void MetricsServer::Impl::Write(uint64_t id) {
     c.out_pos += static_cast<size_t>(n);
   }
   answered.fetch_add(1, std::memory_order_relaxed);
+  if (c.ssl != nullptr) {
+    ERR_clear_error();
+    SSL_shutdown(c.ssl);  // close_notify, not waiting for the client's
+    ERR_clear_error();
+  }
   ::shutdown(c.fd, SHUT_WR);
   Close(id);
 }
@@ -353,6 +462,7 @@ void MetricsServer::Impl::Close(uint64_t id) {
   const auto it = connections.find(id);
   if (it == connections.end()) return;
   ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, it->second.fd, nullptr);
+  if (it->second.ssl != nullptr) SSL_free(it->second.ssl);
   ::close(it->second.fd);
   connections.erase(it);
   open.store(connections.size(), std::memory_order_relaxed);
@@ -385,6 +495,9 @@ MetricsServerStats MetricsServer::stats() const {
   s.refused = i.refused.load(std::memory_order_relaxed);
   s.timed_out = i.timed_out.load(std::memory_order_relaxed);
   s.open = i.open.load(std::memory_order_relaxed);
+  s.unauthorized = i.unauthorized.load(std::memory_order_relaxed);
+  s.throttled = i.throttled.load(std::memory_order_relaxed);
+  s.tls_failed = i.tls_failed.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -400,6 +513,13 @@ std::unique_ptr<MetricsServer> MetricsServer::Start(const Metrics& metrics, std:
     if (!impl->Bind(host, port, error)) return nullptr;
     Impl* raw = impl.get();
     impl->thread = std::thread([raw] {
+      // OpenSSL writes to the socket with write(2), which raises SIGPIPE when the client has
+      // hung up; blocked on this thread it stays pending and the write fails with EPIPE (plain
+      // HTTP uses MSG_NOSIGNAL instead).
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
       try {
         raw->Run();
       } catch (...) {

@@ -1,6 +1,9 @@
 // The HTTP endpoint Prometheus scrapes: GET /metrics returns Metrics::Render() as
-// text/plain; version=0.0.4; GET / returns a page linking to it. Any other path is 404, any
-// other method 405.
+// text/plain; version=0.0.4; GET / returns a page linking to it; GET /healthz returns "ok" (for
+// a liveness probe: it tells nothing about the node). Any other path is 404, any other method
+// 405. With a web config (web_config.h) that names users, every path but /healthz needs HTTP
+// basic authentication: 401 without it or with wrong credentials, 429 while password checks are
+// throttled; with one that turns TLS on, the endpoint speaks only HTTPS (design note 5).
 //
 // Design (the daemon serves producers of many users; no scrape client may take anything from
 // ingestion, which runs on other threads and needs descriptors):
@@ -18,6 +21,10 @@
 //     8 KiB (431 beyond).
 //  4. Nothing thrown while rendering leaves the thread: the answer is 500. Writes use
 //     MSG_NOSIGNAL, so a client that hangs up mid-response raises no SIGPIPE.
+//  5. TLS runs on the same thread and the same bounds: a connection's handshake counts against
+//     its deadline and its slot like the request it precedes; OpenSSL's reads and writes are
+//     non-blocking, and the connection waits for whichever direction OpenSSL asks for. A failed
+//     handshake (a plain-HTTP client, an unverified client certificate) closes the connection.
 #ifndef CUFLIGHT_METRICS_METRICS_SERVER_H_
 #define CUFLIGHT_METRICS_METRICS_SERVER_H_
 
@@ -28,6 +35,7 @@
 #include <string_view>
 
 #include "cuflight/metrics/metrics.h"
+#include "cuflight/metrics/web_config.h"
 
 namespace cuflight::collector {
 
@@ -36,6 +44,8 @@ struct MetricsServerOptions {
   int max_connections = 16;
   // Time from accept to the end of the response, clamped to at least 1 ms.
   std::chrono::milliseconds request_timeout{5000};
+  // Users allowed in by HTTP basic authentication; empty: no authentication.
+  WebConfig web_config;
 };
 
 // What the server did with connections, since Start. Any thread.
@@ -46,6 +56,9 @@ struct MetricsServerStats {
   uint64_t refused = 0;    // closed at once: every slot was being answered, or no descriptor left
   uint64_t timed_out = 0;  // closed at the deadline
   uint64_t open = 0;       // connections open now
+  uint64_t unauthorized = 0;  // answered 401: no or wrong credentials
+  uint64_t throttled = 0;     // answered 429: credentials not checked (web_config.h, note 2c)
+  uint64_t tls_failed = 0;    // closed: the TLS handshake or a TLS read failed
 };
 
 class MetricsServer {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -15,6 +14,7 @@
 
 #include "cuflight/blackbox/region_layout.h"
 #include "cuflight/blackbox/region_reader.h"
+#include "cuflight/blackbox/region_source.h"
 
 namespace cuflight::collector {
 namespace {
@@ -71,27 +71,24 @@ std::unique_ptr<ProducerBlackbox> ProducerBlackbox::Adopt(int fd, int socket, pi
                                    std::to_string(blackbox::kMaxRegionBytes >> 20) +
                                    " MiB allowed");
   }
-  void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return refuse("map_failed", "mmap: " + Errno());
-  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(base), size);
   std::string message;
-  const blackbox::RegionError error = blackbox::CheckRegion(bytes, &message);
+  blackbox::RegionError error;
+  {
+    blackbox::FdSource source(fd, size);  // the header's page, which the producer wrote first
+    error = blackbox::CheckRegion(source, &message);
+  }
   if (error != blackbox::RegionError::kNone) {
-    munmap(base, size);
     return refuse(blackbox::RegionErrorName(error), std::move(message));
   }
   const int pidfd = PeerPidfd(socket, peer_pid);
   if (pidfd < 0) {
-    munmap(base, size);
     return refuse("no_pidfd", "no pidfd of the producer (pid " + std::to_string(peer_pid) +
                                   "): its end could not be told from a closed connection");
   }
-  return std::unique_ptr<ProducerBlackbox>(
-      new ProducerBlackbox(fd, pidfd, static_cast<const uint8_t*>(base), size));
+  return std::unique_ptr<ProducerBlackbox>(new ProducerBlackbox(fd, pidfd, size));
 }
 
 ProducerBlackbox::~ProducerBlackbox() {
-  munmap(const_cast<uint8_t*>(base_), size_);
   close(fd_);
   close(pidfd_);
 }

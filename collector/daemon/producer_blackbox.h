@@ -1,6 +1,8 @@
 // A producer's black box as the collector holds it (docs/protocol.md, "The black box"): the
-// memfd the producer passed on its Unix connection, checked and mapped read-only, and a pidfd of
-// the producer, which says when it has died: the only time the region is read.
+// memfd the producer passed on its Unix connection, checked, and a pidfd of the producer, which
+// says when it has died: the only time the region is read. The memfd is never mapped: it is
+// read with pread(2) (blackbox::FdSource), so that the pages the producer never wrote are not
+// allocated and charged to the collector's memory cgroup (region_source.h).
 //
 // What is accepted: a memfd on tmpfs (not hugetlbfs), sealed against shrinking (so the producer
 // cannot truncate it under the mapping and make a read fault), of kHeaderBytes to
@@ -14,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -24,7 +25,7 @@ class ProducerBlackbox {
  public:
   // Takes ownership of `fd` (closed when refused). `socket`: the connection it came on (for
   // SO_PEERPIDFD); `peer_pid`: its SO_PEERCRED pid. Returns nullptr when refused, with *reason a
-  // metrics label ("not_memfd", "not_sealed", "too_small", "too_large", "map_failed",
+  // metrics label ("not_memfd", "not_sealed", "too_small", "too_large",
   // "no_pidfd", or a blackbox::RegionErrorName) and *why a sentence for the log.
   static std::unique_ptr<ProducerBlackbox> Adopt(int fd, int socket, pid_t peer_pid,
                                                  std::string_view* reason, std::string* why);
@@ -32,20 +33,20 @@ class ProducerBlackbox {
   ProducerBlackbox(const ProducerBlackbox&) = delete;
   ProducerBlackbox& operator=(const ProducerBlackbox&) = delete;
 
-  std::span<const uint8_t> bytes() const { return {base_, size_}; }
+  // The memfd (read it with blackbox::FdSource) and its size.
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
   // Readable (EPOLLIN) once the producer has exited.
   int pidfd() const { return pidfd_; }
   // True when the producer has exited; does not wait.
   bool ProducerGone() const;
 
  private:
-  ProducerBlackbox(int fd, int pidfd, const uint8_t* base, size_t size)
-      : fd_(fd), pidfd_(pidfd), base_(base), size_(size) {}
+  ProducerBlackbox(int fd, int pidfd, uint64_t size) : fd_(fd), pidfd_(pidfd), size_(size) {}
 
   const int fd_;
   const int pidfd_;
-  const uint8_t* const base_;
-  const size_t size_;
+  const uint64_t size_;
 };
 
 }  // namespace cuflight::collector

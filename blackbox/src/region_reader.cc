@@ -165,8 +165,9 @@ class RegionRecovery::Impl {
   SeqState state_;
   uint64_t first_ring_seq_ = 0;
 
-  // kScanJournal, kJournal: the next journal index; the last seq taken from the journal.
-  uint64_t j_ = 0;
+  // kScanJournal, kJournal: journal entries done (the next index is journal_tail + this; the
+  // indices may wrap past 2^64, the count does not); the last seq taken from the journal.
+  uint64_t journal_done_ = 0;
   std::optional<uint64_t> journal_last_seq_;
   // The devices announced before the ring (at most kMaxDevices), in seq order, and the next.
   std::vector<Plan> announced_;
@@ -219,30 +220,32 @@ bool RegionRecovery::Impl::ReadState() {
   }
   version_ = h_.state_version;
   state_ = h_.seq_state[version_ & 1];
-  j_ = jtail;
+  journal_done_ = 0;
   return true;
 }
 
 // [jtail, jhead], the entry at jhead too: whole if the producer died between its commit word and
 // the head's store. One entry (or one run of never-written ones) per call.
 uint64_t RegionRecovery::Impl::ScanJournal() {
-  if (j_ > h_.journal_head) {
+  const uint64_t entries = h_.journal_head - h_.journal_tail + 1;  // at most capacity + 1
+  if (journal_done_ >= entries) {
     phase_ = Phase::kPlan;
     return 1;
   }
+  const uint64_t j = h_.journal_tail + journal_done_;
   const uint64_t mask = h_.journal_capacity - 1;
   const uint64_t holes =
-      HoleEntries(h_.journal_offset, j_ & mask, sizeof(JournalEntry), h_.journal_capacity);
+      HoleEntries(h_.journal_offset, j & mask, sizeof(JournalEntry), h_.journal_capacity);
   if (holes > 0) {
-    j_ += std::min(holes, h_.journal_head - j_ + 1);
+    journal_done_ += std::min(holes, entries - journal_done_);
     return 1;
   }
-  const auto e = Read<JournalEntry>(h_.journal_offset + (j_ & mask) * sizeof(JournalEntry));
-  if (e.commit == j_ + 1 && e.state_version > version_) {  // its handling ended after the header's
+  const auto e = Read<JournalEntry>(h_.journal_offset + (j & mask) * sizeof(JournalEntry));
+  if (e.commit == j + 1 && e.state_version > version_) {  // its handling ended after the header's
     version_ = e.state_version;
     state_ = e.state;
   }
-  ++j_;
+  ++journal_done_;
   return 1;
 }
 
@@ -290,31 +293,34 @@ void RegionRecovery::Impl::PlanAnnouncedDevices() {
   }
   std::stable_sort(announced_.begin(), announced_.end(),
                    [](const Plan& a, const Plan& b) { return a.seq < b.seq; });
-  j_ = h_.journal_tail;
+  journal_done_ = 0;
 }
 
 // The journal's next entry (or run of never-written ones), after the announced devices whose
 // seqs come first.
 uint64_t RegionRecovery::Impl::JournalStep(const RegionRecovery::Emit& emit) {
-  const uint64_t jhead = h_.journal_head;
-  if (j_ > jhead) {
+  // [jtail, jhead]: the last one (at jhead) may not have begun, so it is not counted torn.
+  const uint64_t entries = h_.journal_head - h_.journal_tail + 1;
+  if (journal_done_ >= entries) {
     while (next_announced_ < announced_.size()) Emit(announced_[next_announced_++], emit);
     phase_ = Phase::kRing;
     return 1;
   }
+  const uint64_t j = h_.journal_tail + journal_done_;
   const uint64_t mask = h_.journal_capacity - 1;
   const uint64_t holes =
-      HoleEntries(h_.journal_offset, j_ & mask, sizeof(JournalEntry), h_.journal_capacity);
+      HoleEntries(h_.journal_offset, j & mask, sizeof(JournalEntry), h_.journal_capacity);
   if (holes > 0) {
-    const uint64_t skipped = std::min(holes, jhead - j_ + 1);
-    result_.torn += std::min(skipped, jhead - j_);  // the entry at jhead may not have begun
-    j_ += skipped;
+    const uint64_t skipped = std::min(holes, entries - journal_done_);
+    result_.torn += std::min(skipped, entries - 1 - journal_done_);
+    journal_done_ += skipped;
     return 1;
   }
-  const uint64_t j = j_++;
+  const bool last = journal_done_ + 1 == entries;
+  ++journal_done_;
   const auto e = Read<JournalEntry>(h_.journal_offset + (j & mask) * sizeof(JournalEntry));
   if (e.commit != j + 1) {
-    if (j < jhead) ++result_.torn;
+    if (!last) ++result_.torn;
     return 1;
   }
   Plan plan;

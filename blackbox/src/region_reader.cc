@@ -47,8 +47,8 @@ RegionError CheckHeader(uint64_t bytes, const RegionHeader& h, std::string* mess
     return RegionError::kBadVersion;
   }
   if (h.region_bytes > bytes) {
-    *message = Text("the region says it has", h.region_bytes) + " bytes, it has " +
-               std::to_string(bytes);
+    *message =
+        Text("the region says it has", h.region_bytes) + " bytes, it has " + std::to_string(bytes);
     return RegionError::kTooSmall;
   }
   *message = "";
@@ -104,7 +104,6 @@ bool DecodeRecord(const uint8_t* raw, WireLaunchRecord* out) {
   std::memcpy(static_cast<void*>(out), raw, sizeof(*out));
   return true;
 }
-
 
 }  // namespace
 
@@ -353,8 +352,8 @@ uint64_t RegionRecovery::Impl::RingStep(const RegionRecovery::Emit& emit) {
     return 1;
   }
   const uint64_t mask = h_.ring_capacity - 1;
-  const uint64_t holes = HoleEntries(h_.ring_slots_offset, pos_ & mask, kRingSlotBytes,
-                                     h_.ring_capacity);
+  const uint64_t holes =
+      HoleEntries(h_.ring_slots_offset, pos_ & mask, kRingSlotBytes, h_.ring_capacity);
   if (holes > 0) {  // claimed, never written: as torn as a slot whose callback had not returned
     const uint64_t skipped = std::min(holes, enqueued_ - pos_);
     result_.torn += skipped;

@@ -226,10 +226,9 @@ class Collector::Impl {
       const auto wait =
           std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count();
       // While a black box is being read, the loop does not sleep: a slice per turn.
-      const int n = epoll_wait(epoll_fd_, events.data(), kMaxEpollEvents,
-                               recoveries_.empty()
-                                   ? static_cast<int>(std::clamp<int64_t>(wait, 0, 1000))
-                                   : 0);
+      const int n = epoll_wait(
+          epoll_fd_, events.data(), kMaxEpollEvents,
+          recoveries_.empty() ? static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)) : 0);
       if (n < 0 && errno != EINTR) {
         log_->critical("epoll_wait failed: {}", Errno(errno));
         status = 1;
@@ -1146,9 +1145,10 @@ class Collector::Impl {
   void CancelRecovery(ProducerProcess& p) {
     for (auto it = recoveries_.begin(); it != recoveries_.end(); ++it) {
       if (it->map_key != p.map_key) continue;
-      log_->info("process {} ({}, pid {}) reconnected while its black box was read; the reading "
-                 "stops after {} events",
-                 p.id, Printable(p.key.exe, 80), p.key.pid, it->stored);
+      log_->info(
+          "process {} ({}, pid {}) reconnected while its black box was read; the reading "
+          "stops after {} events",
+          p.id, Printable(p.key.exe, 80), p.key.pid, it->stored);
       recoveries_.erase(it);
       break;
     }

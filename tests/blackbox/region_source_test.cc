@@ -2,6 +2,8 @@
 // skipped) and a step at a time (RegionRecovery::Step). It must emit exactly what one call of
 // Recover over the same bytes emits, whatever the step's budget; skip what was never written
 // without reading it or allocating it; and end on any live words.
+#include "cuflight/blackbox/region_source.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -13,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "cuflight/blackbox/region_source.h"
 #include "region_test_util.h"
 
 namespace cuflight::blackbox::testing {

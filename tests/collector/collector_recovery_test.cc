@@ -113,8 +113,8 @@ std::unique_ptr<blackbox::RegionWriter> RingBox(uint32_t ring_capacity, uint32_t
 // The attack: a 64 MiB black box (the most the collector accepts) with a 16,384-slot ring and a
 // names area filling the rest, whose producer wrote only the header, the ring's control words,
 // the ring's first slot (one committed launch), a function descriptor, its names and the
-// device's descriptor: 6 of its 16,384 pages. Then its header is made to claim every ring slot in use and
-// the whole names area committed.
+// device's descriptor: 6 of its 16,384 pages. Then its header is made to claim every ring slot in
+// use and the whole names area committed.
 struct SparseBox {
   std::unique_ptr<blackbox::RegionWriter> region;
   uint64_t claimed_names = 0;
@@ -153,9 +153,9 @@ SparseBox MakeSparseBox() {
   const uint64_t turn = 1;
   std::memcpy(slot, &turn, sizeof(turn));
   std::memcpy(slot + blackbox::kRingSlotRecordOffset, &r, sizeof(r));
-  EXPECT_EQ(pwrite(box.region->fd(), slot, sizeof(slot),
-                   static_cast<off_t>(slots.ring_slots_offset)),
-            ssize_t(sizeof(slot)));
+  EXPECT_EQ(
+      pwrite(box.region->fd(), slot, sizeof(slot), static_cast<off_t>(slots.ring_slots_offset)),
+      ssize_t(sizeof(slot)));
   box.region->AnnounceDevice(0, 1, 1'732'000'000'000'000'001);
   box.region->PublishState({.seq_base = kFirstEvents, .handled_pos = 0, .announced_devices = 1});
   // The claims, written into the pages already there.
@@ -274,9 +274,7 @@ TEST(CollectorRecoveryTest, SparseBlackBoxesCostTheCollectorOnlyWhatWasWritten) 
     sparse_pids.push_back(pid);
     Reap(pid, false);
     ASSERT_TRUE(WaitUntil(
-        [&] {
-          return HasProcessLost(logs, pid) || collector->Wait(milliseconds(0)).has_value();
-        },
+        [&] { return HasProcessLost(logs, pid) || collector->Wait(milliseconds(0)).has_value(); },
         seconds(60)))
         << cgroup.oom_kills() << " OOM kills in the collector's cgroup, usage "
         << (cgroup.current() >> 10) << " KiB";
@@ -300,8 +298,8 @@ TEST(CollectorRecoveryTest, SparseBlackBoxesCostTheCollectorOnlyWhatWasWritten) 
   // A real box of a full ring, beside the sparse ones still held open.
   auto real = RingBox(8192, 8192, "_Z6kernelPfi", "kernel(float*, int)");
   ASSERT_NE(real, nullptr);
-  const pid_t real_pid = SpawnProducer(dir.path() / "c.sock", FirstEvents(), {real->fd()},
-                                       End::kKill);
+  const pid_t real_pid =
+      SpawnProducer(dir.path() / "c.sock", FirstEvents(), {real->fd()}, End::kKill);
   Reap(real_pid, false);
   ASSERT_TRUE(WaitUntil([&] { return HasProcessLost(logs, real_pid); }, seconds(120)))
       << collector->Output();
@@ -416,8 +414,7 @@ TEST(CollectorRecoveryTest, SixDeathsAtOnceLoseNothingAndKeepOthersAcksPrompt) {
                            [&](pid_t pid) { return HasProcessLost(logs, pid); });
       },
       seconds(180), milliseconds(20));
-  const auto read_ms =
-      std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
+  const auto read_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
   stop = true;
   timer.join();
   EXPECT_TRUE(all_read) << collector->Output();

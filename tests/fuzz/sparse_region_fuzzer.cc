@@ -163,10 +163,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t region_bytes = region->bytes().size();
   size_t i = 7;
   while (i + 4 <= size) {
-    const uint32_t raw = uint32_t{data[i]} | uint32_t{data[i + 1]} << 8 |
-                         uint32_t{data[i + 2]} << 16;
-    const uint64_t at = raw < 0x800000 ? raw % 32768
-                                       : uint64_t{raw - 0x800000} * region_bytes / 0x800000;
+    const uint32_t raw =
+        uint32_t{data[i]} | uint32_t{data[i + 1]} << 8 | uint32_t{data[i + 2]} << 16;
+    const uint64_t at =
+        raw < 0x800000 ? raw % 32768 : uint64_t{raw - 0x800000} * region_bytes / 0x800000;
     size_t n = data[i + 3] % 32 + 1;
     i += 4;
     n = std::min({n, size - i, static_cast<size_t>(region_bytes - std::min(at, region_bytes))});

@@ -23,9 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
-#include <memory>
 #include <string>
 #include <string_view>
 

@@ -8,7 +8,10 @@
 //     the collector reads only what was written: its cgroup (one this test makes) grows by a
 //     small bound over five such boxes, and a real black box still recovers fully beside them;
 //   - six producers with full rings killed at once beside a live producer: the live producer's
-//     acks stay prompt while the six are read, and every launch in the six rings is stored.
+//     acks stay prompt while the six are read, and every launch in the six rings is stored;
+//   - a forged black box whose every record names a 30,000-character name: what one box gives
+//     stops at 128 MiB of lines, the rest counted lost, and the live producer's acks stay prompt
+//     (the inline reader took 2.7 s before acking it, and stored 250 MB).
 // CUFLIGHT_TEST_COLLECTOR names another collector binary to run these against.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -339,6 +342,67 @@ std::string LongName(const std::string& prefix, size_t bytes) {
   return name;
 }
 
+// A live producer beside the dying ones: sends a kernel event every 10 ms on its own thread and
+// times each one's ack; the slowest before Measure() and after it.
+class AckTimer {
+ public:
+  explicit AckTimer(const fs::path& socket) : client_(RawClient::Unix(socket)) {
+    live_.pid = static_cast<int32_t>(getpid());
+    live_.exe = "/opt/app/bin/live";
+    if (!client_.Send(ProcessStartLine(live_, 0)) || client_.WaitAck(0) != 0u) {
+      failed_ = true;
+      return;
+    }
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~AckTimer() { Stop(); }
+  AckTimer(const AckTimer&) = delete;
+  AckTimer& operator=(const AckTimer&) = delete;
+
+  // Waits until 20 acks came (the normal latency is measured); false if they did not.
+  bool Started() {
+    return WaitUntil([&] { return acked_.load() >= 20 || failed_.load(); }, seconds(30)) &&
+           !failed_.load();
+  }
+  void Measure() { during_ = true; }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  bool failed() const { return failed_.load(); }
+  int64_t worst_before_us() const { return worst_before_us_.load(); }
+  int64_t worst_during_us() const { return worst_during_us_.load(); }
+
+ private:
+  void Loop() {
+    // Bounded: the test calls Stop within its deadlines, and each ack wait is bounded too.
+    for (uint64_t seq = 1; !stop_.load(); ++seq) {
+      const auto sent = Clock::now();
+      const bool measuring = during_.load();
+      if (!client_.Send(KernelLine(live_, seq, seq)) || client_.WaitAck(seq, seconds(20)) != seq) {
+        failed_ = true;
+        return;
+      }
+      const int64_t us =
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count();
+      auto& worst = measuring ? worst_during_us_ : worst_before_us_;
+      worst = std::max<int64_t>(worst.load(), us);
+      acked_ = seq;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  RawClient client_;
+  ProducerIdentity live_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> during_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> acked_{0};
+  std::atomic<int64_t> worst_before_us_{0};
+  std::atomic<int64_t> worst_during_us_{0};
+};
+
 // Six producers with full 8,192-slot rings of CUTLASS-length names (each box gives about 17 MiB
 // of lines), killed together, beside a live producer that sends a kernel event every 10 ms and
 // times its ack. --max-pending-bytes is 16 MiB: less than one box gives, so the six must be
@@ -365,37 +429,8 @@ TEST(CollectorRecoveryTest, SixDeathsAtOnceLoseNothingAndKeepOthersAcksPrompt) {
         SpawnProducer(dir.path() / "c.sock", FirstEvents(), {boxes.back()->fd()}, End::kHold));
   }
 
-  // The live producer.
-  ProducerIdentity live;
-  live.pid = static_cast<int32_t>(getpid());
-  live.exe = "/opt/app/bin/live";
-  RawClient client = RawClient::Unix(dir.path() / "c.sock");
-  ASSERT_TRUE(client.Send(ProcessStartLine(live, 0)));
-  ASSERT_EQ(client.WaitAck(0), 0u);
-  std::atomic<bool> stop{false};
-  std::atomic<bool> during{false};
-  std::atomic<int64_t> worst_before_us{0};
-  std::atomic<int64_t> worst_during_us{0};
-  std::atomic<uint64_t> acked{0};
-  std::atomic<bool> failed{false};
-  std::thread timer([&] {
-    // Bounded: the main thread sets stop within its deadlines; each ack wait is bounded too.
-    for (uint64_t seq = 1; !stop.load(); ++seq) {
-      const auto sent = Clock::now();
-      const bool measuring = during.load();
-      if (!client.Send(KernelLine(live, seq, seq)) || client.WaitAck(seq, seconds(20)) != seq) {
-        failed = true;
-        return;
-      }
-      const int64_t us =
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count();
-      auto& worst = measuring ? worst_during_us : worst_before_us;
-      worst = std::max<int64_t>(worst.load(), us);
-      acked = seq;
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  });
-  ASSERT_TRUE(WaitUntil([&] { return acked.load() >= 20 || failed.load(); }, seconds(30)));
+  AckTimer timer(dir.path() / "c.sock");
+  ASSERT_TRUE(timer.Started());
 
   // Every producer's first events are stored before the kill.
   ASSERT_TRUE(WaitUntil([&] {
@@ -404,7 +439,7 @@ TEST(CollectorRecoveryTest, SixDeathsAtOnceLoseNothingAndKeepOthersAcksPrompt) {
     }
     return true;
   }));
-  during = true;
+  timer.Measure();
   const auto killed = Clock::now();
   for (const pid_t pid : pids) kill(pid, SIGKILL);
   for (const pid_t pid : pids) Reap(pid, false);
@@ -415,17 +450,15 @@ TEST(CollectorRecoveryTest, SixDeathsAtOnceLoseNothingAndKeepOthersAcksPrompt) {
       },
       seconds(180), milliseconds(20));
   const auto read_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - killed).count();
-  stop = true;
-  timer.join();
+  timer.Stop();
   EXPECT_TRUE(all_read) << collector->Output();
-  EXPECT_FALSE(failed.load()) << "the live producer's ack did not come";
+  EXPECT_FALSE(timer.failed()) << "the live producer's ack did not come";
   std::printf(
       "six boxes read in %lld ms; the live producer's slowest ack: %lld us before, %lld us "
       "during\n",
-      static_cast<long long>(read_ms), static_cast<long long>(worst_before_us.load()),
-      static_cast<long long>(worst_during_us.load()));
-  EXPECT_LT(worst_during_us.load(), std::chrono::microseconds(kAckBound).count());
-  client.Close();
+      static_cast<long long>(read_ms), static_cast<long long>(timer.worst_before_us()),
+      static_cast<long long>(timer.worst_during_us()));
+  EXPECT_LT(timer.worst_during_us(), std::chrono::microseconds(kAckBound).count());
   StopCollector(*collector);
 
   // Written by each: 5 sent + 8,192 in its ring = 8,197 seqs; stored + lost must be that, with
@@ -441,6 +474,63 @@ TEST(CollectorRecoveryTest, SixDeathsAtOnceLoseNothingAndKeepOthersAcksPrompt) {
               std::string::npos)
         << s.lost;
   }
+}
+
+// The issue's forged box: 8,192 ring records naming one function with a 30,000-character name,
+// about 31 KB a line, 250 MB in all. The collector stops at 128 MiB of lines for one box
+// (docs/collector.md), counts the rest lost (stored + lost = the 8,197 seqs the box and its
+// first events used), and the live producer's acks stay prompt while it reads.
+TEST(CollectorRecoveryTest, AForgedBoxIsCappedAndDoesNotDelayOthers) {
+  constexpr uint32_t kRecords = 8192;
+  constexpr uint64_t kCap = uint64_t{128} << 20;
+  constexpr auto kAckBound = milliseconds(1000);
+  TempDir dir;
+  const fs::path logs = dir.path() / "logs";
+  // Buffers larger than the box gives: what stops it must be the cap of one box.
+  auto collector = StartCollector(dir.path(), nullptr, {"--max-pending-bytes", "512M"});
+  ASSERT_TRUE(collector->running());
+  const std::string name = LongName("_ZN7cutlass6KernelINS_4gemm", 30000);
+  auto box = RingBox(kRecords, kRecords, name, "");
+  ASSERT_NE(box, nullptr);
+  const pid_t pid = SpawnProducer(dir.path() / "c.sock", FirstEvents(), {box->fd()}, End::kHold);
+  AckTimer timer(dir.path() / "c.sock");
+  ASSERT_TRUE(timer.Started());
+  ASSERT_TRUE(WaitUntil([&] { return !FindLog(logs, "trainer", pid).empty(); }));
+  timer.Measure();
+  Reap(pid, true);
+  const bool read =
+      WaitUntil([&] { return HasProcessLost(logs, pid); }, seconds(300), milliseconds(20));
+  timer.Stop();
+  EXPECT_TRUE(read) << collector->Output();
+  EXPECT_FALSE(timer.failed()) << "the live producer's ack did not come";
+  std::printf("the live producer's slowest ack: %lld us before, %lld us during\n",
+              static_cast<long long>(timer.worst_before_us()),
+              static_cast<long long>(timer.worst_during_us()));
+  EXPECT_LT(timer.worst_during_us(), std::chrono::microseconds(kAckBound).count());
+  StopCollector(*collector);
+
+  const fs::path file = FindLog(logs, "trainer", pid);
+  ASSERT_FALSE(file.empty());
+  const std::vector<LoggedLine> lines = ReadLog(file);
+  uint64_t recovered_bytes = 0;
+  uint64_t longest = 0;
+  for (const LoggedLine& l : lines) {
+    if (l.text.find(R"("recovered":true)") == std::string::npos) continue;
+    recovered_bytes += l.text.size() + 1;  // and its '\n'
+    longest = std::max<uint64_t>(longest, l.text.size() + 1);
+  }
+  const Stream s = StreamOf(lines);
+  ASSERT_GT(s.recovered, 0u);
+  EXPECT_LE(recovered_bytes, kCap);
+  EXPECT_GT(recovered_bytes + longest, kCap);  // it stopped at the cap, not before
+  // The seqs: 0..4 sent, then the recovered ones from 5 on; every other seq of the 8,192 is lost.
+  EXPECT_EQ(s.seqs, Range(0, kFirstEvents + s.recovered));
+  const uint64_t lost = kRecords - s.recovered;
+  EXPECT_NE(s.lost.find(R"("events_stored":)" + std::to_string(kFirstEvents + s.recovered) +
+                        R"(,"events_lost":)" + std::to_string(lost) + R"(,"events_recovered":)" +
+                        std::to_string(s.recovered) + "}"),
+            std::string::npos)
+      << s.lost;
 }
 
 }  // namespace

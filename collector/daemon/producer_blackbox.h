@@ -4,8 +4,8 @@
 // read with pread(2) (blackbox::FdSource), so that the pages the producer never wrote are not
 // allocated and charged to the collector's memory cgroup (region_source.h).
 //
-// What is accepted: a memfd on tmpfs (not hugetlbfs), sealed against shrinking (so the producer
-// cannot truncate it under the mapping and make a read fault), of kHeaderBytes to
+// What is accepted: a memfd on tmpfs (not hugetlbfs), sealed against shrinking (so that the
+// size its header was checked against holds while it is read), of kHeaderBytes to
 // blackbox::kMaxRegionBytes, whose header is a black box of this layout version; and a producer
 // whose pidfd can be had (SO_PEERPIDFD, else pidfd_open of the SO_PEERCRED pid).
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_PRODUCER_BLACKBOX_H_

@@ -11,7 +11,8 @@
 //     acks stay prompt while the six are read, and every launch in the six rings is stored;
 //   - a forged black box whose every record names a 30,000-character name: what one box gives
 //     stops at 128 MiB of lines, the rest counted lost, and the live producer's acks stay prompt
-//     (the inline reader took 2.7 s before acking it, and stored 250 MB).
+//     (the inline reader took 2.7 s before acking it, and stored 250 MB);
+//   - a collector stopped while it reads a black box finishes the reading first.
 // CUFLIGHT_TEST_COLLECTOR names another collector binary to run these against.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -529,6 +530,46 @@ TEST(CollectorRecoveryTest, AForgedBoxIsCappedAndDoesNotDelayOthers) {
   EXPECT_NE(s.lost.find(R"("events_stored":)" + std::to_string(kFirstEvents + s.recovered) +
                         R"(,"events_lost":)" + std::to_string(lost) + R"(,"events_recovered":)" +
                         std::to_string(s.recovered) + "}"),
+            std::string::npos)
+      << s.lost;
+}
+
+// A collector stopped (SIGTERM) while it reads a black box finishes the reading before it exits,
+// and writes the process's process_lost once, last, with stored + lost = what the box used.
+TEST(CollectorRecoveryTest, AStopDuringAReadingFinishesItAndWritesProcessLostOnce) {
+  constexpr uint32_t kRecords = 8192;
+  TempDir dir;
+  const fs::path logs = dir.path() / "logs";
+  auto collector = StartCollector(dir.path(), nullptr, {"--max-pending-bytes", "512M"});
+  ASSERT_TRUE(collector->running());
+  // 8,192 lines of about 31 KB: the reading takes a second or more, a slice at a time.
+  auto box = RingBox(kRecords, kRecords, LongName("_ZN7cutlass6KernelINS_4gemm", 30000), "");
+  ASSERT_NE(box, nullptr);
+  const pid_t pid = SpawnProducer(dir.path() / "c.sock", FirstEvents(), {box->fd()}, End::kHold);
+  fs::path file;
+  ASSERT_TRUE(WaitUntil([&] { return !(file = FindLog(logs, "trainer", pid)).empty(); }));
+  std::error_code ec;
+  const uintmax_t sent_bytes = fs::file_size(file, ec);
+  Reap(pid, true);
+  // Stopped once the reading has stored something (a recovered line is 31 KB).
+  ASSERT_TRUE(
+      WaitUntil([&] { return fs::file_size(file, ec) > sent_bytes + (64 << 10); }, seconds(60)));
+  const bool mid_reading = !HasProcessLost(logs, pid);
+  StopCollector(*collector);
+  std::printf("stopped %s the reading\n", mid_reading ? "during" : "after");
+
+  const std::vector<LoggedLine> lines = ReadLog(file);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().type, "process_lost");
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const LoggedLine& l) { return l.type == "process_lost"; }),
+            1);
+  const Stream s = StreamOf(lines);
+  ASSERT_GT(s.recovered, 0u);
+  EXPECT_EQ(s.seqs, Range(0, kFirstEvents + s.recovered));
+  EXPECT_NE(s.lost.find(R"("events_stored":)" + std::to_string(kFirstEvents + s.recovered) +
+                        R"(,"events_lost":)" + std::to_string(kRecords - s.recovered) +
+                        R"(,"events_recovered":)" + std::to_string(s.recovered) + "}"),
             std::string::npos)
       << s.lost;
 }

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <span>
 #include <string_view>
@@ -26,6 +27,7 @@
 #include "connection.h"
 #include "cuflight/base/clock.h"
 #include "cuflight/blackbox/region_reader.h"
+#include "cuflight/blackbox/region_source.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
 #include "line_validator.h"
@@ -56,6 +58,18 @@ constexpr size_t kMaxPassedFds = 4;
 // this long for the producer's end (its pidfd), so that a producer that is still exiting (the
 // socket closes before the process is reaped) has its black box read.
 constexpr auto kBlackboxWait = std::chrono::seconds(2);
+// A dead producer's black box is read a slice per loop turn (RecoverSlice), between the turns
+// that serve the live producers, and each slice's lines are flushed with the turn's. A slice
+// looks at 4096 ring slots or journal entries at most, and stops after 256 KiB of lines: a few
+// milliseconds of work (six black boxes of 17 MiB of lines each were made, validated and stored
+// in 0.8 s on a 2-vCPU VM: about 2 ms a slice), so another producer's ack waits at most that much
+// longer, and a slice never comes near --max-pending-bytes.
+constexpr blackbox::RegionRecovery::Budget kRecoverySlice{.entries = 4096,
+                                                          .bytes = uint64_t{256} << 10};
+// What one black box may give, in bytes of lines (the rest is counted lost): twice what a
+// producer's default ring and journal (16,384 records each) give with 2 KiB lines (CUTLASS-
+// length names). A forged box naming a 30,000-character name from every record stops here.
+constexpr uint64_t kMaxRecoveredBytesPerBox = uint64_t{128} << 20;
 // The owner TCP connections are counted under for --max-connections-per-uid (they have no uid;
 // (uid_t)-1 is no user's: chown(2) uses it for "unchanged").
 constexpr uid_t kTcpOwner = static_cast<uid_t>(-1);
@@ -113,6 +127,16 @@ std::string Printable(std::string_view text, size_t max) {
   if (text.size() > max) out += "...";
   return out;
 }
+
+// A dead producer's black box queued for reading (Collector::Impl::RecoverSlice).
+struct PendingRecovery {
+  std::string map_key;  // its process
+  std::unique_ptr<ProducerBlackbox> box;
+  std::unique_ptr<blackbox::FdSource> source;          // made when it reaches the front
+  std::unique_ptr<blackbox::RegionRecovery> recovery;  // over source
+  uint64_t stored = 0;                                 // events stored from it
+  uint64_t refused = 0;                                // made, refused by the log (buffers full)
+};
 
 }  // namespace
 
@@ -216,14 +240,17 @@ class Collector::Impl {
     while (!stop_.load(std::memory_order_acquire)) {
       const auto wait =
           std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count();
-      const int n = epoll_wait(epoll_fd_, events.data(), kMaxEpollEvents,
-                               static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)));
+      // While a black box is being read, the loop does not sleep: a slice per turn.
+      const int n = epoll_wait(
+          epoll_fd_, events.data(), kMaxEpollEvents,
+          recoveries_.empty() ? static_cast<int>(std::clamp<int64_t>(wait, 0, 1000)) : 0);
       if (n < 0 && errno != EINTR) {
         log_->critical("epoll_wait failed: {}", Errno(errno));
         status = 1;
         break;
       }
       for (int i = 0; i < n; ++i) Dispatch(events[static_cast<size_t>(i)]);
+      RecoverSlice();
       EndTurn();
       if (reopen_.exchange(false, std::memory_order_acq_rel)) {
         log_->info("reopening the log files");
@@ -398,8 +425,8 @@ class Collector::Impl {
   // mode or its directory was loosened by hand. A refused peer is counted and logged, not served.
   bool PeerAllowed(int fd, const ucred& cred) {
     if (cred.uid == geteuid() || cred.uid == 0) return true;
-    if (options_.socket_group && (cred.gid == *options_.socket_group ||
-                                  PeerHasGroup(fd, *options_.socket_group))) {
+    if (options_.socket_group &&
+        (cred.gid == *options_.socket_group || PeerHasGroup(fd, *options_.socket_group))) {
       return true;
     }
     ++stats_.peer_refusals;
@@ -590,7 +617,7 @@ class Collector::Impl {
       } else {
         ++stats_.blackboxes_received;
         log_->debug("connection {} ({}): black box of {} bytes, its end from {}", c.id, c.peer,
-                    c.blackbox->bytes().size(), c.blackbox->end_source());
+                    c.blackbox->size(), c.blackbox->end_source());
       }
     }
     for (size_t i = used; i < fds.size(); ++i) {
@@ -874,6 +901,7 @@ class Collector::Impl {
     ProducerProcess* p = nullptr;
     if (it != processes_.end()) {
       p = it->second.get();
+      if (p->recovering) CancelRecovery(*p);
       if (sink_->refusing(p->stream)) {
         if (p->connections > 0) {
           Reject(c, RejectReason::kStoreFailed, "the log is not accepting lines (buffers full)");
@@ -1118,9 +1146,9 @@ class Collector::Impl {
     bool wrote = false;
     for (auto& [key, p] : processes_) {
       if (p->connections == 0 && !p->ended && p->lost_deadline && now >= *p->lost_deadline) {
-        RecoverIfGone(*p);
-        WriteProcessLost(*p, schema::LostReason::kDisconnected);
         p->lost_deadline.reset();
+        if (RecoverIfGone(*p)) continue;  // process_lost follows the reading
+        WriteProcessLost(*p, schema::LostReason::kDisconnected);
         finished_.push_back(p->map_key);
         wrote = true;
       }
@@ -1282,18 +1310,19 @@ class Collector::Impl {
         DropBlackbox(*p);
         return;
       }
-      RecoverIfGone(*p);
-      WriteProcessLost(*p, schema::LostReason::kDisconnected);
       p->lost_deadline.reset();
+      if (RecoverIfGone(*p)) return;  // process_lost follows the reading
+      WriteProcessLost(*p, schema::LostReason::kDisconnected);
       finished_.push_back(p->map_key);
       return;
     }
   }
 
-  // Reads the pending black box of `p` if its producer has exited, storing what it gives, and
-  // lets it go either way (a producer still alive at the deadline keeps what it holds).
-  void RecoverIfGone(ProducerProcess& p) {
-    if (p.blackbox == nullptr) return;
+  // Queues the pending black box of `p` for reading (RecoverSlice) if its producer has exited,
+  // and returns true: process_lost is written when the reading ends. Otherwise lets it go (a
+  // producer still alive at the deadline keeps what it holds) and returns false.
+  bool RecoverIfGone(ProducerProcess& p) {
+    if (p.blackbox == nullptr) return false;
     if (!p.blackbox->ProducerGone()) {
       ++stats_.blackbox_skipped_alive;
       log_->info(
@@ -1301,53 +1330,116 @@ class Collector::Impl {
           "black box is not read",
           p.id, Printable(p.key.exe, 80), p.key.pid);
       DropBlackbox(p);
+      return false;
+    }
+    if (p.blackbox->pidfd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.blackbox->pidfd(), nullptr);
+    PendingRecovery r;
+    r.map_key = p.map_key;
+    r.box = std::move(p.blackbox);
+    recoveries_.push_back(std::move(r));
+    p.recovering = true;
+    return true;
+  }
+
+  // A process whose black box is being read came back (a connection identified as it): the
+  // reading stops; what it stored stays, and the connection's lines carry on the stream.
+  void CancelRecovery(ProducerProcess& p) {
+    for (auto it = recoveries_.begin(); it != recoveries_.end(); ++it) {
+      if (it->map_key != p.map_key) continue;
+      log_->info(
+          "process {} ({}, pid {}) reconnected while its black box was read; the reading "
+          "stops after {} events",
+          p.id, Printable(p.key.exe, 80), p.key.pid, it->stored);
+      recoveries_.erase(it);
+      break;
+    }
+    p.recovering = false;
+  }
+
+  // One slice (kRecoverySlice) of the oldest queued recovery; its lines are flushed at the end
+  // of the turn. When the black box is read to its end, the counts are taken and process_lost
+  // written. What one recovery holds in memory is bounded (region_reader.h) and made only when
+  // it reaches the front of the queue.
+  void RecoverSlice() {
+    if (recoveries_.empty()) return;
+    PendingRecovery& r = recoveries_.front();
+    const auto it = processes_.find(r.map_key);
+    if (it == processes_.end() || !it->second->recovering) {
+      recoveries_.pop_front();
       return;
     }
-    blackbox::RecoveryOptions options;
-    options.after_seq = p.highest_stored;
-    options.pid = p.key.pid;
-    options.max_line_bytes = options_.max_line_bytes;
-    const uint64_t before = p.recovered;
-    const blackbox::RecoveryResult r = blackbox::Recover(
-        p.blackbox->bytes(), options,
-        [this, &p](uint64_t seq, std::string_view line) { StoreRecovered(p, seq, line); });
-    DropBlackbox(p);
+    ProducerProcess& p = *it->second;
+    if (r.recovery == nullptr) {
+      blackbox::RecoveryOptions options;
+      options.after_seq = p.highest_stored;
+      options.pid = p.key.pid;
+      options.max_line_bytes = options_.max_line_bytes;
+      options.max_total_bytes = kMaxRecoveredBytesPerBox;
+      r.source = std::make_unique<blackbox::FdSource>(r.box->fd(), r.box->size());
+      r.recovery = std::make_unique<blackbox::RegionRecovery>(r.source.get(), options);
+    }
+    const bool done =
+        r.recovery->Step(kRecoverySlice, [this, &p, &r](uint64_t seq, std::string_view line) {
+          if (StoreRecovered(p, seq, line)) {
+            ++r.stored;
+          } else if (sink_->refusing(p.stream)) {
+            ++r.refused;
+          }
+        });
+    if (!done) return;
+    const PendingRecovery finished = std::move(r);
+    recoveries_.pop_front();
+    p.recovering = false;
+    EndRecovery(p, finished);
+    WriteProcessLost(p, schema::LostReason::kDisconnected);
+    finished_.push_back(p.map_key);
+  }
+
+  // The counts of a black box read to its end.
+  void EndRecovery(ProducerProcess& p, const PendingRecovery& r) {
+    const blackbox::RecoveryResult& result = r.recovery->result();
     ++stats_.blackboxes_read;
-    if (r.error != blackbox::RegionError::kNone) {
+    if (result.error != blackbox::RegionError::kNone) {
       ++stats_.blackbox_errors;
-      const std::string_view reason = blackbox::RegionErrorName(r.error);
+      const std::string_view reason = blackbox::RegionErrorName(result.error);
       if (metrics_ != nullptr) metrics_->BlackboxError(reason);
       log_->warn("process {} ({}, pid {}): its black box cannot be read ({}): {}", p.id,
-                 Printable(p.key.exe, 80), p.key.pid, reason, Printable(r.message, 240));
+                 Printable(p.key.exe, 80), p.key.pid, reason, Printable(result.message, 240));
       return;
     }
     p.blackbox_read = true;
     // The seqs the producer used after the last one stored (sent and never received, or made
     // and dropped) are missing from the log like a gap.
-    if (r.end_seq > p.next_expected && Plausible(p, r.end_seq, "events_lost")) {
-      const uint64_t missing = r.end_seq - p.next_expected;
-      p.next_expected = r.end_seq;
+    if (result.end_seq > p.next_expected && Plausible(p, result.end_seq, "events_lost")) {
+      const uint64_t missing = result.end_seq - p.next_expected;
+      p.next_expected = result.end_seq;
       p.lost += missing;
       stats_.events_lost += missing;
       if (metrics_ != nullptr) metrics_->Lost(missing);
     }
-    stats_.blackbox_torn += r.torn;
-    stats_.blackbox_unrecoverable += r.unrecoverable;
-    if (r.invalid > 0) {
+    stats_.blackbox_torn += result.torn;
+    stats_.blackbox_unrecoverable += result.unrecoverable;
+    if (result.invalid > 0) {
       ++stats_.blackbox_errors;
       if (metrics_ != nullptr) metrics_->BlackboxError("invalid_entries");
     }
     log_->info(
         "process {} ({}, pid {}): {} events recovered from its black box ({} kernel, {} device; "
-        "{} it had used seqs for could not be made, {} launches torn by the kill{})",
-        p.id, Printable(p.key.exe, 80), p.key.pid, p.recovered - before, r.kernels, r.devices,
-        r.unrecoverable, r.torn,
-        r.invalid > 0 ? fmt::format(", {} invalid entries", r.invalid) : std::string());
+        "{} it had used seqs for could not be made, {} launches torn by the kill{}{})",
+        p.id, Printable(p.key.exe, 80), p.key.pid, r.stored, result.kernels, result.devices,
+        result.unrecoverable, result.torn,
+        result.invalid > 0 ? fmt::format(", {} invalid entries", result.invalid) : std::string(),
+        r.refused > 0 ? fmt::format(", {} made and not stored: the log refused them ({} write "
+                                    "errors so far)",
+                                    r.refused, sink_->stats().write_errors)
+                      : std::string());
   }
 
   // A line made from a black box: validated as a received one is, stored, counted as recovered.
   // A line that does not pass (only a corrupt region makes one) stays a gap, counted as lost.
-  void StoreRecovered(ProducerProcess& p, uint64_t seq, std::string_view line) {
+  // Returns whether it was stored.
+  bool StoreRecovered(ProducerProcess& p, uint64_t seq, std::string_view line) {
+    if (sink_->refusing(p.stream)) return false;  // the rest is lost too; not worth validating
     const schema::Reason verdict = ValidateLine(line, &facts_, metrics_ != nullptr);
     if (verdict != schema::Reason::kOk || !facts_.header || facts_.header->seq != seq ||
         (facts_.type != schema::EventType::kKernel && facts_.type != schema::EventType::kDevice)) {
@@ -1358,10 +1450,10 @@ class Collector::Impl {
         log_->warn("process {}: a line recovered from its black box was rejected ({}): {}", p.id,
                    schema::ReasonName(verdict), Printable(facts_.message, 240));
       }
-      return;
+      return false;
     }
-    if (p.highest_stored && seq <= *p.highest_stored) return;
-    if (!sink_->Append(p.stream, seq, line)) return;  // a gap, counted at the end
+    if (p.highest_stored && seq <= *p.highest_stored) return false;
+    if (!sink_->Append(p.stream, seq, line)) return false;  // a gap, counted at the end
     AccountSeq(p, seq);
     p.highest_stored = seq;
     ++p.stored;
@@ -1374,6 +1466,7 @@ class Collector::Impl {
       metrics_->Recovered(1);
     }
     OnStored(p);
+    return true;
   }
 
   // Appends process_lost to the process's log. last_seq (also the line's seq) is the highest seq
@@ -1381,6 +1474,7 @@ class Collector::Impl {
   // stored seq (what a restarted collector recovers). A process with nothing in its log gets no
   // process_lost: there is no log to end.
   void WriteProcessLost(ProducerProcess& p, schema::LostReason reason) {
+    p.lost_written = true;
     CountUnstored(p);
     if (!p.highest_stored) return;
     ProcessLostRecord record;
@@ -1459,8 +1553,20 @@ class Collector::Impl {
     for (const uint64_t id : ids) CloseConnection(id);
     ids.clear();
     for (auto& [key, p] : processes_) {
-      if (p->ended) continue;
-      if (p->connections == 0) RecoverIfGone(*p);
+      if (!p->ended && p->connections == 0 && !p->recovering) RecoverIfGone(*p);
+    }
+    // The black boxes of dead producers are read to their ends (each is bounded:
+    // kMaxRecoveredBytesPerBox), flushed a slice at a time; each writes its process_lost.
+    while (!recoveries_.empty()) {
+      RecoverSlice();
+      if (appended_) {
+        sink_->Flush();
+        ++stats_.flushes;
+        appended_ = false;
+      }
+    }
+    for (auto& [key, p] : processes_) {
+      if (p->ended || p->lost_written) continue;
       WriteProcessLost(*p, p->connections > 0 ? schema::LostReason::kCollectorShutdown
                                               : schema::LostReason::kDisconnected);
     }
@@ -1506,13 +1612,15 @@ class Collector::Impl {
   std::string rewrite_buf_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;
-  std::unordered_map<uid_t, int> owner_connections_;  // open connections by uid (or kTcpOwner)
+  std::unordered_map<uid_t, int> owner_connections_;   // open connections by uid (or kTcpOwner)
   std::unordered_map<uid_t, int> lingering_by_owner_;  // processes held without a connection
   size_t lingering_ = 0;                               // their sum
   uint64_t next_connection_id_ = kFirstConnectionId;
   uint64_t next_process_id_ = 1;
   std::vector<uint64_t> dirty_;        // connections to acknowledge after this turn's flush
   std::vector<std::string> finished_;  // processes to release after this turn's flush
+  // Dead producers' black boxes being read, oldest first; RecoverSlice reads the front one.
+  std::deque<PendingRecovery> recoveries_;
   bool appended_ = false;
   uint64_t bytes_written_reported_ = 0;
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -15,6 +14,7 @@
 
 #include "cuflight/blackbox/region_layout.h"
 #include "cuflight/blackbox/region_reader.h"
+#include "cuflight/blackbox/region_source.h"
 
 namespace cuflight::collector {
 namespace {
@@ -123,29 +123,27 @@ std::unique_ptr<ProducerBlackbox> ProducerBlackbox::Adopt(int fd, int passed_end
                                    std::to_string(blackbox::kMaxRegionBytes >> 20) +
                                    " MiB allowed");
   }
-  void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return refuse("map_failed", "mmap: " + Errno());
-  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(base), size);
   std::string message;
-  const blackbox::RegionError error = blackbox::CheckRegion(bytes, &message);
+  blackbox::RegionError error;
+  {
+    blackbox::FdSource source(fd, size);  // the header's page, which the producer wrote first
+    error = blackbox::CheckRegion(source, &message);
+  }
   if (error != blackbox::RegionError::kNone) {
-    munmap(base, size);
     return refuse(blackbox::RegionErrorName(error), std::move(message));
   }
   std::string tried;
   const End end = ProducerEnd(socket, peer_pid, passed_end, sources, &tried);
   passed_end = -1;  // ProducerEnd took it
   if (end.fd < 0) {
-    munmap(base, size);
     return refuse("no_pidfd", "no pidfd of the producer (pid " + std::to_string(peer_pid) + tried +
                                   "): its end could not be told from a closed connection");
   }
-  return std::unique_ptr<ProducerBlackbox>(new ProducerBlackbox(
-      fd, end.fd, end.proc_dir, end.source, static_cast<const uint8_t*>(base), size));
+  return std::unique_ptr<ProducerBlackbox>(
+      new ProducerBlackbox(fd, end.fd, end.proc_dir, end.source, size));
 }
 
 ProducerBlackbox::~ProducerBlackbox() {
-  munmap(const_cast<uint8_t*>(base_), size_);
   close(fd_);
   close(end_fd_);
 }

@@ -1,9 +1,11 @@
 // A producer's black box as the collector holds it (docs/protocol.md, "The black box"): the
-// memfd the producer passed on its Unix connection, checked and mapped read-only, and a
-// descriptor of the producer that says when it has died: the only time the region is read.
+// memfd the producer passed on its Unix connection, checked, and a descriptor of the producer
+// that says when it has died: the only time the region is read. The memfd is never mapped: it is
+// read with pread(2) (blackbox::FdSource), so that the pages the producer never wrote are not
+// allocated and charged to the collector's memory cgroup (region_source.h).
 //
-// What is accepted: a memfd on tmpfs (not hugetlbfs), sealed against shrinking (so the producer
-// cannot truncate it under the mapping and make a read fault), of kHeaderBytes to
+// What is accepted: a memfd on tmpfs (not hugetlbfs), sealed against shrinking (so that the
+// size its header was checked against holds while it is read), of kHeaderBytes to
 // blackbox::kMaxRegionBytes, whose header is a black box of this layout version; and a producer
 // whose end can be learnt.
 //
@@ -33,7 +35,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -54,16 +55,18 @@ class ProducerBlackbox {
   // -1; closed when not used, design note 2): both closed when refused. `socket`: the
   // connection it came on (for SO_PEERPIDFD); `peer_pid`: its SO_PEERCRED pid (0 when this pid
   // namespace does not show it). Returns nullptr when refused, with *reason a metrics label
-  // ("not_memfd", "not_sealed", "too_small", "too_large", "map_failed", "no_pidfd", or a
+  // ("not_memfd", "not_sealed", "too_small", "too_large", "no_pidfd", or a
   // blackbox::RegionErrorName) and *why a sentence for the log.
-  static std::unique_ptr<ProducerBlackbox> Adopt(int fd, int passed_end, int socket,
-                                                 pid_t peer_pid, const ProducerEndSources& sources,
+  static std::unique_ptr<ProducerBlackbox> Adopt(int fd, int passed_end, int socket, pid_t peer_pid,
+                                                 const ProducerEndSources& sources,
                                                  std::string_view* reason, std::string* why);
   ~ProducerBlackbox();
   ProducerBlackbox(const ProducerBlackbox&) = delete;
   ProducerBlackbox& operator=(const ProducerBlackbox&) = delete;
 
-  std::span<const uint8_t> bytes() const { return {base_, size_}; }
+  // The memfd (read it with blackbox::FdSource) and its size.
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
   // A pidfd, readable (EPOLLIN) once the producer has exited; -1 when the end is learnt from a
   // /proc directory, which only ProducerGone can ask (the caller asks it on a timer).
   int pidfd() const { return proc_dir_ ? -1 : end_fd_; }
@@ -74,21 +77,14 @@ class ProducerBlackbox {
   bool ProducerGone() const;
 
  private:
-  ProducerBlackbox(int fd, int end_fd, bool proc_dir, std::string_view end_source,
-                   const uint8_t* base, size_t size)
-      : fd_(fd),
-        end_fd_(end_fd),
-        proc_dir_(proc_dir),
-        end_source_(end_source),
-        base_(base),
-        size_(size) {}
+  ProducerBlackbox(int fd, int end_fd, bool proc_dir, std::string_view end_source, uint64_t size)
+      : fd_(fd), end_fd_(end_fd), proc_dir_(proc_dir), end_source_(end_source), size_(size) {}
 
   const int fd_;
   const int end_fd_;
   const bool proc_dir_;
   const std::string_view end_source_;
-  const uint8_t* const base_;
-  const size_t size_;
+  const uint64_t size_;
 };
 
 }  // namespace cuflight::collector

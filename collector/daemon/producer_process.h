@@ -70,6 +70,10 @@ struct ProducerProcess {
   std::unique_ptr<ProducerBlackbox> blackbox;
   bool blackbox_read = false;  // a black box was read: process_lost says events_recovered
   uint64_t recovered = 0;      // events stored from it (also in `stored`)
+  // Its black box is being read (the collector's recovery queue holds it): process_lost is
+  // written when the reading ends.
+  bool recovering = false;
+  bool lost_written = false;  // process_lost appended
 };
 
 }  // namespace cuflight::collector

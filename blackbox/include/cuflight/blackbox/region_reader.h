@@ -4,18 +4,32 @@
 // Everything is read from a snapshot copy of the bytes it is about to use and checked before it
 // is used: a region is the producer's memory, so it may be corrupt or hostile, and (if some other
 // process still maps it) it may change under the reader. A bad region gives an error and no
-// event; a bad entry is counted and skipped; nothing crashes, loops without bound or allocates
-// beyond the region's size.
+// event; a bad entry is counted and skipped; nothing crashes or loops without bound.
+//
+// What a recovery costs is bounded by what the producer wrote and by the options, never by what
+// the region's header claims:
+//  1. Memory: the reader holds one line buffer (min(max_line_bytes, 16 MiB)), the names of one
+//     function (at most max_line_bytes), 64 device descriptors and their occupancy engines and a
+//     256-entry occupancy cache: about 2 x max_line_bytes + 100 KiB, plus the source's window
+//     (region_source.h). Journal entries and ring slots are read one at a time, in seq order,
+//     and never collected; the names area is never copied whole.
+//  2. Pages: through an FdSource nothing is mapped, and the slots and entries in holes (never
+//     written) are skipped, counted as torn, without being read.
+//  3. Time: RegionRecovery does the work in steps of a given budget, so that a caller with other
+//     work (the collector's event loop) can do a slice at a time.
 #ifndef CUFLIGHT_BLACKBOX_REGION_READER_H_
 #define CUFLIGHT_BLACKBOX_REGION_READER_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "cuflight/blackbox/region_source.h"
 
 namespace cuflight::blackbox {
 
@@ -34,6 +48,7 @@ std::string_view RegionErrorName(RegionError error);
 
 // Checks the header of the region in `bytes` (its fixed layout, not its live words). kNone when
 // it is a region of this version that fits in `bytes`; otherwise *message says what is wrong.
+RegionError CheckRegion(RegionSource& source, std::string* message);
 RegionError CheckRegion(std::span<const uint8_t> bytes, std::string* message);
 
 struct RecoveryOptions {
@@ -43,9 +58,8 @@ struct RecoveryOptions {
   // Longer lines are not made (counted in unrecoverable), as the collector refuses them on the
   // wire.
   size_t max_line_bytes = size_t{1} << 20;
-  // At most this many bytes of lines in all (the rest counted in unrecoverable): a recovery
-  // runs on the collector's event loop, and a hostile region could name megabyte names from
-  // every record.
+  // At most this many bytes of lines in all (the rest counted in unrecoverable): a hostile
+  // region could name megabyte names from every record.
   uint64_t max_total_bytes = uint64_t{256} << 20;
 };
 
@@ -68,11 +82,47 @@ struct RecoveryResult {
   uint64_t end_seq = 0;
 };
 
+// A recovery done a step at a time. Emits (through the `emit` of each Step) what Recover below
+// emits, in the same order, and ends with the same result. The source must outlive it. One
+// thread.
+class RegionRecovery {
+ public:
+  // Called for each event made: its seq and its line (ends in '\n', valid during the call).
+  using Emit = std::function<void(uint64_t seq, std::string_view line)>;
+  // How much one Step may do: ring slots and journal entries looked at (a run of never-written
+  // ones counts as one), and bytes of lines emitted. A Step stops once either is reached (its
+  // last line may pass `bytes`); each Step does at least one entry's work.
+  struct Budget {
+    uint64_t entries = 4096;
+    uint64_t bytes = uint64_t{256} << 10;
+  };
+
+  // Checks the region's header (one snapshot of it, what is checked is what is used): a region
+  // that fails gives its error in result() and nothing else.
+  RegionRecovery(RegionSource* source, const RecoveryOptions& options);
+  ~RegionRecovery();
+  RegionRecovery(const RegionRecovery&) = delete;
+  RegionRecovery& operator=(const RegionRecovery&) = delete;
+
+  // Does the next part of the work, at most `budget`. True when the recovery is over: result()
+  // is final and the buffers are freed.
+  bool Step(const Budget& budget, const Emit& emit);
+  // The counts so far; final once Step returned true.
+  const RecoveryResult& result() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;  // null when the header was refused
+  RecoveryResult error_;
+};
+
 // Calls `emit(seq, line)` for each event made, in increasing seq order, each seq above
 // options.after_seq; `line` ends in '\n' and is valid during the call. The kernel and device
 // events carry "recovered":true. Returns the counts (or the error, having emitted nothing).
+RecoveryResult Recover(RegionSource& source, const RecoveryOptions& options,
+                       const RegionRecovery::Emit& emit);
 RecoveryResult Recover(std::span<const uint8_t> bytes, const RecoveryOptions& options,
-                       const std::function<void(uint64_t seq, std::string_view line)>& emit);
+                       const RegionRecovery::Emit& emit);
 
 }  // namespace cuflight::blackbox
 

@@ -573,7 +573,10 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.context = record.context;
         launch.stream = record.stream;
         launch.device = record.device;
-        launch.correlation_id = record.correlation_id;
+        launch.correlation_id = static_cast<uint32_t>(record.correlation_id);  // CUPTI's
+        launch.tid = record.tid;
+        launch.overlaps_previous =
+            (record.launch_flags & blackbox::kLaunchProgrammaticSerialization) != 0;
         launch.function_id = record.function != nullptr ? record.function->id : 0;
         launch.name = event.name;
         launch.demangled = event.demangled;
@@ -668,7 +671,9 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       // Incomplete (a forced flush handed over a kernel still running): no kernel_time with
       // made-up times; counted in timing_dropped.
       timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
-      if (stall_ != nullptr) stall_->OnIncomplete(kernel.contextId, kernel.streamId);
+      if (stall_ != nullptr) {
+        stall_->OnIncomplete(kernel.contextId, kernel.streamId, kernel.correlationId);
+      }
       continue;
     }
     if (stall_ != nullptr) {

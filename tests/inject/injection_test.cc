@@ -52,6 +52,8 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_VERSION");
     unsetenv("FAKE_CUPTI_ACTIVITY");
     unsetenv("FAKE_CUPTI_CALL_LOG");
+    unsetenv("FAKE_CUPTI_FIRST_CORRELATION_ID");
+    unsetenv("CUFLIGHT_STALL_MS");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUFLIGHT_RING_SIZE");
@@ -215,6 +217,59 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
   EXPECT_EQ(end->timing_dropped, 5u);
   EXPECT_EQ(end->dropped, 0u);
   EXPECT_EQ(end->launches, 5u);
+}
+
+// Correlation ids are 32 bits and wrap (cupti_callbacks.h: "uint32_t correlationId;"). A process
+// whose ids are about to wrap: the fake hands out 0xFFFFFFF0 (4294967280) first, so 22 launches
+// get 0xFFFFFFF0..0xFFFFFFFF (16) and then 0..5 (6). The first 16 kernels end; the 6 after the
+// wrap never do (FAKE_CUPTI_TIMING=6,0,0: the forced flush that confirms the stall hands their
+// records over incomplete). The stall is reported, naming the launches after the wrap, oldest
+// first. With ids compared as plain integers, 0xFFFFFFFF ending "finished" 0..5 and nothing was
+// reported.
+TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
+  UseFakes();
+  const std::string path = TempSocketPath("wrap");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "6,0,0", 1);
+  setenv("FAKE_CUPTI_FIRST_CORRELATION_ID", "4294967280", 1);
+  setenv("CUFLIGHT_STALL_MS", "300", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "22", "sleep", "1500"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  std::vector<uint64_t> timed;
+  std::vector<schema::OwnedStallEvent> stalls;
+  std::optional<schema::OwnedProcessEndEvent> end;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      timed.push_back(t->correlation_id);
+    }
+    if (auto* s = std::get_if<schema::OwnedStallEvent>(&d.event)) stalls.push_back(std::move(*s));
+    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
+  }
+  std::vector<uint64_t> before_wrap;
+  for (uint64_t id = 0xFFFFFFF0u; id <= 0xFFFFFFFFu; ++id) before_wrap.push_back(id);
+  EXPECT_EQ(timed, before_wrap);
+  ASSERT_FALSE(stalls.empty());
+  EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  EXPECT_EQ(stalls[0].streams[0].unfinished, 6);
+  std::vector<uint64_t> named;
+  for (const schema::OwnedStallLaunch& l : stalls[0].streams[0].launches) {
+    named.push_back(l.correlation_id);
+  }
+  // The oldest kMaxStallLaunches of 0..5.
+  std::vector<uint64_t> expected = {0, 1, 2, 3, 4, 5};
+  expected.resize(std::min(expected.size(), schema::kMaxStallLaunches));
+  EXPECT_EQ(named, expected);
+  for (const schema::OwnedStallEvent& s : stalls) EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->timing_dropped, 6u);
+  EXPECT_EQ(end->launches, 22u);
 }
 
 // An older libcupti (CUDA 12.9's reports API version 28, cupti_version.h) writes activity records

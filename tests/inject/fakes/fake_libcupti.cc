@@ -29,6 +29,12 @@
 //   FAKE_CUPTI_SUBSCRIBE_DELAY_MS=<ms>  cuptiSubscribe takes that long (as inside cuInit).
 //   FAKE_CUPTI_CALL_LOG=<path>    appends the name of each CUPTI call, one per line, in the order
 //                                 the calls began (all threads), so a test can check the order.
+//   FAKE_CUPTI_FIRST_CORRELATION_ID=<n>  the first correlation id handed out (default 1), as in a
+//                                 process that has made n - 1 calls: ids are 32 bits
+//                                 (cupti_callbacks.h, CUpti_CallbackData: "uint32_t
+//                                 correlationId;"; cupti_activity.h, CUpti_ActivityKernel10 the
+//                                 same) and wrap from 4294967295 to 0. Whether CUPTI skips 0 when
+//                                 it wraps the docs do not say; here it does not.
 //
 // The two activity API families (CUPTI docs, "Multiple Subscribers"): the unversioned (global)
 // calls and the subscriber-scoped _v2 calls of CUPTI 13.2+. "V1 to V2 API Migration": the
@@ -88,6 +94,18 @@ std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the f
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
 std::atomic<uint32_t> g_next_correlation_id{0};
+std::atomic<bool> g_correlation_seeded{false};
+
+// The next correlation id of the process (FAKE_CUPTI_FIRST_CORRELATION_ID first), wrapping on
+// 32 bits.
+uint32_t NextCorrelationId() {
+  if (!g_correlation_seeded.exchange(true)) {
+    if (const char* first = std::getenv("FAKE_CUPTI_FIRST_CORRELATION_ID"); first != nullptr) {
+      g_next_correlation_id.store(static_cast<uint32_t>(std::strtoul(first, nullptr, 0)) - 1u);
+    }
+  }
+  return g_next_correlation_id.fetch_add(1) + 1u;
+}
 
 void SleepMs(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -213,7 +231,7 @@ void DeliverTiming(bool forced) {
       CUpti_ActivitySynchronization2 sync{};
       sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
       sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-      sync.correlationId = g_next_correlation_id.fetch_add(1) + 1;
+      sync.correlationId = NextCorrelationId();
       sync.contextId = 1;
       sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
       sync.start = 1000ull * sync.correlationId;
@@ -436,8 +454,9 @@ EXPORT int fake_cupti_launch(int count) {
     // One id per launch, never repeated in the process: cupti_callbacks.h, correlationId: "this
     // ID will equal the correlation ID in the CUpti_ActivityAPI record corresponding to the CUDA
     // driver function call"; cupti_activity.h, CUpti_ActivityKernel10.correlationId: "Each kernel
-    // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call.
-    data.correlationId = g_next_correlation_id.fetch_add(1) + 1;
+    // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call
+    // (FAKE_CUPTI_FIRST_CORRELATION_ID on), wrapping at 2^32.
+    data.correlationId = NextCorrelationId();
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
     if (timed) {

@@ -125,10 +125,30 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
     stall_->OnTimingLost();
   }
   if (stall_->ConfirmationDue(now)) ConfirmStall(now);
+  if (sync_records_ && !stall_->NeedsSynchronizations()) CollectSynchronizations(false);
   schema::StallEvent event;
   if (!stall_->Poll(now, &event)) return;
   event.header = MakeHeader();
   Send(event, /*preamble=*/false);
+}
+
+void SenderThread::CollectSynchronizations(bool on) noexcept {
+  // Not while a forced flush may hold CUPTI's lock (it did not return): the call could block too.
+  if (on == sync_records_ || (on && sync_records_failed_) || forced_flush_stuck_) return;
+  if (on && cupti_->activity_subscriber == nullptr && cupti_->ActivityEnableAllSyncRecords != nullptr) {
+    // Queries whose work has not completed (a poll of the hung stream) make no record. (The
+    // subscriber-scoped family has no such call in the 13.0 headers; there every query does.)
+    cupti_->ActivityEnableAllSyncRecords(0);
+  }
+  const CUptiResult result = cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, on);
+  if (result == CUPTI_SUCCESS) {
+    sync_records_ = on;
+  } else if (on) {
+    sync_records_failed_ = true;
+    Log().debug("no synchronization records (CUPTI error {}); a stall's end is seen from later "
+                "kernels only",
+                static_cast<int>(result));
+  }
 }
 
 void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
@@ -139,6 +159,8 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
     stall_->ConfirmWithoutRecords(now);
     return;
   }
+  // From now on a synchronize is what shows a kernel whose record this flush takes ended.
+  CollectSynchronizations(true);
   // On a thread of its own, waited for at most kForcedFlushWait: cupti_activity.h gives the call
   // no time limit, and a stalled GPU is when it might not return. One that does not is left
   // behind, and no other is tried.

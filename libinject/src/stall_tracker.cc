@@ -409,6 +409,17 @@ void StallTracker::ConfirmWithoutRecords(Clock::time_point now) noexcept {
   }
 }
 
+bool StallTracker::NeedsSynchronizations() const noexcept {
+  for (const Stream& s : streams_) {
+    if (!s.used || s.count == 0) continue;
+    if (s.confirmed) return true;
+    for (int32_t e = s.head; e != kNone; e = entries_[e].next) {
+      if (entries_[e].seen_running) return true;
+    }
+  }
+  return false;
+}
+
 void StallTracker::OnTimingLost() noexcept {
   for (Stream& s : streams_) {
     if (!s.used) continue;

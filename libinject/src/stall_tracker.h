@@ -65,6 +65,17 @@
 //    context synchronize has finished every launch made before it on that stream or context
 //    (correlation ids below its own), including launches whose records a forced flush consumed,
 //    primaries and other threads' launches.
+// 8. Synchronization records cost the application: CUPTI makes one on the calling thread for every
+//    stream and event query (cudaStreamQuery, cudaEventQuery: NCCL's watchdog, MPI/UCX progress
+//    loops, allocators), complete or not (cupti_activity.h, cuptiActivityEnableAllSyncRecords:
+//    "By default, the record is generated for all CUDA events and stream irrespective of whether
+//    the operations have been completed"), and with per-thread activity buffers
+//    (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, default 1) each polling thread holds a
+//    buffer of the pool: enough of them leave none for kernel records, which CUPTI then drops.
+//    The sender therefore collects them only while NeedsSynchronizations() (from the first
+//    confirmation of a stall to its end), with queries whose work has not completed left out
+//    where CUPTI has cuptiActivityEnableAllSyncRecords; the rest of the time a stall's end is
+//    seen from kernel records alone, as point 1 says.
 // Threads: one at a time (the sender thread). No allocation after the constructor; no lock.
 #ifndef CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
 #define CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
@@ -143,6 +154,10 @@ class StallTracker {
   // taken as it looks, the records of finished kernels perhaps still held back.
   void ConfirmWithoutRecords(Clock::time_point now) noexcept;
   uint64_t confirmations() const { return confirmations_; }
+  // Whether a synchronization record could show something no kernel record will (design point
+  // 7): a stream is confirmed stalled, or a pending launch's record went with a forced flush.
+  // Synchronization records are collected only then (point 8).
+  bool NeedsSynchronizations() const noexcept;
 
   // At most every check interval (a quarter of the threshold, at most 100 ms): whether a stall
   // event is due at `now`. When it is, fills *out (its header excepted) with views into this

@@ -87,7 +87,10 @@ class FakeGpu {
   }
 
   // A cuStreamSynchronize (of `stream_id`) or, with no stream, a cuCtxSynchronize that returned.
+  // Its record exists only while the kind is enabled (cupti_activity.h, cuptiActivityEnable:
+  // "Enable collection of a specific kind of activity record").
   void Synchronized(uint32_t correlation_id, std::optional<uint32_t> stream_id = std::nullopt) {
+    if (!SynchronizationRecords()) return;
     FakeActivityRecord r{};
     r.sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
     r.sync.type = stream_id ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
@@ -111,6 +114,9 @@ class FakeGpu {
     std::erase_if(held_, [](const auto& buffer) { return buffer.empty(); });
   }
 
+  bool SynchronizationRecords() const {
+    return fake_->activity_kinds.count(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) != 0;
+  }
   int flushes() const { return fake_->flushes; }
   int forced_flushes() const { return forced_; }
 
@@ -306,7 +312,13 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   // Stalled from t0 + 1 s (the forced flush then shows every kernel still running, and takes
   // their records); with a threshold of 1 s the event repeats every second (the repeat interval
   // is the threshold, at least 1 s): at 1, 2, 3 and 4 s.
-  p.StepUntil(t0, t0 + milliseconds(4500));
+  // Synchronization records are collected from the confirmation at 1 s on, queries whose work
+  // has not completed left out (StallTracker design point 8).
+  p.StepUntil(t0, t0 + milliseconds(900));
+  EXPECT_FALSE(p.gpu.SynchronizationRecords());
+  p.StepUntil(t0 + milliseconds(950), t0 + milliseconds(4500));
+  EXPECT_TRUE(p.gpu.SynchronizationRecords());
+  EXPECT_FALSE(p.h.fake.all_sync_records);
   // The second stream's kernels end. Their records went with the forced flush, so what shows it
   // is the program's cuStreamSynchronize of that stream returning (correlation id 5): its
   // synchronization record is handed over at the next flush, at 4.75 s.
@@ -317,6 +329,10 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   p.gpu.Synchronized(6);
   p.StepUntil(t0 + milliseconds(5050), t0 + milliseconds(8000));
   EXPECT_EQ(p.gpu.forced_flushes(), 1);
+  // Nothing left that only a synchronize could show: no more synchronization records.
+  EXPECT_FALSE(p.gpu.SynchronizationRecords());
+  EXPECT_EQ(p.h.fake.activity_enables, 1);
+  EXPECT_EQ(p.h.fake.activity_disables, 1);
   const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
   ASSERT_EQ(stalls.size(), 6u);  // stalled at 1, 2, 3, 4 and 5 s, then resolved
   for (size_t i = 0; i < 5; ++i) {

@@ -230,7 +230,9 @@ int64_t StallTracker::RemoveIf(Stream& s, Pred pred) noexcept {
   for (int32_t e = s.head; e != kNone;) {
     Entry& entry = entries_[e];
     const int32_t next = entry.next;
-    if (pred(entry)) {
+    const Verdict verdict = pred(entry);
+    if (verdict == Verdict::kStop) break;
+    if (verdict == Verdict::kRemove || verdict == Verdict::kRemoveAndStop) {
       if (prev == kNone) {
         s.head = next;
       } else {
@@ -243,6 +245,7 @@ int64_t StallTracker::RemoveIf(Stream& s, Pred pred) noexcept {
       entry.next = free_;
       free_ = e;
       ++removed;
+      if (verdict == Verdict::kRemoveAndStop) break;
     } else {
       prev = e;
     }
@@ -270,12 +273,16 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
   const uint64_t id = ids_.Unwrap(correlation_id);
   Stream* s = FindOrAddStream(context, stream, now);
   if (s == nullptr) return;
+  // A stream of one thread holds its launches in id order: the search and the removal below
+  // stop at the first launch after this one.
+  const bool mixed = s->mixed;
   const Entry* own = nullptr;
   for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
     if (entries_[e].correlation_id == id) {
       own = &entries_[e];
       break;
     }
+    if (!mixed && entries_[e].correlation_id > id) break;
   }
   Clock::time_point finished_at = Clock::time_point::min();
   if (own != nullptr && s->confirming && end_ns != 0) {
@@ -293,11 +300,11 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
   // it the stream runs in order with it.
   const bool known_thread = own != nullptr;
   const int32_t tid = known_thread ? own->tid : 0;
-  const bool mixed = s->mixed;
   const int64_t popped = RemoveIf(*s, [&](const Entry& entry) {
-    if (entry.correlation_id == id) return true;
-    if (entry.correlation_id > id || entry.primary) return false;
-    return !mixed || (known_thread && entry.tid == tid);
+    if (entry.correlation_id == id) return mixed ? Verdict::kRemove : Verdict::kRemoveAndStop;
+    if (entry.correlation_id > id) return mixed ? Verdict::kKeep : Verdict::kStop;
+    if (entry.primary) return Verdict::kKeep;
+    return !mixed || (known_thread && entry.tid == tid) ? Verdict::kRemove : Verdict::kKeep;
   });
   Progressed(*s, popped > 0, now, finished_at);
 }
@@ -309,8 +316,11 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t co
   // Launches made before the synchronize finished; each counts as a kernel seen finishing.
   const auto finish = [&](Stream& s) {
     s.synced_below = std::max(s.synced_below, below);
-    const int64_t popped =
-        RemoveIf(s, [below](const Entry& entry) { return entry.correlation_id < below; });
+    const bool mixed = s.mixed;
+    const int64_t popped = RemoveIf(s, [below, mixed](const Entry& entry) {
+      if (entry.correlation_id < below) return Verdict::kRemove;
+      return mixed ? Verdict::kKeep : Verdict::kStop;
+    });
     completed_ += static_cast<uint64_t>(popped);
     Progressed(s, popped > 0, now);
   };
@@ -377,7 +387,9 @@ void StallTracker::EndConfirmation() noexcept {
     if (!s.used) continue;
     // Unsure launches of which the flush showed no record at all: theirs was lost (point 5).
     if (s.confirming) {
-      RemoveIf(s, [](const Entry& entry) { return entry.unsure && !entry.seen_running; });
+      RemoveIf(s, [](const Entry& entry) {
+        return entry.unsure && !entry.seen_running ? Verdict::kRemove : Verdict::kKeep;
+      });
     }
     // Still over the threshold with what the flush showed: stalled, its pending launches kept
     // until shown finished. Otherwise those whose records came back incomplete may now finish

@@ -22,6 +22,8 @@
 //    kEarly of a stream), and on a stream of one thread finishes every launch before it; such a
 //    record cannot tell a programmatic launch, the one case a primary can be taken as finished.
 //    Correlation ids are 32 bits and wrap (correlation_ids.h): each is unwrapped on arrival.
+//    A stream of one thread holds its pending launches in id order, so a record looks at those up
+//    to its own only; on a mixed stream it looks at all of them (at most kMaxPending).
 //    Launches whose stream CUPTI could not name (CUPTI_INVALID_STREAM_ID) are not tracked.
 // 2. Progress. A stream's wait starts when its oldest pending launch was launched or the stream
 //    was last seen finishing a kernel, whichever is later: kernels queued behind a long one wait
@@ -237,7 +239,10 @@ class StallTracker {
   void ReleaseName(uint16_t name) noexcept;
   // Drops the stream's oldest pending launch.
   void PopHead(Stream& s) noexcept;
-  // Drops every pending launch of the stream for which pred(entry) holds; returns how many.
+  // What RemoveIf does with a pending launch, and whether it looks at the next one.
+  enum class Verdict { kKeep, kRemove, kRemoveAndStop, kStop };
+  // Walks the stream's pending launches from the oldest, doing what pred(entry) says; returns
+  // how many it dropped.
   template <class Pred>
   int64_t RemoveIf(Stream& s, Pred pred) noexcept;
   // A kernel of the stream was seen finishing at `now` (during a confirmation: it ended at

@@ -59,6 +59,9 @@ struct CuptiApi {
   // record is generated for all CUDA events and stream irrespective of whether the operations
   // have been completed").
   CUptiResult (*ActivityEnableAllSyncRecords)(uint8_t enable) = nullptr;
+  // Optional: an activity attribute (cupti_activity.h, CUpti_ActivityAttribute).
+  CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t* value_size,
+                                      void* value) = nullptr;
 
   // Optional: the subscriber-scoped activity API (CUPTI docs, "Multiple Subscribers": every
   // subscriber must use it for several CUPTI tools to trace one process; CUDA 13.3+, driver

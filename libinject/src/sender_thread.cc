@@ -190,7 +190,7 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
   ActivityBuffers::Completed completed;
   while (activity_->PopCompleted(&completed)) {
     HandleActivityBuffer(completed.buffer, completed.valid_size);
-    activity_->Release(completed.buffer);
+    activity_->Release(completed.buffer, completed.valid_size);
   }
   stall_->EndConfirmation();
 }
@@ -340,7 +340,7 @@ void SenderThread::DrainAll() noexcept {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
       HandleActivityBuffer(completed.buffer, completed.valid_size);
-      activity_->Release(completed.buffer);
+      activity_->Release(completed.buffer, completed.valid_size);
     }
   }
 }
@@ -754,7 +754,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
       }
       if (!activity_->PopCompleted(&completed)) break;
       HandleActivityBuffer(completed.buffer, completed.valid_size);
-      activity_->Release(completed.buffer);
+      activity_->Release(completed.buffer, completed.valid_size);
       busy = true;
     }
     if (options_.timing && timing_watch_.Check(base::NowRealtimeNs())) {

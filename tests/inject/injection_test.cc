@@ -237,6 +237,9 @@ TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
   setenv("CUFLIGHT_STALL_MS", "300", 1);
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "22", "sleep", "1500"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The exit's flush gets the buffer the confirmation's flush used, given back zeroed
+  // (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set: the fake checks).
+  EXPECT_EQ(r.err.find("activity buffer not zero"), std::string::npos) << r.err;
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));

@@ -26,6 +26,11 @@
 // "records that were dropped because of insufficient buffer space"). When the forced flush gets
 // no buffer at all, every kernel record it held is dropped so.
 //
+// CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (cuptiActivitySetAttribute): once set non-0,
+// "user should provide a zero value buffer in the CUpti_BuffersCallbackRequestFunc"; every buffer
+// the fake is given from then on is checked, and one that is not all zero is said on stderr
+// ("fake CUPTI: activity buffer not zero") before the fake writes into it.
+//
 // Synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) exist only while that kind is
 // enabled (cuptiActivityEnable / cuptiActivityDisable per kind: "Enable collection of a specific
 // kind of activity record"), the context-synchronize record of the running mode included.
@@ -191,6 +196,19 @@ long NowMs() {
 std::atomic<long> g_first_timed_ms{0};  // when the first timed launch was made (running mode)
 bool g_synchronized = false;            // the context-synchronize record was handed over
 
+std::atomic<bool> g_zeroed_out{false};  // CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER
+// A buffer the client handed over while it promised zeroed ones: says so if it is not all zero.
+void CheckZeroed(const uint8_t* buffer, size_t size) {
+  if (!g_zeroed_out.load() || buffer == nullptr) return;
+  for (size_t i = 0; i < size; ++i) {
+    if (buffer[i] != 0) {
+      static const char kLine[] = "fake CUPTI: activity buffer not zero\n";
+      (void)!write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+      return;
+    }
+  }
+}
+
 // The buffer callbacks of the family in use.
 BufferInfo g_info;
 bool RequestBuffer(uint8_t** buffer, size_t* size) {
@@ -204,6 +222,7 @@ bool RequestBuffer(uint8_t** buffer, size_t* size) {
     if (g_buffer_requested == nullptr) return false;
     g_buffer_requested(buffer, size, &max_records);
   }
+  CheckZeroed(*buffer, *size);
   return *buffer != nullptr;
 }
 void CompleteBuffer(uint8_t* buffer, size_t size, size_t valid) {
@@ -306,6 +325,7 @@ void DeliverTiming(bool forced) {
     } else {
       g_buffer_requested(buffer, size, max_records);
     }
+    CheckZeroed(*buffer, *size);
   };
   struct Given {
     uint8_t* buffer;
@@ -492,6 +512,16 @@ EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle, CUpti_Activit
   LogCall("cuptiActivityDisable_v2");
   if (!UseFamily(2)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   SetKind(kind, false);
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size,
+                                             void* value) {
+  LogCall("cuptiActivitySetAttribute");
+  if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER) {
+    if (*size < sizeof(uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    g_zeroed_out.store(*static_cast<uint8_t*>(value) != 0);
+  }
   return CUPTI_SUCCESS;
 }
 // cupti_activity.h (CUDA 13.0): cuptiActivityEnableAllSyncRecords(uint8_t enable).

@@ -135,7 +135,10 @@ bool UseFamily(int family) {
   return g_family.compare_exchange_strong(none, family) || none == family;
 }
 
-std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
+// Correlation ids of launches waiting for the forced flush: launching threads add, flushing
+// threads take, under g_timed_mutex (with g_first_timed_ms set before the first is added).
+std::mutex g_timed_mutex;
+std::vector<uint32_t> g_timed;
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
 std::atomic<uint32_t> g_next_correlation_id{0};
@@ -302,6 +305,7 @@ void StartPollers() {
 }
 
 void DeliverTiming(bool forced) {
+  std::lock_guard<std::mutex> lock(g_timed_mutex);
   const TimingMode mode = ReadTimingMode();
   bool running = false;    // the kernels still run: their records go incomplete
   bool sync_now = false;   // the context-synchronize record goes with this flush
@@ -639,9 +643,10 @@ EXPORT int fake_cupti_launch(int count) {
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
     if (timed) {
-      g_timed.push_back(data.correlationId);
+      std::lock_guard<std::mutex> lock(g_timed_mutex);
       long none = 0;
       g_first_timed_ms.compare_exchange_strong(none, NowMs());
+      g_timed.push_back(data.correlationId);
     }
   }
   return count;

@@ -135,7 +135,8 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
 void SenderThread::CollectSynchronizations(bool on) noexcept {
   // Not while a forced flush may hold CUPTI's lock (it did not return): the call could block too.
   if (on == sync_records_ || (on && sync_records_failed_) || forced_flush_stuck_) return;
-  if (on && cupti_->activity_subscriber == nullptr && cupti_->ActivityEnableAllSyncRecords != nullptr) {
+  if (on && cupti_->activity_subscriber == nullptr &&
+      cupti_->ActivityEnableAllSyncRecords != nullptr) {
     // Queries whose work has not completed (a poll of the hung stream) make no record. (The
     // subscriber-scoped family has no such call in the 13.0 headers; there every query does.)
     cupti_->ActivityEnableAllSyncRecords(0);

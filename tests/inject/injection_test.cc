@@ -225,8 +225,8 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
 // get 0xFFFFFFF0..0xFFFFFFFF (16) and then 0..5 (6). The first 16 kernels end; the 6 after the
 // wrap never do (FAKE_CUPTI_TIMING=6,0,0: the forced flush that confirms the stall hands their
 // records over incomplete). The stall is reported, naming the launches after the wrap, oldest
-// first. With ids compared as plain integers, 0xFFFFFFFF ending "finished" 0..5 and nothing was
-// reported.
+// first. Were ids compared as plain integers, 0xFFFFFFFF ending would "finish" 0..5 and nothing
+// would be reported.
 TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
   UseFakes();
   const std::string path = TempSocketPath("wrap");

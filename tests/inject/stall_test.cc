@@ -532,7 +532,7 @@ TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
 // Records lost elsewhere (a buffer request refused while many threads record) do not hide a
 // hang: the hung kernel's record was written at its launch and sits incomplete in CUPTI's
 // buffer, so the confirmation shows it running, and the stall is reported at the threshold.
-// (Before, every launch pending at a loss was forgotten, and this hang was never reported.)
+// (Forgetting every launch pending at a loss would never report this hang.)
 TEST(Stall, AHangIsStillReportedWhenOtherRecordsWereLost) {
   const std::string path = TempSocketPath("stall-lost-hang");
   StoringCollector collector(path);
@@ -558,8 +558,8 @@ TEST(Stall, AHangIsStillReportedWhenOtherRecordsWereLost) {
 // Programmatic dependent launch (cuda.h, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
 // "allow the grid's execution to overlap with the previous kernel in the stream"): a secondary
 // that does not wait on its primary ends while the primary spins. Its record shows the secondary
-// finished, not the primary: the stall names the primary. (Before, the secondary's record
-// finished every earlier launch of the stream, and the spinning primary was never reported.)
+// finished, not the primary: the stall names the primary. (Were the secondary's end taken as the
+// end of every earlier launch of the stream, the spinning primary would never be reported.)
 TEST(Stall, AProgrammaticSecondaryThatEndedDoesNotHideItsSpinningPrimary) {
   for (const bool programmatic : {true, false}) {
     SCOPED_TRACE(programmatic);
@@ -826,9 +826,9 @@ TEST(CorrelationUnwrapper, PlacesIdsAcrossTheWrap) {
   EXPECT_EQ(ids.Unwrap(6 + 0x7FFFFFFFu + 0x80000000u), 2 * lap + 6 + 0x7FFFFFFFu - 0x80000000u);
 }
 
-// The reproduction in issue 32: launch 0xFFFFFFF0 finished, launch 5 (after the wrap) never
-// does. Plain 64-bit comparison took 5 <= 0xFFFFFFF0 as finished and reported nothing, whether 5's
-// launch record came before the finished record or after it.
+// Launch 0xFFFFFFF0 finished, launch 5 (after the wrap) never does. Compared as plain integers,
+// 5 <= 0xFFFFFFF0 would count as finished and nothing would be reported, whether 5's launch record
+// came before the finished record or after it.
 TEST(StallTracker, AHangAfterTheCorrelationIdsWrapIsReported) {
   for (const bool launch_first : {true, false}) {
     SCOPED_TRACE(launch_first);
@@ -849,7 +849,8 @@ TEST(StallTracker, AHangAfterTheCorrelationIdsWrapIsReported) {
     EXPECT_EQ(event.state, schema::StallState::kStalled);
     ASSERT_EQ(event.streams.size(), 1u);
     ASSERT_EQ(event.streams[0].launches.size(), 1u);
-    EXPECT_EQ(event.streams[0].launches[0].correlation_id, 5u);  // CUPTI's id, as in its kernel event
+    // CUPTI's id, as in its kernel event.
+    EXPECT_EQ(event.streams[0].launches[0].correlation_id, 5u);
     // A synchronize after the wrap ends it.
     tracker.OnSynchronized(1, 7, 6, tc + milliseconds(10));
     EXPECT_EQ(tracker.pending(), 0);
@@ -857,7 +858,8 @@ TEST(StallTracker, AHangAfterTheCorrelationIdsWrapIsReported) {
 }
 
 // And the other way: a launch just before the wrap is finished by a later kernel of its thread
-// just after it (plain comparison kept 0xFFFFFFFE pending behind 3, a stall that was not).
+// just after it (compared as plain integers, 0xFFFFFFFE would stay pending behind 3: a stall that
+// is not).
 TEST(StallTracker, AKernelAfterTheWrapFinishesTheLaunchesBeforeIt) {
   StallTracker tracker(milliseconds(1000));
   const Clock::time_point t0 = Clock::now();

@@ -46,8 +46,9 @@
 //                                 operations have not yet been completed" make none). The 13.0
 //                                 header's CUpti_ActivitySynchronizationType has no query type:
 //                                 the record says TYPE_UNKNOWN. Each thread's records go to a
-//                                 buffer of its own (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
-//                                 default 1: "Request activity buffers per-thread"), requested at
+//                                 buffer of its own
+//                                 (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, default 1:
+//                                 "Request activity buffers per-thread"), requested at
 //                                 its first record and held until a flush (any flush hands them
 //                                 over: their records are complete); a forced flush asks for the
 //                                 kernel records' buffer while the polling threads hold theirs.

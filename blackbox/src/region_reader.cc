@@ -97,9 +97,9 @@ struct Plan {
 // (enums, bool) is checked before the typed record is made.
 bool DecodeRecord(const uint8_t* raw, WireLaunchRecord* out) {
   const uint8_t api = raw[offsetof(WireLaunchRecord, api)];
-  const uint8_t cooperative = raw[offsetof(WireLaunchRecord, cooperative)];
+  const uint8_t flags = raw[offsetof(WireLaunchRecord, launch_flags)];
   const uint8_t kind = raw[offsetof(WireLaunchRecord, kind)];
-  if (api >= kLaunchApiCount || cooperative > 1 || kind > 1) return false;
+  if (api >= kLaunchApiCount || (flags & ~kLaunchFlagsKnown) != 0 || kind > 1) return false;
   // The checked bytes hold valid values: the copy is a valid object.
   std::memcpy(static_cast<void*>(out), raw, sizeof(*out));
   return true;

@@ -2,18 +2,30 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 namespace cuflight::inject {
 namespace {
 
 constexpr size_t kAlign = 8;  // CUPTI requires 8-byte aligned activity buffers
 
+uint8_t* ZeroedStorage(size_t bytes) {
+  // calloc: for a large size, fresh pages the system zeroes when first touched.
+  auto* p = static_cast<uint8_t*>(std::calloc(bytes, 1));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
 }  // namespace
+
+void ActivityBuffers::Free::operator()(uint8_t* p) const noexcept { std::free(p); }
 
 ActivityBuffers::ActivityBuffers(size_t count, size_t size)
     : count_(count == 0 ? 1 : count),
       size_((size + kAlign - 1) / kAlign * kAlign),
-      storage_(new uint8_t[count_ * size_ + kAlign]),
+      storage_(ZeroedStorage(count_ * size_ + kAlign)),
       in_use_(new std::atomic<bool>[count_]),
       completed_(std::bit_ceil(count_ < 2 ? size_t{2} : count_)) {
   for (size_t i = 0; i < count_; ++i) in_use_[i].store(false, std::memory_order_relaxed);
@@ -65,8 +77,9 @@ void ActivityBuffers::Complete(CUcontext context, uint32_t stream_id, uint8_t* b
   ReadDropped(context, stream_id);
   if (buffer == nullptr) return;
   if (valid_size == 0 || !completed_.TryPush(Completed{buffer, valid_size})) {
-    // Nothing to parse, or (impossible: the queue holds every buffer) no room: free it.
-    Release(buffer);
+    // Nothing to parse, or (impossible: the queue holds every buffer) no room: free it. (Any
+    // thread: with nothing written, nothing to zero; the impossible case zeroes on this one.)
+    Release(buffer, valid_size);
   }
 }
 
@@ -77,9 +90,11 @@ uint64_t ActivityBuffers::lost_records() const noexcept {
 
 bool ActivityBuffers::PopCompleted(Completed* out) noexcept { return completed_.TryPop(out); }
 
-void ActivityBuffers::Release(uint8_t* buffer) noexcept {
+void ActivityBuffers::Release(uint8_t* buffer, size_t used) noexcept {
   const int index = IndexOf(buffer);
-  if (index >= 0) in_use_[index].store(false, std::memory_order_release);
+  if (index < 0) return;
+  std::memset(buffer, 0, std::min(used, size_));
+  in_use_[index].store(false, std::memory_order_release);
 }
 
 }  // namespace cuflight::inject

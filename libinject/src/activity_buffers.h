@@ -4,6 +4,12 @@
 // and reads CUPTI's count of the records it dropped. Both callbacks are lock-free and
 // allocation-free.
 //
+// Every buffer handed to CUPTI is all zero: the storage starts zeroed and the sender thread zeroes
+// what CUPTI wrote when it gives a buffer back, so the library can set
+// CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER and CUPTI does not zero each buffer itself on the
+// thread that asked for it (cupti_activity.h: "If the user sets this to zero, a few stalls may
+// appear in critical path because CUPTI will zero out the buffer in the main thread").
+//
 // Lost records, counted for timing_dropped: refused() requests the pool could not serve, and
 // cupti_dropped() records CUPTI reported dropped (cuptiActivityGetNumDroppedRecords, which resets
 // CUPTI's count on every read, so each record is counted once).
@@ -29,7 +35,8 @@ class ActivityBuffers {
     size_t valid_size = 0;
   };
 
-  // `count` buffers of `size` bytes each (size rounded up to 8).
+  // `count` buffers of `size` bytes each (size rounded up to 8), all zero (pages the system
+  // zeroes: nothing is written until CUPTI writes). Throws std::bad_alloc.
   ActivityBuffers(size_t count, size_t size);
   ActivityBuffers(const ActivityBuffers&) = delete;
   ActivityBuffers& operator=(const ActivityBuffers&) = delete;
@@ -39,8 +46,8 @@ class ActivityBuffers {
   // callbacks are registered; any thread. `cupti` outlives this object.
   void SetDroppedRecordsSource(const CuptiApi* cupti) noexcept;
 
-  // bufferRequested: a free buffer, or *buffer = nullptr and *size = 0 when all are in use
-  // (counted in refused()).
+  // bufferRequested: a free buffer, all zero, or *buffer = nullptr and *size = 0 when all are in
+  // use (counted in refused()).
   void Request(uint8_t** buffer, size_t* size, size_t* max_records) noexcept;
   // bufferCompleted, with the context and stream CUPTI names (NULL and 0 since CUDA 6, whose
   // buffers are global): adds CUPTI's dropped-record count for them to cupti_dropped(), then
@@ -57,8 +64,9 @@ class ActivityBuffers {
   void ReadDropped(CUcontext context, uint32_t stream_id) noexcept;
   // Sender thread: the next completed buffer, oldest first.
   bool PopCompleted(Completed* out) noexcept;
-  // Sender thread: the buffer may be handed to CUPTI again.
-  void Release(uint8_t* buffer) noexcept;
+  // Sender thread: the buffer may be handed to CUPTI again. Its first `used` bytes (the valid
+  // size CUPTI completed it with: what it wrote) are zeroed first.
+  void Release(uint8_t* buffer, size_t used) noexcept;
 
   // Buffer requests refused because every buffer was in use, since construction.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -76,7 +84,10 @@ class ActivityBuffers {
 
   size_t count_;
   size_t size_;
-  std::unique_ptr<uint8_t[]> storage_;
+  struct Free {
+    void operator()(uint8_t* p) const noexcept;
+  };
+  std::unique_ptr<uint8_t, Free> storage_;
   std::unique_ptr<std::atomic<bool>[]> in_use_;
   MpscRing<Completed> completed_;
   std::atomic<uint64_t> refused_{0};

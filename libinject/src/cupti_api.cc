@@ -43,6 +43,8 @@ bool ResolveAll(void* library, CuptiApi* api) {
   Resolve(library, "cuptiActivityDisable_v2", &api->ActivityDisableV2);
   Resolve(library, "cuptiActivityGetNextRecord_v2", &api->ActivityGetNextRecordV2);
   Resolve(library, "cuptiActivityGetNumDroppedRecords_v2", &api->ActivityGetNumDroppedRecordsV2);
+  Resolve(library, "cuptiActivityEnableAllSyncRecords", &api->ActivityEnableAllSyncRecords);
+  Resolve(library, "cuptiActivitySetAttribute", &api->ActivitySetAttribute);
   return true;
 }
 

@@ -54,6 +54,14 @@ struct CuptiApi {
   CUptiResult (*GetContextId)(CUcontext, uint32_t* id) = nullptr;
   CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t per_thread_stream,
                                uint32_t* id) = nullptr;
+  // Optional (in the CUDA 13.0 headers, cupti_activity.h): with 0, stream and event queries whose
+  // work has not completed make no CUPTI_ACTIVITY_KIND_SYNCHRONIZATION record ("By default, the
+  // record is generated for all CUDA events and stream irrespective of whether the operations
+  // have been completed").
+  CUptiResult (*ActivityEnableAllSyncRecords)(uint8_t enable) = nullptr;
+  // Optional: an activity attribute (cupti_activity.h, CUpti_ActivityAttribute).
+  CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t* value_size,
+                                      void* value) = nullptr;
 
   // Optional: the subscriber-scoped activity API (CUPTI docs, "Multiple Subscribers": every
   // subscriber must use it for several CUPTI tools to trace one process; CUDA 13.3+, driver
@@ -81,6 +89,16 @@ struct CuptiApi {
     return activity_subscriber != nullptr
                ? ActivityGetNextRecordV2(activity_subscriber, buffer, valid_size, record)
                : ActivityGetNextRecord(buffer, valid_size, record);
+  }
+  // Enables or disables collecting an activity kind, through the family in use;
+  // CUPTI_ERROR_NOT_SUPPORTED when that family's call was not resolved.
+  CUptiResult SetActivityKind(CUpti_ActivityKind kind, bool enable) const {
+    if (activity_subscriber != nullptr) {
+      const auto call = enable ? ActivityEnableV2 : ActivityDisableV2;
+      return call != nullptr ? call(activity_subscriber, kind, nullptr) : CUPTI_ERROR_NOT_SUPPORTED;
+    }
+    const auto call = enable ? ActivityEnable : ActivityDisable;
+    return call != nullptr ? call(kind) : CUPTI_ERROR_NOT_SUPPORTED;
   }
   // CUPTI's dropped-record count (reset on every read), through the family in use.
   CUptiResult DroppedRecords(CUcontext context, uint32_t stream_id, size_t* dropped) const {

@@ -228,26 +228,26 @@ bool Injector::EnableTiming() noexcept {
       result = cupti_.ActivityEnableV2(subscriber_, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr);
     }
   } else {
+    if (cupti_.ActivitySetAttribute != nullptr) {
+      // The pool's buffers are all zero when handed out (ActivityBuffers): CUPTI need not zero
+      // each one on the thread that asked for it. (A uint8_t, set before the first request.)
+      uint8_t zeroed = 1;
+      size_t size = sizeof(zeroed);
+      const CUptiResult set = cupti_.ActivitySetAttribute(
+          CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &zeroed);
+      if (set != CUPTI_SUCCESS) {
+        Log().debug("CUPTI zeroes each activity buffer itself ({})", CuptiError(cupti_, set));
+      }
+    }
     result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
                                               &Injector::BufferCompleted);
     if (result == CUPTI_SUCCESS) {
       result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     }
   }
-  if (result == CUPTI_SUCCESS && config_.stall_ms > 0) {
-    // Stall detection's other sign of progress: a successful stream or context synchronize has
-    // finished everything launched before it, also kernels whose records a forced flush handed
-    // over incomplete (SenderThread::ConfirmStall). Without it, stalls still work; only their end
-    // is then seen from later kernels alone.
-    const CUptiResult sync =
-        subscriber_scoped_
-            ? cupti_.ActivityEnableV2(subscriber_, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, nullptr)
-            : cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-    if (sync != CUPTI_SUCCESS) {
-      Log().debug("no synchronization records ({}); a stall's end is seen from later kernels only",
-                  CuptiError(cupti_, sync));
-    }
-  }
+  // Synchronization records (stall detection's other sign of progress) are enabled by the sender
+  // thread only while a stall needs them (StallTracker design point 8): CUPTI makes one for every
+  // stream and event query the application polls with.
   if (result != CUPTI_SUCCESS) {
     Log().warn("kernel timing unavailable ({}{}); kernel events are still recorded, without GPU "
                "times or stall detection",

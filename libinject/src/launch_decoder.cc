@@ -46,6 +46,9 @@ bool FromLaunchConfig(const P& p, DecodedLaunch* out) {
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         out->cooperative = attr.value.cooperative != 0;
         break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        out->programmatic_serialization = attr.value.programmaticStreamSerializationAllowed != 0;
+        break;
       case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
         // A percentage; anything else (CU_SHAREDMEM_CARVEOUT_DEFAULT as unsigned) is no
         // preference.

@@ -1,9 +1,10 @@
 // Launch decoding: the CUPTI driver-domain parameter struct of a launch callback -> the launch's
-// function, grid, block, dynamic shared memory, stream, cluster and cooperative flag.
+// function, grid, block, dynamic shared memory, stream, cluster, cooperative flag and whether it
+// may overlap the previous kernel of its stream (programmatic dependent launch).
 //
 // Covers cuLaunchKernel(_ptsz), cuLaunchKernelEx(_ptsz) (grid, block, smem and stream from the
-// CUlaunchConfig; cluster dimension, cooperative and the shared memory carveout preference from
-// its attributes),
+// CUlaunchConfig; cluster dimension, cooperative, programmatic stream serialization and the shared
+// memory carveout preference from its attributes),
 // cuLaunchCooperativeKernel(_ptsz), cuLaunchCooperativeKernelMultiDevice (one launch per entry of
 // its list) and the legacy cuLaunch / cuLaunchGrid / cuLaunchGridAsync (whose block shape and
 // shared memory come from earlier cuFuncSetBlockShape / cuFuncSetSharedSize calls, which the
@@ -36,6 +37,9 @@ struct DecodedLaunch {
   // the function's carveout attribute; -1: none given.
   int32_t carveout = -1;
   bool cooperative = false;
+  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION non-0 (cuLaunchKernelEx): the kernel
+  // may overlap the previous one of its stream (programmatic dependent launch).
+  bool programmatic_serialization = false;
   // A _ptsz entry point: stream 0 is the calling thread's per-thread default stream
   // (CU_STREAM_PER_THREAD), not the legacy NULL stream.
   bool per_thread_default_stream = false;

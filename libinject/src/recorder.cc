@@ -867,7 +867,11 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
                            UINT16_MAX));
   }
   record.api = launch.api;
-  record.cooperative = launch.cooperative;
+  record.launch_flags =
+      static_cast<uint8_t>((launch.cooperative ? blackbox::kLaunchCooperative : 0) |
+                           (launch.programmatic_serialization
+                                ? blackbox::kLaunchProgrammaticSerialization
+                                : 0));
   ring_->Push(record, options_.on_full);  // a refused record is counted by the ring
 }
 

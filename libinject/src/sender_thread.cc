@@ -125,10 +125,31 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
     stall_->OnTimingLost();
   }
   if (stall_->ConfirmationDue(now)) ConfirmStall(now);
+  if (sync_records_ && !stall_->NeedsSynchronizations()) CollectSynchronizations(false);
   schema::StallEvent event;
   if (!stall_->Poll(now, &event)) return;
   event.header = MakeHeader();
   Send(event, /*preamble=*/false);
+}
+
+void SenderThread::CollectSynchronizations(bool on) noexcept {
+  // Not while a forced flush may hold CUPTI's lock (it did not return): the call could block too.
+  if (on == sync_records_ || (on && sync_records_failed_) || forced_flush_stuck_) return;
+  if (on && cupti_->activity_subscriber == nullptr &&
+      cupti_->ActivityEnableAllSyncRecords != nullptr) {
+    // Queries whose work has not completed (a poll of the hung stream) make no record. (The
+    // subscriber-scoped family has no such call in the 13.0 headers; there every query does.)
+    cupti_->ActivityEnableAllSyncRecords(0);
+  }
+  const CUptiResult result = cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, on);
+  if (result == CUPTI_SUCCESS) {
+    sync_records_ = on;
+  } else if (on) {
+    sync_records_failed_ = true;
+    Log().debug("no synchronization records (CUPTI error {}); a stall's end is seen from later "
+                "kernels only",
+                static_cast<int>(result));
+  }
 }
 
 void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
@@ -139,6 +160,8 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
     stall_->ConfirmWithoutRecords(now);
     return;
   }
+  // From now on a synchronize is what shows a kernel whose record this flush takes ended.
+  CollectSynchronizations(true);
   // On a thread of its own, waited for at most kForcedFlushWait: cupti_activity.h gives the call
   // no time limit, and a stalled GPU is when it might not return. One that does not is left
   // behind, and no other is tried.
@@ -168,7 +191,7 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
   ActivityBuffers::Completed completed;
   while (activity_->PopCompleted(&completed)) {
     HandleActivityBuffer(completed.buffer, completed.valid_size);
-    activity_->Release(completed.buffer);
+    activity_->Release(completed.buffer, completed.valid_size);
   }
   stall_->EndConfirmation();
 }
@@ -318,7 +341,7 @@ void SenderThread::DrainAll() noexcept {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
       HandleActivityBuffer(completed.buffer, completed.valid_size);
-      activity_->Release(completed.buffer);
+      activity_->Release(completed.buffer, completed.valid_size);
     }
   }
 }
@@ -573,7 +596,10 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.context = record.context;
         launch.stream = record.stream;
         launch.device = record.device;
-        launch.correlation_id = record.correlation_id;
+        launch.correlation_id = static_cast<uint32_t>(record.correlation_id);  // CUPTI's
+        launch.tid = record.tid;
+        launch.overlaps_previous =
+            (record.launch_flags & blackbox::kLaunchProgrammaticSerialization) != 0;
         launch.function_id = record.function != nullptr ? record.function->id : 0;
         launch.name = event.name;
         launch.demangled = event.demangled;
@@ -668,7 +694,9 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       // Incomplete (a forced flush handed over a kernel still running): no kernel_time with
       // made-up times; counted in timing_dropped.
       timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
-      if (stall_ != nullptr) stall_->OnIncomplete(kernel.contextId, kernel.streamId);
+      if (stall_ != nullptr) {
+        stall_->OnIncomplete(kernel.contextId, kernel.streamId, kernel.correlationId);
+      }
       continue;
     }
     if (stall_ != nullptr) {
@@ -727,7 +755,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
       }
       if (!activity_->PopCompleted(&completed)) break;
       HandleActivityBuffer(completed.buffer, completed.valid_size);
-      activity_->Release(completed.buffer);
+      activity_->Release(completed.buffer, completed.valid_size);
       busy = true;
     }
     if (options_.timing && timing_watch_.Check(base::NowRealtimeNs())) {

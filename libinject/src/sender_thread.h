@@ -227,6 +227,8 @@ class SenderThread {
   void CheckStall(Clock::time_point now) noexcept;
   // One forced activity flush before a stream is reported stalled (stall_tracker.h, point 6).
   void ConfirmStall(Clock::time_point now) noexcept;
+  // Collects synchronization records or stops (StallTracker design point 8).
+  void CollectSynchronizations(bool on) noexcept;
   // A synchronization activity record: what it shows finished (stall_tracker.h, point 7).
   void HandleSynchronization(const CUpti_ActivitySynchronization2& sync) noexcept;
   void SendStats() noexcept;
@@ -327,6 +329,8 @@ class SenderThread {
   // How long a stall's forced flush is waited for; one that did not return stops them.
   static constexpr std::chrono::milliseconds kForcedFlushWait{1000};
   bool forced_flush_stuck_ = false;
+  bool sync_records_ = false;           // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION enabled now
+  bool sync_records_failed_ = false;    // enabling it failed once: not tried again
   Clock::time_point stamp_now_{};
   int64_t stamp_realtime_ns_ = 0;
   uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked

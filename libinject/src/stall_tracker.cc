@@ -158,6 +158,7 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
     ++untracked_;  // its activity record names a stream this launch cannot be matched to
     return;
   }
+  const uint64_t id = ids_.Unwrap(launch.correlation_id);
   Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
   if (s == nullptr || free_ == kNone) {
     ++untracked_;
@@ -165,14 +166,33 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   }
   s->device = launch.device;
   s->last_used = std::max(s->last_used, launch.launched_at);
-  if (launch.correlation_id <= s->finished_up_to) return;  // its record came first: finished
+  if (s->tid == 0) {
+    s->tid = launch.tid;
+  } else if (s->tid != launch.tid) {
+    s->mixed = true;
+  }
+  // Its primary may still run whatever later kernels are seen finishing (point 1).
+  if (launch.overlaps_previous && s->tail != kNone) entries_[s->tail].primary = true;
+  // Its record came first: finished.
+  for (uint64_t& early : s->early) {
+    if (early == id) {
+      early = 0;
+      return;
+    }
+  }
+  if (id < s->synced_below) return;  // a synchronize of the stream came first
+  if (!s->mixed && id <= s->finished_up_to) return;  // a later kernel of its thread finished
   for (const SyncedContext& c : synced_contexts_) {
-    if (c.below != 0 && c.context == launch.context && launch.correlation_id < c.below) return;
+    if (c.below != 0 && c.context == launch.context && id < c.below) return;
   }
   const int32_t e = free_;
   Entry& entry = entries_[e];
   free_ = entry.next;
-  entry.correlation_id = launch.correlation_id;
+  entry.correlation_id = id;
+  entry.tid = launch.tid;
+  entry.primary = false;
+  entry.unsure = false;
+  entry.seen_running = false;
   entry.launched_at = launch.launched_at;
   entry.ts_ns = launch.ts_ns;
   entry.grid = launch.grid;
@@ -203,9 +223,39 @@ void StallTracker::PopHead(Stream& s) noexcept {
   free_ = e;
 }
 
-void StallTracker::FinishUpTo(Stream& s, uint64_t correlation_id, Clock::time_point now,
+template <class Pred>
+int64_t StallTracker::RemoveIf(Stream& s, Pred pred) noexcept {
+  int64_t removed = 0;
+  int32_t prev = kNone;
+  for (int32_t e = s.head; e != kNone;) {
+    Entry& entry = entries_[e];
+    const int32_t next = entry.next;
+    const Verdict verdict = pred(entry);
+    if (verdict == Verdict::kStop) break;
+    if (verdict == Verdict::kRemove || verdict == Verdict::kRemoveAndStop) {
+      if (prev == kNone) {
+        s.head = next;
+      } else {
+        entries_[prev].next = next;
+      }
+      if (s.tail == e) s.tail = prev;
+      --s.count;
+      --pending_;
+      ReleaseName(entry.name);
+      entry.next = free_;
+      free_ = e;
+      ++removed;
+      if (verdict == Verdict::kRemoveAndStop) break;
+    } else {
+      prev = e;
+    }
+    e = next;
+  }
+  return removed;
+}
+
+void StallTracker::Progressed(Stream& s, bool popped, Clock::time_point now,
                               Clock::time_point finished_at) noexcept {
-  s.finished_up_to = std::max(s.finished_up_to, correlation_id);
   if (!s.confirming) {
     s.progress_at = now;
   } else if (finished_at != Clock::time_point::min()) {
@@ -213,42 +263,66 @@ void StallTracker::FinishUpTo(Stream& s, uint64_t correlation_id, Clock::time_po
     s.progress_at = std::max(s.progress_at, std::min(finished_at, now));
   }
   s.last_used = now;
-  bool popped = false;
-  while (s.head != kNone && entries_[s.head].correlation_id <= s.finished_up_to) {
-    PopHead(s);
-    popped = true;
-  }
   if (popped && !s.confirming) s.confirmed = false;  // the stream moved: a new head to confirm
   if (s.count > 0) s.completed_at_wait = completed_;
 }
 
-void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
+void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correlation_id,
                               Clock::time_point now, uint64_t end_ns) noexcept {
   ++completed_;
+  const uint64_t id = ids_.Unwrap(correlation_id);
   Stream* s = FindOrAddStream(context, stream, now);
   if (s == nullptr) return;
-  Clock::time_point finished_at = Clock::time_point::min();
-  if (s->confirming && end_ns != 0) {
-    for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
-      const Entry& entry = entries_[e];
-      if (entry.correlation_id != correlation_id) continue;
-      // Its end against its launch record's time; never before its launch.
-      const int64_t ran_ns = static_cast<int64_t>(end_ns) - entry.ts_ns;
-      finished_at = entry.launched_at + std::chrono::nanoseconds(std::max<int64_t>(0, ran_ns));
+  // A stream of one thread holds its launches in id order: the search and the removal below
+  // stop at the first launch after this one.
+  const bool mixed = s->mixed;
+  const Entry* own = nullptr;
+  for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
+    if (entries_[e].correlation_id == id) {
+      own = &entries_[e];
       break;
     }
+    if (!mixed && entries_[e].correlation_id > id) break;
   }
-  FinishUpTo(*s, correlation_id, now, finished_at);
+  Clock::time_point finished_at = Clock::time_point::min();
+  if (own != nullptr && s->confirming && end_ns != 0) {
+    // Its end against its launch record's time; never before its launch.
+    const int64_t ran_ns = static_cast<int64_t>(end_ns) - own->ts_ns;
+    finished_at = own->launched_at + std::chrono::nanoseconds(std::max<int64_t>(0, ran_ns));
+  }
+  if (own == nullptr) {
+    // Its launch record is still to come (or it has none: a graph node, a sampled-out launch).
+    s->early[static_cast<size_t>(s->next_early)] = id;
+    s->next_early = (s->next_early + 1) % kEarly;
+  }
+  s->finished_up_to = std::max(s->finished_up_to, id);
+  // What this kernel finishing shows finished (point 1): its own launch, and the launches before
+  // it the stream runs in order with it.
+  const bool known_thread = own != nullptr;
+  const int32_t tid = known_thread ? own->tid : 0;
+  const int64_t popped = RemoveIf(*s, [&](const Entry& entry) {
+    if (entry.correlation_id == id) return mixed ? Verdict::kRemove : Verdict::kRemoveAndStop;
+    if (entry.correlation_id > id) return mixed ? Verdict::kKeep : Verdict::kStop;
+    if (entry.primary) return Verdict::kKeep;
+    return !mixed || (known_thread && entry.tid == tid) ? Verdict::kRemove : Verdict::kKeep;
+  });
+  Progressed(*s, popped > 0, now, finished_at);
 }
 
-void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint64_t correlation_id,
+void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t correlation_id,
                                   Clock::time_point now) noexcept {
   if (correlation_id == 0) return;
+  const uint64_t below = ids_.Unwrap(correlation_id);
   // Launches made before the synchronize finished; each counts as a kernel seen finishing.
   const auto finish = [&](Stream& s) {
-    const int64_t pending = s.count;
-    FinishUpTo(s, correlation_id - 1, now);
-    completed_ += static_cast<uint64_t>(pending - s.count);
+    s.synced_below = std::max(s.synced_below, below);
+    const bool mixed = s.mixed;
+    const int64_t popped = RemoveIf(s, [below, mixed](const Entry& entry) {
+      if (entry.correlation_id < below) return Verdict::kRemove;
+      return mixed ? Verdict::kKeep : Verdict::kStop;
+    });
+    completed_ += static_cast<uint64_t>(popped);
+    Progressed(s, popped > 0, now);
   };
   if (stream != kAllStreams) {
     if (Stream* s = FindOrAddStream(context, stream, now)) finish(*s);
@@ -263,7 +337,7 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint64_t co
     next_synced_context_ = (next_synced_context_ + 1) % kMaxSyncedContexts;
     *mark = SyncedContext{context, 0};
   }
-  mark->below = std::max(mark->below, correlation_id);
+  mark->below = std::max(mark->below, below);
   for (Stream& s : streams_) {
     if (s.used && s.context == context) finish(s);
   }
@@ -292,18 +366,34 @@ void StallTracker::BeginConfirmation(Clock::time_point now) noexcept {
   }
 }
 
-void StallTracker::OnIncomplete(uint64_t context, uint64_t stream) noexcept {
+void StallTracker::OnIncomplete(uint64_t context, uint64_t stream,
+                                uint32_t correlation_id) noexcept {
   if (!confirming_) return;
-  if (Stream* s = FindStream(context, stream)) s->incomplete = true;
+  const uint64_t id = ids_.Unwrap(correlation_id);
+  Stream* s = FindStream(context, stream);
+  if (s == nullptr) return;
+  s->incomplete = true;
+  for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
+    if (entries_[e].correlation_id != id) continue;
+    entries_[e].seen_running = true;  // its record is gone now; it is known to have run on
+    entries_[e].unsure = false;
+    break;
+  }
 }
 
 void StallTracker::EndConfirmation() noexcept {
   confirming_ = false;
   for (Stream& s : streams_) {
     if (!s.used) continue;
+    // Unsure launches of which the flush showed no record at all: theirs was lost (point 5).
+    if (s.confirming) {
+      RemoveIf(s, [](const Entry& entry) {
+        return entry.unsure && !entry.seen_running ? Verdict::kRemove : Verdict::kKeep;
+      });
+    }
     // Still over the threshold with what the flush showed: stalled, its pending launches kept
     // until shown finished. Otherwise those whose records came back incomplete may now finish
-    // unseen (point 5).
+    // unseen.
     const bool stalled = OverThreshold(s, last_confirmation_);
     if (s.confirming) {
       s.confirmed = stalled;
@@ -331,10 +421,23 @@ void StallTracker::ConfirmWithoutRecords(Clock::time_point now) noexcept {
   }
 }
 
+bool StallTracker::NeedsSynchronizations() const noexcept {
+  for (const Stream& s : streams_) {
+    if (!s.used || s.count == 0) continue;
+    if (s.confirmed) return true;
+    for (int32_t e = s.head; e != kNone; e = entries_[e].next) {
+      if (entries_[e].seen_running) return true;
+    }
+  }
+  return false;
+}
+
 void StallTracker::OnTimingLost() noexcept {
   for (Stream& s : streams_) {
-    if (!s.used || s.reported) continue;
-    while (s.head != kNone) PopHead(s);
+    if (!s.used) continue;
+    for (int32_t e = s.head; e != kNone; e = entries_[e].next) {
+      if (!entries_[e].seen_running) entries_[e].unsure = true;
+    }
   }
 }
 
@@ -409,7 +512,7 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
     for (int32_t e = s.head; e != kNone && m < launches.size(); e = entries_[e].next, ++m) {
       const Entry& entry = entries_[e];
       schema::StallLaunch& l = launches[m];
-      l.correlation_id = entry.correlation_id;
+      l.correlation_id = CorrelationUnwrapper::Cupti(entry.correlation_id);
       if (entry.name != kNoName) {
         const Name& name = names_[entry.name];
         l.name = std::string_view(name.name, name.name_size);

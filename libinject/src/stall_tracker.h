@@ -4,10 +4,26 @@
 // them over). Nothing here runs on a launching thread.
 //
 // 1. A launch is pending from its record until its stream is seen finishing it: a complete kernel
-//    activity record with its correlation id, or with a later one on the same stream. Kernels of
-//    one stream finish in launch order and correlation ids grow with each API call, so a later
-//    kernel finishing (the activity record of a launch not recorded, a sampled-out one, a graph
-//    node) finishes every earlier one too, and a lost or late record is made up by the next one.
+//    activity record with its correlation id, or one of a launch ordered after it on the stream.
+//    A later launch's kernel finishing finishes an earlier one only when the stream runs them in
+//    launch order, which holds for launches of one thread on a stream (the driver queues a
+//    thread's calls in program order) and not otherwise:
+//    - launches of two threads on one stream: their correlation ids are taken when each call
+//      begins, their kernels queued when it gets the stream, so ids need not be stream order.
+//      A stream launched on by more than one thread (`mixed`) pops a launch only by a record of
+//      a launch of the same thread, its own record, or a synchronize (7);
+//    - programmatic dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+//      cuda.h: "allow the grid's execution to overlap with the previous kernel in the stream"):
+//      the secondary may end while its primary still runs. The launch before such a one on the
+//      stream (the primary) is finished only by its own record or a synchronize.
+//    Within those bounds a later kernel finishing (the activity record of a launch not recorded,
+//    a sampled-out one, a graph node) finishes every earlier one, and a lost or late record is
+//    made up by the next one. A record handled before its launch record is remembered (the last
+//    kEarly of a stream), and on a stream of one thread finishes every launch before it; such a
+//    record cannot tell a programmatic launch, the one case a primary can be taken as finished.
+//    Correlation ids are 32 bits and wrap (correlation_ids.h): each is unwrapped on arrival.
+//    A stream of one thread holds its pending launches in id order, so a record looks at those up
+//    to its own only; on a mixed stream it looks at all of them (at most kMaxPending).
 //    Launches whose stream CUPTI could not name (CUPTI_INVALID_STREAM_ID) are not tracked.
 // 2. Progress. A stream's wait starts when its oldest pending launch was launched or the stream
 //    was last seen finishing a kernel, whichever is later: kernels queued behind a long one wait
@@ -22,9 +38,14 @@
 //    reused for a new one), kMaxPending pending launches, names of kMaxNames functions with
 //    pending launches. A launch that finds no room is not tracked (counted in untracked()): the
 //    oldest launches, which a stall names, are the ones kept.
-// 5. Lost timing records (CUPTI had no activity buffer): a launch pending then may have finished
-//    unseen, and nothing later on an idle stream would show it. OnTimingLost forgets the pending
-//    launches of every stream not in the stall being reported.
+// 5. Lost timing records (CUPTI had no activity buffer, or dropped records): a launch pending then
+//    may have finished unseen, and nothing later on an idle stream would show it. OnTimingLost
+//    marks the launches pending then `unsure` (not those a forced flush showed running). An
+//    unsure launch is still finished as any other; a confirmation (6) that finds no record of it
+//    at all forgets it (its record was the one lost), and one that finds its record incomplete
+//    knows it running: a kernel's record is written when it is launched (6), so a hung kernel's
+//    record sits incomplete in CUPTI's buffer while other threads' records are lost, and the hang
+//    is still reported.
 // 6. Confirmation. A default flush hands over only buffers whose records are all complete
 //    (cupti_activity.h, cuptiActivityFlushAll), and one buffer holds the records of many kernels:
 //    the records of kernels that finished before a hung one wait with its record. So before a
@@ -39,12 +60,24 @@
 //    that has not yet waited the threshold since then keeps its launches and is looked at again
 //    when it has (so a hang is never missed; if its kernel ends and nothing later on the stream
 //    or a synchronize shows it, it is reported stalled: the one case this can be wrong). Any
-//    other stream whose records came back incomplete is treated as in 5: its pending launches
-//    are forgotten, since they may now finish unseen. At most one forced flush per threshold,
-//    except that second look.
+//    other stream whose records came back incomplete has its pending launches forgotten, since
+//    they may now finish unseen. At most one forced flush per threshold, except that second
+//    look.
 // 7. Synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): a successful stream or
 //    context synchronize has finished every launch made before it on that stream or context
-//    (correlation ids below its own), including launches whose records a forced flush consumed.
+//    (correlation ids below its own), including launches whose records a forced flush consumed,
+//    primaries and other threads' launches.
+// 8. Synchronization records cost the application: CUPTI makes one on the calling thread for every
+//    stream and event query (cudaStreamQuery, cudaEventQuery: NCCL's watchdog, MPI/UCX progress
+//    loops, allocators), complete or not (cupti_activity.h, cuptiActivityEnableAllSyncRecords:
+//    "By default, the record is generated for all CUDA events and stream irrespective of whether
+//    the operations have been completed"), and with per-thread activity buffers
+//    (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, default 1) each polling thread holds a
+//    buffer of the pool: enough of them leave none for kernel records, which CUPTI then drops.
+//    The sender therefore collects them only while NeedsSynchronizations() (from the first
+//    confirmation of a stall to its end), with queries whose work has not completed left out
+//    where CUPTI has cuptiActivityEnableAllSyncRecords; the rest of the time a stall's end is
+//    seen from kernel records alone, as point 1 says.
 // Threads: one at a time (the sender thread). No allocation after the constructor; no lock.
 #ifndef CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
 #define CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
@@ -56,6 +89,7 @@
 #include <string_view>
 #include <vector>
 
+#include "correlation_ids.h"
 #include "cuflight/schema/events.h"
 
 namespace cuflight::inject {
@@ -69,13 +103,19 @@ class StallTracker {
   static constexpr int kMaxNames = 256;
   // Probe window of the name table (a function's name is in one of these slots from its hash).
   static constexpr int kNameProbe = 8;
+  // Records handled before their launch records, remembered per stream (design point 1).
+  static constexpr int kEarly = 16;
 
   // A recorded launch whose kernel event was built.
   struct Launch {
     uint64_t context = 0;  // CUPTI's ids, as in the kernel event
     uint64_t stream = 0;
     int32_t device = 0;
-    uint64_t correlation_id = 0;
+    uint32_t correlation_id = 0;  // CUPTI's (32 bits, wrapping)
+    int32_t tid = 0;              // the launching thread
+    // Launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: it may overlap the
+    // previous kernel of the stream (design point 1).
+    bool overlaps_previous = false;
     uint64_t function_id = 0;  // FunctionInfo::id: names are kept once per function
     std::string_view name;     // read during the call only
     std::string_view demangled;
@@ -95,26 +135,31 @@ class StallTracker {
   void OnLaunch(const Launch& launch) noexcept;
   // A complete kernel activity record (CUPTI's contextId, streamId, correlationId, end) handled
   // at `now`.
-  void OnFinished(uint64_t context, uint64_t stream, uint64_t correlation_id,
+  void OnFinished(uint64_t context, uint64_t stream, uint32_t correlation_id,
                   Clock::time_point now, uint64_t end_ns = 0) noexcept;
-  // Timing records were lost (design point 5).
+  // Timing records were lost (design point 5): the launches pending now become unsure.
   void OnTimingLost() noexcept;
   // A successful synchronize (design point 7): of `stream`, or with kAllStreams of the context.
   static constexpr uint64_t kAllStreams = ~uint64_t{0};
-  void OnSynchronized(uint64_t context, uint64_t stream, uint64_t correlation_id,
+  void OnSynchronized(uint64_t context, uint64_t stream, uint32_t correlation_id,
                       Clock::time_point now) noexcept;
 
   // Confirmation (design point 6). Due when a stream not yet confirmed has waited the threshold
   // and the last forced flush is at least a threshold ago; between Begin and End the sender hands
-  // over the records of one forced flush: OnFinished for complete ones, OnIncomplete for others.
+  // over the records of one forced flush: OnFinished for complete ones, OnIncomplete (with the
+  // record's correlation id) for others.
   bool ConfirmationDue(Clock::time_point now) const noexcept;
   void BeginConfirmation(Clock::time_point now) noexcept;
-  void OnIncomplete(uint64_t context, uint64_t stream) noexcept;
+  void OnIncomplete(uint64_t context, uint64_t stream, uint32_t correlation_id) noexcept;
   void EndConfirmation() noexcept;
   // When no forced flush can be had (it did not return): every stream over the threshold is
   // taken as it looks, the records of finished kernels perhaps still held back.
   void ConfirmWithoutRecords(Clock::time_point now) noexcept;
   uint64_t confirmations() const { return confirmations_; }
+  // Whether a synchronization record could show something no kernel record will (design point
+  // 7): a stream is confirmed stalled, or a pending launch's record went with a forced flush.
+  // Synchronization records are collected only then (point 8).
+  bool NeedsSynchronizations() const noexcept;
 
   // At most every check interval (a quarter of the threshold, at most 100 ms): whether a stall
   // event is due at `now`. When it is, fills *out (its header excepted) with views into this
@@ -140,7 +185,11 @@ class StallTracker {
   static constexpr int32_t kNone = -1;
 
   struct Entry {
-    uint64_t correlation_id;
+    uint64_t correlation_id;  // unwrapped (correlation_ids.h)
+    int32_t tid;
+    bool primary;  // the next launch on the stream may overlap it (design point 1)
+    bool unsure;   // pending when timing records were lost (design point 5)
+    bool seen_running;  // a forced flush handed its record over incomplete
     Clock::time_point launched_at;
     int64_t ts_ns;
     schema::Dim3 grid;
@@ -162,7 +211,12 @@ class StallTracker {
     bool confirming = false;  // over the threshold when the confirmation began
     bool confirmed = false;   // its pending launches are known unfinished (design point 6)
     bool incomplete = false;  // the confirmation handed over a record of it incomplete
-    uint64_t finished_up_to = 0;      // highest correlation id seen finishing on the stream
+    int32_t tid = 0;     // the thread of its first launch
+    bool mixed = false;  // launched on by more than one thread (design point 1)
+    uint64_t finished_up_to = 0;  // highest (unwrapped) correlation id seen finishing on it
+    uint64_t synced_below = 0;    // a synchronize finished every launch below this id
+    std::array<uint64_t, kEarly> early{};  // records handled before their launch's; 0: none
+    int next_early = 0;
     Clock::time_point progress_at{};  // when a kernel of the stream was last seen finishing
     // completed_ when the stream's wait began, for the first event's `completed`.
     uint64_t completed_at_wait = 0;
@@ -185,9 +239,15 @@ class StallTracker {
   void ReleaseName(uint16_t name) noexcept;
   // Drops the stream's oldest pending launch.
   void PopHead(Stream& s) noexcept;
-  // The stream finished every launch up to `correlation_id`; `now` is when that was seen.
-  // During a confirmation, `finished_at` is when the launch `correlation_id` ended, if known.
-  void FinishUpTo(Stream& s, uint64_t correlation_id, Clock::time_point now,
+  // What RemoveIf does with a pending launch, and whether it looks at the next one.
+  enum class Verdict { kKeep, kRemove, kRemoveAndStop, kStop };
+  // Walks the stream's pending launches from the oldest, doing what pred(entry) says; returns
+  // how many it dropped.
+  template <class Pred>
+  int64_t RemoveIf(Stream& s, Pred pred) noexcept;
+  // A kernel of the stream was seen finishing at `now` (during a confirmation: it ended at
+  // `finished_at`, if known); `popped`: pending launches were dropped.
+  void Progressed(Stream& s, bool popped, Clock::time_point now,
                   Clock::time_point finished_at = Clock::time_point::min()) noexcept;
   bool OverThreshold(const Stream& s, Clock::time_point now) const noexcept;
   Clock::time_point WaitStart(const Stream& s) const noexcept;
@@ -204,13 +264,14 @@ class StallTracker {
   std::vector<int16_t> index_;
   int last_stream_ = kNone;  // the stream found last (records come in runs of one stream)
   std::unique_ptr<Name[]> names_;
+  CorrelationUnwrapper ids_;
 
   // Context synchronizes (design point 7): a launch record handled after the synchronize's
   // record is finished when its correlation id is below the context's mark.
   static constexpr int kMaxSyncedContexts = 16;
   struct SyncedContext {
     uint64_t context = 0;
-    uint64_t below = 0;  // 0: unused
+    uint64_t below = 0;  // unwrapped; 0: unused
   };
   std::array<SyncedContext, kMaxSyncedContexts> synced_contexts_{};
   int next_synced_context_ = 0;

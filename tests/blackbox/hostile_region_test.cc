@@ -162,9 +162,9 @@ TEST(HostileRegionTest, BadEntriesAreCountedAndTheRestRecovered) {
     Poke<uint8_t>(r, ring_record(r, 3) + offsetof(WireLaunchRecord, api), 200);
     check(r, {1, 2, 3, 4, 6, 7}, 1, 1);
   }
-  {  // a bool that is neither 0 nor 1, a kind that does not exist
+  {  // launch flags with a bit no flag has, a kind that does not exist
     TestRegion r = FullRegion();
-    Poke<uint8_t>(r, ring_record(r, 2) + offsetof(WireLaunchRecord, cooperative), 2);
+    Poke<uint8_t>(r, ring_record(r, 2) + offsetof(WireLaunchRecord, launch_flags), 4);
     Poke<uint8_t>(r, ring_record(r, 4) + offsetof(WireLaunchRecord, kind), 7);
     check(r, {1, 2, 3, 5, 7}, 2, 2);
   }

@@ -75,8 +75,10 @@ TEST(RegionRecoveryTest, RecordsInTheRingGetTheSeqsTheSenderWouldHaveGiven) {
   ASSERT_TRUE(r.ring->TryPush(Launch(101, k)));
   ASSERT_TRUE(r.ring->TryPush(Launch(102, g)));
   WireLaunchRecord cooperative = Launch(103, k);
-  cooperative.api = LaunchApi::kLaunchCooperativeKernel;
-  cooperative.cooperative = true;
+  // cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE and
+  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: both flags are read.
+  cooperative.api = LaunchApi::kLaunchKernelEx;
+  cooperative.launch_flags = kLaunchCooperative | kLaunchProgrammaticSerialization;
   cooperative.driver_max_active_blocks = 8;  // the driver agrees with the engine
   ASSERT_TRUE(r.ring->TryPush(cooperative));
 
@@ -126,7 +128,7 @@ TEST(RegionRecoveryTest, RecordsInTheRingGetTheSeqsTheSenderWouldHaveGiven) {
   EXPECT_DOUBLE_EQ(b.occupancy.occupancy, 0.5);
   EXPECT_EQ(b.occupancy.limiting_resource, schema::Resource::kRegisters);
   const schema::OwnedKernelEvent& c = AsKernel(got.events[3]);
-  EXPECT_EQ(c.api, "cuLaunchCooperativeKernel");
+  EXPECT_EQ(c.api, "cuLaunchKernelEx");
   EXPECT_TRUE(c.cooperative);
   EXPECT_EQ(c.occupancy_source, schema::OccupancySource::kDriver);
   EXPECT_FALSE(c.engine_max_active_blocks.has_value());

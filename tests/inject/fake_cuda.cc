@@ -366,6 +366,25 @@ CUptiResult ActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
   return CUPTI_SUCCESS;
 }
 
+// cupti_activity.h, cuptiActivityEnable / cuptiActivityDisable: "Enable collection of a specific
+// kind of activity record" (and its end); counted per call.
+CUptiResult ActivityEnable(CUpti_ActivityKind kind) {
+  FakeCuda* fake = FakeCuda::current;
+  fake->activity_kinds.insert(kind);
+  ++fake->activity_enables;
+  return CUPTI_SUCCESS;
+}
+CUptiResult ActivityDisable(CUpti_ActivityKind kind) {
+  FakeCuda* fake = FakeCuda::current;
+  fake->activity_kinds.erase(kind);
+  ++fake->activity_disables;
+  return CUPTI_SUCCESS;
+}
+CUptiResult ActivityEnableAllSyncRecords(uint8_t enable) {
+  FakeCuda::current->all_sync_records = enable != 0;
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult ActivityFlushAll(uint32_t flag) {
   FakeCuda* fake = FakeCuda::current;
   if (fake == nullptr) return CUPTI_SUCCESS;
@@ -482,6 +501,9 @@ CuptiApi FakeCuda::cupti() const {
   api.GetStreamIdEx = &GetStreamIdEx;
   api.ActivityGetNextRecord = &ActivityGetNextRecord;
   api.ActivityFlushAll = &ActivityFlushAll;
+  api.ActivityEnable = &ActivityEnable;
+  api.ActivityDisable = &ActivityDisable;
+  api.ActivityEnableAllSyncRecords = &ActivityEnableAllSyncRecords;
   api.ActivityGetNumDroppedRecords = &ActivityGetNumDroppedRecords;
   api.GetCallbackName = &GetCallbackName;
   return api;

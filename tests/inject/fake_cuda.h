@@ -122,6 +122,12 @@ struct FakeCuda {
   // counted.
   std::function<void(uint32_t)> on_flush;
   int flushes = 0;
+  // The activity kinds enabled (cuptiActivityEnable, cuptiActivityDisable; calls counted) and
+  // cuptiActivityEnableAllSyncRecords' setting (CUPTI's default: on).
+  std::set<int> activity_kinds;
+  int activity_enables = 0;
+  int activity_disables = 0;
+  bool all_sync_records = true;
   // cuptiActivityGetNumDroppedRecords hands this out and resets it to 0, as CUPTI resets its
   // count on every read; each call is counted.
   size_t dropped_records = 0;

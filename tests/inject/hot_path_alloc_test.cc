@@ -109,7 +109,9 @@ TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
     buffers.Complete(nullptr, 0, a, 64);
     buffers.Complete(nullptr, 0, b, 0);
     ActivityBuffers::Completed completed;
-    while (buffers.PopCompleted(&completed)) buffers.Release(completed.buffer);
+    while (buffers.PopCompleted(&completed)) {
+      buffers.Release(completed.buffer, completed.valid_size);
+    }
   }
   const uint64_t lost = buffers.lost_records();
   EXPECT_EQ(test_support::AllocationsOnThisThread(), before);

@@ -52,6 +52,9 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_VERSION");
     unsetenv("FAKE_CUPTI_ACTIVITY");
     unsetenv("FAKE_CUPTI_CALL_LOG");
+    unsetenv("FAKE_CUPTI_FIRST_CORRELATION_ID");
+    unsetenv("FAKE_CUPTI_POLLERS");
+    unsetenv("CUFLIGHT_STALL_MS");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
     unsetenv("CUFLIGHT_RING_SIZE");
@@ -215,6 +218,124 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
   EXPECT_EQ(end->timing_dropped, 5u);
   EXPECT_EQ(end->dropped, 0u);
   EXPECT_EQ(end->launches, 5u);
+}
+
+// Correlation ids are 32 bits and wrap (cupti_callbacks.h: "uint32_t correlationId;"). A process
+// whose ids are about to wrap: the fake hands out 0xFFFFFFF0 (4294967280) first, so 22 launches
+// get 0xFFFFFFF0..0xFFFFFFFF (16) and then 0..5 (6). The first 16 kernels end; the 6 after the
+// wrap never do (FAKE_CUPTI_TIMING=6,0,0: the forced flush that confirms the stall hands their
+// records over incomplete). The stall is reported, naming the launches after the wrap, oldest
+// first. Were ids compared as plain integers, 0xFFFFFFFF ending would "finish" 0..5 and nothing
+// would be reported.
+TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
+  UseFakes();
+  const std::string path = TempSocketPath("wrap");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "6,0,0", 1);
+  setenv("FAKE_CUPTI_FIRST_CORRELATION_ID", "4294967280", 1);
+  setenv("CUFLIGHT_STALL_MS", "300", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "22", "sleep", "1500"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The exit's flush gets the buffer the confirmation's flush used, given back zeroed
+  // (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set: the fake checks).
+  EXPECT_EQ(r.err.find("activity buffer not zero"), std::string::npos) << r.err;
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  std::vector<uint64_t> timed;
+  std::vector<schema::OwnedStallEvent> stalls;
+  std::optional<schema::OwnedProcessEndEvent> end;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      timed.push_back(t->correlation_id);
+    }
+    if (auto* s = std::get_if<schema::OwnedStallEvent>(&d.event)) stalls.push_back(std::move(*s));
+    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
+  }
+  std::vector<uint64_t> before_wrap;
+  for (uint64_t id = 0xFFFFFFF0u; id <= 0xFFFFFFFFu; ++id) before_wrap.push_back(id);
+  EXPECT_EQ(timed, before_wrap);
+  ASSERT_FALSE(stalls.empty());
+  EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  EXPECT_EQ(stalls[0].streams[0].unfinished, 6);
+  std::vector<uint64_t> named;
+  for (const schema::OwnedStallLaunch& l : stalls[0].streams[0].launches) {
+    named.push_back(l.correlation_id);
+  }
+  // The oldest kMaxStallLaunches of 0..5.
+  std::vector<uint64_t> expected = {0, 1, 2, 3, 4, 5};
+  expected.resize(std::min(expected.size(), schema::kMaxStallLaunches));
+  EXPECT_EQ(named, expected);
+  for (const schema::OwnedStallEvent& s : stalls) EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->timing_dropped, 6u);
+  EXPECT_EQ(end->launches, 22u);
+}
+
+// A poll-heavy process: 16 threads each poll cuStreamQuery every millisecond on work that has not
+// completed (FAKE_CUPTI_POLLERS), while 8 kernels run and the last hangs (FAKE_CUPTI_TIMING=1,0,0).
+// Were synchronization records collected with CUPTI's default (a record for every query), the 16
+// threads would each hold one of the library's 8 activity buffers (per-thread buffers), the
+// kernel records would find none and be dropped, and the hang would go unreported. They are
+// collected only from the stall's confirmation on, and then without queries of work not
+// completed (cuptiActivityEnableAllSyncRecords(0)): no record is dropped, the 7 kernels that
+// ended are timed, and the hang is reported.
+TEST_F(Injection, APollHeavyProcessKeepsItsKernelRecordsAndItsStallDetection) {
+  UseFakes();
+  setenv("FAKE_CUPTI_TIMING", "1,0,0", 1);
+  setenv("FAKE_CUPTI_POLLERS", "16,600", 1);
+  setenv("CUFLIGHT_STALL_MS", "300", 1);
+  const std::string log = TempSocketPath("polls") + ".log";
+  std::remove(log.c_str());
+  setenv("FAKE_CUPTI_CALL_LOG", log.c_str(), 1);
+  const std::string path = TempSocketPath("polls");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "8", "sleep", "2000"});
+  unsetenv("FAKE_CUPTI_CALL_LOG");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  std::vector<uint64_t> timed;
+  std::vector<schema::OwnedStallEvent> stalls;
+  std::optional<schema::OwnedProcessEndEvent> end;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      timed.push_back(t->correlation_id);
+    }
+    if (auto* s = std::get_if<schema::OwnedStallEvent>(&d.event)) stalls.push_back(std::move(*s));
+    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
+  }
+  EXPECT_EQ(timed, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_FALSE(stalls.empty());
+  EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  ASSERT_FALSE(stalls[0].streams[0].launches.empty());
+  EXPECT_EQ(stalls[0].streams[0].launches[0].correlation_id, 8u);
+  ASSERT_TRUE(end.has_value());
+  // Only the hung kernel's record, handed over incomplete by the confirming flush.
+  EXPECT_EQ(end->timing_dropped, 1u);
+  // The calls that made it so: synchronization records enabled once, after the kernel records,
+  // with queries of work not completed left out first.
+  std::ifstream in(log);
+  std::vector<std::string> calls;
+  for (std::string line; std::getline(in, line);) calls.push_back(line);
+  std::remove(log.c_str());
+  const auto first = [&](const std::string& name) {
+    return std::find(calls.begin(), calls.end(), name) - calls.begin();
+  };
+  ASSERT_LT(first("cuptiActivityEnableAllSyncRecords"), static_cast<ptrdiff_t>(calls.size()));
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuptiActivityEnable"), 2);
+  EXPECT_LT(first("cuptiActivityEnableAllSyncRecords"),
+            std::find(calls.begin() + first("cuptiActivityEnable") + 1, calls.end(),
+                      "cuptiActivityEnable") - calls.begin());
 }
 
 // An older libcupti (CUDA 12.9's reports API version 28, cupti_version.h) writes activity records

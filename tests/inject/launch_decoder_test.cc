@@ -122,6 +122,24 @@ TEST(LaunchDecoder, LaunchKernelExReadsConfigAndAttributes) {
   EXPECT_FALSE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &null_config, 0, nullptr, &d));
 }
 
+// Programmatic dependent launch (cuda.h, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+// "programmaticStreamSerializationAllowed to non-0" lets the grid "overlap with the previous kernel
+// in the stream"): the stall tracker must not take this kernel's end as its predecessor's.
+TEST(LaunchDecoder, ProgrammaticStreamSerializationIsRead) {
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{1, 1, 1, 32, 1, 1, 0, nullptr, &attr, 1};
+  cuLaunchKernelEx_params p{&config, Fn(0x3000), nullptr, nullptr};
+  DecodedLaunch d;
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, 0, nullptr, &d));
+  EXPECT_TRUE(d.programmatic_serialization);
+  EXPECT_FALSE(d.cooperative);
+  attr.value.programmaticStreamSerializationAllowed = 0;
+  ASSERT_TRUE(DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &p, 0, nullptr, &d));
+  EXPECT_FALSE(d.programmatic_serialization);
+}
+
 TEST(LaunchDecoder, CooperativeLaunchesAreMarked) {
   cuLaunchCooperativeKernel_params p{Fn(0x4000), 8, 1, 1, 512, 1, 1, 0, St(0x1), nullptr};
   DecodedLaunch d;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
@@ -147,6 +148,39 @@ bool HandOver(ActivityBuffers* buffers, FakeCuda* fake, std::vector<KernelActivi
   if (buffer == nullptr) return false;
   buffers->Complete(buffer, records.size() * sizeof(KernelActivity));
   return true;
+}
+
+// The library sets CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: "user should provide a zero
+// value buffer in the CUpti_BuffersCallbackRequestFunc" (cupti_activity.h). Every buffer handed
+// out is all zero: at first, and again after CUPTI wrote into it and the sender gave it back.
+TEST(ActivityBuffers, EveryBufferHandedOutIsAllZero) {
+  ActivityBuffers buffers(2, 4096);
+  const auto all_zero = [](const uint8_t* b, size_t n) {
+    return std::all_of(b, b + n, [](uint8_t c) { return c == 0; });
+  };
+  uint8_t* a = nullptr;
+  uint8_t* b = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  buffers.Request(&a, &size, &max_records);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(all_zero(a, size));
+  buffers.Request(&b, &size, &max_records);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(all_zero(b, size));
+  std::memset(a, 0xA5, 1000);  // CUPTI's records
+  buffers.Complete(a, 1000);
+  buffers.Complete(b, 0);  // nothing written: freed at once
+  ActivityBuffers::Completed completed;
+  ASSERT_TRUE(buffers.PopCompleted(&completed));
+  EXPECT_EQ(completed.buffer, a);
+  buffers.Release(completed.buffer, completed.valid_size);
+  for (int i = 0; i < 2; ++i) {
+    uint8_t* again = nullptr;
+    buffers.Request(&again, &size, &max_records);
+    ASSERT_NE(again, nullptr);
+    EXPECT_TRUE(all_zero(again, size));
+  }
 }
 
 TEST(SenderThread, AGraphOnADeviceNoLaunchDescribedGetsItsDeviceFromTheDriver) {

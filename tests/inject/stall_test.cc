@@ -87,7 +87,10 @@ class FakeGpu {
   }
 
   // A cuStreamSynchronize (of `stream_id`) or, with no stream, a cuCtxSynchronize that returned.
+  // Its record exists only while the kind is enabled (cupti_activity.h, cuptiActivityEnable:
+  // "Enable collection of a specific kind of activity record").
   void Synchronized(uint32_t correlation_id, std::optional<uint32_t> stream_id = std::nullopt) {
+    if (!SynchronizationRecords()) return;
     FakeActivityRecord r{};
     r.sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
     r.sync.type = stream_id ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE
@@ -100,6 +103,20 @@ class FakeGpu {
     Write(r);
   }
 
+  // CUPTI had no buffer when it would have written this launch's record: there is none.
+  void Lose(uint32_t correlation_id) {
+    for (auto& buffer : held_) {
+      std::erase_if(buffer, [&](const FakeActivityRecord& r) {
+        return r.activity.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+               r.kernel.correlationId == correlation_id;
+      });
+    }
+    std::erase_if(held_, [](const auto& buffer) { return buffer.empty(); });
+  }
+
+  bool SynchronizationRecords() const {
+    return fake_->activity_kinds.count(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) != 0;
+  }
   int flushes() const { return fake_->flushes; }
   int forced_flushes() const { return forced_; }
 
@@ -295,7 +312,13 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   // Stalled from t0 + 1 s (the forced flush then shows every kernel still running, and takes
   // their records); with a threshold of 1 s the event repeats every second (the repeat interval
   // is the threshold, at least 1 s): at 1, 2, 3 and 4 s.
-  p.StepUntil(t0, t0 + milliseconds(4500));
+  // Synchronization records are collected from the confirmation at 1 s on, queries whose work
+  // has not completed left out (StallTracker design point 8).
+  p.StepUntil(t0, t0 + milliseconds(900));
+  EXPECT_FALSE(p.gpu.SynchronizationRecords());
+  p.StepUntil(t0 + milliseconds(950), t0 + milliseconds(4500));
+  EXPECT_TRUE(p.gpu.SynchronizationRecords());
+  EXPECT_FALSE(p.h.fake.all_sync_records);
   // The second stream's kernels end. Their records went with the forced flush, so what shows it
   // is the program's cuStreamSynchronize of that stream returning (correlation id 5): its
   // synchronization record is handed over at the next flush, at 4.75 s.
@@ -306,6 +329,10 @@ TEST(Stall, RepeatedAtABoundedRateThenResolvedWhenSynchronizesReturn) {
   p.gpu.Synchronized(6);
   p.StepUntil(t0 + milliseconds(5050), t0 + milliseconds(8000));
   EXPECT_EQ(p.gpu.forced_flushes(), 1);
+  // Nothing left that only a synchronize could show: no more synchronization records.
+  EXPECT_FALSE(p.gpu.SynchronizationRecords());
+  EXPECT_EQ(p.h.fake.activity_enables, 1);
+  EXPECT_EQ(p.h.fake.activity_disables, 1);
   const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
   ASSERT_EQ(stalls.size(), 6u);  // stalled at 1, 2, 3, 4 and 5 s, then resolved
   for (size_t i = 0; i < 5; ++i) {
@@ -465,14 +492,9 @@ TEST(Stall, AKernelThatFinishedIsNeverBlamedWhateverTheOrderOfItsRecords) {
   EXPECT_TRUE(Stalls(Finish(p, collector)).empty());
 }
 
-TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
-  const std::string path = TempSocketPath("stall-lost");
-  StoringCollector collector(path);
-  Pipeline p(path);
-  const Clock::time_point t0 = Clock::now();
-  p.Launch(kStep, "_Z4stepPf", 1);
-  p.StepUntil(t0, t0 + milliseconds(500));
-  // CUPTI asks for a buffer and the pool has none: a record is lost, perhaps this kernel's.
+// Takes every free buffer of the pool and asks once more: the request is refused, as when
+// CUPTI wants a buffer while all are in use (its records are then dropped). Gives them back.
+void RefuseABufferRequest(Pipeline& p) {
   std::vector<uint8_t*> held;
   for (size_t i = 0; i <= p.buffers.count(); ++i) {
     uint8_t* buffer = nullptr;
@@ -481,9 +503,23 @@ TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
     p.buffers.Request(&buffer, &size, &max_records);
     if (buffer != nullptr) held.push_back(buffer);
   }
-  EXPECT_EQ(p.buffers.refused(), 1u);
   for (uint8_t* buffer : held) p.buffers.Complete(buffer, 0);
+}
+
+// A kernel whose record was lost may have finished unseen: the confirmation finds no record of
+// it at all and forgets it, rather than report a stall of a kernel that ended.
+TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
+  const std::string path = TempSocketPath("stall-lost");
+  StoringCollector collector(path);
+  Pipeline p(path);
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kStep, "_Z4stepPf", 1);
+  p.gpu.Lose(1);
+  p.StepUntil(t0, t0 + milliseconds(500));
+  RefuseABufferRequest(p);
+  EXPECT_EQ(p.buffers.refused(), 1u);
   p.StepUntil(t0 + milliseconds(550), t0 + milliseconds(3000));
+  EXPECT_EQ(p.gpu.forced_flushes(), 1);  // the confirmation, which showed no record of it
   // A kernel launched after the loss is tracked again.
   p.Launch(kSpin, "_Z4spinPVi", 2);
   p.StepUntil(t0 + milliseconds(3050), t0 + milliseconds(4100));
@@ -491,6 +527,78 @@ TEST(Stall, LostTimingRecordsForgetWhatMayHaveFinishedUnseen) {
   ASSERT_EQ(stalls.size(), 1u);
   ASSERT_EQ(stalls[0].streams.size(), 1u);
   EXPECT_EQ(Names(stalls[0].streams[0]), (std::vector<std::string>{"spin(int volatile*)"}));
+}
+
+// Records lost elsewhere (a buffer request refused while many threads record) do not hide a
+// hang: the hung kernel's record was written at its launch and sits incomplete in CUPTI's
+// buffer, so the confirmation shows it running, and the stall is reported at the threshold.
+// (Forgetting every launch pending at a loss would never report this hang.)
+TEST(Stall, AHangIsStillReportedWhenOtherRecordsWereLost) {
+  const std::string path = TempSocketPath("stall-lost-hang");
+  StoringCollector collector(path);
+  Pipeline p(path);
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kSpin, "_Z4spinPVi", 1);                 // hangs
+  p.Launch(kReduce, "_Z6reducePf", 2, kStream2);    // its record is lost; it ended
+  p.gpu.Lose(2);
+  p.StepUntil(t0, t0 + milliseconds(300));
+  RefuseABufferRequest(p);
+  p.StepUntil(t0 + milliseconds(350), t0 + milliseconds(1100));
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
+  EXPECT_EQ(stalls[0].streams_stalled, 1);  // not the stream whose record was lost
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  EXPECT_EQ(stalls[0].streams[0].stream, kStreamId);
+  EXPECT_EQ(Names(stalls[0].streams[0]), (std::vector<std::string>{"spin(int volatile*)"}));
+  EXPECT_GE(std::get<schema::OwnedProcessEndEvent>(events.back()).timing_dropped, 1u);
+}
+
+// Programmatic dependent launch (cuda.h, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+// "allow the grid's execution to overlap with the previous kernel in the stream"): a secondary
+// that does not wait on its primary ends while the primary spins. Its record shows the secondary
+// finished, not the primary: the stall names the primary. (Were the secondary's end taken as the
+// end of every earlier launch of the stream, the spinning primary would never be reported.)
+TEST(Stall, AProgrammaticSecondaryThatEndedDoesNotHideItsSpinningPrimary) {
+  for (const bool programmatic : {true, false}) {
+    SCOPED_TRACE(programmatic);
+    const std::string path = TempSocketPath("stall-pdl");
+    StoringCollector collector(path);
+    Pipeline p(path);
+    const Clock::time_point t0 = Clock::now();
+    p.Launch(kSpin, "_Z4spinPVi", 1);  // the primary: spins
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+    CUlaunchConfig config{1, 1, 1, 32, 1, 1, 0, St(kStream), &attr, 1};
+    cuLaunchKernelEx_params params{&config, Fn(kStep), nullptr, nullptr};
+    p.h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &params, "_Z4stepPf", 2);
+    p.gpu.Launched(2, kStreamId);
+    p.gpu.Finish(2);  // the secondary ends at once
+    p.StepUntil(t0, t0 + milliseconds(1100));
+    const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+    const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+    // The secondary is timed either way (its record came with the confirming forced flush).
+    EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                            [](const schema::OwnedEvent& e) {
+                              const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&e);
+                              return t != nullptr && t->correlation_id == 2;
+                            }),
+              1);
+    if (!programmatic) {
+      // Without the attribute the stream runs in launch order: the second kernel's end shows the
+      // first ended (a lost or late record of it), and nothing is reported.
+      EXPECT_TRUE(stalls.empty());
+      continue;
+    }
+    ASSERT_EQ(stalls.size(), 1u);
+    ASSERT_EQ(stalls[0].streams.size(), 1u);
+    EXPECT_EQ(stalls[0].streams[0].stream, kStreamId);
+    EXPECT_EQ(stalls[0].streams[0].unfinished, 1);
+    EXPECT_EQ(stalls[0].streams[0].launches[0].correlation_id, 1u);
+    EXPECT_EQ(Names(stalls[0].streams[0]), (std::vector<std::string>{"spin(int volatile*)"}));
+  }
 }
 
 TEST(Stall, NothingWithoutKernelTimingOrWithAThresholdOf0) {
@@ -578,7 +686,7 @@ TEST(StallTracker, PendingLaunchesAreBoundedAndTheOldestKept) {
     StallTracker::Launch l;
     l.context = 1;
     l.stream = 2;
-    l.correlation_id = static_cast<uint64_t>(i);
+    l.correlation_id = static_cast<uint32_t>(i);
     l.function_id = 1;
     l.launched_at = t0;
     tracker.OnLaunch(l);
@@ -599,7 +707,7 @@ TEST(StallTracker, PendingLaunchesAreBoundedAndTheOldestKept) {
   EXPECT_EQ(event.completed, 1u);
 }
 
-StallTracker::Launch TrackedLaunch(uint64_t stream, uint64_t corr, Clock::time_point at,
+StallTracker::Launch TrackedLaunch(uint64_t stream, uint32_t corr, Clock::time_point at,
                                    int64_t ts_ns) {
   StallTracker::Launch l;
   l.context = 1;
@@ -631,7 +739,7 @@ TEST(StallTracker, AForcedFlushShowsWhichLaunchHoldsTheStreamAndSinceWhen) {
   for (uint64_t corr = 1; corr <= 3; ++corr) {
     tracker.OnFinished(1, 7, corr, tc, static_cast<uint64_t>(ts0) + 4'000'000);
   }
-  for (int i = 0; i < 3; ++i) tracker.OnIncomplete(1, 7);
+  for (uint32_t corr = 4; corr <= 6; ++corr) tracker.OnIncomplete(1, 7, corr);
   tracker.EndConfirmation();
   EXPECT_FALSE(tracker.ConfirmationDue(tc + milliseconds(500)));  // at most one per threshold
   ASSERT_TRUE(tracker.Poll(tc, &event));
@@ -658,8 +766,8 @@ TEST(StallTracker, AStreamThatHasNotWaitedTheThresholdIsLookedAtAgain) {
   ASSERT_TRUE(tracker.ConfirmationDue(tc));
   tracker.BeginConfirmation(tc);
   tracker.OnFinished(1, 7, 1, tc, static_cast<uint64_t>(ts0) + 700'000'000);
-  tracker.OnIncomplete(1, 7);
-  tracker.OnIncomplete(1, 8);
+  tracker.OnIncomplete(1, 7, 2);
+  tracker.OnIncomplete(1, 8, 3);
   tracker.EndConfirmation();
   EXPECT_EQ(tracker.pending(), 1);  // 2 kept; 3 forgotten
   schema::StallEvent event;
@@ -697,6 +805,162 @@ TEST(StallTracker, SynchronizesFinishWhatWasLaunchedBeforeThem) {
   // Another context's synchronize finishes nothing here.
   tracker.OnSynchronized(2, StallTracker::kAllStreams, 8, t0 + milliseconds(30));
   EXPECT_EQ(tracker.pending(), 1);
+}
+
+// Correlation ids are 32 bits (cupti_callbacks.h: `uint32_t correlationId;`) and wrap. Unwrapped
+// by serial-number arithmetic (RFC 1982, 32 bits) against the newest id: the first id is placed
+// at 2^32 + id; 5 is 21 ids after 0xFFFFFFF0 (0xFFFFFFF0 + 21 = 2^32 + 5), so 2^33 + 5; an id a
+// little before the newest lands before it, in the same or the previous lap.
+TEST(CorrelationUnwrapper, PlacesIdsAcrossTheWrap) {
+  CorrelationUnwrapper ids;
+  const uint64_t lap = uint64_t{1} << 32;
+  EXPECT_EQ(ids.Unwrap(0xFFFFFFF0u), lap + 0xFFFFFFF0u);
+  EXPECT_EQ(ids.Unwrap(5), 2 * lap + 5);
+  EXPECT_EQ(ids.Unwrap(0xFFFFFFFFu), lap + 0xFFFFFFFFu);  // late: before 5
+  EXPECT_EQ(ids.Unwrap(0), 2 * lap);
+  EXPECT_EQ(ids.Unwrap(6), 2 * lap + 6);
+  EXPECT_EQ(CorrelationUnwrapper::Cupti(2 * lap + 6), 6u);
+  // An id 2^31 - 1 after the newest is after it; 2^31 after it has no serial order and is taken
+  // as before.
+  EXPECT_EQ(ids.Unwrap(6 + 0x7FFFFFFFu), 2 * lap + 6 + 0x7FFFFFFFu);
+  EXPECT_EQ(ids.Unwrap(6 + 0x7FFFFFFFu + 0x80000000u), 2 * lap + 6 + 0x7FFFFFFFu - 0x80000000u);
+}
+
+// Launch 0xFFFFFFF0 finished, launch 5 (after the wrap) never does. Compared as plain integers,
+// 5 <= 0xFFFFFFF0 would count as finished and nothing would be reported, whether 5's launch record
+// came before the finished record or after it.
+TEST(StallTracker, AHangAfterTheCorrelationIdsWrapIsReported) {
+  for (const bool launch_first : {true, false}) {
+    SCOPED_TRACE(launch_first);
+    StallTracker tracker(milliseconds(1000));
+    const Clock::time_point t0 = Clock::now();
+    tracker.OnLaunch(TrackedLaunch(7, 0xFFFFFFF0u, t0, 0));
+    if (launch_first) tracker.OnLaunch(TrackedLaunch(7, 5, t0, 0));
+    tracker.OnFinished(1, 7, 0xFFFFFFF0u, t0 + milliseconds(1));
+    if (!launch_first) tracker.OnLaunch(TrackedLaunch(7, 5, t0, 0));
+    EXPECT_EQ(tracker.pending(), 1);
+    const Clock::time_point tc = t0 + milliseconds(1100);
+    ASSERT_TRUE(tracker.ConfirmationDue(tc));
+    tracker.BeginConfirmation(tc);
+    tracker.OnIncomplete(1, 7, 5);
+    tracker.EndConfirmation();
+    schema::StallEvent event;
+    ASSERT_TRUE(tracker.Poll(tc, &event));
+    EXPECT_EQ(event.state, schema::StallState::kStalled);
+    ASSERT_EQ(event.streams.size(), 1u);
+    ASSERT_EQ(event.streams[0].launches.size(), 1u);
+    // CUPTI's id, as in its kernel event.
+    EXPECT_EQ(event.streams[0].launches[0].correlation_id, 5u);
+    // A synchronize after the wrap ends it.
+    tracker.OnSynchronized(1, 7, 6, tc + milliseconds(10));
+    EXPECT_EQ(tracker.pending(), 0);
+  }
+}
+
+// And the other way: a launch just before the wrap is finished by a later kernel of its thread
+// just after it (compared as plain integers, 0xFFFFFFFE would stay pending behind 3: a stall that
+// is not).
+TEST(StallTracker, AKernelAfterTheWrapFinishesTheLaunchesBeforeIt) {
+  StallTracker tracker(milliseconds(1000));
+  const Clock::time_point t0 = Clock::now();
+  tracker.OnLaunch(TrackedLaunch(7, 0xFFFFFFFEu, t0, 0));
+  tracker.OnLaunch(TrackedLaunch(7, 3, t0, 0));
+  tracker.OnFinished(1, 7, 3, t0 + milliseconds(1));
+  EXPECT_EQ(tracker.pending(), 0);
+  // A context synchronize just after the wrap finishes a launch record handled after it from
+  // just before the wrap.
+  tracker.OnSynchronized(1, StallTracker::kAllStreams, 4, t0 + milliseconds(2));
+  tracker.OnLaunch(TrackedLaunch(8, 0xFFFFFFFFu, t0, 0));
+  EXPECT_EQ(tracker.pending(), 0);
+}
+
+StallTracker::Launch ThreadLaunch(uint64_t corr, int32_t tid, bool programmatic,
+                                  Clock::time_point at) {
+  StallTracker::Launch l = TrackedLaunch(7, corr, at, 0);
+  l.tid = tid;
+  l.overlaps_previous = programmatic;
+  return l;
+}
+
+// Design point 1: a later kernel's end finishes earlier launches only when the stream runs them
+// in launch order. Two threads on one stream: the ids were taken when each call began, not in
+// the order the stream got the kernels; a programmatic secondary may end before its primary.
+TEST(StallTracker, ALaterKernelFinishesOnlyLaunchesTheStreamRunsBeforeIt) {
+  const Clock::time_point t0 = Clock::now();
+  {
+    // One thread, in order: the third kernel's end shows the first two ended.
+    StallTracker tracker(milliseconds(1000));
+    for (uint64_t corr = 1; corr <= 3; ++corr) tracker.OnLaunch(ThreadLaunch(corr, 100, false, t0));
+    tracker.OnFinished(1, 7, 3, t0);
+    EXPECT_EQ(tracker.pending(), 0);
+  }
+  {
+    // Two threads: thread 200's kernel (11) ending says nothing of thread 100's 10; thread 100's
+    // later 12 ending does.
+    StallTracker tracker(milliseconds(1000));
+    tracker.OnLaunch(ThreadLaunch(10, 100, false, t0));
+    tracker.OnLaunch(ThreadLaunch(11, 200, false, t0));
+    tracker.OnLaunch(ThreadLaunch(12, 100, false, t0));
+    tracker.OnFinished(1, 7, 11, t0);
+    EXPECT_EQ(tracker.pending(), 2);  // 10 and 12
+    tracker.OnFinished(1, 7, 12, t0);
+    EXPECT_EQ(tracker.pending(), 0);
+  }
+  {
+    // A programmatic pair: 2 overlaps 1. 2 ending leaves 1; 3 (launched normally after 2) ending
+    // leaves it too (1 is finished by its own record or a synchronize only); a launch before the
+    // primary is finished by them as usual.
+    StallTracker tracker(milliseconds(1000));
+    tracker.OnLaunch(ThreadLaunch(1, 100, false, t0));
+    tracker.OnLaunch(ThreadLaunch(2, 100, false, t0));  // the primary
+    tracker.OnLaunch(ThreadLaunch(3, 100, true, t0));   // the secondary
+    tracker.OnLaunch(ThreadLaunch(4, 100, false, t0));
+    tracker.OnFinished(1, 7, 3, t0);
+    EXPECT_EQ(tracker.pending(), 2);  // 2 and 4
+    tracker.OnFinished(1, 7, 4, t0);
+    EXPECT_EQ(tracker.pending(), 1);  // 2
+    const Clock::time_point tc = t0 + milliseconds(1100);
+    ASSERT_TRUE(tracker.ConfirmationDue(tc));
+    tracker.BeginConfirmation(tc);
+    tracker.OnIncomplete(1, 7, 2);
+    tracker.EndConfirmation();
+    schema::StallEvent event;
+    ASSERT_TRUE(tracker.Poll(tc, &event));
+    ASSERT_EQ(event.streams.size(), 1u);
+    EXPECT_EQ(event.streams[0].launches[0].correlation_id, 2u);  // the primary is named
+    tracker.OnSynchronized(1, 7, 5, tc);
+    EXPECT_EQ(tracker.pending(), 0);
+  }
+}
+
+// Design point 5: after a loss, a launch whose record the confirmation does not show at all is
+// forgotten (it may have ended unseen); one whose record shows it running is kept and reported.
+TEST(StallTracker, AfterLostRecordsTheConfirmationTellsTheHungFromTheUnseen) {
+  StallTracker tracker(milliseconds(1000));
+  const Clock::time_point t0 = Clock::now();
+  tracker.OnLaunch(TrackedLaunch(7, 1, t0, 0));  // hangs
+  tracker.OnLaunch(TrackedLaunch(8, 2, t0, 0));  // ended; its record was lost
+  tracker.OnTimingLost();
+  EXPECT_EQ(tracker.pending(), 2);
+  const Clock::time_point tc = t0 + milliseconds(1100);
+  ASSERT_TRUE(tracker.ConfirmationDue(tc));
+  tracker.BeginConfirmation(tc);
+  tracker.OnIncomplete(1, 7, 1);
+  tracker.EndConfirmation();
+  EXPECT_EQ(tracker.pending(), 1);
+  schema::StallEvent event;
+  ASSERT_TRUE(tracker.Poll(tc, &event));
+  EXPECT_EQ(event.streams_stalled, 1);
+  EXPECT_EQ(event.streams[0].stream, 7u);
+  // A later loss does not forget it: its record went with the forced flush and will not come
+  // again, but it was seen running.
+  tracker.OnTimingLost();
+  const Clock::time_point again = tc + milliseconds(1100);
+  tracker.BeginConfirmation(again);
+  tracker.EndConfirmation();
+  EXPECT_EQ(tracker.pending(), 1);
+  ASSERT_TRUE(tracker.Poll(again, &event));
+  EXPECT_EQ(event.state, schema::StallState::kStalled);
 }
 
 }  // namespace

@@ -19,6 +19,40 @@
 // CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, the next correlation id), as from a
 // program whose cuCtxSynchronize returned when its kernels ended.
 //
+// A refused buffer request (the <refused> field above, and the polling threads below) loses
+// records: cupti_activity.h, CUpti_BuffersCallbackRequestFunc: "The callback function can
+// decline the request by setting *buffer to NULL. In this case CUPTI may drop activity records";
+// here each record that found no buffer is counted dropped (cuptiActivityGetNumDroppedRecords:
+// "records that were dropped because of insufficient buffer space"). When the forced flush gets
+// no buffer at all, every kernel record it held is dropped so.
+//
+// CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (cuptiActivitySetAttribute): once set non-0,
+// "user should provide a zero value buffer in the CUpti_BuffersCallbackRequestFunc"; every buffer
+// the fake is given from then on is checked, and one that is not all zero is said on stderr
+// ("fake CUPTI: activity buffer not zero") before the fake writes into it.
+//
+// Synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) exist only while that kind is
+// enabled (cuptiActivityEnable / cuptiActivityDisable per kind: "Enable collection of a specific
+// kind of activity record"), the context-synchronize record of the running mode included.
+//   FAKE_CUPTI_POLLERS=<threads>,<polls>  from the first launch, that many threads of the
+//                                 application each make <polls> cuStreamQuery calls 1 ms apart
+//                                 (at most for 800 ms) on a stream whose work has not completed,
+//                                 as NCCL's watchdog and MPI/UCX progress loops do. Each query
+//                                 makes a synchronization record while the kind is enabled and
+//                                 cuptiActivityEnableAllSyncRecords was not set to 0
+//                                 (cupti_activity.h: "By default, the record is generated for all
+//                                 CUDA events and stream irrespective of whether the operations
+//                                 have been completed"; with it 0, queries "for which the
+//                                 operations have not yet been completed" make none). The 13.0
+//                                 header's CUpti_ActivitySynchronizationType has no query type:
+//                                 the record says TYPE_UNKNOWN. Each thread's records go to a
+//                                 buffer of its own
+//                                 (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, default 1:
+//                                 "Request activity buffers per-thread"), requested at
+//                                 its first record and held until a flush (any flush hands them
+//                                 over: their records are complete); a forced flush asks for the
+//                                 kernel records' buffer while the polling threads hold theirs.
+//
 // Modes for the library's bounds on start-up and exit:
 //   FAKE_CUPTI_FLUSH=hang         every cuptiActivityFlushAll blocks forever (cupti_activity.h
 //                                 gives the call no time limit; on a faulted context it may not
@@ -29,6 +63,12 @@
 //   FAKE_CUPTI_SUBSCRIBE_DELAY_MS=<ms>  cuptiSubscribe takes that long (as inside cuInit).
 //   FAKE_CUPTI_CALL_LOG=<path>    appends the name of each CUPTI call, one per line, in the order
 //                                 the calls began (all threads), so a test can check the order.
+//   FAKE_CUPTI_FIRST_CORRELATION_ID=<n>  the first correlation id handed out (default 1), as in a
+//                                 process that has made n - 1 calls: ids are 32 bits
+//                                 (cupti_callbacks.h, CUpti_CallbackData: "uint32_t
+//                                 correlationId;"; cupti_activity.h, CUpti_ActivityKernel10 the
+//                                 same) and wrap from 4294967295 to 0. Whether CUPTI skips 0 when
+//                                 it wraps the docs do not say; here it does not.
 //
 // The two activity API families (CUPTI docs, "Multiple Subscribers"): the unversioned (global)
 // calls and the subscriber-scoped _v2 calls of CUPTI 13.2+. "V1 to V2 API Migration": the
@@ -49,11 +89,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -79,15 +122,39 @@ std::atomic<int> g_family{0};
 // Kernel records are written only once a client enabled the kind (cupti_activity.h,
 // cuptiActivityEnable: "Enable collection of a specific kind of activity record").
 std::atomic<bool> g_kernels_enabled{false};
+std::atomic<bool> g_sync_enabled{false};
+std::atomic<bool> g_all_sync_records{true};  // cuptiActivityEnableAllSyncRecords; CUPTI's default
+void SetKind(CUpti_ActivityKind kind, bool on) {
+  if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+    g_sync_enabled.store(on);
+  } else if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+    g_kernels_enabled.store(on);
+  }
+}
 bool UseFamily(int family) {
   int none = 0;
   return g_family.compare_exchange_strong(none, family) || none == family;
 }
 
-std::vector<uint32_t> g_timed;  // correlation ids of launches waiting for the forced flush
+// Correlation ids of launches waiting for the forced flush: launching threads add, flushing
+// threads take, under g_timed_mutex (with g_first_timed_ms set before the first is added).
+std::mutex g_timed_mutex;
+std::vector<uint32_t> g_timed;
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
 std::atomic<uint32_t> g_next_correlation_id{0};
+std::atomic<bool> g_correlation_seeded{false};
+
+// The next correlation id of the process (FAKE_CUPTI_FIRST_CORRELATION_ID first), wrapping on
+// 32 bits.
+uint32_t NextCorrelationId() {
+  if (!g_correlation_seeded.exchange(true)) {
+    if (const char* first = std::getenv("FAKE_CUPTI_FIRST_CORRELATION_ID"); first != nullptr) {
+      g_next_correlation_id.store(static_cast<uint32_t>(std::strtoul(first, nullptr, 0)) - 1u);
+    }
+  }
+  return g_next_correlation_id.fetch_add(1) + 1u;
+}
 
 void SleepMs(long ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -133,7 +200,113 @@ long NowMs() {
 std::atomic<long> g_first_timed_ms{0};  // when the first timed launch was made (running mode)
 bool g_synchronized = false;            // the context-synchronize record was handed over
 
+std::atomic<bool> g_zeroed_out{false};  // CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER
+// A buffer the client handed over while it promised zeroed ones: says so if it is not all zero.
+void CheckZeroed(const uint8_t* buffer, size_t size) {
+  if (!g_zeroed_out.load() || buffer == nullptr) return;
+  for (size_t i = 0; i < size; ++i) {
+    if (buffer[i] != 0) {
+      static const char kLine[] = "fake CUPTI: activity buffer not zero\n";
+      (void)!write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+      return;
+    }
+  }
+}
+
+// The buffer callbacks of the family in use.
+BufferInfo g_info;
+bool RequestBuffer(uint8_t** buffer, size_t* size) {
+  size_t max_records = 0;
+  *buffer = nullptr;
+  *size = 0;
+  if (g_family.load() == 2) {
+    if (g_buffer_requested_v2 == nullptr) return false;
+    g_buffer_requested_v2(buffer, size, &max_records, &g_info);
+  } else {
+    if (g_buffer_requested == nullptr) return false;
+    g_buffer_requested(buffer, size, &max_records);
+  }
+  CheckZeroed(*buffer, *size);
+  return *buffer != nullptr;
+}
+void CompleteBuffer(uint8_t* buffer, size_t size, size_t valid) {
+  if (g_family.load() == 2) {
+    g_buffer_completed_v2(buffer, size, valid, &g_info);
+  } else {
+    g_buffer_completed(nullptr, 0, buffer, size, valid);
+  }
+}
+
+// The polling threads' buffers (FAKE_CUPTI_POLLERS): one per thread while it has records.
+struct PollerBuffer {
+  uint8_t* buffer = nullptr;
+  size_t size = 0;
+  size_t valid = 0;
+};
+std::mutex g_poller_mutex;
+std::vector<PollerBuffer> g_poller_buffers;  // indexed by poller
+std::atomic<int> g_pollers_running{0};
+
+// Hands over every polling thread's buffer (their records are complete).
+void CompletePollerBuffers() {
+  std::lock_guard<std::mutex> lock(g_poller_mutex);
+  for (PollerBuffer& b : g_poller_buffers) {
+    if (b.buffer == nullptr) continue;
+    CompleteBuffer(b.buffer, b.size, b.valid);
+    b = PollerBuffer{};
+  }
+}
+
+// One cuStreamQuery of poller `index` on work not completed.
+void Query(size_t index) {
+  if (!g_sync_enabled.load() || !g_all_sync_records.load()) return;  // no record
+  std::lock_guard<std::mutex> lock(g_poller_mutex);
+  PollerBuffer& b = g_poller_buffers[index];
+  if (b.buffer == nullptr && !RequestBuffer(&b.buffer, &b.size)) {
+    b = PollerBuffer{};
+    g_dropped.fetch_add(1);
+    return;
+  }
+  if (b.valid + sizeof(CUpti_ActivityKernel10) > b.size) return;  // full: not in these tests
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN;
+  sync.correlationId = NextCorrelationId();
+  sync.contextId = 1;
+  sync.streamId = 9;
+  sync.start = 1000ull * sync.correlationId;
+  sync.end = sync.start + 100;
+  sync.returnValue = CUDA_ERROR_NOT_READY;
+  // In a slot of a kernel record's size: NextRecord walks the buffer by that size.
+  std::memset(b.buffer + b.valid, 0, sizeof(CUpti_ActivityKernel10));
+  std::memcpy(b.buffer + b.valid, &sync, sizeof(sync));
+  b.valid += sizeof(CUpti_ActivityKernel10);
+}
+
+void StartPollers() {
+  const char* text = std::getenv("FAKE_CUPTI_POLLERS");
+  int threads = 0;
+  int polls = 0;
+  if (text == nullptr || std::sscanf(text, "%d,%d", &threads, &polls) != 2 || threads <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(g_poller_mutex);
+    g_poller_buffers.assign(static_cast<size_t>(threads), PollerBuffer{});
+  }
+  for (int t = 0; t < threads; ++t) {
+    g_pollers_running.fetch_add(1);
+    std::thread([t, polls] {
+      const long until = NowMs() + 800;  // ends well before the process does
+      for (int i = 0; i < polls && NowMs() < until; ++i) {
+        SleepMs(1);
+        Query(static_cast<size_t>(t));
+      }
+      g_pollers_running.fetch_sub(1);
+    }).detach();
+  }
+}
+
 void DeliverTiming(bool forced) {
+  std::lock_guard<std::mutex> lock(g_timed_mutex);
   const TimingMode mode = ReadTimingMode();
   bool running = false;    // the kernels still run: their records go incomplete
   bool sync_now = false;   // the context-synchronize record goes with this flush
@@ -157,6 +330,7 @@ void DeliverTiming(bool forced) {
     } else {
       g_buffer_requested(buffer, size, max_records);
     }
+    CheckZeroed(*buffer, *size);
   };
   struct Given {
     uint8_t* buffer;
@@ -182,7 +356,8 @@ void DeliverTiming(bool forced) {
     request(&buffer, &size, &max_records);
     if (buffer != nullptr) given.push_back({buffer, size});
   }
-  g_dropped.store(static_cast<size_t>(mode.dropped));
+  g_dropped.fetch_add(static_cast<size_t>(mode.dropped));
+  if (given.empty()) g_dropped.fetch_add(g_timed.size() + (sync_now ? 1 : 0));  // no buffer
   size_t valid = 0;
   if (!given.empty()) {
     const size_t n = g_timed.size();
@@ -207,13 +382,14 @@ void DeliverTiming(bool forced) {
       std::memcpy(given[0].buffer + valid, &record, sizeof(record));
       valid += sizeof(record);
     }
-    if (sync_now && valid + sizeof(CUpti_ActivityKernel10) <= given[0].size) {
+    if (sync_now && g_sync_enabled.load() &&
+        valid + sizeof(CUpti_ActivityKernel10) <= given[0].size) {
       // In a slot of a kernel record's size: NextRecord walks the buffer by that size.
       static_assert(sizeof(CUpti_ActivitySynchronization2) <= sizeof(CUpti_ActivityKernel10));
       CUpti_ActivitySynchronization2 sync{};
       sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
       sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-      sync.correlationId = g_next_correlation_id.fetch_add(1) + 1;
+      sync.correlationId = NextCorrelationId();
       sync.contextId = 1;
       sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
       sync.start = 1000ull * sync.correlationId;
@@ -221,9 +397,9 @@ void DeliverTiming(bool forced) {
       std::memset(given[0].buffer + valid, 0, sizeof(CUpti_ActivityKernel10));
       std::memcpy(given[0].buffer + valid, &sync, sizeof(sync));
       valid += sizeof(CUpti_ActivityKernel10);
-      g_synchronized = true;
     }
   }
+  if (sync_now) g_synchronized = true;  // the call returned; recorded or not
   g_timed.clear();
   for (size_t i = 0; i < given.size(); ++i) {
     if (v2) {
@@ -325,20 +501,39 @@ bool ActivityHeld() {
   const char* held = std::getenv("FAKE_CUPTI_ACTIVITY");
   return held != nullptr && std::strcmp(held, "held") == 0;
 }
-EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   LogCall("cuptiActivityEnable");
   if (!UseFamily(1) || ActivityHeld()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  g_kernels_enabled.store(true);
+  SetKind(kind, true);
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind, void*) {
+EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind kind, void*) {
   LogCall("cuptiActivityEnable_v2");
   if (!UseFamily(2) || ActivityHeld()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  g_kernels_enabled.store(true);
+  SetKind(kind, true);
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind, void*) {
-  return UseFamily(2) ? CUPTI_SUCCESS : CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle, CUpti_ActivityKind kind, void*) {
+  LogCall("cuptiActivityDisable_v2");
+  if (!UseFamily(2)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  SetKind(kind, false);
+  return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size,
+                                             void* value) {
+  LogCall("cuptiActivitySetAttribute");
+  if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER) {
+    if (*size < sizeof(uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    g_zeroed_out.store(*static_cast<uint8_t*>(value) != 0);
+  }
+  return CUPTI_SUCCESS;
+}
+// cupti_activity.h (CUDA 13.0): cuptiActivityEnableAllSyncRecords(uint8_t enable).
+EXPORT CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable) {
+  LogCall("cuptiActivityEnableAllSyncRecords");
+  g_all_sync_records.store(enable != 0);
+  return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle, RequestedV2 requested,
                                                      CompletedV2 completed) {
@@ -348,7 +543,11 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle, Req
   g_buffer_completed_v2 = completed;
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+  LogCall("cuptiActivityDisable");
+  SetKind(kind, false);
+  return CUPTI_SUCCESS;
+}
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                                   CUpti_BuffersCallbackCompleteFunc completed) {
   LogCall("cuptiActivityRegisterCallbacks");
@@ -369,6 +568,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     if (m.substr(0, 5) == "slow:") SleepMs(std::strtol(mode + 5, nullptr, 10));
   }
   DeliverTiming(forced);
+  CompletePollerBuffers();
   return CUPTI_SUCCESS;
 }
 // The records of a buffer as DeliverTiming writes them: kernel records back to back.
@@ -428,6 +628,8 @@ EXPORT int fake_cupti_launch(int count) {
   data.symbolName = "_Z6vecaddPKfS0_Pfi";
   data.context = reinterpret_cast<CUcontext>(0xC0);
   const bool timed = ReadTimingMode().on;
+  static std::once_flag pollers;
+  std::call_once(pollers, StartPollers);
   if (const char* flush = std::getenv("FAKE_CUPTI_FLUSH");
       flush != nullptr && std::string_view(flush) == "hang") {
     for (int waited = 0; !g_flush_hanging.load() && waited < 2000; ++waited) SleepMs(1);
@@ -436,14 +638,16 @@ EXPORT int fake_cupti_launch(int count) {
     // One id per launch, never repeated in the process: cupti_callbacks.h, correlationId: "this
     // ID will equal the correlation ID in the CUpti_ActivityAPI record corresponding to the CUDA
     // driver function call"; cupti_activity.h, CUpti_ActivityKernel10.correlationId: "Each kernel
-    // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call.
-    data.correlationId = g_next_correlation_id.fetch_add(1) + 1;
+    // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call
+    // (FAKE_CUPTI_FIRST_CORRELATION_ID on), wrapping at 2^32.
+    data.correlationId = NextCorrelationId();
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
     if (timed) {
-      g_timed.push_back(data.correlationId);
+      std::lock_guard<std::mutex> lock(g_timed_mutex);
       long none = 0;
       g_first_timed_ms.compare_exchange_strong(none, NowMs());
+      g_timed.push_back(data.correlationId);
     }
   }
   return count;

@@ -84,7 +84,7 @@ class KernelEventBuilder {
               r.tid,
               r.device,
               r.api,
-              r.cooperative};
+              (r.launch_flags & kLaunchCooperative) != 0};
     }
     int64_t ts_ns;
     uint64_t context;

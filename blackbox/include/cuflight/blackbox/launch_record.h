@@ -47,6 +47,14 @@ constexpr std::string_view LaunchApiName(LaunchApi api) {
   return kLaunchApiNames[static_cast<size_t>(api)];
 }
 
+// LaunchRecord::launch_flags.
+inline constexpr uint8_t kLaunchCooperative = 1;  // a cooperative launch
+// Launched with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION non-0 (programmatic
+// dependent launch; cuda.h: the grid's execution may "overlap with the previous kernel in the
+// stream").
+inline constexpr uint8_t kLaunchProgrammaticSerialization = 2;
+inline constexpr uint8_t kLaunchFlagsKnown = kLaunchCooperative | kLaunchProgrammaticSerialization;
+
 // What a ring record holds.
 enum class RecordKind : uint8_t {
   kLaunch = 0,  // a recorded kernel launch
@@ -96,7 +104,7 @@ struct BasicLaunchRecord {
   // The device ordinal, [0, kMaxDevices) (64); -1: not known (an api_error on a context not seen).
   int8_t device = 0;
   LaunchApi api = LaunchApi::kLaunchKernel;
-  bool cooperative = false;
+  uint8_t launch_flags = 0;  // kLaunchCooperative | kLaunchProgrammaticSerialization
   RecordKind kind = RecordKind::kLaunch;
   uint32_t cbid = 0;   // kApiError: the CUPTI driver callback id of the call
   int32_t result = 0;  // kApiError: the CUresult it returned
@@ -129,7 +137,7 @@ static_assert(offsetof(WireLaunchRecord, tid) == 100);
 static_assert(offsetof(WireLaunchRecord, function_desc) == 104);
 static_assert(offsetof(WireLaunchRecord, device) == 108);
 static_assert(offsetof(WireLaunchRecord, api) == 109);
-static_assert(offsetof(WireLaunchRecord, cooperative) == 110);
+static_assert(offsetof(WireLaunchRecord, launch_flags) == 110);
 static_assert(offsetof(WireLaunchRecord, kind) == 111);
 static_assert(offsetof(WireLaunchRecord, cbid) == 112);
 static_assert(offsetof(WireLaunchRecord, result) == 116);

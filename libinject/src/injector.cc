@@ -319,6 +319,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     facts.cuda_driver_version = driver_version_;
     facts.cupti_version = static_cast<int32_t>(cupti_version_);
     facts.config = Describe(config_);
+    ReadAttribution(&facts, config_.attribution_env);
     try {
       BoundProcessFacts(&facts);  // a process_start line of at most kMaxProcessStartBytes
     } catch (...) {

@@ -13,6 +13,7 @@
 
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/collector_path.h"
+#include "device_identity.h"
 #include "driver_queries.h"
 #include "log.h"
 
@@ -95,6 +96,8 @@ bool Injector::InitializeOrExplain() noexcept {
   env::ParsedConfig parsed = env::ParseConfig([](const char* name) { return std::getenv(name); },
                                               transport::DefaultCollectorPath());
   config_ = std::move(parsed.config);
+  // Which device UUIDs the environment names as MIG instances, before any device is read.
+  RememberMigNames([](const char* name) { return std::getenv(name); });
   SetLogLevel(ToSpdlog(config_.log_level));
   for (const std::string& warning : parsed.warnings) Log().warn("{}", warning);
 

@@ -481,7 +481,7 @@ class Manifests(unittest.TestCase):
         self.assertIn(int(flags['--socket-group']), pod['spec']['securityContext']['supplementalGroups'])
         pod_host = {v['name']: v['hostPath']['path'] for v in pod['spec']['volumes']}
         for c in pod['spec']['containers']:
-            env = {e['name']: e['value'] for e in c['env']}
+            env = {e['name']: e.get('value') for e in c['env']}
             self.assertEqual(env['CUFLIGHT_COLLECTOR_UID'], str(uid))
             pod_mounts = {m['mountPath']: pod_host[m['name']] for m in c['volumeMounts']}
 
@@ -494,6 +494,25 @@ class Manifests(unittest.TestCase):
                              socket_host_dir + '/' + os.path.basename(flags['--socket']))
             self.assertEqual(on_host(env['CUDA_INJECTION64_PATH']), library_host)
 
+
+    def test_the_pod_example_gives_the_attribution_its_pod(self):
+        # The downward API's fields, under names the injected library reads by default (its
+        # allow-list, schema/env/include/cuflight/env/attribution.h).
+        need_yaml()
+        with open(os.path.join(SOURCE_DIR, 'schema', 'env', 'include', 'cuflight', 'env',
+                               'attribution.h')) as f:
+            header = f.read()
+        listed = header[header.index('kAttributionVariables'):]
+        allowed = set(re.findall(r'"([A-Z0-9_]+)"', listed[:listed.index('};')]))
+        with open(POD) as f:
+            pod = yaml.safe_load(f)
+        for c in pod['spec']['containers']:
+            fields = {e['name']: e['valueFrom']['fieldRef']['fieldPath']
+                      for e in c['env'] if 'valueFrom' in e}
+            self.assertEqual(fields, {'POD_NAME': 'metadata.name',
+                                      'POD_NAMESPACE': 'metadata.namespace',
+                                      'POD_UID': 'metadata.uid'})
+            self.assertLessEqual(set(fields), allowed)
 
 class PrometheusRules(unittest.TestCase):
     def test_the_rules_pass_promtool_check(self):

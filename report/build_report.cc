@@ -248,6 +248,7 @@ class Builder {
     s.hostname = e.hostname;
     s.exe = e.exe;
     s.argv = e.argv;
+    s.attribution = e.attribution;
     for (const auto& [name, value] : e.config) {
       // process_start's config names variables without "CUFLIGHT_", in lower case.
       if (name == "timing" || name == "CUFLIGHT_TIMING") {
@@ -705,7 +706,23 @@ std::string ProcessName(const ProcessSummary& p) {
     const size_t slash = p.exe.rfind('/');
     name += " " + (slash == std::string::npos ? p.exe : p.exe.substr(slash + 1));
   }
+  const std::string_view job = AttributionValue(p, "job");
+  const std::string_view rank = AttributionValue(p, "rank");
+  if (!job.empty() && !rank.empty()) {
+    name += fmt::format(" (job {}, rank {})", job, rank);
+  } else if (!job.empty()) {
+    name += fmt::format(" (job {})", job);
+  } else if (!rank.empty()) {
+    name += fmt::format(" (rank {})", rank);
+  }
   return name;
+}
+
+std::string_view AttributionValue(const ProcessSummary& p, std::string_view key) {
+  for (const auto& [k, v] : p.attribution) {
+    if (k == key) return v;
+  }
+  return {};
 }
 
 std::string TimingStoppedNote(const ProcessSummary& p) {

@@ -54,6 +54,11 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
             {"ending", EndingName(p.ending)},
             {"ending_detail", p.ending_detail},
             {"exit_code", p.end && p.end->exit_code ? json(*p.end->exit_code) : json(nullptr)}};
+  if (!p.attribution.empty()) {
+    json attribution = json::object();
+    for (const auto& [k, v] : p.attribution) attribution[k] = v;
+    j["attribution"] = std::move(attribution);
+  }
   if (p.lost) {
     j["lost"] = {{"reason", schema::LostReasonName(p.lost->reason)},
                  {"last_seq", p.lost->last_seq ? json(*p.lost->last_seq) : json(nullptr)},

@@ -21,7 +21,8 @@ namespace cuflight::inject {
 struct DeviceInfo {
   int32_t ordinal = 0;
   std::string name;
-  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", or "" when unknown
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" ("MIG-..."), or "" when unknown
+  std::string pci_bus_id;  // "00000000:19:00.0" (device_identity.h), or "" when unknown
   occupancy::DeviceLimits limits;
   // The engine's view of the device; nullopt when the limits could not be read or the compute
   // capability is unknown to the occupancy calculator (`problem` then says why).

@@ -13,6 +13,7 @@
 
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/collector_path.h"
+#include "device_identity.h"
 #include "driver_queries.h"
 #include "log.h"
 
@@ -95,6 +96,8 @@ bool Injector::InitializeOrExplain() noexcept {
   env::ParsedConfig parsed = env::ParseConfig([](const char* name) { return std::getenv(name); },
                                               transport::DefaultCollectorPath());
   config_ = std::move(parsed.config);
+  // Which device UUIDs the environment names as MIG instances, before any device is read.
+  RememberMigNames([](const char* name) { return std::getenv(name); });
   SetLogLevel(ToSpdlog(config_.log_level));
   for (const std::string& warning : parsed.warnings) Log().warn("{}", warning);
 
@@ -319,6 +322,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     facts.cuda_driver_version = driver_version_;
     facts.cupti_version = static_cast<int32_t>(cupti_version_);
     facts.config = Describe(config_);
+    ReadAttribution(&facts, config_.attribution_env);
     try {
       BoundProcessFacts(&facts);  // a process_start line of at most kMaxProcessStartBytes
     } catch (...) {

@@ -9,22 +9,28 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
 
+#include "attribution.h"
 #include "cuflight/schema/encoder.h"
 #include "mix64.h"
 
 namespace cuflight::inject {
 namespace {
 
-std::string ReadFile(const char* path) {
+// The file's bytes, at most `max_bytes` of them.
+std::string ReadFile(const char* path, size_t max_bytes = SIZE_MAX) {
   std::string out;
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
   char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; out.size() < max_bytes && (n = read(fd, buf, sizeof(buf))) > 0;) {
+    out.append(buf, std::min(static_cast<size_t>(n), max_bytes - out.size()));
+  }
   close(fd);
   return out;
 }
@@ -145,10 +151,13 @@ ProcessStartView::ProcessStartView(const ProcessFacts& facts) noexcept : facts_(
     argv_.assign(facts.argv.begin(), facts.argv.end());
     config_.reserve(facts.config.size());
     for (const auto& [k, v] : facts.config) config_.emplace_back(k, v);
+    attribution_.reserve(facts.attribution.size());
+    for (const auto& [k, v] : facts.attribution) attribution_.emplace_back(k, v);
     truncated_.assign(facts.truncated.begin(), facts.truncated.end());
   } catch (...) {
     argv_.clear();
     config_.clear();
+    attribution_.clear();
     truncated_.clear();
   }
 }
@@ -168,11 +177,27 @@ schema::ProcessStartEvent ProcessStartView::Event(const schema::Header& header) 
   event.config = config_;
   event.instance_id = facts_.instance_id;
   event.pid_ns = facts_.pid_ns;
+  event.attribution = attribution_;
   event.truncated = truncated_;
   return event;
 }
 
-void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes) {
+namespace {
+
+// JSON text of one member of an object of strings: "k":"v", with its ',' (the values are
+// SafeAttributionValue's: only '"' and '\\' take an escape).
+size_t MemberJsonBytes(std::string_view k, std::string_view v) {
+  size_t n = k.size() + v.size() + 6;
+  for (std::string_view s : {k, v}) {
+    for (char c : s) n += c == '"' || c == '\\' ? 1 : 0;
+  }
+  return n;
+}
+
+// `,"truncated":["attribution"]`: room kept for the name when ReadAttribution cut.
+constexpr size_t kAttributionNameRoom = 32;
+
+void BoundFacts(ProcessFacts* facts, size_t max_line_bytes) {
   const auto fits = [&] { return EncodedSize(*facts, max_line_bytes) <= max_line_bytes; };
   if (fits()) return;
   // Each cut names its field in `truncated`, which the line then carries too.
@@ -225,6 +250,44 @@ void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes) {
     cut_config = true;
   }
   if (cut_config) facts->truncated.emplace_back("config");
+  if (fits() || facts->attribution.empty()) return;
+
+  // The attribution's entries from the end: the environment variables, then derived fields.
+  const std::vector<std::pair<std::string, std::string>> original =
+      std::move(facts->attribution);
+  facts->truncated.emplace_back("attribution");
+  largest_fitting(original.size(), [&](size_t keep) {
+    facts->attribution.assign(original.begin(), original.begin() + static_cast<ptrdiff_t>(keep));
+  });
+}
+
+}  // namespace
+
+void BoundProcessFacts(ProcessFacts* facts, size_t max_line_bytes) {
+  if (!facts->attribution_cut) return BoundFacts(facts, max_line_bytes);
+  BoundFacts(facts, max_line_bytes - std::min(max_line_bytes, kAttributionNameRoom));
+  if (facts->truncated.empty() || facts->truncated.back() != "attribution") {
+    facts->truncated.emplace_back("attribution");
+  }
+}
+
+void ReadAttribution(ProcessFacts* facts, const std::vector<std::string>& extra_names) noexcept {
+  try {
+    const CgroupIds ids = ParseCgroupIds(ReadFile("/proc/self/cgroup", kMaxCgroupFileBytes));
+    facts->attribution = MakeAttribution([](const char* name) { return getenv(name); },
+                                         extra_names, ids);
+    size_t bytes = 2;  // {}
+    size_t keep = 0;
+    for (const auto& [k, v] : facts->attribution) {
+      bytes += MemberJsonBytes(k, v);
+      if (bytes > kMaxAttributionJsonBytes) break;
+      ++keep;
+    }
+    facts->attribution_cut = keep < facts->attribution.size();
+    facts->attribution.resize(keep);
+  } catch (...) {
+    facts->attribution.clear();
+  }
 }
 
 ProcessFacts ReadProcessFacts() {

@@ -1,6 +1,7 @@
 #include "recorder.h"
 
 #include "cuflight/base/clock.h"
+#include "device_identity.h"
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
 #include "event_builder.h"
@@ -81,17 +82,6 @@ int GetDeviceAttribute(void* context, int attribute, int* value) {
       value, static_cast<CUdevice_attribute>(attribute), args->second));
 }
 
-std::string FormatUuid(const CUuuid& uuid) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
-    out += kHex[byte >> 4];
-    out += kHex[byte & 0xf];
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -260,7 +250,21 @@ std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal)
   if (driver.DeviceGetName(name, sizeof(name) - 1, device) == CUDA_SUCCESS) info->name = name;
   CUuuid uuid{};
   if (driver.DeviceGetUuid != nullptr && driver.DeviceGetUuid(&uuid, device) == CUDA_SUCCESS) {
-    info->uuid = FormatUuid(uuid);
+    info->uuid = FormatDeviceUuid(uuid);
+  }
+  int pci[3] = {-1, -1, -1};
+  const CUdevice_attribute pci_attributes[3] = {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+                                                CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+                                                CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID};
+  bool pci_known = true;
+  for (int i = 0; i < 3; ++i) {
+    pci_known = pci_known &&
+                driver.DeviceGetAttribute(&pci[i], pci_attributes[i], device) == CUDA_SUCCESS;
+  }
+  // The attribute is an int: a domain above 2^31-1 reads negative; its bits are the domain.
+  if (pci_known) {
+    info->pci_bus_id = FormatPciBusId(static_cast<long long>(static_cast<unsigned>(pci[0])),
+                                      pci[1], pci[2]);
   }
   std::pair<const DriverApi*, CUdevice> args{&driver, device};
   occupancy::DeviceAttributeError error;

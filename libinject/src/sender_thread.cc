@@ -483,6 +483,7 @@ void SenderThread::EnsureDeviceEvent(int ordinal) noexcept {
   device_sent_[ordinal] = true;
   schema::DeviceEvent event;
   blackbox::BuildDeviceEvent(ordinal, info->name, info->uuid, info->limits, &event);
+  event.pci_bus_id = info->pci_bus_id;  // not in the black box: a recovered event has none
   event.header = MakeHeader(/*publish=*/false);
   // The seq is the device's in the black box before a state says it is used (one step).
   announced_devices_ |= uint64_t{1} << ordinal;

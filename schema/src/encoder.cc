@@ -444,6 +444,7 @@ CUFLIGHT_PUT_PLAIN(OptionalIntOrNull, IntOrNull(v))
 CUFLIGHT_PUT_PLAIN(Bool, Bool(v))
 CUFLIGHT_PUT_PLAIN(OptionalBool, Bool(v))
 CUFLIGHT_PUT_PLAIN(String, String(v))
+CUFLIGHT_PUT_PLAIN(OptionalString, String(v))
 CUFLIGHT_PUT_PLAIN(Strings, Strings(v))
 CUFLIGHT_PUT_PLAIN(OptionalStrings, Strings(v))
 CUFLIGHT_PUT_PLAIN(Ids, Ints(v))
@@ -538,6 +539,10 @@ template <internal::Lit K, class E>
     return e.recovered;
   } else if constexpr (name == "truncated") {
     return !e.truncated.empty();
+  } else if constexpr (name == "attribution") {
+    return !e.attribution.empty();
+  } else if constexpr (name == "pci_bus_id") {
+    return !e.pci_bus_id.empty();
   } else if constexpr (name == "timing_stopped") {  // with its reason
     return e.timing_stopped_reason != TimingStoppedReason::kNone;
   } else if constexpr (name == "cluster_occupancy") {  // only with a cluster

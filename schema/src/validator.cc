@@ -828,6 +828,10 @@ class Checker {
     if (out != nullptr) SetString(*v, out);
   }
 
+  void OptionalString(Key k, std::string* out) {
+    if (ok() && Find(k) != nullptr) String(k, out);
+  }
+
   void Strings(Key k, std::vector<std::string>* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;

@@ -507,7 +507,7 @@ class Manifests(unittest.TestCase):
         self.assertIn(int(flags['--socket-group']), pod['spec']['securityContext']['supplementalGroups'])
         pod_host = {v['name']: v['hostPath']['path'] for v in pod['spec']['volumes']}
         for c in pod['spec']['containers']:
-            env = {e['name']: e['value'] for e in c['env']}
+            env = {e['name']: e.get('value') for e in c['env']}
             self.assertEqual(env['CUFLIGHT_COLLECTOR_UID'], str(uid))
             pod_mounts = {m['mountPath']: pod_host[m['name']] for m in c['volumeMounts']}
 
@@ -563,7 +563,9 @@ class Manifests(unittest.TestCase):
         (container,) = patch['containers']
         self.assertEqual(container['(name)'], '*', 'the patch applies to every container')
         (app,) = pod['spec']['containers']
-        self.assertEqual(container['env'], app['env'])
+        # The downward API's variables (POD_NAME, ...) are the example's, not the policy's: a
+        # strategic merge by name would replace an application's own variable of that name.
+        self.assertEqual(container['env'], [e for e in app['env'] if 'valueFrom' not in e])
         self.assertEqual(container['volumeMounts'], app['volumeMounts'])
         self.assertEqual(patch['volumes'], pod['spec']['volumes'])
         self.check_hostpaths_never_block({'volumes': patch['volumes'], 'containers': [container]},
@@ -608,6 +610,24 @@ class Manifests(unittest.TestCase):
                 self.assertTrue(peer['podSelector'].get('matchLabels'))
         self.assertEqual([p['containerPort'] for p in collector['ports']], [metrics_port])
 
+    def test_the_pod_example_gives_the_attribution_its_pod(self):
+        # The downward API's fields, under names the injected library reads by default (its
+        # allow-list, schema/env/include/cuflight/env/attribution.h).
+        need_yaml()
+        with open(os.path.join(SOURCE_DIR, 'schema', 'env', 'include', 'cuflight', 'env',
+                               'attribution.h')) as f:
+            header = f.read()
+        listed = header[header.index('kAttributionVariables'):]
+        allowed = set(re.findall(r'"([A-Z0-9_]+)"', listed[:listed.index('};')]))
+        with open(POD) as f:
+            pod = yaml.safe_load(f)
+        for c in pod['spec']['containers']:
+            fields = {e['name']: e['valueFrom']['fieldRef']['fieldPath']
+                      for e in c['env'] if 'valueFrom' in e}
+            self.assertEqual(fields, {'POD_NAME': 'metadata.name',
+                                      'POD_NAMESPACE': 'metadata.namespace',
+                                      'POD_UID': 'metadata.uid'})
+            self.assertLessEqual(set(fields), allowed)
 
 class PrometheusRules(unittest.TestCase):
     def test_the_rules_pass_promtool_check(self):

@@ -395,7 +395,8 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"api_error_history", "8"},
       {"crash_handler", "true"},
       {"stall_ms", "10000"},
-      {"blackbox", "true"}};
+      {"blackbox", "true"},
+      {"attribution_env", ""}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -442,11 +443,39 @@ TEST(ConfigTest, DescribeRoundTrips) {
   ExpectRoundTrip(c);
   c.collector_uid = 4294967294;
   ExpectRoundTrip(c);
+  c.attribution_env = {"MY_TEAM", "EXPERIMENT_ID"};
+  ExpectRoundTrip(c);
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {
     c.log_level = level;
     ExpectRoundTrip(c);
   }
+}
+
+TEST(ConfigTest, AttributionEnvAddsNamesInOrder) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Accepted("CUFLIGHT_ATTRIBUTION_ENV", "MY_TEAM").attribution_env, V{"MY_TEAM"});
+  // Commas and blanks separate; repeats and the default names (RANK) are left out.
+  EXPECT_EQ(Accepted("CUFLIGHT_ATTRIBUTION_ENV", " B_2, A,,RANK  B_2\tC ").attribution_env,
+            (V{"B_2", "A", "C"}));
+  // 16 new names are the most (cuflight/env/attribution.h); 64 bytes a name.
+  std::string sixteen;
+  for (int i = 0; i < 16; ++i) sixteen += "N" + std::to_string(i) + ",";
+  EXPECT_EQ(Accepted("CUFLIGHT_ATTRIBUTION_ENV", sixteen).attribution_env.size(), 16u);
+  EXPECT_EQ(Accepted("CUFLIGHT_ATTRIBUTION_ENV", std::string(64, 'X')).attribution_env,
+            V{std::string(64, 'X')});
+}
+
+TEST(ConfigTest, AttributionEnvRejectsBadNamesWhole) {
+  // Lower case would meet the derived fields' names; '=' or '.' are no variable names.
+  ExpectRejected("CUFLIGHT_ATTRIBUTION_ENV", "GOOD,job", "(no names added)");
+  ExpectRejected("CUFLIGHT_ATTRIBUTION_ENV", "A=B", "(no names added)");
+  ExpectRejected("CUFLIGHT_ATTRIBUTION_ENV", "1ST", "(no names added)");
+  ExpectRejected("CUFLIGHT_ATTRIBUTION_ENV", std::string(65, 'X'), "(no names added)");
+  std::string seventeen;
+  for (int i = 0; i < 17; ++i) seventeen += "N" + std::to_string(i) + " ";
+  ExpectRejected("CUFLIGHT_ATTRIBUTION_ENV", seventeen.substr(0, seventeen.size() - 1),
+                 "(no names added)");
 }
 
 TEST(ConfigTest, NamesOfEnums) {

@@ -265,6 +265,12 @@ CUresult DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice d
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = static_cast<int>(l.smem_per_block_optin); break;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *value = static_cast<int>(l.reserved_smem_per_block); break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = l.warp_size; break;
+    // cuda.h (CUDA 13.0) lines 761, 762 and 778: "PCI bus ID of the device", "PCI device ID of
+    // the device", "PCI domain ID of the device". Device d sits at 0000:(0x19 + d):00, as the
+    // GPUs of an HGX board sit on buses of their own; a domain above 0xFFFF (VMD) when set.
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *value = FakeCuda::current->pci_domain; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x19 + d; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = 0; break;
     // cuda.h: "Indicates device supports cluster launch" (devices of compute capability 9.0+).
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *value = l.cc_major >= 9 ? 1 : 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
@@ -277,6 +283,8 @@ CUresult DeviceGetName(char* name, int len, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+// cuda.h (CUDA 13.0) line 5355: "If the device is in MIG mode, returns its MIG UUID": the
+// 16 octets say nothing of MIG either way; the fake's are i * 16 + d.
 CUresult DeviceGetUuid(CUuuid* uuid, CUdevice d) {
   for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(i * 16 + d);
   return CUDA_SUCCESS;

@@ -60,6 +60,7 @@ struct FakeKernel {
 struct FakeCuda {
   std::map<uint64_t, FakeFunction> functions;          // by handle
   std::map<int, occupancy::DeviceLimits> devices;      // by ordinal
+  int pci_domain = 0;  // CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID of every device (the bus: 0x19 + ordinal)
   std::map<uint64_t, int> context_device;              // CUcontext -> ordinal
   std::map<uint64_t, int> capturing_streams;           // stream -> capturing (1)
   // CUkernels by handle. cuFuncGetAttribute on a CUkernel handle fails with

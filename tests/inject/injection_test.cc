@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "cuflight/env/attribution.h"
 #include "cuflight/schema/decoder.h"
 #include "running_collector.h"
 #include "subprocess.h"
@@ -1057,6 +1059,218 @@ TEST_F(BoundedInjection, StickyErrorInBlockModeWithAStuckSenderReturnsWithinTheB
   EXPECT_LT(launch_ns, 1'500'000'000LL) << t.r.out;  // once, not once per launch
   EXPECT_LT(fail_ns, 2'500'000'000LL) << t.r.out;
   EXPECT_LT(t.wall, std::chrono::milliseconds(5500));
+}
+
+}  // namespace
+}  // namespace cuflight::inject::testing
+
+namespace cuflight::inject::testing {
+namespace {
+
+// Every variable the attribution may read is unset, so that the test's own environment (a Slurm
+// job, a pod) cannot leak into what a test expects; the names a test set are unset after it.
+class Attribution : public Injection {
+ protected:
+  void SetUp() override {
+    Injection::SetUp();
+    for (std::string_view name : env::kAttributionVariables) Unset(std::string(name));
+    Unset("CUDA_VISIBLE_DEVICES");
+    Unset("NVIDIA_VISIBLE_DEVICES");
+    Unset("CUFLIGHT_ATTRIBUTION_ENV");
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+  void Set(const std::string& name, const std::string& value) {
+    Save(name);
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  void Unset(const std::string& name) {
+    Save(name);
+    unsetenv(name.c_str());
+  }
+
+  // The run's events, once its process_end arrived.
+  std::vector<schema::OwnedEvent> Record(StoringCollector* collector,
+                                         const std::string& program,
+                                         const std::vector<std::string>& args) {
+    const auto r = RunProcess(program, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("fired=2"), std::string::npos) << r.out << r.err;
+    EXPECT_TRUE(collector->WaitFor([](const std::vector<std::string>& lines) {
+      return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+    })) << r.err;
+    std::vector<schema::OwnedEvent> events;
+    for (const std::string& line : collector->Lines()) {
+      EXPECT_LE(line.size() + 1, schema::kMaxProcessStartBytes);
+      schema::DecodeResult d = schema::Decode(line);
+      EXPECT_TRUE(d.ok()) << d.message << ": " << line.substr(0, 200);
+      if (d.ok()) events.push_back(std::move(d.event));
+    }
+    return events;
+  }
+
+ private:
+  void Save(const std::string& name) {
+    if (saved_.count(name)) return;
+    const char* v = getenv(name.c_str());
+    saved_[name] = v ? std::optional<std::string>(v) : std::nullopt;
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+template <class T>
+const T* First(const std::vector<schema::OwnedEvent>& events) {
+  for (const auto& e : events) {
+    if (const auto* t = std::get_if<T>(&e)) return t;
+  }
+  return nullptr;
+}
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+// The pairs without the two the host's own /proc/self/cgroup may give (this test runs where it
+// runs: a container's cgroup is its own business; CgroupOfAPodThroughTheRealLibrary sets it).
+Pairs WithoutCgroupIds(const Pairs& pairs) {
+  Pairs out;
+  for (const auto& p : pairs) {
+    if (p.first != "container_id" && p.first != "pod_uid") out.push_back(p);
+  }
+  return out;
+}
+
+// A torchrun worker of a Slurm job in a pod, one name added by CUFLIGHT_ATTRIBUTION_ENV, one
+// variable not allowed, on a MIG instance: process_start and device say so.
+TEST_F(Attribution, ProcessStartAndDeviceSayWhoAndWhichGpu) {
+  UseFakes();
+  const std::string path = TempSocketPath("attrib");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  Set("SLURM_JOB_ID", "4242");
+  Set("SLURM_PROCID", "1");
+  Set("RANK", "03");
+  Set("LOCAL_RANK", "3");
+  Set("WORLD_SIZE", "8");
+  Set("POD_NAME", "trainer-3");
+  Set("POD_NAMESPACE", "ml");
+  Set("CUFLIGHT_ATTRIBUTION_ENV", "MY_TEAM");
+  Set("MY_TEAM", "vision");
+  Set("SECRET_TOKEN", "never-carried");
+  Set("FAKE_CUDA_UUID", "4c9a1e2f0b3d4e5f8a7b6c5d4e3f2a1b");
+  Set("CUDA_VISIBLE_DEVICES", "MIG-4C9A1E2F-0B3D-4E5F-8A7B-6C5D4E3F2A1B");
+  const auto events = Record(&collector, CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "2"});
+  const auto* start = First<schema::OwnedProcessStartEvent>(events);
+  ASSERT_NE(start, nullptr);
+  // Decode gives the members sorted by name (bytewise: upper case first). By hand: rank from
+  // RANK before SLURM_PROCID, without its leading zero; job from SLURM_JOB_ID.
+  const Pairs expected = {{"LOCAL_RANK", "3"},      {"MY_TEAM", "vision"},   {"POD_NAME", "trainer-3"},
+                          {"POD_NAMESPACE", "ml"},  {"RANK", "03"},          {"SLURM_JOB_ID", "4242"},
+                          {"SLURM_PROCID", "1"},    {"WORLD_SIZE", "8"},     {"job", "4242"},
+                          {"local_rank", "3"},      {"pod_name", "trainer-3"},
+                          {"pod_namespace", "ml"},  {"rank", "3"},           {"world_size", "8"}};
+  EXPECT_EQ(WithoutCgroupIds(start->attribution), expected);
+  EXPECT_TRUE(start->truncated.empty());
+  bool has_config_name = false;
+  for (const auto& [k, v] : start->config) has_config_name |= k == "attribution_env" && v == "MY_TEAM";
+  EXPECT_TRUE(has_config_name);
+  const auto* device = First<schema::OwnedDeviceEvent>(events);
+  ASSERT_NE(device, nullptr);
+  EXPECT_EQ(device->uuid, "MIG-4c9a1e2f-0b3d-4e5f-8a7b-6c5d4e3f2a1b");
+  EXPECT_EQ(device->pci_bus_id, "00000000:19:00.0");
+  for (const std::string& line : collector.Lines()) {
+    EXPECT_EQ(line.find("never-carried"), std::string::npos) << "a variable outside the list";
+  }
+}
+
+// Without a MIG name in the environment the UUID is the GPU's; a PCI domain past 16 bits (VMD).
+TEST_F(Attribution, AGpuOutsideMigKeepsGpuAndItsDomain) {
+  UseFakes();
+  const std::string path = TempSocketPath("attrib");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  Set("FAKE_CUDA_PCI_DOMAIN", "10000");
+  Set("NVIDIA_VISIBLE_DEVICES", "MIG-00000000-0000-0000-0000-000000000000");
+  const auto events = Record(&collector, CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "2"});
+  const auto* device = First<schema::OwnedDeviceEvent>(events);
+  ASSERT_NE(device, nullptr);
+  // fake_libcuda.cc's octets 0x00, 0x11, ... 0xff.
+  EXPECT_EQ(device->uuid, "GPU-00112233-4455-6677-8899-aabbccddeeff");
+  EXPECT_EQ(device->pci_bus_id, "00010000:19:00.0");
+  const auto* start = First<schema::OwnedProcessStartEvent>(events);
+  ASSERT_NE(start, nullptr);
+  EXPECT_EQ(WithoutCgroupIds(start->attribution), Pairs{});
+}
+
+// The pod's and container's ids from a cgroup file: the fixture bind-mounted over the app's own
+// /proc/<pid>/cgroup in a mount namespace of its own (needs root and unshare).
+TEST_F(Attribution, CgroupOfAPodThroughTheRealLibrary) {
+  const std::string unshare = cuflight::testing::FindProgram("unshare");
+  if (geteuid() != 0 || unshare.empty()) GTEST_SKIP() << "needs root and unshare(1)";
+  const auto probe = RunProcess(unshare, {"-m", "true"});
+  if (probe.exit_code != 0) GTEST_SKIP() << "unshare -m is not permitted here: " << probe.err;
+  UseFakes();
+  const std::string path = TempSocketPath("attrib");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  Set("POD_UID", "00000000-0000-4000-8000-000000000000");  // the cgroup's comes first
+  const std::string fixture =
+      std::string(CUFLIGHT_CGROUP_FIXTURES) + "/k8s-systemd-v2-containerd.txt";
+  const std::string script = "mount --bind '" + fixture + "' /proc/$$/cgroup && exec '" +
+                             CUFLIGHT_FAKE_APP + "' '" + CUFLIGHT_INJECT_SO + "' 2";
+  const auto events = Record(&collector, unshare, {"-m", "sh", "-c", script});
+  const auto* start = First<schema::OwnedProcessStartEvent>(events);
+  ASSERT_NE(start, nullptr);
+  const Pairs expected = {
+      {"POD_UID", "00000000-0000-4000-8000-000000000000"},
+      {"container_id", "3b7a9d0c1e2f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b"},
+      {"pod_uid", "5f1c7d1a-9c3e-4b8f-a2d1-0e9a8b7c6d5e"}};
+  EXPECT_EQ(start->attribution, expected);
+}
+
+// A hostile environment: every allowed variable and 16 added ones at 8 KiB of quotes, bytes that
+// are not UTF-8 and control characters, and 500 variables outside the list. The application runs
+// as ever; process_start stays within 16 KiB, valid, with its identity, says the attribution was
+// cut, and carries nothing outside the list.
+TEST_F(Attribution, AHostileEnvironmentStaysBoundedAndValid) {
+  UseFakes();
+  const std::string path = TempSocketPath("attrib");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  std::string added;
+  std::vector<std::string> names(env::kAttributionVariables.begin(),
+                                 env::kAttributionVariables.end());
+  for (int i = 0; i < 16; ++i) {
+    names.push_back("EXTRA_" + std::to_string(i));
+    added += names.back() + ",";
+  }
+  Set("CUFLIGHT_ATTRIBUTION_ENV", added);
+  std::string hostile;
+  for (int i = 0; i < 1024; ++i) hostile += "\"\\\xff\x01\xc3\xa9\xe2\x80\xa8\x80";
+  for (const std::string& name : names) Set(name, hostile);
+  for (int i = 0; i < 500; ++i) Set("OUTSIDE_" + std::to_string(i), std::string(1000, 'o'));
+  const auto events = Record(&collector, CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "2"});
+  for (int i = 0; i < 500; ++i) Unset("OUTSIDE_" + std::to_string(i));
+  const auto* start = First<schema::OwnedProcessStartEvent>(events);
+  ASSERT_NE(start, nullptr);
+  EXPECT_FALSE(start->exe.empty());
+  EXPECT_FALSE(start->argv.empty());
+  ASSERT_FALSE(start->truncated.empty());
+  EXPECT_EQ(start->truncated.back(), "attribution");
+  ASSERT_FALSE(start->attribution.empty());
+  for (const auto& [k, v] : start->attribution) {
+    EXPECT_LE(v.size(), env::kMaxAttributionValueBytes) << k;
+    EXPECT_EQ(k.rfind("OUTSIDE_", 0), std::string::npos) << k;
+    for (unsigned char c : v) EXPECT_GE(c, 0x20) << k;
+  }
+  for (const std::string& line : collector.Lines()) {
+    EXPECT_EQ(line.find("ooooooooooooooooooooooo"), std::string::npos);
+  }
 }
 
 }  // namespace

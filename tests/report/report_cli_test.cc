@@ -589,6 +589,37 @@ TEST(ReportCli, CrashedProcessIsReviewed) {
   EXPECT_TRUE(j["review"][0]["streams"][0]["last_launches"][0]["finished"].is_null());
 }
 
+// Who a process is: its job and rank (process_start's attribution) follow its name wherever the
+// report names it, and the JSON carries the whole attribution.
+TEST(ReportCli, JobAndRankNameTheProcess) {
+  TempDir dir;
+  schema::OwnedProcessStartEvent start = Start(kPid, 0, kStart);
+  start.attribution = {{"RANK", "3"}, {"SLURM_JOB_ID", "4242"}, {"job", "4242"}, {"rank", "3"}};
+  std::string s = Line(start) + Line(Device(kPid, 1, 0, "GPU"));
+  s += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
+  schema::OwnedProcessCrashEvent crash;
+  crash.header = {kStart + 2, kPid, 3};
+  crash.signal = 11;
+  crash.signal_name = "SIGSEGV";
+  crash.tid = kPid;
+  s += Line(crash);
+  // Another process of the job without a rank, one without attribution.
+  schema::OwnedProcessStartEvent other = Start(kPid + 1, 0, kStart);
+  other.attribution = {{"job", "4242"}};
+  s += Line(other) + Line(End(kPid + 1, 1, 0));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const CliRun r = Report({dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("pid 100 trainer (job 4242, rank 3) on node1: crash: SIGSEGV"));
+  const json j = json::parse(Report({dir.path().string(), "--json"}).out);
+  std::map<int, json> by_pid;
+  for (const json& p : j["processes"]) by_pid[p["pid"].get<int>()] = p;
+  ASSERT_EQ(by_pid.size(), 2u);
+  EXPECT_EQ(by_pid[kPid]["attribution"],
+            json::parse(R"({"RANK":"3","SLURM_JOB_ID":"4242","job":"4242","rank":"3"})"));
+  EXPECT_EQ(by_pid[kPid + 1]["attribution"], json::parse(R"({"job":"4242"})"));
+}
+
 // A process killed after its last flush (stream-kill): the collector's process_lost gives the
 // events stored and the gaps before the last seq exactly; what came after is unknown. After a
 // process_crash (sent after every event before it) nothing is unknown.

@@ -208,6 +208,15 @@ std::vector<OwnedEvent> RoundTripEvents() {
   start.instance_id = 0x9e3779b97f4a7c15u;
   start.pid_ns = 4026531836;  // the initial pid namespace's inode on Linux (PROC_PID_INIT_INO)
   events.emplace_back(start);
+  // Sorted by name, as Decode returns them: the environment's upper-case names first.
+  start.attribution = {{"RANK", "3"},           {"SLURM_JOB_ID", "4242"},
+                       {"WORLD_SIZE", "8"},     {"container_id", std::string(64, 'a')},
+                       {"job", "4242"},         {"pod_uid", "0f4e8a2c-1b3d-4e5f-8a9b-0c1d2e3f4a5b"},
+                       {"rank", "3"},           {"world_size", "8"}};
+  events.emplace_back(WithHeader(start, seq++));
+  start.truncated = {"argv", "exe", "config", "attribution"};
+  events.emplace_back(WithHeader(start, seq++));
+  start.attribution.clear();
   start.truncated = {"argv", "exe"};
   events.emplace_back(WithHeader(start, seq++));
   start.truncated.clear();
@@ -223,7 +232,9 @@ std::vector<OwnedEvent> RoundTripEvents() {
     start.config.emplace_back(hostile[i], hostile[(i + 1) % hostile.size()]);
   }
   std::sort(start.config.begin(), start.config.end());
+  start.attribution = start.config;
   events.emplace_back(WithHeader(start, seq++));
+  start.attribution.clear();
   start.argv.clear();
   start.config.clear();
   start.ppid = kI32Max;
@@ -239,6 +250,10 @@ std::vector<OwnedEvent> RoundTripEvents() {
   device.device = 0;
   test_support::SetH100(&device);
   events.emplace_back(device);
+  device.uuid = "MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d";
+  device.pci_bus_id = "00000000:19:00.0";
+  events.emplace_back(WithHeader(device, seq++));
+  device.pci_bus_id = "";
   device.uuid = "";
   device.max_cluster_size = 0;
   device.smem_per_block_optin = kI64Max;
@@ -688,6 +703,8 @@ std::string EncodeLine(const OwnedEvent& event) {
     const std::vector<std::string_view> argv(start->argv.begin(), start->argv.end());
     const std::vector<std::pair<std::string_view, std::string_view>> config(
         start->config.begin(), start->config.end());
+    const std::vector<std::pair<std::string_view, std::string_view>> attribution(
+        start->attribution.begin(), start->attribution.end());
     const std::vector<std::string_view> truncated(start->truncated.begin(), start->truncated.end());
     ProcessStartEvent view{start->header,
                            start->exe,
@@ -702,6 +719,7 @@ std::string EncodeLine(const OwnedEvent& event) {
                            config,
                            start->instance_id,
                            start->pid_ns,
+                           attribution,
                            truncated};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) {

@@ -286,6 +286,14 @@ class Reader {
     *out = v->get_ref<const std::string&>();
   }
 
+  void OptionalString(const char* key, std::string* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    out->clear();
+    if (v == nullptr) return;
+    String(key, out);
+  }
+
   void Strings(const char* key, std::vector<std::string>* out) {
     const json* v = Get(key);
     if (v == nullptr) return;

@@ -9,6 +9,8 @@
 #include <string>
 #include <system_error>
 
+#include "cuflight/env/attribution.h"
+
 namespace cuflight::env {
 namespace {
 
@@ -34,6 +36,7 @@ constexpr std::string_view kApiErrorHistory = "CUFLIGHT_API_ERROR_HISTORY";
 constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
 constexpr std::string_view kStallMs = "CUFLIGHT_STALL_MS";
 constexpr std::string_view kBlackbox = "CUFLIGHT_BLACKBOX";
+constexpr std::string_view kAttributionEnv = "CUFLIGHT_ATTRIBUTION_ENV";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -135,6 +138,40 @@ class Parser {
     }
     warnings_->push_back(Rejected(name, value, "is not one of 1/0, true/false, on/off, yes/no",
                                   *field ? "true" : "false"));
+  }
+
+  // Names separated by commas or blanks (IsAttributionName each, at most
+  // kMaxAttributionExtraNames new ones); default names and repeats are left out.
+  void ReadAttributionNames(std::string_view name, std::vector<std::string>* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    std::vector<std::string> names;
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const size_t end = rest.find_first_of(", \t\n\r\v\f");
+      const std::string_view one = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      if (one.empty()) continue;
+      if (!IsAttributionName(one)) {
+        warnings_->push_back(Rejected(
+            name, value,
+            "holds a name that is not 1.." + std::to_string(kMaxAttributionNameBytes) +
+                " characters of A-Z, 0-9 and _ (not starting with a digit)",
+            "(no names added)"));
+        return;
+      }
+      bool known = false;
+      for (std::string_view d : kAttributionVariables) known = known || d == one;
+      for (const std::string& n : names) known = known || n == one;
+      if (!known) names.emplace_back(one);
+    }
+    if (names.size() > kMaxAttributionExtraNames) {
+      warnings_->push_back(Rejected(
+          name, value, "adds more than " + std::to_string(kMaxAttributionExtraNames) + " names",
+          "(no names added)"));
+      return;
+    }
+    *field = std::move(names);
   }
 
   // A whole number in [lo, hi].
@@ -396,6 +433,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadBool(kCrashHandler, &c.crash_handler);
     p.ReadStallMs(kStallMs, &c.stall_ms, c.timing);
     p.ReadBool(kBlackbox, &c.blackbox);
+    p.ReadAttributionNames(kAttributionEnv, &c.attribution_env);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -409,6 +447,17 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     return fallback;
   }
 }
+
+namespace {
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ',';
+    out += n;
+  }
+  return out;
+}
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept {
   try {
@@ -434,6 +483,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"crash_handler", config.crash_handler ? "true" : "false"},
         {"stall_ms", std::to_string(config.stall_ms)},
         {"blackbox", config.blackbox ? "true" : "false"},
+        {"attribution_env", JoinNames(config.attribution_env)},
     };
   } catch (...) {
     return {};

@@ -3,6 +3,7 @@
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -38,7 +39,32 @@ EXPORT CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, C
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 232448; break;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *value = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
+    // cuda.h (CUDA 13.0) lines 761, 762, 778: the PCI bus, device and domain ids; this device
+    // sits at 0000:19:00 (nvidia-smi: 00000000:19:00.0). FAKE_CUDA_PCI_DOMAIN (hex) moves it
+    // to another domain, for tests of domains past 16 bits.
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: {
+      const char* domain = std::getenv("FAKE_CUDA_PCI_DOMAIN");
+      *value = domain != nullptr ? static_cast<int>(std::strtoul(domain, nullptr, 16)) : 0;
+      break;
+    }
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x19; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = 0; break;
     default: *value = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+// cuda.h (CUDA 13.0) line 153 maps cuDeviceGetUuid to cuDeviceGetUuid_v2, and line 5355 says
+// that in MIG mode it returns the MIG UUID. The octets: FAKE_CUDA_UUID (32 hex digits), else
+// 0x00, 0x11, ... 0xff.
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice) {
+  const char* hex = std::getenv("FAKE_CUDA_UUID");
+  for (int i = 0; i < 16; ++i) {
+    unsigned byte = static_cast<unsigned>(i * 0x11);
+    if (hex != nullptr && std::strlen(hex) == 32) {
+      char two[3] = {hex[2 * i], hex[2 * i + 1], '\0'};
+      byte = static_cast<unsigned>(std::strtoul(two, nullptr, 16));
+    }
+    uuid->bytes[i] = static_cast<char>(byte);
   }
   return CUDA_SUCCESS;
 }

@@ -97,6 +97,9 @@ struct ProcessSummary {
   std::string hostname;
   std::string exe;
   std::vector<std::string> argv;
+  // process_start's attribution (who the process is to a scheduler: "job", "rank", ... and the
+  // environment variables it read), sorted by name; empty when it had none.
+  std::vector<std::pair<std::string, std::string>> attribution;
   std::vector<std::pair<int32_t, std::string>> devices;  // ordinal, name; by ordinal
   uint64_t events = 0;
   uint64_t kernels = 0;        // kernel events (before the report's filters)
@@ -127,8 +130,12 @@ struct ProcessSummary {
   std::vector<StreamTail> streams;  // by (device, stream)
 };
 
-// "pid 123 trainer" (the exe's basename when known).
+// "pid 123 trainer" (the exe's basename when known), with "(job 4242, rank 3)" after it when
+// the attribution has a job or a rank.
 std::string ProcessName(const ProcessSummary& p);
+
+// The attribution's value of `key` ("job", "rank", ...), or "" when it has none.
+std::string_view AttributionValue(const ProcessSummary& p, std::string_view key);
 
 // One sentence on kernel timing that stopped in the process, e.g. "pid 42 train.py: kernel timing
 // records stopped arriving while launches went on (...); 4,096 launches have no GPU time"; "" when

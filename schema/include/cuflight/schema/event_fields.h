@@ -26,7 +26,7 @@
 //                                              -1, an std::optional member as nullopt)
 //   Number(lo, hi) OptionalNumber(lo, hi)      number in [lo, hi] (integers; hi kNoMaximum: none)
 //   Bool OptionalBool                          boolean (absent: false)
-//   String                                     string
+//   String OptionalString                      string (absent: "")
 //   Strings OptionalStrings                    array of strings
 //   Ids                                        array of uint64
 //   Dim OptionalDim                            array of 3 uint32 (dim3)
@@ -90,12 +90,14 @@ struct StallLaunchItem {};
   F(OptionalStringMap, config, config)                   \
   F(OptionalInt, instance_id, instance_id, kUint64)      \
   F(OptionalInt, pid_ns, pid_ns, kUint64)                \
+  F(OptionalStringMap, attribution, attribution)         \
   F(OptionalStrings, truncated, truncated)
 
 #define CUFLIGHT_SCHEMA_DEVICE(F, R)                                 \
   F(Int, device, device, kCount32)                                   \
   F(String, name, name)                                              \
   F(String, uuid, uuid)                                              \
+  F(OptionalString, pci_bus_id, pci_bus_id)                          \
   F(Int, cc_major, cc_major, kCount32)                               \
   F(Int, cc_minor, cc_minor, kCount32)                               \
   F(Int, sm_count, sm_count, kCount32)                               \

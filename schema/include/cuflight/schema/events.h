@@ -237,8 +237,14 @@ struct BasicProcessStartEvent {
   // Inode of /proc/self/ns/pid: the pid namespace in which `header.pid` and `ppid` are the
   // process's ids. 0 if unknown.
   uint64_t pid_ns = 0;
+  // Who the process is to a scheduler (schema/v1/process_start.schema.json, docs/fleet.md):
+  // lower-case names are the derived fields (job, rank, local_rank, world_size, pod_uid,
+  // container_id, pod_name, pod_namespace), upper-case names the allow-listed environment
+  // variables as read. Encode writes the pairs in the order given (no member when empty); Decode
+  // returns them sorted by name, as `config`.
+  typename S::StringMap attribution;
   // Names of the fields the producer shortened so that the line stays within
-  // kMaxProcessStartBytes ("argv", "exe", "config"), in that order. A shortened argv keeps its
+  // kMaxProcessStartBytes ("argv", "exe", "config", "attribution"), in that order. A shortened argv keeps its
   // leading arguments, the last one kept ending with kTruncationMarker; a shortened exe keeps
   // the end of the path after the marker; a shortened config value ends with the marker.
   // Empty: nothing was cut (Encode then writes no member).
@@ -255,8 +261,12 @@ struct BasicDeviceEvent {
   Header header;
   int32_t device = 0;  // CUDA device ordinal in the process
   typename S::String name;
-  typename S::String
-      uuid;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints, or ""
+  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints ("MIG-..." for a MIG
+  // instance the environment names as such), or "".
+  typename S::String uuid;
+  // "00000000:19:00.0" as nvidia-smi prints (domain:bus:device.function, upper-case hex), or ""
+  // (Encode then writes no member).
+  typename S::String pci_bus_id;
   int32_t cc_major = 0;
   int32_t cc_minor = 0;
   int32_t sm_count = 0;

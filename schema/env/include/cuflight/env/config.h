@@ -59,14 +59,14 @@ inline constexpr uint32_t kMaxStallMs = 3'600'000;
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 20> kConfigVariables = {
+inline constexpr std::array<std::string_view, 21> kConfigVariables = {
     "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
     "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
     "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
     "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
     "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
     "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
-    "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX"};
+    "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX",           "CUFLIGHT_ATTRIBUTION_ENV"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -127,6 +127,11 @@ struct Config {
   // memfd passed to the collector, which reads it if the process dies without a word (SIGKILL,
   // the OOM killer): docs/crash.md. Off: the ring in the process's own memory.
   bool blackbox = true;
+  // CUFLIGHT_ATTRIBUTION_ENV: more environment variables for process_start's attribution, after
+  // the defaults (cuflight/env/attribution.h): names separated by commas or blanks, each
+  // IsAttributionName, at most kMaxAttributionExtraNames, in the order given, repeats and
+  // default names left out. A bad name or too many is a warning and none added.
+  std::vector<std::string> attribution_env;
 
   bool operator==(const Config&) const = default;
 };
@@ -149,7 +154,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
 // ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
 // "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
-// "stall_ms", "blackbox");
+// "stall_ms", "blackbox", "attribution_env" (the names joined by ','));
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

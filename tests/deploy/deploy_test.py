@@ -797,7 +797,13 @@ class PodWithoutDaemonSet(unittest.TestCase):
     def pod_environment(self, mounts):
         env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
                'LD_LIBRARY_PATH': FAKE_LIBCUDA_DIR, 'CUFLIGHT_CUPTI_PATH': FAKE_LIBCUPTI}
+        # The downward API's fields, as the kubelet fills them for this pod.
+        downward = {'metadata.name': 'gpu-pod-example', 'metadata.namespace': 'default',
+                    'metadata.uid': '6b1a4c2e-9d3f-4e5a-8b7c-0d1e2f3a4b5c'}
         for e in self.container['env']:
+            if 'valueFrom' in e:
+                env[e['name']] = downward[e['valueFrom']['fieldRef']['fieldPath']]
+                continue
             value = e['value']
             for mount_path, node_path in mounts.items():
                 if value.startswith(mount_path + '/'):

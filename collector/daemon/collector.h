@@ -25,9 +25,10 @@
 //     connections are drained (what they already sent is read and stored), then process_lost
 //     (reason collector_shutdown) is appended for each process still connected.
 //  8. Black boxes (docs/protocol.md, "The black box"): a Unix connection may pass its producer's
-//     black box with SCM_RIGHTS, one per connection, checked and mapped read-only
-//     (producer_blackbox.h). When the connection ends without process_end, the collector watches
-//     the producer's pidfd: once the producer is gone (or at the end of the grace, at least 2 s,
+//     black box with SCM_RIGHTS, one per connection, and a descriptor of itself; checked, never
+//     mapped (producer_blackbox.h). When the connection ends without process_end, the collector
+//     watches the producer's pidfd (or asks its /proc directory each tick): once the producer is
+//     gone (or at the end of the grace, at least 2 s,
 //     if it is gone by then) it reads the black box, stores the events it gives (marked
 //     recovered, validated like received lines) with the seqs the producer gave or would have
 //     given them, counts the seqs the producer used and the log lacks as lost, and writes

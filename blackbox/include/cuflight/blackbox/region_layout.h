@@ -7,7 +7,8 @@
 //  1. A memfd (memfd_create, MFD_CLOEXEC | MFD_ALLOW_SEALING) of region_bytes, sealed against
 //     shrinking and growing, mapped shared by the producer and passed to the collector with
 //     SCM_RIGHTS on every Unix-socket connection, along with the connection's first bytes. The
-//     collector maps it read-only and reads it only after the producer died.
+//     collector reads it with pread(2), never mapping it (a hole stays unallocated), and only
+//     after the producer died.
 //  2. What it holds, each at an offset the header gives:
 //       header     RegionHeader (kHeaderBytes): the layout, then the live words below
 //       ring       the launch ring's control words and slots: the CUPTI callbacks write every

@@ -43,6 +43,7 @@
 #include "collector_test_util.h"
 #include "cuflight/metrics/metrics.h"
 #include "http_get.h"
+#include "run_as.h"
 #include "subprocess.h"
 
 namespace cuflight::collector {
@@ -51,8 +52,10 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::AsUser;
 using testing::CapturedLog;
 using testing::ChildProcess;
+using testing::Credentials;
 using testing::FindLog;
 using testing::LoggedLine;
 using testing::ProducerIdentity;
@@ -274,13 +277,6 @@ TEST(CollectorHardeningTest, SilentConnectionsAreClosedAndHeartbeatingOnesKept) 
   EXPECT_EQ(running.stats().processes_lost, 2u);  // both, at shutdown (collector_shutdown)
   EXPECT_EQ(StoredSeqs(ReadLog(FindLog(options.log_dir, "quiet", getpid()))), Range(0, 2));
 }
-
-// Who a child process runs as: uid, gid and supplementary groups.
-struct Credentials {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-};
 
 // Exit statuses of StreamAs's child.
 constexpr int kAcked = 0;
@@ -615,37 +611,6 @@ TEST(CollectorHardeningTest, IdleScrapeConnectionsStarveNeitherMetricsNorProduce
 }
 
 // ---- who may connect: the real binary as a user of its own, producers of other users ----
-
-// setpriv(1) arguments that run a program as `who`; empty when setpriv is missing or not
-// permitted here (*why says which).
-std::vector<std::string> AsUser(const Credentials& who, std::string* setpriv, std::string* why) {
-  if (::geteuid() != 0) {
-    *why = "needs root to run processes as other users";
-    return {};
-  }
-  *setpriv = cuflight::testing::FindProgram("setpriv");
-  if (setpriv->empty()) {
-    *why = "setpriv is not installed (Debian package util-linux)";
-    return {};
-  }
-  std::vector<std::string> args = {"--reuid=" + std::to_string(who.uid),
-                                   "--regid=" + std::to_string(who.gid)};
-  if (who.groups.empty()) {
-    args.emplace_back("--clear-groups");
-  } else {
-    std::string list;
-    for (const gid_t g : who.groups) list += (list.empty() ? "" : ",") + std::to_string(g);
-    args.push_back("--groups=" + list);
-  }
-  std::vector<std::string> probe = args;
-  probe.emplace_back("/bin/true");
-  const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(*setpriv, probe);
-  if (r.exit_code != 0) {
-    *why = "setpriv is not permitted here: " + r.err;
-    return {};
-  }
-  return args;
-}
 
 // A producer of today: with an instance id, so its stream's name ends in its owner (u<uid>).
 ProducerIdentity Current(const std::string& exe, int64_t start_ns) {

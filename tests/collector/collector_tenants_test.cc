@@ -42,6 +42,7 @@
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/sender.h"
 #include "http_get.h"
+#include "run_as.h"
 #include "subprocess.h"
 
 namespace cuflight::collector {
@@ -50,7 +51,9 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::AsUser;
 using testing::ChildProcess;
+using testing::Credentials;
 using testing::FindLog;
 using testing::LoggedLine;
 using testing::ProducerIdentity;
@@ -322,34 +325,12 @@ TEST(CollectorTenantsTest, TwoProcessesWithOneHostPidAndExeGetStallSeriesOfTheir
 // ---- item: logs readable by the socket group ----
 
 // Who a child process runs as.
-struct Credentials {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<gid_t> groups;
-};
-
-// setpriv(1) with the options that run a program as `who`; empty with *why set when it cannot.
+// setpriv(1) with the options that run a program as `who`, as one shell word list; empty with
+// *why set when it cannot (run_as.h).
 std::string SetprivAs(const Credentials& who, std::string* why) {
-  if (::geteuid() != 0) {
-    *why = "needs root to run processes as other users";
-    return "";
-  }
-  const std::string setpriv = cuflight::testing::FindProgram("setpriv");
-  if (setpriv.empty()) {
-    *why = "setpriv is not installed (Debian package util-linux)";
-    return "";
-  }
-  std::string groups;
-  for (const gid_t g : who.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
-  std::vector<std::string> args = {
-      "--reuid=" + std::to_string(who.uid), "--regid=" + std::to_string(who.gid),
-      groups.empty() ? "--clear-groups" : "--groups=" + groups, "/bin/true"};
-  const cuflight::testing::ProcessResult r = cuflight::testing::RunProcess(setpriv, args);
-  if (r.exit_code != 0) {
-    *why = "setpriv is not permitted here: " + r.err;
-    return "";
-  }
-  args.pop_back();
+  std::string setpriv;
+  const std::vector<std::string> args = AsUser(who, &setpriv, why);
+  if (args.empty()) return "";
   std::string command = setpriv;
   for (const std::string& a : args) command += " " + a;
   return command;

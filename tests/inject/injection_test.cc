@@ -1,7 +1,7 @@
 // libcuflight_inject.so as the driver loads it: only InitializeInjection exported, no shared
-// dependency besides glibc, no glibc newer than 2.28, one clear line on stderr when it cannot work, and the whole path
-// (entry -> CUPTI subscription -> callbacks -> sender thread -> socket -> atexit process_end)
-// with stand-in libcuda.so.1 and libcupti.so.
+// dependency besides glibc, no glibc newer than 2.28, one clear line on stderr when it cannot work,
+// and the whole path (entry -> CUPTI subscription -> callbacks -> sender thread -> socket -> atexit
+// process_end) with stand-in libcuda.so.1 and libcupti.so.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -79,7 +79,7 @@ TEST_F(Injection, ExportsOnlyInitializeInjection) {
 TEST_F(Injection, NeedsNoSharedLibraryBesidesGlibc) {
   if (CUFLIGHT_SANITIZED) GTEST_SKIP() << "a sanitizer build links the sanitizer runtime";
   const std::string needed = Shell(std::string("readelf -d ") + CUFLIGHT_INJECT_SO +
-                                 " | grep NEEDED | sed 's/.*\\[\\(.*\\)\\]/\\1/'");
+                                   " | grep NEEDED | sed 's/.*\\[\\(.*\\)\\]/\\1/'");
   std::istringstream lines(needed);
   std::string lib;
   int count = 0;
@@ -222,6 +222,31 @@ TEST_F(Injection, TimingRecordsLostAtExitAreCountedInProcessEnd) {
   EXPECT_EQ(end->launches, 5u);
 }
 
+// What a hang test's process left once its process_end is stored: the correlation ids timed
+// (kernel_time), the stall events and the process_end.
+struct StallRun {
+  std::vector<uint64_t> timed;
+  std::vector<schema::OwnedStallEvent> stalls;
+  std::optional<schema::OwnedProcessEndEvent> end;
+};
+
+void ReadStallRun(const StoringCollector& collector, StallRun* run) {
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      run->timed.push_back(t->correlation_id);
+    }
+    if (auto* st = std::get_if<schema::OwnedStallEvent>(&d.event)) {
+      run->stalls.push_back(std::move(*st));
+    }
+    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) run->end = std::move(*e);
+  }
+}
+
 // Correlation ids are 32 bits and wrap (cupti_callbacks.h: "uint32_t correlationId;"). A process
 // whose ids are about to wrap: the fake hands out 0xFFFFFFF0 (4294967280) first, so 22 launches
 // get 0xFFFFFFF0..0xFFFFFFFF (16) and then 0..5 (6). The first 16 kernels end; the 6 after the
@@ -242,21 +267,11 @@ TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
   // The exit's flush gets the buffer the confirmation's flush used, given back zeroed
   // (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER is set: the fake checks).
   EXPECT_EQ(r.err.find("activity buffer not zero"), std::string::npos) << r.err;
-  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
-    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
-  }));
-  std::vector<uint64_t> timed;
-  std::vector<schema::OwnedStallEvent> stalls;
-  std::optional<schema::OwnedProcessEndEvent> end;
-  for (const std::string& line : collector.Lines()) {
-    schema::DecodeResult d = schema::Decode(line);
-    ASSERT_TRUE(d.ok()) << d.message;
-    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
-      timed.push_back(t->correlation_id);
-    }
-    if (auto* s = std::get_if<schema::OwnedStallEvent>(&d.event)) stalls.push_back(std::move(*s));
-    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
-  }
+  StallRun run;
+  ASSERT_NO_FATAL_FAILURE(ReadStallRun(collector, &run));
+  const std::vector<uint64_t>& timed = run.timed;
+  const std::vector<schema::OwnedStallEvent>& stalls = run.stalls;
+  const std::optional<schema::OwnedProcessEndEvent>& end = run.end;
   std::vector<uint64_t> before_wrap;
   for (uint64_t id = 0xFFFFFFF0u; id <= 0xFFFFFFFFu; ++id) before_wrap.push_back(id);
   EXPECT_EQ(timed, before_wrap);
@@ -300,21 +315,11 @@ TEST_F(Injection, APollHeavyProcessKeepsItsKernelRecordsAndItsStallDetection) {
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "8", "sleep", "2000"});
   unsetenv("FAKE_CUPTI_CALL_LOG");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
-    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
-  }));
-  std::vector<uint64_t> timed;
-  std::vector<schema::OwnedStallEvent> stalls;
-  std::optional<schema::OwnedProcessEndEvent> end;
-  for (const std::string& line : collector.Lines()) {
-    schema::DecodeResult d = schema::Decode(line);
-    ASSERT_TRUE(d.ok()) << d.message;
-    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
-      timed.push_back(t->correlation_id);
-    }
-    if (auto* s = std::get_if<schema::OwnedStallEvent>(&d.event)) stalls.push_back(std::move(*s));
-    if (auto* e = std::get_if<schema::OwnedProcessEndEvent>(&d.event)) end = std::move(*e);
-  }
+  StallRun run;
+  ASSERT_NO_FATAL_FAILURE(ReadStallRun(collector, &run));
+  const std::vector<uint64_t>& timed = run.timed;
+  const std::vector<schema::OwnedStallEvent>& stalls = run.stalls;
+  const std::optional<schema::OwnedProcessEndEvent>& end = run.end;
   EXPECT_EQ(timed, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7}));
   ASSERT_FALSE(stalls.empty());
   EXPECT_EQ(stalls[0].state, schema::StallState::kStalled);
@@ -337,7 +342,8 @@ TEST_F(Injection, APollHeavyProcessKeepsItsKernelRecordsAndItsStallDetection) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuptiActivityEnable"), 2);
   EXPECT_LT(first("cuptiActivityEnableAllSyncRecords"),
             std::find(calls.begin() + first("cuptiActivityEnable") + 1, calls.end(),
-                      "cuptiActivityEnable") - calls.begin());
+                      "cuptiActivityEnable") -
+                calls.begin());
 }
 
 // An older libcupti (CUDA 12.9's reports API version 28, cupti_version.h) writes activity records
@@ -518,7 +524,8 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   if (!CUFLIGHT_SANITIZED) {
     EXPECT_EQ(r.err, "");
   }
-  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
+  ASSERT_TRUE(
+      collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
   const auto streams = ByPid(collector.Lines());
   ASSERT_EQ(streams.size(), 2u);
   for (const auto& [pid, events] : streams) {
@@ -527,9 +534,11 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
     const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&events.front());
     ASSERT_NE(start, nullptr);
     EXPECT_EQ(start->header.seq, 0u);
-    EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const schema::OwnedEvent& e) {
-                return std::holds_alternative<schema::OwnedKernelEvent>(e);
-              }), 4);
+    EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                            [](const schema::OwnedEvent& e) {
+                              return std::holds_alternative<schema::OwnedKernelEvent>(e);
+                            }),
+              4);
     EXPECT_TRUE(std::holds_alternative<schema::OwnedProcessEndEvent>(events.back()));
   }
 }
@@ -562,8 +571,8 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
     unsetenv("ASAN_OPTIONS");
   }
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string expected = "forks=" + std::to_string(kForks) +
-                               " ok=" + std::to_string(kForks) + " hung=0\n";
+  const std::string expected =
+      "forks=" + std::to_string(kForks) + " ok=" + std::to_string(kForks) + " hung=0\n";
   EXPECT_NE(r.out.find(expected), std::string::npos) << r.out;
   // The parent and every child end their streams (sanitized builds are several times slower).
   // A process's exit waits at most 1 s for its sender thread: a sanitized child on a loaded
@@ -646,7 +655,8 @@ TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4", "forkexec"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
+  ASSERT_TRUE(
+      collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
   const auto streams = ByPid(collector.Lines());
   EXPECT_EQ(streams.size(), 1u);  // only the parent
 }
@@ -717,8 +727,8 @@ class CrashInjection : public Injection {
 
 // The sanitizer runtimes install their own handlers of the fatal signals, which report and exit
 // instead of letting the default action run: tests of those signals skip under them.
-#define CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS()                                 \
-  if (CUFLIGHT_SANITIZED) {                                                             \
+#define CUFLIGHT_SKIP_FATAL_SIGNALS_UNDER_SANITIZERS()                                \
+  if (CUFLIGHT_SANITIZED) {                                                           \
     GTEST_SKIP() << "the sanitizer runtimes install their own fatal-signal handlers"; \
   }
 
@@ -822,11 +832,10 @@ TEST_F(CrashInjection, AFaultTheAppsHandlerGivesUpOnIsReportedOnceAndEndsAsBefor
     // for which the app has no handler.
     bool app_handler;
   };
-  for (const Case& c : {Case{"handler-giveup-segv", SIGSEGV, true},
-                        Case{"handler-resethand-segv", SIGSEGV, true},
-                        Case{"handler-reraise-segv", SIGSEGV, true},
-                        Case{"handler-abort-segv", SIGABRT, false},
-                        Case{"handler-returns-abrt", SIGABRT, true}}) {
+  for (const Case& c :
+       {Case{"handler-giveup-segv", SIGSEGV, true}, Case{"handler-resethand-segv", SIGSEGV, true},
+        Case{"handler-reraise-segv", SIGSEGV, true}, Case{"handler-abort-segv", SIGABRT, false},
+        Case{"handler-returns-abrt", SIGABRT, true}}) {
     SCOPED_TRACE(c.mode);
     const std::string path = TempSocketPath(std::string("crash-") + c.mode);
     StoringCollector collector(path);
@@ -894,8 +903,7 @@ TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
   EXPECT_EQ(errors[0].message, "an illegal memory access was encountered");
   EXPECT_EQ(errors[0].context, 1u);  // the fake libcupti's cuptiGetContextId of the context
   // The default history is the last 8 launches: fake_cupti_launch numbers them 1..12.
-  EXPECT_EQ(errors[0].last_correlation_ids,
-            (std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(errors[0].last_correlation_ids, (std::vector<uint64_t>{5, 6, 7, 8, 9, 10, 11, 12}));
 }
 
 TEST_F(CrashInjection, SigkillCannotBeCaughtAndLeavesNoCrashEvent) {
@@ -1055,7 +1063,7 @@ TEST_F(BoundedInjection, StickyErrorInBlockModeWithAStuckSenderReturnsWithinTheB
   EXPECT_NE(t.r.out.find("fired=200"), std::string::npos) << t.r.out;
   const long long launch_ns = ValueAfter(t.r.out, "launch_ns");
   const long long fail_ns = ValueAfter(t.r.out, "fail_ns");
-  EXPECT_GE(launch_ns, 900'000'000LL) << t.r.out;  // the 65th launch waited for the stall limit
+  EXPECT_GE(launch_ns, 900'000'000LL) << t.r.out;    // the 65th launch waited for the stall limit
   EXPECT_LT(launch_ns, 1'500'000'000LL) << t.r.out;  // once, not once per launch
   EXPECT_LT(fail_ns, 2'500'000'000LL) << t.r.out;
   EXPECT_LT(t.wall, std::chrono::milliseconds(5500));
@@ -1097,8 +1105,7 @@ class Attribution : public Injection {
   }
 
   // The run's events, once its process_end arrived.
-  std::vector<schema::OwnedEvent> Record(StoringCollector* collector,
-                                         const std::string& program,
+  std::vector<schema::OwnedEvent> Record(StoringCollector* collector, const std::string& program,
                                          const std::vector<std::string>& args) {
     const auto r = RunProcess(program, args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -1169,15 +1176,25 @@ TEST_F(Attribution, ProcessStartAndDeviceSayWhoAndWhichGpu) {
   ASSERT_NE(start, nullptr);
   // Decode gives the members sorted by name (bytewise: upper case first). By hand: rank from
   // RANK before SLURM_PROCID, without its leading zero; job from SLURM_JOB_ID.
-  const Pairs expected = {{"LOCAL_RANK", "3"},      {"MY_TEAM", "vision"},   {"POD_NAME", "trainer-3"},
-                          {"POD_NAMESPACE", "ml"},  {"RANK", "03"},          {"SLURM_JOB_ID", "4242"},
-                          {"SLURM_PROCID", "1"},    {"WORLD_SIZE", "8"},     {"job", "4242"},
-                          {"local_rank", "3"},      {"pod_name", "trainer-3"},
-                          {"pod_namespace", "ml"},  {"rank", "3"},           {"world_size", "8"}};
+  const Pairs expected = {{"LOCAL_RANK", "3"},
+                          {"MY_TEAM", "vision"},
+                          {"POD_NAME", "trainer-3"},
+                          {"POD_NAMESPACE", "ml"},
+                          {"RANK", "03"},
+                          {"SLURM_JOB_ID", "4242"},
+                          {"SLURM_PROCID", "1"},
+                          {"WORLD_SIZE", "8"},
+                          {"job", "4242"},
+                          {"local_rank", "3"},
+                          {"pod_name", "trainer-3"},
+                          {"pod_namespace", "ml"},
+                          {"rank", "3"},
+                          {"world_size", "8"}};
   EXPECT_EQ(WithoutCgroupIds(start->attribution), expected);
   EXPECT_TRUE(start->truncated.empty());
   bool has_config_name = false;
-  for (const auto& [k, v] : start->config) has_config_name |= k == "attribution_env" && v == "MY_TEAM";
+  for (const auto& [k, v] : start->config)
+    has_config_name |= k == "attribution_env" && v == "MY_TEAM";
   EXPECT_TRUE(has_config_name);
   const auto* device = First<schema::OwnedDeviceEvent>(events);
   ASSERT_NE(device, nullptr);

@@ -10,14 +10,24 @@
 // comes on top) or not (<0>, the driver lacks the entry point): the difference is what asking
 // the driver adds besides the driver's own time.
 //
+// The launch's timestamp comes from the event clock (cuflight/base/tsc_clock.h), which the
+// injector's sender thread refits every 10 ms or so; here the benchmark refits it whenever it
+// drains the ring, with the timer paused. BM_LaunchCallbackCachedClockGettime: the same launch
+// with the clock never fitted, so that it reads clock_gettime(CLOCK_REALTIME) as before the
+// event clock (and as in a process whose kernel does not keep time with the TSC).
+// BM_EventClockNow / BM_ClockGettimeRealtime: the two clocks alone.
+//
 //   build/release/bin/hot_path_bench --benchmark_min_time=0.5 --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <cupti.h>
 
+#include <time.h>
+
 #include <cstdlib>
 #include <string>
 
+#include "cuflight/base/tsc_clock.h"
 #include "cuflight/blackbox/region_writer.h"
 #include "cuflight/occupancy/device_presets.h"
 #include "device_table.h"
@@ -34,6 +44,14 @@ using testing::FakeFunction;
 
 constexpr size_t kRingSlots = size_t{1} << 20;
 constexpr size_t kBlackboxRingSlots = size_t{1} << 18;
+
+// The event clock fitted as the sender thread fits it: two refreshes a baseline apart.
+void FitEventClock() {
+  base::EventClock().Refresh();
+  timespec pause{0, 2 * base::TscRealtimeClock::kMinRefreshNs};
+  nanosleep(&pause, nullptr);
+  base::EventClock().Refresh();
+}
 
 struct Setup {
   FakeCuda fake;
@@ -73,9 +91,14 @@ struct Setup {
   }
 };
 
-template <int kFunctions, bool kInBlackbox = false>
+template <int kFunctions, bool kInBlackbox = false, bool kEventClock = true>
 void BM_LaunchCallbackCached(benchmark::State& state) {
   Setup s(kInBlackbox);
+  if (kEventClock) {
+    FitEventClock();
+  } else {
+    base::EventClock().Reset();  // clock_gettime until the next fit
+  }
   cuLaunchKernel_params params[kFunctions];
   for (int i = 0; i < kFunctions; ++i) {
     params[i] = {reinterpret_cast<CUfunction>(uintptr_t{0x1000} + i), 132, 1, 1, 256, 1, 1, 0,
@@ -100,6 +123,7 @@ void BM_LaunchCallbackCached(benchmark::State& state) {
       while (s.ring->TryPop(&r)) {
       }
       in_ring = 0;
+      if (kEventClock) base::EventClock().Refresh();
       state.ResumeTiming();
     }
     data.functionParams = &params[i % kFunctions];
@@ -109,6 +133,7 @@ void BM_LaunchCallbackCached(benchmark::State& state) {
   }
   state.counters["dropped"] = static_cast<double>(s.ring->dropped());
   state.counters["driver_queries"] = static_cast<double>(s.fake.occupancy_queries);
+  state.counters["tsc"] = base::EventClock().counter_in_use() ? 1 : 0;
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_LaunchCallbackCached<1>);
@@ -117,6 +142,31 @@ void BM_LaunchCallbackCachedInBlackbox(benchmark::State& state) {
   BM_LaunchCallbackCached<1, true>(state);
 }
 BENCHMARK(BM_LaunchCallbackCachedInBlackbox);
+void BM_LaunchCallbackCachedClockGettime(benchmark::State& state) {
+  BM_LaunchCallbackCached<1, false, false>(state);
+}
+BENCHMARK(BM_LaunchCallbackCachedClockGettime);
+
+void BM_EventClockNow(benchmark::State& state) {
+  FitEventClock();
+  int64_t refit_at = base::EventClock().NowNs() + base::TscRealtimeClock::kMinRefreshNs;
+  for (auto _ : state) {
+    const int64_t now = base::EventClock().NowNs();
+    benchmark::DoNotOptimize(now);
+    if (now > refit_at) {  // as the sender thread does, every 10 ms
+      state.PauseTiming();
+      base::EventClock().Refresh();
+      refit_at = now + base::TscRealtimeClock::kMinRefreshNs;
+      state.ResumeTiming();
+    }
+  }
+  state.counters["tsc"] = base::EventClock().counter_in_use() ? 1 : 0;
+}
+BENCHMARK(BM_EventClockNow);
+void BM_ClockGettimeRealtime(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(base::NowRealtimeNs());
+}
+BENCHMARK(BM_ClockGettimeRealtime);
 
 template <int kAskDriver>
 void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {

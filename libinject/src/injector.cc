@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 
+#include "cuflight/base/tsc_clock.h"
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/collector_path.h"
 #include "device_identity.h"
@@ -506,6 +507,7 @@ void Injector::OnForkChild() noexcept {
   new (&pipeline_mu_) std::mutex();
   if (devices_ != nullptr) devices_->AfterForkInChild();
   if (functions_ != nullptr) functions_->AfterForkInChild();
+  base::EventClock().AfterForkInChild();
   ResetLogAfterFork();
 }
 

@@ -1,6 +1,6 @@
 #include "recorder.h"
 
-#include "cuflight/base/clock.h"
+#include "cuflight/base/tsc_clock.h"
 #include "device_identity.h"
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
@@ -491,7 +491,7 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
     routine_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const int64_t now_ns = base::NowRealtimeNs();
+  const int64_t now_ns = base::EventClock().NowNs();
   const bool sticky = IsStickyError(result);
   if (!limiter_.Allow(cbid, static_cast<int32_t>(result), now_ns)) {
     suppressed_.fetch_add(1, std::memory_order_relaxed);
@@ -829,7 +829,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     return;
   }
   LaunchRecord record;
-  record.ts_ns = base::NowRealtimeNs();
+  record.ts_ns = base::EventClock().NowNs();  // CLOCK_REALTIME from the TSC (tsc_clock.h)
   const StreamIdentity ids =
       stream_ids_.Lookup(context, launch.stream, launch.per_thread_default_stream);
   record.context = ids.context;

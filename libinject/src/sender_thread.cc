@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cuflight/base/clock.h"
+#include "cuflight/base/tsc_clock.h"
 #include "cuflight/schema/encoder.h"
 #include "log.h"
 #include "own_calls.h"
@@ -114,7 +115,8 @@ void SenderThread::DisableStallDetection() noexcept {
 
 void SenderThread::StampClocks(Clock::time_point now) noexcept {
   stamp_now_ = now;
-  stamp_realtime_ns_ = base::NowRealtimeNs();
+  // Also keeps the launch callback's clock fitted to CLOCK_REALTIME (tsc_clock.h).
+  stamp_realtime_ns_ = base::EventClock().Refresh();
 }
 
 void SenderThread::CheckStall(Clock::time_point now) noexcept {

@@ -202,20 +202,15 @@ bool Injector::Subscribe() noexcept {
                 CuptiError(cupti_, result));
     return false;
   }
-  if (config_.api_errors && cupti_.EnableDomain != nullptr &&
-      cupti_.EnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS) {
-    // Every driver call, for api_error events, but the high-rate queries (driver_queries.h).
-    for (CUpti_CallbackId cbid : kUnsubscribedQueries) {
-      cupti_.EnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-    }
-    return true;
-  }
-  if (config_.api_errors) {
-    Log().warn("cannot enable every driver API callback; api_error events cover launches only");
-  }
-  for (CUpti_CallbackId cbid : Recorder::DriverCallbacks()) {
-    // A callback id this driver does not know fails to enable; the rest still work.
-    cupti_.EnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  // The calls CUFLIGHT_API_ERRORS asks for (driver_queries.h): the needed ones always, the whole
+  // domain less the high-rate calls by default, or all of it.
+  DriverSubscription subscription = DriverSubscription::kNeeded;
+  if (config_.api_errors == env::ApiErrors::kDefault) subscription = DriverSubscription::kDefault;
+  if (config_.api_errors == env::ApiErrors::kAll) subscription = DriverSubscription::kAll;
+  if (!EnableDriverCallbacks(subscription, subscriber_, cupti_.EnableDomain,
+                             cupti_.EnableCallback)) {
+    Log().warn("cannot enable every driver API callback; api_error events cover launches and "
+               "synchronising calls only (as CUFLIGHT_API_ERRORS=launches)");
   }
   return true;
 }
@@ -273,7 +268,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     options.blackbox = pipeline->blackbox.get();
     options.sample_every = config_.sample_every;
     options.on_full = config_.on_full;
-    options.api_errors = config_.api_errors;
+    options.api_errors = config_.api_errors != env::ApiErrors::kOff;
     Pipeline* target = pipeline.get();
     options.on_sticky_error = [target] {
       if (target->sender != nullptr) target->sender->FlushNow(kUrgentFlushWaitNs);

@@ -2,6 +2,7 @@
 
 #include "cuflight/base/tsc_clock.h"
 #include "device_identity.h"
+#include "driver_queries.h"
 #include "cuflight/occupancy/device_attributes.h"
 #include "cuflight/schema/routine_failures.h"
 #include "event_builder.h"
@@ -24,44 +25,6 @@
 
 namespace cuflight::inject {
 namespace {
-
-constexpr CUpti_CallbackId kDriverCallbacks[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunch,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuFuncSetBlockShape,
-    CUPTI_DRIVER_TRACE_CBID_cuFuncSetSharedSize,
-    CUPTI_DRIVER_TRACE_CBID_cuFuncSetAttribute,
-    CUPTI_DRIVER_TRACE_CBID_cuKernelSetAttribute,
-    CUPTI_DRIVER_TRACE_CBID_cuModuleUnload,
-    CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRelease_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2,
-};
 
 // Cached per thread: gettid is a syscall.
 thread_local int32_t t_tid = 0;
@@ -296,7 +259,7 @@ Recorder::Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* r
   if (options_.sample_every == 0) options_.sample_every = 1;
 }
 
-std::span<const CUpti_CallbackId> Recorder::DriverCallbacks() { return kDriverCallbacks; }
+std::span<const CUpti_CallbackId> Recorder::DriverCallbacks() { return kNeededCalls; }
 
 void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const CUpti_CallbackData* data) noexcept {

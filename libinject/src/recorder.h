@@ -38,8 +38,9 @@ struct RecorderOptions {
   env::OnFull on_full = env::OnFull::kDrop;
   // Name filter, called once per function on the slow path; empty = accept all.
   std::function<bool(std::string_view demangled, std::string_view mangled)> accept;
-  // Record driver calls that fail (api_error events). Needs every driver callback enabled
-  // (see Injector); off, only launches and cache invalidations are looked at.
+  // Record driver calls that fail (api_error events): those whose callbacks are enabled
+  // (CUFLIGHT_API_ERRORS, driver_queries.h). Off, only launches, cache invalidations and
+  // synchronising calls are looked at.
   bool api_errors = true;
   // Called on the failing thread after the api_error record of the process's first sticky error
   // (the context is unusable: illegal address, launch failure, ECC, ...) is in the ring; sends
@@ -90,8 +91,9 @@ class Recorder {
   void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                   const CUpti_CallbackData* data) noexcept;
 
-  // Driver-domain callback ids the recorder needs enabled: the launches and the calls that
-  // change what it caches (function attributes, module unloads, context teardown, capture).
+  // Driver-domain callback ids enabled in every CUFLIGHT_API_ERRORS setting: the launches, the
+  // calls that change what the recorder caches (function attributes, module unloads, context
+  // teardown, capture) and the synchronising calls (driver_queries.h, kNeededCalls).
   static std::span<const CUpti_CallbackId> DriverCallbacks();
 
   // Launches the ring refused (full, or closed at exit).

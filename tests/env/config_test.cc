@@ -44,7 +44,7 @@ Config Documented() {
   c.spill_dir = "";
   c.spill_rotate_bytes = 64 * 1024 * 1024;
   c.spill_max_bytes = 1024 * 1024 * 1024;
-  c.api_errors = true;
+  c.api_errors = ApiErrors::kDefault;
   c.api_error_history = 8;
   c.crash_handler = true;
   c.stall_ms = 10000;
@@ -324,16 +324,33 @@ TEST(ConfigTest, NeverThrowsAndFallsBackToDefaults) {
 }
 
 TEST(ConfigTest, ApiErrorsAndCrashHandler) {
-  EXPECT_FALSE(Accepted("CUFLIGHT_API_ERRORS", "off").api_errors);
   EXPECT_FALSE(Accepted("CUFLIGHT_CRASH_HANDLER", "0").crash_handler);
   EXPECT_EQ(Accepted("CUFLIGHT_API_ERROR_HISTORY", "0").api_error_history, 0u);
   EXPECT_EQ(Accepted("CUFLIGHT_API_ERROR_HISTORY", "64").api_error_history, 64u);
   ExpectRejected("CUFLIGHT_API_ERROR_HISTORY", "65", "8");
-  ExpectRejected("CUFLIGHT_API_ERRORS", "maybe", "true");
   ExpectRejected("CUFLIGHT_CRASH_HANDLER", "2", "true");
   EXPECT_FALSE(Accepted("CUFLIGHT_BLACKBOX", "0").blackbox);
   EXPECT_TRUE(Accepted("CUFLIGHT_BLACKBOX", "on").blackbox);
   ExpectRejected("CUFLIGHT_BLACKBOX", "sometimes", "true");
+}
+
+// CUFLIGHT_API_ERRORS: the four settings by name, and the booleans it took before it had them
+// (true was the whole driver domain less the high-rate queries: now `default`; false: `off`).
+TEST(ConfigTest, ApiErrorsSettings) {
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", "off").api_errors, ApiErrors::kOff);
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", "launches").api_errors, ApiErrors::kLaunches);
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", " Default ").api_errors, ApiErrors::kDefault);
+  EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", "ALL").api_errors, ApiErrors::kAll);
+  for (const char* yes : {"1", "true", "on", "yes"}) {
+    EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", yes).api_errors, ApiErrors::kDefault) << yes;
+  }
+  for (const char* no : {"0", "false", "no"}) {
+    EXPECT_EQ(Accepted("CUFLIGHT_API_ERRORS", no).api_errors, ApiErrors::kOff) << no;
+  }
+  for (const char* bad : {"maybe", "2", "launch", "everything"}) {
+    ExpectRejected("CUFLIGHT_API_ERRORS", bad, "default");
+  }
+  EXPECT_EQ(ApiErrorsName(ApiErrors::kLaunches), "launches");
 }
 
 // CUFLIGHT_COLLECTOR_UID: a numeric uid; 4294967295 is (uid_t)-1, "no uid" to the kernel.
@@ -391,7 +408,7 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"spill_dir", ""},
       {"spill_rotate_bytes", "67108864"},
       {"spill_max_bytes", "1073741824"},
-      {"api_errors", "true"},
+      {"api_errors", "default"},
       {"api_error_history", "8"},
       {"crash_handler", "true"},
       {"stall_ms", "10000"},

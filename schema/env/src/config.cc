@@ -304,6 +304,36 @@ class Parser {
     warnings_->push_back(Rejected(name, value, "is not one of drop, block", OnFullName(*field)));
   }
 
+  // A setting's name, or a boolean as the variable took before it had settings: true is the
+  // default setting, false is off.
+  void ReadApiErrors(std::string_view name, ApiErrors* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    for (ApiErrors mode :
+         {ApiErrors::kOff, ApiErrors::kLaunches, ApiErrors::kDefault, ApiErrors::kAll}) {
+      if (EqualsNoCase(value, ApiErrorsName(mode))) {
+        *field = mode;
+        return;
+      }
+    }
+    for (std::string_view yes : {"1", "true", "on", "yes"}) {
+      if (EqualsNoCase(value, yes)) {
+        *field = ApiErrors::kDefault;
+        return;
+      }
+    }
+    for (std::string_view no : {"0", "false", "no"}) {
+      if (EqualsNoCase(value, no)) {
+        *field = ApiErrors::kOff;
+        return;
+      }
+    }
+    warnings_->push_back(Rejected(name, value,
+                                  "is not one of off, launches, default, all (or 1/0, true/false, "
+                                  "on, yes/no)",
+                                  ApiErrorsName(*field)));
+  }
+
   void ReadLogLevel(std::string_view name, LogLevel* field) const {
     std::string_view value;
     if (!Get(name, &value)) return;
@@ -405,6 +435,20 @@ std::string_view OnFullName(OnFull on_full) noexcept {
   return on_full == OnFull::kBlock ? "block" : "drop";
 }
 
+std::string_view ApiErrorsName(ApiErrors api_errors) noexcept {
+  switch (api_errors) {
+    case ApiErrors::kOff:
+      return "off";
+    case ApiErrors::kLaunches:
+      return "launches";
+    case ApiErrors::kDefault:
+      return "default";
+    case ApiErrors::kAll:
+      return "all";
+  }
+  return "?";
+}
+
 ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
                          std::string default_collector_path) noexcept {
   ParsedConfig parsed;
@@ -428,7 +472,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadBytes(kSpillRotateBytes, &c.spill_rotate_bytes, kMinSpillRotateBytes,
                 kMaxSpillRotateBytes);
     p.ReadSpillMaxBytes(kSpillMaxBytes, &c.spill_max_bytes, c.spill_rotate_bytes);
-    p.ReadBool(kApiErrors, &c.api_errors);
+    p.ReadApiErrors(kApiErrors, &c.api_errors);
     p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
     p.ReadBool(kCrashHandler, &c.crash_handler);
     p.ReadStallMs(kStallMs, &c.stall_ms, c.timing);
@@ -478,7 +522,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"spill_dir", config.spill_dir},
         {"spill_rotate_bytes", std::to_string(config.spill_rotate_bytes)},
         {"spill_max_bytes", std::to_string(config.spill_max_bytes)},
-        {"api_errors", config.api_errors ? "true" : "false"},
+        {"api_errors", std::string(ApiErrorsName(config.api_errors))},
         {"api_error_history", std::to_string(config.api_error_history)},
         {"crash_handler", config.crash_handler ? "true" : "false"},
         {"stall_ms", std::to_string(config.stall_ms)},

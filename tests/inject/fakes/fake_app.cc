@@ -27,6 +27,10 @@
 //   sticky-kill: after its launches, a cuCtxSynchronize fails with CUDA_ERROR_ILLEGAL_ADDRESS
 //              (a sticky error), then the process kills itself with SIGKILL
 //   sticky-exit: the same failure, then exit(3), as a CUDA program that reports the fault does
+//   calls [cbid:code ...]: after its launches, prints "enabled=<id>,<id>,..." (the driver
+//              callback ids the fake CUPTI has enabled, ascending), then for each argument makes
+//              the driver call `cbid` return `code` through the fake CUPTI (fake_cupti_call) and
+//              prints "called <cbid>=1" when it was called back, "=0" when not; exits normally
 //   sleep [ms]: after its launches, sleeps `ms` (default 1500) milliseconds and exits normally: a
 //              program waiting on kernels that do not finish meanwhile (with FAKE_CUPTI_TIMING,
 //              their records come only with the exit's forced flush)
@@ -66,6 +70,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -349,6 +354,25 @@ int main(int argc, char** argv) {
       exit(3);  // runs the injector's atexit flush
     }
     Die("kill");
+  } else if (mode == "calls") {
+    using Enabled = int (*)(int);
+    using Call = int (*)(int, int);
+    auto enabled = reinterpret_cast<Enabled>(dlsym(cupti, "fake_cupti_enabled"));
+    auto call = reinterpret_cast<Call>(dlsym(cupti, "fake_cupti_call"));
+    if (enabled == nullptr || call == nullptr) return 6;
+    std::string ids;
+    for (int cbid = 1; cbid < 1024; ++cbid) {
+      if (enabled(cbid) == 0) continue;
+      if (!ids.empty()) ids += ',';
+      ids += std::to_string(cbid);
+    }
+    std::fprintf(stdout, "enabled=%s\n", ids.c_str());
+    for (int i = 4; i < argc; ++i) {
+      int cbid = 0;
+      int code = 0;
+      if (std::sscanf(argv[i], "%d:%d", &cbid, &code) != 2) return 8;
+      std::fprintf(stdout, "called %d=%d\n", cbid, call(cbid, code));
+    }
   } else if (mode == "sleep") {
     const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;
     timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};

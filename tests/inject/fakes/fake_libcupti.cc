@@ -459,19 +459,34 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) { return CUPTI_SUCCESS; }
+// The driver domain's callback ids are 1 .. CUPTI_DRIVER_TRACE_CBID_SIZE - 1 (cupti_driver_cbid.h:
+// 0 is CUPTI_DRIVER_TRACE_CBID_INVALID). cuptiEnableCallback: "Enable or disabled callbacks for a
+// subscriber for a specific domain and callback ID", CUPTI_ERROR_INVALID_PARAMETER "if ... cbid is
+// invalid"; cuptiEnableDomain: "Enable or disabled all callbacks for a specific domain". Their
+// effect is kept per id (fake_cupti_enabled reads it back).
 EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                        CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   LogCall("cuptiEnableCallback");
-  if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < 1024) g_enabled[cbid] = enable != 0;
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_SUCCESS;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_INVALID || cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  g_enabled[cbid] = enable != 0;
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle,
                                      CUpti_CallbackDomain domain) {
   LogCall("cuptiEnableDomain");
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
-    for (bool& e : g_enabled) e = enable != 0;
+    for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+      g_enabled[cbid] = enable != 0;
+    }
   }
   return CUPTI_SUCCESS;
+}
+// 1 when the driver callback `cbid` is enabled (by cuptiEnableCallback or cuptiEnableDomain).
+EXPORT int fake_cupti_enabled(int cbid) {
+  return cbid > 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && g_enabled[cbid] ? 1 : 0;
 }
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const char** name) {
   *name = "cuFakeCall";
@@ -676,6 +691,26 @@ EXPORT int fake_cupti_churn(int rounds) {
     fake_cupti_launch(1);
   }
   return rounds;
+}
+
+// A driver call `cbid` without parameters that returned `code`, on the context the launches use:
+// its enter and exit callbacks ("The callback is at the entry of the API call" / "at the exit":
+// cupti_callbacks.h, CUpti_ApiCallbackSite) when the call's callback is enabled. Returns 1 when it
+// was called back, 0 when not.
+EXPORT int fake_cupti_call(int cbid, int code) {
+  if (g_callback == nullptr || fake_cupti_enabled(cbid) == 0) return 0;
+  auto result = static_cast<CUresult>(code);
+  CUpti_CallbackData data{};
+  data.callbackSite = CUPTI_API_ENTER;
+  data.functionName = "cuFakeCall";
+  data.context = reinterpret_cast<CUcontext>(0xC0);
+  data.correlationId = NextCorrelationId();
+  const auto id = static_cast<CUpti_CallbackId>(cbid);
+  g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, id, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  data.functionReturnValue = &result;
+  g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, id, &data);
+  return 1;
 }
 
 // Fires the exit callback of a cuCtxSynchronize that returned `code`, on the context the

@@ -22,6 +22,23 @@ using OnFullPolicy = OnFull;
 
 enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
+// CUFLIGHT_API_ERRORS: which driver calls the injected library subscribes to, and so which failed
+// calls can become api_error events (libinject/src/driver_queries.h has the lists;
+// docs/crash.md, "CUDA API errors", says what each covers).
+enum class ApiErrors : uint8_t {
+  // "off" (also 0, false, no): the calls the library needs (launches, what changes its caches,
+  // the synchronising calls); no api_error events.
+  kOff,
+  // "launches": the same calls; their failures are api_error events.
+  kLaunches,
+  // "default" (also 1, true, on, yes): every driver call but those libraries make at a high rate
+  // (queries, event records and waits, capture checks, the current context, pointer and device
+  // attributes, entry points).
+  kDefault,
+  // "all": every driver call.
+  kAll,
+};
+
 // Accepted ranges (inclusive) and defaults.
 inline constexpr uint32_t kDefaultRingSlots = 16384;
 inline constexpr uint32_t kMinRingSlots = 64;
@@ -110,9 +127,9 @@ struct Config {
   // smaller value given is a warning and falls back to max(kDefaultSpillMaxBytes,
   // spill_rotate_bytes); unset, it is at least spill_rotate_bytes silently).
   uint64_t spill_max_bytes = kDefaultSpillMaxBytes;
-  // CUFLIGHT_API_ERRORS: record driver calls that fail as api_error events (every driver call's
-  // exit then goes through the CUPTI callback).
-  bool api_errors = true;
+  // CUFLIGHT_API_ERRORS: which driver calls are subscribed to, and whether their failures are
+  // recorded as api_error events (every subscribed call's exit goes through the CUPTI callback).
+  ApiErrors api_errors = ApiErrors::kDefault;
   // CUFLIGHT_API_ERROR_HISTORY: correlation ids of the latest launches on the failing call's
   // context carried by an api_error event, in [0, kMaxApiErrorHistory].
   uint32_t api_error_history = kDefaultApiErrorHistory;
@@ -163,6 +180,8 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
 std::string_view LogLevelName(LogLevel level) noexcept;
 // "drop", "block".
 std::string_view OnFullName(OnFull on_full) noexcept;
+// "off", "launches", "default", "all".
+std::string_view ApiErrorsName(ApiErrors api_errors) noexcept;
 
 // The include/exclude kernel-name filter, compiled once. A name is accepted when it contains a
 // match of the include pattern (or there is none) and no match of the exclude pattern: patterns

@@ -55,7 +55,8 @@
 //   handler-abort-segv: a handler that prints and calls abort()
 //   handler-returns-abrt: a SIGABRT handler that prints and returns, then abort() (which then
 //              restores the default action itself and raises SIGABRT again)
-// Every mode prints "launch_ns=T", the time its launches took; the sticky modes print
+// Every mode prints "launch_ns=T", the time its launches took, and "launch_cpu_ns=C", the CPU
+// time the launching thread spent in them (CLOCK_THREAD_CPUTIME_ID); the sticky modes print
 // "fail_ns=T", the time the failing call's callback took.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -96,6 +97,12 @@ void InstallAppHandler(int exit_code) {
 long long MonotonicNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+long long ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
@@ -214,8 +221,11 @@ int main(int argc, char** argv) {
     using Launch = int (*)(int);
     auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
     const long long start = MonotonicNs();
+    const long long start_cpu = ThreadCpuNs();
     if (launch != nullptr) fired = launch(std::atoi(argv[2]));
+    const long long cpu = ThreadCpuNs() - start_cpu;
     std::fprintf(stdout, "launch_ns=%lld\n", MonotonicNs() - start);
+    std::fprintf(stdout, "launch_cpu_ns=%lld\n", cpu);
   }
   std::fprintf(stdout, "fired=%d\n", fired);
   std::fflush(stdout);

@@ -526,7 +526,7 @@ class Collector::Impl {
     }
     if (victim == 0) return false;
     ++stats_.fair_share_closes;
-    if (metrics_ != nullptr) metrics_->Rejected("fair_share");
+    if (metrics_ != nullptr) metrics_->ConnectionClosed("fair_share");
     uint64_t suppressed = 0;
     if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
       log_->warn(
@@ -549,7 +549,7 @@ class Collector::Impl {
 
   void RefuseConnection(std::string_view reason, const std::string& why) {
     ++stats_.connections_refused;
-    if (metrics_ != nullptr) metrics_->Rejected(reason);
+    if (metrics_ != nullptr) metrics_->ConnectionRefused(reason);
     uint64_t suppressed = 0;
     if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
       log_->warn("refused a connection: {}{}", why,
@@ -698,6 +698,9 @@ class Collector::Impl {
     ProducerProcess& p = *c.process;
     const std::string_view type_name = schema::EventTypeName(facts_.type);
     if (metrics_ != nullptr) metrics_->EventReceived(type_name);
+    // Before the duplicate check: after a collector restart the producer's process_start and
+    // device events come again as duplicates, and the metrics need them to label its series.
+    NoteIdentity(p);
     const uint64_t seq = header.seq;
     if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
       Reject(c, RejectReason::kImplausibleSeq,
@@ -745,6 +748,17 @@ class Collector::Impl {
     OnStored(p);
   }
 
+  // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a
+  // process_start or device line.
+  void NoteIdentity(const ProducerProcess& p) {
+    if (metrics_ == nullptr) return;
+    if (facts_.type == schema::EventType::kProcessStart) {
+      metrics_->Process(p.id, facts_.workload, facts_.timing);
+    } else if (facts_.type == schema::EventType::kDevice) {
+      metrics_->Device(p.id, facts_.device, facts_.uuid, facts_.pci_bus_id, facts_.device_name);
+    }
+  }
+
   // Metrics and process state from a stored line.
   void OnStored(ProducerProcess& p) {
     switch (facts_.type) {
@@ -761,7 +775,10 @@ class Collector::Impl {
         }
         break;
       case schema::EventType::kApiError:
-        if (metrics_ != nullptr) metrics_->ApiError(facts_.error_name);
+        if (metrics_ != nullptr) metrics_->ApiError(facts_.error_name, p.id);
+        break;
+      case schema::EventType::kProcessCrash:
+        if (metrics_ != nullptr) metrics_->ProcessCrashed(p.id);
         break;
       case schema::EventType::kStats:
         UpdateDrops(p);
@@ -1121,7 +1138,7 @@ class Collector::Impl {
     for (const uint64_t id : idle) {
       Connection& c = *connections_.at(id);
       ++stats_.idle_timeouts;
-      if (metrics_ != nullptr) metrics_->Rejected("idle_timeout");
+      if (metrics_ != nullptr) metrics_->ConnectionClosed("idle_timeout");
       uint64_t suppressed = 0;
       if (limiter_.Allow(kLogKeyConnection, now, &suppressed)) {
         log_->warn(
@@ -1134,7 +1151,7 @@ class Collector::Impl {
     for (const uint64_t id : expired) {
       Connection& c = *connections_.at(id);
       ++stats_.handshake_timeouts;
-      if (metrics_ != nullptr) metrics_->Rejected("handshake_timeout");
+      if (metrics_ != nullptr) metrics_->ConnectionClosed("handshake_timeout");
       uint64_t suppressed = 0;
       if (limiter_.Allow(kLogKeyConnection, now, &suppressed)) {
         log_->warn("connection {} ({}): no valid process_start within {} ms; closed", c.id, c.peer,
@@ -1241,7 +1258,7 @@ class Collector::Impl {
     if (count >= PerOwnerLimit() || lingering_ >= static_cast<size_t>(options_.max_connections)) {
       if (count == 0) lingering_by_owner_.erase(owner);
       ++stats_.linger_refusals;
-      if (metrics_ != nullptr) metrics_->Rejected("linger_limit");
+      if (metrics_ != nullptr) metrics_->ConnectionRefused("linger_limit");
       uint64_t suppressed = 0;
       if (limiter_.Allow(kLogKeyConnection, Clock::now(), &suppressed)) {
         log_->warn(
@@ -1465,6 +1482,7 @@ class Collector::Impl {
       metrics_->EventStored(schema::EventTypeName(facts_.type));
       metrics_->Recovered(1);
     }
+    NoteIdentity(p);
     OnStored(p);
     return true;
   }
@@ -1486,7 +1504,10 @@ class Collector::Impl {
     record.events_lost = p.lost;
     if (p.blackbox_read) record.events_recovered = p.recovered;
     sink_->AppendCollectorEvent(p.stream, EncodeProcessLost(record));
-    if (metrics_ != nullptr) metrics_->EventStored("process_lost");
+    if (metrics_ != nullptr) {
+      metrics_->EventStored("process_lost");
+      metrics_->ProcessLost(p.id);
+    }
     appended_ = true;
     ++stats_.processes_lost;
     log_->info("process {} ({}, pid {}) lost ({}): last seq {}, {} events stored{}, {} lost", p.id,

@@ -54,12 +54,53 @@ void ReadStall(const schema::OwnedEvent& event, LineFacts* facts) {
   }
 }
 
+// The value of `key` in a decoded string map, or "".
+std::string_view Find(const std::vector<std::pair<std::string, std::string>>& map,
+                      std::string_view key) {
+  for (const auto& [k, v] : map) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+// The workload labels and timing policy of a process_start (docs/metrics.md, Workload labels):
+// the attribution's derived fields (schema/v1/process_start.schema.json), the pod by name when
+// the downward API gave it, else by UID (from the cgroup); the container by the allow-listed
+// CONTAINER_NAME when the pod spec sets it.
+void ReadProcessStart(const schema::OwnedEvent& event, LineFacts* facts) {
+  facts->workload = {};
+  facts->timing = Metrics::TimingPolicy::kAll;
+  const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event);
+  if (start == nullptr) return;
+  const auto& a = start->attribution;
+  facts->workload.hpc_job = Find(a, "job");
+  facts->workload.namespace_ = Find(a, "pod_namespace");
+  facts->workload.pod = Find(a, "pod_name");
+  if (facts->workload.pod.empty()) facts->workload.pod = Find(a, "pod_uid");
+  facts->workload.container = Find(a, "CONTAINER_NAME");
+  facts->timing = Metrics::TimingPolicyFromConfig(Find(start->config, "timing"));
+}
+
+void ReadDevice(const schema::OwnedEvent& event, LineFacts* facts) {
+  facts->uuid = facts->pci_bus_id = facts->device_name = {};
+  const auto* device = std::get_if<schema::OwnedDeviceEvent>(&event);
+  if (device == nullptr) return;
+  facts->device = device->device;
+  facts->uuid = device->uuid;
+  facts->pci_bus_id = device->pci_bus_id;
+  facts->device_name = device->name;
+}
+
 }  // namespace
 
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metrics_fields) noexcept {
   schema::LineInfo& info = facts->info;
-  // The one event the metrics read whole comes out of the same check.
-  const uint32_t decode = metrics_fields ? schema::TypeBit(schema::EventType::kStall) : 0;
+  // The events the metrics read whole (rare ones: one process_start per connection, one device
+  // event per GPU, at most a stall a second) come out of the same check.
+  const uint32_t decode = metrics_fields ? schema::TypeBit(schema::EventType::kStall) |
+                                               schema::TypeBit(schema::EventType::kProcessStart) |
+                                               schema::TypeBit(schema::EventType::kDevice)
+                                         : 0;
   const schema::Reason reason = schema::Validate(line, &info, &facts->error, decode, &facts->event);
   if (info.header_valid) {
     facts->header = info.header;
@@ -82,6 +123,7 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
       facts->start_ns = static_cast<int64_t>(info.Uint(Fact::start_ns));
       facts->instance_id = info.Uint(Fact::instance_id);
       facts->pid_ns = info.Uint(Fact::pid_ns);
+      if (metrics_fields) ReadProcessStart(facts->event, facts);
       return schema::Reason::kOk;
     }
   } catch (const std::exception&) {
@@ -123,6 +165,9 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
       facts->timing_dropped = info.Uint(Fact::timing_dropped);
       facts->dropped_backpressure = info.Uint(Fact::dropped_backpressure);
       facts->occupancy_disagreements = info.Uint(Fact::occupancy_disagreements);
+      break;
+    case schema::EventType::kDevice:
+      ReadDevice(facts->event, facts);
       break;
     case schema::EventType::kStall:
       try {

@@ -32,6 +32,14 @@ struct LineFacts {
   int64_t start_ns = 0;
   uint64_t instance_id = 0;  // 0 when the line has none
   uint64_t pid_ns = 0;       // 0 when the line has none
+  // process_start, when metrics_fields: who the process is (from its attribution: docs/metrics.md,
+  // Workload labels) and its timing policy (config.timing). Views into `event`.
+  Metrics::Workload workload;
+  Metrics::TimingPolicy timing = Metrics::TimingPolicy::kAll;
+  // device, when metrics_fields (`device` below is its ordinal). Views into `event`.
+  std::string_view uuid;
+  std::string_view pci_bus_id;
+  std::string_view device_name;
   // kernel and kernel_time: what joins them (cuflight/schema/join_key.h).
   uint64_t correlation_id = 0;
   int32_t device = 0;
@@ -60,7 +68,7 @@ struct LineFacts {
   // thread: after the first lines nothing is allocated on the path of a valid line.
   schema::LineInfo info;
   schema::ValidateError error;
-  schema::OwnedEvent event;  // a stall line's event (the only type decoded whole)
+  schema::OwnedEvent event;  // a stall, process_start or device line's event (decoded whole)
   std::string hostname_storage;
   std::string exe_storage;
   std::array<char, 1024> name_scratch{};
@@ -69,10 +77,11 @@ struct LineFacts {
 };
 
 // Validates one line (with or without its '\n') with schema::Validate (the verdicts of
-// schema::Decode, without allocating). Returns kOk and fills *facts, or the reason the line is
-// rejected with facts->header and facts->message as far as known. The header, the type and the
-// process_start fields are always filled; the kernel, kernel_time, api_error, stats, process_end
-// and stall fields only when `metrics_fields` (they feed the metrics only). Views in *facts are
+// schema::Decode, without allocating on the path of a kernel or kernel_time line). Returns kOk and
+// fills *facts, or the reason the line is rejected with facts->header and facts->message as far
+// as known. The header, the type and the process_start identity are always filled; the
+// workload, timing policy, device, kernel, kernel_time, api_error, stats, process_end and stall
+// fields only when `metrics_fields` (they feed the metrics only). Views in *facts are
 // valid while both `line` and *facts are, until the next call. Never throws.
 schema::Reason ValidateLine(std::string_view line, LineFacts* facts,
                             bool metrics_fields = true) noexcept;

@@ -263,7 +263,7 @@ TEST(CollectorHardeningTest, SilentConnectionsAreClosedAndHeartbeatingOnesKept) 
   EXPECT_TRUE(quiet_client.WaitClosedByPeer(seconds(2)));
   EXPECT_EQ(beating_client.WaitAck(seq), seq);  // still served
   EXPECT_EQ(running.stats().idle_timeouts, 1u);
-  EXPECT_NE(metrics.Render().find("cuflight_events_rejected_total{reason=\"idle_timeout\"} 1\n"),
+  EXPECT_NE(metrics.Render().find("cuflight_connections_closed_total{reason=\"idle_timeout\"} 1\n"),
             std::string::npos);
 
   // The quiet process reconnects when it has something to say: its log simply goes on.
@@ -365,7 +365,7 @@ TEST(CollectorHardeningTest, OneUserCannotTakeEveryConnectionSlot) {
   EXPECT_TRUE(third.WaitClosedByPeer());
   EXPECT_TRUE(WaitUntil([&] { return running.stats().uid_limit_refusals == 1; }));
   EXPECT_NE(
-      metrics.Render().find("cuflight_events_rejected_total{reason=\"uid_connection_limit\"} 1\n"),
+      metrics.Render().find("cuflight_connections_refused_total{reason=\"uid_connection_limit\"} 1\n"),
       std::string::npos);
 
   // TCP peers have no uid: they share a bucket of their own.
@@ -703,7 +703,7 @@ TEST(CollectorHardeningTest, ASocketGroupLetsItsMembersInAndNobodyElse) {
   EXPECT_TRUE(collector.WaitForOutput(refusal, seconds(10))) << collector.Output();
   const cuflight::collector::testing::HttpResponse scrape =
       cuflight::collector::testing::HttpGet(port, "/metrics");
-  EXPECT_NE(scrape.body.find("cuflight_events_rejected_total{reason=\"peer_not_allowed\"} 1\n"),
+  EXPECT_NE(scrape.body.find("cuflight_connections_refused_total{reason=\"peer_not_allowed\"} 1\n"),
             std::string::npos)
       << scrape.body;
 

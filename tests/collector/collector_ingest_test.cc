@@ -339,7 +339,8 @@ std::string StallLine(const ProducerIdentity& id, uint64_t seq,
 }
 
 // The gauge of the oldest unfinished kernel follows a process's stall events: one series per
-// device (the oldest of its streams), gone when the stall resolves, and gone with the process.
+// GPU (the oldest of its streams), labelled by the UUID its device event gave the ordinal, gone
+// when the stall resolves, and gone with the process.
 TEST(CollectorIngestTest, StallEventsDriveTheOldestUnfinishedKernelGauge) {
   TempDir dir;
   const CollectorOptions options = TestOptions(dir.path());
@@ -349,35 +350,45 @@ TEST(CollectorIngestTest, StallEventsDriveTheOldestUnfinishedKernelGauge) {
   const ProducerIdentity id = Identity("hung", 21);
   const std::string prefix =
       "cuflight_kernel_oldest_unfinished_seconds{hostname=\"testhost\",pid=\"" +
-      std::to_string(getpid()) + "\",exe=\"hung\",device=\"";
-  // The gauge grows with the time since the event: read its integer part.
-  const auto value_of = [&](const std::string& rendered, const std::string& device) -> double {
-    const size_t at = rendered.find(prefix + device + "\"} ");
+      std::to_string(getpid()) + "\",exe=\"hung\",UUID=\"";
+  const std::string gpu0 = "GPU-7f3e0c1a-2b4d-4e6f-8a9b-0c1d2e3f4a5b";
+  const std::string gpu1 = "MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d";
+  // The gauge grows with the time since the event: read it.
+  const auto value_of = [&](const std::string& rendered, const std::string& uuid) -> double {
+    const size_t at = rendered.find(prefix + uuid + "\"");
     if (at == std::string::npos) return -1;
-    return std::stod(rendered.substr(at + prefix.size() + device.size() + 3));
+    const size_t value = rendered.find("} ", at);
+    return std::stod(rendered.substr(value + 2));
   };
   RawClient client = RawClient::Unix(options.socket);
   ASSERT_TRUE(client.Send(testing::ProcessStartLine(id, 0) +
-                          StallLine(id, 1, {{0, 12000}, {0, 15500}, {1, 11000}})));
-  ASSERT_EQ(client.WaitAck(1), 1u);
+                          testing::DeviceLine(id, 1, 0, gpu0, "00000000:19:00.0") +
+                          testing::DeviceLine(id, 2, 1, gpu1, "00000000:3B:00.0") +
+                          StallLine(id, 3, {{0, 12000}, {0, 15500}, {1, 11000}})));
+  ASSERT_EQ(client.WaitAck(3), 3u);
   std::string rendered = metrics.Render();
   EXPECT_NE(rendered.find("\ncuflight_processes_stalled 1\n"), std::string::npos) << rendered;
-  EXPECT_GE(value_of(rendered, "0"), 15.5);  // the older of device 0's two streams
-  EXPECT_LT(value_of(rendered, "0"), 25.5);
-  EXPECT_GE(value_of(rendered, "1"), 11);
-  EXPECT_LT(value_of(rendered, "1"), 21);
+  EXPECT_GE(value_of(rendered, gpu0), 15.5);  // the older of ordinal 0's two streams
+  EXPECT_LT(value_of(rendered, gpu0), 25.5);
+  EXPECT_GE(value_of(rendered, gpu1), 11);
+  EXPECT_LT(value_of(rendered, gpu1), 21);
+  EXPECT_NE(rendered.find(gpu1 + "\",pci_bus_id=\"00000000:3B:00.0\",modelName=\"NVIDIA H100 80GB "
+                                 "HBM3\"} "),
+            std::string::npos)
+      << rendered;
   // Resolved: no series left.
-  ASSERT_TRUE(client.Send(StallLine(id, 2, {})));
-  ASSERT_EQ(client.WaitAck(2), 2u);
+  ASSERT_TRUE(client.Send(StallLine(id, 4, {})));
+  ASSERT_EQ(client.WaitAck(4), 4u);
   rendered = metrics.Render();
   EXPECT_EQ(rendered.find(prefix), std::string::npos) << rendered;
   EXPECT_NE(rendered.find("\ncuflight_processes_stalled 0\n"), std::string::npos) << rendered;
   // Stalled again, then the process ends: gone with it.
-  ASSERT_TRUE(client.Send(StallLine(id, 3, {{2, 30000}})));
-  ASSERT_EQ(client.WaitAck(3), 3u);
-  EXPECT_GE(value_of(metrics.Render(), "2"), 30);
-  ASSERT_TRUE(client.Send(testing::ProcessEndLine(id, 4, 4, 0)));
-  ASSERT_EQ(client.WaitAck(4), 4u);
+  // Ordinal 2 was named by no device event: its GPU is unknown.
+  ASSERT_TRUE(client.Send(StallLine(id, 5, {{2, 30000}})));
+  ASSERT_EQ(client.WaitAck(5), 5u);
+  EXPECT_GE(value_of(metrics.Render(), "unknown"), 30);
+  ASSERT_TRUE(client.Send(testing::ProcessEndLine(id, 6, 6, 0)));
+  ASSERT_EQ(client.WaitAck(6), 6u);
   rendered = metrics.Render();
   EXPECT_EQ(rendered.find(prefix), std::string::npos) << rendered;
   // A process that stalls and then is lost (its connection ends without process_end).

@@ -310,10 +310,10 @@ TEST(CollectorTenantsTest, TwoProcessesWithOneHostPidAndExeGetStallSeriesOfTheir
       std::to_string(getpid()) + "\",exe=\"worker\",stream=\"";
   const uid_t uid = ::geteuid();
   EXPECT_EQ(Occurrences(text, labels), 2u) << text;
-  EXPECT_NE(text.find(labels + "1111-u" + std::to_string(uid) + "\",device=\"0\"} 2"),
+  EXPECT_NE(text.find(labels + "1111-u" + std::to_string(uid) + "\",UUID=\"unknown\"} 2"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find(labels + "2222-u" + std::to_string(uid) + "\",device=\"0\"} 3"),
+  EXPECT_NE(text.find(labels + "2222-u" + std::to_string(uid) + "\",UUID=\"unknown\"} 3"),
             std::string::npos)
       << text;
   EXPECT_EQ(Value(text, "cuflight_processes_stalled"), 2) << text;
@@ -540,19 +540,19 @@ TEST(CollectorTenantsTest, BlackBoxConnectionsAndHeldProcessesStayWithinTheDescr
   // round the same (held without a bound, as before, 120 processes would keep 360 descriptors).
   for (RawClient& c : second) c.Close();
   ASSERT_TRUE(WaitUntil([&] {
-    return Value(collector.Scrape(), "cuflight_events_rejected_total{reason=\"linger_limit\"}") ==
+    return Value(collector.Scrape(), "cuflight_connections_refused_total{reason=\"linger_limit\"}") ==
            kMax;
   })) << collector.Scrape();
   std::vector<RawClient> third = open_producers(kMax);
   for (RawClient& c : third) c.Close();
   ASSERT_TRUE(WaitUntil([&] {
-    return Value(collector.Scrape(), "cuflight_events_rejected_total{reason=\"linger_limit\"}") ==
+    return Value(collector.Scrape(), "cuflight_connections_refused_total{reason=\"linger_limit\"}") ==
            2 * kMax;
   })) << collector.Scrape();
   most = std::max(most, OpenDescriptors(pid));
   const std::string text = collector.Scrape();
   // One uid whose share is every slot: refused as over its share.
-  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"uid_connection_limit\"}"), 10)
+  EXPECT_EQ(Value(text, "cuflight_connections_refused_total{reason=\"uid_connection_limit\"}"), 10)
       << text;
   // Every black box was taken: none refused for want of a descriptor.
   EXPECT_EQ(text.find("cuflight_blackbox_errors_total{reason="), std::string::npos) << text;
@@ -701,8 +701,9 @@ TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
   EXPECT_EQ(WaitStatus(app), kHeld) << collector.child().Output();
   ::close(fifth_pipe);
   std::string text = collector.Scrape();
-  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
-  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), -1) << text;
+  EXPECT_EQ(Value(text, "cuflight_connections_closed_total{reason=\"fair_share\"}"), 1) << text;
+  EXPECT_EQ(Value(text, "cuflight_connections_refused_total{reason=\"connection_limit\"}"), -1)
+      << text;
 
   // A colluder asking for one more connection is refused: the one that lost a connection holds
   // 1 and nobody holds 3, the others hold their share of 2 already. The shares settle.
@@ -712,13 +713,14 @@ TEST(CollectorTenantsTest, ColludingUsersCannotKeepANewUserOut) {
   EXPECT_EQ(WaitStatus(again), kRefused);
   ::close(again_pipe);
   text = collector.Scrape();
-  EXPECT_EQ(Value(text, "cuflight_events_rejected_total{reason=\"fair_share\"}"), 1) << text;
+  EXPECT_EQ(Value(text, "cuflight_connections_closed_total{reason=\"fair_share\"}"), 1) << text;
+  // Connection refusals are their own metric: summed over reasons, the one refusal.
   EXPECT_EQ(
-      std::max(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), 0.0) +
-          std::max(Value(text,
-                         "cuflight_events_rejected_total{reason=\"uid_connection_"
-                         "limit\"}"),
-                   0.0),
+      std::max(Value(text, "cuflight_connections_refused_total{reason=\"connection_limit\"}"),
+               0.0) +
+          std::max(
+              Value(text, "cuflight_connections_refused_total{reason=\"uid_connection_limit\"}"),
+              0.0),
       1)
       << text;
   for (size_t i = 0; i < colluders.size(); ++i) {
@@ -796,7 +798,7 @@ TEST(CollectorTenantsTest, ARefusedApplicationSpillsItsEventsInsteadOfLosingThem
   EXPECT_EQ(st.dropped_disconnected + st.dropped_backpressure, 0u);
   EXPECT_GE(st.connects, 1u);  // it reached the collector, which refused it
   const std::string text = collector.Scrape();
-  EXPECT_GE(Value(text, "cuflight_events_rejected_total{reason=\"connection_limit\"}"), 1) << text;
+  EXPECT_GE(Value(text, "cuflight_connections_refused_total{reason=\"connection_limit\"}"), 1) << text;
   const fs::path spilled = FindLog(spill, "refused-app", id.pid);
   ASSERT_FALSE(spilled.empty());
   std::vector<uint64_t> all(21);

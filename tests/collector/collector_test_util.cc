@@ -144,6 +144,12 @@ std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq) {
   e.cupti_version = 22;
   e.instance_id = id.instance_id;
   e.pid_ns = id.pid_ns;
+  std::vector<std::pair<std::string_view, std::string_view>> attribution(id.attribution.begin(),
+                                                                          id.attribution.end());
+  std::vector<std::pair<std::string_view, std::string_view>> config(id.config.begin(),
+                                                                     id.config.end());
+  e.attribution = attribution;
+  e.config = config;
   return EncodeEvent(e);
 }
 
@@ -176,6 +182,17 @@ std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device)
   e.header = HeaderFor(id, seq);
   e.device = device;
   test_support::SetH100(&e);
+  return EncodeEvent(e);
+}
+
+std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device,
+                       std::string_view uuid, std::string_view pci_bus_id) {
+  schema::DeviceEvent e;
+  e.header = HeaderFor(id, seq);
+  e.device = device;
+  test_support::SetH100(&e);
+  e.uuid = uuid;
+  e.pci_bus_id = pci_bus_id;
   return EncodeEvent(e);
 }
 

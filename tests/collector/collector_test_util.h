@@ -77,6 +77,9 @@ struct ProducerIdentity {
   int64_t start_ns = 1732000000000000000;
   uint64_t instance_id = 0;  // 0: a producer older than instance ids (none in the line)
   uint64_t pid_ns = 0;
+  // process_start's attribution and config (sorted by key; none when empty).
+  std::vector<std::pair<std::string, std::string>> attribution;
+  std::vector<std::pair<std::string, std::string>> config;
 };
 std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq);
 // A process_crash (SIGSEGV) as the producer's signal handler sends it.
@@ -85,6 +88,9 @@ std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq);
 std::string ApiErrorLine(const ProducerIdentity& id, uint64_t seq, std::string_view error_name,
                          int32_t code);
 std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device);
+// A device event naming GPU `uuid` ("GPU-..." or "MIG-...") at `pci_bus_id` ("" leaves it out).
+std::string DeviceLine(const ProducerIdentity& id, uint64_t seq, int32_t device,
+                       std::string_view uuid, std::string_view pci_bus_id);
 std::string KernelLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
 std::string KernelTimeLine(const ProducerIdentity& id, uint64_t seq, uint64_t correlation_id);
 // stats and process_end: `dropped` all ring_full.

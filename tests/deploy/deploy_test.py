@@ -87,9 +87,11 @@ NOT_FROM_THE_COLLECTOR = {
     # https://prometheus.io/docs/concepts/jobs_instances/#automatically-generated-labels-and-time-series
     'up': {'instance', 'job'},
     # The stall gauge: the age of the oldest launched kernel that has not finished, per process
-    # and device. Exported only while such a kernel exists, which a fed collector never has (and
-    # added by the collector's stall detection, issue 15). Its labels are not known here.
-    'cuflight_kernel_oldest_unfinished_seconds': None,
+    # and GPU. Exported only while such a kernel exists, which a fed collector never has. Its
+    # labels: docs/metrics.md.
+    'cuflight_kernel_oldest_unfinished_seconds': {
+        'hostname', 'pid', 'exe', 'stream', 'UUID', 'pci_bus_id', 'modelName', 'hpc_job',
+        'namespace', 'pod', 'container', 'instance', 'job'},
 }
 # Labels Prometheus attaches to every scraped series (the target's).
 TARGET_LABELS = {'instance', 'job'}
@@ -186,7 +188,8 @@ class FedCollector:
         self.log = open(os.path.join(self.dir, 'collector.out'), 'w+')
         self.proc = subprocess.Popen(
             [COLLECTOR, '--socket', sock, '--log-dir', os.path.join(self.dir, 'logs'),
-             '--metrics', '127.0.0.1:0', '--reconnect-grace', '0'],
+             '--metrics', '127.0.0.1:0', '--reconnect-grace', '0',
+             '--max-connections-per-uid', '2'],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.port = self._wait_for_port()
         fed = run([FEED, sock])
@@ -236,6 +239,9 @@ class FedCollector:
             if not re.search(r'^cuflight_events_rejected_total\{reason="malformed_json"\} 1',
                              text, re.M):
                 missing.append('a rejected line')
+            if not re.search(r'^cuflight_connections_refused_total\{reason="uid_connection_limit"\} [1-9]',
+                             text, re.M):
+                missing.append('a refused connection')
             if not missing:
                 return samples
             if time.monotonic() > deadline:

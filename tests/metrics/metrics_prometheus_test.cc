@@ -255,13 +255,29 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   m.Lost(4);
   m.ProducerTimingDropped(3);
   m.BytesWritten(1000);
+  // Process 1 (rank 0 of job 4242, pod trainer-0) sees a whole GPU and a MIG instance; process 2
+  // (no attribution) runs under CUDA_VISIBLE_DEVICES with the MIG instance as its ordinal 0;
+  // process 3 is stalled on its only GPU, the whole one.
+  const std::string gpu = "GPU-9f2d1c3e-5b7a-4e21-8c0d-1a2b3c4d5e6f";
+  const std::string mig = "MIG-0c8e7a51-2d34-5f67-9a8b-c1d2e3f4a5b6";
+  const Metrics::Workload trainer{"4242", "ml", "trainer-0", "pytorch"};
+  m.Process(1, trainer, Metrics::TimingPolicy::kSampled);
+  m.Process(2, {}, Metrics::TimingPolicy::kAll);
+  m.Process(3, trainer, Metrics::TimingPolicy::kAll);
+  m.Device(1, 0, gpu, "00000000:19:00.0", "NVIDIA H100 80GB HBM3");
+  m.Device(1, 1, mig, "00000000:3B:00.0", "NVIDIA H100 80GB HBM3");
+  m.Device(2, 0, mig, "00000000:3B:00.0", "NVIDIA H100 80GB HBM3");
+  m.Device(3, 0, gpu, "00000000:19:00.0", "NVIDIA H100 80GB HBM3");
+  m.ApiError("CUDA_ERROR_ILLEGAL_ADDRESS", 1);
+  m.ProcessCrashed(1);
+  m.ConnectionRefused("connection_limit");
   m.Kernel(1, 1, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 2, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 3, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 4, odd_name, 0, "warps", 1.0);
-  m.Kernel(2, 1, "softmax", 1, "shared_mem", 0.25);
+  m.Kernel(2, 1, "softmax", 0, "shared_mem", 0.25);
   m.KernelTime(1, 1, 0, 1'500'000'000);
-  m.KernelTime(2, 1, 1, 250'000'000);
+  m.KernelTime(2, 1, 0, 250'000'000);
   const Metrics::StallAge stall[] = {{0, 12.5}};
   m.Stall(3, "node1", 4242, "/opt/train", stall, Clock::now());
 
@@ -272,19 +288,54 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   ASSERT_EQ(started, "") << started;
 
   ExpectValue("up{job=\"cuflight\"}", 1);
-  ExpectValue("cuflight_kernel_launches_total{device=\"0\",limiting_resource=\"registers\"}", 3);
-  ExpectValue("cuflight_kernel_launches_total{device=\"0\",limiting_resource=\"warps\"}", 1);
-  ExpectValue("cuflight_kernel_launches_total{device=\"1\",limiting_resource=\"shared_mem\"}", 1);
-  ExpectValue("cuflight_kernel_occupancy_ratio_bucket{device=\"0\",le=\"0.5\"}", 3);
-  ExpectValue("cuflight_kernel_occupancy_ratio_bucket{device=\"0\",le=\"+Inf\"}", 4);
-  ExpectValue("cuflight_kernel_occupancy_ratio_count{device=\"0\"}", 4);
-  ExpectValue("cuflight_kernel_occupancy_ratio_sum{device=\"0\"}", 2.5);
+  const std::string on_gpu = "{UUID=\"" + gpu + "\",pci_bus_id=\"00000000:19:00.0\"," +
+                             "modelName=\"NVIDIA H100 80GB HBM3\"";
+  const std::string on_mig = "{UUID=\"" + mig + "\"";
+  ExpectValue("cuflight_kernel_launches_total" + on_gpu + ",limiting_resource=\"registers\"}", 3);
+  ExpectValue("cuflight_kernel_launches_total" + on_gpu + ",limiting_resource=\"warps\"}", 1);
+  // Process 2's ordinal 0 is the MIG instance, not the whole GPU.
+  ExpectValue("cuflight_kernel_launches_total" + on_mig + ",limiting_resource=\"shared_mem\"}", 1);
+  ExpectValue("cuflight_kernel_occupancy_ratio_bucket" + on_gpu + ",le=\"0.5\"}", 3);
+  ExpectValue("cuflight_kernel_occupancy_ratio_bucket" + on_gpu + ",le=\"+Inf\"}", 4);
+  ExpectValue("cuflight_kernel_occupancy_ratio_count" + on_gpu + "}", 4);
+  ExpectValue("cuflight_kernel_occupancy_ratio_sum" + on_gpu + "}", 2.5);
+  // One GPU per UUID across families, and a join on UUID (as with dcgm-exporter's series) works.
+  ExpectValue("count(count by (UUID, pci_bus_id, modelName) (cuflight_kernel_launches_total))", 2);
+  ExpectValue("sum by (UUID) (cuflight_kernel_gpu_seconds_total{UUID=\"" + gpu +
+                  "\"}) / on (UUID) sum by (UUID) (cuflight_kernel_timed_launches_total)",
+              1.5);
   // Observations .25 .5 .5 .5 1: the median lies in (0.375, 0.5], 1.5 of the 3 ranks in:
   // 0.375 + 0.125 * 1.5 / 3.
   ExpectValue("histogram_quantile(0.5, sum by (le) (cuflight_kernel_occupancy_ratio_bucket))",
               0.4375);
-  ExpectValue("cuflight_kernel_gpu_seconds_total{device=\"0\"}", 1.5);
-  ExpectValue("cuflight_kernel_gpu_seconds_total{device=\"1\"}", 0.25);
+  ExpectValue("cuflight_kernel_gpu_seconds_total" + on_gpu + "}", 1.5);
+  ExpectValue("cuflight_kernel_gpu_seconds_total" + on_mig + "}", 0.25);
+  // Workload labels; the collector's own labels (job, instance) stay Prometheus's.
+  ExpectValue(
+      "cuflight_workload_kernel_launches_total{job=\"cuflight\",hpc_job=\"4242\","
+      "namespace=\"ml\",pod=\"trainer-0\",container=\"pytorch\",limiting_resource="
+      "\"registers\"}",
+      3);
+  ExpectValue("cuflight_workload_process_crashes_total{hpc_job=\"4242\",pod=\"trainer-0\"}", 1);
+  ExpectValue("cuflight_workload_processes_started_total{hpc_job=\"4242\"}", 2);
+  ExpectValue(
+      "cuflight_workload_api_errors_total{namespace=\"ml\",error=\"CUDA_ERROR_ILLEGAL_ADDRESS\"}",
+      1);
+  // Process 2 has no attribution: its series have no workload label.
+  ExpectValue("cuflight_workload_kernel_launches_total{hpc_job=\"\",limiting_resource="
+              "\"shared_mem\"}",
+              1);
+  ExpectValue("cuflight_kernel_launches_by_timing_total{timing=\"sampled\"}", 4);
+  ExpectValue("cuflight_kernel_launches_by_timing_total{timing=\"all\"}", 1);
+  ExpectValue("cuflight_build_info{version=\"" CUFLIGHT_PROJECT_VERSION "\",schema=\"v1\"}", 1);
+  ExpectValue("sum(cuflight_connections_refused_total)", 1);
+  ExpectValue("sum(cuflight_events_rejected_total)", 2);
+  // The estimate of docs/metrics.md: gemm's 1.5 s were measured on 1 of its 3 launches.
+  ExpectValue(
+      "sum by (kernel) (cuflight_kernel_name_gpu_seconds_total{kernel=\"gemm\"}) "
+      "* sum by (kernel) (cuflight_kernel_name_launches_total{kernel=\"gemm\"}) "
+      "/ sum by (kernel) (cuflight_kernel_name_timed_launches_total{kernel=\"gemm\"})",
+      4.5);
   ExpectValue("cuflight_kernel_name_gpu_seconds_total{kernel=\"gemm\"}", 1.5);
   ExpectValue("cuflight_kernel_name_gpu_seconds_total{kernel=\"softmax\"}", 0.25);
   // The mean occupancy per kernel, as docs/metrics.md computes it.
@@ -304,7 +355,8 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   ExpectValue("cuflight_processes_stalled", 1);
   ExpectValue(
       "count(cuflight_kernel_oldest_unfinished_seconds{hostname=\"node1\",pid=\"4242\","
-      "exe=\"train\",device=\"0\"} >= 12.5)",
+      "exe=\"train\",UUID=\"" +
+          gpu + "\",hpc_job=\"4242\",namespace=\"ml\",pod=\"trainer-0\"} >= 12.5)",
       1);
 
   // The escaped label value reaches Prometheus as the original name.
@@ -318,7 +370,7 @@ TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   // Scrapes are live: new launches show up.
   m.Kernel(1, 5, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 6, "gemm", 0, "registers", 0.5);
-  ExpectValue("cuflight_kernel_launches_total{device=\"0\",limiting_resource=\"registers\"}", 5);
+  ExpectValue("cuflight_kernel_launches_total" + on_gpu + ",limiting_resource=\"registers\"}", 5);
 
   // Every PromQL example in docs/metrics.md evaluates; those that are not alert conditions
   // (a comparison, normally empty) return data.

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <string>
@@ -25,6 +26,30 @@ Exposition Parse(const Metrics& m) {
   const std::string text = m.Render();
   EXPECT_TRUE(ParseExposition(text, &e, &error)) << error << "\n" << text;
   return e;
+}
+
+// Two GPUs as their device events name them: a whole H100 and a MIG instance of another GPU
+// (the UUID formats of nvidia-smi -L; the PCI bus id as NVML writes it, of the parent GPU for
+// the MIG instance: schema/v1/device.schema.json).
+constexpr const char* kUuidA = "GPU-9f2d1c3e-5b7a-4e21-8c0d-1a2b3c4d5e6f";
+constexpr const char* kBusA = "00000000:19:00.0";
+constexpr const char* kUuidB = "MIG-0c8e7a51-2d34-5f67-9a8b-c1d2e3f4a5b6";
+constexpr const char* kBusB = "00000000:3B:00.0";
+constexpr const char* kModel = "NVIDIA H100 80GB HBM3";
+
+// The GPU labels of a series, with more labels.
+Labels Gpu(const char* uuid, const char* bus, Labels more = {}) {
+  more["UUID"] = uuid;
+  more["pci_bus_id"] = bus;
+  more["modelName"] = kModel;
+  return more;
+}
+Labels GpuA(Labels more = {}) { return Gpu(kUuidA, kBusA, std::move(more)); }
+Labels GpuB(Labels more = {}) { return Gpu(kUuidB, kBusB, std::move(more)); }
+// The series of launches on an ordinal no device event named.
+Labels UnknownGpu(Labels more = {}) {
+  more["UUID"] = "unknown";
+  return more;
 }
 
 // The value of a series that must exist.
@@ -75,6 +100,11 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
                   .pending_bytes = 5000,
                   .fsync_rounds_skipped = 2,
                   .recovery_failures = 1});  // the latest totals are exported
+  // Process 1 sees both GPUs (ordinals 0 and 1); process 2, under CUDA_VISIBLE_DEVICES, sees
+  // only the MIG instance, as its ordinal 0.
+  m.Device(1, 0, kUuidA, kBusA, kModel);
+  m.Device(1, 1, kUuidB, kBusB, kModel);
+  m.Device(2, 0, kUuidB, kBusB, kModel);
   m.Kernel(1, 10, "gemm", 0, "registers", 0.5);
   m.Kernel(1, 11, "gemm", 0, "registers", 0.25);
   m.Kernel(1, 12, "softmax", 1, "shared_mem", 1.0);
@@ -117,43 +147,41 @@ TEST(MetricsTest, ScriptedSequenceGivesExactValues) {
   EXPECT_EQ(V(e, "cuflight_log_fsync_skipped_total"), 2);
   EXPECT_EQ(V(e, "cuflight_log_recovery_failures_total"), 1);
 
-  EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "registers"}}),
-      2);
-  EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "warps"}}), 1);
-  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
-              {{"device", "0"}, {"limiting_resource", "shared_mem"}}),
-            0);
-  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
-              {{"device", "1"}, {"limiting_resource", "shared_mem"}}),
+  // GPU A: process 1's ordinal 0. GPU B: process 1's ordinal 1 and process 2's ordinal 0.
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuA({{"limiting_resource", "registers"}})), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuA({{"limiting_resource", "warps"}})), 0);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuB({{"limiting_resource", "warps"}})), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuB({{"limiting_resource", "shared_mem"}})),
             1);
-  EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "1"}, {"limiting_resource", "cluster"}}),
-      0);
-  // Seven resource names ("other" among them) for each of the two devices seen; no "unknown"
-  // resource was named.
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuB({{"limiting_resource", "cluster"}})), 0);
+  // Seven resource names ("other" among them) for each of the two GPUs seen; no "unknown"
+  // resource was named, and no launch was on an unnamed ordinal.
   EXPECT_EQ(e.SamplesNamed("cuflight_kernel_launches_total").size(), 14u);
 
-  // Device 0 observed 0.5, 0.25, 0.75; device 1 observed 1.0.
+  // GPU A observed 0.5, 0.25; GPU B observed 1.0, 0.75.
   const char* bounds[] = {"0.125", "0.25", "0.375", "0.5", "0.625", "0.75", "0.875", "1", "+Inf"};
-  const double dev0[] = {0, 1, 1, 2, 2, 3, 3, 3, 3};
-  const double dev1[] = {0, 0, 0, 0, 0, 0, 0, 1, 1};
+  const double gpu_a[] = {0, 1, 1, 2, 2, 2, 2, 2, 2};
+  const double gpu_b[] = {0, 0, 0, 0, 0, 1, 1, 2, 2};
   for (int i = 0; i < 9; ++i) {
-    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "0"}, {"le", bounds[i]}}),
-              dev0[i])
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", GpuA({{"le", bounds[i]}})), gpu_a[i])
         << bounds[i];
-    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "1"}, {"le", bounds[i]}}),
-              dev1[i])
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", GpuB({{"le", bounds[i]}})), gpu_b[i])
         << bounds[i];
   }
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "0"}}), 1.5);
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "0"}}), 3);
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "1"}}), 1.0);
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "1"}}), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", GpuA()), 0.75);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", GpuA()), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", GpuB()), 1.75);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", GpuB()), 2);
 
-  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), 1.75);
-  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "1"}}), 0.003);
+  // A: 1.5 s (process 1, id 10). B: 0.25 s (process 2, id 10) + 2 ms (id 12) + 1 ms (id 99,
+  // unmatched but on process 1's ordinal 1).
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", GpuA()), 1.5);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", GpuB()), 0.253);
+  EXPECT_EQ(V(e, "cuflight_kernel_timed_launches_total", GpuA()), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_timed_launches_total", GpuB()), 3);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_timed_launches_total", {{"kernel", "gemm"}}), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_timed_launches_total", {{"kernel", "softmax"}}), 1);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_timed_launches_total", {{"kernel", "unknown"}}), 1);
 
   EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
               {{"kernel", "gemm"}, {"limiting_resource", "registers"}}),
@@ -221,7 +249,21 @@ TEST(MetricsTest, EveryFamilyFollowsPrometheusNaming) {
                                           "cuflight_kernel_join_pending",
                                           "cuflight_api_errors_total",
                                           "cuflight_processes_stalled",
-                                          "cuflight_kernel_oldest_unfinished_seconds"};
+                                          "cuflight_kernel_oldest_unfinished_seconds",
+                                          "cuflight_build_info",
+                                          "cuflight_connections_refused_total",
+                                          "cuflight_connections_closed_total",
+                                          "cuflight_kernel_timed_launches_total",
+                                          "cuflight_kernel_name_timed_launches_total",
+                                          "cuflight_kernel_launches_by_timing_total",
+                                          "cuflight_workload_processes_started_total",
+                                          "cuflight_workload_process_crashes_total",
+                                          "cuflight_workload_processes_lost_total",
+                                          "cuflight_workload_api_errors_total",
+                                          "cuflight_workload_kernel_launches_total",
+                                          "cuflight_workload_kernel_occupancy_ratio",
+                                          "cuflight_workload_kernel_gpu_seconds_total",
+                                          "cuflight_workload_kernel_timed_launches_total"};
   std::set<std::string> seen;
   for (const testing::Family& f : e.families) {
     seen.insert(f.name);
@@ -285,18 +327,17 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeAndInfEqualsCount) {
   double cumulative = 0;
   for (int i = 0; i < 8; ++i) {
     cumulative += per_bucket[i];
-    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "2"}, {"le", bounds[i]}}),
+    EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", UnknownGpu({{"le", bounds[i]}})),
               cumulative)
         << bounds[i];
   }
   EXPECT_EQ(cumulative, 19);
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", {{"device", "2"}, {"le", "+Inf"}}), 19);
-  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", {{"device", "2"}}), 19);
-  EXPECT_NEAR(V(e, "cuflight_kernel_occupancy_ratio_sum", {{"device", "2"}}), sum, 1e-12);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_bucket", UnknownGpu({{"le", "+Inf"}})), 19);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_count", UnknownGpu()), 19);
+  EXPECT_NEAR(V(e, "cuflight_kernel_occupancy_ratio_sum", UnknownGpu()), sum, 1e-12);
   // The NaN launch is still a launch.
   EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "2"}, {"limiting_resource", "blocks"}}),
-      20);
+      V(e, "cuflight_kernel_launches_total", UnknownGpu({{"limiting_resource", "blocks"}})), 20);
   EXPECT_EQ(V(e, "cuflight_kernel_name_occupancy_ratio_count", {{"kernel", "k"}}), 19);
 
   // Bucket order in the text: le ascending, +Inf last, then _sum and _count.
@@ -341,9 +382,8 @@ TEST(MetricsTest, TopNamesAreBoundedAndTheRestSumAsOther) {
   EXPECT_EQ(e.SamplesNamed("cuflight_kernel_name_occupancy_ratio_count").size(),
             static_cast<size_t>(kTop + 1));
   EXPECT_EQ(V(e, "cuflight_kernel_names_tracked"), kTop);
-  EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "0"}, {"limiting_resource", "registers"}}),
-      kNames * (kNames + 1) / 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", UnknownGpu({{"limiting_resource", "registers"}})),
+            kNames * (kNames + 1) / 2);
 
   // A name keeps its series after the table filled; a new name still goes to "other".
   m.Kernel(1, corr++, "kernel_0", 0, "registers", 0.5);
@@ -406,28 +446,70 @@ TEST(MetricsTest, LongOddAndReservedNamesGetSafeBoundedLabels) {
   }
 }
 
-TEST(MetricsTest, OutOfRangeDevicesAndUnknownResourcesHaveBoundedLabels) {
+TEST(MetricsTest, OrdinalsWithoutADeviceAndUnknownResourcesHaveBoundedLabels) {
   Metrics m;
+  m.Device(1, 63, kUuidA, kBusA, kModel);
+  m.Device(1, 64, kUuidB, kBusB, kModel);  // past the ordinals a process maps: not mapped
   m.Kernel(1, 1, "k", 63, "registers", 0.5);
   m.Kernel(1, 2, "k", 64, "registers", 0.5);
   m.Kernel(1, 3, "k", -1, "registers", 0.5);
   m.Kernel(1, 4, "k", 63, "flux_capacitor", 0.5);
   m.KernelTime(1, 2, 64, 2'000'000'000);
   const Exposition e = Parse(m);
-  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
-              {{"device", "63"}, {"limiting_resource", "registers"}}),
-            1);
-  EXPECT_EQ(V(e, "cuflight_kernel_launches_total",
-              {{"device", "other"}, {"limiting_resource", "registers"}}),
-            2);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuA({{"limiting_resource", "registers"}})), 1);
   EXPECT_EQ(
-      V(e, "cuflight_kernel_launches_total", {{"device", "63"}, {"limiting_resource", "unknown"}}),
-      1);
-  EXPECT_FALSE(e.Value("cuflight_kernel_launches_total",
-                       {{"device", "other"}, {"limiting_resource", "unknown"}})
-                   .has_value());
-  EXPECT_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "other"}}), 2.0);
+      V(e, "cuflight_kernel_launches_total", UnknownGpu({{"limiting_resource", "registers"}})), 2);
+  EXPECT_EQ(V(e, "cuflight_kernel_launches_total", GpuA({{"limiting_resource", "unknown"}})), 1);
+  EXPECT_FALSE(
+      e.Value("cuflight_kernel_launches_total", UnknownGpu({{"limiting_resource", "unknown"}}))
+          .has_value());
+  // GPU B was named, but no launch ran on it: no series.
+  EXPECT_FALSE(e.Value("cuflight_kernel_gpu_seconds_total", GpuB()).has_value());
+  EXPECT_EQ(V(e, "cuflight_kernel_gpu_seconds_total", UnknownGpu()), 2.0);
   EXPECT_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "k"}}), 2.0);
+}
+
+// Series follow the GPU, not the ordinal: every process calls its only GPU 0 under
+// CUDA_VISIBLE_DEVICES. Past kMaxGpus distinct UUIDs the rest are UUID="other"; an empty UUID
+// (a driver that could not say) is "unknown"; a UUID's first device event gives its labels.
+TEST(MetricsTest, GpusAreLabelledByIdentityAndBounded) {
+  Metrics m;
+  constexpr int kProcesses = static_cast<int>(Metrics::kMaxGpus) + 6;
+  auto uuid = [](int i) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "GPU-00000000-0000-4000-8000-%012d", i);
+    return std::string(text);
+  };
+  auto bus = [](int i) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "00000000:%02X:00.0", i);
+    return std::string(text);
+  };
+  for (int i = 0; i < kProcesses; ++i) {
+    const auto p = static_cast<uint64_t>(100 + i);
+    m.Device(p, 0, uuid(i), bus(i), kModel);
+    m.Kernel(p, 1, "k", 0, "warps", 0.5);
+    m.KernelTime(p, 1, 0, 1'000'000);
+  }
+  // A second process on GPU 0 with another bus id: the first device event's labels stay.
+  m.Device(500, 0, uuid(0), "00000000:FF:00.0", "another name");
+  m.Kernel(500, 1, "k", 0, "warps", 0.5);
+  m.Device(501, 0, "", "", kModel);
+  m.Kernel(501, 1, "k", 0, "warps", 0.5);
+  const Exposition e = Parse(m);
+  const std::string launches = "cuflight_kernel_launches_total";
+  EXPECT_EQ(V(e, launches, Gpu(uuid(0).c_str(), bus(0).c_str(), {{"limiting_resource", "warps"}})),
+            2);
+  for (int i = 1; i < static_cast<int>(Metrics::kMaxGpus); ++i) {
+    EXPECT_EQ(
+        V(e, launches, Gpu(uuid(i).c_str(), bus(i).c_str(), {{"limiting_resource", "warps"}})), 1)
+        << i;
+  }
+  EXPECT_EQ(V(e, launches, {{"UUID", "other"}, {"limiting_resource", "warps"}}), 6);
+  EXPECT_EQ(V(e, launches, UnknownGpu({{"limiting_resource", "warps"}})), 1);
+  // 64 GPUs, "other" and "unknown", 7 resources each.
+  EXPECT_EQ(e.SamplesNamed(launches).size(), (Metrics::kMaxGpus + 2) * 7);
+  EXPECT_EQ(V(e, "cuflight_kernel_timed_launches_total", {{"UUID", "other"}}), 6);
 }
 
 TEST(MetricsTest, ReasonsAreBounded) {
@@ -471,6 +553,8 @@ TEST(MetricsTest, ApiErrorsAreCountedByBoundedErrorName) {
 // A multi-device cooperative launch: one correlation id, one kernel per device (10 and 30 us).
 TEST(MetricsTest, GpuTimeOfOneCorrelationIdIsJoinedPerGraphNodeAndDevice) {
   Metrics m;
+  m.Device(1, 0, kUuidA, kBusA, kModel);
+  m.Device(1, 1, kUuidB, kBusB, kModel);
   const char* names[] = {"node_a", "node_b", "node_c"};
   const uint64_t nodes[] = {0x7f0000000011, 0x7f0000000012, 0x7f0000000013};
   for (uint64_t replay = 0; replay < 4; ++replay) {
@@ -492,8 +576,8 @@ TEST(MetricsTest, GpuTimeOfOneCorrelationIdIsJoinedPerGraphNodeAndDevice) {
   EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "coop"}}), 40e-6);
   EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), 0);
   EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
-  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), 0.024 + 10e-6);
-  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "1"}}), 30e-6);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", GpuA()), 0.024 + 10e-6);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", GpuB()), 30e-6);
   // A kernel_time naming no node does not take a node's launch (nor the reverse).
   m.Kernel(1, 400, "node_a", 0, "warps", 0.5, nodes[0]);
   m.KernelTime(1, 400, 0, 5'000'000);
@@ -540,7 +624,7 @@ TEST(MetricsTest, JoinEvictionIsCountedAndEvictedTimeIsUnknown) {
   EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_name_gpu_seconds_total", {{"kernel", "unknown"}}),
                    evicted * 0.001);
   EXPECT_EQ(V(e, "cuflight_kernel_time_unmatched_total"), evicted);
-  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", {{"device", "0"}}), kLaunches * 0.001);
+  EXPECT_DOUBLE_EQ(V(e, "cuflight_kernel_gpu_seconds_total", UnknownGpu()), kLaunches * 0.001);
   EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 0);
 }
 
@@ -549,6 +633,8 @@ using Steady = std::chrono::steady_clock;
 TEST(MetricsTest, StalledProcessesExportTheirOldestUnfinishedKernelPerDeviceWhileStalled) {
   Metrics m;
   const Steady::time_point t0 = Steady::now();
+  m.Device(1, 0, kUuidA, kBusA, kModel);
+  m.Device(1, 3, kUuidB, kBusB, kModel);
   const Metrics::StallAge train[] = {{0, 12.5}, {3, 10.25}};
   m.Stall(1, "node1", 4242, "/opt/app/bin/train", train, t0);
   const Metrics::StallAge other[] = {{1, 30}};
@@ -559,12 +645,10 @@ TEST(MetricsTest, StalledProcessesExportTheirOldestUnfinishedKernelPerDeviceWhil
   ASSERT_TRUE(ParseExposition(m.Render(t0 + std::chrono::seconds(2)), &e, &error)) << error;
   EXPECT_EQ(V(e, "cuflight_processes_stalled"), 2);
   const std::string name = "cuflight_kernel_oldest_unfinished_seconds";
-  EXPECT_EQ(V(e, name, {{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}, {"device", "0"}}),
-            14.5);
-  EXPECT_EQ(V(e, name, {{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}, {"device", "3"}}),
-            12.25);
-  EXPECT_EQ(V(e, name, {{"hostname", "node2"}, {"pid", "77"}, {"exe", "serve"}, {"device", "1"}}),
-            32);
+  EXPECT_EQ(V(e, name, GpuA({{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}})), 14.5);
+  EXPECT_EQ(V(e, name, GpuB({{"hostname", "node1"}, {"pid", "4242"}, {"exe", "train"}})), 12.25);
+  // Process 2 sent no device event: its GPU is unknown.
+  EXPECT_EQ(V(e, name, UnknownGpu({{"hostname", "node2"}, {"pid", "77"}, {"exe", "serve"}})), 32);
   EXPECT_EQ(e.SamplesNamed(name).size(), 3u);
   // A later event replaces the process's ages; one with none (resolved) removes its series.
   const Metrics::StallAge later[] = {{0, 20}};
@@ -575,7 +659,7 @@ TEST(MetricsTest, StalledProcessesExportTheirOldestUnfinishedKernelPerDeviceWhil
   EXPECT_EQ(V(e, "cuflight_processes_stalled"), 1);
   ASSERT_EQ(e.SamplesNamed(name).size(), 1u);
   EXPECT_EQ(e.SamplesNamed(name)[0]->value, 21);
-  EXPECT_EQ(e.SamplesNamed(name)[0]->labels.at("device"), "0");
+  EXPECT_EQ(e.SamplesNamed(name)[0]->labels.at("UUID"), kUuidA);
   // A process that goes (process_end, process_lost) leaves nothing behind.
   m.ProcessGone(1);
   e = Exposition{};
@@ -608,7 +692,7 @@ TEST(MetricsTest, StallSeriesAreBoundedAndTheRestIsOneOtherSeriesWithTheLargestA
   for (const testing::Sample* s : samples) {
     if (s->labels.at("pid") == "other") {
       EXPECT_EQ(s->labels.at("hostname"), "other");
-      EXPECT_EQ(s->labels.at("device"), "other");
+      EXPECT_EQ(s->labels.at("UUID"), "other");
       EXPECT_EQ(s->value, 36);
       continue;
     }
@@ -624,7 +708,7 @@ TEST(MetricsTest, StallSeriesAreBoundedAndTheRestIsOneOtherSeriesWithTheLargestA
   const auto odd = e.SamplesNamed("cuflight_kernel_oldest_unfinished_seconds");
   ASSERT_EQ(odd.size(), 1u);
   EXPECT_EQ(odd[0]->labels.at("hostname"), "node\n\"x\"");
-  EXPECT_EQ(odd[0]->labels.at("device"), "other");
+  EXPECT_EQ(odd[0]->labels.at("UUID"), "unknown");
   EXPECT_LE(odd[0]->labels.at("exe").size(), Metrics::kMaxKernelNameBytes + 3);
 }
 
@@ -672,21 +756,18 @@ TEST(MetricsTest, StalledProcessesWithEqualLabelsAreOneSeries) {
   const std::string name = "cuflight_kernel_oldest_unfinished_seconds";
   EXPECT_EQ(V(e, "cuflight_processes_stalled"), 4);
   ASSERT_EQ(e.SamplesNamed(name).size(), 3u);
-  EXPECT_EQ(V(e, name, {{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}, {"device", "0"}}),
-            40);
+  EXPECT_EQ(V(e, name, UnknownGpu({{"hostname", "node"}, {"pid", "1"}, {"exe", "serve"}})), 40);
   EXPECT_EQ(V(e, name,
-              {{"hostname", "node"},
-               {"pid", "1"},
-               {"exe", "serve"},
-               {"stream", "7-u1000"},
-               {"device", "0"}}),
+              UnknownGpu({{"hostname", "node"},
+                          {"pid", "1"},
+                          {"exe", "serve"},
+                          {"stream", "7-u1000"}})),
             10);
   EXPECT_EQ(V(e, name,
-              {{"hostname", "node"},
-               {"pid", "1"},
-               {"exe", "serve"},
-               {"stream", "8-u1000"},
-               {"device", "0"}}),
+              UnknownGpu({{"hostname", "node"},
+                          {"pid", "1"},
+                          {"exe", "serve"},
+                          {"stream", "8-u1000"}})),
             40);
 }
 

@@ -64,24 +64,22 @@ void ExpositionWriter::Family(std::string_view name, std::string_view type, std:
   out_->append(type).push_back('\n');
 }
 
-void ExpositionWriter::Begin(std::string_view name, std::initializer_list<Label> labels) {
+void ExpositionWriter::Begin(std::string_view name, std::span<const Label> labels) {
   out_->append(name);
-  if (labels.size() != 0) {
-    out_->push_back('{');
-    bool first = true;
-    for (const Label& label : labels) {
-      if (!first) out_->push_back(',');
-      first = false;
-      out_->append(label.name).append("=\"");
-      AppendEscapedLabelValue(out_, label.value);
-      out_->push_back('"');
-    }
-    out_->push_back('}');
+  bool first = true;
+  for (const Label& label : labels) {
+    if (label.value.empty()) continue;
+    out_->push_back(first ? '{' : ',');
+    first = false;
+    out_->append(label.name).append("=\"");
+    AppendEscapedLabelValue(out_, label.value);
+    out_->push_back('"');
   }
+  if (!first) out_->push_back('}');
   out_->push_back(' ');
 }
 
-void ExpositionWriter::Sample(std::string_view name, std::initializer_list<Label> labels,
+void ExpositionWriter::Sample(std::string_view name, std::span<const Label> labels,
                               uint64_t value) {
   Begin(name, labels);
   char buf[24];
@@ -90,7 +88,7 @@ void ExpositionWriter::Sample(std::string_view name, std::initializer_list<Label
   out_->append(buf, end).push_back('\n');
 }
 
-void ExpositionWriter::Sample(std::string_view name, std::initializer_list<Label> labels,
+void ExpositionWriter::Sample(std::string_view name, std::span<const Label> labels,
                               int64_t value) {
   Begin(name, labels);
   char buf[24];
@@ -99,7 +97,7 @@ void ExpositionWriter::Sample(std::string_view name, std::initializer_list<Label
   out_->append(buf, end).push_back('\n');
 }
 
-void ExpositionWriter::Sample(std::string_view name, std::initializer_list<Label> labels,
+void ExpositionWriter::Sample(std::string_view name, std::span<const Label> labels,
                               double value) {
   Begin(name, labels);
   AppendDouble(out_, value);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,12 +33,24 @@ class ExpositionWriter {
   // "# HELP name help" and "# TYPE name type"; `type` is counter, gauge, histogram or summary.
   void Family(std::string_view name, std::string_view type, std::string_view help);
   // One sample line: name{labels} value. `name` includes any suffix (_bucket, _sum, _count).
-  void Sample(std::string_view name, std::initializer_list<Label> labels, uint64_t value);
-  void Sample(std::string_view name, std::initializer_list<Label> labels, int64_t value);
-  void Sample(std::string_view name, std::initializer_list<Label> labels, double value);
+  // A label whose value is empty is left out: Prometheus treats an empty value as no label
+  // (the data model: "a label with an empty label value is considered equivalent to a label
+  // that does not exist"), so writing it would only cost bytes.
+  void Sample(std::string_view name, std::initializer_list<Label> labels, uint64_t value) {
+    Sample(name, std::span<const Label>(labels.begin(), labels.size()), value);
+  }
+  void Sample(std::string_view name, std::initializer_list<Label> labels, int64_t value) {
+    Sample(name, std::span<const Label>(labels.begin(), labels.size()), value);
+  }
+  void Sample(std::string_view name, std::initializer_list<Label> labels, double value) {
+    Sample(name, std::span<const Label>(labels.begin(), labels.size()), value);
+  }
+  void Sample(std::string_view name, std::span<const Label> labels, uint64_t value);
+  void Sample(std::string_view name, std::span<const Label> labels, int64_t value);
+  void Sample(std::string_view name, std::span<const Label> labels, double value);
 
  private:
-  void Begin(std::string_view name, std::initializer_list<Label> labels);
+  void Begin(std::string_view name, std::span<const Label> labels);
 
   std::string* out_;
 };

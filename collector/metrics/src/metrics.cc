@@ -7,10 +7,12 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/occupancy_fields.h"
+#include "cuflight/schema/sticky_errors.h"
 #include "exposition.h"
 #include "join_table.h"
 #include "label_table.h"
@@ -21,11 +23,23 @@ namespace {
 
 using Counter = std::atomic<uint64_t>;
 
-// Devices 0..63 have their own label value; any other ordinal (negative included) is "other".
-// 64 is beyond any single host today (NVIDIA's largest nodes have 8 or 16 GPUs).
+// Ordinals 0..63 of a process map to GPUs (design point 8); any other ordinal is a GPU unknown.
+// 64 is beyond any single host today (NVIDIA's largest nodes have 8 or 16 GPUs, 56 MIG
+// instances at 7 per GPU).
 constexpr int kMaxDevices = 64;
-constexpr int kDeviceSlots = kMaxDevices + 1;
-constexpr int kOtherDevice = kMaxDevices;
+// GPU series: LabelTable::kOther ("other": UUIDs past Metrics::kMaxGpus), kUnknownGpu (no device
+// event for the ordinal, or an empty UUID), then one per UUID.
+constexpr uint32_t kUnknownGpu = 1;
+constexpr size_t kMaxUuidBytes = 64;  // "MIG-" and 36 characters is 40
+constexpr size_t kMaxPciBusIdBytes = 32;  // "00000000:19:00.0" is 16
+constexpr size_t kMaxModelBytes = 128;
+
+// Workload series: index `workloads` is the overflow block (every label "other").
+constexpr uint32_t kNoWorkload = UINT32_MAX;
+// API errors by workload: the sticky errors by name, then every other error.
+constexpr int kStickyCount = static_cast<int>(std::size(schema::kStickyErrorNames));
+constexpr int kApiErrorSlots = kStickyCount + 1;
+constexpr int kNonSticky = kStickyCount;
 
 // The schema's resources, then "unknown" for any other string.
 constexpr int kResourceSlots = schema::kResourceCount + 1;
@@ -47,6 +61,7 @@ constexpr size_t kMaxDropReasons = 16;
 // names beyond the first 32 seen are summed as "other".
 constexpr size_t kMaxApiErrorNames = 32;
 constexpr size_t kMaxBlackboxReasons = 16;
+constexpr size_t kMaxConnectionReasons = 16;
 constexpr size_t kMaxRefusedCounts = 8;
 constexpr size_t kMaxReasonBytes = 64;
 
@@ -66,10 +81,6 @@ void AddSaturating(Counter& c, uint64_t n) {
   } while (sum != old && !c.compare_exchange_weak(old, sum, std::memory_order_relaxed));
 }
 uint64_t Get(const Counter& c) { return c.load(std::memory_order_relaxed); }
-
-int DeviceSlot(int32_t device) {
-  return device >= 0 && device < kMaxDevices ? device : kOtherDevice;
-}
 
 int ResourceSlot(std::string_view name) {
   const std::optional<schema::Resource> r = schema::ResourceFromName(name);
@@ -98,12 +109,74 @@ int BucketOf(double occupancy) {
 
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
-struct DeviceSeries {
-  std::atomic<bool> seen{false};  // a launch or a kernel_time named this device
+// The launches, occupancy and timing of a GPU or of a workload.
+struct KernelSeries {
   Counter launches[kResourceSlots] = {};
   Counter occupancy_buckets[kOccupancyBuckets] = {};  // per bucket, not cumulative
   std::atomic<double> occupancy_sum{0};
-  Counter gpu_ns{0};
+  Counter gpu_ns{0};  // measured: the sum of kernel_time durations
+  Counter timed{0};   // the kernel_time events gpu_ns sums (timed launches)
+
+  void Launch(int resource, double occupancy) {
+    Add(launches[resource]);
+    if (!std::isnan(occupancy)) {
+      const double occ = std::clamp(occupancy, 0.0, 1.0);
+      Add(occupancy_buckets[BucketOf(occ)]);
+      occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
+    }
+  }
+  void Timed(uint64_t duration_ns) {
+    AddSaturating(gpu_ns, duration_ns);
+    Add(timed);
+  }
+  void Reset() {
+    for (Counter& c : launches) c.store(0, std::memory_order_relaxed);
+    for (Counter& c : occupancy_buckets) c.store(0, std::memory_order_relaxed);
+    occupancy_sum.store(0, std::memory_order_relaxed);
+    gpu_ns.store(0, std::memory_order_relaxed);
+    timed.store(0, std::memory_order_relaxed);
+  }
+};
+
+struct GpuSeries {
+  std::atomic<bool> seen{false};  // a launch or a kernel_time was on this GPU
+  KernelSeries kernels;
+  // Set once, by the first device event naming the UUID, before `described` (release).
+  std::atomic<bool> described{false};
+  std::string pci_bus_id;
+  std::string model;
+};
+
+// The processes of one workload (design point 9). Counters are atomics; the rest is guarded by
+// State::workload_mu.
+struct WorkloadSeries {
+  std::string hpc_job, namespace_, pod, container;  // label values
+  std::string key;                                  // State::workload_slots' key
+  bool in_use = false;
+  int processes = 0;  // registered processes not gone
+  std::chrono::steady_clock::time_point idle_since;
+  Counter started{0};
+  Counter crashes{0};
+  Counter lost{0};
+  Counter api_errors[kApiErrorSlots] = {};
+  KernelSeries kernels;
+
+  void Reset() {
+    started.store(0, std::memory_order_relaxed);
+    crashes.store(0, std::memory_order_relaxed);
+    lost.store(0, std::memory_order_relaxed);
+    for (Counter& c : api_errors) c.store(0, std::memory_order_relaxed);
+    kernels.Reset();
+  }
+};
+
+// What the join-table thread knows of a registered process (design point 11).
+struct ProcessEntry {
+  bool registered = false;  // Process() was called
+  uint32_t workload = kNoWorkload;
+  Metrics::TimingPolicy timing = Metrics::TimingPolicy::kAll;
+  std::array<uint8_t, kMaxDevices> gpu;  // ordinal -> GPU series (< 66)
+  ProcessEntry() { gpu.fill(static_cast<uint8_t>(kUnknownGpu)); }
 };
 
 // A stalled process (design point 5).
@@ -111,8 +184,9 @@ struct StalledProcess {
   std::string hostname;  // label values, sanitized
   std::string pid;
   std::string exe;
-  std::string stream;                        // empty: no label
-  std::vector<std::pair<int, double>> ages;  // device slot, seconds at `received`
+  std::string stream;  // empty: no label
+  std::string hpc_job, namespace_, pod, container;
+  std::vector<std::pair<uint32_t, double>> ages;  // GPU series, seconds at `received`
   std::chrono::steady_clock::time_point received;
 };
 
@@ -126,31 +200,79 @@ struct NameSeries {
   Counter occupancy_count{0};  // launches with an occupancy (not NaN)
   std::atomic<double> occupancy_sum{0};
   Counter gpu_ns{0};
+  Counter timed{0};  // kernel_time events joined to this name
 };
+
+// Labels: a fixed array filled in order, given to the writer as a span.
+class Labels {
+ public:
+  Labels& Add(std::string_view name, std::string_view value) {
+    labels_[size_++] = {name, value};
+    return *this;
+  }
+  operator std::span<const Label>() const { return {labels_.data(), size_}; }
+
+ private:
+  std::array<Label, 12> labels_{};
+  size_t size_ = 0;
+};
+
+// The occupancy histogram of `k` under `labels` (then le). One read per bucket: the cumulative
+// counts, +Inf and _count all come from these reads, so they agree within a scrape even while
+// launches are being added.
+void RenderHistogram(ExpositionWriter& w, std::string_view name, const KernelSeries& k,
+                     const Labels& labels) {
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t cumulative = 0;
+  for (int b = 0; b < kOccupancyBuckets; ++b) {
+    cumulative += Get(k.occupancy_buckets[b]);
+    Labels l = labels;
+    l.Add("le", kBucketBounds[b]);
+    w.Sample(bucket, l, cumulative);
+  }
+  Labels inf = labels;
+  inf.Add("le", "+Inf");
+  w.Sample(bucket, inf, cumulative);
+  w.Sample(std::string(name) + "_sum", labels, k.occupancy_sum.load(std::memory_order_relaxed));
+  w.Sample(std::string(name) + "_count", labels, cumulative);
+}
 
 }  // namespace
 
 struct Metrics::State {
-  State(int top_kernel_names, size_t join_capacity)
+  State(int top_kernel_names, size_t join_capacity, size_t workload_count,
+        std::chrono::seconds ttl)
       : top_names(static_cast<size_t>(std::clamp(top_kernel_names, 0, kMaxTopKernelNames))),
+        workload_limit(workload_count),
+        workload_ttl(ttl),
         rejected_reasons({"other"}, kMaxRejectReasons, kMaxReasonBytes),
         dropped_reasons({"other"}, kMaxDropReasons, kMaxReasonBytes),
         api_error_names({"other", "unknown"}, kMaxApiErrorNames, kMaxReasonBytes, kUnknownName),
         blackbox_reasons({"other"}, kMaxBlackboxReasons, kMaxReasonBytes),
         refused_counts({"other"}, kMaxRefusedCounts, kMaxReasonBytes),
+        refused_connections({"other"}, kMaxConnectionReasons, kMaxReasonBytes),
+        closed_connections({"other"}, kMaxConnectionReasons, kMaxReasonBytes),
         kernel_names({"other", "unknown"}, top_names, kMaxKernelNameBytes, kUnknownName),
+        gpu_uuids({"other", "unknown"}, Metrics::kMaxGpus, kMaxUuidBytes, kUnknownGpu),
         rejected(std::make_unique<Counter[]>(rejected_reasons.capacity())),
         dropped(std::make_unique<Counter[]>(dropped_reasons.capacity())),
         api_errors(std::make_unique<Counter[]>(api_error_names.capacity())),
         blackbox_errors(std::make_unique<Counter[]>(blackbox_reasons.capacity())),
         counts_refused(std::make_unique<Counter[]>(refused_counts.capacity())),
+        connections_refused(std::make_unique<Counter[]>(refused_connections.capacity())),
+        connections_closed(std::make_unique<Counter[]>(closed_connections.capacity())),
         names(std::make_unique<NameSeries[]>(kernel_names.capacity())),
+        gpus(std::make_unique<GpuSeries[]>(gpu_uuids.capacity())),
+        workloads(std::make_unique<WorkloadSeries[]>(workload_count + 1)),
         join(join_capacity) {
-    for (int d = 0; d < kMaxDevices; ++d) device_labels[d] = std::to_string(d);
-    device_labels[kOtherDevice] = "other";
+    WorkloadSeries& overflow = workloads[workload_limit];
+    overflow.hpc_job = overflow.namespace_ = overflow.pod = overflow.container = "other";
+    overflow.key = WorkloadKey("other", "other", "other", "other");
   }
 
   const size_t top_names;
+  const size_t workload_limit;
+  const std::chrono::steady_clock::duration workload_ttl;
 
   std::atomic<int64_t> producers_connected{0};
   Counter producer_connections{0};
@@ -172,16 +294,31 @@ struct Metrics::State {
   LabelTable api_error_names;
   LabelTable blackbox_reasons;
   LabelTable refused_counts;
+  LabelTable refused_connections;
+  LabelTable closed_connections;
   LabelTable kernel_names;
+  LabelTable gpu_uuids;
   std::unique_ptr<Counter[]> rejected;  // by rejected_reasons series
   std::unique_ptr<Counter[]> dropped;   // by dropped_reasons series
   std::unique_ptr<Counter[]> api_errors;  // by api_error_names series
   std::unique_ptr<Counter[]> blackbox_errors;  // by blackbox_reasons series
   std::unique_ptr<Counter[]> counts_refused;   // by refused_counts series
+  std::unique_ptr<Counter[]> connections_refused;  // by refused_connections series
+  std::unique_ptr<Counter[]> connections_closed;   // by closed_connections series
   std::unique_ptr<NameSeries[]> names;  // by kernel_names series
+  std::unique_ptr<GpuSeries[]> gpus;    // by gpu_uuids series
+  std::mutex gpu_mu;                    // serialises the writes of pci_bus_id and model
+  Counter launches_by_timing[Metrics::kTimingPolicies] = {};
 
-  DeviceSeries devices[kDeviceSlots];
-  std::string device_labels[kDeviceSlots];
+  // Workloads (design point 9): `workload_limit` blocks, then the overflow block.
+  std::unique_ptr<WorkloadSeries[]> workloads;
+  mutable std::mutex workload_mu;  // the blocks' labels, keys, process counts; workload_slots
+  std::unordered_map<std::string, uint32_t> workload_slots;
+
+  // Registered processes (design point 11): the join-table thread's only.
+  std::unordered_map<uint64_t, ProcessEntry> processes;
+  uint64_t cached_id = Metrics::kNoProcess;
+  ProcessEntry* cached = nullptr;
 
   // Join state: written by the ingest thread only (see the header); the counters are read by
   // Render.
@@ -194,18 +331,119 @@ struct Metrics::State {
   mutable std::mutex stall_mu;
   std::map<uint64_t, StalledProcess> stalled;
 
-  DeviceSeries& Device(int32_t device) {
-    DeviceSeries& d = devices[DeviceSlot(device)];
-    if (!d.seen.load(std::memory_order_relaxed)) d.seen.store(true, std::memory_order_relaxed);
-    return d;
+  static std::string WorkloadKey(std::string_view job, std::string_view ns, std::string_view pod,
+                                 std::string_view container) {
+    std::string key;
+    key.reserve(job.size() + ns.size() + pod.size() + container.size() + 3);
+    key.append(job).push_back('\0');
+    key.append(ns).push_back('\0');
+    key.append(pod).push_back('\0');
+    key.append(container);
+    return key;
   }
 
+  ProcessEntry* FindProcess(uint64_t process_id) {
+    if (process_id == Metrics::kNoProcess) return nullptr;
+    if (process_id == cached_id) return cached;
+    auto it = processes.find(process_id);
+    if (it == processes.end()) return nullptr;
+    cached_id = process_id;
+    cached = &it->second;
+    return cached;
+  }
+
+  // The GPU series of ordinal `device` of `p` (null: a process never registered).
+  static uint32_t GpuOf(const ProcessEntry* p, int32_t device) {
+    if (p == nullptr || device < 0 || device >= kMaxDevices) return kUnknownGpu;
+    return p->gpu[static_cast<size_t>(device)];
+  }
+
+  GpuSeries& Gpu(uint32_t series) {
+    GpuSeries& g = gpus[series];
+    if (!g.seen.load(std::memory_order_relaxed)) g.seen.store(true, std::memory_order_relaxed);
+    return g;
+  }
+
+  WorkloadSeries* WorkloadOf(const ProcessEntry* p) {
+    return p == nullptr || p->workload == kNoWorkload ? nullptr : &workloads[p->workload];
+  }
+
+  // Whether block `w` is shown at `now`: it has processes, or its last one went less than the
+  // TTL ago. workload_mu held.
+  bool Visible(const WorkloadSeries& w, std::chrono::steady_clock::time_point now) const {
+    return w.in_use && (w.processes > 0 || now - w.idle_since < workload_ttl);
+  }
+
+  // The block of a workload, for one more process: its own, a free or expired one, else the
+  // overflow block.
+  uint32_t AcquireWorkload(const Metrics::Workload& raw, std::chrono::steady_clock::time_point now);
+
   void Render(std::string* out, std::chrono::steady_clock::time_point now) const;
+  void RenderGpus(ExpositionWriter& w) const;
+  void RenderWorkloads(ExpositionWriter& w, std::chrono::steady_clock::time_point now) const;
   void RenderStalls(ExpositionWriter& w, std::chrono::steady_clock::time_point now) const;
+  // Appends the UUID, pci_bus_id and modelName labels of GPU series `series`.
+  void GpuLabels(uint32_t series, Labels* labels) const {
+    const GpuSeries& g = gpus[series];
+    const bool described = g.described.load(std::memory_order_acquire);
+    labels->Add("UUID", gpu_uuids.label(series))
+        .Add("pci_bus_id", described ? std::string_view(g.pci_bus_id) : std::string_view())
+        .Add("modelName", described ? std::string_view(g.model) : std::string_view());
+  }
+
 };
 
-Metrics::Metrics(int top_kernel_names, size_t join_capacity)
-    : state_(std::make_unique<State>(top_kernel_names, join_capacity)) {}
+uint32_t Metrics::State::AcquireWorkload(const Metrics::Workload& raw,
+                                         std::chrono::steady_clock::time_point now) {
+  std::string job = LabelValue(raw.hpc_job, kMaxWorkloadLabelBytes);
+  std::string ns = LabelValue(raw.namespace_, kMaxWorkloadLabelBytes);
+  std::string pod = LabelValue(raw.pod, kMaxWorkloadLabelBytes);
+  std::string container = LabelValue(raw.container, kMaxWorkloadLabelBytes);
+  std::string key = WorkloadKey(job, ns, pod, container);
+  const std::lock_guard<std::mutex> lock(workload_mu);
+  uint32_t slot = static_cast<uint32_t>(workload_limit);  // the overflow block
+  if (key != workloads[workload_limit].key) {
+    if (auto it = workload_slots.find(key); it != workload_slots.end()) {
+      slot = it->second;
+    } else {
+      // A slot never used, else the one whose last process went longest ago, if past the TTL.
+      uint32_t expired = kNoWorkload;
+      for (uint32_t i = 0; i < workload_limit; ++i) {
+        const WorkloadSeries& w = workloads[i];
+        if (!w.in_use) {
+          expired = i;
+          break;
+        }
+        if (!Visible(w, now) &&
+            (expired == kNoWorkload || w.idle_since < workloads[expired].idle_since)) {
+          expired = i;
+        }
+      }
+      if (expired != kNoWorkload) {
+        WorkloadSeries& w = workloads[expired];
+        if (w.in_use) workload_slots.erase(w.key);
+        w.Reset();
+        w.hpc_job = std::move(job);
+        w.namespace_ = std::move(ns);
+        w.pod = std::move(pod);
+        w.container = std::move(container);
+        w.key = key;
+        w.in_use = true;
+        w.processes = 0;
+        workload_slots.emplace(std::move(key), expired);
+        slot = expired;
+      }
+    }
+  }
+  WorkloadSeries& w = workloads[slot];
+  w.in_use = true;
+  ++w.processes;
+  return slot;
+}
+
+Metrics::Metrics(int top_kernel_names, size_t join_capacity, size_t workloads,
+                 std::chrono::seconds workload_ttl)
+    : state_(std::make_unique<State>(top_kernel_names, join_capacity, workloads, workload_ttl)) {}
 
 Metrics::~Metrics() = default;
 
@@ -226,14 +464,87 @@ void Metrics::Rejected(std::string_view reason) {
   Add(state_->rejected[state_->rejected_reasons.Index(reason)]);
 }
 
+void Metrics::ConnectionRefused(std::string_view reason) {
+  Add(state_->connections_refused[state_->refused_connections.Index(reason)]);
+}
+
+void Metrics::ConnectionClosed(std::string_view reason) {
+  Add(state_->connections_closed[state_->closed_connections.Index(reason)]);
+}
+
 void Metrics::Lost(uint64_t n) { AddSaturating(state_->lost, n); }
 
 void Metrics::ProducerDropped(std::string_view reason, uint64_t delta) {
   AddSaturating(state_->dropped[state_->dropped_reasons.Index(reason)], delta);
 }
 
-void Metrics::ApiError(std::string_view error_name) {
-  Add(state_->api_errors[state_->api_error_names.Index(error_name)]);
+void Metrics::ApiError(std::string_view error_name, uint64_t process_id) {
+  State& s = *state_;
+  Add(s.api_errors[s.api_error_names.Index(error_name)]);
+  if (process_id == kNoProcess) return;
+  if (WorkloadSeries* w = s.WorkloadOf(s.FindProcess(process_id))) {
+    const int sticky = schema::StickyErrorIndex(error_name);
+    Add(w->api_errors[sticky < 0 ? kNonSticky : sticky]);
+  }
+}
+
+Metrics::TimingPolicy Metrics::TimingPolicyFromConfig(std::string_view value) {
+  if (value == "sampled") return TimingPolicy::kSampled;
+  if (value == "off" || value == "false" || value == "0") return TimingPolicy::kOff;
+  return TimingPolicy::kAll;
+}
+
+std::string_view Metrics::TimingPolicyName(TimingPolicy policy) {
+  switch (policy) {
+    case TimingPolicy::kSampled:
+      return "sampled";
+    case TimingPolicy::kOff:
+      return "off";
+    default:
+      return "all";
+  }
+}
+
+std::string_view Metrics::Version() { return CUFLIGHT_VERSION; }
+
+void Metrics::Process(uint64_t process_id, const Workload& workload, TimingPolicy timing) {
+  if (process_id == kNoProcess) return;
+  State& s = *state_;
+  ProcessEntry& p = s.processes[process_id];
+  if (p.registered) return;
+  p.registered = true;
+  p.timing = timing;
+  p.workload = s.AcquireWorkload(workload, std::chrono::steady_clock::now());
+  Add(s.workloads[p.workload].started);
+}
+
+void Metrics::Device(uint64_t process_id, int32_t device, std::string_view uuid,
+                     std::string_view pci_bus_id, std::string_view model) {
+  if (process_id == kNoProcess) return;
+  State& s = *state_;
+  const uint32_t series = s.gpu_uuids.Index(uuid);
+  GpuSeries& g = s.gpus[series];
+  if (series > kUnknownGpu && !g.described.load(std::memory_order_acquire)) {
+    const std::lock_guard<std::mutex> lock(s.gpu_mu);
+    if (!g.described.load(std::memory_order_relaxed)) {
+      g.pci_bus_id = LabelValue(pci_bus_id, kMaxPciBusIdBytes);
+      g.model = LabelValue(model, kMaxModelBytes);
+      g.described.store(true, std::memory_order_release);
+    }
+  }
+  if (device < 0 || device >= kMaxDevices) return;
+  auto [it, inserted] = s.processes.try_emplace(process_id);
+  it->second.gpu[static_cast<size_t>(device)] = static_cast<uint8_t>(series);
+}
+
+void Metrics::ProcessCrashed(uint64_t process_id) {
+  State& s = *state_;
+  if (WorkloadSeries* w = s.WorkloadOf(s.FindProcess(process_id))) Add(w->crashes);
+}
+
+void Metrics::ProcessLost(uint64_t process_id) {
+  State& s = *state_;
+  if (WorkloadSeries* w = s.WorkloadOf(s.FindProcess(process_id))) Add(w->lost);
 }
 
 void Metrics::ProducerTimingDropped(uint64_t delta) {
@@ -269,16 +580,16 @@ void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_v
                      int32_t device, std::string_view limiting_resource, double occupancy,
                      uint64_t graph_node_id) {
   State& s = *state_;
-  DeviceSeries& d = s.Device(device);
+  const ProcessEntry* p = s.FindProcess(process_id);
   const int resource = ResourceSlot(limiting_resource);
+  s.Gpu(State::GpuOf(p, device)).kernels.Launch(resource, occupancy);
+  if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Launch(resource, occupancy);
+  Add(s.launches_by_timing[static_cast<int>(p != nullptr ? p->timing : TimingPolicy::kAll)]);
   const uint32_t name_series = s.kernel_names.Index(name);
   NameSeries& n = s.names[name_series];
-  Add(d.launches[resource]);
   Add(n.launches[resource]);
   if (!std::isnan(occupancy)) {
     const double occ = std::clamp(occupancy, 0.0, 1.0);
-    Add(d.occupancy_buckets[BucketOf(occ)]);
-    d.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
     Add(n.occupancy_count);
     n.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
   }
@@ -296,18 +607,37 @@ void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t
 void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
                          uint64_t duration_ns, uint64_t graph_node_id) {
   State& s = *state_;
-  AddSaturating(s.Device(device).gpu_ns, duration_ns);
+  const ProcessEntry* p = s.FindProcess(process_id);
+  s.Gpu(State::GpuOf(p, device)).kernels.Timed(duration_ns);
+  if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Timed(duration_ns);
   const std::optional<uint32_t> name_series =
       s.join.Take(process_id, {correlation_id, graph_node_id, device});
   if (!name_series) Add(s.time_unmatched);
-  AddSaturating(s.names[name_series.value_or(kUnknownName)].gpu_ns, duration_ns);
+  NameSeries& n = s.names[name_series.value_or(kUnknownName)];
+  AddSaturating(n.gpu_ns, duration_ns);
+  Add(n.timed);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 
-void Metrics::ProcessGone(uint64_t process_id) {
+void Metrics::ProcessGone(uint64_t process_id, std::chrono::steady_clock::time_point now) {
   State& s = *state_;
   s.join.ForgetProcess(process_id);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
+  if (auto it = s.processes.find(process_id); it != s.processes.end()) {
+    if (it->second.workload != kNoWorkload) {
+      const std::lock_guard<std::mutex> lock(s.workload_mu);
+      WorkloadSeries& w = s.workloads[it->second.workload];
+      if (--w.processes <= 0) {
+        w.processes = 0;
+        w.idle_since = now;
+      }
+    }
+    s.processes.erase(it);
+    if (s.cached_id == process_id) {
+      s.cached_id = kNoProcess;
+      s.cached = nullptr;
+    }
+  }
   const std::lock_guard<std::mutex> lock(s.stall_mu);
   s.stalled.erase(process_id);
 }
@@ -328,8 +658,16 @@ void Metrics::Stall(uint64_t process_id, std::string_view hostname, int32_t pid,
   p.exe = LabelValue(slash == std::string_view::npos ? exe : exe.substr(slash + 1),
                      kMaxKernelNameBytes);
   p.stream = LabelValue(stream, kMaxKernelNameBytes);
+  const ProcessEntry* entry = s.FindProcess(process_id);
+  if (const WorkloadSeries* w = s.WorkloadOf(entry)) {
+    const std::lock_guard<std::mutex> lock(s.workload_mu);
+    p.hpc_job = w->hpc_job;
+    p.namespace_ = w->namespace_;
+    p.pod = w->pod;
+    p.container = w->container;
+  }
   for (const StallAge& a : ages) {
-    const int slot = DeviceSlot(a.device);
+    const uint32_t slot = State::GpuOf(entry, a.device);
     const double seconds = std::isfinite(a.seconds) && a.seconds > 0 ? a.seconds : 0;
     auto it = std::find_if(p.ages.begin(), p.ages.end(),
                            [slot](const auto& e) { return e.first == slot; });
@@ -357,14 +695,14 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
                                   std::chrono::steady_clock::time_point now) const {
   struct Series {
     const StalledProcess* process;
-    int device;
+    uint32_t gpu;
     double seconds;
   };
   std::vector<Series> series;
-  size_t processes = 0;
+  size_t stalled_processes = 0;
   {
     const std::lock_guard<std::mutex> lock(stall_mu);
-    processes = stalled.size();
+    stalled_processes = stalled.size();
     for (const auto& [id, p] : stalled) {
       const double since = std::chrono::duration<double>(now - p.received).count();
       for (const auto& [device, seconds] : p.ages) {
@@ -378,9 +716,11 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
     // containers where both are pid 1 of one exe) are one series, with the larger age: a scrape
     // never holds two samples of one series. The oldest of equals comes first, so later ones go.
     const auto same_labels = [](const Series& a, const Series& b) {
-      return a.device == b.device && a.process->pid == b.process->pid &&
-             a.process->exe == b.process->exe && a.process->stream == b.process->stream &&
-             a.process->hostname == b.process->hostname;
+      const StalledProcess& p = *a.process;
+      const StalledProcess& q = *b.process;
+      return a.gpu == b.gpu && p.pid == q.pid && p.exe == q.exe && p.stream == q.stream &&
+             p.hostname == q.hostname && p.hpc_job == q.hpc_job && p.namespace_ == q.namespace_ &&
+             p.pod == q.pod && p.container == q.container;
     };
     std::vector<Series> unique;
     unique.reserve(Metrics::kMaxStallSeries + 1);
@@ -395,32 +735,26 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
     w.Family("cuflight_processes_stalled", "gauge",
              "Processes whose latest stall event says stalled: kernels they launched have not "
              "finished for CUFLIGHT_STALL_MS.");
-    w.Sample("cuflight_processes_stalled", {}, static_cast<uint64_t>(processes));
+    w.Sample("cuflight_processes_stalled", {}, static_cast<uint64_t>(stalled_processes));
     w.Family("cuflight_kernel_oldest_unfinished_seconds", "gauge",
-             "Age of the oldest unfinished kernel of a stalled process, by device; present only "
+             "Age of the oldest unfinished kernel of a stalled process, by GPU; present only "
              "while the process is stalled.");
     for (size_t i = 0; i < series.size() && i < Metrics::kMaxStallSeries; ++i) {
       const Series& e = series[i];
-      if (e.process->stream.empty()) {
-        w.Sample("cuflight_kernel_oldest_unfinished_seconds",
-                 {{"hostname", e.process->hostname},
-                  {"pid", e.process->pid},
-                  {"exe", e.process->exe},
-                  {"device", device_labels[e.device]}},
-                 e.seconds);
-      } else {
-        w.Sample("cuflight_kernel_oldest_unfinished_seconds",
-                 {{"hostname", e.process->hostname},
-                  {"pid", e.process->pid},
-                  {"exe", e.process->exe},
-                  {"stream", e.process->stream},
-                  {"device", device_labels[e.device]}},
-                 e.seconds);
-      }
+      const StalledProcess& p = *e.process;
+      Labels labels;
+      labels.Add("hostname", p.hostname).Add("pid", p.pid).Add("exe", p.exe);
+      labels.Add("stream", p.stream);  // left out when empty
+      GpuLabels(e.gpu, &labels);
+      labels.Add("hpc_job", p.hpc_job)
+          .Add("namespace", p.namespace_)
+          .Add("pod", p.pod)
+          .Add("container", p.container);
+      w.Sample("cuflight_kernel_oldest_unfinished_seconds", labels, e.seconds);
     }
     if (series.size() > Metrics::kMaxStallSeries) {
       w.Sample("cuflight_kernel_oldest_unfinished_seconds",
-               {{"hostname", "other"}, {"pid", "other"}, {"exe", "other"}, {"device", "other"}},
+               {{"hostname", "other"}, {"pid", "other"}, {"exe", "other"}, {"UUID", "other"}},
                series[Metrics::kMaxStallSeries].seconds);
     }
   }
@@ -428,6 +762,11 @@ void Metrics::State::RenderStalls(ExpositionWriter& w,
 
 void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_point now) const {
   ExpositionWriter w(out);
+
+  w.Family("cuflight_build_info", "gauge",
+           "The collector's version and the event schema it reads; always 1.");
+  w.Sample("cuflight_build_info", {{"version", Metrics::Version()}, {"schema", "v1"}},
+           uint64_t{1});
 
   w.Family("cuflight_producers_connected", "gauge", "Producer connections open now.");
   w.Sample("cuflight_producers_connected", {}, producers_connected.load(std::memory_order_relaxed));
@@ -450,11 +789,28 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
   }
 
   w.Family("cuflight_events_rejected_total", "counter",
-           "Lines refused by the collector, by reason.");
+           "Event lines the collector did not store, by reason.");
   for (size_t i = 0, n = rejected_reasons.size(); i < n; ++i) {
     const uint64_t v = Get(rejected[i]);
     if (i < rejected_reasons.reserved_count() && v == 0) continue;
     w.Sample("cuflight_events_rejected_total", {{"reason", rejected_reasons.label(i)}}, v);
+  }
+
+  w.Family("cuflight_connections_refused_total", "counter",
+           "Producer connections refused at accept, and processes refused a lingering slot "
+           "when their connection ended, by reason.");
+  for (size_t i = 0, n = refused_connections.size(); i < n; ++i) {
+    const uint64_t v = Get(connections_refused[i]);
+    if (i < refused_connections.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_connections_refused_total", {{"reason", refused_connections.label(i)}}, v);
+  }
+
+  w.Family("cuflight_connections_closed_total", "counter",
+           "Producer connections the collector closed, by reason.");
+  for (size_t i = 0, n = closed_connections.size(); i < n; ++i) {
+    const uint64_t v = Get(connections_closed[i]);
+    if (i < closed_connections.reserved_count() && v == 0) continue;
+    w.Sample("cuflight_connections_closed_total", {{"reason", closed_connections.label(i)}}, v);
   }
 
   w.Family("cuflight_events_lost_total", "counter",
@@ -539,47 +895,15 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
            "not be read from its log (EMFILE, EIO, a corrupt segment).");
   w.Sample("cuflight_log_recovery_failures_total", {}, Get(log_recovery_failures));
 
-  w.Family("cuflight_kernel_launches_total", "counter",
-           "Kernel launches, by device and the per-SM resource that limits their occupancy.");
-  for (int d = 0; d < kDeviceSlots; ++d) {
-    const DeviceSeries& dev = devices[d];
-    if (!dev.seen.load(std::memory_order_relaxed)) continue;
-    for (int r = 0; r < kResourceSlots; ++r) {
-      const uint64_t v = Get(dev.launches[r]);
-      if (r == kUnknownResource && v == 0) continue;
-      w.Sample("cuflight_kernel_launches_total",
-               {{"device", device_labels[d]}, {"limiting_resource", ResourceLabel(r)}}, v);
-    }
-  }
+  RenderGpus(w);
 
-  w.Family("cuflight_kernel_occupancy_ratio", "histogram",
-           "Theoretical occupancy of kernel launches (active warps / warp slots per SM), by "
-           "device.");
-  for (int d = 0; d < kDeviceSlots; ++d) {
-    const DeviceSeries& dev = devices[d];
-    if (!dev.seen.load(std::memory_order_relaxed)) continue;
-    // One read per bucket; the cumulative counts, +Inf and _count all come from these reads,
-    // so they agree within a scrape even while launches are being added.
-    uint64_t cumulative = 0;
-    for (int b = 0; b < kOccupancyBuckets; ++b) {
-      cumulative += Get(dev.occupancy_buckets[b]);
-      w.Sample("cuflight_kernel_occupancy_ratio_bucket",
-               {{"device", device_labels[d]}, {"le", kBucketBounds[b]}}, cumulative);
-    }
-    w.Sample("cuflight_kernel_occupancy_ratio_bucket",
-             {{"device", device_labels[d]}, {"le", "+Inf"}}, cumulative);
-    w.Sample("cuflight_kernel_occupancy_ratio_sum", {{"device", device_labels[d]}},
-             dev.occupancy_sum.load(std::memory_order_relaxed));
-    w.Sample("cuflight_kernel_occupancy_ratio_count", {{"device", device_labels[d]}}, cumulative);
-  }
-
-  w.Family("cuflight_kernel_gpu_seconds_total", "counter",
-           "GPU execution time of kernels (CUPTI activity), by device.");
-  for (int d = 0; d < kDeviceSlots; ++d) {
-    const DeviceSeries& dev = devices[d];
-    if (!dev.seen.load(std::memory_order_relaxed)) continue;
-    w.Sample("cuflight_kernel_gpu_seconds_total", {{"device", device_labels[d]}},
-             Seconds(Get(dev.gpu_ns)));
+  w.Family("cuflight_kernel_launches_by_timing_total", "counter",
+           "Kernel launches by the timing policy of their process (all: every launch is timed; "
+           "sampled: those in a timing window; off: none).");
+  for (int t = 0; t < Metrics::kTimingPolicies; ++t) {
+    w.Sample("cuflight_kernel_launches_by_timing_total",
+             {{"timing", Metrics::TimingPolicyName(static_cast<Metrics::TimingPolicy>(t))}},
+             Get(launches_by_timing[t]));
   }
 
   const size_t name_count = kernel_names.size();
@@ -608,12 +932,22 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
   }
 
   w.Family("cuflight_kernel_name_gpu_seconds_total", "counter",
-           "GPU execution time of kernels by kernel name (\"unknown\": no launch event joined).");
+           "Measured GPU execution time of kernels by kernel name (\"unknown\": no launch event "
+           "joined).");
   for (size_t i = 0; i < name_count; ++i) {
     const uint64_t ns = Get(names[i].gpu_ns);
     if (i < reserved_names && ns == 0) continue;
     w.Sample("cuflight_kernel_name_gpu_seconds_total", {{"kernel", kernel_names.label(i)}},
              Seconds(ns));
+  }
+
+  w.Family("cuflight_kernel_name_timed_launches_total", "counter",
+           "Launches whose GPU time was measured (kernel_time events), by kernel name: the "
+           "launches cuflight_kernel_name_gpu_seconds_total sums.");
+  for (size_t i = 0; i < name_count; ++i) {
+    const uint64_t n = Get(names[i].timed);
+    if (i < reserved_names && n == 0) continue;
+    w.Sample("cuflight_kernel_name_timed_launches_total", {{"kernel", kernel_names.label(i)}}, n);
   }
 
   w.Family("cuflight_kernel_names_tracked", "gauge",
@@ -635,7 +969,148 @@ void Metrics::State::Render(std::string* out, std::chrono::steady_clock::time_po
   w.Family("cuflight_kernel_join_pending", "gauge", "Launches waiting for their kernel_time.");
   w.Sample("cuflight_kernel_join_pending", {}, join_pending.load(std::memory_order_relaxed));
 
+  RenderWorkloads(w, now);
   RenderStalls(w, now);
+}
+
+void Metrics::State::RenderGpus(ExpositionWriter& w) const {
+  // Each family lists the GPUs seen, in series order.
+  const size_t count = gpu_uuids.size();
+  w.Family("cuflight_kernel_launches_total", "counter",
+           "Kernel launches, by GPU (UUID, pci_bus_id, modelName as dcgm-exporter labels them) "
+           "and the per-SM resource that limits their occupancy.");
+  for (size_t i = 0; i < count; ++i) {
+    const KernelSeries& k = gpus[i].kernels;
+    if (!gpus[i].seen.load(std::memory_order_relaxed)) continue;
+    Labels gpu;
+    GpuLabels(static_cast<uint32_t>(i), &gpu);
+    for (int r = 0; r < kResourceSlots; ++r) {
+      const uint64_t v = Get(k.launches[r]);
+      if (r == kUnknownResource && v == 0) continue;
+      Labels l = gpu;
+      l.Add("limiting_resource", ResourceLabel(r));
+      w.Sample("cuflight_kernel_launches_total", l, v);
+    }
+  }
+
+  w.Family("cuflight_kernel_occupancy_ratio", "histogram",
+           "Theoretical occupancy of kernel launches (active warps / warp slots per SM), by GPU.");
+  for (size_t i = 0; i < count; ++i) {
+    if (!gpus[i].seen.load(std::memory_order_relaxed)) continue;
+    Labels gpu;
+    GpuLabels(static_cast<uint32_t>(i), &gpu);
+    RenderHistogram(w, "cuflight_kernel_occupancy_ratio", gpus[i].kernels, gpu);
+  }
+
+  w.Family("cuflight_kernel_gpu_seconds_total", "counter",
+           "Measured GPU execution time of kernels (the sum of kernel_time durations, CUPTI "
+           "activity), by GPU.");
+  for (size_t i = 0; i < count; ++i) {
+    if (!gpus[i].seen.load(std::memory_order_relaxed)) continue;
+    Labels gpu;
+    GpuLabels(static_cast<uint32_t>(i), &gpu);
+    w.Sample("cuflight_kernel_gpu_seconds_total", gpu, Seconds(Get(gpus[i].kernels.gpu_ns)));
+  }
+
+  w.Family("cuflight_kernel_timed_launches_total", "counter",
+           "Launches whose GPU time was measured (kernel_time events), by GPU: the launches "
+           "cuflight_kernel_gpu_seconds_total sums.");
+  for (size_t i = 0; i < count; ++i) {
+    if (!gpus[i].seen.load(std::memory_order_relaxed)) continue;
+    Labels gpu;
+    GpuLabels(static_cast<uint32_t>(i), &gpu);
+    w.Sample("cuflight_kernel_timed_launches_total", gpu, Get(gpus[i].kernels.timed));
+  }
+}
+
+void Metrics::State::RenderWorkloads(ExpositionWriter& w,
+                                     std::chrono::steady_clock::time_point now) const {
+  const std::lock_guard<std::mutex> lock(workload_mu);
+  std::vector<uint32_t> shown;
+  for (uint32_t i = 0; i <= workload_limit; ++i) {
+    if (Visible(workloads[i], now)) shown.push_back(i);
+  }
+  const auto labels_of = [this](uint32_t i) {
+    const WorkloadSeries& s = workloads[i];
+    Labels l;
+    l.Add("hpc_job", s.hpc_job)
+        .Add("namespace", s.namespace_)
+        .Add("pod", s.pod)
+        .Add("container", s.container);
+    return l;
+  };
+
+  w.Family("cuflight_workload_processes_started_total", "counter",
+           "Recorded processes first seen, by workload (hpc_job, namespace, pod, container).");
+  for (const uint32_t i : shown) {
+    w.Sample("cuflight_workload_processes_started_total", labels_of(i), Get(workloads[i].started));
+  }
+  w.Family("cuflight_workload_process_crashes_total", "counter",
+           "Recorded processes that crashed (process_crash events), by workload.");
+  for (const uint32_t i : shown) {
+    w.Sample("cuflight_workload_process_crashes_total", labels_of(i), Get(workloads[i].crashes));
+  }
+  w.Family("cuflight_workload_processes_lost_total", "counter",
+           "Recorded processes that ended without process_end (process_lost), by workload.");
+  for (const uint32_t i : shown) {
+    w.Sample("cuflight_workload_processes_lost_total", labels_of(i), Get(workloads[i].lost));
+  }
+  w.Family("cuflight_workload_api_errors_total", "counter",
+           "Failed CUDA calls the producers reported (api_error events), by workload and error: "
+           "the sticky errors by name, \"other\" for any other.");
+  for (const uint32_t i : shown) {
+    for (int e = 0; e < kApiErrorSlots; ++e) {
+      const uint64_t v = Get(workloads[i].api_errors[e]);
+      if (v == 0) continue;
+      Labels l = labels_of(i);
+      l.Add("error", e == kNonSticky ? std::string_view("other") : schema::kStickyErrorNames[e]);
+      w.Sample("cuflight_workload_api_errors_total", l, v);
+    }
+  }
+  w.Family("cuflight_workload_kernel_launches_total", "counter",
+           "Kernel launches, by workload and limiting resource.");
+  for (const uint32_t i : shown) {
+    const KernelSeries& k = workloads[i].kernels;
+    for (int r = 0; r < kResourceSlots; ++r) {
+      const uint64_t v = Get(k.launches[r]);
+      if (v == 0) continue;
+      Labels l = labels_of(i);
+      l.Add("limiting_resource", ResourceLabel(r));
+      w.Sample("cuflight_workload_kernel_launches_total", l, v);
+    }
+  }
+  // The kernel series of a workload that has launched or timed nothing yet are left out.
+  const auto active = [this](uint32_t i) {
+    const KernelSeries& k = workloads[i].kernels;
+    for (const Counter& c : k.launches) {
+      if (Get(c) != 0) return true;
+    }
+    return Get(k.timed) != 0;
+  };
+  w.Family("cuflight_workload_kernel_occupancy_ratio", "histogram",
+           "Theoretical occupancy of kernel launches, by workload.");
+  for (const uint32_t i : shown) {
+    if (active(i)) {
+      RenderHistogram(w, "cuflight_workload_kernel_occupancy_ratio", workloads[i].kernels,
+                      labels_of(i));
+    }
+  }
+  w.Family("cuflight_workload_kernel_gpu_seconds_total", "counter",
+           "Measured GPU execution time of kernels (kernel_time durations), by workload.");
+  for (const uint32_t i : shown) {
+    if (active(i)) {
+      w.Sample("cuflight_workload_kernel_gpu_seconds_total", labels_of(i),
+               Seconds(Get(workloads[i].kernels.gpu_ns)));
+    }
+  }
+  w.Family("cuflight_workload_kernel_timed_launches_total", "counter",
+           "Launches whose GPU time was measured (kernel_time events), by workload.");
+  for (const uint32_t i : shown) {
+    if (active(i)) {
+      w.Sample("cuflight_workload_kernel_timed_launches_total", labels_of(i),
+               Get(workloads[i].kernels.timed));
+    }
+  }
 }
 
 }  // namespace cuflight::collector

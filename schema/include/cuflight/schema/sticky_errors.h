@@ -6,7 +6,10 @@
 #ifndef CUFLIGHT_SCHEMA_STICKY_ERRORS_H_
 #define CUFLIGHT_SCHEMA_STICKY_ERRORS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 
 namespace cuflight::schema {
 
@@ -24,6 +27,27 @@ inline constexpr int32_t kStickyErrors[] = {
     718,  // CUDA_ERROR_INVALID_PC
     719,  // CUDA_ERROR_LAUNCH_FAILED
 };
+
+// Their names as cuGetErrorName writes them (cuda.h's enumerators), in kStickyErrors' order: what
+// an api_error's error_name says, for readers that have the name and not the code (the
+// collector's metrics).
+inline constexpr std::string_view kStickyErrorNames[] = {
+    "CUDA_ERROR_ECC_UNCORRECTABLE",     "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+    "CUDA_ERROR_ILLEGAL_ADDRESS",       "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ASSERT",                "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",   "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_LAUNCH_FAILED",
+};
+static_assert(std::size(kStickyErrorNames) == std::size(kStickyErrors));
+
+// The index in kStickyErrorNames of `name`, or -1 when it is not a sticky error's.
+constexpr int StickyErrorIndex(std::string_view name) {
+  for (size_t i = 0; i < std::size(kStickyErrorNames); ++i) {
+    if (kStickyErrorNames[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 constexpr bool IsStickyError(int32_t code) {
   for (const int32_t sticky : kStickyErrors) {

@@ -24,18 +24,40 @@
 //     table; a full set evicts its oldest entry (counted). Time whose kernel is unknown (lost,
 //     evicted or never sent) is counted under its device and kernel="unknown".
 //  5. Stalls: the processes that report a GPU stall now (their latest stall event says stalled),
-//     with the age of the oldest unfinished kernel per device. Series exist only while a process
+//     with the age of the oldest unfinished kernel per GPU. Series exist only while a process
 //     is stalled; at most kMaxStallSeries (process, device) pairs get their own, the oldest
 //     first, and the others are one series whose labels are all "other" (their largest age).
 //     Updated at most once a second per process (the producer's rate), under a mutex.
 //  6. Threads: Render() may run on any thread at any time. The counter-only updates (producer,
 //     event, rejection, loss, drop, timing-drop, API-error and byte counts) may be called from
-//     any thread. Kernel(), KernelTime() and ProcessGone() share the join table and must be called
-//     from one thread at a time (the daemon's ingest thread); they may run concurrently with every
-//     other method.
+//     any thread. Kernel(), KernelTime(), ProcessGone() and the process-state methods (point 11)
+//     share the join table and must be called from one thread at a time (the daemon's ingest
+//     thread); they may run concurrently with every other method.
 //  7. Counts producers give (their drop counters' deltas, seq gaps, kernel durations) are added
 //     saturating at 2^64-1, so no input wraps a counter (Prometheus would read a reset); the
 //     daemon bounds them first (CountRefused).
+//  8. GPUs are labelled by identity, not by the CUDA ordinal inside a process (under
+//     CUDA_VISIBLE_DEVICES every process calls its GPU 0): the ordinal of a process maps to the
+//     GPU its device event names (Device), whose UUID, PCI bus id and name become the labels
+//     UUID, pci_bus_id and modelName, dcgm-exporter's names (docs/metrics.md has the mapping).
+//     At most kMaxGpus UUIDs get series of their own (later ones: UUID="other"); an ordinal
+//     with no device event, or one with an empty UUID, is UUID="unknown".
+//  9. Workloads: the processes of one (hpc_job, namespace, pod, container), from process_start's
+//     attribution (Process), share a block of series: launches by limiting resource, the
+//     occupancy histogram, measured GPU time and timed launches, processes started, crashed and
+//     lost, API errors (sticky ones by name). At most `workloads` blocks hold labels at once
+//     (later workloads: every label "other"); a block whose processes have all gone is dropped
+//     from the exposition `workload_ttl` after the last one went (Prometheus sees its series
+//     end, as for a finished pod), and its slot can then take another workload. So the series
+//     follow the workloads running now, not every one since the collector started.
+// 10. Kernel timing: the GPU seconds series are measured time only (the sum of kernel_time
+//     durations). Each has a twin counting the launches those durations came from (timed
+//     launches), and launches are counted by their process's timing policy, so that an estimate
+//     (measured x launches / timed launches) can be computed and labelled as one in PromQL,
+//     never exported as if it were measured (docs/metrics.md, Kernel timing policies).
+// 11. Process state (the ordinal -> GPU map, the workload, the timing policy) is read and written
+//     by the join-table thread only (Process, Device, Kernel, KernelTime, ApiError with a
+//     process, ProcessCrashed, ProcessLost, Stall, ProcessGone); Render reads only the series.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
 #define CUFLIGHT_METRICS_METRICS_H_
 
@@ -59,7 +81,20 @@ class Metrics {
   // `top_kernel_names`: kernel names with their own label value, clamped to [0, 10000].
   // `join_capacity`: launches remembered while their kernel_time is pending, rounded up to a
   // power of two, at least 64.
-  explicit Metrics(int top_kernel_names = 50, size_t join_capacity = kDefaultJoinCapacity);
+  // Most GPUs (distinct UUIDs) with series of their own.
+  static constexpr size_t kMaxGpus = 64;
+  // Workload blocks with labels of their own when none is given, and how long a block stays
+  // after its last process went.
+  static constexpr size_t kDefaultWorkloads = 256;
+  static constexpr std::chrono::seconds kDefaultWorkloadTtl{600};
+  // Longest workload label value, in bytes (cut at a UTF-8 boundary, invalid bytes as '?').
+  static constexpr size_t kMaxWorkloadLabelBytes = 128;
+  // A process_id no process was registered under (Process).
+  static constexpr uint64_t kNoProcess = 0;
+
+  explicit Metrics(int top_kernel_names = 50, size_t join_capacity = kDefaultJoinCapacity,
+                   size_t workloads = kDefaultWorkloads,
+                   std::chrono::seconds workload_ttl = kDefaultWorkloadTtl);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -72,9 +107,16 @@ class Metrics {
   void EventReceived(std::string_view type);
   // One event line written to the log, by its `type`.
   void EventStored(std::string_view type);
-  // One line refused, by reason: schema::ReasonName(...) or a daemon reason such as
-  // "line_too_long", "duplicate", "connection_limit".
+  // One event line refused (not stored), by reason: schema::ReasonName(...) or a daemon reason
+  // such as "line_too_long", "duplicate".
   void Rejected(std::string_view reason);
+  // One connection refused at accept, or a lingering slot refused to a process whose connection
+  // ended, by reason ("connection_limit", "uid_connection_limit", "peer_not_allowed",
+  // "linger_limit"; at most 16 reasons, then "other").
+  void ConnectionRefused(std::string_view reason);
+  // One producer connection the collector closed, by reason ("idle_timeout",
+  // "handshake_timeout", "fair_share"; at most 16 reasons, then "other").
+  void ConnectionClosed(std::string_view reason);
   // `n` events the collector never received (gaps in a producer's seq).
   void Lost(uint64_t n);
   // `delta` events a producer reports it dropped itself (from stats / process_end deltas), by
@@ -88,8 +130,9 @@ class Metrics {
   void OccupancyDisagreements(uint64_t delta);
   // One failed CUDA call a producer reported (an api_error event), by its `error_name` (e.g.
   // "CUDA_ERROR_ILLEGAL_ADDRESS"): the first 32 distinct names get their own label value, later
-  // ones count as "other"; an empty name as "unknown".
-  void ApiError(std::string_view error_name);
+  // ones count as "other"; an empty name as "unknown". With a `process_id` (Process), also
+  // counted for its workload (join-table thread rule); without, from any thread.
+  void ApiError(std::string_view error_name, uint64_t process_id = kNoProcess);
   // `n` bytes written to the event log.
   void BytesWritten(uint64_t n);
   // `n` events a producer sent that the log could not store (its buffers were full, e.g. a full
@@ -120,6 +163,36 @@ class Metrics {
   // From one thread at a time (the daemon's).
   void SetLogTotals(const LogTotals& totals);
 
+  // A process's timing policy (process_start config.timing: "all", "sampled", "off"; older
+  // producers wrote "true"/"false").
+  enum class TimingPolicy : uint8_t { kAll, kSampled, kOff };
+  static constexpr int kTimingPolicies = 3;
+  // The policy a process_start config.timing value names; absent or unknown: kAll (the readers'
+  // rule of the contract, docs/protocol.md).
+  static TimingPolicy TimingPolicyFromConfig(std::string_view value);
+  static std::string_view TimingPolicyName(TimingPolicy policy);
+
+  // Who a process is to its scheduler, as label values ("" where not known).
+  struct Workload {
+    std::string_view hpc_job;    // attribution.job
+    std::string_view namespace_;  // attribution.pod_namespace
+    std::string_view pod;        // attribution.pod_name, else attribution.pod_uid
+    std::string_view container;  // the allow-listed CONTAINER_NAME, when set
+  };
+  // A process appeared (its process_start): its workload and timing policy. A second call for a
+  // process_id changes nothing. `process_id` != kNoProcess. Join-table thread rule.
+  void Process(uint64_t process_id, const Workload& workload, TimingPolicy timing);
+  // Device `device` (the ordinal) of process `process_id` is the GPU `uuid` ("GPU-..." or
+  // "MIG-..."; "" when unknown) at `pci_bus_id` ("" when unknown), named `model`. The first
+  // device event naming a UUID gives its pci_bus_id and modelName labels. Join-table thread
+  // rule.
+  void Device(uint64_t process_id, int32_t device, std::string_view uuid,
+              std::string_view pci_bus_id, std::string_view model);
+  // The process sent a process_crash event / was written off (process_lost). Join-table thread
+  // rule.
+  void ProcessCrashed(uint64_t process_id);
+  void ProcessLost(uint64_t process_id);
+
   // One kernel launch. `name`: the label for the kernel (the daemon passes the demangled name,
   // or the mangled one when demangling failed). `limiting_resource`: a schema resource name.
   // `occupancy`: in [0, 1]; a value outside [0, 1] is clamped, a NaN is left out of the
@@ -141,9 +214,11 @@ class Metrics {
   void KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t device,
                   uint64_t duration_ns, uint64_t graph_node_id = 0);
   // Forgets the join state of a process that has gone (its pending launches are dropped
-  // without being counted as evicted; scans the join table: O(join_capacity)), and its stall.
-  // Join-table thread rule (above).
-  void ProcessGone(uint64_t process_id);
+  // without being counted as evicted; scans the join table: O(join_capacity)), its stall, its
+  // GPU map, and its share of its workload (at `now`: the workload's series stay workload_ttl
+  // after its last process went). Join-table thread rule (above).
+  void ProcessGone(uint64_t process_id,
+                   std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
   // Most (process, device) pairs of stalled processes with series of their own (design point 5).
   static constexpr size_t kMaxStallSeries = 64;
@@ -154,16 +229,20 @@ class Metrics {
     double seconds = 0;
   };
   // A process's latest stall event, received at `received` (steady clock): stalled with `ages`
-  // per device (each device once), or, when `ages` is empty (resolved, or nothing listed), not
+  // per device ordinal (each once), or, when `ages` is empty (resolved, or nothing listed), not
   // stalled any more. The gauge of a device is its age plus the time since `received`: it keeps
   // growing until the next event. `hostname`, `pid`, `exe` (cut to a basename of at most
   // kMaxKernelNameBytes) and, when not empty, `stream` (what tells apart processes that share
   // the others: the daemon gives "<instance_id>-<owner>", the tail of the stream's log name)
-  // label the series; processes whose labels are all equal are one series (the larger age).
-  // Any thread.
+  // label the series, with the GPU's labels (the ordinal mapped as for Kernel) and the
+  // process's workload labels; processes whose labels are all equal are one series (the larger
+  // age). Join-table thread rule.
   void Stall(uint64_t process_id, std::string_view hostname, int32_t pid, std::string_view exe,
              std::span<const StallAge> ages, std::chrono::steady_clock::time_point received,
              std::string_view stream = {});
+
+  // The version cuflight_build_info reports (the project's version, CMake's PROJECT_VERSION).
+  static std::string_view Version();
 
   // Every series in the Prometheus text exposition format 0.0.4 (HELP and TYPE lines, then the
   // samples; families in a fixed order). Any thread; allocates the returned string only.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <string_view>
@@ -52,6 +53,7 @@ struct StreamState {
 
 struct DeviceInfo {
   std::string name;
+  std::string uuid;
   int warp_size = 32;
   occupancy::DeviceLimits limits;
 };
@@ -83,6 +85,11 @@ struct ProcessState {
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
   std::optional<uint64_t> last_stall_seq;
+  // Its last launch (the highest seq) without its name, and its builder signature (the name).
+  std::optional<LaunchSummary> last_launch;
+  uint32_t last_launch_signature = 0;
+  int32_t last_launch_device = 0;
+  uint64_t last_launch_stream = 0;
   CompletionEvidence completion;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
@@ -252,13 +259,13 @@ class Builder {
     for (const auto& [name, value] : e.config) {
       // process_start's config names variables without "CUFLIGHT_", in lower case.
       if (name == "timing" || name == "CUFLIGHT_TIMING") {
-        p.completion.timing_off = value == "off" || value == "0" || value == "false";
+        s.timing_policy = TimingPolicyOfConfig(value);
       }
     }
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
-    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
+    p.devices[e.device] = {e.name, e.uuid, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
   }
 
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
@@ -273,6 +280,20 @@ class Builder {
     PendingLaunch launch{static_cast<uint32_t>(index), e.header.seq, e.header.ts_ns, kNone, kNone,
                          kNone, nullptr, 0};
     const uint32_t signature = SignatureOf(p, e);
+    if (!p.last_launch || e.header.seq >= p.last_launch->seq) {
+      LaunchSummary& l = p.last_launch ? *p.last_launch : p.last_launch.emplace();
+      l.seq = e.header.seq;
+      l.ts_ns = e.header.ts_ns;
+      l.correlation_id = e.correlation_id;
+      l.graph_node_id = e.graph_node_id.value_or(0);
+      l.grid = e.grid;
+      l.block = e.block;
+      l.occupancy = e.occupancy.occupancy;
+      l.duration_ns.reset();
+      p.last_launch_signature = signature;
+      p.last_launch_device = e.device;
+      p.last_launch_stream = e.stream;
+    }
     if (options_.review_launches > 0) {
       const auto n = static_cast<size_t>(options_.review_launches);
       if (stream.ring.size() < n) {
@@ -472,6 +493,9 @@ class Builder {
     }
     if (!st.limiter_selected) return kNone;
     ++st.sig.launches;
+    if (processes_[index].summary.timing_policy == TimingPolicy::kSampled) {
+      ++st.sig.sampled.launches;
+    }
     if (index != st.last_process) {
       st.last_process = index;
       if (st.process_seen.size() <= index) st.process_seen.resize(index + 1, false);
@@ -497,12 +521,22 @@ class Builder {
   }
 
   void Timed(const PendingLaunch& l, const GpuTime& t) {
-    ++processes_[l.process].summary.timed_kernels;
+    ProcessState& p = processes_[l.process];
+    ++p.summary.timed_kernels;
     if (l.stream != nullptr && l.stream->ring[l.slot].seq == l.seq) {
       l.stream->ring[l.slot].duration_ns = t.duration_ns;
     }
+    if (p.last_launch && p.last_launch->seq == l.seq) p.last_launch->duration_ns = t.duration_ns;
     if (l.signature == kNone) return;
-    signatures_[l.signature].durations.Add(t.duration_ns);
+    SignatureState& st = signatures_[l.signature];
+    st.durations.Add(t.duration_ns);
+    if (p.summary.timing_policy == TimingPolicy::kSampled) {
+      Signature::SampledLaunches& sampled = st.sig.sampled;
+      ++sampled.timed;
+      sampled.measured_ns = t.duration_ns > UINT64_MAX - sampled.measured_ns
+                                ? UINT64_MAX
+                                : sampled.measured_ns + t.duration_ns;
+    }
     if (l.lane != kNone) {
       lanes_[l.lane].Add(static_cast<int64_t>(t.start_ns), static_cast<int64_t>(t.end_ns),
                          l.signature, true);
@@ -533,7 +567,10 @@ class Builder {
       report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
       ProcessSummary& s = p.summary;
-      for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
+      for (const auto& [ordinal, device] : p.devices) {
+        s.devices.emplace_back(ordinal, device.name);
+        s.device_uuids.emplace_back(ordinal, device.uuid);
+      }
       // Only a sticky error stops the kernels in flight; any other failed call is about itself.
       const std::vector<uint64_t>* error_ids =
           s.last_api_error && schema::IsStickyError(s.last_api_error->code)
@@ -541,6 +578,15 @@ class Builder {
               : nullptr;
       p.completion.ended = s.end.has_value();
       p.completion.timing_dropped = s.timing_dropped;
+      p.completion.timing = s.timing_policy;
+      if (p.last_launch) {
+        LaunchSummary& l = *p.last_launch;
+        l.name = signatures_[p.last_launch_signature].display;
+        l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+        s.last_kernel = std::move(l);
+        s.last_kernel_device = p.last_launch_device;
+        s.last_kernel_stream = p.last_launch_stream;
+      }
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
         // The ring, oldest first: from `next` once it is full.
@@ -591,6 +637,8 @@ class Builder {
       if (target) sig.retarget = RetargetSignature(sig, *target);
       report_->launches += sig.launches;
       report_->timed_launches += sig.gpu_time ? sig.gpu_time->count : 0;
+      report_->sampled_launches += sig.sampled.launches;
+      report_->sampled_timed += sig.sampled.timed;
       models.insert(sig.device_model);
       report_->signatures.push_back(std::move(sig));
       builder_index_of_signature_.push_back(i);
@@ -716,6 +764,64 @@ std::string ProcessName(const ProcessSummary& p) {
     name += fmt::format(" (rank {})", rank);
   }
   return name;
+}
+
+std::string_view TimingPolicyName(TimingPolicy policy) {
+  switch (policy) {
+    case TimingPolicy::kAll:
+      return "all";
+    case TimingPolicy::kSampled:
+      return "sampled";
+    case TimingPolicy::kOff:
+      return "off";
+  }
+  return "all";
+}
+
+TimingPolicy TimingPolicyOfConfig(std::string_view value) {
+  if (value == "sampled") return TimingPolicy::kSampled;
+  if (value == "off" || value == "0" || value == "false") return TimingPolicy::kOff;
+  return TimingPolicy::kAll;  // "all", and "1", "true", "on" as older producers wrote it
+}
+
+double TimedFraction(const Signature& s) {
+  if (s.launches == 0) return 0;
+  return static_cast<double>(s.gpu_time ? s.gpu_time->count : 0) /
+         static_cast<double>(s.launches);
+}
+
+std::optional<uint64_t> EstimatedGpuNs(const Signature& s) {
+  const Signature::SampledLaunches& sampled = s.sampled;
+  if (sampled.launches == 0 || sampled.timed == 0) return std::nullopt;
+  const uint64_t measured = s.gpu_time ? s.gpu_time->total_ns : 0;
+  // Launches of processes timing every launch count as measured; the sampled ones scale.
+  const long double scaled = static_cast<long double>(sampled.measured_ns) *
+                             static_cast<long double>(sampled.launches) /
+                             static_cast<long double>(sampled.timed);
+  const uint64_t others = measured >= sampled.measured_ns ? measured - sampled.measured_ns : 0;
+  const long double total = static_cast<long double>(others) + scaled;
+  if (total >= static_cast<long double>(UINT64_MAX)) return UINT64_MAX;
+  return static_cast<uint64_t>(std::llroundl(total));
+}
+
+GpuTimeTotals TotalGpuTime(const Report& report) {
+  GpuTimeTotals t;
+  auto add = [](uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; };
+  uint64_t estimate = 0;
+  for (const Signature& s : report.signatures) {
+    const uint64_t measured = s.gpu_time ? s.gpu_time->total_ns : 0;
+    t.measured_ns = add(t.measured_ns, measured);
+    if (s.sampled.launches == 0) {
+      estimate = add(estimate, measured);
+    } else if (const std::optional<uint64_t> e = EstimatedGpuNs(s)) {
+      estimate = add(estimate, *e);
+    } else {
+      ++t.unknown_signatures;
+      estimate = add(estimate, measured);  // its launches of processes timing every launch
+    }
+  }
+  if (report.sampled_launches > 0) t.estimate_ns = estimate;
+  return t;
 }
 
 std::string_view AttributionValue(const ProcessSummary& p, std::string_view key) {

@@ -78,6 +78,7 @@ tr.advice td{color:#0b5394;border-bottom:1px solid var(--line);font-size:13px}
 tbody.sig tr:first-child td{border-bottom:none}
 .bad{color:var(--bad);font-weight:600}
 .warn{color:#9a5b00}
+.est{font-style:italic}
 .ending{display:inline-block;padding:0 6px;border-radius:4px;background:#fbe3d6;color:#8a3200;
 font-weight:600}
 .proc{border-left:4px solid var(--bad);padding:2px 0 2px 12px;margin:12px 0}
@@ -182,7 +183,19 @@ std::string Summary(const Report& r) {
   card("kernel launches", FormatCount(r.launches));
   card("timed launches", FormatCount(r.timed_launches));
   card("kernel signatures", FormatCount(r.signatures.size()));
-  card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
+  if (r.sampled_launches > 0) {
+    // Sampled timing: what was measured, and apart from it what it suggests, labelled so.
+    const GpuTimeTotals t = TotalGpuTime(r);
+    card("measured GPU time (timed launches)",
+         r.timed_launches > 0 ? FormatDuration(t.measured_ns) : std::string("-"));
+    card(fmt::format("estimated GPU time, an estimate: {} of launches under sampled timing timed{}",
+                     FormatShare(static_cast<double>(r.sampled_timed) /
+                                 static_cast<double>(r.sampled_launches)),
+                     t.unknown_signatures > 0 ? "; a lower bound" : ""),
+         "~" + FormatDuration(t.estimate_ns.value_or(0)), "est");
+  } else {
+    card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
+  }
   out += "</div>\n";
   std::string read = fmt::format("Read {}", GroupedPlural(s.files, "file", "files"));
   if (s.compressed_files > 0) read += fmt::format(" ({} zstd)", FormatCount(s.compressed_files));
@@ -200,6 +213,19 @@ std::string Summary(const Report& r) {
     if (const std::string note = TimingStoppedNote(p); !note.empty()) {
       out += fmt::format("<p class=\"note warn\">{}.</p>\n", Escape(note));
     }
+  }
+  if (r.sampled_launches > 0) {
+    size_t sampled = 0;
+    for (const ProcessSummary& p : r.processes) {
+      sampled += p.timing_policy == TimingPolicy::kSampled ? 1 : 0;
+    }
+    out += fmt::format(
+        "<p class=\"note\" id=\"timing-sampled\">Kernel timing was sampled "
+        "(CUFLIGHT_TIMING=sampled) in {} of {}: {} of {} launches under it were timed. MEASURED "
+        "is the GPU time of the timed launches; EST is an estimate, not a measurement: MEASURED "
+        "x launches / timed launches.</p>\n",
+        FormatCount(sampled), GroupedPlural(r.processes.size(), "process", "processes"),
+        FormatCount(r.sampled_timed), FormatCount(r.sampled_launches));
   }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "<p class=\"note\">No launch was timed (no kernel_time event joined): GPU times are "
@@ -394,32 +420,57 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
                      shown < r.signatures.size()
                          ? fmt::format(" (top {} of {})", shown, r.signatures.size())
                          : std::string());
+  const bool sampled = r.sampled_launches > 0;
   out += "<table class=\"sortable\" id=\"kernel-table\"><thead><tr>";
-  for (const char* h : {"LAUNCHES", "TOTAL", "MEAN", "P50", "P99", "OCC"}) {
-    out += fmt::format("<th class=\"n\">{}</th>", h);
-  }
+  std::vector<std::string_view> numeric = {"LAUNCHES", sampled ? "MEASURED" : "TOTAL"};
+  if (sampled) numeric.insert(numeric.end(), {"TIMED", "EST"});
+  numeric.insert(numeric.end(), {"MEAN", "P50", "P99", "OCC"});
+  for (const std::string_view h : numeric) out += fmt::format("<th class=\"n\">{}</th>", h);
   out += "<th>LIMITER</th>";
   for (const char* h : {"BLOCK", "REGS", "SMEM", "WAVES", "SPILL"}) {
     out += fmt::format("<th class=\"n\">{}</th>", h);
   }
   if (r.several_device_models) out += "<th>DEVICE</th>";
   out += "<th>KERNEL</th></tr></thead>\n";
-  const int columns = r.several_device_models ? 14 : 13;
+  const int columns = (r.several_device_models ? 14 : 13) + (sampled ? 2 : 0);
+  bool unknown = false;
   bool varies = false;
   for (size_t i = 0; i < shown; ++i) {
     const Signature& s = r.signatures[i];
     const schema::OccupancyFields& f = s.fields();
     out += "<tbody class=\"sig\"><tr>";
     out += Num(FormatCount(s.launches), static_cast<double>(s.launches));
+    out += s.gpu_time ? Num(FormatDuration(s.gpu_time->total_ns),
+                            static_cast<double>(s.gpu_time->total_ns))
+                      : Num("-", -1, "n muted");
+    if (sampled) {
+      const uint64_t timed = s.gpu_time ? s.gpu_time->count : 0;
+      out += Num(fmt::format("{}/{} {}", FormatCount(timed), FormatCount(s.launches),
+                             FormatShare(TimedFraction(s))),
+                 TimedFraction(s));
+      if (s.sampled.launches == 0) {
+        out += s.gpu_time ? Num(FormatDuration(s.gpu_time->total_ns),
+                                static_cast<double>(s.gpu_time->total_ns))
+                          : Num("-", -1, "n muted");
+      } else if (const std::optional<uint64_t> estimate = EstimatedGpuNs(s)) {
+        out += fmt::format(
+            "<td class=\"n est\" data-v=\"{}\" title=\"an estimate, not a measurement: {} of "
+            "{} sampled launches timed\">~{}</td>",
+            *estimate, FormatCount(s.sampled.timed), FormatCount(s.sampled.launches),
+            Escape(FormatDuration(*estimate)));
+      } else {
+        unknown = true;
+        out += Num("unknown", -1, "n warn");
+      }
+    }
     if (s.gpu_time) {
       const DurationStats& t = *s.gpu_time;
       const auto mean = static_cast<uint64_t>(std::llround(t.mean_ns));
-      out += Num(FormatDuration(t.total_ns), static_cast<double>(t.total_ns));
       out += Num(FormatDuration(mean), static_cast<double>(mean));
       out += Num(FormatDuration(t.p50_ns), static_cast<double>(t.p50_ns));
       out += Num(FormatDuration(t.p99_ns), static_cast<double>(t.p99_ns));
     } else {
-      for (int k = 0; k < 4; ++k) out += Num("-", -1, "n muted");
+      for (int k = 0; k < 3; ++k) out += Num("-", -1, "n muted");
     }
     std::string occ = FormatPercent(f.occupancy);
     const bool differs = FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max);
@@ -458,10 +509,17 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
   std::vector<std::string> legend;
   for (size_t i = 0; i < shown; ++i) {
     if (!r.signatures[i].gpu_time) {
-      legend.emplace_back("-: no launch of the signature was timed");
+      legend.emplace_back(sampled ? "-: no launch of the signature was timed (GPU time unknown)"
+                                  : "-: no launch of the signature was timed");
       break;
     }
   }
+  if (sampled) {
+    legend.emplace_back(
+        "MEASURED: GPU time of the timed launches; TIMED: timed/launches; EST (~): an estimate, "
+        "not a measurement: MEASURED x launches / timed for launches under sampled timing");
+  }
+  if (unknown) legend.emplace_back("unknown: sampled, and none of its launches was timed");
   if (varies) legend.emplace_back("*: occupancy differs between launches (hover for the range)");
   if (!legend.empty()) {
     out += "<p class=\"note\">";
@@ -515,9 +573,13 @@ std::string RetargetTable(const Report& r, const ReportOptions& o) {
 std::string Processes(const Report& r) {
   std::string out = "<section id=\"processes\">\n<h2>Processes</h2>\n";
   if (r.processes.empty()) return out + "<p class=\"muted\">None.</p>\n</section>\n";
+  bool policies = false;  // a TIMING column when some process did not time every launch
+  for (const ProcessSummary& p : r.processes) policies |= p.timing_policy != TimingPolicy::kAll;
   out += "<table class=\"sortable\" id=\"process-table\"><thead><tr><th class=\"n\">PID</th>"
          "<th>EXE</th><th>HOST</th><th>STARTED</th><th class=\"n\">EVENTS</th>"
-         "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th><th class=\"n\">API ERRORS</th>"
+         "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th>";
+  if (policies) out += "<th title=\"CUFLIGHT_TIMING\">TIMING</th>";
+  out += "<th class=\"n\">API ERRORS</th>"
          "<th class=\"n\">DROPPED</th><th class=\"n\" title=\"kernel timing records lost\">"
          "TIMING LOST</th><th>ENDING</th></tr></thead>\n";
   for (const ProcessSummary& p : r.processes) {
@@ -531,6 +593,7 @@ std::string Processes(const Report& r) {
     out += Num(FormatCount(p.events), static_cast<double>(p.events));
     out += Num(FormatCount(p.kernels), static_cast<double>(p.kernels));
     out += Num(FormatCount(p.timed_kernels), static_cast<double>(p.timed_kernels));
+    if (policies) out += Cell(TimingPolicyName(p.timing_policy));
     out += Num(FormatCount(p.api_errors), static_cast<double>(p.api_errors),
                p.api_errors > 0 ? "n bad" : "n");
     out += Num(FormatCount(p.dropped), static_cast<double>(p.dropped),

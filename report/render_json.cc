@@ -46,6 +46,7 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
             {"timed_kernels", p.timed_kernels},
             {"api_errors", p.api_errors},
             {"dropped", p.dropped},
+            {"timing_policy", TimingPolicyName(p.timing_policy)},
             {"timing_dropped", p.timing_dropped},
             {"timing_stopped", p.timing_stopped},
             {"timing_stopped_reason", schema::TimingStoppedReasonName(p.timing_stopped_reason)},
@@ -196,6 +197,21 @@ json SignatureJson(const Signature& s) {
               {"smem_for_next_block", OrNull(f.smem_for_next_block)},
               {"best_block_size", f.best_block_size}}},
             {"advice", s.advice.empty() ? json(nullptr) : json(s.advice)}};
+  if (s.sampled.launches > 0) {
+    // Never folded into gpu_time: that is what was measured, this what it suggests.
+    const std::optional<uint64_t> estimate = EstimatedGpuNs(s);
+    j["gpu_time_estimate"] = {
+        {"estimate_ns", estimate ? json(*estimate) : json(nullptr)},
+        {"is_measurement", false},
+        {"method", "measured_ns x sampled_launches / sampled_timed_launches, plus the measured "
+                   "time of launches not sampled"},
+        {"measured_ns", s.gpu_time ? json(s.gpu_time->total_ns) : json(nullptr)},
+        {"sampled_launches", s.sampled.launches},
+        {"sampled_timed_launches", s.sampled.timed},
+        {"sampled_measured_ns", s.sampled.measured_ns},
+        {"sampled_fraction",
+         static_cast<double>(s.sampled.timed) / static_cast<double>(s.sampled.launches)}};
+  }
   if (s.retarget) {
     const Retarget& t = *s.retarget;
     json rt = {{"ok", t.ok}, {"change", t.change}};
@@ -241,7 +257,15 @@ json RenderJson(const Report& r, const ReportOptions& options) {
                 {"signatures_shown", shown},
                 {"launches", r.launches},
                 {"timed_launches", r.timed_launches},
+                {"sampled_launches", r.sampled_launches},
+                {"sampled_timed_launches", r.sampled_timed},
                 {"several_device_models", r.several_device_models}}}};
+  if (r.sampled_launches > 0) {
+    const GpuTimeTotals t = TotalGpuTime(r);
+    doc["totals"]["gpu_time_measured_ns"] = t.measured_ns;
+    doc["totals"]["gpu_time_estimate_ns"] = t.estimate_ns.value_or(0);
+    doc["totals"]["gpu_time_estimate_unknown_signatures"] = t.unknown_signatures;
+  }
   if (r.retarget) {
     doc["retarget"] = {{"key", r.retarget->key}, {"name", r.retarget->name}};
   }
@@ -257,6 +281,13 @@ std::string RenderCsv(const Report& r, const ReportOptions& options) {
       "occupancy",     "max_active_blocks", "limiting_resource", "reg_occupancy",
       "smem_occupancy", "warp_occupancy",  "block_occupancy",   "barrier_occupancy",
       "cluster_occupancy", "waves_mean",   "tail_utilization_mean", "advice"};
+  const bool sampled = r.sampled_launches > 0;
+  if (sampled) {
+    for (const char* h : {"sampled_launches", "sampled_timed_launches", "sampled_fraction",
+                          "gpu_estimate_ns"}) {
+      header.emplace_back(h);
+    }
+  }
   if (r.retarget) {
     for (const char* h : {"retarget_device", "retarget_max_active_blocks", "retarget_occupancy",
                           "retarget_limiting_resource", "retarget_change"}) {
@@ -307,6 +338,18 @@ std::string RenderCsv(const Report& r, const ReportOptions& options) {
         num(s.waves_mean),
         num(s.tail_mean),
         s.advice};
+    if (sampled) {
+      // Empty when the signature had no sampled launch (its measurement is whole), and the
+      // estimate empty when none of them was timed (unknown).
+      const bool any = s.sampled.launches > 0;
+      const std::optional<uint64_t> estimate = EstimatedGpuNs(s);
+      cells.push_back(num(s.sampled.launches));
+      cells.push_back(num(s.sampled.timed));
+      cells.push_back(any ? num(static_cast<double>(s.sampled.timed) /
+                                static_cast<double>(s.sampled.launches))
+                          : "");
+      cells.push_back(estimate ? num(*estimate) : "");
+    }
     if (r.retarget) {
       cells.push_back(r.retarget->key);
       if (s.retarget && s.retarget->ok) {

@@ -34,6 +34,20 @@ struct ProcessKey {
   auto operator<=>(const ProcessKey&) const = default;
 };
 
+// A process's kernel timing policy (CUFLIGHT_TIMING: schema/env/README.md): every launch timed,
+// launches timed only while a timing window is open, or none timed.
+enum class TimingPolicy : uint8_t {
+  kAll = 0,
+  kSampled = 1,
+  kOff = 2,
+};
+// "all", "sampled", "off".
+std::string_view TimingPolicyName(TimingPolicy policy);
+// The policy a process_start's config "timing" states: "all", "sampled" or "off", and as older
+// producers wrote it "1", "true" or "on" (all), "0" or "false" (off). Anything else: all, the
+// library's default (readers take all when the member is absent).
+TimingPolicy TimingPolicyOfConfig(std::string_view value);
+
 // How a process's stream ends. The review section lists every process whose ending is not
 // kEnded or kRunning.
 enum class Ending : uint8_t {
@@ -101,6 +115,11 @@ struct ProcessSummary {
   // environment variables it read), sorted by name; empty when it had none.
   std::vector<std::pair<std::string, std::string>> attribution;
   std::vector<std::pair<int32_t, std::string>> devices;  // ordinal, name; by ordinal
+  // The device events' GPU identities, by ordinal: "GPU-..." or "MIG-..." as nvidia-smi writes
+  // them, "" when the event had none (older producers); only ordinals with a device event.
+  std::vector<std::pair<int32_t, std::string>> device_uuids;
+  // Its kernel timing policy, from its process_start (kAll when it has none).
+  TimingPolicy timing_policy = TimingPolicy::kAll;
   uint64_t events = 0;
   uint64_t kernels = 0;        // kernel events (before the report's filters)
   uint64_t timed_kernels = 0;  // of those, joined to a kernel_time
@@ -128,6 +147,11 @@ struct ProcessSummary {
   // CUDA_ERROR_LAUNCH_FAILED (719)" (review.h: DescribeEnding).
   std::string ending_detail;
   std::vector<StreamTail> streams;  // by (device, stream)
+  // Its last kernel launch (the highest seq), whatever the filters; nullopt when it launched
+  // none. `completion` and `duration_ns` as in the review's launches.
+  std::optional<LaunchSummary> last_kernel;
+  int32_t last_kernel_device = 0;
+  uint64_t last_kernel_stream = 0;
 };
 
 // "pid 123 trainer" (the exe's basename when known), with "(job 4242, rank 3)" after it when
@@ -192,7 +216,16 @@ struct Signature {
   schema::OwnedKernelEvent first;  // the first launch read: resources and occupancy fields
   uint64_t launches = 0;
   uint64_t processes = 0;  // distinct processes that launched it
-  std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed
+  std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed: GPU time unknown
+  // The launches above made by processes whose timing policy is sampled, how many of those were
+  // timed, and their measured GPU time (ns, saturating): what EstimatedGpuNs scales. All 0 when
+  // no process sampled the signature's timing.
+  struct SampledLaunches {
+    uint64_t launches = 0;
+    uint64_t timed = 0;
+    uint64_t measured_ns = 0;
+  };
+  SampledLaunches sampled;
   double occupancy_min = 0;  // over the launches (carveout and cluster can differ)
   double occupancy_max = 0;
   double waves_mean = 0;  // over the launches (the grid can differ)
@@ -209,6 +242,16 @@ struct Signature {
   bool spills() const { return first.local_bytes > 0; }
   const schema::OccupancyFields& fields() const { return first.occupancy; }
 };
+
+// Launches of the signature that were timed over its launches, in [0, 1] (0 without launches).
+double TimedFraction(const Signature& s);
+
+// The signature's GPU time estimated over all its launches when some were made under sampled
+// timing: the measured time of its other launches as it is, plus its sampled launches' measured
+// time x sampled launches / sampled launches timed (docs/report.md, "Sampled timing"). An
+// estimate, never to be shown as a measurement. nullopt when no launch was sampled (the
+// measurement is the whole) or no sampled launch was timed (then the GPU time is unknown).
+std::optional<uint64_t> EstimatedGpuNs(const Signature& s);
 
 struct RetargetDevice {
   std::string key;
@@ -288,6 +331,9 @@ struct Report {
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures
   uint64_t timed_launches = 0;
+  // Of `launches`, those made under sampled timing, and of those the timed ones.
+  uint64_t sampled_launches = 0;
+  uint64_t sampled_timed = 0;
   // Events read twice (same process and seq, e.g. in a spill file and in the collector's log
   // after a reconnect): counted once, the later copies skipped.
   uint64_t duplicate_events = 0;
@@ -304,6 +350,18 @@ struct Report {
   std::vector<LaneDensity> lanes;
   ReadBounds bounds;
 };
+
+// The GPU time of the report's signatures in all: measured (the kernel_time durations) and, when
+// some launches were made under sampled timing, estimated (EstimatedGpuNs of each signature with
+// sampled launches, the measured time of the others).
+struct GpuTimeTotals {
+  uint64_t measured_ns = 0;  // saturating
+  std::optional<uint64_t> estimate_ns;  // set when report.sampled_launches > 0
+  // Signatures with sampled launches none of which was timed: their GPU time is unknown and the
+  // estimate leaves them out (it is then a lower bound).
+  uint64_t unknown_signatures = 0;
+};
+GpuTimeTotals TotalGpuTime(const Report& report);
 
 }  // namespace cuflight::report
 

@@ -78,8 +78,8 @@ std::string KernelTable(const Report& r, size_t shown, bool color, int name_widt
                                : TextTable::Cell{"-", ansi::kDim});
     if (sampled) {
       const uint64_t timed = s.gpu_time ? s.gpu_time->count : 0;
-      cells.push_back(
-          {fmt::format("{}/{} {}", timed, s.launches, FormatShare(TimedFraction(s))), ""});
+      // The share alone: LAUNCHES is beside it, the counts are in --json and --csv.
+      cells.push_back({FormatShare(TimedFraction(s)), timed == 0 ? ansi::kDim : ""});
       if (s.sampled.launches == 0) {
         // Every launch of it was made under timing all (or off): nothing to estimate.
         cells.push_back(s.gpu_time ? TextTable::Cell{FormatDuration(s.gpu_time->total_ns), ""}
@@ -133,7 +133,8 @@ std::string KernelTable(const Report& r, size_t shown, bool color, int name_widt
   }
   if (sampled) {
     legend.push_back(
-        "MEASURED: GPU time of the timed launches; TIMED: timed/launches; EST (~): an estimate, "
+        "MEASURED: GPU time of the timed launches; TIMED: timed launches / launches; EST (~): an "
+        "estimate, "
         "not a measurement: MEASURED x launches / timed for launches under sampled timing");
   }
   if (unknown) legend.push_back("unknown: sampled, and none of its launches was timed");
@@ -236,10 +237,10 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
       sampled += p.timing_policy == TimingPolicy::kSampled ? 1 : 0;
     }
     const GpuTimeTotals t = TotalGpuTime(r);
-    out += fmt::format(
+    const std::string note = fmt::format(
         "note: kernel timing sampled (CUFLIGHT_TIMING=sampled) in {} of {}: {} of {} launches "
         "under it timed ({}); GPU time measured {}, estimated ~{}{} (an estimate, not a "
-        "measurement)\n",
+        "measurement)",
         sampled, Plural(static_cast<int64_t>(r.processes.size()), "process", "processes"),
         r.sampled_timed, r.sampled_launches,
         FormatShare(static_cast<double>(r.sampled_timed) /
@@ -250,6 +251,7 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
                           Plural(static_cast<int64_t>(t.unknown_signatures), "signature",
                                  "signatures"))
             : std::string());
+    for (const std::string& line : WrapWords(note, kTableWidth, "", "  ")) out += line + "\n";
   }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";

@@ -152,6 +152,7 @@ struct PendingLaunch {
   int64_t ts_ns;
   uint32_t signature;  // builder signature index; kNone when the filters left it out
   uint32_t lane;       // index into lanes_; kNone when not aggregated or no timeline
+  bool sampled;        // made under sampled timing (Aggregate)
   uint32_t kept;       // index into Report::kept_launches; kNone when not kept
   StreamState* stream;  // its review ring
   size_t slot;          // its slot in the ring, while the slot still holds it (same seq)
@@ -278,7 +279,7 @@ class Builder {
     stream.tail.stream = e.stream;
     ++stream.tail.launches;
     PendingLaunch launch{static_cast<uint32_t>(index), e.header.seq, e.header.ts_ns, kNone, kNone,
-                         kNone, nullptr, 0};
+                         false, kNone, nullptr, 0};
     const uint32_t signature = SignatureOf(p, e);
     if (!p.last_launch || e.header.seq >= p.last_launch->seq) {
       LaunchSummary& l = p.last_launch ? *p.last_launch : p.last_launch.emplace();
@@ -290,6 +291,7 @@ class Builder {
       l.block = e.block;
       l.occupancy = e.occupancy.occupancy;
       l.duration_ns.reset();
+      l.timing_window = e.timing_window;
       p.last_launch_signature = signature;
       p.last_launch_device = e.device;
       p.last_launch_stream = e.stream;
@@ -307,6 +309,7 @@ class Builder {
       l.ts_ns = e.header.ts_ns;
       l.correlation_id = e.correlation_id;
       l.graph_node_id = e.graph_node_id.value_or(0);
+      l.timing_window = e.timing_window;
       l.grid = e.grid;
       l.block = e.block;
       l.occupancy = e.occupancy.occupancy;
@@ -320,6 +323,7 @@ class Builder {
     const uint32_t sig = Aggregate(index, signature, e);
     if (sig != kNone) {
       launch.signature = sig;
+      launch.sampled = e.timing_window.has_value();
       if (options_.keep_launches) {
         launch.lane = LaneOf(index, e.device, e.stream);
         if (report_->kept_launches.size() < options_.max_kept_launches) {
@@ -398,6 +402,17 @@ class Builder {
     }
   }
 
+  // The timing policy in force and its windows, from an event that states them (older lines do
+  // not: kUnknown leaves what process_start's config said).
+  template <class E>
+  static void TakeTimingPolicy(ProcessSummary& s, const E& e) {
+    if (e.timing_policy == TimingPolicy::kUnknown) return;
+    s.timing_policy = e.timing_policy;
+    s.timing_windows = e.timing_windows;
+    s.timing_window_ns = e.timing_window_ns;
+    s.launches_in_window = e.launches_in_window;
+  }
+
   void On(size_t, ProcessState& p, const schema::OwnedStatsEvent& e) {
     if (!p.summary.end && (!p.stats_dropped_seq || e.header.seq >= *p.stats_dropped_seq)) {
       p.stats_dropped_seq = e.header.seq;
@@ -405,6 +420,7 @@ class Builder {
       p.summary.timing_dropped = e.timing_dropped;
       p.summary.timing_stopped = e.timing_stopped;
       p.summary.timing_stopped_reason = e.timing_stopped_reason;
+      TakeTimingPolicy(p.summary, e);
     }
   }
 
@@ -414,6 +430,7 @@ class Builder {
     p.summary.timing_dropped = e.timing_dropped;
     p.summary.timing_stopped = e.timing_stopped;
     p.summary.timing_stopped_reason = e.timing_stopped_reason;
+    TakeTimingPolicy(p.summary, e);
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessLostEvent& e) {
@@ -426,6 +443,7 @@ class Builder {
       if (!p.summary.end) {
         p.summary.timing_stopped = e.timing_stopped;
         p.summary.timing_stopped_reason = e.timing_stopped_reason;
+        TakeTimingPolicy(p.summary, e);
       }
     }
   }
@@ -493,9 +511,10 @@ class Builder {
     }
     if (!st.limiter_selected) return kNone;
     ++st.sig.launches;
-    if (processes_[index].summary.timing_policy == TimingPolicy::kSampled) {
-      ++st.sig.sampled.launches;
-    }
+    // The kernel event says it was made under sampled timing: timing_window is written then and
+    // only then. Absent, the policy in force was all or off (a process_start asking for sampled
+    // may have fallen back to all: its stats and process_end say so), and nothing is scaled.
+    if (e.timing_window.has_value()) ++st.sig.sampled.launches;
     if (index != st.last_process) {
       st.last_process = index;
       if (st.process_seen.size() <= index) st.process_seen.resize(index + 1, false);
@@ -530,7 +549,7 @@ class Builder {
     if (l.signature == kNone) return;
     SignatureState& st = signatures_[l.signature];
     st.durations.Add(t.duration_ns);
-    if (p.summary.timing_policy == TimingPolicy::kSampled) {
+    if (l.sampled) {
       Signature::SampledLaunches& sampled = st.sig.sampled;
       ++sampled.timed;
       sampled.measured_ns = t.duration_ns > UINT64_MAX - sampled.measured_ns
@@ -582,7 +601,8 @@ class Builder {
       if (p.last_launch) {
         LaunchSummary& l = *p.last_launch;
         l.name = signatures_[p.last_launch_signature].display;
-        l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+        l.completion =
+            CompletionOf(p.completion, l.seq, l.duration_ns.has_value(), l.timing_window);
         s.last_kernel = std::move(l);
         s.last_kernel_device = p.last_launch_device;
         s.last_kernel_stream = p.last_launch_stream;
@@ -597,7 +617,8 @@ class Builder {
           const size_t slot = (oldest + i) % n;
           LaunchSummary& l = stream.ring[slot];
           l.name = signatures_[stream.ring_signature[slot]].display;
-          l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+          l.completion =
+              CompletionOf(p.completion, l.seq, l.duration_ns.has_value(), l.timing_window);
           l.in_error =
               l.completion == Completion::kNotFinished && error_ids != nullptr &&
               std::find(error_ids->begin(), error_ids->end(), l.correlation_id) != error_ids->end();
@@ -764,18 +785,6 @@ std::string ProcessName(const ProcessSummary& p) {
     name += fmt::format(" (rank {})", rank);
   }
   return name;
-}
-
-std::string_view TimingPolicyName(TimingPolicy policy) {
-  switch (policy) {
-    case TimingPolicy::kAll:
-      return "all";
-    case TimingPolicy::kSampled:
-      return "sampled";
-    case TimingPolicy::kOff:
-      return "off";
-  }
-  return "all";
 }
 
 TimingPolicy TimingPolicyOfConfig(std::string_view value) {

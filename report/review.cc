@@ -78,9 +78,12 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
 
 }  // namespace
 
-Completion CompletionOf(const CompletionEvidence& e, uint64_t launch_seq, bool timed) {
+Completion CompletionOf(const CompletionEvidence& e, uint64_t launch_seq, bool timed,
+                        std::optional<bool> timing_window) {
   if (timed) return Completion::kFinished;
-  if (e.timing != TimingPolicy::kAll || e.timing_dropped > 0) return Completion::kUnknown;
+  const bool time_expected =
+      timing_window ? *timing_window : e.timing == TimingPolicy::kAll;
+  if (!time_expected || e.timing_dropped > 0) return Completion::kUnknown;
   if (e.ended) return Completion::kNotFinished;
   if (e.sticky_error_seq && launch_seq < *e.sticky_error_seq && e.last_kernel_time_seq &&
       *e.last_kernel_time_seq > *e.sticky_error_seq) {

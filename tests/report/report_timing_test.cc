@@ -67,23 +67,33 @@ schema::OwnedProcessStartEvent StartWith(int32_t pid, std::string timing) {
 
 // One process: gemm launched 8 times, the 1st and 5th timed (100 us and 300 us); reduce launched
 // 4 times, none timed; process_end. Under `sampled` this is what a window at the start (a new
-// configuration) and one periodic window leave: 2 of 12 launches timed.
+// configuration) and one periodic window leave: 2 of 12 launches timed, and the kernel events say
+// so (timing_window true for the two, false for the others; written only under sampled).
 //   gemm:   measured 100 + 300 = 400 us; timed 2 of 8 = 25 %; estimate 400 us x 8 / 2 = 1600 us.
 //   reduce: measured nothing; timed 0 of 4; GPU time unknown (not 0).
 //   report: 2 of 12 launches timed = 16.7 % ("17%"); measured 400 us; estimated 1.60 ms, a lower
 //           bound (reduce unknown).
 std::string SampledProcess(int32_t pid, std::string timing) {
+  const bool sampled = timing == "sampled";
   std::string s = Line(StartWith(pid, std::move(timing))) + Line(Device(pid, 1, 0, "NVIDIA A100"));
   uint64_t seq = 2;
-  for (uint64_t i = 1; i <= 8; ++i) {
-    s += Line(Kernel(pid, seq++, kStart + static_cast<int64_t>(i) * 1000, i, Gemm()));
+  for (uint64_t i = 1; i <= 12; ++i) {
+    schema::OwnedKernelEvent k =
+        Kernel(pid, seq++, kStart + static_cast<int64_t>(i) * 1000, i, i <= 8 ? Gemm() : Reduce());
+    if (sampled) k.timing_window = i == 1 || i == 5;
+    s += Line(k);
     if (i == 1) s += Line(KernelTime(pid, seq++, i, 100000));
     if (i == 5) s += Line(KernelTime(pid, seq++, i, 300000));
   }
-  for (uint64_t i = 9; i <= 12; ++i) {
-    s += Line(Kernel(pid, seq++, kStart + static_cast<int64_t>(i) * 1000, i, Reduce()));
+  schema::OwnedProcessEndEvent end = End(pid, seq++, 0);
+  if (sampled) {
+    // Two windows, 2 ms open in all, the two timed launches in them.
+    end.timing_policy = schema::TimingPolicy::kSampled;
+    end.timing_windows = 2;
+    end.timing_window_ns = 2000000;
+    end.launches_in_window = 2;
   }
-  s += Line(End(pid, seq++, 0));
+  s += Line(end);
   return s;
 }
 
@@ -129,6 +139,9 @@ TEST(ReportTiming, SampledJsonKeepsTheEstimateOutOfGpuTime) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json doc = json::parse(r.out);
   EXPECT_EQ(doc["processes"][0]["timing_policy"], "sampled");
+  EXPECT_EQ(doc["processes"][0]["timing_windows"], 2);
+  EXPECT_EQ(doc["processes"][0]["timing_window_ns"], 2000000);
+  EXPECT_EQ(doc["processes"][0]["launches_in_window"], 2);
   const json* gemm = SignatureNamed(doc, "gemm(float*)");
   ASSERT_NE(gemm, nullptr);
   EXPECT_EQ((*gemm)["launches"], 8);
@@ -206,9 +219,13 @@ TEST(ReportTiming, OnlyTheSampledLaunchesAreScaled) {
   all += Line(Kernel(100, 4, kStart + 2, 2, Gemm())) + Line(KernelTime(100, 5, 2, 100000));
   all += Line(End(100, 6, 0));
   std::string sampled = Line(StartWith(200, "sampled")) + Line(Device(200, 1, 0, "NVIDIA A100"));
-  sampled += Line(Kernel(200, 2, kStart + 1, 1, Gemm())) + Line(KernelTime(200, 3, 1, 50000));
-  for (uint64_t i = 2; i <= 4; ++i) sampled += Line(Kernel(200, 2 + i, kStart + 2, i, Gemm()));
-  sampled += Line(End(200, 7, 0));
+  for (uint64_t i = 1; i <= 4; ++i) {
+    schema::OwnedKernelEvent k = Kernel(200, 2 * i, kStart + 2, i, Gemm());
+    k.timing_window = i == 1;
+    sampled += Line(k);
+    if (i == 1) sampled += Line(KernelTime(200, 3, 1, 50000));
+  }
+  sampled += Line(End(200, 9, 0));
   WriteFile(dir.path() / "all.jsonl", all);
   WriteFile(dir.path() / "sampled.jsonl", sampled);
   const CliRun r = Report({dir.path().string(), "--json"});
@@ -280,6 +297,45 @@ TEST(ReportTiming, AllAndOlderLogsReadAsAll) {
   EXPECT_EQ(tables["1"], tables["all"]);
   EXPECT_EQ(tables["true"], tables["all"]);
   EXPECT_EQ(tables[""], tables["all"]);
+}
+
+// The policy in force wins over the one asked for: process_start says sampled, but the library
+// fell back to all (an older CUPTI; its kernel events carry no timing_window) and process_end
+// says all. Nothing is estimated, and an untimed launch of the ended process did not finish.
+TEST(ReportTiming, ThePolicyInForceWinsOverTheConfig) {
+  TempDir dir;
+  std::string s = Line(StartWith(100, "sampled")) + Line(Device(100, 1, 0, "NVIDIA A100"));
+  s += Line(Kernel(100, 2, kStart + 1, 1, Gemm())) + Line(KernelTime(100, 3, 1, 100000));
+  s += Line(Kernel(100, 4, kStart + 2, 2, Gemm()));
+  s += Line(testing::ApiError(100, 5, "cuCtxSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {2}));
+  schema::OwnedProcessEndEvent end = End(100, 6, 1);
+  end.timing_policy = schema::TimingPolicy::kAll;
+  s += Line(end);
+  WriteFile(dir.path() / "a.jsonl", s);
+  const json doc = json::parse(Report({dir.path().string(), "--json"}).out);
+  EXPECT_EQ(doc["processes"][0]["timing_policy"], "all");
+  EXPECT_EQ(doc["totals"]["sampled_launches"], 0);
+  EXPECT_EQ(doc["review"][0]["streams"][0]["last_launches"][1]["finished"], false);
+}
+
+// Under sampled timing a launch made in a timing window expects its kernel_time: after a flush
+// (process_end) one without it did not finish, as under all; one outside a window is unknown.
+TEST(ReportTiming, ALaunchInAWindowExpectsItsTime) {
+  TempDir dir;
+  std::string s = Line(StartWith(100, "sampled")) + Line(Device(100, 1, 0, "NVIDIA A100"));
+  schema::OwnedKernelEvent outside = Kernel(100, 2, kStart + 1, 1, Gemm());
+  outside.timing_window = false;
+  schema::OwnedKernelEvent inside = Kernel(100, 3, kStart + 2, 2, Gemm());
+  inside.timing_window = true;
+  s += Line(outside) + Line(inside);
+  s += Line(testing::ApiError(100, 4, "cuCtxSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {2}));
+  s += Line(End(100, 5, 1));
+  WriteFile(dir.path() / "a.jsonl", s);
+  const json doc = json::parse(Report({dir.path().string(), "--json"}).out);
+  const json& launches = doc["review"][0]["streams"][0]["last_launches"];
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_TRUE(launches[0]["finished"].is_null());  // outside a window: no time was to come
+  EXPECT_EQ(launches[1]["finished"], false);       // in one: its time did not come
 }
 
 // Timing off: no estimate either (nothing was sampled), and the policy is said.

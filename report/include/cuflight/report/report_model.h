@@ -34,15 +34,9 @@ struct ProcessKey {
   auto operator<=>(const ProcessKey&) const = default;
 };
 
-// A process's kernel timing policy (CUFLIGHT_TIMING: schema/env/README.md): every launch timed,
-// launches timed only while a timing window is open, or none timed.
-enum class TimingPolicy : uint8_t {
-  kAll = 0,
-  kSampled = 1,
-  kOff = 2,
-};
-// "all", "sampled", "off".
-std::string_view TimingPolicyName(TimingPolicy policy);
+// A process's kernel timing policy (CUFLIGHT_TIMING): cuflight/schema/timing_policy.h.
+using schema::TimingPolicy;
+using schema::TimingPolicyName;
 // The policy a process_start's config "timing" states: "all", "sampled" or "off", and as older
 // producers wrote it "1", "true" or "on" (all), "0" or "false" (off). Anything else: all, the
 // library's default (readers take all when the member is absent).
@@ -86,6 +80,9 @@ struct LaunchSummary {
   int64_t ts_ns = 0;
   uint64_t correlation_id = 0;
   uint64_t graph_node_id = 0;  // the graph node a graph launch ran it as; 0: not a graph node
+  // The kernel event's timing_window: set only under sampled timing (true: made in a timing
+  // window, a kernel_time is expected; false: none will come).
+  std::optional<bool> timing_window;
   std::string name;  // demangled, or the mangled name when demangling failed
   schema::Dim3 grid;
   schema::Dim3 block;
@@ -118,8 +115,14 @@ struct ProcessSummary {
   // The device events' GPU identities, by ordinal: "GPU-..." or "MIG-..." as nvidia-smi writes
   // them, "" when the event had none (older producers); only ordinals with a device event.
   std::vector<std::pair<int32_t, std::string>> device_uuids;
-  // Its kernel timing policy, from its process_start (kAll when it has none).
+  // Its kernel timing policy: the latest of stats, process_end and process_crash that states it
+  // (the policy in force, after any fallback), else its process_start's config.timing, else kAll.
   TimingPolicy timing_policy = TimingPolicy::kAll;
+  // With kSampled, from the same event: timing windows opened, ns they were open in all, and
+  // recorded launches made in one.
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
   uint64_t events = 0;
   uint64_t kernels = 0;        // kernel events (before the report's filters)
   uint64_t timed_kernels = 0;  // of those, joined to a kernel_time
@@ -217,7 +220,8 @@ struct Signature {
   uint64_t launches = 0;
   uint64_t processes = 0;  // distinct processes that launched it
   std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed: GPU time unknown
-  // The launches above made by processes whose timing policy is sampled, how many of those were
+  // The launches above made under sampled timing (kernel events with timing_window, which the
+  // library writes then and only then), how many of those were
   // timed, and their measured GPU time (ns, saturating): what EstimatedGpuNs scales. All 0 when
   // no process sampled the signature's timing.
   struct SampledLaunches {

@@ -33,7 +33,10 @@ struct CompletionEvidence {
 // and none was lost (timing policy all, timing_dropped 0): the process ended normally, or a sticky error
 // came after the launch and a kernel_time after the error shows the flush that follows one ran.
 // kUnknown otherwise: after a crash or a kill CUPTI's records are never flushed.
-Completion CompletionOf(const CompletionEvidence& evidence, uint64_t launch_seq, bool timed);
+// `timing_window`: the kernel event's (set only under sampled timing): true makes the launch one
+// whose kernel_time was expected, as under all; false one that gets none (kUnknown).
+Completion CompletionOf(const CompletionEvidence& evidence, uint64_t launch_seq, bool timed,
+                        std::optional<bool> timing_window = std::nullopt);
 
 // Sets s->ending and s->ending_detail from s->end, lost, crash, last_api_error and dropped;
 // `api_error_last`: the process's last CUDA activity (by seq) is s->last_api_error. The detail

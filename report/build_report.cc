@@ -21,6 +21,7 @@
 #include "cuflight/report/advice.h"
 #include "cuflight/report/device_spec.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/launch_filter.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/read_once.h"
@@ -91,6 +92,8 @@ struct ProcessState {
   int32_t last_launch_device = 0;
   uint64_t last_launch_stream = 0;
   CompletionEvidence completion;
+  // Under --job, --rank, --pod: whether its process_start matched (kUnknown until it is read).
+  enum class Selected : uint8_t { kUnknown, kYes, kNo } selected = Selected::kUnknown;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
   std::map<uint64_t, uint64_t> seen_seqs;
@@ -237,6 +240,17 @@ class Builder {
     }
     const size_t index = ProcessOf(h);
     ProcessState& p = processes_[index];
+    if (filter_.filters_attribution()) {
+      using Selected = ProcessState::Selected;
+      if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
+        p.selected = filter_.Attribution(start->attribution) ? Selected::kYes : Selected::kNo;
+      }
+      if (p.selected == Selected::kUnknown) {
+        ++report_->events_before_attribution;  // who it is is not known yet: not guessed
+        return;
+      }
+      if (p.selected == Selected::kNo) return;
+    }
     // process_lost is the collector's and carries the producer's last seq: not a duplicate.
     if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) &&
         !MarkSeen(&p.seen_seqs, h.seq)) {
@@ -585,6 +599,10 @@ class Builder {
     for (const auto& [key, index] : order) {
       report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
+      if (filter_.filters_attribution() && p.selected != ProcessState::Selected::kYes) {
+        ++report_->processes_not_selected;
+        continue;
+      }
       ProcessSummary& s = p.summary;
       for (const auto& [ordinal, device] : p.devices) {
         s.devices.emplace_back(ordinal, device.name);
@@ -630,6 +648,7 @@ class Builder {
       report_->processes.push_back(std::move(s));
     }
     report_->review = SelectForReview(report_->processes);
+    report_->jobs = BuildJobViews(report_->processes, &report_->processes_without_job);
   }
 
   void FinishSignatures() {
@@ -902,6 +921,26 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
     *error = fmt::format("--review-launches {} is out of range: use 0..1000",
                          options.review_launches);
     return false;
+  }
+  // The attribution cuts values to 256 bytes and replaces control characters (docs/fleet.md):
+  // a longer value, or one with a control character, can match no process.
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--job", options.job},
+                                    {"--pod", options.pod}}) {
+    const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (value.size() > 256 || control) {
+      *error = fmt::format("{} is not an attribution value: at most 256 bytes, no control "
+                           "characters",
+                           flag);
+      return false;
+    }
+  }
+  for (const int32_t rank : options.ranks) {
+    if (rank < 0) {
+      *error = fmt::format("--rank {} is out of range: use 0 or more", rank);
+      return false;
+    }
   }
   if (options.since_ns && options.until_ns && *options.since_ns > *options.until_ns) {
     *error = "--since is after --until: the time window is empty";

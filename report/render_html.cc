@@ -17,6 +17,7 @@
 #include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render.h"
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/run_report.h"
 #include "cuflight/report/text_format.h"
@@ -157,7 +158,9 @@ std::string Header(const Report& r, const HtmlOptions& h) {
   out += fmt::format(" &middot; {}: {}", hosts.size() == 1 ? "host" : "hosts",
                      hosts.empty() ? std::string("unknown") : Escape(host_list));
   out += "</p>\n</header>\n";
-  out += "<nav><a href=\"#summary\">Summary</a><a href=\"#review\">Review</a>"
+  out += "<nav><a href=\"#summary\">Summary</a>";
+  if (!r.jobs.empty()) out += "<a href=\"#jobs\">Jobs</a>";
+  out += "<a href=\"#review\">Review</a>"
          "<a href=\"#charts\">Charts</a><a href=\"#timeline\">Timeline</a>"
          "<a href=\"#kernels\">Kernels</a><a href=\"#processes\">Processes</a>"
          "<a href=\"#logs\">Logs read</a></nav>\n";
@@ -276,6 +279,79 @@ std::string StallTables(const StallSummary& s) {
     }
     out += "</tbody></table>\n";
   }
+  return out;
+}
+
+// Per job, its ranks: host, GPU, how each ended, in which order, the first to fail
+// (job_view.h).
+std::string Jobs(const Report& r) {
+  if (r.jobs.empty()) return "";
+  std::string out = "<section id=\"jobs\">\n<h2>Jobs</h2>\n";
+  for (const JobView& job : r.jobs) {
+    out += fmt::format("<div class=\"job\" id=\"job-{}\">\n<h3 class=\"{}\">{}</h3>\n",
+                       Escape(job.job), job.first_failed ? "bad" : "",
+                       Escape(JobHeadline(job, r.processes)));
+    out += "<table class=\"sortable job-ranks\"><thead><tr><th class=\"n\">RANK</th>"
+           "<th>HOST</th><th>GPU</th><th>POD</th><th class=\"n\">PID</th><th>ENDED</th>"
+           "<th class=\"n\">ORDER</th><th>AT (UTC)</th><th>LAST KERNEL</th></tr></thead>\n";
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+      const RankRow& row = job.ranks[i];
+      const ProcessSummary& p = r.processes[row.process];
+      const bool first = job.first_failed && *job.first_failed == i;
+      const std::optional<int64_t> at = row.ended_ns ? row.ended_ns : row.failed_ns;
+      std::string last = "none launched";
+      if (p.last_kernel) {
+        last = p.last_kernel->name;
+        if (p.last_kernel->completion == Completion::kNotFinished) last += " (not finished)";
+      }
+      std::string gpus;
+      for (const std::string& g : row.gpus) gpus += (gpus.empty() ? "" : ", ") + g;
+      out += fmt::format("<tbody><tr class=\"rank{}\">", first ? " first-failed" : "");
+      out += row.rank ? Num(fmt::format("{}", *row.rank), *row.rank) : Num("?", 1e12, "n muted");
+      out += Cell(row.host.empty() ? "?" : row.host);
+      out += Cell(gpus.empty() ? "?" : gpus);
+      out += Cell(row.pod.empty() ? "-" : row.pod);
+      out += Num(fmt::format("{}", p.key.pid), p.key.pid);
+      out += fmt::format("<td class=\"{}\" title=\"{}\">{}{}</td>",
+                         row.ending == RankEnding::kFinished  ? ""
+                         : row.ending == RankEnding::kRunning ? "muted"
+                                                               : "bad",
+                         Escape(p.ending_detail), Escape(RankEndingName(row.ending)),
+                         first ? " (first to fail)" : "");
+      out += row.end_order ? Num(fmt::format("{}", *row.end_order), *row.end_order)
+                           : Num("-", 1e12, "n muted");
+      out += Cell(at ? FormatClockMs(*at) + (row.ended_ns ? "" : " (since)") : "-");
+      out += Cell(last, "name");
+      out += "</tr></tbody>\n";
+    }
+    out += "</table>\n";
+    if (!job.end_order.empty()) {
+      std::string order;
+      for (const size_t i : job.end_order) {
+        const RankRow& row = job.ranks[i];
+        order += fmt::format("{}{} ({})", order.empty() ? "" : ", ",
+                             row.rank ? fmt::format("{}", *row.rank) : "?",
+                             RankEndingName(row.ending));
+      }
+      out += fmt::format("<p>Ranks ended in this order (each host's clock): {}.</p>\n",
+                         Escape(order));
+    }
+    if (!job.missing_ranks.empty()) {
+      std::string missing;
+      for (const int32_t m : job.missing_ranks) {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
+      }
+      out += fmt::format("<p class=\"warn\">Ranks of the world size with no process in these "
+                         "logs: {}.</p>\n",
+                         missing);
+    }
+    out += "</div>\n";
+  }
+  if (r.processes_without_job > 0) {
+    out += fmt::format("<p class=\"muted\">{} without a job in its attribution.</p>\n",
+                       GroupedPlural(r.processes_without_job, "process", "processes"));
+  }
+  out += "</section>\n";
   return out;
 }
 
@@ -654,6 +730,7 @@ std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
   out += Header(report, html);
   out += "<main>\n";
   out += Summary(report);
+  out += Jobs(report);
   out += Review(report);
   out += Charts(report, html, ranking);
   out += TimelineSection(report, html, std::move(timeline), ranking);

@@ -1,6 +1,7 @@
 // The JSON and CSV forms of the report.
 #include <fmt/format.h>
 
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -138,6 +139,48 @@ json FieldsJson(const schema::OccupancyFields& f) {
           {"limiting_resource", schema::ResourceName(f.limiting_resource)}};
 }
 
+json JobJson(const JobView& job, const std::vector<ProcessSummary>& processes) {
+  auto opt = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json ranks = json::array();
+  for (const RankRow& r : job.ranks) {
+    const ProcessSummary& p = processes[r.process];
+    json last = nullptr;
+    if (p.last_kernel) {
+      last = LaunchJson(*p.last_kernel);
+      last["device"] = p.last_kernel_device;
+      last["stream"] = p.last_kernel_stream;
+    }
+    ranks.push_back({{"rank", r.rank ? json(*r.rank) : json(nullptr)},
+                     {"local_rank", r.local_rank.empty() ? json(nullptr) : json(r.local_rank)},
+                     {"host", r.host.empty() ? json(nullptr) : json(r.host)},
+                     {"gpus", r.gpus},
+                     {"pod", r.pod.empty() ? json(nullptr) : json(r.pod)},
+                     {"pid", p.key.pid},
+                     {"start_ns", p.key.start_ns},
+                     {"ending", RankEndingName(r.ending)},
+                     {"ending_detail", p.ending_detail},
+                     {"ended_ns", opt(r.ended_ns)},
+                     {"failed_ns", opt(r.failed_ns)},
+                     {"end_order", r.end_order ? json(*r.end_order) : json(nullptr)},
+                     {"last_kernel", last}});
+  }
+  auto rank_of = [&](size_t i) {
+    return job.ranks[i].rank ? json(*job.ranks[i].rank) : json(nullptr);
+  };
+  json order = json::array();
+  for (const size_t i : job.end_order) order.push_back(rank_of(i));
+  return {{"job", job.job},
+          {"world_sizes", job.world_sizes},
+          {"hosts", job.hosts},
+          {"ranks", ranks},
+          {"end_order", order},
+          {"first_failed", job.first_failed ? rank_of(*job.first_failed) : json(nullptr)},
+          {"first_failed_index",
+           job.first_failed ? json(*job.first_failed) : json(nullptr)},
+          {"missing_ranks", job.missing_ranks},
+          {"repeated_ranks", job.repeated_ranks}};
+}
+
 json SignatureJson(const Signature& s) {
   const schema::OccupancyFields& f = s.fields();
   json resources = json::object();
@@ -251,8 +294,14 @@ json RenderJson(const Report& r, const ReportOptions& options) {
   json signatures = json::array();
   const size_t shown = ShownSignatures(r, options);
   for (size_t i = 0; i < shown; ++i) signatures.push_back(SignatureJson(r.signatures[i]));
+  json jobs = json::array();
+  for (const JobView& job : r.jobs) jobs.push_back(JobJson(job, r.processes));
+  read["processes_not_selected"] = r.processes_not_selected;
+  read["events_before_attribution"] = r.events_before_attribution;
   json doc = {{"read", read},
               {"processes", processes},
+              {"jobs", jobs},
+              {"processes_without_job", r.processes_without_job},
               {"review", review},
               {"signatures", signatures},
               {"totals",

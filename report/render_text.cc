@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
@@ -256,6 +257,18 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
   }
+  if (r.processes_not_selected > 0 || r.events_before_attribution > 0) {
+    out += fmt::format(
+        "note: {} left out by --job/--rank/--pod{}\n",
+        Plural(static_cast<int64_t>(r.processes_not_selected), "process", "processes"),
+        r.events_before_attribution > 0
+            ? fmt::format(" ({} read before their process_start: who sent them is unknown)",
+                          Plural(static_cast<int64_t>(r.events_before_attribution), "event",
+                                 "events"))
+            : std::string());
+  }
+  const std::string jobs = RenderJobsText(r, color, kTableWidth);
+  if (!jobs.empty()) out += "\n" + jobs;
   const std::string review =
       RenderReviewText(r.processes, r.review, color, kTableWidth, options.name_width);
   if (!review.empty()) out += "\n" + review;

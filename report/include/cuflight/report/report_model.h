@@ -325,6 +325,55 @@ struct KeptLaunch {
   int64_t gpu_end_ns = 0;
 };
 
+// How a rank of a job ended, as the job view says it (from Ending, review.h).
+enum class RankEnding : uint8_t {
+  kFinished = 0,  // process_end (exit code 0 or unknown)
+  kExited = 1,    // process_end with a non-zero exit code: a failure
+  kFailedCall = 2,  // process_end, and its last CUDA call had failed (Ending::kApiError)
+  kCrashed = 3,   // process_crash
+  kLost = 4,      // process_lost: killed (SIGKILL, the OOM killer) or no exit flush
+  kStalled = 5,   // its kernels stalled and the log ends there (hung)
+  kRunning = 6,   // no end in the log (still running, or the log is cut)
+};
+// "finished", "exited", "failed call", "crashed", "lost", "stalled", "running".
+std::string_view RankEndingName(RankEnding ending);
+
+// One process of a job, as the job view lists it. Every field the attribution or the log does
+// not give is empty or nullopt: said as unknown, never guessed.
+struct RankRow {
+  size_t process = 0;  // index into Report::processes
+  std::optional<int32_t> rank;       // attribution "rank"
+  std::string local_rank;            // attribution "local_rank"; "" unknown
+  std::string host;                  // process_start's hostname; "" unknown
+  // The GPUs it used: the device events' uuids ("GPU-..."/"MIG-..."), by ordinal; a device event
+  // without one gives "device N (no UUID)"; empty: no device event.
+  std::vector<std::string> gpus;
+  std::string pod;  // "namespace/name", "name", or the pod_uid; "" unknown
+  RankEnding ending = RankEnding::kRunning;
+  // When it ended (finished, exited, failed call, crashed, lost): the ts of the event that says
+  // so (process_end, process_crash, process_lost), on its host's clock.
+  std::optional<int64_t> ended_ns;
+  // When it failed (every ending but finished and running): the failed call's, the crash's, the
+  // process_lost's, the exit's ts, or when its stall began (the stall event's ts - stalled_ms).
+  std::optional<int64_t> failed_ns;
+  std::optional<size_t> end_order;  // 1-based place in JobView::end_order; nullopt: not ended
+};
+
+// The ranks of one job (attribution "job"), for `cuflight report --job` and every report of logs
+// whose processes name a job.
+struct JobView {
+  std::string job;
+  // attribution "world_size" as the processes say it; several values when they disagree; empty
+  // when none says.
+  std::vector<std::string> world_sizes;
+  std::vector<RankRow> ranks;     // by rank (unknown rank last), then start time, then pid
+  std::vector<size_t> end_order;  // indices into ranks that ended, by ended_ns, then rank
+  std::optional<size_t> first_failed;  // index into ranks: the smallest failed_ns (then rank)
+  std::vector<int32_t> missing_ranks;   // 0..world_size-1 with no process (one world size only)
+  std::vector<int32_t> repeated_ranks;  // ranks held by more than one process (restarts)
+  size_t hosts = 0;                     // distinct known hostnames
+};
+
 struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
@@ -353,6 +402,14 @@ struct Report {
   // complete).
   std::vector<LaneDensity> lanes;
   ReadBounds bounds;
+  // The jobs the processes name (attribution "job"), by job id; empty when none names one.
+  std::vector<JobView> jobs;
+  uint64_t processes_without_job = 0;  // processes of `processes` whose attribution has no job
+  // With --job, --rank or --pod: processes left out because they do not match, and because the
+  // events read before their process_start could not be matched (process_start not read first:
+  // those events are left out, and counted).
+  uint64_t processes_not_selected = 0;
+  uint64_t events_before_attribution = 0;
 };
 
 // The GPU time of the report's signatures in all: measured (the kernel_time durations) and, when

@@ -40,6 +40,19 @@ void FilterFlags::Add(CLI::App* app, const std::string& group) {
   app->add_option("--until", until_, "Only launches at or before this time (as --since)")
       ->type_name("TIME")
       ->group(group);
+  job_option_ = app->add_option("--job", job_,
+                                "Only processes of this job (attribution job: SLURM_JOB_ID, "
+                                "TORCHELASTIC_RUN_ID); the report shows its ranks first")
+                    ->type_name("ID")
+                    ->group(group);
+  app->add_option("--rank", ranks_, "Only processes of this rank (attribution rank; repeatable)")
+      ->type_name("N")
+      ->check(CLI::Range(0, INT32_MAX))
+      ->group(group);
+  pod_option_ = app->add_option("--pod", pod_,
+                                "Only processes of this pod: its name, NAMESPACE/NAME or UID")
+                    ->type_name("POD")
+                    ->group(group);
 }
 
 void FilterFlags::Apply(report::ReportOptions* options) const {
@@ -47,6 +60,15 @@ void FilterFlags::Apply(report::ReportOptions* options) const {
   options->pids = pids_;
   options->since_ns = TimeFlag("--since", since_);
   options->until_ns = TimeFlag("--until", until_);
+  if (job_option_ != nullptr && job_option_->count() > 0 && job_.empty()) {
+    throw cli::UsageError("--job '' is empty: give the job id the processes' attribution names");
+  }
+  if (pod_option_ != nullptr && pod_option_->count() > 0 && pod_.empty()) {
+    throw cli::UsageError("--pod '' is empty: give a pod name, NAMESPACE/NAME or UID");
+  }
+  options->job = job_;
+  options->ranks = ranks_;
+  options->pod = pod_;
 }
 
 }  // namespace cuflight::cli

@@ -1,5 +1,5 @@
 // The filter flags `cuflight report` and `cuflight export` share (--kernel, --pid, --since,
-// --until): one definition of their names, help and parsing, giving the filter fields of
+// --until, --job, --rank, --pod): one definition of their names, help and parsing, giving the filter fields of
 // ReportOptions that LaunchFilter (cuflight/report/launch_filter.h) applies.
 #ifndef CUFLIGHT_CLI_FILTER_FLAGS_H_
 #define CUFLIGHT_CLI_FILTER_FLAGS_H_
@@ -19,8 +19,9 @@ class FilterFlags {
   // CLI11 keeps pointers into this object: it must outlive parsing.
   void Add(CLI::App* app, const std::string& group);
 
-  // Sets options->kernel_regex, pids, since_ns and until_ns. Throws cli::UsageError (one line
-  // naming the flag) for a --since or --until that is not a time.
+  // Sets options->kernel_regex, pids, since_ns, until_ns, job, ranks and pod. Throws
+  // cli::UsageError (one line naming the flag) for a --since or --until that is not a time, and
+  // an empty --job or --pod.
   void Apply(report::ReportOptions* options) const;
 
  private:
@@ -28,6 +29,11 @@ class FilterFlags {
   std::vector<int32_t> pids_;
   std::string since_;
   std::string until_;
+  std::string job_;
+  std::vector<int32_t> ranks_;
+  std::string pod_;
+  CLI::Option* job_option_ = nullptr;
+  CLI::Option* pod_option_ = nullptr;
 };
 
 }  // namespace cuflight::cli

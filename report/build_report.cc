@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "cuflight/report/advice.h"
 #include "cuflight/report/device_spec.h"
 #include "cuflight/report/duration_stats.h"
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/launch_filter.h"
 #include "cuflight/report/limiter_name.h"
 #include "cuflight/report/read_once.h"
@@ -52,6 +54,7 @@ struct StreamState {
 
 struct DeviceInfo {
   std::string name;
+  std::string uuid;
   int warp_size = 32;
   occupancy::DeviceLimits limits;
 };
@@ -83,7 +86,14 @@ struct ProcessState {
   std::optional<uint64_t> last_api_error_seq;
   std::optional<uint64_t> stats_dropped_seq;
   std::optional<uint64_t> last_stall_seq;
+  // Its last launch (the highest seq) without its name, and its builder signature (the name).
+  std::optional<LaunchSummary> last_launch;
+  uint32_t last_launch_signature = 0;
+  int32_t last_launch_device = 0;
+  uint64_t last_launch_stream = 0;
   CompletionEvidence completion;
+  // Under --job, --rank, --pod: whether its process_start matched (kUnknown until it is read).
+  enum class Selected : uint8_t { kUnknown, kYes, kNo } selected = Selected::kUnknown;
   // The seqs of the process's events read so far, as disjoint ranges [first, last] keyed by
   // first: a stream is mostly contiguous, so this stays small.
   std::map<uint64_t, uint64_t> seen_seqs;
@@ -145,6 +155,7 @@ struct PendingLaunch {
   int64_t ts_ns;
   uint32_t signature;  // builder signature index; kNone when the filters left it out
   uint32_t lane;       // index into lanes_; kNone when not aggregated or no timeline
+  bool sampled;        // made under sampled timing (Aggregate)
   uint32_t kept;       // index into Report::kept_launches; kNone when not kept
   StreamState* stream;  // its review ring
   size_t slot;          // its slot in the ring, while the slot still holds it (same seq)
@@ -229,6 +240,17 @@ class Builder {
     }
     const size_t index = ProcessOf(h);
     ProcessState& p = processes_[index];
+    if (filter_.filters_attribution()) {
+      using Selected = ProcessState::Selected;
+      if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
+        p.selected = filter_.Attribution(start->attribution) ? Selected::kYes : Selected::kNo;
+      }
+      if (p.selected == Selected::kUnknown) {
+        ++report_->events_before_attribution;  // who it is is not known yet: not guessed
+        return;
+      }
+      if (p.selected == Selected::kNo) return;
+    }
     // process_lost is the collector's and carries the producer's last seq: not a duplicate.
     if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) &&
         !MarkSeen(&p.seen_seqs, h.seq)) {
@@ -252,13 +274,13 @@ class Builder {
     for (const auto& [name, value] : e.config) {
       // process_start's config names variables without "CUFLIGHT_", in lower case.
       if (name == "timing" || name == "CUFLIGHT_TIMING") {
-        p.completion.timing_off = value == "off" || value == "0" || value == "false";
+        s.timing_policy = TimingPolicyOfConfig(value);
       }
     }
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
-    p.devices[e.device] = {e.name, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
+    p.devices[e.device] = {e.name, e.uuid, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
   }
 
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
@@ -271,8 +293,23 @@ class Builder {
     stream.tail.stream = e.stream;
     ++stream.tail.launches;
     PendingLaunch launch{static_cast<uint32_t>(index), e.header.seq, e.header.ts_ns, kNone, kNone,
-                         kNone, nullptr, 0};
+                         false, kNone, nullptr, 0};
     const uint32_t signature = SignatureOf(p, e);
+    if (!p.last_launch || e.header.seq >= p.last_launch->seq) {
+      LaunchSummary& l = p.last_launch ? *p.last_launch : p.last_launch.emplace();
+      l.seq = e.header.seq;
+      l.ts_ns = e.header.ts_ns;
+      l.correlation_id = e.correlation_id;
+      l.graph_node_id = e.graph_node_id.value_or(0);
+      l.grid = e.grid;
+      l.block = e.block;
+      l.occupancy = e.occupancy.occupancy;
+      l.duration_ns.reset();
+      l.timing_window = e.timing_window;
+      p.last_launch_signature = signature;
+      p.last_launch_device = e.device;
+      p.last_launch_stream = e.stream;
+    }
     if (options_.review_launches > 0) {
       const auto n = static_cast<size_t>(options_.review_launches);
       if (stream.ring.size() < n) {
@@ -286,6 +323,7 @@ class Builder {
       l.ts_ns = e.header.ts_ns;
       l.correlation_id = e.correlation_id;
       l.graph_node_id = e.graph_node_id.value_or(0);
+      l.timing_window = e.timing_window;
       l.grid = e.grid;
       l.block = e.block;
       l.occupancy = e.occupancy.occupancy;
@@ -299,6 +337,7 @@ class Builder {
     const uint32_t sig = Aggregate(index, signature, e);
     if (sig != kNone) {
       launch.signature = sig;
+      launch.sampled = e.timing_window.has_value();
       if (options_.keep_launches) {
         launch.lane = LaneOf(index, e.device, e.stream);
         if (report_->kept_launches.size() < options_.max_kept_launches) {
@@ -377,6 +416,17 @@ class Builder {
     }
   }
 
+  // The timing policy in force and its windows, from an event that states them (older lines do
+  // not: kUnknown leaves what process_start's config said).
+  template <class E>
+  static void TakeTimingPolicy(ProcessSummary& s, const E& e) {
+    if (e.timing_policy == TimingPolicy::kUnknown) return;
+    s.timing_policy = e.timing_policy;
+    s.timing_windows = e.timing_windows;
+    s.timing_window_ns = e.timing_window_ns;
+    s.launches_in_window = e.launches_in_window;
+  }
+
   void On(size_t, ProcessState& p, const schema::OwnedStatsEvent& e) {
     if (!p.summary.end && (!p.stats_dropped_seq || e.header.seq >= *p.stats_dropped_seq)) {
       p.stats_dropped_seq = e.header.seq;
@@ -384,6 +434,7 @@ class Builder {
       p.summary.timing_dropped = e.timing_dropped;
       p.summary.timing_stopped = e.timing_stopped;
       p.summary.timing_stopped_reason = e.timing_stopped_reason;
+      TakeTimingPolicy(p.summary, e);
     }
   }
 
@@ -393,6 +444,7 @@ class Builder {
     p.summary.timing_dropped = e.timing_dropped;
     p.summary.timing_stopped = e.timing_stopped;
     p.summary.timing_stopped_reason = e.timing_stopped_reason;
+    TakeTimingPolicy(p.summary, e);
   }
 
   void On(size_t, ProcessState& p, const schema::OwnedProcessLostEvent& e) {
@@ -405,6 +457,7 @@ class Builder {
       if (!p.summary.end) {
         p.summary.timing_stopped = e.timing_stopped;
         p.summary.timing_stopped_reason = e.timing_stopped_reason;
+        TakeTimingPolicy(p.summary, e);
       }
     }
   }
@@ -472,6 +525,10 @@ class Builder {
     }
     if (!st.limiter_selected) return kNone;
     ++st.sig.launches;
+    // The kernel event says it was made under sampled timing: timing_window is written then and
+    // only then. Absent, the policy in force was all or off (a process_start asking for sampled
+    // may have fallen back to all: its stats and process_end say so), and nothing is scaled.
+    if (e.timing_window.has_value()) ++st.sig.sampled.launches;
     if (index != st.last_process) {
       st.last_process = index;
       if (st.process_seen.size() <= index) st.process_seen.resize(index + 1, false);
@@ -497,12 +554,22 @@ class Builder {
   }
 
   void Timed(const PendingLaunch& l, const GpuTime& t) {
-    ++processes_[l.process].summary.timed_kernels;
+    ProcessState& p = processes_[l.process];
+    ++p.summary.timed_kernels;
     if (l.stream != nullptr && l.stream->ring[l.slot].seq == l.seq) {
       l.stream->ring[l.slot].duration_ns = t.duration_ns;
     }
+    if (p.last_launch && p.last_launch->seq == l.seq) p.last_launch->duration_ns = t.duration_ns;
     if (l.signature == kNone) return;
-    signatures_[l.signature].durations.Add(t.duration_ns);
+    SignatureState& st = signatures_[l.signature];
+    st.durations.Add(t.duration_ns);
+    if (l.sampled) {
+      Signature::SampledLaunches& sampled = st.sig.sampled;
+      ++sampled.timed;
+      sampled.measured_ns = t.duration_ns > UINT64_MAX - sampled.measured_ns
+                                ? UINT64_MAX
+                                : sampled.measured_ns + t.duration_ns;
+    }
     if (l.lane != kNone) {
       lanes_[l.lane].Add(static_cast<int64_t>(t.start_ns), static_cast<int64_t>(t.end_ns),
                          l.signature, true);
@@ -532,8 +599,15 @@ class Builder {
     for (const auto& [key, index] : order) {
       report_index_of_process_[index] = static_cast<uint32_t>(report_->processes.size());
       ProcessState& p = processes_[index];
+      if (filter_.filters_attribution() && p.selected != ProcessState::Selected::kYes) {
+        ++report_->processes_not_selected;
+        continue;
+      }
       ProcessSummary& s = p.summary;
-      for (const auto& [ordinal, device] : p.devices) s.devices.emplace_back(ordinal, device.name);
+      for (const auto& [ordinal, device] : p.devices) {
+        s.devices.emplace_back(ordinal, device.name);
+        s.device_uuids.emplace_back(ordinal, device.uuid);
+      }
       // Only a sticky error stops the kernels in flight; any other failed call is about itself.
       const std::vector<uint64_t>* error_ids =
           s.last_api_error && schema::IsStickyError(s.last_api_error->code)
@@ -541,6 +615,16 @@ class Builder {
               : nullptr;
       p.completion.ended = s.end.has_value();
       p.completion.timing_dropped = s.timing_dropped;
+      p.completion.timing = s.timing_policy;
+      if (p.last_launch) {
+        LaunchSummary& l = *p.last_launch;
+        l.name = signatures_[p.last_launch_signature].display;
+        l.completion =
+            CompletionOf(p.completion, l.seq, l.duration_ns.has_value(), l.timing_window);
+        s.last_kernel = std::move(l);
+        s.last_kernel_device = p.last_launch_device;
+        s.last_kernel_stream = p.last_launch_stream;
+      }
       for (auto& [stream_key, stream] : p.streams) {
         StreamTail tail = stream.tail;
         // The ring, oldest first: from `next` once it is full.
@@ -551,7 +635,8 @@ class Builder {
           const size_t slot = (oldest + i) % n;
           LaunchSummary& l = stream.ring[slot];
           l.name = signatures_[stream.ring_signature[slot]].display;
-          l.completion = CompletionOf(p.completion, l.seq, l.duration_ns.has_value());
+          l.completion =
+              CompletionOf(p.completion, l.seq, l.duration_ns.has_value(), l.timing_window);
           l.in_error =
               l.completion == Completion::kNotFinished && error_ids != nullptr &&
               std::find(error_ids->begin(), error_ids->end(), l.correlation_id) != error_ids->end();
@@ -563,6 +648,7 @@ class Builder {
       report_->processes.push_back(std::move(s));
     }
     report_->review = SelectForReview(report_->processes);
+    report_->jobs = BuildJobViews(report_->processes, &report_->processes_without_job);
   }
 
   void FinishSignatures() {
@@ -591,6 +677,8 @@ class Builder {
       if (target) sig.retarget = RetargetSignature(sig, *target);
       report_->launches += sig.launches;
       report_->timed_launches += sig.gpu_time ? sig.gpu_time->count : 0;
+      report_->sampled_launches += sig.sampled.launches;
+      report_->sampled_timed += sig.sampled.timed;
       models.insert(sig.device_model);
       report_->signatures.push_back(std::move(sig));
       builder_index_of_signature_.push_back(i);
@@ -718,6 +806,52 @@ std::string ProcessName(const ProcessSummary& p) {
   return name;
 }
 
+TimingPolicy TimingPolicyOfConfig(std::string_view value) {
+  if (value == "sampled") return TimingPolicy::kSampled;
+  if (value == "off" || value == "0" || value == "false") return TimingPolicy::kOff;
+  return TimingPolicy::kAll;  // "all", and "1", "true", "on" as older producers wrote it
+}
+
+double TimedFraction(const Signature& s) {
+  if (s.launches == 0) return 0;
+  return static_cast<double>(s.gpu_time ? s.gpu_time->count : 0) /
+         static_cast<double>(s.launches);
+}
+
+std::optional<uint64_t> EstimatedGpuNs(const Signature& s) {
+  const Signature::SampledLaunches& sampled = s.sampled;
+  if (sampled.launches == 0 || sampled.timed == 0) return std::nullopt;
+  const uint64_t measured = s.gpu_time ? s.gpu_time->total_ns : 0;
+  // Launches of processes timing every launch count as measured; the sampled ones scale.
+  const long double scaled = static_cast<long double>(sampled.measured_ns) *
+                             static_cast<long double>(sampled.launches) /
+                             static_cast<long double>(sampled.timed);
+  const uint64_t others = measured >= sampled.measured_ns ? measured - sampled.measured_ns : 0;
+  const long double total = static_cast<long double>(others) + scaled;
+  if (total >= static_cast<long double>(UINT64_MAX)) return UINT64_MAX;
+  return static_cast<uint64_t>(std::llroundl(total));
+}
+
+GpuTimeTotals TotalGpuTime(const Report& report) {
+  GpuTimeTotals t;
+  auto add = [](uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; };
+  uint64_t estimate = 0;
+  for (const Signature& s : report.signatures) {
+    const uint64_t measured = s.gpu_time ? s.gpu_time->total_ns : 0;
+    t.measured_ns = add(t.measured_ns, measured);
+    if (s.sampled.launches == 0) {
+      estimate = add(estimate, measured);
+    } else if (const std::optional<uint64_t> e = EstimatedGpuNs(s)) {
+      estimate = add(estimate, *e);
+    } else {
+      ++t.unknown_signatures;
+      estimate = add(estimate, measured);  // its launches of processes timing every launch
+    }
+  }
+  if (report.sampled_launches > 0) t.estimate_ns = estimate;
+  return t;
+}
+
 std::string_view AttributionValue(const ProcessSummary& p, std::string_view key) {
   for (const auto& [k, v] : p.attribution) {
     if (k == key) return v;
@@ -787,6 +921,26 @@ bool CheckReportOptions(const ReportOptions& options, std::string* error) {
     *error = fmt::format("--review-launches {} is out of range: use 0..1000",
                          options.review_launches);
     return false;
+  }
+  // The attribution cuts values to 256 bytes and replaces control characters (docs/fleet.md):
+  // a longer value, or one with a control character, can match no process.
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--job", options.job},
+                                    {"--pod", options.pod}}) {
+    const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (value.size() > 256 || control) {
+      *error = fmt::format("{} is not an attribution value: at most 256 bytes, no control "
+                           "characters",
+                           flag);
+      return false;
+    }
+  }
+  for (const int32_t rank : options.ranks) {
+    if (rank < 0) {
+      *error = fmt::format("--rank {} is out of range: use 0 or more", rank);
+      return false;
+    }
   }
   if (options.since_ns && options.until_ns && *options.since_ns > *options.until_ns) {
     *error = "--since is after --until: the time window is empty";

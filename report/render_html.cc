@@ -17,6 +17,7 @@
 #include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
 #include "cuflight/report/render.h"
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/run_report.h"
 #include "cuflight/report/text_format.h"
@@ -78,6 +79,7 @@ tr.advice td{color:#0b5394;border-bottom:1px solid var(--line);font-size:13px}
 tbody.sig tr:first-child td{border-bottom:none}
 .bad{color:var(--bad);font-weight:600}
 .warn{color:#9a5b00}
+.est{font-style:italic}
 .ending{display:inline-block;padding:0 6px;border-radius:4px;background:#fbe3d6;color:#8a3200;
 font-weight:600}
 .proc{border-left:4px solid var(--bad);padding:2px 0 2px 12px;margin:12px 0}
@@ -156,7 +158,9 @@ std::string Header(const Report& r, const HtmlOptions& h) {
   out += fmt::format(" &middot; {}: {}", hosts.size() == 1 ? "host" : "hosts",
                      hosts.empty() ? std::string("unknown") : Escape(host_list));
   out += "</p>\n</header>\n";
-  out += "<nav><a href=\"#summary\">Summary</a><a href=\"#review\">Review</a>"
+  out += "<nav><a href=\"#summary\">Summary</a>";
+  if (!r.jobs.empty()) out += "<a href=\"#jobs\">Jobs</a>";
+  out += "<a href=\"#review\">Review</a>"
          "<a href=\"#charts\">Charts</a><a href=\"#timeline\">Timeline</a>"
          "<a href=\"#kernels\">Kernels</a><a href=\"#processes\">Processes</a>"
          "<a href=\"#logs\">Logs read</a></nav>\n";
@@ -182,7 +186,19 @@ std::string Summary(const Report& r) {
   card("kernel launches", FormatCount(r.launches));
   card("timed launches", FormatCount(r.timed_launches));
   card("kernel signatures", FormatCount(r.signatures.size()));
-  card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
+  if (r.sampled_launches > 0) {
+    // Sampled timing: what was measured, and apart from it what it suggests, labelled so.
+    const GpuTimeTotals t = TotalGpuTime(r);
+    card("measured GPU time (timed launches)",
+         r.timed_launches > 0 ? FormatDuration(t.measured_ns) : std::string("-"));
+    card(fmt::format("estimated GPU time, an estimate: {} of launches under sampled timing timed{}",
+                     FormatShare(static_cast<double>(r.sampled_timed) /
+                                 static_cast<double>(r.sampled_launches)),
+                     t.unknown_signatures > 0 ? "; a lower bound" : ""),
+         "~" + FormatDuration(t.estimate_ns.value_or(0)), "est");
+  } else {
+    card("total GPU time", r.timed_launches > 0 ? FormatDuration(gpu_ns) : std::string("-"));
+  }
   out += "</div>\n";
   std::string read = fmt::format("Read {}", GroupedPlural(s.files, "file", "files"));
   if (s.compressed_files > 0) read += fmt::format(" ({} zstd)", FormatCount(s.compressed_files));
@@ -200,6 +216,19 @@ std::string Summary(const Report& r) {
     if (const std::string note = TimingStoppedNote(p); !note.empty()) {
       out += fmt::format("<p class=\"note warn\">{}.</p>\n", Escape(note));
     }
+  }
+  if (r.sampled_launches > 0) {
+    size_t sampled = 0;
+    for (const ProcessSummary& p : r.processes) {
+      sampled += p.timing_policy == TimingPolicy::kSampled ? 1 : 0;
+    }
+    out += fmt::format(
+        "<p class=\"note\" id=\"timing-sampled\">Kernel timing was sampled "
+        "(CUFLIGHT_TIMING=sampled) in {} of {}: {} of {} launches under it were timed. MEASURED "
+        "is the GPU time of the timed launches; EST is an estimate, not a measurement: MEASURED "
+        "x launches / timed launches.</p>\n",
+        FormatCount(sampled), GroupedPlural(r.processes.size(), "process", "processes"),
+        FormatCount(r.sampled_timed), FormatCount(r.sampled_launches));
   }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "<p class=\"note\">No launch was timed (no kernel_time event joined): GPU times are "
@@ -250,6 +279,79 @@ std::string StallTables(const StallSummary& s) {
     }
     out += "</tbody></table>\n";
   }
+  return out;
+}
+
+// Per job, its ranks: host, GPU, how each ended, in which order, the first to fail
+// (job_view.h).
+std::string Jobs(const Report& r) {
+  if (r.jobs.empty()) return "";
+  std::string out = "<section id=\"jobs\">\n<h2>Jobs</h2>\n";
+  for (const JobView& job : r.jobs) {
+    out += fmt::format("<div class=\"job\" id=\"job-{}\">\n<h3 class=\"{}\">{}</h3>\n",
+                       Escape(job.job), job.first_failed ? "bad" : "",
+                       Escape(JobHeadline(job, r.processes)));
+    out += "<table class=\"sortable job-ranks\"><thead><tr><th class=\"n\">RANK</th>"
+           "<th>HOST</th><th>GPU</th><th>POD</th><th class=\"n\">PID</th><th>ENDED</th>"
+           "<th class=\"n\">ORDER</th><th>AT (UTC)</th><th>LAST KERNEL</th></tr></thead>\n";
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+      const RankRow& row = job.ranks[i];
+      const ProcessSummary& p = r.processes[row.process];
+      const bool first = job.first_failed && *job.first_failed == i;
+      const std::optional<int64_t> at = row.ended_ns ? row.ended_ns : row.failed_ns;
+      std::string last = "none launched";
+      if (p.last_kernel) {
+        last = p.last_kernel->name;
+        if (p.last_kernel->completion == Completion::kNotFinished) last += " (not finished)";
+      }
+      std::string gpus;
+      for (const std::string& g : row.gpus) gpus += (gpus.empty() ? "" : ", ") + g;
+      out += fmt::format("<tbody><tr class=\"rank{}\">", first ? " first-failed" : "");
+      out += row.rank ? Num(fmt::format("{}", *row.rank), *row.rank) : Num("?", 1e12, "n muted");
+      out += Cell(row.host.empty() ? "?" : row.host);
+      out += Cell(gpus.empty() ? "?" : gpus);
+      out += Cell(row.pod.empty() ? "-" : row.pod);
+      out += Num(fmt::format("{}", p.key.pid), p.key.pid);
+      out += fmt::format("<td class=\"{}\" title=\"{}\">{}{}</td>",
+                         row.ending == RankEnding::kFinished  ? ""
+                         : row.ending == RankEnding::kRunning ? "muted"
+                                                               : "bad",
+                         Escape(p.ending_detail), Escape(RankEndingName(row.ending)),
+                         first ? " (first to fail)" : "");
+      out += row.end_order ? Num(fmt::format("{}", *row.end_order), *row.end_order)
+                           : Num("-", 1e12, "n muted");
+      out += Cell(at ? FormatClockMs(*at) + (row.ended_ns ? "" : " (since)") : "-");
+      out += Cell(last, "name");
+      out += "</tr></tbody>\n";
+    }
+    out += "</table>\n";
+    if (!job.end_order.empty()) {
+      std::string order;
+      for (const size_t i : job.end_order) {
+        const RankRow& row = job.ranks[i];
+        order += fmt::format("{}{} ({})", order.empty() ? "" : ", ",
+                             row.rank ? fmt::format("{}", *row.rank) : "?",
+                             RankEndingName(row.ending));
+      }
+      out += fmt::format("<p>Ranks ended in this order (each host's clock): {}.</p>\n",
+                         Escape(order));
+    }
+    if (!job.missing_ranks.empty()) {
+      std::string missing;
+      for (const int32_t m : job.missing_ranks) {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
+      }
+      out += fmt::format("<p class=\"warn\">Ranks of the world size with no process in these "
+                         "logs: {}.</p>\n",
+                         missing);
+    }
+    out += "</div>\n";
+  }
+  if (r.processes_without_job > 0) {
+    out += fmt::format("<p class=\"muted\">{} without a job in its attribution.</p>\n",
+                       GroupedPlural(r.processes_without_job, "process", "processes"));
+  }
+  out += "</section>\n";
   return out;
 }
 
@@ -394,32 +496,57 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
                      shown < r.signatures.size()
                          ? fmt::format(" (top {} of {})", shown, r.signatures.size())
                          : std::string());
+  const bool sampled = r.sampled_launches > 0;
   out += "<table class=\"sortable\" id=\"kernel-table\"><thead><tr>";
-  for (const char* h : {"LAUNCHES", "TOTAL", "MEAN", "P50", "P99", "OCC"}) {
-    out += fmt::format("<th class=\"n\">{}</th>", h);
-  }
+  std::vector<std::string_view> numeric = {"LAUNCHES", sampled ? "MEASURED" : "TOTAL"};
+  if (sampled) numeric.insert(numeric.end(), {"TIMED", "EST"});
+  numeric.insert(numeric.end(), {"MEAN", "P50", "P99", "OCC"});
+  for (const std::string_view h : numeric) out += fmt::format("<th class=\"n\">{}</th>", h);
   out += "<th>LIMITER</th>";
   for (const char* h : {"BLOCK", "REGS", "SMEM", "WAVES", "SPILL"}) {
     out += fmt::format("<th class=\"n\">{}</th>", h);
   }
   if (r.several_device_models) out += "<th>DEVICE</th>";
   out += "<th>KERNEL</th></tr></thead>\n";
-  const int columns = r.several_device_models ? 14 : 13;
+  const int columns = (r.several_device_models ? 14 : 13) + (sampled ? 2 : 0);
+  bool unknown = false;
   bool varies = false;
   for (size_t i = 0; i < shown; ++i) {
     const Signature& s = r.signatures[i];
     const schema::OccupancyFields& f = s.fields();
     out += "<tbody class=\"sig\"><tr>";
     out += Num(FormatCount(s.launches), static_cast<double>(s.launches));
+    out += s.gpu_time ? Num(FormatDuration(s.gpu_time->total_ns),
+                            static_cast<double>(s.gpu_time->total_ns))
+                      : Num("-", -1, "n muted");
+    if (sampled) {
+      const uint64_t timed = s.gpu_time ? s.gpu_time->count : 0;
+      out += Num(fmt::format("{}/{} {}", FormatCount(timed), FormatCount(s.launches),
+                             FormatShare(TimedFraction(s))),
+                 TimedFraction(s));
+      if (s.sampled.launches == 0) {
+        out += s.gpu_time ? Num(FormatDuration(s.gpu_time->total_ns),
+                                static_cast<double>(s.gpu_time->total_ns))
+                          : Num("-", -1, "n muted");
+      } else if (const std::optional<uint64_t> estimate = EstimatedGpuNs(s)) {
+        out += fmt::format(
+            "<td class=\"n est\" data-v=\"{}\" title=\"an estimate, not a measurement: {} of "
+            "{} sampled launches timed\">~{}</td>",
+            *estimate, FormatCount(s.sampled.timed), FormatCount(s.sampled.launches),
+            Escape(FormatDuration(*estimate)));
+      } else {
+        unknown = true;
+        out += Num("unknown", -1, "n warn");
+      }
+    }
     if (s.gpu_time) {
       const DurationStats& t = *s.gpu_time;
       const auto mean = static_cast<uint64_t>(std::llround(t.mean_ns));
-      out += Num(FormatDuration(t.total_ns), static_cast<double>(t.total_ns));
       out += Num(FormatDuration(mean), static_cast<double>(mean));
       out += Num(FormatDuration(t.p50_ns), static_cast<double>(t.p50_ns));
       out += Num(FormatDuration(t.p99_ns), static_cast<double>(t.p99_ns));
     } else {
-      for (int k = 0; k < 4; ++k) out += Num("-", -1, "n muted");
+      for (int k = 0; k < 3; ++k) out += Num("-", -1, "n muted");
     }
     std::string occ = FormatPercent(f.occupancy);
     const bool differs = FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max);
@@ -458,10 +585,17 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
   std::vector<std::string> legend;
   for (size_t i = 0; i < shown; ++i) {
     if (!r.signatures[i].gpu_time) {
-      legend.emplace_back("-: no launch of the signature was timed");
+      legend.emplace_back(sampled ? "-: no launch of the signature was timed (GPU time unknown)"
+                                  : "-: no launch of the signature was timed");
       break;
     }
   }
+  if (sampled) {
+    legend.emplace_back(
+        "MEASURED: GPU time of the timed launches; TIMED: timed/launches; EST (~): an estimate, "
+        "not a measurement: MEASURED x launches / timed for launches under sampled timing");
+  }
+  if (unknown) legend.emplace_back("unknown: sampled, and none of its launches was timed");
   if (varies) legend.emplace_back("*: occupancy differs between launches (hover for the range)");
   if (!legend.empty()) {
     out += "<p class=\"note\">";
@@ -515,9 +649,13 @@ std::string RetargetTable(const Report& r, const ReportOptions& o) {
 std::string Processes(const Report& r) {
   std::string out = "<section id=\"processes\">\n<h2>Processes</h2>\n";
   if (r.processes.empty()) return out + "<p class=\"muted\">None.</p>\n</section>\n";
+  bool policies = false;  // a TIMING column when some process did not time every launch
+  for (const ProcessSummary& p : r.processes) policies |= p.timing_policy != TimingPolicy::kAll;
   out += "<table class=\"sortable\" id=\"process-table\"><thead><tr><th class=\"n\">PID</th>"
          "<th>EXE</th><th>HOST</th><th>STARTED</th><th class=\"n\">EVENTS</th>"
-         "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th><th class=\"n\">API ERRORS</th>"
+         "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th>";
+  if (policies) out += "<th title=\"CUFLIGHT_TIMING\">TIMING</th>";
+  out += "<th class=\"n\">API ERRORS</th>"
          "<th class=\"n\">DROPPED</th><th class=\"n\" title=\"kernel timing records lost\">"
          "TIMING LOST</th><th>ENDING</th></tr></thead>\n";
   for (const ProcessSummary& p : r.processes) {
@@ -531,6 +669,7 @@ std::string Processes(const Report& r) {
     out += Num(FormatCount(p.events), static_cast<double>(p.events));
     out += Num(FormatCount(p.kernels), static_cast<double>(p.kernels));
     out += Num(FormatCount(p.timed_kernels), static_cast<double>(p.timed_kernels));
+    if (policies) out += Cell(TimingPolicyName(p.timing_policy));
     out += Num(FormatCount(p.api_errors), static_cast<double>(p.api_errors),
                p.api_errors > 0 ? "n bad" : "n");
     out += Num(FormatCount(p.dropped), static_cast<double>(p.dropped),
@@ -591,6 +730,7 @@ std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
   out += Header(report, html);
   out += "<main>\n";
   out += Summary(report);
+  out += Jobs(report);
   out += Review(report);
   out += Charts(report, html, ranking);
   out += TimelineSection(report, html, std::move(timeline), ranking);

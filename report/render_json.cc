@@ -1,6 +1,7 @@
 // The JSON and CSV forms of the report.
 #include <fmt/format.h>
 
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
@@ -46,6 +47,10 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
             {"timed_kernels", p.timed_kernels},
             {"api_errors", p.api_errors},
             {"dropped", p.dropped},
+            {"timing_policy", TimingPolicyName(p.timing_policy)},
+            {"timing_windows", p.timing_windows},
+            {"timing_window_ns", p.timing_window_ns},
+            {"launches_in_window", p.launches_in_window},
             {"timing_dropped", p.timing_dropped},
             {"timing_stopped", p.timing_stopped},
             {"timing_stopped_reason", schema::TimingStoppedReasonName(p.timing_stopped_reason)},
@@ -134,6 +139,48 @@ json FieldsJson(const schema::OccupancyFields& f) {
           {"limiting_resource", schema::ResourceName(f.limiting_resource)}};
 }
 
+json JobJson(const JobView& job, const std::vector<ProcessSummary>& processes) {
+  auto opt = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json ranks = json::array();
+  for (const RankRow& r : job.ranks) {
+    const ProcessSummary& p = processes[r.process];
+    json last = nullptr;
+    if (p.last_kernel) {
+      last = LaunchJson(*p.last_kernel);
+      last["device"] = p.last_kernel_device;
+      last["stream"] = p.last_kernel_stream;
+    }
+    ranks.push_back({{"rank", r.rank ? json(*r.rank) : json(nullptr)},
+                     {"local_rank", r.local_rank.empty() ? json(nullptr) : json(r.local_rank)},
+                     {"host", r.host.empty() ? json(nullptr) : json(r.host)},
+                     {"gpus", r.gpus},
+                     {"pod", r.pod.empty() ? json(nullptr) : json(r.pod)},
+                     {"pid", p.key.pid},
+                     {"start_ns", p.key.start_ns},
+                     {"ending", RankEndingName(r.ending)},
+                     {"ending_detail", p.ending_detail},
+                     {"ended_ns", opt(r.ended_ns)},
+                     {"failed_ns", opt(r.failed_ns)},
+                     {"end_order", r.end_order ? json(*r.end_order) : json(nullptr)},
+                     {"last_kernel", last}});
+  }
+  auto rank_of = [&](size_t i) {
+    return job.ranks[i].rank ? json(*job.ranks[i].rank) : json(nullptr);
+  };
+  json order = json::array();
+  for (const size_t i : job.end_order) order.push_back(rank_of(i));
+  return {{"job", job.job},
+          {"world_sizes", job.world_sizes},
+          {"hosts", job.hosts},
+          {"ranks", ranks},
+          {"end_order", order},
+          {"first_failed", job.first_failed ? rank_of(*job.first_failed) : json(nullptr)},
+          {"first_failed_index",
+           job.first_failed ? json(*job.first_failed) : json(nullptr)},
+          {"missing_ranks", job.missing_ranks},
+          {"repeated_ranks", job.repeated_ranks}};
+}
+
 json SignatureJson(const Signature& s) {
   const schema::OccupancyFields& f = s.fields();
   json resources = json::object();
@@ -196,6 +243,21 @@ json SignatureJson(const Signature& s) {
               {"smem_for_next_block", OrNull(f.smem_for_next_block)},
               {"best_block_size", f.best_block_size}}},
             {"advice", s.advice.empty() ? json(nullptr) : json(s.advice)}};
+  if (s.sampled.launches > 0) {
+    // Never folded into gpu_time: that is what was measured, this what it suggests.
+    const std::optional<uint64_t> estimate = EstimatedGpuNs(s);
+    j["gpu_time_estimate"] = {
+        {"estimate_ns", estimate ? json(*estimate) : json(nullptr)},
+        {"is_measurement", false},
+        {"method", "measured_ns x sampled_launches / sampled_timed_launches, plus the measured "
+                   "time of launches not sampled"},
+        {"measured_ns", s.gpu_time ? json(s.gpu_time->total_ns) : json(nullptr)},
+        {"sampled_launches", s.sampled.launches},
+        {"sampled_timed_launches", s.sampled.timed},
+        {"sampled_measured_ns", s.sampled.measured_ns},
+        {"sampled_fraction",
+         static_cast<double>(s.sampled.timed) / static_cast<double>(s.sampled.launches)}};
+  }
   if (s.retarget) {
     const Retarget& t = *s.retarget;
     json rt = {{"ok", t.ok}, {"change", t.change}};
@@ -232,8 +294,14 @@ json RenderJson(const Report& r, const ReportOptions& options) {
   json signatures = json::array();
   const size_t shown = ShownSignatures(r, options);
   for (size_t i = 0; i < shown; ++i) signatures.push_back(SignatureJson(r.signatures[i]));
+  json jobs = json::array();
+  for (const JobView& job : r.jobs) jobs.push_back(JobJson(job, r.processes));
+  read["processes_not_selected"] = r.processes_not_selected;
+  read["events_before_attribution"] = r.events_before_attribution;
   json doc = {{"read", read},
               {"processes", processes},
+              {"jobs", jobs},
+              {"processes_without_job", r.processes_without_job},
               {"review", review},
               {"signatures", signatures},
               {"totals",
@@ -241,7 +309,15 @@ json RenderJson(const Report& r, const ReportOptions& options) {
                 {"signatures_shown", shown},
                 {"launches", r.launches},
                 {"timed_launches", r.timed_launches},
+                {"sampled_launches", r.sampled_launches},
+                {"sampled_timed_launches", r.sampled_timed},
                 {"several_device_models", r.several_device_models}}}};
+  if (r.sampled_launches > 0) {
+    const GpuTimeTotals t = TotalGpuTime(r);
+    doc["totals"]["gpu_time_measured_ns"] = t.measured_ns;
+    doc["totals"]["gpu_time_estimate_ns"] = t.estimate_ns.value_or(0);
+    doc["totals"]["gpu_time_estimate_unknown_signatures"] = t.unknown_signatures;
+  }
   if (r.retarget) {
     doc["retarget"] = {{"key", r.retarget->key}, {"name", r.retarget->name}};
   }
@@ -257,6 +333,13 @@ std::string RenderCsv(const Report& r, const ReportOptions& options) {
       "occupancy",     "max_active_blocks", "limiting_resource", "reg_occupancy",
       "smem_occupancy", "warp_occupancy",  "block_occupancy",   "barrier_occupancy",
       "cluster_occupancy", "waves_mean",   "tail_utilization_mean", "advice"};
+  const bool sampled = r.sampled_launches > 0;
+  if (sampled) {
+    for (const char* h : {"sampled_launches", "sampled_timed_launches", "sampled_fraction",
+                          "gpu_estimate_ns"}) {
+      header.emplace_back(h);
+    }
+  }
   if (r.retarget) {
     for (const char* h : {"retarget_device", "retarget_max_active_blocks", "retarget_occupancy",
                           "retarget_limiting_resource", "retarget_change"}) {
@@ -307,6 +390,18 @@ std::string RenderCsv(const Report& r, const ReportOptions& options) {
         num(s.waves_mean),
         num(s.tail_mean),
         s.advice};
+    if (sampled) {
+      // Empty when the signature had no sampled launch (its measurement is whole), and the
+      // estimate empty when none of them was timed (unknown).
+      const bool any = s.sampled.launches > 0;
+      const std::optional<uint64_t> estimate = EstimatedGpuNs(s);
+      cells.push_back(num(s.sampled.launches));
+      cells.push_back(num(s.sampled.timed));
+      cells.push_back(any ? num(static_cast<double>(s.sampled.timed) /
+                                static_cast<double>(s.sampled.launches))
+                          : "");
+      cells.push_back(estimate ? num(*estimate) : "");
+    }
     if (r.retarget) {
       cells.push_back(r.retarget->key);
       if (s.retarget && s.retarget->ok) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuflight/report/job_view.h"
 #include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/review.h"
@@ -47,32 +48,58 @@ void FitNames(TextTable* table, int name_width) {
 }
 
 std::string KernelTable(const Report& r, size_t shown, bool color, int name_width) {
-  std::vector<TextTable::Column> columns = {
-      {"LAUNCHES", TextTable::Align::kRight}, {"TOTAL", TextTable::Align::kRight},
+  // Under sampled timing the measured total is not the whole: MEASURED, how many launches were
+  // timed, and the estimate apart from it (docs/report.md, "Sampled timing").
+  const bool sampled = r.sampled_launches > 0;
+  std::vector<TextTable::Column> columns = {{"LAUNCHES", TextTable::Align::kRight},
+                                            {sampled ? "MEASURED" : "TOTAL",
+                                             TextTable::Align::kRight}};
+  if (sampled) {
+    columns.push_back({"TIMED", TextTable::Align::kRight});
+    columns.push_back({"EST", TextTable::Align::kRight});
+  }
+  columns.insert(columns.end(), {
       {"MEAN", TextTable::Align::kRight},     {"P50", TextTable::Align::kRight},
       {"P99", TextTable::Align::kRight},      {"OCC", TextTable::Align::kRight},
       {"LIMITER", TextTable::Align::kLeft},   {"BLOCK", TextTable::Align::kRight},
       {"REGS", TextTable::Align::kRight},     {"SMEM", TextTable::Align::kRight},
-      {"WAVES", TextTable::Align::kRight},    {"SPILL", TextTable::Align::kRight}};
+      {"WAVES", TextTable::Align::kRight},    {"SPILL", TextTable::Align::kRight}});
   if (r.several_device_models) columns.push_back({"DEVICE", TextTable::Align::kLeft});
   columns.push_back({"KERNEL", TextTable::Align::kLeft});
   TextTable table(std::move(columns));
   bool varies = false;
   bool untimed = false;
+  bool unknown = false;
   for (size_t i = 0; i < shown; ++i) {
     const Signature& s = r.signatures[i];
     const schema::OccupancyFields& f = s.fields();
     std::vector<TextTable::Cell> cells;
     cells.push_back({fmt::format("{}", s.launches), ""});
+    cells.push_back(s.gpu_time ? TextTable::Cell{FormatDuration(s.gpu_time->total_ns), ""}
+                               : TextTable::Cell{"-", ansi::kDim});
+    if (sampled) {
+      const uint64_t timed = s.gpu_time ? s.gpu_time->count : 0;
+      // The share alone: LAUNCHES is beside it, the counts are in --json and --csv.
+      cells.push_back({FormatShare(TimedFraction(s)), timed == 0 ? ansi::kDim : ""});
+      if (s.sampled.launches == 0) {
+        // Every launch of it was made under timing all (or off): nothing to estimate.
+        cells.push_back(s.gpu_time ? TextTable::Cell{FormatDuration(s.gpu_time->total_ns), ""}
+                                   : TextTable::Cell{"-", ansi::kDim});
+      } else if (const std::optional<uint64_t> estimate = EstimatedGpuNs(s)) {
+        cells.push_back({"~" + FormatDuration(*estimate), ansi::kCyan});
+      } else {
+        unknown = true;
+        cells.push_back({"unknown", ansi::kYellow});
+      }
+    }
     if (s.gpu_time) {
-      cells.push_back({FormatDuration(s.gpu_time->total_ns), ""});
       cells.push_back(
           {FormatDuration(static_cast<uint64_t>(std::llround(s.gpu_time->mean_ns))), ""});
       cells.push_back({FormatDuration(s.gpu_time->p50_ns), ""});
       cells.push_back({FormatDuration(s.gpu_time->p99_ns), ""});
     } else {
       untimed = true;
-      for (int k = 0; k < 4; ++k) cells.push_back({"-", ansi::kDim});
+      for (int k = 0; k < 3; ++k) cells.push_back({"-", ansi::kDim});
     }
     std::string occ = FormatPercent(f.occupancy);
     if (FormatPercent(s.occupancy_min) != FormatPercent(s.occupancy_max)) {
@@ -101,9 +128,24 @@ std::string KernelTable(const Report& r, size_t shown, bool color, int name_widt
   FitNames(&table, name_width);
   std::string out = table.Render(0, color);
   std::vector<std::string> legend;
-  if (untimed) legend.push_back("-: no launch of the signature was timed");
+  if (untimed) {
+    legend.push_back(sampled ? "-: no launch of the signature was timed (GPU time unknown)"
+                             : "-: no launch of the signature was timed");
+  }
+  if (sampled) {
+    legend.push_back(
+        "MEASURED: GPU time of the timed launches; TIMED: timed launches / launches; EST (~): an "
+        "estimate, "
+        "not a measurement: MEASURED x launches / timed for launches under sampled timing");
+  }
+  if (unknown) legend.push_back("unknown: sampled, and none of its launches was timed");
   if (varies) legend.push_back("*: occupancy differs between launches (min and max in --json)");
-  if (!legend.empty()) out += Paint(fmt::format("{}\n", fmt::join(legend, "; ")), ansi::kDim, color);
+  if (!legend.empty()) {
+    for (const std::string& line :
+         WrapWords(fmt::format("{}", fmt::join(legend, "; ")), kTableWidth, "", "  ")) {
+      out += Paint(line + "\n", ansi::kDim, color);
+    }
+  }
   return out;
 }
 
@@ -190,9 +232,43 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   for (const ProcessSummary& p : r.processes) {
     if (const std::string note = TimingStoppedNote(p); !note.empty()) out += "note: " + note + "\n";
   }
+  if (r.sampled_launches > 0) {
+    size_t sampled = 0;
+    for (const ProcessSummary& p : r.processes) {
+      sampled += p.timing_policy == TimingPolicy::kSampled ? 1 : 0;
+    }
+    const GpuTimeTotals t = TotalGpuTime(r);
+    const std::string note = fmt::format(
+        "note: kernel timing sampled (CUFLIGHT_TIMING=sampled) in {} of {}: {} of {} launches "
+        "under it timed ({}); GPU time measured {}, estimated ~{}{} (an estimate, not a "
+        "measurement)",
+        sampled, Plural(static_cast<int64_t>(r.processes.size()), "process", "processes"),
+        r.sampled_timed, r.sampled_launches,
+        FormatShare(static_cast<double>(r.sampled_timed) /
+                    static_cast<double>(r.sampled_launches)),
+        FormatDuration(t.measured_ns), FormatDuration(t.estimate_ns.value_or(0)),
+        t.unknown_signatures > 0
+            ? fmt::format(" at least: {} with no timed launch unknown",
+                          Plural(static_cast<int64_t>(t.unknown_signatures), "signature",
+                                 "signatures"))
+            : std::string());
+    for (const std::string& line : WrapWords(note, kTableWidth, "", "  ")) out += line + "\n";
+  }
   if (r.launches > 0 && r.timed_launches == 0) {
     out += "note: no launch was timed (no kernel_time event joined): GPU times are unavailable\n";
   }
+  if (r.processes_not_selected > 0 || r.events_before_attribution > 0) {
+    out += fmt::format(
+        "note: {} left out by --job/--rank/--pod{}\n",
+        Plural(static_cast<int64_t>(r.processes_not_selected), "process", "processes"),
+        r.events_before_attribution > 0
+            ? fmt::format(" ({} read before their process_start: who sent them is unknown)",
+                          Plural(static_cast<int64_t>(r.events_before_attribution), "event",
+                                 "events"))
+            : std::string());
+  }
+  const std::string jobs = RenderJobsText(r, color, kTableWidth);
+  if (!jobs.empty()) out += "\n" + jobs;
   const std::string review =
       RenderReviewText(r.processes, r.review, color, kTableWidth, options.name_width);
   if (!review.empty()) out += "\n" + review;

@@ -78,9 +78,12 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
 
 }  // namespace
 
-Completion CompletionOf(const CompletionEvidence& e, uint64_t launch_seq, bool timed) {
+Completion CompletionOf(const CompletionEvidence& e, uint64_t launch_seq, bool timed,
+                        std::optional<bool> timing_window) {
   if (timed) return Completion::kFinished;
-  if (e.timing_off || e.timing_dropped > 0) return Completion::kUnknown;
+  const bool time_expected =
+      timing_window ? *timing_window : e.timing == TimingPolicy::kAll;
+  if (!time_expected || e.timing_dropped > 0) return Completion::kUnknown;
   if (e.ended) return Completion::kNotFinished;
   if (e.sticky_error_seq && launch_seq < *e.sticky_error_seq && e.last_kernel_time_seq &&
       *e.last_kernel_time_seq > *e.sticky_error_seq) {
@@ -292,7 +295,8 @@ std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
     if (unknown) {
       for (const std::string& line :
            WrapWords("unknown: no kernel_time, and the log cannot tell whether it finished "
-                     "(timing is not flushed from a crash or a kill, or records were lost)",
+                     "(timing is not flushed from a crash or a kill, records were lost, or timing was "
+                     "sampled or off)",
                      static_cast<size_t>(width), "      ", "      ")) {
         out += Paint(line, ansi::kDim, color);
         out += '\n';

@@ -131,6 +131,16 @@ std::string FormatPercent(double fraction) {
   return fmt::format("{:.0f}%", pct);
 }
 
+std::string FormatShare(double fraction) {
+  const double pct = fraction * 100.0;
+  if (pct <= 0) return "0%";
+  if (pct >= 10) return fmt::format("{:.0f}%", pct);
+  // Two significant digits: 1 decimal from 1%, 2 from 0.1%, ...
+  int decimals = 1;
+  for (double p = pct; p < 1 && decimals < 6; p *= 10) ++decimals;
+  return fmt::format("{:.{}f}%", pct, decimals);
+}
+
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes / 1024);

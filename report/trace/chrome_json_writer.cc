@@ -93,7 +93,8 @@ void ChromeJsonWriter::DefineTrack(const Track& track) {
                  process ? "process_name" : "thread_name", track.pid, process ? 0 : track.tid);
   Str(&buf_, track.name);
   buf_.append("}}");
-  if (track.kind == TrackKind::kGpu) {
+  if (track.kind == TrackKind::kGpu ||
+      (track.kind == TrackKind::kHostProcess && track.sort_index != 0)) {
     Begin();
     fmt::format_to(std::back_inserter(buf_),
                    R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})",
@@ -143,6 +144,11 @@ void ChromeJsonWriter::KernelArgs(const KernelRecord& k) {
   Int(&b, k.carveout);
   Key(&b, "cooperative");
   b.append(k.cooperative ? "true" : "false");
+  if (k.timing_window) {
+    // Under sampled timing (trace_writer.h, KernelRecord::timing_window).
+    Key(&b, "timing_window");
+    b.append(*k.timing_window ? "true" : "false");
+  }
   Key(&b, "max_active_blocks");
   Int(&b, o.max_active_blocks);
   Key(&b, "active_warps");

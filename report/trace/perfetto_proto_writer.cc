@@ -11,12 +11,12 @@ namespace {
 constexpr uint64_t kSequence = 1;
 
 // Argument names by PerfettoProtoWriter::Arg (index 0 unused: iids start at 1).
-constexpr std::array<std::string_view, 23> kArgNames = {
+constexpr std::array<std::string_view, 24> kArgNames = {
     "",         "correlation_id", "api",        "pid",          "device",
     "stream",   "grid",           "block",      "regs",         "smem",
     "dyn_smem", "local_bytes",    "occupancy",  "limiting_resource", "max_active_blocks",
     "active_warps", "waves",      "graph_node_id", "duration_ns", "timed",
-    "detail",   "seq",            "mangled"};
+    "detail",   "seq",            "mangled",    "timing_window"};
 
 constexpr std::array<std::string_view, 4> kCategoryNames = {"", "kernel", "launch", "marker"};
 
@@ -170,6 +170,9 @@ void PerfettoProtoWriter::KernelArgs(const KernelRecord& k) {
   IntArg(kArgActiveWarps, o.active_warps);
   DoubleArg(kArgWaves, o.waves);
   if (k.graph_node_id) UintArg(kArgGraphNodeId, *k.graph_node_id);
+  // Under sampled timing: an instant with false was outside a timing window (no GPU time was
+  // measured for it, by design), with true its kernel_time was lost.
+  if (k.timing_window) BoolArg(kArgTimingWindow, *k.timing_window);
 }
 
 void PerfettoProtoWriter::EndEvent() {

@@ -116,6 +116,7 @@ class PerfettoProtoWriter final : public TraceWriter {
     kArgDetail,
     kArgSeq,
     kArgMangled,
+    kArgTimingWindow,
     kArgCount,
   };
   enum Category : uint64_t { kCatKernel = 1, kCatLaunch, kCatMarker };

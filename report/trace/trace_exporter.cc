@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <variant>
 
@@ -27,6 +28,34 @@ std::string Basename(const std::string& path) {
 
 }  // namespace
 
+// "<exe> (pid N)"; for a process of a job, grouped by job and ordered by rank:
+// "job 4242 rank 3: <exe> (pid N) on <host>" (docs/report.md, "The job view").
+TraceExporter::ProcessLabel TraceExporter::ProcessLabelOf(const schema::OwnedProcessStartEvent& s) {
+  ProcessLabel label;
+  std::string job, rank;
+  for (const auto& [k, v] : s.attribution) {
+    if (k == "job") job = v;
+    if (k == "rank") rank = v;
+  }
+  const std::string process = fmt::format("{} (pid {})", Basename(s.exe), s.header.pid);
+  if (job.empty() && rank.empty()) {
+    label.name = process;
+    return label;
+  }
+  label.rank = rank;
+  std::string who = job.empty() ? "job ?" : "job " + job;
+  who += rank.empty() ? " rank ?" : " rank " + rank;
+  label.name = fmt::format("{}: {}{}", who, process, s.hostname.empty() ? "" : " on " + s.hostname);
+  // Ranks in order, after the GPUs; a process without a rank after the ranks.
+  int64_t r = -1;
+  if (!rank.empty()) {
+    const auto [end, ec] = std::from_chars(rank.data(), rank.data() + rank.size(), r);
+    if (ec != std::errc() || end != rank.data() + rank.size()) r = -1;
+  }
+  label.sort_index = kRankSortBase + (r >= 0 ? r : int64_t{1} << 31);
+  return label;
+}
+
 size_t TraceExporter::NameKeyHash::operator()(const NameKey& k) const {
   return static_cast<size_t>(report::SampledHash(k.name) ^
                              (report::SampledHash(k.api) * 0x94D049BB133111EBull));
@@ -42,6 +71,15 @@ bool TraceExporter::Seen(int32_t pid, uint64_t seq) { return !report::MarkSeen(&
 void TraceExporter::Add(const schema::OwnedEvent& event) {
   const schema::Header& h = schema::HeaderOf(event);
   if (!filter_->Pid(h.pid)) return;
+  if (filter_->filters_attribution()) {
+    // --job, --rank, --pod: a process is in when its process_start matched; its events read
+    // before that are left out (who sent them is not known yet).
+    if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
+      selected_[h.pid] = filter_->Attribution(s->attribution);
+    }
+    const auto it = selected_.find(h.pid);
+    if (it == selected_.end() || !it->second) return;
+  }
   // process_lost is the collector's and carries the producer's last seq: never a duplicate.
   if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) && Seen(h.pid, h.seq)) {
     ++counts_.duplicates;
@@ -54,12 +92,11 @@ void TraceExporter::Add(const schema::OwnedEvent& event) {
   } else if (const auto* d = std::get_if<schema::OwnedDeviceEvent>(&event)) {
     devices_[{h.pid, d->device}] = Device{d->name, d->uuid};
   } else if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-    std::string& name = process_names_[h.pid];
-    name = Basename(s->exe);
+    ProcessLabel& label = process_labels_[h.pid];
+    label = ProcessLabelOf(*s);
     if (const auto it = host_processes_.find(h.pid); it != host_processes_.end()) {
       // Named after its first use (its process_start read late): name it again.
-      Track track{it->second, TrackKind::kHostProcess, h.pid, 0, 0,
-                  fmt::format("{} (pid {})", name, h.pid), 0};
+      Track track{it->second, TrackKind::kHostProcess, h.pid, 0, 0, label.name, label.sort_index};
       writer_->DefineTrack(track);
     }
   } else if (const auto* c = std::get_if<schema::OwnedProcessCrashEvent>(&event)) {
@@ -195,6 +232,7 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
     k.graph_id = e.graph_id;
     k.graph_node_id = e.graph_node_id;
     k.occupancy = e.occupancy;
+    k.timing_window = e.timing_window;
     ++counts_.kernels;
     p.flow = next_flow_++;
     writer_->Launch(HostThreadTrack(e.header.pid, e.tid), k, p.flow);
@@ -337,8 +375,12 @@ uint64_t TraceExporter::StreamTrack(int32_t pid, int32_t device, uint64_t stream
     track.pid = gpu_pid;
     track.tid = next_stream_tid_++;
     track.parent_uuid = gpu;
-    track.name = stream == 0 ? fmt::format("default stream (pid {})", pid)
-                             : fmt::format("stream {} (pid {})", Hex(stream), pid);
+    const auto label = process_labels_.find(pid);
+    const std::string who = label != process_labels_.end() && !label->second.rank.empty()
+                                ? fmt::format("pid {}, rank {}", pid, label->second.rank)
+                                : fmt::format("pid {}", pid);
+    track.name = stream == 0 ? fmt::format("default stream ({})", who)
+                             : fmt::format("stream {} ({})", Hex(stream), who);
     if (lane > 0) track.name += fmt::format(" overlap {}", lane);
     lanes.tracks.push_back(track.uuid);
     lanes.ends.push_back(end);
@@ -356,9 +398,13 @@ uint64_t TraceExporter::HostProcessTrack(int32_t pid) {
     track.uuid = next_uuid_++;
     track.kind = TrackKind::kHostProcess;
     track.pid = pid;
-    const auto name = process_names_.find(pid);
-    track.name = name != process_names_.end() ? fmt::format("{} (pid {})", name->second, pid)
-                                              : fmt::format("pid {}", pid);
+    const auto label = process_labels_.find(pid);
+    if (label != process_labels_.end()) {
+      track.name = label->second.name;
+      track.sort_index = label->second.sort_index;
+    } else {
+      track.name = fmt::format("pid {}", pid);
+    }
     it->second = track.uuid;
     writer_->DefineTrack(track);
   }

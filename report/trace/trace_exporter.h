@@ -12,8 +12,10 @@
 //     and occupancy fields as arguments; a kernel without one (timing off, or its kernel_time
 //     lost) is an instant on the stream track at its host time. A kernel_time whose kernel is not
 //     in the logs is a slice "kernel (corr N)" ("kernel (corr N, node M)" for a graph node).
-//  3. Host side: one track group per recorded process (its real pid, "<exe> (pid N)"), one track
-//     per launching thread, and an instant per launch, with a flow arrow to its kernel.
+//  3. Host side: one track group per recorded process (its real pid, "<exe> (pid N)"; a process
+//     whose attribution names a job or rank "job J rank R: <exe> (pid N) on <host>", ordered by
+//     rank), one track per launching thread, and an instant per launch, with a flow arrow to its
+//     kernel.
 //  4. Markers: an instant for each process_crash ("crash SIGSEGV", on the crashing thread), each
 //     api_error that is not a routine failure ("api_error <name>"), each process_lost ("lost"),
 //     each stall event ("stall" naming what the first stalled stream waits on, or "stall
@@ -102,6 +104,14 @@ class TraceExporter {
     std::vector<uint64_t> tracks;   // lane 0 first
     std::vector<int64_t> ends;      // each lane's latest end
   };
+  // A recorded process's host track: its name and, for a rank of a job, its place.
+  struct ProcessLabel {
+    std::string name;
+    std::string rank;        // attribution "rank"; "" none
+    int64_t sort_index = 0;  // 0: none
+  };
+  static constexpr int64_t kRankSortBase = int64_t{1} << 20;
+  static ProcessLabel ProcessLabelOf(const schema::OwnedProcessStartEvent& s);
   struct NameKey {
     std::string_view name;  // mangled
     std::string_view api;
@@ -136,7 +146,8 @@ class TraceExporter {
   uint64_t next_flow_ = 1;
   std::map<int32_t, std::map<uint64_t, uint64_t>> seen_;  // pid -> seq ranges [first, last]
   std::map<std::pair<int32_t, int32_t>, Device> devices_;  // (pid, ordinal)
-  std::map<int32_t, std::string> process_names_;           // pid -> exe basename
+  std::map<int32_t, ProcessLabel> process_labels_;          // pid -> its host track's label
+  std::map<int32_t, bool> selected_;  // pid -> its process_start matched --job/--rank/--pod
   std::map<std::string, std::pair<uint64_t, int64_t>> gpus_;  // key -> (uuid, trace pid)
   // (pid, ordinal) -> (uuid, trace pid) of its GPU once placed: a lookup per kernel.
   std::map<std::pair<int32_t, int32_t>, std::pair<uint64_t, int64_t>> gpu_of_device_;

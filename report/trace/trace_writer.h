@@ -33,7 +33,8 @@ struct Track {
   int64_t tid = 0;    // kStream: the stream's trace tid; kHostThread: the real tid
   uint64_t parent_uuid = 0;  // kStream: its GPU; kHostThread: its process; else 0
   std::string name;          // e.g. "GPU 0: NVIDIA H100 80GB HBM3", "stream 0x10 (pid 100)"
-  int64_t sort_index = 0;    // kGpu: GPUs in order of first use
+  // kGpu: GPUs in order of first use; kHostProcess: a rank's place (0: none, no order asked).
+  int64_t sort_index = 0;
 };
 
 // The names of a kernel, kept once per distinct kernel (KernelRecord::names points here).
@@ -66,6 +67,9 @@ struct KernelRecord {
   std::optional<uint64_t> graph_id;
   std::optional<uint64_t> graph_node_id;
   schema::OccupancyFields occupancy;
+  // The kernel event's timing_window, set only under sampled timing: false, it was launched
+  // outside a timing window and has no GPU time by design (an instant, not a lost record).
+  std::optional<bool> timing_window;
 };
 
 // A kernel_time as the trace shows it.

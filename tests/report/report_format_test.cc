@@ -221,7 +221,9 @@ TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
   CompletionEvidence ended_lost_records = ended;
   ended_lost_records.timing_dropped = 2;
   CompletionEvidence ended_timing_off = ended;
-  ended_timing_off.timing_off = true;
+  ended_timing_off.timing = TimingPolicy::kOff;
+  CompletionEvidence ended_timing_sampled = ended;
+  ended_timing_sampled.timing = TimingPolicy::kSampled;
   CompletionEvidence sticky_flushed;
   sticky_flushed.sticky_error_seq = 12;
   sticky_flushed.last_kernel_time_seq = 14;
@@ -238,6 +240,8 @@ TEST(ReportReview, CompletionIsNoOnlyWhenAFlushShowsIt) {
       {"process_end, but 2 records lost: this may be one", ended_lost_records, false,
        Completion::kUnknown},
       {"timing off: no kernel_time ever", ended_timing_off, false, Completion::kUnknown},
+      {"timing sampled: none outside a timing window, so a missing one says nothing",
+       ended_timing_sampled, false, Completion::kUnknown},
       {"sticky error at 12 after it, a kernel_time at 14 after the error", sticky_flushed, false,
        Completion::kNotFinished},
       {"sticky error, no kernel_time after it: the flush may not have returned", sticky_not_flushed,

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuflight/report/report_options.h"
@@ -25,6 +26,13 @@ class LaunchFilter {
 
   // Whether events of process `pid` are read at all (--pid; every pid when none was given).
   bool Pid(int32_t pid) const;
+  // Whether the filters select processes by attribution (--job, --rank, --pod).
+  bool filters_attribution() const { return !job_.empty() || !ranks_.empty() || !pod_.empty(); }
+  // Whether a process with this process_start attribution (sorted by name or not) is selected:
+  // its "job" is --job's, its "rank" one of --rank's, and its pod (pod_name,
+  // "pod_namespace/pod_name" or pod_uid) --pod's, each when given. A value the attribution does
+  // not have does not match. True when none is given.
+  bool Attribution(const std::vector<std::pair<std::string, std::string>>& attribution) const;
   // Whether a launch (or a marker) at host time `ts_ns` is in the window [since, until].
   bool InWindow(int64_t ts_ns) const;
   // Whether the regex (ECMAScript, searched) matches the mangled name or, when there is one, the
@@ -43,6 +51,9 @@ class LaunchFilter {
   };
   std::optional<std::regex> regex_;
   std::vector<int32_t> pids_;
+  std::string job_;
+  std::vector<int32_t> ranks_;
+  std::string pod_;
   std::optional<int64_t> since_ns_;
   std::optional<int64_t> until_ns_;
   std::unordered_map<std::string, bool, Hash, std::equal_to<>> names_;

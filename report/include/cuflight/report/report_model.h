@@ -34,6 +34,14 @@ struct ProcessKey {
   auto operator<=>(const ProcessKey&) const = default;
 };
 
+// A process's kernel timing policy (CUFLIGHT_TIMING): cuflight/schema/timing_policy.h.
+using schema::TimingPolicy;
+using schema::TimingPolicyName;
+// The policy a process_start's config "timing" states: "all", "sampled" or "off", and as older
+// producers wrote it "1", "true" or "on" (all), "0" or "false" (off). Anything else: all, the
+// library's default (readers take all when the member is absent).
+TimingPolicy TimingPolicyOfConfig(std::string_view value);
+
 // How a process's stream ends. The review section lists every process whose ending is not
 // kEnded or kRunning.
 enum class Ending : uint8_t {
@@ -72,6 +80,9 @@ struct LaunchSummary {
   int64_t ts_ns = 0;
   uint64_t correlation_id = 0;
   uint64_t graph_node_id = 0;  // the graph node a graph launch ran it as; 0: not a graph node
+  // The kernel event's timing_window: set only under sampled timing (true: made in a timing
+  // window, a kernel_time is expected; false: none will come).
+  std::optional<bool> timing_window;
   std::string name;  // demangled, or the mangled name when demangling failed
   schema::Dim3 grid;
   schema::Dim3 block;
@@ -101,6 +112,17 @@ struct ProcessSummary {
   // environment variables it read), sorted by name; empty when it had none.
   std::vector<std::pair<std::string, std::string>> attribution;
   std::vector<std::pair<int32_t, std::string>> devices;  // ordinal, name; by ordinal
+  // The device events' GPU identities, by ordinal: "GPU-..." or "MIG-..." as nvidia-smi writes
+  // them, "" when the event had none (older producers); only ordinals with a device event.
+  std::vector<std::pair<int32_t, std::string>> device_uuids;
+  // Its kernel timing policy: the latest of stats, process_end and process_crash that states it
+  // (the policy in force, after any fallback), else its process_start's config.timing, else kAll.
+  TimingPolicy timing_policy = TimingPolicy::kAll;
+  // With kSampled, from the same event: timing windows opened, ns they were open in all, and
+  // recorded launches made in one.
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
   uint64_t events = 0;
   uint64_t kernels = 0;        // kernel events (before the report's filters)
   uint64_t timed_kernels = 0;  // of those, joined to a kernel_time
@@ -128,6 +150,11 @@ struct ProcessSummary {
   // CUDA_ERROR_LAUNCH_FAILED (719)" (review.h: DescribeEnding).
   std::string ending_detail;
   std::vector<StreamTail> streams;  // by (device, stream)
+  // Its last kernel launch (the highest seq), whatever the filters; nullopt when it launched
+  // none. `completion` and `duration_ns` as in the review's launches.
+  std::optional<LaunchSummary> last_kernel;
+  int32_t last_kernel_device = 0;
+  uint64_t last_kernel_stream = 0;
 };
 
 // "pid 123 trainer" (the exe's basename when known), with "(job 4242, rank 3)" after it when
@@ -192,7 +219,17 @@ struct Signature {
   schema::OwnedKernelEvent first;  // the first launch read: resources and occupancy fields
   uint64_t launches = 0;
   uint64_t processes = 0;  // distinct processes that launched it
-  std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed
+  std::optional<DurationStats> gpu_time;  // nullopt when no launch was timed: GPU time unknown
+  // The launches above made under sampled timing (kernel events with timing_window, which the
+  // library writes then and only then), how many of those were
+  // timed, and their measured GPU time (ns, saturating): what EstimatedGpuNs scales. All 0 when
+  // no process sampled the signature's timing.
+  struct SampledLaunches {
+    uint64_t launches = 0;
+    uint64_t timed = 0;
+    uint64_t measured_ns = 0;
+  };
+  SampledLaunches sampled;
   double occupancy_min = 0;  // over the launches (carveout and cluster can differ)
   double occupancy_max = 0;
   double waves_mean = 0;  // over the launches (the grid can differ)
@@ -209,6 +246,16 @@ struct Signature {
   bool spills() const { return first.local_bytes > 0; }
   const schema::OccupancyFields& fields() const { return first.occupancy; }
 };
+
+// Launches of the signature that were timed over its launches, in [0, 1] (0 without launches).
+double TimedFraction(const Signature& s);
+
+// The signature's GPU time estimated over all its launches when some were made under sampled
+// timing: the measured time of its other launches as it is, plus its sampled launches' measured
+// time x sampled launches / sampled launches timed (docs/report.md, "Sampled timing"). An
+// estimate, never to be shown as a measurement. nullopt when no launch was sampled (the
+// measurement is the whole) or no sampled launch was timed (then the GPU time is unknown).
+std::optional<uint64_t> EstimatedGpuNs(const Signature& s);
 
 struct RetargetDevice {
   std::string key;
@@ -278,6 +325,55 @@ struct KeptLaunch {
   int64_t gpu_end_ns = 0;
 };
 
+// How a rank of a job ended, as the job view says it (from Ending, review.h).
+enum class RankEnding : uint8_t {
+  kFinished = 0,  // process_end (exit code 0 or unknown)
+  kExited = 1,    // process_end with a non-zero exit code: a failure
+  kFailedCall = 2,  // process_end, and its last CUDA call had failed (Ending::kApiError)
+  kCrashed = 3,   // process_crash
+  kLost = 4,      // process_lost: killed (SIGKILL, the OOM killer) or no exit flush
+  kStalled = 5,   // its kernels stalled and the log ends there (hung)
+  kRunning = 6,   // no end in the log (still running, or the log is cut)
+};
+// "finished", "exited", "failed call", "crashed", "lost", "stalled", "running".
+std::string_view RankEndingName(RankEnding ending);
+
+// One process of a job, as the job view lists it. Every field the attribution or the log does
+// not give is empty or nullopt: said as unknown, never guessed.
+struct RankRow {
+  size_t process = 0;  // index into Report::processes
+  std::optional<int32_t> rank;       // attribution "rank"
+  std::string local_rank;            // attribution "local_rank"; "" unknown
+  std::string host;                  // process_start's hostname; "" unknown
+  // The GPUs it used: the device events' uuids ("GPU-..."/"MIG-..."), by ordinal; a device event
+  // without one gives "device N (no UUID)"; empty: no device event.
+  std::vector<std::string> gpus;
+  std::string pod;  // "namespace/name", "name", or the pod_uid; "" unknown
+  RankEnding ending = RankEnding::kRunning;
+  // When it ended (finished, exited, failed call, crashed, lost): the ts of the event that says
+  // so (process_end, process_crash, process_lost), on its host's clock.
+  std::optional<int64_t> ended_ns;
+  // When it failed (every ending but finished and running): the failed call's, the crash's, the
+  // process_lost's, the exit's ts, or when its stall began (the stall event's ts - stalled_ms).
+  std::optional<int64_t> failed_ns;
+  std::optional<size_t> end_order;  // 1-based place in JobView::end_order; nullopt: not ended
+};
+
+// The ranks of one job (attribution "job"), for `cuflight report --job` and every report of logs
+// whose processes name a job.
+struct JobView {
+  std::string job;
+  // attribution "world_size" as the processes say it; several values when they disagree; empty
+  // when none says.
+  std::vector<std::string> world_sizes;
+  std::vector<RankRow> ranks;     // by rank (unknown rank last), then start time, then pid
+  std::vector<size_t> end_order;  // indices into ranks that ended, by ended_ns, then rank
+  std::optional<size_t> first_failed;  // index into ranks: the smallest failed_ns (then rank)
+  std::vector<int32_t> missing_ranks;   // 0..world_size-1 with no process (one world size only)
+  std::vector<int32_t> repeated_ranks;  // ranks held by more than one process (restarts)
+  size_t hosts = 0;                     // distinct known hostnames
+};
+
 struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
@@ -288,6 +384,9 @@ struct Report {
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures
   uint64_t timed_launches = 0;
+  // Of `launches`, those made under sampled timing, and of those the timed ones.
+  uint64_t sampled_launches = 0;
+  uint64_t sampled_timed = 0;
   // Events read twice (same process and seq, e.g. in a spill file and in the collector's log
   // after a reconnect): counted once, the later copies skipped.
   uint64_t duplicate_events = 0;
@@ -303,7 +402,27 @@ struct Report {
   // complete).
   std::vector<LaneDensity> lanes;
   ReadBounds bounds;
+  // The jobs the processes name (attribution "job"), by job id; empty when none names one.
+  std::vector<JobView> jobs;
+  uint64_t processes_without_job = 0;  // processes of `processes` whose attribution has no job
+  // With --job, --rank or --pod: processes left out because they do not match, and because the
+  // events read before their process_start could not be matched (process_start not read first:
+  // those events are left out, and counted).
+  uint64_t processes_not_selected = 0;
+  uint64_t events_before_attribution = 0;
 };
+
+// The GPU time of the report's signatures in all: measured (the kernel_time durations) and, when
+// some launches were made under sampled timing, estimated (EstimatedGpuNs of each signature with
+// sampled launches, the measured time of the others).
+struct GpuTimeTotals {
+  uint64_t measured_ns = 0;  // saturating
+  std::optional<uint64_t> estimate_ns;  // set when report.sampled_launches > 0
+  // Signatures with sampled launches none of which was timed: their GPU time is unknown and the
+  // estimate leaves them out (it is then a lower bound).
+  uint64_t unknown_signatures = 0;
+};
+GpuTimeTotals TotalGpuTime(const Report& report);
 
 }  // namespace cuflight::report
 

@@ -37,6 +37,13 @@ struct ReportOptions {
   std::string limiter;
   std::optional<int64_t> since_ns;   // kernel event ts_ns >= since_ns
   std::optional<int64_t> until_ns;   // kernel event ts_ns <= until_ns
+  // Processes by who they are to a scheduler (process_start's attribution; docs/fleet.md): the
+  // job ("job"), ranks ("rank"), and the pod (pod_name, "namespace/name", or pod_uid). Empty:
+  // any. A process whose process_start has no such value does not match (unknown is not
+  // guessed); its events read before its process_start are left out.
+  std::string job;
+  std::vector<int32_t> ranks;
+  std::string pod;
 
   SortKey sort = SortKey::kTime;
   // Signatures shown: -1 = the default (20 in the table, every one in JSON and CSV); 0 = all.

@@ -16,7 +16,9 @@ namespace cuflight::report {
 
 // What a process's log says about whether its launches without a kernel_time finished.
 struct CompletionEvidence {
-  bool timing_off = false;  // its process_start's config has CUFLIGHT_TIMING off
+  // Its timing policy (process_start's config): under sampled a launch outside a timing window
+  // gets no kernel_time, under off none does, so only kAll lets a missing one mean "not finished".
+  TimingPolicy timing = TimingPolicy::kAll;
   // A process_end was read: the library's exit flush (a forced CUPTI flush) reported every
   // kernel record, the records of kernels that had not completed counted in timing_dropped.
   bool ended = false;
@@ -28,10 +30,13 @@ struct CompletionEvidence {
 
 // Whether the launch with seq `launch_seq` finished: kFinished when `timed`. kNotFinished only
 // when the log shows that every kernel that had completed got its kernel_time after the launch,
-// and none was lost (timing on, timing_dropped 0): the process ended normally, or a sticky error
+// and none was lost (timing policy all, timing_dropped 0): the process ended normally, or a sticky error
 // came after the launch and a kernel_time after the error shows the flush that follows one ran.
 // kUnknown otherwise: after a crash or a kill CUPTI's records are never flushed.
-Completion CompletionOf(const CompletionEvidence& evidence, uint64_t launch_seq, bool timed);
+// `timing_window`: the kernel event's (set only under sampled timing): true makes the launch one
+// whose kernel_time was expected, as under all; false one that gets none (kUnknown).
+Completion CompletionOf(const CompletionEvidence& evidence, uint64_t launch_seq, bool timed,
+                        std::optional<bool> timing_window = std::nullopt);
 
 // Sets s->ending and s->ending_detail from s->end, lost, crash, last_api_error and dropped;
 // `api_error_last`: the process's last CUDA activity (by seq) is s->last_api_error. The detail

@@ -27,6 +27,10 @@ std::string FormatDuration(uint64_t ns);
 // A fraction as an integer percent, rounded half up: 0.875 -> "88%".
 std::string FormatPercent(double fraction);
 
+// A share that may be small, as a percent with two significant digits (at least the integer
+// part): 0.03 -> "3.0%", 0.0025 -> "0.25%", 0.42 -> "42%", 1 -> "100%", 0 -> "0%".
+std::string FormatShare(double fraction);
+
 // Bytes, never rounded up: "512 B", "48 KiB", "40.5 KiB" (KiB floored to one decimal).
 std::string FormatBytes(int64_t bytes);
 

@@ -74,7 +74,21 @@ struct StreamState {
   std::deque<schema::JoinKey> join_order;
   std::deque<RingEntry> ring;
 
+  // Ended: what it holds is let go once the records naming its Resource are sent (read again
+  // from its head if it continues).
+  bool release = false;
+
   Position CommitPosition() const { return window_start.value_or(read); }
+  void Release() {
+    const std::string stream = identity.stream;
+    identity = StreamIdentity{};
+    identity.stream = stream;
+    head_loaded = false;
+    joins.clear();
+    join_order.clear();
+    ring.clear();
+    release = false;
+  }
 };
 
 // One request being built.
@@ -568,6 +582,7 @@ bool Exporter::Impl::Flush() {
 void Exporter::Impl::Commit() {
   Cursor cursor;
   for (auto& [key, s] : streams) {
+    if (s.release && s.committed.finished && batch.by_stream.count(key) == 0) s.Release();
     const Position p = s.CommitPosition();
     if (p != s.committed.position) {
       s.committed.position = p;
@@ -660,13 +675,7 @@ void Exporter::Impl::Cycle() {
     ProcessStream(s, f);
     if (s.committed.finished) {
       s.next_check = Clock::now() + kFinishedRecheck;
-      // What an ended stream holds is let go; read again from its head if it continues.
-      s.identity = StreamIdentity{};
-      s.identity.stream = f.base;
-      s.head_loaded = false;
-      s.joins.clear();
-      s.join_order.clear();
-      s.ring.clear();
+      s.release = true;  // once its records are sent (Commit)
     }
   }
   // Windows whose time has passed with no launch since (event time against the clock).

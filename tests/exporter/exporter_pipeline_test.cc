@@ -110,7 +110,7 @@ const char* ModeOf(int rank) {
     case 5:
       return "abrt";
     case 6:
-      return "kill";
+      return "stream-kill";  // launches for 300 ms, then SIGKILL
     default:
       return "";
   }
@@ -138,7 +138,18 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
                                                  {CUFLIGHT_INJECT_SO, "40", ModeOf(rank)});
     if (rank == 3) rx.Stop();  // the receiver goes away while ranks 4..6 run
     if (rank == 6) {
-      // The collector dies with a backlog it could not send, and comes back.
+      // The collector dies with a backlog it could not send, and comes back (once it has written
+      // the killed rank's process_lost).
+      EXPECT_TRUE(test_support::WaitUntil(
+          [&] { return ReadLocal(dir.path() / "logs").end_type.size() == 7; },
+          std::chrono::seconds(20), std::chrono::milliseconds(100)))
+          << [&] {
+               std::string ends;
+               for (const auto& [stream, type] : ReadLocal(dir.path() / "logs").end_type) {
+                 ends += stream + " " + type + "\n";
+               }
+               return ends;
+             }() << collector->Output();
       collector->Signal(SIGKILL);
       collector->Wait(std::chrono::seconds(10));
       collector = std::make_unique<ChildProcess>(CUFLIGHT_COLLECTOR_PATH, CollectorArgs(dir, rx),
@@ -168,6 +179,9 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
   EXPECT_TRUE(test_support::WaitUntil(arrived, std::chrono::seconds(60), std::chrono::milliseconds(250)))
       << collector->Output();
   EXPECT_TRUE(rx.Undecodable().empty()) << rx.Undecodable().front();
+  // The 503, the 429, the 500 and the stall were all answered, and what was refused with a
+  // retryable status came again.
+  EXPECT_GE(rx.requests(), 5);
   EXPECT_EQ(local.end_type.size(), 8u);
 
   std::set<Key> accepted;
@@ -180,9 +194,14 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
         << std::get<0>(k) << " seq " << std::get<1>(k) << " " << std::get<2>(k);
   }
 
+  // What the receiver decoded, accepted or refused with the 500: the checks below hold for
+  // every request the exporter made.
+  std::vector<ReceivedRecord> all = rx.Accepted();
+  for (const auto& r : rx.Refused()) all.push_back(r);
+
   // Every Resource: host, pid, job, rank, the rank's GPU; one pid per rank.
   std::map<std::string, std::string> rank_of_stream;
-  for (const auto& r : rx.Accepted()) {
+  for (const auto& r : all) {
     ASSERT_EQ(r.resource.count("host.name"), 1u) << r.stream();
     EXPECT_FALSE(r.resource.at("host.name").empty());
     ASSERT_EQ(r.resource.count("process.pid"), 1u);
@@ -206,7 +225,7 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
   // kernel of the local log; none for the ranks that ended normally.
   std::map<std::string, std::set<uint64_t>> last_launches;
   std::map<std::string, std::set<std::string>> triggers;
-  for (const auto& r : rx.Accepted()) {
+  for (const auto& r : all) {
     const auto t = r.attributes.find("cuflight.last_launch.trigger");
     if (t == r.attributes.end()) continue;
     EXPECT_EQ(r.event_name, "cuflight.kernel");
@@ -230,7 +249,7 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
   // Roll-ups: one record per (window's first launch, kernel, limiter), the same after a
   // restart; together they count every launch of the local log.
   std::map<std::tuple<std::string, uint64_t, std::string, std::string>, uint64_t> rollups;
-  for (const auto& r : rx.Accepted()) {
+  for (const auto& r : all) {
     if (r.event_name != "cuflight.kernel_rollup") continue;
     rollups[{r.stream(), r.seq(), r.attributes.at("cuflight.kernel.name"),
              r.attributes.at("cuflight.kernel.limiter")}] =

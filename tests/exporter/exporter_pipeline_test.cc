@@ -15,9 +15,11 @@
 //    of the local log, and the roll-ups count every launch;
 //  - after a clean stop nothing is sent again.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <stdlib.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -271,6 +273,86 @@ TEST(OtlpExport, EightRanksArriveThroughFailuresStallsAndRestarts) {
   ASSERT_TRUE(collector->WaitForOutput("exporting events", kStart));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(rx.Accepted().size() + rx.Refused().size(), before);
+}
+
+// http/json, a bearer token from a file, and the exporter's series on /metrics: one producer's
+// events arrive as JSON the receiver decodes with protoc's JSON parser, each request carrying the
+// token the file holds when it is sent.
+TEST(OtlpExport, JsonWithABearerTokenAndTheExportersMetrics) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "run");
+  OtlpReceiver rx;
+  rx.Script({{503, "", {}}});
+  const std::filesystem::path token = dir.path() / "token";
+  std::ofstream(token) << "s3cret\n";
+  std::vector<std::string> args = CollectorArgs(dir, rx);
+  for (const char* a : {"--otlp-protocol", "http/json", "--metrics", "127.0.0.1:0"}) {
+    args.emplace_back(a);
+  }
+  args.insert(args.end(), {"--otlp-bearer-token-file", token.string()});
+  ChildProcess collector(CUFLIGHT_COLLECTOR_PATH, args, dir.path() / "out.txt");
+  const std::filesystem::path socket = dir.path() / "run" / "c.sock";
+  ASSERT_TRUE(WaitForSocket(socket, kStart)) << collector.Output();
+  ASSERT_TRUE(collector.WaitForOutput("/metrics", kStart)) << collector.Output();
+  const std::string out = collector.Output();
+  const size_t at = out.find("metrics at http://127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << out;
+  const int port = std::stoi(out.substr(at + 28));
+
+  setenv("CUFLIGHT_COLLECTOR", socket.c_str(), 1);
+  setenv("LD_LIBRARY_PATH", CUFLIGHT_FAKE_LIBCUDA_DIR, 1);
+  setenv("CUFLIGHT_CUPTI_PATH", CUFLIGHT_FAKE_LIBCUPTI, 1);
+  const auto r = cuflight::testing::RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5"});
+  unsetenv("CUFLIGHT_COLLECTOR");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // process_start, device, process_end and one roll-up of the five launches.
+  const auto types = [&] {
+    std::set<std::string> t;
+    for (const auto& rec : rx.Accepted()) t.insert(rec.event_name);
+    return t;
+  };
+  ASSERT_TRUE(test_support::WaitUntil(
+      [&] { return types().count("cuflight.kernel_rollup") > 0 &&
+                   types().count("cuflight.process_end") > 0; },
+      std::chrono::seconds(20), std::chrono::milliseconds(50)))
+      << collector.Output();
+  EXPECT_TRUE(rx.Undecodable().empty()) << rx.Undecodable().front();
+  EXPECT_EQ(rx.last_headers()["Content-Type"], "application/json");
+  EXPECT_EQ(rx.last_headers()["Authorization"], "Bearer s3cret");
+  for (const auto& rec : rx.Accepted()) {
+    if (rec.event_name != "cuflight.kernel_rollup") continue;
+    EXPECT_EQ(rec.attributes.at("cuflight.rollup.launches"), "5");
+  }
+
+  httplib::Client http("127.0.0.1", port);
+  const httplib::Result res = http.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  const std::string& text = res->body;
+  EXPECT_NE(text.find("cuflight_otlp_retries_total{reason=\"http_503\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cuflight_otlp_sent_records_total " +
+                      std::to_string(rx.Accepted().size()) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cuflight_otlp_lag_bytes 0\n"), std::string::npos) << text;
+}
+
+// A bad export flag: exit 2 and one line naming it, before anything starts.
+TEST(OtlpExport, ABadEndpointIsAUsageError) {
+  const auto r = cuflight::testing::RunProcess(CUFLIGHT_COLLECTOR_PATH,
+                                               {"--otlp-endpoint", "otel-collector:4318"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("cuflight-collector: --otlp-endpoint: 'otel-collector:4318' is not an "
+                        "http:// or https:// URL",
+                        0),
+            0u)
+      << r.err;
+  const auto tls = cuflight::testing::RunProcess(
+      CUFLIGHT_COLLECTOR_PATH,
+      {"--otlp-endpoint", "http://otel:4318", "--otlp-ca-file", "/etc/hostname"});
+  EXPECT_EQ(tls.exit_code, 2);
+  EXPECT_NE(tls.err.find("need an https:// endpoint"), std::string::npos) << tls.err;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "collector.h"
 #include "collector_options.h"
+#include "cuflight/exporter/exporter.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/metrics/metrics_server.h"
 
@@ -118,6 +119,14 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
         return 2;
       }
     }
+    // The exporter's counters exist with the export; /metrics shows them after the daemon's.
+    std::unique_ptr<exporter::ExportMetrics> export_metrics;
+    if (!options.otlp.endpoint.empty()) {
+      export_metrics = std::make_unique<exporter::ExportMetrics>();
+      server_options.more_metrics = [m = export_metrics.get()](std::string* text) {
+        m->Render(text);
+      };
+    }
     // Metrics are kept only when they are served: without --metrics nobody could read them.
     std::unique_ptr<Metrics> metrics;
     std::unique_ptr<MetricsServer> server;
@@ -148,10 +157,27 @@ int RunCollectorMain(int argc, const char* const* argv, std::string_view program
               ? std::string()
               : " (basic auth, users: " + std::to_string(web.basic_auth_users.size()) + ")");
     }
+    // The exporter reads the logs the collector writes (it exists now, its directory trusted),
+    // on a thread of its own; it never touches the ingest path (cuflight/exporter/exporter.h).
+    std::unique_ptr<exporter::Exporter> otlp;
+    if (!options.otlp.endpoint.empty()) {
+      std::string otlp_error;
+      otlp = exporter::Exporter::Start(options.otlp, options.log_dir, options.socket_group,
+                                       export_metrics.get(), logger, &otlp_error);
+      if (!otlp) {
+        err << prefix << ": --otlp-endpoint: " << otlp_error << '\n';
+        return 1;
+      }
+      logger->info("exporting events to {} ({})", options.otlp.endpoint,
+                   options.otlp.encoding == exporter::Encoding::kJson ? "http/json"
+                                                                      : "http/protobuf");
+    }
     signals.Attach(collector.get());
     const int status = collector->Run();
     g_running.store(nullptr, std::memory_order_release);
     collector.reset();
+    // After the collector: the events it wrote while stopping are sent too.
+    if (otlp) otlp->Stop();
     if (server) server->Stop();
     logger->flush();
     return status;

@@ -336,6 +336,99 @@ std::vector<Setting> Settings() {
        [](std::string_view t, CollectorOptions* o, std::string* why) {
          return ApplyMillis(t, 0, &o->reconnect_grace, why);
        }});
+  // The OTLP export (docs/fleet.md, "Export to an OpenTelemetry pipeline"); the values are
+  // parsed by the exporter (cuflight/exporter/exporter.h).
+  s.push_back({"otlp-endpoint", "URL",
+               "Export events over OTLP/HTTP to this receiver (e.g. http://otel-collector:4318; "
+               "/v1/logs when no path); empty: off (default)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return exporter::ParseEndpoint(t, &o->otlp.endpoint, why);
+               }});
+  s.push_back({"otlp-protocol", "PROTOCOL",
+               "http/protobuf (default) or http/json",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return exporter::ParseEncoding(t, &o->otlp.encoding, why);
+               }});
+  s.push_back({"otlp-headers", "K=V,...",
+               "Extra request headers, as OTEL_EXPORTER_OTLP_HEADERS writes them",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return exporter::ParseHeaders(t, &o->otlp.headers, why);
+               }});
+  s.push_back({"otlp-bearer-token-file", "FILE",
+               "Send 'Authorization: Bearer <the file's content>' (read before every request)",
+               [](std::string_view t, CollectorOptions* o, std::string*) {
+                 o->otlp.bearer_token_file = std::string(t);
+                 return true;
+               }});
+  s.push_back({"otlp-ca-file", "FILE", "PEM CA bundle that verifies an https:// receiver",
+               [](std::string_view t, CollectorOptions* o, std::string*) {
+                 o->otlp.ca_file = std::string(t);
+                 return true;
+               }});
+  s.push_back({"otlp-client-cert", "FILE", "PEM client certificate for mutual TLS",
+               [](std::string_view t, CollectorOptions* o, std::string*) {
+                 o->otlp.client_cert_file = std::string(t);
+                 return true;
+               }});
+  s.push_back({"otlp-client-key", "FILE", "PEM key of --otlp-client-cert",
+               [](std::string_view t, CollectorOptions* o, std::string*) {
+                 o->otlp.client_key_file = std::string(t);
+                 return true;
+               }});
+  s.push_back({"otlp-timeout", "MS", "Per request: connect, send, answer (default 10000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 1, &o->otlp.timeout, why);
+               }});
+  s.push_back({"otlp-cursor", "FILE",
+               "Where the export's position is kept (default <log-dir>/otlp-cursor.json)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 if (t.empty()) {
+                   *why = "the cursor file may not be empty";
+                   return false;
+                 }
+                 o->otlp.cursor_file = std::string(t);
+                 return true;
+               }});
+  s.push_back({"otlp-every-launch", nullptr,
+               "Export every kernel and kernel_time event (default: roll-ups and the last "
+               "launches of a stream that crashed, stalled or was lost)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyBool(t, &o->otlp.every_launch, why);
+               }});
+  s.push_back({"otlp-rollup-interval", "MS",
+               "A roll-up record per kernel every MS of event time; 0: none (default 60000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 0, &o->otlp.rollup_interval, why);
+               }});
+  s.push_back({"otlp-last-launches", "N",
+               "Launches exported before a crash, stall or loss, per stream (default 16)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 int64_t v = 0;
+                 if (!ParseIntInRange(t, 0, 4096, "launches", &v, why)) return false;
+                 o->otlp.last_launches = static_cast<int>(v);
+                 return true;
+               }});
+  s.push_back({"otlp-scan-interval", "MS",
+               "Look for new events every MS once everything is sent (default 1000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 10, &o->otlp.scan_interval, why);
+               }});
+  s.push_back({"otlp-retry-initial", "MS",
+               "First wait before a retry; waits grow 1.5x with jitter (default 1000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 1, &o->otlp.retry_initial, why);
+               }});
+  s.push_back({"otlp-retry-max", "MS", "Longest wait between retries (default 30000)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 return ApplyMillis(t, 1, &o->otlp.retry_max, why);
+               }});
+  s.push_back({"otlp-batch-records", "N", "Most log records in one request (default 1024)",
+               [](std::string_view t, CollectorOptions* o, std::string* why) {
+                 int64_t v = 0;
+                 if (!ParseIntInRange(t, 1, 1000000, "records", &v, why)) return false;
+                 o->otlp.max_batch_records = static_cast<int>(v);
+                 return true;
+               }});
   s.push_back(
       {"log-level", "LEVEL",
        "Log level on stderr: trace, debug, info, warn, error, critical or off (default info)",
@@ -495,6 +588,11 @@ ParseStatus ParseCollectorArgs(int argc, const char* const* argv, CollectorOptio
         *error = std::string("--") + settings[i].name + ": " + why;
         return ParseStatus::kExitUsage;
       }
+    }
+    std::string why;
+    if (!exporter::CheckOptions(result.otlp, &why)) {
+      *error = why;
+      return ParseStatus::kExitUsage;
     }
     *options = std::move(result);
     return ParseStatus::kRun;

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <string>
 
+#include "cuflight/exporter/exporter.h"
 #include "producer_blackbox.h"
 
 namespace cuflight::collector {
@@ -86,6 +87,8 @@ struct CollectorOptions {
   std::chrono::milliseconds retention_interval{10000};
   // spdlog level name: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // The OTLP export of the logs (--otlp-*; cuflight/exporter/exporter.h); endpoint empty: off.
+  exporter::ExportOptions otlp;
 };
 
 // Outcome of ParseCollectorArgs.

@@ -406,7 +406,9 @@ void MetricsServer::Impl::Answer(Connection& c) {
   }
   if (path == "/metrics") {
     try {
-      c.out = Response(200, "OK", kContentType, metrics.Render(), head);
+      std::string text = metrics.Render();
+      if (options.more_metrics) options.more_metrics(&text);
+      c.out = Response(200, "OK", kContentType, text, head);
     } catch (const std::exception&) {
       c.out = Response(500, "Internal Server Error", "text/plain", "cannot render metrics\n", head);
     }

@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,9 @@ struct MetricsServerOptions {
   std::chrono::milliseconds request_timeout{5000};
   // Users allowed in by HTTP basic authentication; empty: no authentication.
   WebConfig web_config;
+  // Appends more families to /metrics after Metrics::Render() (the OTLP exporter's); called on
+  // the server's thread for every scrape; may be empty.
+  std::function<void(std::string*)> more_metrics;
 };
 
 // What the server did with connections, since Start. Any thread.

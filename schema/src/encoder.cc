@@ -442,7 +442,6 @@ constexpr bool kIsOptional<std::optional<T>> = true;
 CUFLIGHT_PUT_PLAIN(Int, Int(v))
 CUFLIGHT_PUT_PLAIN(OptionalIntOrNull, IntOrNull(v))
 CUFLIGHT_PUT_PLAIN(Bool, Bool(v))
-CUFLIGHT_PUT_PLAIN(OptionalBool, Bool(v))
 CUFLIGHT_PUT_PLAIN(String, String(v))
 CUFLIGHT_PUT_PLAIN(OptionalString, String(v))
 CUFLIGHT_PUT_PLAIN(Strings, Strings(v))
@@ -454,6 +453,19 @@ CUFLIGHT_PUT_PLAIN(ResourceSet, Resources(v))
 CUFLIGHT_PUT_PLAIN(OptionalStringMap, StringMap(v))
 CUFLIGHT_PUT_PLAIN(OneLostReason, Quoted(LostReasonName(v)))
 CUFLIGHT_PUT_PLAIN(OneStallState, Quoted(StallStateName(v)))
+
+// An std::optional<bool> member unset is not written.
+CUFLIGHT_PUT(OptionalBool, T)
+  ((void)args, ...);
+  if constexpr (kIsOptional<T>) {
+    if (!v) return;
+    w.Key(key);
+    w.Bool(*v);
+  } else {
+    w.Key(key);
+    w.Bool(v);
+  }
+}
 
 CUFLIGHT_PUT(OptionalInt, T)
   ((void)args, ...);
@@ -507,6 +519,13 @@ CUFLIGHT_PUT(OptionalTimingStoppedReason, T)
   w.Quoted(TimingStoppedReasonName(v));
 }
 
+CUFLIGHT_PUT(OptionalTimingPolicy, T)
+  ((void)args, ...);
+  if (v == TimingPolicy::kUnknown) return;
+  w.Key(key);
+  w.Quoted(TimingPolicyName(v));
+}
+
 template <class S>
 void PutItem(Writer& w, const BasicStallLaunch<S>& e);
 template <class S>
@@ -545,6 +564,9 @@ template <internal::Lit K, class E>
     return !e.pci_bus_id.empty();
   } else if constexpr (name == "timing_stopped") {  // with its reason
     return e.timing_stopped_reason != TimingStoppedReason::kNone;
+  } else if constexpr (name == "timing_windows" || name == "timing_window_ns" ||
+                       name == "launches_in_window") {  // the sampled policy's
+    return e.timing_policy == TimingPolicy::kSampled;
   } else if constexpr (name == "cluster_occupancy") {  // only with a cluster
     if constexpr (requires { e.cluster; }) {
       return e.cluster.has_value() && e.occupancy.has_cluster;

@@ -812,6 +812,11 @@ class Checker {
     if (v != nullptr && ok()) ReadBool(k, *v, out);
   }
 
+  void OptionalBool(Key k, std::optional<bool>* out) {
+    const Value* v = Find(k);
+    if (v != nullptr && ok()) ReadBool(k, *v, out == nullptr ? nullptr : &out->emplace());
+  }
+
   void Number(Key k, double* out, int lo, int hi) {
     if (const Value* v = Get(k)) ReadNumber(k, *v, lo, MaximumOf(hi), out);
   }
@@ -904,6 +909,10 @@ class Checker {
 
   void OptionalTimingStoppedReason(Key k, TimingStoppedReason* out) {
     OptionalEnum(k, out, TimingStoppedReasonName, 1, 2);
+  }
+
+  void OptionalTimingPolicy(Key k, TimingPolicy* out) {
+    OptionalEnum(k, out, TimingPolicyName, 1, 3);
   }
 
   void OneStallState(Key k, StallState* out) {

@@ -566,6 +566,9 @@ class Cursor {
     std::from_chars(raw.data(), raw.data() + raw.size(), *out);
   }
   static void Convert(std::string_view raw, bool* out) { *out = raw[0] == 't'; }
+  static void Convert(std::string_view raw, std::optional<bool>* out) {
+    Convert(raw, &out->emplace());
+  }
   static void Convert(std::string_view raw, Dim3* out) {
     uint32_t xyz[3] = {0, 0, 0};
     int i = 0;

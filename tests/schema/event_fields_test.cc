@@ -175,6 +175,12 @@ void ExpectKind(const Row& row, const Json& property, const Json& own, const std
                   std::string(TimingStoppedReasonName(TimingStoppedReason::kRecordsStopped)),
                   std::string(TimingStoppedReasonName(TimingStoppedReason::kUnavailable))}))
         << where;
+  } else if (kind == "TimingPolicy") {
+    EXPECT_EQ(EnumOf(s), (std::vector<std::string>{
+                             std::string(TimingPolicyName(TimingPolicy::kAll)),
+                             std::string(TimingPolicyName(TimingPolicy::kSampled)),
+                             std::string(TimingPolicyName(TimingPolicy::kOff))}))
+        << where;
   } else if (kind == "OneLostReason") {
     std::vector<std::string> names;
     for (int i = 0; i < kLostReasonCount; ++i) {

@@ -295,6 +295,12 @@ std::vector<OwnedEvent> RoundTripEvents() {
   kernel.recovered = false;
   kernel.occupancy_source = OccupancySource::kUnknown;
   kernel.engine_max_active_blocks.reset();
+  // Under the sampled timing policy: made inside a timing window, then outside one.
+  kernel.timing_window = true;
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.timing_window = false;
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.timing_window.reset();
   for (const std::string& s : hostile) {
     kernel.name = s;
     kernel.demangled = s + s;
@@ -407,6 +413,18 @@ std::vector<OwnedEvent> RoundTripEvents() {
   events.emplace_back(WithHeader(stats, seq++));
   stats.timing_stopped = 0;
   stats.timing_stopped_reason = TimingStoppedReason::kNone;
+  // The timing policy, and the sampled policy's windows.
+  stats.timing_policy = TimingPolicy::kAll;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.timing_policy = TimingPolicy::kSampled;
+  stats.timing_windows = 12;
+  stats.timing_window_ns = 1'200'000'000;
+  stats.launches_in_window = kU64Max;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.timing_policy = TimingPolicy::kOff;
+  stats.timing_windows = stats.timing_window_ns = stats.launches_in_window = 0;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.timing_policy = TimingPolicy::kUnknown;
 
   OwnedProcessEndEvent end;
   end.header = MakeHeader(seq++);
@@ -434,6 +452,13 @@ std::vector<OwnedEvent> RoundTripEvents() {
   events.emplace_back(WithHeader(end, seq++));
   end.timing_stopped = 0;
   end.timing_stopped_reason = TimingStoppedReason::kNone;
+  end.timing_policy = TimingPolicy::kSampled;
+  end.timing_windows = 3;
+  end.timing_window_ns = 300'000'000;
+  end.launches_in_window = 4000;
+  events.emplace_back(WithHeader(end, seq++));
+  end.timing_policy = TimingPolicy::kUnknown;
+  end.timing_windows = end.timing_window_ns = end.launches_in_window = 0;
 
   OwnedProcessLostEvent lost;
   lost.header = MakeHeader(seq - 1);
@@ -489,6 +514,13 @@ std::vector<OwnedEvent> RoundTripEvents() {
   events.emplace_back(WithHeader(crash, seq++));
   crash.timing_stopped = 0;
   crash.timing_stopped_reason = TimingStoppedReason::kNone;
+  crash.timing_policy = TimingPolicy::kSampled;
+  crash.timing_windows = 1;
+  crash.timing_window_ns = 100'000'000;
+  crash.launches_in_window = 9;
+  events.emplace_back(WithHeader(crash, seq++));
+  crash.timing_policy = TimingPolicy::kUnknown;
+  crash.timing_windows = crash.timing_window_ns = crash.launches_in_window = 0;
   crash.signal = 64;
   crash.code = kI32Min;
   crash.addr = kU64Max;
@@ -748,7 +780,8 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->occupancy,
                      k->occupancy_source,
                      k->engine_max_active_blocks,
-                     k->recovered};
+                     k->recovered,
+                     k->timing_window};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* stall = std::get_if<OwnedStallEvent>(&event)) {
     // The injector's view: spans over arrays of views.

@@ -179,6 +179,27 @@ class Reader {
     *out = v->get<bool>();
   }
 
+  // Absent: nullopt.
+  void OptionalBool(const char* key, std::optional<bool>* out) {
+    const json* v = Find(key);
+    if (!ok()) return;
+    if (v == nullptr) {
+      out->reset();
+      return;
+    }
+    if (!v->is_boolean()) return Fail(Reason::kWrongType, key, "must be a boolean", v);
+    *out = v->get<bool>();
+  }
+
+  void OptionalTimingPolicy(const char* key, TimingPolicy* out) {
+    const json* v = Find(key);
+    if (v == nullptr || !ok()) return;
+    if (!v->is_string()) return Fail(Reason::kWrongType, key, "must be a string", v);
+    const std::optional<TimingPolicy> p = TimingPolicyFromName(v->get_ref<const std::string&>());
+    if (!p) return Fail(Reason::kOutOfRange, key, "must be one of all, sampled, off", v);
+    *out = *p;
+  }
+
   // An object of strings; absent: empty. The members come out sorted by name (the JSON object's
   // order here), a repeated name with its last value.
   void OptionalStringMap(const char* key, std::vector<std::pair<std::string, std::string>>* out) {

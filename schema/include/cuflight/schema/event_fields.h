@@ -25,7 +25,8 @@
 //   IntOrNull(range) OptionalIntOrNull(range)  integer in range or null (a T member reads null as
 //                                              -1, an std::optional member as nullopt)
 //   Number(lo, hi) OptionalNumber(lo, hi)      number in [lo, hi] (integers; hi kNoMaximum: none)
-//   Bool OptionalBool                          boolean (absent: false)
+//   Bool OptionalBool                          boolean (absent: false; an std::optional<bool>
+//                                              member: nullopt, and unset it is not written)
 //   String OptionalString                      string (absent: "")
 //   Strings OptionalStrings                    array of strings
 //   Ids                                        array of uint64
@@ -33,7 +34,8 @@
 //   OneResource                                one resource name (ResourceName, occupancy_fields.h)
 //   ResourceSet                                array of distinct resource names
 //   OptionalStringMap                          object of strings
-//   OptionalOccupancySource OptionalTimingStoppedReason OneLostReason OneStallState
+//   OptionalOccupancySource OptionalTimingStoppedReason OptionalTimingPolicy OneLostReason
+//   OneStallState
 //                                              one of the enum's wire names (events.h)
 //   Objects(tag)                               array of objects, each checked by the table of tag
 #ifndef CUFLIGHT_SCHEMA_EVENT_FIELDS_H_
@@ -167,7 +169,8 @@ struct StallLaunchItem {};
   CUFLIGHT_SCHEMA_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                              \
   F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
   F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
-  F(OptionalBool, recovered, recovered)
+  F(OptionalBool, recovered, recovered)                                                     \
+  F(OptionalBool, timing_window, timing_window)
 
 #define CUFLIGHT_SCHEMA_KERNEL_TIME(F, R)               \
   F(Int, correlation_id, correlation_id, kUint64)       \
@@ -207,7 +210,11 @@ struct StallLaunchItem {};
   F(OptionalInt, timing_stopped, timing_stopped, kUint64)                       \
   F(OptionalTimingStoppedReason, timing_stopped_reason, timing_stopped_reason)  \
   R(timing_stopped, timing_stopped_reason)                                      \
-  R(timing_stopped_reason, timing_stopped)
+  R(timing_stopped_reason, timing_stopped)                                      \
+  F(OptionalTimingPolicy, timing_policy, timing_policy)                         \
+  F(OptionalInt, timing_windows, timing_windows, kUint64)                       \
+  F(OptionalInt, timing_window_ns, timing_window_ns, kUint64)                   \
+  F(OptionalInt, launches_in_window, launches_in_window, kUint64)
 
 #define CUFLIGHT_SCHEMA_STATS(F, R)                     \
   F(Int, emitted, emitted, kUint64)                     \

@@ -20,6 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include "cuflight/schema/timing_policy.h"
+
 #include "cuflight/schema/occupancy_fields.h"
 
 namespace cuflight::schema {
@@ -334,6 +336,11 @@ struct BasicKernelEvent {
   // died before sending it): the same numbers the producer would have sent. Written only when
   // true.
   bool recovered = false;
+  // Set only when the process's timing policy is `sampled` (timing_policy.h): true when the
+  // launch was made while a timing window was open (a kernel_time event is expected for it),
+  // false when not (none will come). nullopt (absent): follow the policy (`all`: timed, `off`:
+  // not).
+  std::optional<bool> timing_window;
 
   bool operator==(const BasicKernelEvent&) const = default;
 };
@@ -412,6 +419,13 @@ struct BasicStatsEvent {
   // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
   uint64_t timing_stopped = 0;
   TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
+  // The kernel timing policy (optional on the wire: kUnknown when absent) and, with kSampled, its
+  // windows: how many were opened, how long they were open in all (ns), and the recorded launches
+  // made inside one (kernel events with timing_window true). Cumulative; 0 when absent.
+  TimingPolicy timing_policy = TimingPolicy::kUnknown;
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
@@ -441,6 +455,13 @@ struct BasicProcessEndEvent {
   // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
   uint64_t timing_stopped = 0;
   TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
+  // The kernel timing policy (optional on the wire: kUnknown when absent) and, with kSampled, its
+  // windows: how many were opened, how long they were open in all (ns), and the recorded launches
+  // made inside one (kernel events with timing_window true). Cumulative; 0 when absent.
+  TimingPolicy timing_policy = TimingPolicy::kUnknown;
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -499,6 +520,13 @@ struct BasicProcessCrashEvent {
   // 0 and kNone when absent). 0 again once records arrive again after a kRecordsStopped.
   uint64_t timing_stopped = 0;
   TimingStoppedReason timing_stopped_reason = TimingStoppedReason::kNone;
+  // The kernel timing policy (optional on the wire: kUnknown when absent) and, with kSampled, its
+  // windows: how many were opened, how long they were open in all (ns), and the recorded launches
+  // made inside one (kernel events with timing_window true). Cumulative; 0 when absent.
+  TimingPolicy timing_policy = TimingPolicy::kUnknown;
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

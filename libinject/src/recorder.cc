@@ -886,10 +886,9 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
                            (launch.programmatic_serialization
                                 ? blackbox::kLaunchProgrammaticSerialization
                                 : 0));
-  if (options_.timing_window != nullptr && data->correlationData != nullptr &&
-      TimingWindows::InWindow(*data->correlationData,
-                              options_.timing_window->load(std::memory_order_relaxed))) {
-    record.launch_flags |= blackbox::kLaunchInTimingWindow;
+  if (options_.timing_window != nullptr && data->correlationData != nullptr) {
+    record.launch_flags |= TimingWindows::LaunchFlag(
+        *data->correlationData, options_.timing_window->load(std::memory_order_relaxed));
   }
   ring_->Push(record, options_.on_full);  // a refused record is counted by the ring
 }

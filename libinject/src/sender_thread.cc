@@ -710,7 +710,11 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       stall_->OnFinished(kernel.contextId, kernel.streamId, kernel.correlationId, stamp_now_,
                          kernel.end);
     }
-    if (options_.windows != nullptr) options_.windows->OnKernelRecord(kernel.correlationId);
+    // A launch made across a timing window's edge said timing_window false: no kernel_time.
+    if (options_.windows != nullptr && kernel.graphId == 0 &&
+        !options_.windows->OnKernelRecord(kernel.correlationId)) {
+      continue;
+    }
     schema::KernelTimeEvent event;
     EventBuilder::BuildKernelTime(kernel, &event);
     event.header = MakeHeader();

@@ -55,12 +55,15 @@ bool TimingWindows::Open(Clock::time_point now, Clock::time_point until) noexcep
     close_at_ = std::max(close_at_, until);
     return true;
   }
+  MoveTo(kOpening);
   if (cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true) != CUPTI_SUCCESS) {
+    // Back to closed (a launch that saw `opening` is an edge launch: nothing waits for it).
+    MoveTo(kClosed);
     ++failed_calls_;
     return false;
   }
-  // Only now (design point 3): a launch that reads the odd value runs with kernel activity on.
-  state_.fetch_add(1, std::memory_order_release);
+  // Only now (design point 3): a launch that reads `open` runs with kernel activity on.
+  MoveTo(kOpen);
   open_ = true;
   opened_at_ = now;
   close_at_ = until;
@@ -71,18 +74,30 @@ bool TimingWindows::Open(Clock::time_point now, Clock::time_point until) noexcep
 
 void TimingWindows::Close(Clock::time_point now) noexcept {
   if (!open_) return;
-  // Before the disable call (design point 3): a launch that reads this value is not in a window.
-  state_.fetch_add(1, std::memory_order_seq_cst);
+  // Before the disable call (design point 3): a launch that reads `closing` is not in a window.
+  MoveTo(kClosing);
   open_ = false;
   closed_at_ = now;
   closed_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, Ns(now) - Ns(opened_at_))),
                        std::memory_order_relaxed);
   open_since_ns_.store(-1, std::memory_order_relaxed);
   if (cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, false) != CUPTI_SUCCESS) {
-    // Kernel activity stays on: launches go on being timed, but are flagged outside a window, so
-    // nothing waits for their records. The next window's enable is harmless.
+    // Kernel activity stays on: the phase stays `closing`, so every launch is an edge launch
+    // (nothing waits for it, its record is dropped) until the next window opens.
     ++failed_calls_;
+    return;
   }
+  MoveTo(kClosed);
+}
+
+void TimingWindows::MoveTo(uint64_t phase) noexcept {
+  // Only this thread writes the word: always forward, to the next value in `phase`, so that a
+  // launch whose entry and exit straddle any step reads two values. seq_cst: the store is ordered
+  // with the CUPTI call after it (a release store would let that call's effects come first) and
+  // after the one before it.
+  const uint64_t v = state_.load(std::memory_order_relaxed);
+  const uint64_t step = (phase + 4 - v % 4) % 4;
+  state_.store(v + (step == 0 ? 4 : step), std::memory_order_seq_cst);
 }
 
 bool TimingWindows::Start(Clock::time_point now) noexcept {
@@ -112,6 +127,18 @@ bool TimingWindows::OnLaunch(const LaunchRecord& record, Clock::time_point now) 
   if (in_window) launches_in_window_.fetch_add(1, std::memory_order_relaxed);
   if (failed_) return in_window;
   try {
+    if ((record.launch_flags & blackbox::kLaunchAtTimingWindowEdge) != 0) {
+      ++edge_launches_;
+      if (edge_ring_.empty()) edge_ring_.assign(kMaxEdgeLaunches, 0);
+      const auto id = static_cast<uint32_t>(record.correlation_id);
+      if (edge_launches_ > kMaxEdgeLaunches) {  // the slot's previous id is forgotten
+        const auto old = edge_.find(edge_ring_[edge_next_]);
+        if (old != edge_.end() && --old->second == 0) edge_.erase(old);
+      }
+      edge_ring_[edge_next_] = id;
+      edge_next_ = (edge_next_ + 1) % kMaxEdgeLaunches;
+      ++edge_[id];
+    }
     const uint64_t key = ConfigKey(record);
     auto it = configs_.find(key);
     if (it == configs_.end()) {
@@ -128,10 +155,12 @@ bool TimingWindows::OnLaunch(const LaunchRecord& record, Clock::time_point now) 
       if (config.awaiting) awaited_.erase(config.awaited);
       config.awaited = static_cast<uint32_t>(record.correlation_id);  // CUPTI's ids are 32 bits
       config.awaiting = true;
+      config.awaited_at = now;
       awaited_[config.awaited] = key;
       return in_window;
     }
-    if (options_.new_configs && !open_ && config.asked < kMaxAskPerConfig &&
+    const bool awaited = config.awaiting && now - config.awaited_at < kAwaitRecord;
+    if (options_.new_configs && !open_ && !awaited && config.asked < kMaxAskPerConfig &&
         now - closed_at_ >= options_.window) {
       if (Open(now, now + options_.window)) ++config.asked;
     }
@@ -140,15 +169,20 @@ bool TimingWindows::OnLaunch(const LaunchRecord& record, Clock::time_point now) 
   return in_window;
 }
 
-void TimingWindows::OnKernelRecord(uint32_t correlation_id) noexcept {
+bool TimingWindows::OnKernelRecord(uint32_t correlation_id) noexcept {
+  if (!edge_.empty() && edge_.contains(correlation_id)) {
+    ++edge_dropped_;  // stays in the ring until its slot is reused
+    return false;
+  }
   const auto it = awaited_.find(correlation_id);
-  if (it == awaited_.end()) return;
+  if (it == awaited_.end()) return true;
   const auto config = configs_.find(it->second);
   awaited_.erase(it);
-  if (config == configs_.end() || config->second.timed) return;
+  if (config == configs_.end() || config->second.timed) return true;
   config->second.timed = true;
   config->second.awaiting = false;
   ++timed_;
+  return true;
 }
 
 uint64_t TimingWindows::window_ns(Clock::time_point now) const noexcept {

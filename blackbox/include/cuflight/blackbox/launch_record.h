@@ -56,8 +56,12 @@ inline constexpr uint8_t kLaunchProgrammaticSerialization = 2;
 // Under the sampled timing policy: made entirely inside a timing window (kernel activity enabled
 // from the launch call's entry to its exit), so a kernel activity record will come for it.
 inline constexpr uint8_t kLaunchInTimingWindow = 4;
-inline constexpr uint8_t kLaunchFlagsKnown =
-    kLaunchCooperative | kLaunchProgrammaticSerialization | kLaunchInTimingWindow;
+// Under the sampled timing policy: made while kernel activity was being enabled or disabled (it
+// may or may not get a record; the producer sends no kernel_time for it).
+inline constexpr uint8_t kLaunchAtTimingWindowEdge = 8;
+inline constexpr uint8_t kLaunchFlagsKnown = kLaunchCooperative |
+                                             kLaunchProgrammaticSerialization |
+                                             kLaunchInTimingWindow | kLaunchAtTimingWindowEdge;
 
 // What a ring record holds.
 enum class RecordKind : uint8_t {

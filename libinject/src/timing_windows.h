@@ -40,7 +40,7 @@
 // 5. Graphs. Kernel nodes of CUDA graphs reach the library only through their activity records
 //    (no launch callback): under sampled they are seen only for graph launches inside a window.
 //    Whether CUPTI records the nodes of a graph instantiated while kernel activity was disabled
-//    is a question for the GPU checklist (docs/gpu-verification.md).
+//    is a question for the GPU checklist (docs/performance.md, "The sampled timing policy").
 //
 // Thread contract: state() from any thread; counters from any thread; everything else on the
 // sender thread only.

@@ -586,7 +586,7 @@ TEST_F(SampledTiming, EveryNewConfigurationIsTimedAndOnlyLaunchesInAWindowAre) {
   EXPECT_EQ(run.r.err, "");
   EXPECT_EQ(ConfigTiming(run.events), "sampled");
   const auto kernels = Of<schema::OwnedKernelEvent>(run.events);
-  ASSERT_GT(kernels.size(), 300u);  // ~450 launches of 1 ms each
+  ASSERT_GT(kernels.size(), 100u);  // up to ~450 (one every ~1 ms; fewer on a loaded machine)
   std::set<uint64_t> in_window;
   std::map<uint32_t, int> timed_by_grid;
   size_t outside = 0;

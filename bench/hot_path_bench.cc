@@ -24,6 +24,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -35,6 +36,7 @@
 #include "function_table.h"
 #include "launch_ring.h"
 #include "recorder.h"
+#include "timing_windows.h"
 
 namespace cuflight::inject {
 namespace {
@@ -167,6 +169,54 @@ void BM_ClockGettimeRealtime(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(base::NowRealtimeNs());
 }
 BENCHMARK(BM_ClockGettimeRealtime);
+
+// A launch's entry and exit callbacks, as CUPTI makes them: under the sampled timing policy
+// (kSampled) the entry stores the window word in correlationData and the exit reads it again
+// (timing_windows.h, point 3); otherwise the entry returns at once.
+template <bool kSampled>
+void BM_LaunchEntryAndExit(benchmark::State& state) {
+  Setup s;
+  std::atomic<uint64_t> window{TimingWindows::kOpen};
+  if (kSampled) {
+    RecorderOptions options;
+    options.timing_window = &window;
+    s.recorder = std::make_unique<Recorder>(&s.driver, &s.cupti, s.ring.get(), &s.functions,
+                                            &s.devices, options);
+  }
+  cuLaunchKernel_params params{reinterpret_cast<CUfunction>(uintptr_t{0x1000}), 132, 1, 1, 256,
+                               1, 1, 0, reinterpret_cast<CUstream>(0x5E), nullptr, nullptr};
+  CUresult result = CUDA_SUCCESS;
+  uint64_t shared = 0;
+  CUpti_CallbackData data{};
+  data.functionReturnValue = &result;
+  data.functionParams = &params;
+  data.symbolName = "_Z6kernelPfi";
+  data.context = reinterpret_cast<CUcontext>(0xC0);
+  data.correlationData = &shared;
+  data.callbackSite = CUPTI_API_EXIT;  // the first launch: the slow path, outside the timing
+  s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  uint32_t i = 0;
+  size_t in_ring = s.ring->SizeApprox();
+  for (auto _ : state) {
+    if (in_ring == s.ring_slots) {
+      state.PauseTiming();
+      LaunchRecord r;
+      while (s.ring->TryPop(&r)) {
+      }
+      in_ring = 0;
+      state.ResumeTiming();
+    }
+    data.correlationId = ++i;
+    data.callbackSite = CUPTI_API_ENTER;
+    s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    data.callbackSite = CUPTI_API_EXIT;
+    s.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+    ++in_ring;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LaunchEntryAndExit<false>);
+BENCHMARK(BM_LaunchEntryAndExit<true>);
 
 template <int kAskDriver>
 void BM_LaunchCallbackNewConfiguration(benchmark::State& state) {

@@ -32,8 +32,9 @@ struct EnvFlagSpec {
 };
 
 const EnvFlagSpec kEnvFlags[] = {
-    {"--timing", "CUFLIGHT_TIMING", "on|off",
-     "Record each kernel's GPU start and end (kernel_time events); default on"},
+    {"--timing", "CUFLIGHT_TIMING", "all|sampled|off",
+     "Which launches get their GPU start and end (kernel_time events): all (default), those in "
+     "timing windows (sampled), none (off)"},
     {"--ring-size", "CUFLIGHT_RING_SIZE", "N",
      "Launch records the in-process ring holds: a power of two, 64..4194304 (default 16384)"},
     {"--on-full", "CUFLIGHT_ON_FULL", "drop|block",

@@ -45,6 +45,12 @@ struct SubscriberParamsV2 {
 // the unversioned activity API; before it (CUPTI 12.6 to 13.1) it only names the subscriber and
 // reports the holder of a refused subscription.
 constexpr uint32_t kCuptiVersionWithSubscriberScopedApi = 130200;
+// The first CUPTI whose cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) cannot
+// deadlock: the CUPTI release notes, "Updates in CUDA 13.0 Update 1", Resolved Issues: "Fixed a
+// potential deadlock that could occur while disabling the activity kind
+// CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL using the API cuptiActivityDisable"; cupti_version.h:
+// "v130001 : CUDA Toolkit 13.0 Update 1". The sampled policy disables it at every window's end.
+constexpr uint32_t kCuptiVersionSafeKernelDisable = 130001;
 
 spdlog::level::level_enum ToSpdlog(env::LogLevel level) {
   switch (level) {
@@ -116,36 +122,46 @@ bool Injector::InitializeOrExplain() noexcept {
   int driver_version = 0;
   if (driver_.DriverGetVersion(&driver_version) == CUDA_SUCCESS) driver_version_ = driver_version;
   cupti_.GetVersion(&cupti_version_);
-  if (config_.timing && cupti_version_ < kCuptiApiVersionForActivityLayout) {
+  if (config_.timing != env::TimingPolicy::kOff &&
+      cupti_version_ < kCuptiApiVersionForActivityLayout) {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
     Log().warn(
         "libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
         "graph-node events and stall detection are off; launches are still recorded",
         cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
-    config_.timing = false;
+    config_.timing = env::TimingPolicy::kOff;
     config_.stall_ms = 0;  // stall detection sees kernels finish through their timing records
+  } else if (config_.timing == env::TimingPolicy::kSampled &&
+             cupti_version_ < kCuptiVersionSafeKernelDisable) {
+    // process_start's config then says "all": what this process does.
+    Log().warn("libcupti at {} has API version {}, before CUDA 13.0 Update 1 ({}), whose "
+               "cuptiActivityDisable of kernel records may deadlock: CUFLIGHT_TIMING=sampled "
+               "falls back to all (every launch timed)",
+               cupti_path, cupti_version_, kCuptiVersionSafeKernelDisable);
+    config_.timing = env::TimingPolicy::kAll;
   }
+  const bool timing = config_.timing != env::TimingPolicy::kOff;
 
   std::vector<std::string> filter_warnings;
   filter_ = std::make_unique<env::NameFilter>(env::NameFilter::Make(config_, &filter_warnings));
   for (const std::string& warning : filter_warnings) Log().warn("{}", warning);
   functions_ = std::make_unique<FunctionTable>(kFunctionTableCapacity);
   devices_ = std::make_unique<DeviceTable>();
-  if (config_.timing) {
+  if (timing) {
     activity_ = std::make_unique<ActivityBuffers>(kActivityBufferCount, kActivityBufferBytes);
   }
 
   // The pipeline exists before the subscription (a callback may come as soon as it is made),
   // but its thread starts only after the subscription and the activity set-up: it calls CUPTI
   // (cuptiActivityFlushAll) from its first step, and this thread may be inside cuInit.
-  Pipeline* pipeline = MakePipeline(/*with_activity=*/config_.timing, /*start=*/false);
+  Pipeline* pipeline = MakePipeline(/*with_activity=*/timing, /*start=*/false);
   if (pipeline == nullptr) {
     Log().error("cannot set up the event pipeline; the application runs without cuflight");
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
-  if (config_.timing && !EnableTiming()) {
+  if (timing && !EnableTiming()) {
     pipeline->sender->SetTimingUnavailable();
     // Stall detection needs the kernel records too: EnableTiming's one line says so.
     if (pipeline->sender->stall_detection()) pipeline->sender->DisableStallDetection();
@@ -223,7 +239,7 @@ bool Injector::EnableTiming() noexcept {
     cupti_.activity_subscriber = subscriber_;  // before a buffer can complete
     result = cupti_.ActivityRegisterCallbacksV2(subscriber_, &Injector::BufferRequestedV2,
                                                 &Injector::BufferCompletedV2);
-    if (result == CUPTI_SUCCESS) {
+    if (result == CUPTI_SUCCESS && config_.timing == env::TimingPolicy::kAll) {
       result = cupti_.ActivityEnableV2(subscriber_, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr);
     }
   } else {
@@ -240,10 +256,12 @@ bool Injector::EnableTiming() noexcept {
     }
     result = cupti_.ActivityRegisterCallbacks(&Injector::BufferRequested,
                                               &Injector::BufferCompleted);
-    if (result == CUPTI_SUCCESS) {
+    if (result == CUPTI_SUCCESS && config_.timing == env::TimingPolicy::kAll) {
       result = cupti_.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     }
   }
+  // Sampled: kernel records are enabled by the sender thread, window by window (TimingWindows);
+  // its first window opens before process_start.
   // Synchronization records (stall detection's other sign of progress) are enabled by the sender
   // thread only while a stall needs them (StallTracker design point 8): CUPTI makes one for every
   // stream and event query the application polls with.
@@ -264,8 +282,17 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     auto pipeline = std::make_unique<Pipeline>();
     ProcessFacts facts = ReadProcessFacts();
     MakeRing(pipeline.get(), facts.pid);
+    const bool sampled = with_activity && config_.timing == env::TimingPolicy::kSampled;
+    if (sampled) {
+      TimingWindowOptions windows;
+      windows.window = std::chrono::milliseconds(config_.timing_window_ms);
+      windows.period = std::chrono::milliseconds(config_.timing_period_ms);
+      windows.new_configs = config_.timing_new_configs;
+      pipeline->windows = std::make_unique<TimingWindows>(windows, &cupti_);
+    }
     RecorderOptions options;
     options.blackbox = pipeline->blackbox.get();
+    if (sampled) options.timing_window = pipeline->windows->state();
     options.sample_every = config_.sample_every;
     options.on_full = config_.on_full;
     options.api_errors = config_.api_errors != env::ApiErrors::kOff;
@@ -291,6 +318,9 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
+    // A fork()ed child's pipeline has no activity: nothing of it is timed.
+    sender_options.timing_policy = with_activity ? config_.timing : env::TimingPolicy::kOff;
+    sender_options.windows = pipeline->windows.get();
     sender_options.stall_threshold =
         std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);

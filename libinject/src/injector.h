@@ -24,6 +24,7 @@
 #include "launch_ring.h"
 #include "recorder.h"
 #include "sender_thread.h"
+#include "timing_windows.h"
 
 namespace cuflight::inject {
 
@@ -45,6 +46,9 @@ class Injector {
     // process's own memory). Declared first: it outlives the ring.
     std::unique_ptr<blackbox::RegionWriter> blackbox;
     std::unique_ptr<LaunchRing> ring;
+    // The sampled timing policy's windows (null under all and off): before the recorder, which
+    // reads its word.
+    std::unique_ptr<TimingWindows> windows;
     std::unique_ptr<Recorder> recorder;
     std::unique_ptr<SenderThread> sender;
     Pipeline* previous = nullptr;  // chain of pipelines inherited through fork()
@@ -53,8 +57,9 @@ class Injector {
   Injector() = default;
   bool InitializeOrExplain() noexcept;
   bool Subscribe() noexcept;
-  // Registers the activity buffer callbacks and enables kernel records, through the family
-  // Subscribe chose. False (one warning said): no timing for this process.
+  // Registers the activity buffer callbacks and, under the `all` policy, enables kernel records,
+  // through the family Subscribe chose (under `sampled` the sender thread enables them, window by
+  // window). False (one warning said): no timing for this process.
   bool EnableTiming() noexcept;
   // `start`: start the sender thread now (false: the caller starts it).
   Pipeline* MakePipeline(bool with_activity, bool start) noexcept;

@@ -9,6 +9,7 @@
 #include "cuflight/schema/sticky_errors.h"
 #include "mix64.h"
 #include "own_calls.h"
+#include "timing_windows.h"
 
 #include <cupti.h>
 #include <cxxabi.h>
@@ -264,7 +265,16 @@ std::span<const CUpti_CallbackId> Recorder::DriverCallbacks() { return kNeededCa
 void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const CUpti_CallbackData* data) noexcept {
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
-  if (data->callbackSite != CUPTI_API_EXIT) return;
+  if (data->callbackSite != CUPTI_API_EXIT) {
+    // The timing window at the launch's entry, for its exit (timing_windows.h, point 3):
+    // correlationData is "data shared between the entry and exit callbacks" (cupti_callbacks.h).
+    // Acquire: the window's enable call happened before this launch.
+    if (options_.timing_window != nullptr && data->correlationData != nullptr &&
+        LaunchApiOf(cbid)) {
+      *data->correlationData = options_.timing_window->load(std::memory_order_acquire);
+    }
+    return;
+  }
   if (OwnCalls::Active()) return;  // raised by one of the library's own driver calls
   const OwnCalls own;               // every driver call made from here on is the library's
   const CUresult result = ReturnValue(data);
@@ -839,6 +849,10 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
                            (launch.programmatic_serialization
                                 ? blackbox::kLaunchProgrammaticSerialization
                                 : 0));
+  if (options_.timing_window != nullptr && data->correlationData != nullptr) {
+    record.launch_flags |= TimingWindows::LaunchFlag(
+        *data->correlationData, options_.timing_window->load(std::memory_order_relaxed));
+  }
   ring_->Push(record, options_.on_full);  // a refused record is counted by the ring
 }
 

@@ -49,6 +49,10 @@ struct RecorderOptions {
   // The black box the ring lies in: each function read is described there (slow path), and its
   // launch records name the descriptor. Null: none (the records name none).
   blackbox::RegionWriter* blackbox = nullptr;
+  // The sampled timing policy's window word (TimingWindows::state(), timing_windows.h design
+  // point 3): read at a launch's API entry and exit, and the launch record flagged
+  // kLaunchInTimingWindow when both saw the same open window. Null: not sampled (no flag).
+  const std::atomic<uint64_t>* timing_window = nullptr;
 };
 
 // Errors after which the CUDA context cannot be used any more (the process usually ends soon).

@@ -591,7 +591,13 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
       NextSeq();
       rejected_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      if (stall_ != nullptr) {
+      // Under sampled, only a launch made in a timing window gets a kernel activity record.
+      bool timed = true;
+      if (options_.windows != nullptr) {
+        timed = options_.windows->OnLaunch(record, stamp_now_);
+        event.timing_window = timed;
+      }
+      if (stall_ != nullptr && timed) {
         // On the sender's clock: when the record was taken, less how long after the launch that
         // was.
         const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
@@ -621,7 +627,7 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
         journaled = true;
       }
-      if (activity_ != nullptr && options_.timing) timing_watch_.OnLaunch(record.ts_ns);
+      if (activity_ != nullptr && options_.timing && timed) timing_watch_.OnLaunch(record.ts_ns);
     }
   }
   handled_pos_ = pos + 1;
@@ -706,6 +712,11 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       stall_->OnFinished(kernel.contextId, kernel.streamId, kernel.correlationId, stamp_now_,
                          kernel.end);
     }
+    // A launch made across a timing window's edge said timing_window false: no kernel_time.
+    if (options_.windows != nullptr && kernel.graphId == 0 &&
+        !options_.windows->OnKernelRecord(kernel.correlationId)) {
+      continue;
+    }
     schema::KernelTimeEvent event;
     EventBuilder::BuildKernelTime(kernel, &event);
     event.header = MakeHeader();
@@ -713,10 +724,25 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
   }
 }
 
+void SenderThread::StartWindows(Clock::time_point now) noexcept {
+  if (options_.windows == nullptr || windows_started_) return;
+  windows_started_ = true;
+  if (options_.windows->failed() || options_.windows->Start(now)) return;
+  Log().warn("kernel timing unavailable (CUPTI refused to enable kernel activity for the first "
+             "timing window); kernel events are still recorded, without GPU times or stall "
+             "detection");
+  timing_watch_.SetUnavailable();
+  if (stall_ != nullptr) DisableStallDetection();  // before process_start: it says stall_ms 0
+}
+
 bool SenderThread::Step(Clock::time_point now) noexcept {
   bool busy = false;
   StampClocks(now);
-  if (!started_process_) SendProcessStart();
+  if (!started_process_) {
+    StartWindows(now);
+    SendProcessStart();
+  }
+  if (options_.windows != nullptr) options_.windows->Tick(now);
   const uint32_t urgent = urgent_requested_.load(std::memory_order_acquire);
   if (urgent != urgent_served_) {
     UrgentFlush();
@@ -817,29 +843,44 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
   c.timing_stop = timing_watch_.stop();
   c.timing_stopped = timing_watch_.stopped_launches();
+  c.timing_policy = options_.timing_policy;
+  if (options_.windows != nullptr) {
+    c.timing_windows = options_.windows->windows();
+    c.timing_window_ns = options_.windows->window_ns(Clock::now());
+    c.launches_in_window = options_.windows->launches_in_window();
+  }
   return c;
+}
+
+template <typename Event>
+void SenderThread::FillCounters(const PipelineCounters& c, Event* event) noexcept {
+  event->emitted = c.emitted;
+  event->dropped_ring_full = c.dropped_ring_full;
+  event->dropped_disconnected = c.dropped_disconnected;
+  event->dropped_backpressure = c.dropped_backpressure;
+  event->dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
+  event->launches = c.launches;
+  event->filtered = c.filtered;
+  event->timing_dropped = c.timing_dropped;
+  event->occupancy_disagreements = c.occupancy_disagreements;
+  event->api_errors_routine = c.api_errors_routine;
+  event->api_errors_suppressed = c.api_errors_suppressed;
+  event->timing_stopped = c.timing_stopped;
+  event->timing_stopped_reason = c.timing_stop;
+  event->timing_policy = c.timing_policy;
+  event->timing_windows = c.timing_windows;
+  event->timing_window_ns = c.timing_window_ns;
+  event->launches_in_window = c.launches_in_window;
 }
 
 void SenderThread::SendStats() noexcept {
   schema::StatsEvent event;
   event.header = MakeHeader();
   const PipelineCounters c = counters();
-  event.emitted = c.emitted;
-  event.dropped_ring_full = c.dropped_ring_full;
-  event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped_backpressure = c.dropped_backpressure;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
-  event.launches = c.launches;
-  event.filtered = c.filtered;
+  FillCounters(c, &event);
   event.ring_capacity = ring_->capacity();
   event.ring_high_water = c.ring_high_water;
   event.cpu_ns = c.cpu_ns;
-  event.timing_dropped = c.timing_dropped;
-  event.occupancy_disagreements = c.occupancy_disagreements;
-  event.api_errors_routine = c.api_errors_routine;
-  event.api_errors_suppressed = c.api_errors_suppressed;
-  event.timing_stopped = c.timing_stopped;
-  event.timing_stopped_reason = c.timing_stop;
   event.interval_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.stats_interval).count();
   Send(event, /*preamble=*/false);
@@ -850,19 +891,7 @@ void SenderThread::SendProcessEnd() noexcept {
   event.header = MakeHeader();
   const PipelineCounters c = counters();
   event.exit_code.reset();
-  event.emitted = c.emitted;
-  event.dropped_ring_full = c.dropped_ring_full;
-  event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped_backpressure = c.dropped_backpressure;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
-  event.launches = c.launches;
-  event.filtered = c.filtered;
-  event.timing_dropped = c.timing_dropped;
-  event.occupancy_disagreements = c.occupancy_disagreements;
-  event.api_errors_routine = c.api_errors_routine;
-  event.api_errors_suppressed = c.api_errors_suppressed;
-  event.timing_stopped = c.timing_stopped;
-  event.timing_stopped_reason = c.timing_stop;
+  FillCounters(c, &event);
   Send(event, /*preamble=*/false);
 }
 
@@ -876,19 +905,7 @@ void SenderThread::SendProcessCrash(const CrashInfo& crash) noexcept {
   event.addr = crash.addr;
   event.tid = crash.tid;
   event.app_handler = crash.app_handler;
-  event.emitted = c.emitted;
-  event.dropped_ring_full = c.dropped_ring_full;
-  event.dropped_disconnected = c.dropped_disconnected;
-  event.dropped_backpressure = c.dropped_backpressure;
-  event.dropped = c.dropped_ring_full + c.dropped_disconnected + c.dropped_backpressure;
-  event.launches = c.launches;
-  event.filtered = c.filtered;
-  event.timing_dropped = c.timing_dropped;
-  event.occupancy_disagreements = c.occupancy_disagreements;
-  event.api_errors_routine = c.api_errors_routine;
-  event.api_errors_suppressed = c.api_errors_suppressed;
-  event.timing_stopped = c.timing_stopped;
-  event.timing_stopped_reason = c.timing_stop;
+  FillCounters(c, &event);
   Send(event, /*preamble=*/false);
 }
 

@@ -46,6 +46,13 @@
 // Timing that stops: launches recorded after kernel activity records stopped arriving, or all of
 // them when kernel activity could not be enabled, are counted in timing_stopped with a reason
 // (timing_watch.h).
+//
+// The sampled timing policy (SenderThreadOptions::windows, timing_windows.h): the thread opens and
+// closes the timing windows (every enable and disable of kernel activity is its own, never an
+// application thread's), opening the first before process_start. Each launch record says whether
+// the launch was made inside a window (its kernel event's timing_window); only those are expected
+// to get a kernel activity record, so only those count for TimingWatch and go to the stall
+// tracker (a launch outside a window would wait there forever).
 #ifndef CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 #define CUFLIGHT_LIBINJECT_SRC_SENDER_THREAD_H_
 
@@ -75,6 +82,7 @@
 #include "process_facts.h"
 #include "recorder.h"
 #include "timing_watch.h"
+#include "timing_windows.h"
 #include "stall_tracker.h"
 
 namespace cuflight::inject {
@@ -104,6 +112,11 @@ struct SenderThreadOptions {
   // CUFLIGHT_STALL_MS: stall events when launched kernels have not finished for this long; 0:
   // none. Needs `timing` and the activity buffers (without them it is off).
   std::chrono::milliseconds stall_threshold{0};
+  // The timing policy the stats, process_end and process_crash events name.
+  schema::TimingPolicy timing_policy = schema::TimingPolicy::kAll;
+  // With timing_policy kSampled: the windows this thread opens and closes (outlives the thread);
+  // null otherwise.
+  TimingWindows* windows = nullptr;
 };
 
 
@@ -126,6 +139,11 @@ struct PipelineCounters {
   // Launches recorded while kernel timing was stopped, and why (TimingWatch).
   uint64_t timing_stopped = 0;
   TimingStop timing_stop = TimingStop::kNone;
+  // The timing policy and, with kSampled, its windows (TimingWindows).
+  schema::TimingPolicy timing_policy = schema::TimingPolicy::kAll;
+  uint64_t timing_windows = 0;
+  uint64_t timing_window_ns = 0;
+  uint64_t launches_in_window = 0;
 };
 
 class SenderThread {
@@ -146,7 +164,10 @@ class SenderThread {
   bool Start() noexcept;
   // Kernel activity could not be enabled: launches count in timing_stopped ("unavailable").
   // Before Start.
-  void SetTimingUnavailable() noexcept { timing_watch_.SetUnavailable(); }
+  void SetTimingUnavailable() noexcept {
+    timing_watch_.SetUnavailable();
+    if (options_.windows != nullptr) options_.windows->SetUnavailable();
+  }
   // Stops the thread, which then does the exit's work: a forced activity flush
   // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers),
   // then Finish: drains the ring and completed activity buffers, reads CUPTI's count of dropped
@@ -220,6 +241,12 @@ class SenderThread {
   // The device an activity record names, read from the driver when no launch described it.
   const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
+  // Opens the sampled policy's first window (before process_start); when kernel activity cannot
+  // be enabled, timing is unavailable and stall detection off, as when the set-up failed.
+  void StartWindows(Clock::time_point now) noexcept;
+  // Fills the counters every event that carries them shares.
+  template <typename Event>
+  void FillCounters(const PipelineCounters& c, Event* event) noexcept;
   // The clocks launch and activity records are stamped with (the stall tracker's), read once per
   // step or drain.
   void StampClocks(Clock::time_point now) noexcept;
@@ -329,6 +356,7 @@ class SenderThread {
   // How long a stall's forced flush is waited for; one that did not return stops them.
   static constexpr std::chrono::milliseconds kForcedFlushWait{1000};
   bool forced_flush_stuck_ = false;
+  bool windows_started_ = false;  // StartWindows ran
   bool sync_records_ = false;           // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION enabled now
   bool sync_records_failed_ = false;    // enabling it failed once: not tried again
   Clock::time_point stamp_now_{};

@@ -164,7 +164,7 @@ TEST(HostileRegionTest, BadEntriesAreCountedAndTheRestRecovered) {
   }
   {  // launch flags with a bit no flag has, a kind that does not exist
     TestRegion r = FullRegion();
-    Poke<uint8_t>(r, ring_record(r, 2) + offsetof(WireLaunchRecord, launch_flags), 4);
+    Poke<uint8_t>(r, ring_record(r, 2) + offsetof(WireLaunchRecord, launch_flags), 16);
     Poke<uint8_t>(r, ring_record(r, 4) + offsetof(WireLaunchRecord, kind), 7);
     check(r, {1, 2, 3, 5, 7}, 2, 2);
   }

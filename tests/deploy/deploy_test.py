@@ -359,7 +359,9 @@ class SystemdUnit(unittest.TestCase):
             assignments = [l for l in f.read().splitlines() if l and not l.startswith('#')]
         names = [l.split('=', 1)[0] for l in assignments]
         self.assertEqual(names, ['CUDA_INJECTION64_PATH', 'CUFLIGHT_COLLECTOR',
-                                 'CUFLIGHT_COLLECTOR_UID'])
+                                 'CUFLIGHT_COLLECTOR_UID', 'CUFLIGHT_TIMING'])
+        # The fleet times kernels in windows only (docs/fleet.md).
+        self.assertIn('CUFLIGHT_TIMING=sampled', assignments)
         for name in names[1:]:
             self.assertIn(name, documented)
         with open(UNIT) as f:
@@ -515,6 +517,7 @@ class Manifests(unittest.TestCase):
         for c in pod['spec']['containers']:
             env = {e['name']: e.get('value') for e in c['env']}
             self.assertEqual(env['CUFLIGHT_COLLECTOR_UID'], str(uid))
+            self.assertEqual(env['CUFLIGHT_TIMING'], 'sampled')  # the fleet default
             pod_mounts = {m['mountPath']: pod_host[m['name']] for m in c['volumeMounts']}
 
             def on_host(path):

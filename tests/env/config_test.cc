@@ -31,7 +31,10 @@ ParsedConfig Parse(const std::map<std::string, std::string>& env) {
 Config Documented() {
   Config c;
   c.collector_path = kDefaultPath;
-  c.timing = true;
+  c.timing = TimingPolicy::kAll;
+  c.timing_window_ms = 100;
+  c.timing_period_ms = 10000;
+  c.timing_new_configs = true;
   c.ring_slots = 16384;
   c.on_full = OnFull::kDrop;
   c.flush_ms = 100;
@@ -101,15 +104,50 @@ TEST(ConfigTest, Collector) {
 }
 
 TEST(ConfigTest, Timing) {
+  // The three policies (docs/timing contract), in any case.
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING", "all").timing, TimingPolicy::kAll);
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING", " Sampled ").timing, TimingPolicy::kSampled);
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING", "OFF").timing, TimingPolicy::kOff);
+  // The boolean spellings of earlier versions: on is all, off is off.
   for (const char* yes : {"1", "true", "TRUE", "True", "on", "ON", "yes", "Yes", " 1 "}) {
-    EXPECT_TRUE(Accepted("CUFLIGHT_TIMING", yes).timing) << yes;
+    EXPECT_EQ(Accepted("CUFLIGHT_TIMING", yes).timing, TimingPolicy::kAll) << yes;
   }
   for (const char* no : {"0", "false", "FALSE", "off", "Off", "no", "NO", "\tno"}) {
-    EXPECT_FALSE(Accepted("CUFLIGHT_TIMING", no).timing) << no;
+    EXPECT_EQ(Accepted("CUFLIGHT_TIMING", no).timing, TimingPolicy::kOff) << no;
   }
-  for (const char* bad : {"2", "-1", "maybe", "t", "y", "enable", "truee", "1 0"}) {
-    ExpectRejected("CUFLIGHT_TIMING", bad, "true");
+  for (const char* bad : {"2", "-1", "maybe", "t", "y", "enable", "truee", "1 0", "sample",
+                          "sampled,all"}) {
+    ExpectRejected("CUFLIGHT_TIMING", bad, "all");
   }
+}
+
+TEST(ConfigTest, TimingWindows) {
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING_WINDOW_MS", "1").timing_window_ms, 1u);
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING_WINDOW_MS", "5000").timing_window_ms, 5000u);
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING_PERIOD_MS", "200").timing_period_ms, 200u);
+  EXPECT_EQ(Accepted("CUFLIGHT_TIMING_PERIOD_MS", "86400000").timing_period_ms, 86400000u);
+  EXPECT_FALSE(Accepted("CUFLIGHT_TIMING_NEW_CONFIGS", "0").timing_new_configs);
+  for (const char* bad : {"0", "60001", "-1", "1s"}) {
+    ExpectRejected("CUFLIGHT_TIMING_WINDOW_MS", bad, "100");
+  }
+  for (const char* bad : {"99", "86400001", "ten"}) {
+    ExpectRejected("CUFLIGHT_TIMING_PERIOD_MS", bad, "10000");
+  }
+  // Both in range, the window at most half the period: 60000 x 2 > 100000.
+  const ParsedConfig ok = Parse({{"CUFLIGHT_TIMING_WINDOW_MS", "50000"},
+                                 {"CUFLIGHT_TIMING_PERIOD_MS", "100000"}});
+  EXPECT_TRUE(ok.warnings.empty());
+  EXPECT_EQ(ok.config.timing_window_ms, 50000u);
+  EXPECT_EQ(ok.config.timing_period_ms, 100000u);
+  const ParsedConfig wide = Parse({{"CUFLIGHT_TIMING_WINDOW_MS", "60000"},
+                                   {"CUFLIGHT_TIMING_PERIOD_MS", "100000"}});
+  ASSERT_EQ(wide.warnings.size(), 1u);
+  EXPECT_THAT(wide.warnings[0], HasSubstr("CUFLIGHT_TIMING_WINDOW_MS=60000 is more than half"));
+  EXPECT_THAT(wide.warnings[0], HasSubstr("using the defaults 100 and 10000"));
+  EXPECT_EQ(wide.config.timing_window_ms, 100u);
+  EXPECT_EQ(wide.config.timing_period_ms, 10000u);
+  // A window of 20 s against the default 10 s period: the same.
+  EXPECT_EQ(Parse({{"CUFLIGHT_TIMING_WINDOW_MS", "20000"}}).warnings.size(), 1u);
 }
 
 TEST(ConfigTest, RingSize) {
@@ -373,6 +411,8 @@ TEST(ConfigTest, StallMs) {
   EXPECT_THAT(asked.warnings[0], HasSubstr("stall detection is off"));
   const ParsedConfig off_anyway = Parse({{"CUFLIGHT_TIMING", "0"}, {"CUFLIGHT_STALL_MS", "0"}});
   EXPECT_TRUE(off_anyway.warnings.empty());
+  // Sampled timing keeps it (launches in timing windows are watched).
+  EXPECT_EQ(Parse({{"CUFLIGHT_TIMING", "sampled"}}).config.stall_ms, 10000u);
 }
 
 TEST(ConfigTest, CollectorUid) {
@@ -395,7 +435,10 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"collector", kDefaultPath},
       {"collector_uid", ""},
-      {"timing", "true"},
+      {"timing", "all"},
+      {"timing_window_ms", "100"},
+      {"timing_period_ms", "10000"},
+      {"timing_new_configs", "true"},
       {"ring_size", "16384"},
       {"on_full", "drop"},
       {"flush_ms", "100"},
@@ -442,7 +485,10 @@ TEST(ConfigTest, DescribeRoundTrips) {
 
   Config c;
   c.collector_path = "/tmp/cuflight-test/other.sock";
-  c.timing = false;
+  c.timing = TimingPolicy::kOff;
+  c.timing_window_ms = 250;
+  c.timing_period_ms = 60000;
+  c.timing_new_configs = false;
   c.stall_ms = 0;  // stall detection needs timing (ParseConfig turns it off without)
   c.ring_slots = 1 << 20;
   c.on_full = OnFull::kBlock;
@@ -462,6 +508,10 @@ TEST(ConfigTest, DescribeRoundTrips) {
   ExpectRoundTrip(c);
   c.attribution_env = {"MY_TEAM", "EXPERIMENT_ID"};
   ExpectRoundTrip(c);
+  c.timing = TimingPolicy::kSampled;
+  c.stall_ms = 2000;
+  ExpectRoundTrip(c);
+  c.stall_ms = 0;
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {
     c.log_level = level;

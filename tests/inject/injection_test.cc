@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -56,6 +57,11 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_CALL_LOG");
     unsetenv("FAKE_CUPTI_FIRST_CORRELATION_ID");
     unsetenv("FAKE_CUPTI_POLLERS");
+    unsetenv("FAKE_CUPTI_ACTIVITY_LOG");
+    unsetenv("CUFLIGHT_TIMING");
+    unsetenv("CUFLIGHT_TIMING_WINDOW_MS");
+    unsetenv("CUFLIGHT_TIMING_PERIOD_MS");
+    unsetenv("CUFLIGHT_TIMING_NEW_CONFIGS");
     unsetenv("CUFLIGHT_STALL_MS");
     unsetenv("CUFLIGHT_CUPTI_PATH");
     unsetenv("CUFLIGHT_COLLECTOR");
@@ -374,7 +380,7 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
     // Stall detection sees kernels finish through their timing: off too, and said so.
     if (line.find("\"type\":\"process_start\"") != std::string::npos) {
       EXPECT_NE(line.find("\"stall_ms\":\"0\""), std::string::npos) << line;
-      EXPECT_NE(line.find("\"timing\":\"false\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"timing\":\"off\""), std::string::npos) << line;
     }
   }
   EXPECT_EQ(kernels, 4);
@@ -489,6 +495,228 @@ TEST_F(Injection, ActivityHeldByAnotherToolIsReportedAsTimingUnavailable) {
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].timing_stopped, 6u);
   EXPECT_EQ(ends[0].timing_stopped_reason, schema::TimingStoppedReason::kUnavailable);
+}
+
+// The timing policy (CUFLIGHT_TIMING) through the real library: the collector's events, the CUPTI
+// calls (FAKE_CUPTI_CALL_LOG) and each enable or disable of kernel records with the thread that
+// made it (FAKE_CUPTI_ACTIVITY_LOG).
+struct TimingRun {
+  cuflight::testing::ProcessResult r;
+  std::vector<schema::OwnedEvent> events;
+  std::vector<std::string> calls;
+  std::vector<std::string> switches;
+};
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::remove(path.c_str());
+  return lines;
+}
+
+TimingRun RunTimingPolicy(const std::string& name, const std::vector<std::string>& args) {
+  TimingRun run;
+  const std::string calls = TempSocketPath(name) + ".calls";
+  const std::string switches = TempSocketPath(name) + ".switches";
+  std::remove(calls.c_str());
+  std::remove(switches.c_str());
+  setenv("FAKE_CUPTI_CALL_LOG", calls.c_str(), 1);
+  setenv("FAKE_CUPTI_ACTIVITY_LOG", switches.c_str(), 1);
+  const std::string path = TempSocketPath(name);
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  run.r = RunProcess(CUFLIGHT_FAKE_APP, args);
+  unsetenv("FAKE_CUPTI_CALL_LOG");
+  unsetenv("FAKE_CUPTI_ACTIVITY_LOG");
+  EXPECT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    EXPECT_TRUE(d.ok()) << d.message;
+    if (d.ok()) run.events.push_back(std::move(d.event));
+  }
+  run.calls = ReadLines(calls);
+  run.switches = ReadLines(switches);
+  return run;
+}
+
+std::set<uint64_t> TimedIds(const std::vector<schema::OwnedEvent>& events) {
+  std::set<uint64_t> ids;
+  for (const auto& t : Of<schema::OwnedKernelTimeEvent>(events)) ids.insert(t.correlation_id);
+  return ids;
+}
+
+std::string ConfigTiming(const std::vector<schema::OwnedEvent>& events) {
+  for (const auto& start : Of<schema::OwnedProcessStartEvent>(events)) {
+    for (const auto& [key, value] : start.config) {
+      if (key == "timing") return value;
+    }
+  }
+  return "";
+}
+
+// A program whose kernel configuration changes twice (grids 100, 200, 300, 150 ms each, one launch
+// every ~1 ms), under CUFLIGHT_TIMING=sampled with 30 ms windows and a periodic window once a day
+// (none in the run). Kernels end 1 ms after the first launch (FAKE_CUPTI_TIMING=...,1): every
+// flush hands their records over.
+class SampledTiming : public Injection {
+ protected:
+  void SetUp() override {
+    Injection::SetUp();
+    UseFakes();
+    setenv("CUFLIGHT_TIMING", "sampled", 1);
+    setenv("CUFLIGHT_TIMING_WINDOW_MS", "30", 1);
+    setenv("CUFLIGHT_TIMING_PERIOD_MS", "86400000", 1);
+    setenv("FAKE_CUPTI_TIMING", "0,0,0,1", 1);
+  }
+  static std::vector<std::string> Phases() {
+    return {CUFLIGHT_INJECT_SO, "0", "phases", "150", "100", "200", "300"};
+  }
+};
+
+// Windows open at start and for each configuration not yet timed; every kernel event says whether
+// it was made in one, and exactly those get a kernel_time; every configuration is timed; the
+// counters in process_end agree with the events; every enable and disable of kernel records is
+// made by a thread of the library, outside any callback, one at a time.
+TEST_F(SampledTiming, EveryNewConfigurationIsTimedAndOnlyLaunchesInAWindowAre) {
+  const TimingRun run = RunTimingPolicy("sampled", Phases());
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_EQ(ConfigTiming(run.events), "sampled");
+  const auto kernels = Of<schema::OwnedKernelEvent>(run.events);
+  ASSERT_GT(kernels.size(), 100u);  // up to ~450 (one every ~1 ms; fewer on a loaded machine)
+  std::set<uint64_t> in_window;
+  std::map<uint32_t, int> timed_by_grid;
+  size_t outside = 0;
+  for (const auto& k : kernels) {
+    ASSERT_TRUE(k.timing_window.has_value()) << k.correlation_id;
+    if (*k.timing_window) {
+      in_window.insert(k.correlation_id);
+      ++timed_by_grid[k.grid.x];
+    } else {
+      ++outside;
+    }
+  }
+  EXPECT_EQ(TimedIds(run.events), in_window);
+  // Each of the three configurations got durations, and most launches were not timed.
+  EXPECT_GT(timed_by_grid[100], 0);
+  EXPECT_GT(timed_by_grid[200], 0);
+  EXPECT_GT(timed_by_grid[300], 0);
+  EXPECT_GT(outside, in_window.size());
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  const schema::OwnedProcessEndEvent& end = ends[0];
+  EXPECT_EQ(end.timing_policy, schema::TimingPolicy::kSampled);
+  EXPECT_EQ(end.launches_in_window, in_window.size());
+  EXPECT_EQ(end.timing_stopped, 0u);
+  // The start's window and one for each of grids 200 and 300 at least (grid 100's first launches
+  // may fall before the start's window opens, and open one more).
+  EXPECT_GE(end.timing_windows, 3u);
+  EXPECT_LE(end.timing_windows, 4u);
+  // Each window stays open 30 ms, closed within a sender step (10 ms idle wait) after.
+  EXPECT_GE(end.timing_window_ns, end.timing_windows * 30'000'000);
+  EXPECT_LE(end.timing_window_ns, end.timing_windows * 100'000'000);
+  // One enable per window, each closed but perhaps the last; all off the application's threads.
+  size_t enables = 0;
+  size_t disables = 0;
+  for (const std::string& line : run.switches) {
+    EXPECT_NE(line.find("app=0 callback=0 overlap=0"), std::string::npos) << line;
+    enables += line.starts_with("enable");
+    disables += line.starts_with("disable");
+  }
+  EXPECT_EQ(enables, end.timing_windows);
+  EXPECT_GE(disables + 1, enables);
+  EXPECT_LE(disables, enables);
+}
+
+// CUFLIGHT_TIMING_NEW_CONFIGS=0: only the start's window (and the periodic ones, none here); the
+// configurations that come later are never timed, and their kernel events say so.
+TEST_F(SampledTiming, WithoutNewConfigurationWindowsLaterConfigurationsAreNotTimed) {
+  setenv("CUFLIGHT_TIMING_NEW_CONFIGS", "0", 1);
+  const TimingRun run = RunTimingPolicy("sampled_nonew", Phases());
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  std::set<uint64_t> in_window;
+  for (const auto& k : Of<schema::OwnedKernelEvent>(run.events)) {
+    ASSERT_TRUE(k.timing_window.has_value());
+    if (k.grid.x != 100) {
+      EXPECT_FALSE(*k.timing_window) << k.grid.x;
+    }
+    if (*k.timing_window) in_window.insert(k.correlation_id);
+  }
+  EXPECT_EQ(TimedIds(run.events), in_window);
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].timing_windows, 1u);
+  EXPECT_EQ(ends[0].launches_in_window, in_window.size());
+}
+
+// CUPTI before 13.0 Update 1 (API version 130000) may deadlock disabling kernel records (the fake
+// then does): sampled falls back to all with one line, process_start says all, every launch is
+// timed and kernel records are never disabled.
+TEST_F(SampledTiming, BeforeCupti13_0Update1SampledFallsBackToAll) {
+  setenv("FAKE_CUPTI_VERSION", "130000", 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);  // records complete at the exit's forced flush
+  const TimingRun run = RunTimingPolicy("sampled_old", {CUFLIGHT_INJECT_SO, "6"});
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(CountLines(run.r.err), 1) << run.r.err;
+  EXPECT_NE(run.r.err.find("API version 130000"), std::string::npos) << run.r.err;
+  EXPECT_NE(run.r.err.find("CUFLIGHT_TIMING=sampled falls back to all"), std::string::npos)
+      << run.r.err;
+  EXPECT_EQ(ConfigTiming(run.events), "all");
+  for (const auto& k : Of<schema::OwnedKernelEvent>(run.events)) {
+    EXPECT_FALSE(k.timing_window.has_value());
+  }
+  EXPECT_EQ(TimedIds(run.events), (std::set<uint64_t>{1, 2, 3, 4, 5, 6}));
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].timing_policy, schema::TimingPolicy::kAll);
+  EXPECT_EQ(ends[0].timing_windows, 0u);
+  for (const std::string& line : run.switches) EXPECT_FALSE(line.starts_with("disable")) << line;
+}
+
+// all (the default): every launch timed, no timing_window member, kernel records enabled once
+// and never disabled.
+TEST_F(Injection, TimingAllTimesEveryLaunchWithoutWindows) {
+  UseFakes();
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);  // records complete at the exit's forced flush
+  const TimingRun run = RunTimingPolicy("timing_all", {CUFLIGHT_INJECT_SO, "5"});
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_EQ(ConfigTiming(run.events), "all");
+  for (const auto& k : Of<schema::OwnedKernelEvent>(run.events)) {
+    EXPECT_FALSE(k.timing_window.has_value());
+  }
+  EXPECT_EQ(TimedIds(run.events), (std::set<uint64_t>{1, 2, 3, 4, 5}));
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].timing_policy, schema::TimingPolicy::kAll);
+  EXPECT_EQ(ends[0].launches_in_window, 0u);
+  EXPECT_EQ(run.switches, (std::vector<std::string>{"enable app=0 callback=0 overlap=0"}));
+}
+
+// off: no CUPTI activity call at all, no kernel_time, and the policy said.
+TEST_F(Injection, TimingOffMakesNoActivityCall) {
+  UseFakes();
+  setenv("CUFLIGHT_TIMING", "off", 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0,1", 1);
+  const TimingRun run = RunTimingPolicy("timing_off", {CUFLIGHT_INJECT_SO, "5"});
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_EQ(ConfigTiming(run.events), "off");
+  for (const std::string& call : run.calls) {
+    EXPECT_FALSE(call.starts_with("cuptiActivity")) << call;
+  }
+  EXPECT_TRUE(run.switches.empty());
+  EXPECT_EQ(Of<schema::OwnedKernelEvent>(run.events).size(), 5u);
+  for (const auto& k : Of<schema::OwnedKernelEvent>(run.events)) {
+    EXPECT_FALSE(k.timing_window.has_value());
+  }
+  EXPECT_TRUE(TimedIds(run.events).empty());
+  const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].timing_policy, schema::TimingPolicy::kOff);
 }
 
 // Splits the collector's lines by the pid in their header.

@@ -19,6 +19,9 @@ constexpr size_t kMaxQuotedValue = 120;  // longer values are cut in warnings
 constexpr std::string_view kCollector = "CUFLIGHT_COLLECTOR";
 constexpr std::string_view kCollectorUid = "CUFLIGHT_COLLECTOR_UID";
 constexpr std::string_view kTiming = "CUFLIGHT_TIMING";
+constexpr std::string_view kTimingWindowMs = "CUFLIGHT_TIMING_WINDOW_MS";
+constexpr std::string_view kTimingPeriodMs = "CUFLIGHT_TIMING_PERIOD_MS";
+constexpr std::string_view kTimingNewConfigs = "CUFLIGHT_TIMING_NEW_CONFIGS";
 constexpr std::string_view kRingSize = "CUFLIGHT_RING_SIZE";
 constexpr std::string_view kOnFull = "CUFLIGHT_ON_FULL";
 constexpr std::string_view kFlushMs = "CUFLIGHT_FLUSH_MS";
@@ -140,6 +143,55 @@ class Parser {
                                   *field ? "true" : "false"));
   }
 
+  // all, sampled or off; the boolean spellings of earlier versions: 1/true/on/yes (all),
+  // 0/false/no (off).
+  void ReadTiming(std::string_view name, TimingPolicy* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    for (const TimingPolicy p : {TimingPolicy::kAll, TimingPolicy::kSampled, TimingPolicy::kOff}) {
+      if (EqualsNoCase(value, schema::TimingPolicyName(p))) {
+        *field = p;
+        return;
+      }
+    }
+    for (std::string_view yes : {"1", "true", "on", "yes"}) {
+      if (EqualsNoCase(value, yes)) {
+        *field = TimingPolicy::kAll;
+        return;
+      }
+    }
+    for (std::string_view no : {"0", "false", "no"}) {
+      if (EqualsNoCase(value, no)) {
+        *field = TimingPolicy::kOff;
+        return;
+      }
+    }
+    warnings_->push_back(Rejected(name, value, "is not one of all, sampled, off (or 1/0)",
+                                  schema::TimingPolicyName(*field)));
+  }
+
+  // The sampled policy's window and period: each in its range, the window at most half the
+  // period (else both take their defaults).
+  void ReadTimingWindows(uint32_t* window_ms, uint32_t* period_ms) const {
+    ReadNumber(kTimingWindowMs, window_ms, kMinTimingWindowMs, kMaxTimingWindowMs);
+    ReadNumber(kTimingPeriodMs, period_ms, kMinTimingPeriodMs, kMaxTimingPeriodMs);
+    if (uint64_t{*window_ms} * 2 <= *period_ms) return;
+    std::string line(kTimingWindowMs);
+    line += '=';
+    line += std::to_string(*window_ms);
+    line += " is more than half of ";
+    line += kTimingPeriodMs;
+    line += '=';
+    line += std::to_string(*period_ms);
+    line += "; using the defaults ";
+    line += std::to_string(kDefaultTimingWindowMs);
+    line += " and ";
+    line += std::to_string(kDefaultTimingPeriodMs);
+    warnings_->push_back(std::move(line));
+    *window_ms = kDefaultTimingWindowMs;
+    *period_ms = kDefaultTimingPeriodMs;
+  }
+
   // Names separated by commas or blanks (IsAttributionName each, at most
   // kMaxAttributionExtraNames new ones); default names and repeats are left out.
   void ReadAttributionNames(std::string_view name, std::vector<std::string>* field) const {
@@ -193,7 +245,8 @@ class Parser {
 
   // 0 (off) or a whole number of ms in [kMinStallMs, kMaxStallMs]. Kernel timing off (`timing`
   // false) turns it off, with a warning when the variable asked for it.
-  void ReadStallMs(std::string_view name, uint32_t* field, bool timing) const {
+  void ReadStallMs(std::string_view name, uint32_t* field, TimingPolicy policy) const {
+    const bool timing = policy != TimingPolicy::kOff;
     std::string_view value;
     const bool given = Get(name, &value);
     if (given) {
@@ -458,7 +511,9 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     const Parser p(getenv_fn, &parsed.warnings);
     p.ReadString(kCollector, &c.collector_path);
     p.ReadUid(kCollectorUid, &c.collector_uid);
-    p.ReadBool(kTiming, &c.timing);
+    p.ReadTiming(kTiming, &c.timing);
+    p.ReadTimingWindows(&c.timing_window_ms, &c.timing_period_ms);
+    p.ReadBool(kTimingNewConfigs, &c.timing_new_configs);
     p.ReadRingSize(kRingSize, &c.ring_slots);
     p.ReadOnFull(kOnFull, &c.on_full);
     p.ReadNumber(kFlushMs, &c.flush_ms, kMinFlushMs, kMaxFlushMs);
@@ -509,7 +564,10 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"collector", config.collector_path},
         {"collector_uid",
          config.collector_uid < 0 ? std::string() : std::to_string(config.collector_uid)},
-        {"timing", config.timing ? "true" : "false"},
+        {"timing", std::string(schema::TimingPolicyName(config.timing))},
+        {"timing_window_ms", std::to_string(config.timing_window_ms)},
+        {"timing_period_ms", std::to_string(config.timing_period_ms)},
+        {"timing_new_configs", config.timing_new_configs ? "true" : "false"},
         {"ring_size", std::to_string(config.ring_slots)},
         {"on_full", std::string(OnFullName(config.on_full))},
         {"flush_ms", std::to_string(config.flush_ms)},

@@ -55,6 +55,10 @@
 //   handler-abort-segv: a handler that prints and calls abort()
 //   handler-returns-abrt: a SIGABRT handler that prints and returns, then abort() (which then
 //              restores the default action itself and raises SIGABRT again)
+//   phases <ms> <grid>...: after its launches, for each grid in turn, launches kernels of that
+//              grid (one configuration each, fake_cupti_launch_grid) one every ~1 ms for `ms`
+//              milliseconds, and exits normally: a program whose kernel configurations change
+//              over time (the sampled timing policy's new-configuration windows)
 // Every mode prints "launch_ns=T", the time its launches took, and "launch_cpu_ns=C", the CPU
 // time the launching thread spent in them (CLOCK_THREAD_CPUTIME_ID); the sticky modes print
 // "fail_ns=T", the time the failing call's callback took.
@@ -382,6 +386,19 @@ int main(int argc, char** argv) {
       int code = 0;
       if (std::sscanf(argv[i], "%d:%d", &cbid, &code) != 2) return 8;
       std::fprintf(stdout, "called %d=%d\n", cbid, call(cbid, code));
+    }
+  } else if (mode == "phases" && cupti != nullptr) {
+    using LaunchGrid = int (*)(int, unsigned);
+    auto launch_grid = reinterpret_cast<LaunchGrid>(dlsym(cupti, "fake_cupti_launch_grid"));
+    const long ms = argc >= 5 ? std::atol(argv[4]) : 100;
+    for (int i = 5; launch_grid != nullptr && i < argc; ++i) {
+      const unsigned grid = static_cast<unsigned>(std::strtoul(argv[i], nullptr, 10));
+      const long long until = MonotonicNs() + ms * 1000000LL;
+      while (MonotonicNs() < until) {
+        launch_grid(1, grid);
+        timespec pause{0, 1000000};
+        nanosleep(&pause, nullptr);
+      }
     }
   } else if (mode == "sleep") {
     const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;

@@ -70,6 +70,27 @@
 //                                 same) and wrap from 4294967295 to 0. Whether CUPTI skips 0 when
 //                                 it wraps the docs do not say; here it does not.
 //
+// Kernel activity per launch, and the calls that switch it (the sampled timing policy):
+//   A launch is timed (gets a kernel record) only when CONCURRENT_KERNEL (or KERNEL) is enabled
+//   while the launch call runs: between its API entry and exit callbacks (cupti_activity.h,
+//   cuptiActivityEnable: "Enable collection of a specific kind of activity record",
+//   cuptiActivityDisable: "Disable collection"; a kernel launched while its kind is disabled is
+//   not collected). Every launch fires both callbacks, as CUPTI does for an enabled callback id
+//   (cupti_callbacks.h, CUpti_ApiCallbackSite: CUPTI_API_ENTER and CUPTI_API_EXIT), with one
+//   correlationData word shared by the two ("data shared between the entry and exit callbacks").
+//   FAKE_CUPTI_ACTIVITY_LOG=<path>  appends one line per enable or disable of a kernel kind
+//                                 (either family): "enable|disable app=<0|1> callback=<0|1>
+//                                 overlap=<0|1>": app 1 when the calling thread is one that fired
+//                                 launches (an application thread), callback 1 when made from
+//                                 inside a callback, overlap 1 when another enable or disable was
+//                                 in progress (cupti_callbacks.h: "a subscriber must serialize
+//                                 access to" its enable calls).
+//   With FAKE_CUPTI_VERSION below 130001, cuptiActivityDisable of CONCURRENT_KERNEL (either
+//   family) blocks forever: the CUPTI release notes, "Updates in CUDA 13.0 Update 1": "Fixed a
+//   potential deadlock that could occur while disabling the activity kind
+//   CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL using the API cuptiActivityDisable" (cupti_version.h:
+//   "v130001 : CUDA Toolkit 13.0 Update 1"); here the potential deadlock always happens.
+//
 // The two activity API families (CUPTI docs, "Multiple Subscribers"): the unversioned (global)
 // calls and the subscriber-scoped _v2 calls of CUPTI 13.2+. "V1 to V2 API Migration": the
 // families "are incompatible; they cannot be used together. When both V1 and V2 APIs are present
@@ -124,11 +145,35 @@ std::atomic<int> g_family{0};
 std::atomic<bool> g_kernels_enabled{false};
 std::atomic<bool> g_sync_enabled{false};
 std::atomic<bool> g_all_sync_records{true};  // cuptiActivityEnableAllSyncRecords; CUPTI's default
+thread_local bool t_app_thread = false;     // this thread fired launches
+thread_local int t_in_callback = 0;         // inside the subscriber's callback
+std::atomic<int> g_switching{0};            // enables or disables of a kernel kind in progress
+uint32_t ReportedVersion();
+void LogSwitch(bool on, bool overlap) {
+  const char* path = std::getenv("FAKE_CUPTI_ACTIVITY_LOG");
+  if (path == nullptr) return;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char line[96];
+  const int n = std::snprintf(line, sizeof(line), "%s app=%d callback=%d overlap=%d\n",
+                              on ? "enable" : "disable", t_app_thread ? 1 : 0,
+                              t_in_callback > 0 ? 1 : 0, overlap ? 1 : 0);
+  (void)!write(fd, line, static_cast<size_t>(n));
+  close(fd);
+}
+void SleepMs(long ms);
 void SetKind(CUpti_ActivityKind kind, bool on) {
   if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
     g_sync_enabled.store(on);
   } else if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+    const bool overlap = g_switching.fetch_add(1) != 0;
+    LogSwitch(on, overlap);
+    if (!on && kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && ReportedVersion() < 130001) {
+      for (;;) SleepMs(3600 * 1000);  // the deadlock fixed in 13.0 Update 1 (see above)
+    }
+    SleepMs(1);  // long enough for an overlapping call to be seen
     g_kernels_enabled.store(on);
+    g_switching.fetch_sub(1);
   }
 }
 bool UseFamily(int family) {
@@ -139,7 +184,11 @@ bool UseFamily(int family) {
 // Correlation ids of launches waiting for the forced flush: launching threads add, flushing
 // threads take, under g_timed_mutex (with g_first_timed_ms set before the first is added).
 std::mutex g_timed_mutex;
-std::vector<uint32_t> g_timed;
+struct Timed {
+  uint32_t correlation_id;
+  uint32_t grid;
+};
+std::vector<Timed> g_timed;
 std::atomic<size_t> g_dropped{0};
 std::atomic<bool> g_flush_hanging{false};
 std::atomic<uint32_t> g_next_correlation_id{0};
@@ -319,7 +368,9 @@ void DeliverTiming(bool forced) {
     return;
   }
   const bool v2 = g_family.load() == 2;
-  if (!mode.on || !g_kernels_enabled.load() || (v2 ? g_buffer_requested_v2 == nullptr || g_buffer_completed_v2 == nullptr
+  // (Only launches made while a kernel kind was enabled are in g_timed; their records are handed
+  // over whatever the kind's state now.)
+  if (!mode.on || (v2 ? g_buffer_requested_v2 == nullptr || g_buffer_completed_v2 == nullptr
                       : g_buffer_requested == nullptr || g_buffer_completed == nullptr)) {
     return;
   }
@@ -364,8 +415,8 @@ void DeliverTiming(bool forced) {
     for (size_t i = 0; i < n && valid + sizeof(CUpti_ActivityKernel10) <= given[0].size; ++i) {
       CUpti_ActivityKernel10 record{};
       record.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-      record.correlationId = g_timed[i];
-      record.start = 1000ull * g_timed[i];
+      record.correlationId = g_timed[i].correlation_id;
+      record.start = 1000ull * g_timed[i].correlation_id;
       const bool incomplete = running || i + static_cast<size_t>(mode.incomplete) >= n;
       record.end = incomplete ? 0 : record.start + 500;
       if (running) record.start = 0;
@@ -375,7 +426,7 @@ void DeliverTiming(bool forced) {
       record.blockX = 256;
       record.blockY = 1;
       record.blockZ = 1;
-      record.gridX = 132;
+      record.gridX = g_timed[i].grid;
       record.gridY = 1;
       record.gridZ = 1;
       record.name = "_Z6vecaddPKfS0_Pfi";
@@ -494,10 +545,15 @@ EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain, uint32_t, const ch
 }
 // FAKE_CUPTI_VERSION=<n> reports another API version (cupti_version.h: 28 is CUDA 12.9 Update 1,
 // 130000 CUDA 13.0).
+namespace {
+uint32_t ReportedVersion() {
+  const char* text = std::getenv("FAKE_CUPTI_VERSION");
+  return text != nullptr ? static_cast<uint32_t>(std::strtoul(text, nullptr, 10)) : 130001;
+}
+}  // namespace
 EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
   LogCall("cuptiGetVersion");
-  const char* text = std::getenv("FAKE_CUPTI_VERSION");
-  *version = text != nullptr ? static_cast<uint32_t>(std::strtoul(text, nullptr, 10)) : 130001;
+  *version = ReportedVersion();
   return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiGetResultString(CUptiResult, const char** str) {
@@ -621,14 +677,16 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle, 
   return CUPTI_SUCCESS;
 }
 
-// Fires `count` cuLaunchKernel exit callbacks (block 256, dynamic smem 0, grid 132) as the
-// driver would for a successful runtime launch, with correlation ids 1, 2, ... over the process.
-// Returns how many reached an enabled callback.
-EXPORT int fake_cupti_launch(int count) {
+// Fires `count` cuLaunchKernel entry and exit callbacks (block 256, dynamic smem 0, grid `grid`)
+// as the driver would for a successful runtime launch, with correlation ids 1, 2, ... over the
+// process. Returns how many reached an enabled callback.
+EXPORT int fake_cupti_launch_grid(int count, unsigned grid);
+EXPORT int fake_cupti_launch(int count) { return fake_cupti_launch_grid(count, 132); }
+EXPORT int fake_cupti_launch_grid(int count, unsigned grid) {
   if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel]) return 0;
   cuLaunchKernel_params params{};
   params.f = reinterpret_cast<CUfunction>(0xF00D);
-  params.gridDimX = 132;
+  params.gridDimX = grid;
   params.gridDimY = 1;
   params.gridDimZ = 1;
   params.blockDimX = 256;
@@ -636,13 +694,15 @@ EXPORT int fake_cupti_launch(int count) {
   params.blockDimZ = 1;
   CUresult result = CUDA_SUCCESS;
   CUpti_CallbackData data{};
-  data.callbackSite = CUPTI_API_EXIT;
   data.functionName = "cuLaunchKernel";
   data.functionParams = &params;
   data.functionReturnValue = &result;
   data.symbolName = "_Z6vecaddPKfS0_Pfi";
   data.context = reinterpret_cast<CUcontext>(0xC0);
-  const bool timed = ReadTimingMode().on;
+  uint64_t shared = 0;  // correlationData: the entry's word, for the exit
+  data.correlationData = &shared;
+  const bool timing_mode = ReadTimingMode().on;
+  t_app_thread = true;
   static std::once_flag pollers;
   std::call_once(pollers, StartPollers);
   if (const char* flush = std::getenv("FAKE_CUPTI_FLUSH");
@@ -656,14 +716,24 @@ EXPORT int fake_cupti_launch(int count) {
     // execution is assigned a unique correlation ID". Numbered 1, 2, ... over every call
     // (FAKE_CUPTI_FIRST_CORRELATION_ID on), wrapping at 2^32.
     data.correlationId = NextCorrelationId();
+    shared = 0;
+    ++t_in_callback;
+    data.callbackSite = CUPTI_API_ENTER;
     g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
-    if (timed) {
+    --t_in_callback;
+    // The launch itself: collected only while a kernel kind is enabled (see the top).
+    if (timing_mode && g_kernels_enabled.load()) {
       std::lock_guard<std::mutex> lock(g_timed_mutex);
       long none = 0;
       g_first_timed_ms.compare_exchange_strong(none, NowMs());
-      g_timed.push_back(data.correlationId);
+      g_timed.push_back({data.correlationId, grid});
     }
+    ++t_in_callback;
+    data.callbackSite = CUPTI_API_EXIT;
+    g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+               &data);
+    --t_in_callback;
   }
   return count;
 }

@@ -53,7 +53,15 @@ inline constexpr uint8_t kLaunchCooperative = 1;  // a cooperative launch
 // dependent launch; cuda.h: the grid's execution may "overlap with the previous kernel in the
 // stream").
 inline constexpr uint8_t kLaunchProgrammaticSerialization = 2;
-inline constexpr uint8_t kLaunchFlagsKnown = kLaunchCooperative | kLaunchProgrammaticSerialization;
+// Under the sampled timing policy: made entirely inside a timing window (kernel activity enabled
+// from the launch call's entry to its exit), so a kernel activity record will come for it.
+inline constexpr uint8_t kLaunchInTimingWindow = 4;
+// Under the sampled timing policy: made while kernel activity was being enabled or disabled (it
+// may or may not get a record; the producer sends no kernel_time for it).
+inline constexpr uint8_t kLaunchAtTimingWindowEdge = 8;
+inline constexpr uint8_t kLaunchFlagsKnown = kLaunchCooperative |
+                                             kLaunchProgrammaticSerialization |
+                                             kLaunchInTimingWindow | kLaunchAtTimingWindowEdge;
 
 // What a ring record holds.
 enum class RecordKind : uint8_t {
@@ -104,7 +112,7 @@ struct BasicLaunchRecord {
   // The device ordinal, [0, kMaxDevices) (64); -1: not known (an api_error on a context not seen).
   int8_t device = 0;
   LaunchApi api = LaunchApi::kLaunchKernel;
-  uint8_t launch_flags = 0;  // kLaunchCooperative | kLaunchProgrammaticSerialization
+  uint8_t launch_flags = 0;  // kLaunchCooperative | kLaunchProgrammaticSerialization | ...
   RecordKind kind = RecordKind::kLaunch;
   uint32_t cbid = 0;   // kApiError: the CUPTI driver callback id of the call
   int32_t result = 0;  // kApiError: the CUresult it returned

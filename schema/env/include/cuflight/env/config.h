@@ -15,10 +15,13 @@
 #include <vector>
 
 #include "cuflight/env/on_full.h"
+#include "cuflight/schema/timing_policy.h"
 
 namespace cuflight::env {
 
 using OnFullPolicy = OnFull;
+// CUFLIGHT_TIMING: all, sampled or off (kUnknown is never a Config's).
+using TimingPolicy = schema::TimingPolicy;
 
 enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
@@ -72,12 +75,25 @@ inline constexpr uint32_t kDefaultStallMs = 10'000;
 inline constexpr uint32_t kMinStallMs = 100;
 inline constexpr uint32_t kMaxStallMs = 3'600'000;
 
+// The sampled timing policy's windows (libinject/src/timing_windows.h): CUFLIGHT_TIMING_WINDOW_MS
+// is how long a window stays open, CUFLIGHT_TIMING_PERIOD_MS the period of the periodic windows
+// (random phase). The defaults keep kernel activity enabled 1% of the time outside the windows
+// for new kernel configurations. A window is at most half its period (ParseConfig: otherwise both
+// take their defaults, with one warning).
+inline constexpr uint32_t kDefaultTimingWindowMs = 100;
+inline constexpr uint32_t kMinTimingWindowMs = 1;
+inline constexpr uint32_t kMaxTimingWindowMs = 60'000;
+inline constexpr uint32_t kDefaultTimingPeriodMs = 10'000;
+inline constexpr uint32_t kMinTimingPeriodMs = 100;
+inline constexpr uint32_t kMaxTimingPeriodMs = 86'400'000;
+
 // CUFLIGHT_COLLECTOR_UID: the largest uid (uid_t's all-ones value, (uid_t)-1, means "none").
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 21> kConfigVariables = {
+inline constexpr std::array<std::string_view, 24> kConfigVariables = {
     "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
+    "CUFLIGHT_TIMING_WINDOW_MS",  "CUFLIGHT_TIMING_PERIOD_MS",   "CUFLIGHT_TIMING_NEW_CONFIGS",
     "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
     "CUFLIGHT_STATS_MS",          "CUFLIGHT_BUFFER_BYTES",       "CUFLIGHT_INCLUDE",
     "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
@@ -93,8 +109,18 @@ struct Config {
   // besides its own (real or effective) uid and root's (cuflight/transport/peer_trust.h); -1:
   // none. For a collector that serves many users under a uid of its own.
   int64_t collector_uid = -1;
-  // CUFLIGHT_TIMING: also record GPU start/end times through the CUPTI activity API.
-  bool timing = true;
+  // CUFLIGHT_TIMING: which launches also get their GPU start/end times through the CUPTI activity
+  // API: all (the default), those made in timing windows (sampled), or none (off). "1", "true",
+  // "on", "yes" read as all; "0", "false", "no" as off.
+  TimingPolicy timing = TimingPolicy::kAll;
+  // CUFLIGHT_TIMING_WINDOW_MS, CUFLIGHT_TIMING_PERIOD_MS: the sampled policy's window length and
+  // period, in [kMinTimingWindowMs, kMaxTimingWindowMs] and [kMinTimingPeriodMs,
+  // kMaxTimingPeriodMs], the window at most half the period.
+  uint32_t timing_window_ms = kDefaultTimingWindowMs;
+  uint32_t timing_period_ms = kDefaultTimingPeriodMs;
+  // CUFLIGHT_TIMING_NEW_CONFIGS: under sampled, open a window when a kernel configuration
+  // (function and launch configuration) not yet timed is launched.
+  bool timing_new_configs = true;
   // CUFLIGHT_RING_SIZE: launch records the ring holds; a power of two in
   // [kMinRingSlots, kMaxRingSlots].
   uint32_t ring_slots = kDefaultRingSlots;
@@ -138,7 +164,8 @@ struct Config {
   bool crash_handler = true;
   // CUFLIGHT_STALL_MS: report a stall (docs/crash.md, "GPU hangs") when launched kernels have
   // not finished for this long; 0: off. 0 or in [kMinStallMs, kMaxStallMs]. Needs kernel timing:
-  // ParseConfig makes it 0 when `timing` is false (with a warning when the variable was set).
+  // ParseConfig makes it 0 when `timing` is off (with a warning when the variable was set). Under
+  // sampled, only launches made in a timing window are watched.
   uint32_t stall_ms = kDefaultStallMs;
   // CUFLIGHT_BLACKBOX: keep the launch ring and what the collector needs to make its events in a
   // memfd passed to the collector, which reads it if the process dies without a word (SIGKILL,
@@ -169,7 +196,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 
 // The effective configuration as (key, value) pairs for process_start's `config` object, in
 // kConfigVariables order. Keys are the variable names without "CUFLIGHT_", in lower case
-// ("collector", "collector_uid" (empty when none), "timing", "ring_size", ..., "spill_dir",
+// ("collector", "collector_uid" (empty when none), "timing" ("all", "sampled" or "off"),
+// "timing_window_ms", "timing_period_ms", "timing_new_configs", "ring_size", ..., "spill_dir",
 // "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
 // "stall_ms", "blackbox", "attribution_env" (the names joined by ','));
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns

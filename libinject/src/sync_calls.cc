@@ -9,24 +9,6 @@ thread_local int t_held = -1;
 
 }  // namespace
 
-bool SyncScopeOf(CUpti_CallbackId cbid, SyncScope* scope) noexcept {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
-      *scope = SyncScope::kStream;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
-      *scope = SyncScope::kContext;
-      return true;
-    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
-      *scope = SyncScope::kEvent;
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::string_view SyncCallName(uint32_t cbid) noexcept {
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
@@ -75,7 +57,6 @@ void SyncCallTable::Enter(const SyncCall& call) noexcept {
   s.stream.store(call.stream, std::memory_order_relaxed);
   s.event.store(call.event, std::memory_order_relaxed);
   s.entered_ns.store(call.entered_ns, std::memory_order_relaxed);
-  s.result.store(0, std::memory_order_relaxed);
   s.active.store(1, std::memory_order_relaxed);
   s.seq.store(seq + 2, std::memory_order_release);
 }
@@ -94,24 +75,43 @@ void SyncCallTable::Exit(int32_t tid, uint32_t correlation_id, int32_t result) n
   std::atomic_thread_fence(std::memory_order_release);
   s.result.store(result, std::memory_order_relaxed);
   s.active.store(0, std::memory_order_relaxed);
+  s.returned_cbid.store(s.cbid.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.returned_scope.store(s.scope.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.returned_tid.store(tid, std::memory_order_relaxed);
+  s.returned_correlation_id.store(correlation_id, std::memory_order_relaxed);
+  s.returned_context.store(s.context.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.returned_stream.store(s.stream.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.returned_entered_ns.store(s.entered_ns.load(std::memory_order_relaxed),
+                              std::memory_order_relaxed);
   s.returns.store(s.returns.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s.seq.store(seq + 2, std::memory_order_release);
   s.owner.store(0, std::memory_order_release);
 }
 
-bool SyncCallTable::Read(const Slot& s, SyncCall* out, bool* active,
+bool SyncCallTable::Read(const Slot& s, bool returned, SyncCall* out, bool* active,
                          uint32_t* returns) noexcept {
   for (int attempt = 0; attempt < 8; ++attempt) {
     const uint32_t before = s.seq.load(std::memory_order_acquire);
     if ((before & 1) != 0) continue;
-    out->tid = s.tid.load(std::memory_order_relaxed);
-    out->cbid = s.cbid.load(std::memory_order_relaxed);
-    out->scope = static_cast<SyncScope>(s.scope.load(std::memory_order_relaxed));
-    out->correlation_id = s.correlation_id.load(std::memory_order_relaxed);
-    out->context = s.context.load(std::memory_order_relaxed);
-    out->stream = s.stream.load(std::memory_order_relaxed);
-    out->event = s.event.load(std::memory_order_relaxed);
-    out->entered_ns = s.entered_ns.load(std::memory_order_relaxed);
+    if (returned) {
+      out->tid = s.returned_tid.load(std::memory_order_relaxed);
+      out->cbid = s.returned_cbid.load(std::memory_order_relaxed);
+      out->scope = static_cast<SyncScope>(s.returned_scope.load(std::memory_order_relaxed));
+      out->correlation_id = s.returned_correlation_id.load(std::memory_order_relaxed);
+      out->context = s.returned_context.load(std::memory_order_relaxed);
+      out->stream = s.returned_stream.load(std::memory_order_relaxed);
+      out->event = 0;
+      out->entered_ns = s.returned_entered_ns.load(std::memory_order_relaxed);
+    } else {
+      out->tid = s.tid.load(std::memory_order_relaxed);
+      out->cbid = s.cbid.load(std::memory_order_relaxed);
+      out->scope = static_cast<SyncScope>(s.scope.load(std::memory_order_relaxed));
+      out->correlation_id = s.correlation_id.load(std::memory_order_relaxed);
+      out->context = s.context.load(std::memory_order_relaxed);
+      out->stream = s.stream.load(std::memory_order_relaxed);
+      out->event = s.event.load(std::memory_order_relaxed);
+      out->entered_ns = s.entered_ns.load(std::memory_order_relaxed);
+    }
     out->result = s.result.load(std::memory_order_relaxed);
     *active = s.active.load(std::memory_order_relaxed) != 0;
     *returns = s.returns.load(std::memory_order_relaxed);
@@ -128,7 +128,7 @@ int SyncCallTable::InProgress(SyncCall* out, int cap) const noexcept {
     if (s.seq.load(std::memory_order_relaxed) == 0) continue;  // never used
     bool active = false;
     uint32_t returns = 0;
-    if (Read(s, &out[n], &active, &returns) && active) ++n;
+    if (Read(s, /*returned=*/false, &out[n], &active, &returns) && active) ++n;
   }
   return n;
 }
@@ -140,10 +140,9 @@ int SyncCallTable::ReturnedSinceLastLook(SyncCall* out, int cap) noexcept {
     if (s.returns.load(std::memory_order_relaxed) == returns_seen_[i]) continue;
     bool active = false;
     uint32_t returns = 0;
-    if (!Read(s, &out[n], &active, &returns)) continue;
-    // A slot that holds a call again: the one that returned before it is gone (point 3).
+    if (!Read(s, /*returned=*/true, &out[n], &active, &returns)) continue;
     returns_seen_[i] = returns;
-    if (!active) ++n;
+    ++n;
   }
   return n;
 }

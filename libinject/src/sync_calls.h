@@ -17,11 +17,11 @@
 //    writing thread makes the sequence odd, stores the fields, makes it even; a reader retries
 //    while it is odd or changed. No allocation, no lock, no system call: a few atomic stores per
 //    synchronising call, nothing for a launch.
-// 3. What a slot says: the call in progress (active), or, once it returned, that call with its
-//    result (the last one the slot held), until the slot's next enter. The sender thread reads
-//    the table every stall check: the calls in progress, and the calls that returned since it
-//    last looked (at most one per slot: a thread that synchronises faster than the checks shows
-//    its latest; each covers the ones before it on the same stream).
+// 3. What a slot says: the call in progress (active), and apart from it the last call that
+//    returned from the slot, with its result (kept through the slot's next enter). The sender
+//    thread reads the table every stall check: the calls in progress, and the calls that returned
+//    since it last looked (at most one per slot: a thread that synchronises faster than the
+//    checks shows its latest; each covers the ones before it on the same stream).
 // 4. Full table (more than kSlots threads inside a synchronise at once): the call is not tracked
 //    (untracked()); its thread is still seen by its kernel records, if any.
 // Threads: Enter and Exit on the application's threads (callbacks), the reads on the sender
@@ -44,8 +44,25 @@ enum class SyncScope : uint8_t {
   kEvent = 2,    // one event, recorded on a stream the library does not know (cuEventSynchronize)
 };
 
-// The scope of a driver callback id that is a synchronising call, or nullopt-like false.
-bool SyncScopeOf(CUpti_CallbackId cbid, SyncScope* scope) noexcept;
+// Whether a driver callback id is a synchronising call, and its scope. Inline: the recorder asks
+// it at every enter callback, launches' included (a compare or two).
+inline bool SyncScopeOf(CUpti_CallbackId cbid, SyncScope* scope) noexcept {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      *scope = SyncScope::kStream;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+      *scope = SyncScope::kContext;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+      *scope = SyncScope::kEvent;
+      return true;
+    default:
+      return false;
+  }
+}
 // The driver API name of a synchronising call's callback id ("" for any other id).
 std::string_view SyncCallName(uint32_t cbid) noexcept;
 
@@ -99,9 +116,19 @@ class SyncCallTable {
     std::atomic<uint64_t> event{0};
     std::atomic<int64_t> entered_ns{0};
     std::atomic<int32_t> result{0};
+    // The last call that returned (design point 3).
+    std::atomic<uint32_t> returned_cbid{0};
+    std::atomic<uint8_t> returned_scope{0};
+    std::atomic<int32_t> returned_tid{0};
+    std::atomic<uint32_t> returned_correlation_id{0};
+    std::atomic<uint64_t> returned_context{0};
+    std::atomic<uint64_t> returned_stream{0};
+    std::atomic<int64_t> returned_entered_ns{0};
   };
-  // A consistent copy of a slot; false when a writer kept it changing.
-  static bool Read(const Slot& slot, SyncCall* out, bool* active, uint32_t* returns) noexcept;
+  // A consistent copy of a slot's call in progress (`returned` false) or of its last returned call
+  // (true); false when a writer kept it changing.
+  static bool Read(const Slot& slot, bool returned, SyncCall* out, bool* active,
+                   uint32_t* returns) noexcept;
 
   Slot slots_[kSlots];
   std::atomic<uint64_t> untracked_{0};

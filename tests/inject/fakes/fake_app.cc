@@ -27,6 +27,9 @@
 //   sticky-kill: after its launches, a cuCtxSynchronize fails with CUDA_ERROR_ILLEGAL_ADDRESS
 //              (a sticky error), then the process kills itself with SIGKILL
 //   sticky-exit: the same failure, then exit(3), as a CUDA program that reports the fault does
+//   sync-hang [ms]: after its launches, waits `ms` (default 1500) milliseconds inside a
+//              cuStreamSynchronize of their stream (fake_cupti_synchronize) and exits normally: a
+//              program whose synchronize waits for a kernel that does not end meanwhile
 //   sleep [ms]: after its launches, sleeps `ms` (default 1500) milliseconds and exits normally: a
 //              program waiting on kernels that do not finish meanwhile (with FAKE_CUPTI_TIMING,
 //              their records come only with the exit's forced flush)
@@ -349,6 +352,11 @@ int main(int argc, char** argv) {
       exit(3);  // runs the injector's atexit flush
     }
     Die("kill");
+  } else if (mode == "sync-hang") {
+    using Sync = int (*)(int);
+    auto sync = reinterpret_cast<Sync>(dlsym(cupti, "fake_cupti_synchronize"));
+    const int ms = argc >= 5 ? std::atoi(argv[4]) : 1500;
+    std::fprintf(stdout, "synchronized=%d\n", sync != nullptr ? sync(ms) : 0);
   } else if (mode == "sleep") {
     const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;
     timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};

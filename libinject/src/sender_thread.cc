@@ -990,8 +990,11 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
   if (stall_ != nullptr) {
-    // A stall that ended before the exit (its kernels' records came with the last flush) is
-    // reported resolved; one still going on stays as last reported.
+    // A stall that ended before the exit (its kernels' records came with the last flush, or its
+    // synchronising call returned) is reported resolved; one still going on stays as last
+    // reported.
+    StampClocks(Clock::now());
+    ReadCallbacksForStalls();
     schema::StallEvent event;
     if (stall_->PollAtExit(Clock::now(), &event)) {
       event.header = MakeHeader();

@@ -27,6 +27,20 @@ std::string_view SyncCallName(uint32_t cbid) noexcept {
 }
 
 void SyncCallTable::Enter(const SyncCall& call) noexcept {
+  if (t_held >= 0) {
+    // This thread's previous call never had its exit callback (a subscription changed between
+    // the two): it is not waiting any more, so it is no call in progress.
+    Slot& stale = slots_[t_held];
+    if (stale.owner.load(std::memory_order_relaxed) == call.tid) {
+      const uint32_t seq = stale.seq.load(std::memory_order_relaxed);
+      stale.seq.store(seq + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      stale.active.store(0, std::memory_order_relaxed);
+      stale.seq.store(seq + 2, std::memory_order_release);
+      stale.owner.store(0, std::memory_order_release);
+    }
+    t_held = -1;
+  }
   int chosen = -1;
   const int first = t_hint >= 0 ? t_hint : static_cast<int>(static_cast<uint32_t>(call.tid) % kSlots);
   for (int k = 0; k < kSlots; ++k) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuflight/base/clock.h"
@@ -995,11 +996,19 @@ TEST(SyncCallTable, HoldsCallsFromEnterToExitAndShowsEachReturnOnce) {
   ASSERT_EQ(table.ReturnedSinceLastLook(out, SyncCallTable::kSlots), 1);
   EXPECT_EQ(out[0].result, CUDA_ERROR_LAUNCH_FAILED);
   EXPECT_EQ(table.ReturnedSinceLastLook(out, SyncCallTable::kSlots), 0);
-  // kSlots calls inside at once (made from this thread; a slot is freed by its call's exit only),
-  // then one more: not tracked.
+  // A thread's enter without an exit (its exit callback never came) is no call in progress once
+  // the thread enters another.
+  call.tid = 6;
+  table.Enter(call);
+  call.correlation_id = 41;
+  table.Enter(call);
+  ASSERT_EQ(table.InProgress(out, SyncCallTable::kSlots), 1);
+  EXPECT_EQ(out[0].correlation_id, 41u);
+  table.Exit(6, 41, CUDA_SUCCESS);
+  // kSlots threads inside a call at once, then one more: not tracked.
   for (int i = 0; i < SyncCallTable::kSlots + 1; ++i) {
     call.tid = 100 + i;
-    table.Enter(call);
+    std::thread([&table, call] { table.Enter(call); }).join();
   }
   EXPECT_EQ(table.InProgress(out, SyncCallTable::kSlots), SyncCallTable::kSlots);
   EXPECT_EQ(table.untracked(), 1u);

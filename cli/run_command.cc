@@ -58,8 +58,8 @@ const EnvFlagSpec kEnvFlags[] = {
     {"--cupti-path", "CUFLIGHT_CUPTI_PATH", "FILE",
      "libcupti to load, when it is not in the CUDA toolkit's standard places"},
     {"--stall-ms", "CUFLIGHT_STALL_MS", "MS",
-     "Report a stall when launched kernels have not finished for MS: 0 (off) or 100..3600000 "
-     "(default 10000); needs --timing on"},
+     "Report a stall when launched work has not finished for MS: 0 (off) or 100..3600000 "
+     "(default 10000); with --timing off, from the program's synchronising calls only"},
 };
 constexpr size_t kEnvFlagCount = std::size(kEnvFlags);
 

@@ -38,6 +38,7 @@ bool ResolveAll(void* library, CuptiApi* api) {
   Resolve(library, "cuptiGetCallbackName", &api->GetCallbackName);
   Resolve(library, "cuptiGetContextId", &api->GetContextId);
   Resolve(library, "cuptiGetStreamIdEx", &api->GetStreamIdEx);
+  Resolve(library, "cuptiGetGraphExecId", &api->GetGraphExecId);
   Resolve(library, "cuptiActivityRegisterCallbacks_v2", &api->ActivityRegisterCallbacksV2);
   Resolve(library, "cuptiActivityEnable_v2", &api->ActivityEnableV2);
   Resolve(library, "cuptiActivityDisable_v2", &api->ActivityDisableV2);

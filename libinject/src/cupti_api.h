@@ -62,6 +62,9 @@ struct CuptiApi {
   // Optional: an activity attribute (cupti_activity.h, CUpti_ActivityAttribute).
   CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t* value_size,
                                       void* value) = nullptr;
+  // Optional (cupti_activity.h): CUPTI's id of an executable graph, for the stall event of a hang
+  // inside a graph launch.
+  CUptiResult (*GetGraphExecId)(CUgraphExec, uint32_t* id) = nullptr;
 
   // Optional: the subscriber-scoped activity API (CUPTI docs, "Multiple Subscribers": every
   // subscriber must use it for several CUPTI tools to trace one process; CUDA 13.3+, driver

@@ -8,7 +8,8 @@
 //    is never seen, and its failures cannot be api_error events.
 // 2. kNeededCalls are subscribed in every setting: the launches, the calls that change what the
 //    recorder caches (function attributes, module and context teardown, stream capture), and the
-//    synchronising calls (a hang shows as one of them entered and not returned).
+//    synchronising calls (a hang shows as one of them entered and not returned) and graph
+//    launches (a hang inside a graph names its launch).
 // 3. kHighRateCalls are what libraries call thousands of times a second and whose failures are
 //    polling or probing (routine_failures.h): queries (NCCL's watchdog, MPI/UCX progress loops,
 //    allocators polling events), event records and stream waits between kernels, capture checks
@@ -73,6 +74,9 @@ inline constexpr CUpti_CallbackId kSyncCalls[] = {
     CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
     CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
     CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+    // Graph launches: a hang inside one names it (graph_launches.h).
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 
 // Left out by `default` (3).

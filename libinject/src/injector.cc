@@ -127,11 +127,11 @@ bool Injector::InitializeOrExplain() noexcept {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
     Log().warn(
-        "libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing, "
-        "graph-node events and stall detection are off; launches are still recorded",
+        "libcupti at {} has API version {}, older than CUDA 13's ({}): kernel timing and "
+        "graph-node events are off, stalls are seen from synchronising calls only; launches are "
+        "still recorded",
         cupti_path, cupti_version_, kCuptiApiVersionForActivityLayout);
     config_.timing = env::TimingPolicy::kOff;
-    config_.stall_ms = 0;  // stall detection sees kernels finish through their timing records
   } else if (config_.timing == env::TimingPolicy::kSampled &&
              cupti_version_ < kCuptiVersionSafeKernelDisable) {
     // process_start's config then says "all": what this process does.
@@ -162,9 +162,8 @@ bool Injector::InitializeOrExplain() noexcept {
   }
   if (!Subscribe()) return false;  // Subscribe explains
   if (timing && !EnableTiming()) {
+    // Stalls are then seen from synchronising calls only (stall_tracker.h, point 10).
     pipeline->sender->SetTimingUnavailable();
-    // Stall detection needs the kernel records too: EnableTiming's one line says so.
-    if (pipeline->sender->stall_detection()) pipeline->sender->DisableStallDetection();
   }
   if (!pipeline->sender->Start()) {
     if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
@@ -267,7 +266,7 @@ bool Injector::EnableTiming() noexcept {
   // stream and event query the application polls with.
   if (result != CUPTI_SUCCESS) {
     Log().warn("kernel timing unavailable ({}{}); kernel events are still recorded, without GPU "
-               "times or stall detection",
+               "times; stalls are seen from synchronising calls only",
                CuptiError(cupti_, result),
                result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                    ? ": another CUPTI tool holds activity tracing"
@@ -321,8 +320,8 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     // A fork()ed child's pipeline has no activity: nothing of it is timed.
     sender_options.timing_policy = with_activity ? config_.timing : env::TimingPolicy::kOff;
     sender_options.windows = pipeline->windows.get();
-    sender_options.stall_threshold =
-        std::chrono::milliseconds(with_activity ? config_.stall_ms : 0);
+    // Without activity (timing off, a fork()ed child) stalls are seen from synchronising calls.
+    sender_options.stall_threshold = std::chrono::milliseconds(config_.stall_ms);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
     sender_options.driver = &driver_;
     sender_options.callback_names = &cupti_;

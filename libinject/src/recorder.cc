@@ -273,6 +273,8 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
         LaunchApiOf(cbid)) {
       *data->correlationData = options_.timing_window->load(std::memory_order_acquire);
     }
+    SyncScope scope;
+    if (SyncScopeOf(cbid, &scope)) OnSyncEnter(cbid, scope, data);
     return;
   }
   if (OwnCalls::Active()) return;  // raised by one of the library's own driver calls
@@ -392,6 +394,18 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
       if (ok) captures_active_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+      // Same thread and correlation id as its enter callback (cupti_callbacks.h).
+      sync_calls_.Exit(ThreadId(), data->correlationId, static_cast<int32_t>(result));
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      if (ok) OnGraphLaunch(cbid, data);
       return;
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz: {
@@ -535,6 +549,79 @@ void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) n
     }
     RecordOne(launch, data, launch_context);
   }
+}
+
+void Recorder::OnSyncEnter(CUpti_CallbackId cbid, SyncScope scope,
+                           const CUpti_CallbackData* data) noexcept {
+  if (OwnCalls::Active()) return;  // the library's own call
+  const OwnCalls own;
+  SyncCall call;
+  call.tid = ThreadId();
+  call.cbid = cbid;
+  call.scope = scope;
+  call.correlation_id = data->correlationId;
+  call.entered_ns = base::MonotonicNs();
+  uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+  call.stream = CUPTI_INVALID_STREAM_ID;
+  switch (scope) {
+    case SyncScope::kStream: {
+      // cuStreamSynchronize_params and cuStreamSynchronize_ptsz_params: {CUstream hStream}.
+      const auto* p = static_cast<const cuStreamSynchronize_params*>(data->functionParams);
+      const uint64_t stream = p != nullptr ? reinterpret_cast<uintptr_t>(p->hStream) : 0;
+      // The stream's own context when a launch on it told (a stream of another context than the
+      // current one), as the launches' events name it.
+      if (const uint64_t of = stream != 0 ? streams_.ContextOf(stream) : 0; of != 0) context = of;
+      const StreamIdentity ids = stream_ids_.Lookup(
+          context, stream, cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz);
+      call.context = ids.context;
+      call.stream = ids.stream;
+      break;
+    }
+    case SyncScope::kContext: {
+      if (cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2) {
+        const auto* p = static_cast<const cuCtxSynchronize_v2_params*>(data->functionParams);
+        if (p != nullptr && p->ctx != nullptr) context = reinterpret_cast<uintptr_t>(p->ctx);
+      }
+      call.context = context != 0 ? stream_ids_.Lookup(context, 0, false).context
+                                  : CUPTI_INVALID_CONTEXT_ID;
+      break;
+    }
+    case SyncScope::kEvent: {
+      const auto* p = static_cast<const cuEventSynchronize_params*>(data->functionParams);
+      call.event = p != nullptr ? reinterpret_cast<uintptr_t>(p->hEvent) : 0;
+      call.context = context != 0 ? stream_ids_.Lookup(context, 0, false).context
+                                  : CUPTI_INVALID_CONTEXT_ID;
+      break;
+    }
+  }
+  sync_calls_.Enter(call);
+}
+
+void Recorder::OnGraphLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept {
+  // cuGraphLaunch_params {CUgraphExec hGraph; CUstream hStream} and cuGraphLaunch_ptsz_params
+  // {CUgraphExec hGraphExec; CUstream hStream}: the same layout.
+  const auto* p = static_cast<const cuGraphLaunch_params*>(data->functionParams);
+  if (p == nullptr) return;
+  const uint64_t stream = reinterpret_cast<uintptr_t>(p->hStream);
+  // Launched into a stream being captured, it becomes a node of that graph and does not run.
+  if (StreamIsCapturing(stream)) return;
+  uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+  if (const uint64_t of = stream != 0 ? streams_.ContextOf(stream) : 0; of != 0) context = of;
+  const StreamIdentity ids =
+      stream_ids_.Lookup(context, stream, cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz);
+  GraphLaunch launch;
+  launch.context = ids.context;
+  launch.stream = ids.stream;
+  launch.correlation_id = data->correlationId;
+  uint32_t exec_id = 0;
+  if (cupti_->GetGraphExecId != nullptr && p->hGraph != nullptr &&
+      cupti_->GetGraphExecId(p->hGraph, &exec_id) == CUPTI_SUCCESS) {
+    launch.graph_exec_id = exec_id;
+  }
+  launch.tid = ThreadId();
+  launch.device = devices_->DeviceOf(context);
+  launch.ts_ns = base::NowRealtimeNs();
+  graph_launches_.Add(launch);
 }
 
 bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {

@@ -9,6 +9,11 @@
 //
 // Launches made while their stream is being captured into a graph do not execute; they are not
 // recorded (the graph's kernel nodes are, from their activity records, when it runs).
+//
+// For stall detection (stall_tracker.h), two things beside the launch ring, both off the kernel
+// launch path: the synchronising calls in progress (sync_calls.h: their enter and exit
+// callbacks; a launch's enter callback pays one compare for it), and the graph launches
+// (graph_launches.h: cuGraphLaunch's exit callback).
 #ifndef CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 #define CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 
@@ -25,11 +30,13 @@
 #include "device_table.h"
 #include "driver_api.h"
 #include "function_table.h"
+#include "graph_launches.h"
 #include "launch_config_table.h"
 #include "launch_decoder.h"
 #include "launch_ring.h"
 #include "stream_ids.h"
 #include "stream_table.h"
+#include "sync_calls.h"
 
 namespace cuflight::inject {
 
@@ -97,8 +104,13 @@ class Recorder {
 
   // Driver-domain callback ids enabled in every CUFLIGHT_API_ERRORS setting: the launches, the
   // calls that change what the recorder caches (function attributes, module unloads, context
-  // teardown, capture) and the synchronising calls (driver_queries.h, kNeededCalls).
+  // teardown, capture), and for stall detection the synchronising calls (sync_calls.h) and graph
+  // launches (graph_launches.h) (driver_queries.h, kNeededCalls).
   static std::span<const CUpti_CallbackId> DriverCallbacks();
+
+  // For the sender thread's stall detection (its reads keep their own position, hence mutable).
+  SyncCallTable* sync_calls() const { return &sync_calls_; }
+  GraphLaunchLog* graph_launches() const { return &graph_launches_; }
 
   // Launches the ring refused (full, or closed at exit).
   uint64_t dropped_ring_full() const { return ring_->dropped(); }
@@ -125,6 +137,11 @@ class Recorder {
 
  private:
   void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
+  // A synchronising call's enter callback (sync_calls.h); kept out of line, off the launch path.
+  [[gnu::noinline]] void OnSyncEnter(CUpti_CallbackId cbid, SyncScope scope,
+                                     const CUpti_CallbackData* data) noexcept;
+  // A cuGraphLaunch that succeeded.
+  void OnGraphLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
   void OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data, CUresult result) noexcept;
   // cuFuncSetAttribute of a CUfunction succeeded (it concerns the CUfunction's entry and, when it
   // is the CUfunction of a CUkernel, that CUkernel's entry on the same device).
@@ -190,6 +207,8 @@ class Recorder {
   StreamIds stream_ids_;
   // Each device's primary context as cuDevicePrimaryCtxRetain returned it; 0: not seen.
   std::atomic<uint64_t> primary_contexts_[DeviceTable::kMaxDevices] = {};
+  mutable SyncCallTable sync_calls_;
+  mutable GraphLaunchLog graph_launches_;
 };
 
 // Reads a function's attributes and names from the driver (the recorder's slow path; exposed

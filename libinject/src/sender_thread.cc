@@ -92,8 +92,8 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
   if (activity_ != nullptr && cupti_ != nullptr) {
     activity_->SetDroppedRecordsSource(cupti_);
   }
-  if (options_.stall_threshold.count() > 0 && options_.timing && activity_ != nullptr &&
-      cupti_ != nullptr) {
+  records_ = options_.timing && activity_ != nullptr && cupti_ != nullptr;
+  if (options_.stall_threshold.count() > 0) {
     try {
       stall_ = std::make_unique<StallTracker>(options_.stall_threshold);
     } catch (...) {
@@ -119,14 +119,69 @@ void SenderThread::StampClocks(Clock::time_point now) noexcept {
   stamp_realtime_ns_ = base::EventClock().Refresh();
 }
 
+void SenderThread::ReadCallbacksForStalls() noexcept {
+  if (recorder_ == nullptr) return;
+  SyncCall calls[StallTracker::kMaxSyncWaits];
+  // Returned first: a call that returned and a new one of the same thread are seen in order.
+  SyncCallTable* table = recorder_->sync_calls();
+  for (int n = table->ReturnedSinceLastLook(calls, StallTracker::kMaxSyncWaits), i = 0; i < n;
+       ++i) {
+    const SyncCall& c = calls[i];
+    // A successful stream or context synchronize finished what was launched before it (design
+    // point 9); an event's stream is not known.
+    if (c.result != CUDA_SUCCESS || c.scope == SyncScope::kEvent) continue;
+    stall_->OnSynchronized(c.context,
+                           c.scope == SyncScope::kStream ? c.stream : StallTracker::kAllStreams,
+                           c.correlation_id, stamp_now_);
+  }
+  const int n = table->InProgress(calls, StallTracker::kMaxSyncWaits);
+  stall_->OnSyncCalls(std::span<const SyncCall>(calls, static_cast<size_t>(n)));
+  GraphLaunch g;
+  while (recorder_->graph_launches()->Next(&g)) {
+    StallTracker::GraphLaunch launch;
+    launch.context = g.context;
+    launch.stream = g.stream;
+    launch.device = g.device;
+    launch.correlation_id = g.correlation_id;
+    launch.graph_exec_id = g.graph_exec_id;
+    launch.tid = g.tid;
+    const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - g.ts_ns);
+    launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
+    launch.ts_ns = g.ts_ns;
+    // Under `sampled` a graph launch carries no window flag (only kernel launches do:
+    // timing_windows.h), so its nodes' records may not come: it is judged from synchronising
+    // calls only, as an untimed kernel launch is.
+    launch.timed = records_ && options_.windows == nullptr;
+    stall_->OnGraphLaunch(launch);
+  }
+}
+
 void SenderThread::CheckStall(Clock::time_point now) noexcept {
   if (stall_ == nullptr) return;
-  const uint64_t lost = activity_->lost_records();
-  if (lost != timing_lost_seen_) {
-    timing_lost_seen_ = lost;
-    stall_->OnTimingLost();
+  if (activity_ != nullptr) {
+    const uint64_t lost = activity_->lost_records();
+    if (lost != timing_lost_seen_) {
+      timing_lost_seen_ = lost;
+      stall_->OnTimingLost();
+    }
   }
-  if (stall_->ConfirmationDue(now)) ConfirmStall(now);
+  ReadCallbacksForStalls();
+  // A stream with launches made outside timing windows, no synchronising call covering it and no
+  // sign of progress cannot be judged (stall_tracker.h, point 10): not reported.
+  if (records_ && stall_->ConfirmationDue(now)) {
+    // A default flush first: records of kernels that ended since the last one come without
+    // costing anyone's timing (stall_tracker.h, point 6). Only when a stream still looks stalled
+    // from its records alone, the forced flush.
+    if (!forced_flush_stuck_ && cupti_->ActivityFlushAll != nullptr) {
+      cupti_->ActivityFlushAll(0);
+      ActivityBuffers::Completed completed;
+      while (activity_->PopCompleted(&completed)) {
+        HandleActivityBuffer(completed.buffer, completed.valid_size);
+        activity_->Release(completed.buffer, completed.valid_size);
+      }
+    }
+    if (stall_->ConfirmationDue(now)) ConfirmStall(now);
+  }
   if (sync_records_ && !stall_->NeedsSynchronizations()) CollectSynchronizations(false);
   schema::StallEvent event;
   if (!stall_->Poll(now, &event)) return;
@@ -195,7 +250,16 @@ void SenderThread::ConfirmStall(Clock::time_point now) noexcept {
     HandleActivityBuffer(completed.buffer, completed.valid_size);
     activity_->Release(completed.buffer, completed.valid_size);
   }
+  const uint64_t before = stall_flush_incomplete_.load(std::memory_order_relaxed);
   stall_->EndConfirmation();
+  // What it cost (stall_tracker.h, point 12): also in the stall event and the counters.
+  const uint64_t cost = stall_->flush_incomplete() - before;
+  stall_flush_incomplete_.store(stall_->flush_incomplete(), std::memory_order_relaxed);
+  if (cost > 0) {
+    Log().info("a forced CUPTI activity flush to confirm a stall handed over {} kernel records "
+               "incomplete; those kernels get no kernel_time (timing_dropped_stall_flush)",
+               cost);
+  }
 }
 
 void SenderThread::HandleSynchronization(const CUpti_ActivitySynchronization2& sync) noexcept {
@@ -597,7 +661,9 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         timed = options_.windows->OnLaunch(record, stamp_now_);
         event.timing_window = timed;
       }
-      if (stall_ != nullptr && timed) {
+      if (stall_ != nullptr) {
+        // A launch outside a timing window gets no kernel record: the tracker judges it from
+        // synchronising calls only (stall_tracker.h, point 10).
         // On the sender's clock: when the record was taken, less how long after the launch that
         // was.
         const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
@@ -617,6 +683,7 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.occupancy = event.occupancy.occupancy;
         launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
         launch.ts_ns = record.ts_ns;
+        launch.timed = records_ && timed;
         stall_->OnLaunch(launch);
       }
       event.header = MakeHeader(/*publish=*/false);
@@ -704,7 +771,21 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
       // made-up times; counted in timing_dropped.
       timing_incomplete_.fetch_add(1, std::memory_order_relaxed);
       if (stall_ != nullptr) {
-        stall_->OnIncomplete(kernel.contextId, kernel.streamId, kernel.correlationId);
+        StallTracker::Node node;
+        if (kernel.graphId != 0) {  // which node of a graph launch runs (design point 11)
+          node.graph_id = kernel.graphId;
+          node.node_id = kernel.graphNodeId;
+          try {
+            node.name = Intern(kernel.name, &node.demangled);
+          } catch (...) {  // std::bad_alloc: the node without its name
+          }
+          node.grid = {static_cast<uint32_t>(kernel.gridX), static_cast<uint32_t>(kernel.gridY),
+                       static_cast<uint32_t>(kernel.gridZ)};
+          node.block = {static_cast<uint32_t>(kernel.blockX),
+                        static_cast<uint32_t>(kernel.blockY),
+                        static_cast<uint32_t>(kernel.blockZ)};
+        }
+        stall_->OnIncomplete(kernel.contextId, kernel.streamId, kernel.correlationId, node);
       }
       continue;
     }
@@ -797,6 +878,8 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     // Only with every completed buffer handled: kernels left in a buffer would look unfinished
     // (and a stall event would take room the transport does not have).
     if (drained) CheckStall(now);
+  } else if (MayTake(now)) {
+    CheckStall(now);  // no kernel records: from synchronising calls alone
   }
   if (next_stats_ == Clock::time_point{}) {
     next_stats_ = now + options_.stats_interval;
@@ -838,6 +921,7 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.cpu_ns = cpu_ns_.load(std::memory_order_relaxed);
   c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
                      timing_incomplete_.load(std::memory_order_relaxed);
+  c.timing_dropped_stall_flush = stall_flush_incomplete_.load(std::memory_order_relaxed);
   c.occupancy_disagreements = builder_.disagreements();
   c.api_errors_routine = recorder_ != nullptr ? recorder_->api_errors_routine() : 0;
   c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
@@ -862,6 +946,7 @@ void SenderThread::FillCounters(const PipelineCounters& c, Event* event) noexcep
   event->launches = c.launches;
   event->filtered = c.filtered;
   event->timing_dropped = c.timing_dropped;
+  event->timing_dropped_stall_flush = c.timing_dropped_stall_flush;
   event->occupancy_disagreements = c.occupancy_disagreements;
   event->api_errors_routine = c.api_errors_routine;
   event->api_errors_suppressed = c.api_errors_suppressed;
@@ -921,8 +1006,11 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   // are global since CUDA 6).
   if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
   if (stall_ != nullptr) {
-    // A stall that ended before the exit (its kernels' records came with the last flush) is
-    // reported resolved; one still going on stays as last reported.
+    // A stall that ended before the exit (its kernels' records came with the last flush, or its
+    // synchronising call returned) is reported resolved; one still going on stays as last
+    // reported.
+    StampClocks(Clock::now());
+    ReadCallbacksForStalls();
     schema::StallEvent event;
     if (stall_->PollAtExit(Clock::now(), &event)) {
       event.header = MakeHeader();

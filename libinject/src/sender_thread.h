@@ -19,14 +19,21 @@
 // dropped_disconnected otherwise), until an acknowledgement comes again. So block mode never
 // waits forever on a dead collector, and loses nothing while a live one keeps acknowledging.
 //
-// Stalls (stall_tracker.h). With a stall threshold and kernel timing, every launch record and
-// complete kernel activity record the thread handles also goes to a StallTracker, and each step
-// that drained every completed activity buffer asks it whether a stall event is due. Activity
-// buffers are then asked of CUPTI (cuptiActivityFlushAll, default flush) every quarter of the
-// threshold, within [50, 500] ms, instead of every 500 ms. Before a stream is reported stalled,
-// one forced flush, on a thread of its own and waited for at most kForcedFlushWait, shows which of
-// its kernels had ended (stall_tracker.h, point 6); synchronization records show what a stream or
-// context synchronize finished (point 7).
+// Stalls (stall_tracker.h). With a stall threshold, every launch record and graph launch
+// (graph_launches.h) and every complete kernel activity record the thread handles also goes to a
+// StallTracker, and so do the application's synchronising calls (sync_calls.h: those in progress
+// and those that returned), and each step (with kernel timing: that drained every completed
+// activity buffer) asks it whether a stall event is due. With kernel timing (records_), launches
+// are pending until their records show them finished, and activity buffers are asked of CUPTI
+// (cuptiActivityFlushAll, default flush) every quarter of the threshold, within [50, 500] ms,
+// instead of every 500 ms. Without it (timing off, or unavailable), stalls are seen from the
+// synchronising calls alone (stall_tracker.h, points 9-10). A stream a synchronising call shows
+// stalled is reported with no forced flush. Before a stream is reported stalled from its records
+// alone, a default flush, and if it is still over the threshold one forced flush, on a thread of
+// its own and waited for at most kForcedFlushWait, shows which of its kernels had ended
+// (stall_tracker.h, point 6); what that flush cost other streams' timing is counted
+// (timing_dropped_stall_flush, point 12). Synchronization records show what a stream or context
+// synchronize finished (point 7).
 //
 // The black box (SenderThreadOptions::blackbox, cuflight/blackbox/region_layout.h). The thread
 // takes a ring record with TryPeek and frees its slot only once it has handled it, so until then
@@ -109,8 +116,9 @@ struct SenderThreadOptions {
   std::chrono::milliseconds block_stall_limit{kDefaultBlockStallLimit};
   // When kernel timing is said to have stopped (TimingWatch::Options).
   TimingWatch::Options timing_watch;
-  // CUFLIGHT_STALL_MS: stall events when launched kernels have not finished for this long; 0:
-  // none. Needs `timing` and the activity buffers (without them it is off).
+  // CUFLIGHT_STALL_MS: stall events when launched work has not finished for this long; 0: none.
+  // With `timing` and the activity buffers, from kernel records and synchronising calls; without
+  // them, from synchronising calls only (stall_tracker.h, point 10).
   std::chrono::milliseconds stall_threshold{0};
   // The timing policy the stats, process_end and process_crash events name.
   schema::TimingPolicy timing_policy = schema::TimingPolicy::kAll;
@@ -132,6 +140,8 @@ struct PipelineCounters {
   int64_t cpu_ns = 0;
   // Kernel timing records lost: ActivityBuffers::lost_records() + incomplete records skipped.
   uint64_t timing_dropped = 0;
+  // Of timing_dropped: the incomplete records of stalls' confirming forced flushes.
+  uint64_t timing_dropped_stall_flush = 0;
   // Kernel events whose driver block count differed from the engine's.
   uint64_t occupancy_disagreements = 0;
   uint64_t api_errors_routine = 0;     // Recorder::api_errors_routine()
@@ -162,11 +172,12 @@ class SenderThread {
   // thread calls CUPTI (cuptiActivityFlushAll) from its first step on: start it only once the
   // CUPTI subscription and the activity set-up are done.
   bool Start() noexcept;
-  // Kernel activity could not be enabled: launches count in timing_stopped ("unavailable").
-  // Before Start.
+  // Kernel activity could not be enabled: launches count in timing_stopped ("unavailable"), and
+  // stalls are seen from synchronising calls only. Before Start.
   void SetTimingUnavailable() noexcept {
     timing_watch_.SetUnavailable();
     if (options_.windows != nullptr) options_.windows->SetUnavailable();
+    records_ = false;
   }
   // Stops the thread, which then does the exit's work: a forced activity flush
   // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers),
@@ -254,6 +265,8 @@ class SenderThread {
   void CheckStall(Clock::time_point now) noexcept;
   // One forced activity flush before a stream is reported stalled (stall_tracker.h, point 6).
   void ConfirmStall(Clock::time_point now) noexcept;
+  // Hands the tracker the synchronising calls and graph launches seen since the last look.
+  void ReadCallbacksForStalls() noexcept;
   // Collects synchronization records or stops (StallTracker design point 8).
   void CollectSynchronizations(bool on) noexcept;
   // A synchronization activity record: what it shows finished (stall_tracker.h, point 7).
@@ -340,6 +353,8 @@ class SenderThread {
   std::atomic<uint64_t> ring_high_water_{0};
   std::atomic<int64_t> cpu_ns_{0};
   std::atomic<uint64_t> timing_incomplete_{0};  // activity records skipped as incomplete
+  // Of those, handed over by stalls' confirming forced flushes (StallTracker::flush_incomplete).
+  std::atomic<uint64_t> stall_flush_incomplete_{0};
   TimingWatch timing_watch_;
   // Back-pressure (transport room).
   bool block_ = false;                 // options_.on_full == kBlock
@@ -353,6 +368,9 @@ class SenderThread {
   std::chrono::steady_clock::time_point next_activity_flush_{};
   // Stall detection (null: off), and the clocks of the step being made.
   std::unique_ptr<StallTracker> stall_;
+  // Kernel activity records come (timing on, activity enabled): launches are pending until their
+  // records show them finished (stall_tracker.h, point 1); false: point 10.
+  bool records_ = false;
   // How long a stall's forced flush is waited for; one that did not return stops them.
   static constexpr std::chrono::milliseconds kForcedFlushWait{1000};
   bool forced_flush_stuck_ = false;

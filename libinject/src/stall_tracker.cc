@@ -112,6 +112,7 @@ StallTracker::Stream* StallTracker::FindOrAddStream(uint64_t context, uint64_t s
   }
   if (chosen == kNone) return nullptr;
   Stream& s = streams_[static_cast<size_t>(chosen)];
+  for (int r = 0; r < s.recent_count; ++r) ReleaseName(s.recent[static_cast<size_t>(r)].name);
   s = Stream{};
   s.context = context;
   s.stream = stream;
@@ -129,12 +130,17 @@ StallTracker::Stream* StallTracker::FindOrAddStream(uint64_t context, uint64_t s
 }
 
 uint16_t StallTracker::AcquireName(const Launch& launch) noexcept {
-  const size_t home = static_cast<size_t>(Mix64(launch.function_id)) & (kMaxNames - 1);
+  return AcquireName(launch.function_id, launch.name, launch.demangled);
+}
+
+uint16_t StallTracker::AcquireName(uint64_t key, std::string_view name,
+                                   std::string_view demangled) noexcept {
+  const size_t home = static_cast<size_t>(Mix64(key)) & (kMaxNames - 1);
   int free_slot = kNone;
   for (size_t k = 0; k < kNameProbe; ++k) {
     const size_t i = (home + k) & (kMaxNames - 1);
     Name& n = names_[i];
-    if (n.refs > 0 && n.function_id == launch.function_id) {
+    if (n.refs > 0 && n.function_id == key) {
       ++n.refs;
       return static_cast<uint16_t>(i);
     }
@@ -142,11 +148,24 @@ uint16_t StallTracker::AcquireName(const Launch& launch) noexcept {
   }
   if (free_slot == kNone) return kNoName;  // the event then shows the launch without a name
   Name& n = names_[static_cast<size_t>(free_slot)];
-  n.function_id = launch.function_id;
+  n.function_id = key;
   n.refs = 1;
-  n.name_size = CutName(launch.name, n.name);
-  n.demangled_size = CutName(launch.demangled, n.demangled);
+  n.name_size = CutName(name, n.name);
+  n.demangled_size = CutName(demangled, n.demangled);
   return static_cast<uint16_t>(free_slot);
+}
+
+void StallTracker::Remember(Stream& s, const Recent& recent) noexcept {
+  Recent& slot = s.recent[static_cast<size_t>(s.next_recent)];
+  if (s.recent_count == kRecent) ReleaseName(slot.name);  // the oldest goes
+  slot = recent;
+  s.next_recent = (s.next_recent + 1) % kRecent;
+  s.recent_count = std::min(s.recent_count + 1, kRecent);
+}
+
+void StallTracker::ReleaseEntry(Entry& entry) noexcept {
+  ReleaseName(entry.name);
+  if (entry.graph) ReleaseName(entry.node_name);
 }
 
 void StallTracker::ReleaseName(uint16_t name) noexcept {
@@ -160,12 +179,28 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   }
   const uint64_t id = ids_.Unwrap(launch.correlation_id);
   Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
-  if (s == nullptr || free_ == kNone) {
+  if (s == nullptr) {
     ++untracked_;
     return;
   }
   s->device = launch.device;
   s->last_used = std::max(s->last_used, launch.launched_at);
+  Recent recent;
+  recent.correlation_id = id;
+  recent.name = AcquireName(launch);
+  recent.grid = launch.grid;
+  recent.block = launch.block;
+  recent.occupancy = launch.occupancy;
+  recent.launched_at = launch.launched_at;
+  Remember(*s, recent);
+  if (!launch.timed) {  // no record will show it finishing (design point 10)
+    ++s->untimed_since_sync;
+    return;
+  }
+  if (free_ == kNone) {
+    ++untracked_;
+    return;
+  }
   if (s->tid == 0) {
     s->tid = launch.tid;
   } else if (s->tid != launch.tid) {
@@ -200,6 +235,11 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   entry.occupancy = launch.occupancy;
   entry.name = AcquireName(launch);
   entry.next = kNone;
+  entry.graph = false;
+  entry.graph_exec_id = 0;
+  entry.node_graph_id = 0;
+  entry.node_id = 0;
+  entry.node_name = kNoName;
   if (s->tail == kNone) {
     s->head = e;
     s->completed_at_wait = completed_;
@@ -211,6 +251,77 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   ++pending_;
 }
 
+void StallTracker::OnGraphLaunch(const GraphLaunch& launch) noexcept {
+  if (launch.context == CUPTI_INVALID_CONTEXT_ID || launch.stream == CUPTI_INVALID_STREAM_ID) {
+    ++untracked_;
+    return;
+  }
+  const uint64_t id = ids_.Unwrap(launch.correlation_id);
+  Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
+  if (s == nullptr) {
+    ++untracked_;
+    return;
+  }
+  s->device = launch.device;
+  s->last_used = std::max(s->last_used, launch.launched_at);
+  Recent recent;
+  recent.correlation_id = id;
+  recent.graph = true;
+  recent.graph_exec_id = launch.graph_exec_id;
+  recent.launched_at = launch.launched_at;
+  Remember(*s, recent);
+  if (!launch.timed) {
+    ++s->untimed_since_sync;
+    return;
+  }
+  if (free_ == kNone) {
+    ++untracked_;
+    return;
+  }
+  if (s->tid == 0) {
+    s->tid = launch.tid;
+  } else if (s->tid != launch.tid) {
+    s->mixed = true;
+  }
+  // Finished already: a synchronize after it, or a later launch of its thread seen finishing (its
+  // own nodes' records carry its id, and finish nothing but themselves: point 11).
+  if (id < s->synced_below) return;
+  if (!s->mixed && id < s->finished_up_to) return;
+  for (const SyncedContext& c : synced_contexts_) {
+    if (c.below != 0 && c.context == launch.context && id < c.below) return;
+  }
+  const int32_t e = free_;
+  Entry& entry = entries_[e];
+  free_ = entry.next;
+  entry = Entry{};
+  entry.correlation_id = id;
+  entry.tid = launch.tid;
+  entry.launched_at = launch.launched_at;
+  entry.ts_ns = launch.ts_ns;
+  entry.name = kNoName;
+  entry.graph = true;
+  entry.graph_exec_id = launch.graph_exec_id;
+  entry.node_name = kNoName;
+  // At its correlation id's place: the graph log is read apart from the launch ring, so launches
+  // made after it may be pending already.
+  int32_t prev = kNone;
+  int32_t at = s->head;
+  while (at != kNone && entries_[at].correlation_id < id) {
+    prev = at;
+    at = entries_[at].next;
+  }
+  entry.next = at;
+  if (prev == kNone) {
+    s->head = e;
+    s->completed_at_wait = completed_;
+  } else {
+    entries_[prev].next = e;
+  }
+  if (at == kNone) s->tail = e;
+  ++s->count;
+  ++pending_;
+}
+
 void StallTracker::PopHead(Stream& s) noexcept {
   const int32_t e = s.head;
   Entry& entry = entries_[e];
@@ -218,7 +329,7 @@ void StallTracker::PopHead(Stream& s) noexcept {
   if (s.head == kNone) s.tail = kNone;
   --s.count;
   --pending_;
-  ReleaseName(entry.name);
+  ReleaseEntry(entry);
   entry.next = free_;
   free_ = e;
 }
@@ -241,7 +352,7 @@ int64_t StallTracker::RemoveIf(Stream& s, Pred pred) noexcept {
       if (s.tail == e) s.tail = prev;
       --s.count;
       --pending_;
-      ReleaseName(entry.name);
+      ReleaseEntry(entry);
       entry.next = free_;
       free_ = e;
       ++removed;
@@ -290,8 +401,10 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
     const int64_t ran_ns = static_cast<int64_t>(end_ns) - own->ts_ns;
     finished_at = own->launched_at + std::chrono::nanoseconds(std::max<int64_t>(0, ran_ns));
   }
-  if (own == nullptr) {
+  const uint64_t last_early = s->early[static_cast<size_t>((s->next_early + kEarly - 1) % kEarly)];
+  if (own == nullptr && last_early != id) {
     // Its launch record is still to come (or it has none: a graph node, a sampled-out launch).
+    // A graph's nodes share its id: remembered once.
     s->early[static_cast<size_t>(s->next_early)] = id;
     s->next_early = (s->next_early + 1) % kEarly;
   }
@@ -301,12 +414,15 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
   const bool known_thread = own != nullptr;
   const int32_t tid = known_thread ? own->tid : 0;
   const int64_t popped = RemoveIf(*s, [&](const Entry& entry) {
+    if (entry.correlation_id == id && entry.graph) {
+      return mixed ? Verdict::kKeep : Verdict::kStop;  // one node of it (point 11)
+    }
     if (entry.correlation_id == id) return mixed ? Verdict::kRemove : Verdict::kRemoveAndStop;
     if (entry.correlation_id > id) return mixed ? Verdict::kKeep : Verdict::kStop;
     if (entry.primary) return Verdict::kKeep;
     return !mixed || (known_thread && entry.tid == tid) ? Verdict::kRemove : Verdict::kKeep;
   });
-  Progressed(*s, popped > 0, now, finished_at);
+  Progressed(*s, popped > 0 || (own != nullptr && own->graph), now, finished_at);
 }
 
 void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t correlation_id,
@@ -316,6 +432,7 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t co
   // Launches made before the synchronize finished; each counts as a kernel seen finishing.
   const auto finish = [&](Stream& s) {
     s.synced_below = std::max(s.synced_below, below);
+    s.untimed_since_sync = 0;  // launches handled after the call began are counted from 0 too
     const bool mixed = s.mixed;
     const int64_t popped = RemoveIf(s, [below, mixed](const Entry& entry) {
       if (entry.correlation_id < below) return Verdict::kRemove;
@@ -343,16 +460,67 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t co
   }
 }
 
+void StallTracker::OnSyncCalls(std::span<const SyncCall> in_progress) noexcept {
+  wait_count_ = 0;
+  for (const SyncCall& call : in_progress) {
+    if (wait_count_ == kMaxSyncWaits) break;
+    waits_[static_cast<size_t>(wait_count_++)] = call;
+  }
+}
+
+StallTracker::Clock::time_point StallTracker::EnteredAt(const SyncCall& call) noexcept {
+  // CLOCK_MONOTONIC, which steady_clock reads on Linux.
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::nanoseconds(call.entered_ns)));
+}
+
+const SyncCall* StallTracker::Covering(const Stream& s, Clock::time_point now,
+                                       bool stalling) const noexcept {
+  const SyncCall* best = nullptr;
+  for (int i = 0; i < wait_count_; ++i) {
+    const SyncCall& call = waits_[static_cast<size_t>(i)];
+    if (call.context != s.context) continue;
+    if (call.scope == SyncScope::kStream && call.stream != s.stream) continue;
+    if (stalling) {
+      if (now - EnteredAt(call) < threshold_) continue;
+      // What the call shows (point 9): a stream call, work of the stream not seen finishing; a
+      // context or event call, work of this stream not seen finishing for the threshold.
+      const bool pending_old = s.count > 0 && OverThreshold(s, now);
+      const bool shown = call.scope == SyncScope::kStream
+                             ? (s.count == 0 || pending_old)
+                             : (s.count > 0 ? pending_old : s.untimed_since_sync > 0);
+      if (!shown) continue;
+    }
+    if (best == nullptr || call.entered_ns < best->entered_ns) best = &call;
+  }
+  return best;
+}
+
+StallTracker::Clock::time_point StallTracker::StallStart(const Stream& s,
+                                                         const SyncCall* call) const noexcept {
+  if (s.count > 0) return WaitStart(s);
+  return call != nullptr ? EnteredAt(*call) : s.last_used;
+}
+
 bool StallTracker::OverThreshold(const Stream& s, Clock::time_point now) const noexcept {
   return s.used && s.count > 0 && now - WaitStart(s) >= threshold_;
 }
 
 bool StallTracker::ConfirmationDue(Clock::time_point now) const noexcept {
   if (now < next_confirmation_ || now < next_check_) return false;
+  bool due = false;
   for (const Stream& s : streams_) {
-    if (!s.confirmed && OverThreshold(s, now)) return true;
+    if (!s.used) continue;
+    // A call covers it: the call confirms it once it waited the threshold (point 9). One stalled
+    // by a call, or that will be once its call waited the threshold: no forced flush at all.
+    if (Covering(s, now, /*stalling=*/true) != nullptr) return false;
+    if (Covering(s, now, /*stalling=*/false) != nullptr) {
+      if (s.count > 0 && OverThreshold(s, now)) return false;
+      continue;
+    }
+    if (!s.confirmed && OverThreshold(s, now)) due = true;
   }
-  return false;
+  return due;
 }
 
 void StallTracker::BeginConfirmation(Clock::time_point now) noexcept {
@@ -360,35 +528,76 @@ void StallTracker::BeginConfirmation(Clock::time_point now) noexcept {
   last_confirmation_ = now;
   ++confirmations_;
   next_confirmation_ = now + threshold_;
+  flush_cost_records_ = 0;
+  untracked_incomplete_count_ = 0;
+  flush_cost_streams_ = 0;
   for (Stream& s : streams_) {
     s.confirming = OverThreshold(s, now);
     s.incomplete = false;
+    s.flush_incomplete = false;
   }
 }
 
 void StallTracker::OnIncomplete(uint64_t context, uint64_t stream,
                                 uint32_t correlation_id) noexcept {
+  OnIncomplete(context, stream, correlation_id, Node{});
+}
+
+void StallTracker::OnIncomplete(uint64_t context, uint64_t stream, uint32_t correlation_id,
+                                const Node& node) noexcept {
   if (!confirming_) return;
+  // The flush's cost (point 12): every incomplete record, of any stream.
+  ++flush_cost_records_;
+  ++flush_incomplete_;
   const uint64_t id = ids_.Unwrap(correlation_id);
   Stream* s = FindStream(context, stream);
-  if (s == nullptr) return;
+  if (s == nullptr) {
+    const uint64_t key = Mix64(context * 0x9E3779B97F4A7C15ULL ^ stream) | 1;
+    bool seen = false;
+    for (int i = 0; i < untracked_incomplete_count_; ++i) {
+      seen = seen || untracked_incomplete_[static_cast<size_t>(i)] == key;
+    }
+    if (!seen) {
+      ++flush_cost_streams_;
+      if (untracked_incomplete_count_ < static_cast<int>(untracked_incomplete_.size())) {
+        untracked_incomplete_[static_cast<size_t>(untracked_incomplete_count_++)] = key;
+      }
+    }
+    return;
+  }
+  if (!s->flush_incomplete) ++flush_cost_streams_;
+  s->flush_incomplete = true;
   s->incomplete = true;
   for (int32_t e = s->head; e != kNone; e = entries_[e].next) {
-    if (entries_[e].correlation_id != id) continue;
-    entries_[e].seen_running = true;  // its record is gone now; it is known to have run on
-    entries_[e].unsure = false;
+    Entry& entry = entries_[e];
+    if (entry.correlation_id != id) continue;
+    entry.seen_running = true;  // its record is gone now; it is known to have run on
+    entry.unsure = false;
+    if (entry.graph && node.node_id != 0 && entry.node_id == 0) {
+      // The first of its nodes still incomplete: the one running (its nodes' records are written
+      // in launch order), or the first queued behind it.
+      entry.node_graph_id = node.graph_id;
+      entry.node_id = node.node_id;
+      entry.node_name = AcquireName(Mix64(node.node_id) | (uint64_t{1} << 63), node.name,
+                                    node.demangled);
+      entry.grid = node.grid;
+      entry.block = node.block;
+    }
     break;
   }
 }
 
 void StallTracker::EndConfirmation() noexcept {
   confirming_ = false;
+  flush_cost_pending_ = true;
   for (Stream& s : streams_) {
     if (!s.used) continue;
     // Unsure launches of which the flush showed no record at all: theirs was lost (point 5).
+    // Graph launches of which it showed no record incomplete: every node had ended (point 11).
     if (s.confirming) {
       RemoveIf(s, [](const Entry& entry) {
-        return entry.unsure && !entry.seen_running ? Verdict::kRemove : Verdict::kKeep;
+        return (entry.unsure || entry.graph) && !entry.seen_running ? Verdict::kRemove
+                                                                    : Verdict::kKeep;
       });
     }
     // Still over the threshold with what the flush showed: stalled, its pending launches kept
@@ -450,6 +659,7 @@ bool StallTracker::PollAtExit(Clock::time_point now, schema::StallEvent* out) no
   now = std::max(now, last_poll_);
   for (const Stream& s : streams_) {
     if (s.confirmed && OverThreshold(s, now)) return false;
+    if (s.used && Covering(s, now, /*stalling=*/true) != nullptr) return false;
   }
   next_check_ = Clock::time_point{};
   return Poll(now, out);  // resolved
@@ -462,7 +672,12 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   int n = 0;
   for (size_t i = 0; i < streams_.size(); ++i) {
     const Stream& s = streams_[i];
-    if (s.confirmed && OverThreshold(s, now)) order_[n++] = static_cast<int>(i);
+    if (!s.used) continue;
+    const SyncCall* call = Covering(s, now, /*stalling=*/true);
+    order_call_[i] = call;
+    if (call != nullptr || (s.confirmed && OverThreshold(s, now))) {
+      order_[n++] = static_cast<int>(i);
+    }
   }
   if (n == 0) {
     if (!stalled_) return false;
@@ -483,9 +698,10 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
     stall_began_ = now;
     completed_at_event_ = completed_;
     for (int k = 0; k < n; ++k) {
-      const Stream& s = streams_[static_cast<size_t>(order_[k])];
-      stall_began_ = std::min(stall_began_, WaitStart(s));
-      completed_at_event_ = std::min(completed_at_event_, s.completed_at_wait);
+      const auto i = static_cast<size_t>(order_[k]);
+      const Stream& s = streams_[i];
+      stall_began_ = std::min(stall_began_, StallStart(s, order_call_[i]));
+      if (s.count > 0) completed_at_event_ = std::min(completed_at_event_, s.completed_at_wait);
     }
   } else if (now < next_event_) {
     return false;
@@ -493,38 +709,83 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   next_event_ = now + repeat_;
   // Longest waiting first.
   std::sort(order_.begin(), order_.begin() + n, [this](int a, int b) {
-    return WaitStart(streams_[static_cast<size_t>(a)]) <
-           WaitStart(streams_[static_cast<size_t>(b)]);
+    const auto i = static_cast<size_t>(a);
+    const auto j = static_cast<size_t>(b);
+    return StallStart(streams_[i], order_call_[i]) < StallStart(streams_[j], order_call_[j]);
   });
   for (Stream& s : streams_) s.reported = false;
   for (int k = 0; k < n; ++k) streams_[static_cast<size_t>(order_[k])].reported = true;
   const int listed = std::min(n, static_cast<int>(schema::kMaxStallStreams));
+  const auto set_name = [this](uint16_t index, schema::StallLaunch* l) {
+    if (index != kNoName) {
+      const Name& name = names_[index];
+      l->name = std::string_view(name.name, name.name_size);
+      l->demangled = std::string_view(name.demangled, name.demangled_size);
+    } else {
+      l->name = {};
+      l->demangled = {};
+    }
+  };
   for (int k = 0; k < listed; ++k) {
-    const Stream& s = streams_[static_cast<size_t>(order_[k])];
+    const auto i = static_cast<size_t>(order_[k]);
+    const Stream& s = streams_[i];
+    const SyncCall* call = order_call_[i];
     schema::StallStream& view = event_streams_[static_cast<size_t>(k)];
+    view = schema::StallStream{};
     view.device = s.device;
     view.context = s.context;
     view.stream = s.stream;
-    view.waiting_ms = Ms(now - WaitStart(s));
-    view.unfinished = s.count;
+    view.waiting_ms = Ms(now - StallStart(s, call));
+    view.unfinished = s.count + s.untimed_since_sync;
+    if (call != nullptr) {
+      view.evidence = schema::kStallEvidenceSyncCall;
+      view.sync_api = SyncCallName(call->cbid);
+      view.sync_tid = call->tid;
+      view.sync_waited_ms = Ms(now - EnteredAt(*call));
+    } else {
+      view.evidence = schema::kStallEvidenceTimingRecords;
+    }
     auto& launches = event_launches_[static_cast<size_t>(k)];
     size_t m = 0;
-    for (int32_t e = s.head; e != kNone && m < launches.size(); e = entries_[e].next, ++m) {
-      const Entry& entry = entries_[e];
-      schema::StallLaunch& l = launches[m];
-      l.correlation_id = CorrelationUnwrapper::Cupti(entry.correlation_id);
-      if (entry.name != kNoName) {
-        const Name& name = names_[entry.name];
-        l.name = std::string_view(name.name, name.name_size);
-        l.demangled = std::string_view(name.demangled, name.demangled_size);
-      } else {
-        l.name = {};
-        l.demangled = {};
+    if (s.count > 0) {  // pending launches: what the records show unfinished
+      view.launches_from = schema::kStallLaunchesFromTimingRecords;
+      for (int32_t e = s.head; e != kNone && m < launches.size(); e = entries_[e].next, ++m) {
+        const Entry& entry = entries_[e];
+        schema::StallLaunch& l = launches[m];
+        l = schema::StallLaunch{};
+        l.correlation_id = CorrelationUnwrapper::Cupti(entry.correlation_id);
+        set_name(entry.graph ? entry.node_name : entry.name, &l);
+        l.grid = entry.grid;
+        l.block = entry.block;
+        l.occupancy = entry.occupancy;
+        l.age_ms = Ms(now - entry.launched_at);
+        if (entry.graph) {
+          l.graph_launch = true;
+          if (entry.graph_exec_id != 0) l.graph_exec_id = entry.graph_exec_id;
+          if (entry.node_id != 0) {
+            l.graph_id = entry.node_graph_id;
+            l.graph_node_id = entry.node_id;
+          }
+        }
       }
-      l.grid = entry.grid;
-      l.block = entry.block;
-      l.occupancy = entry.occupancy;
-      l.age_ms = Ms(now - entry.launched_at);
+    } else {  // the last launches recorded (design point 10), oldest first
+      view.launches_from = schema::kStallLaunchesFromRecent;
+      for (int r = 0; r < s.recent_count && m < launches.size(); ++r, ++m) {
+        const int at = (s.next_recent - s.recent_count + r + kRecent) % kRecent;
+        const Recent& recent = s.recent[static_cast<size_t>(at)];
+        schema::StallLaunch& l = launches[m];
+        l = schema::StallLaunch{};
+        l.correlation_id = CorrelationUnwrapper::Cupti(recent.correlation_id);
+        set_name(recent.name, &l);
+        l.grid = recent.grid;
+        l.block = recent.block;
+        l.occupancy = recent.occupancy;
+        l.age_ms = Ms(now - recent.launched_at);
+        if (recent.graph) {
+          l.graph_launch = true;
+          if (recent.graph_exec_id != 0) l.graph_exec_id = recent.graph_exec_id;
+        }
+      }
     }
     view.launches = std::span<const schema::StallLaunch>(launches.data(), m);
   }
@@ -537,6 +798,11 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
   out->streams_stalled = n;
   out->streams =
       std::span<const schema::StallStream>(event_streams_.data(), static_cast<size_t>(listed));
+  if (flush_cost_pending_) {  // what confirming it cost (point 12), said once
+    out->flush_incomplete = flush_cost_records_;
+    out->flush_incomplete_streams = flush_cost_streams_;
+    flush_cost_pending_ = false;
+  }
   return true;
 }
 

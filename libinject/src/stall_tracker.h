@@ -29,7 +29,8 @@
 //    was last seen finishing a kernel, whichever is later: kernels queued behind a long one wait
 //    from when it finished, not from their own launch. A stream whose wait reaches the threshold
 //    is stalled; the process is stalled while any stream is.
-// 3. Events (Poll). Only a confirmed stream (point 6) is stalled. Stalled: when the first stream
+// 3. Events (Poll). Only a confirmed stream (point 6) or one a synchronising call shows stalled
+//    (point 9) is stalled. Stalled: when the first stream
 //    stalls; again every repeat interval (the threshold, at least 1 s, at most 60 s) while one
 //    stays stalled; resolved when none is any
 //    more. Each lists the kMaxStallStreams longest-waiting streams with their kMaxStallLaunches
@@ -78,6 +79,40 @@
 //    confirmation of a stall to its end), with queries whose work has not completed left out
 //    where CUPTI has cuptiActivityEnableAllSyncRecords; the rest of the time a stall's end is
 //    seen from kernel records alone, as point 1 says.
+// 9. The application's synchronising calls (sync_calls.h), read every check (OnSyncCalls): a
+//    thread inside cuStreamSynchronize(S) waits for S; inside cuCtxSynchronize or
+//    cuEventSynchronize, for some stream of its context (an event's stream is not known: the
+//    library does not subscribe to cuEventRecord). A call that returned successfully finished
+//    what was launched before it (OnSynchronized, as point 7). A call in progress *covers* S (a
+//    stream call on S, a context or event call on S's context). A stream covered by a call that
+//    has waited the threshold is stalled (evidence sync_call), with no forced flush, when it has
+//    work not seen finishing that old: pending launches over the threshold (point 2), or for a
+//    context or event call launches without records since its last synchronize (point 10); a
+//    stream call stalls its stream whatever is known of it (the call itself says it has work,
+//    perhaps a copy or a launch not recorded). While a stream is covered by a call, or any
+//    stream is stalled by one, no forced flush is made: a hung kernel's incomplete record holds
+//    its whole buffer back, so other streams' finished kernels look pending too; their records
+//    come when the hang ends, and a forced flush would lose the records of every kernel still
+//    queued (point 6). Such a stream is not reported meanwhile, unless a call covers it.
+// 10. Without kernel records (timing off; sampled, outside a timing window; Launch::timed false)
+//    a launch is not pending: the stream keeps its last kRecent launches (all launches, in the
+//    order handled) and a count of launches since its last synchronize seen returning
+//    (untimed_since_sync). Only point 9 can then say a stream is stalled: the event lists those
+//    last launches (launches_from recent), which of them runs, if any, not known. A stream
+//    that has such launches, no call covering it and no sign of progress cannot be judged: the
+//    timing policy's window (timing_windows.h) could show later launches' records; see
+//    SenderThread::CheckStall.
+// 11. Graph launches (graph_launches.h). A cuGraphLaunch is a pending launch of its stream
+//    (OnGraphLaunch; inserted at its correlation id's place: the log is read apart from the
+//    launch ring). The records of its kernel nodes carry its correlation id: one finishing is
+//    progress of the stream but does not finish the graph launch (its other nodes may still
+//    run); a later launch finishing, a synchronize, or a confirmation that finds no record of it
+//    incomplete does. A record of it handed over incomplete names the node running (graphId,
+//    graphNodeId, kernel name: cupti_activity.h, CUpti_ActivityKernel10), which the stall event
+//    names with the graph launch's correlation id and the graph exec's id.
+// 12. A forced flush's cost: the records it handed over incomplete, and on how many streams, are
+//    counted (flush_incomplete(), in timing_dropped_stall_flush) and said in the next stalled
+//    event (flush_incomplete, flush_incomplete_streams).
 // Threads: one at a time (the sender thread). No allocation after the constructor; no lock.
 #ifndef CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
 #define CUFLIGHT_LIBINJECT_SRC_STALL_TRACKER_H_
@@ -86,11 +121,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "correlation_ids.h"
 #include "cuflight/schema/events.h"
+#include "sync_calls.h"
 
 namespace cuflight::inject {
 
@@ -105,6 +142,10 @@ class StallTracker {
   static constexpr int kNameProbe = 8;
   // Records handled before their launch records, remembered per stream (design point 1).
   static constexpr int kEarly = 16;
+  // Last launches kept per stream (design point 10), and synchronising calls in progress looked
+  // at (point 9).
+  static constexpr int kRecent = static_cast<int>(schema::kMaxStallLaunches);
+  static constexpr int kMaxSyncWaits = 32;
 
   // A recorded launch whose kernel event was built.
   struct Launch {
@@ -125,6 +166,32 @@ class StallTracker {
     Clock::time_point launched_at;  // on the sender's clock
     int64_t ts_ns = 0;              // the launch record's wall-clock time (a confirmation's
                                     // records' end times are read against it)
+    // A kernel activity record will come for it (timing all; sampled, inside a window): it is
+    // pending until seen finishing. Otherwise it is only remembered (design point 10).
+    bool timed = true;
+  };
+
+  // A cuGraphLaunch (design point 11).
+  struct GraphLaunch {
+    uint64_t context = 0;
+    uint64_t stream = 0;
+    int32_t device = 0;
+    uint32_t correlation_id = 0;
+    uint32_t graph_exec_id = 0;  // 0: unknown
+    int32_t tid = 0;
+    Clock::time_point launched_at;
+    int64_t ts_ns = 0;
+    bool timed = true;  // its nodes' kernel records will come
+  };
+
+  // A kernel node's record, for a graph launch's running node (design point 11).
+  struct Node {
+    uint32_t graph_id = 0;
+    uint64_t node_id = 0;  // 0: not a graph node
+    std::string_view name;  // read during the call only
+    std::string_view demangled;
+    schema::Dim3 grid;
+    schema::Dim3 block;
   };
 
   // `threshold` > 0. Allocates the tables (about 0.6 MiB); throws std::bad_alloc.
@@ -133,10 +200,13 @@ class StallTracker {
   StallTracker& operator=(const StallTracker&) = delete;
 
   void OnLaunch(const Launch& launch) noexcept;
+  void OnGraphLaunch(const GraphLaunch& launch) noexcept;
   // A complete kernel activity record (CUPTI's contextId, streamId, correlationId, end) handled
   // at `now`.
   void OnFinished(uint64_t context, uint64_t stream, uint32_t correlation_id,
                   Clock::time_point now, uint64_t end_ns = 0) noexcept;
+  // The synchronising calls in progress now (design point 9); replaces the previous set.
+  void OnSyncCalls(std::span<const SyncCall> in_progress) noexcept;
   // Timing records were lost (design point 5): the launches pending now become unsure.
   void OnTimingLost() noexcept;
   // A successful synchronize (design point 7): of `stream`, or with kAllStreams of the context.
@@ -150,12 +220,17 @@ class StallTracker {
   // record's correlation id) for others.
   bool ConfirmationDue(Clock::time_point now) const noexcept;
   void BeginConfirmation(Clock::time_point now) noexcept;
+  // `node`: the record's graph node facts (node_id 0 for a kernel not run by a graph).
+  void OnIncomplete(uint64_t context, uint64_t stream, uint32_t correlation_id,
+                    const Node& node) noexcept;
   void OnIncomplete(uint64_t context, uint64_t stream, uint32_t correlation_id) noexcept;
   void EndConfirmation() noexcept;
   // When no forced flush can be had (it did not return): every stream over the threshold is
   // taken as it looks, the records of finished kernels perhaps still held back.
   void ConfirmWithoutRecords(Clock::time_point now) noexcept;
   uint64_t confirmations() const { return confirmations_; }
+  // Records the forced flushes of confirmations handed over incomplete, all time (point 12).
+  uint64_t flush_incomplete() const { return flush_incomplete_; }
   // Whether a synchronization record could show something no kernel record will (design point
   // 7): a stream is confirmed stalled, or a pending launch's record went with a forced flush.
   // Synchronization records are collected only then (point 8).
@@ -197,6 +272,24 @@ class StallTracker {
     double occupancy;
     uint16_t name;  // index into names_, or kNoName
     int32_t next;   // the next pending launch of the stream, or the next free entry
+    bool graph;     // a graph launch (design point 11)
+    uint32_t graph_exec_id;
+    // A graph launch's node a forced flush showed running: its record's ids and name.
+    uint32_t node_graph_id;
+    uint64_t node_id;
+    uint16_t node_name;
+  };
+
+  // One of a stream's last launches (design point 10).
+  struct Recent {
+    uint64_t correlation_id = 0;  // unwrapped
+    uint16_t name = kNoName;
+    bool graph = false;
+    uint32_t graph_exec_id = 0;
+    schema::Dim3 grid;
+    schema::Dim3 block;
+    double occupancy = 0;
+    Clock::time_point launched_at{};
   };
 
   struct Stream {
@@ -221,6 +314,13 @@ class StallTracker {
     // completed_ when the stream's wait began, for the first event's `completed`.
     uint64_t completed_at_wait = 0;
     Clock::time_point last_used{};
+    // Launches without records since the last synchronize seen returning, and the last launches
+    // (design point 10): recent[(next_recent - 1) mod kRecent] is the newest.
+    int64_t untimed_since_sync = 0;
+    std::array<Recent, kRecent> recent{};
+    int recent_count = 0;
+    int next_recent = 0;
+    bool flush_incomplete = false;  // the confirmation's flush handed over a record of it incomplete
   };
 
   struct Name {
@@ -232,10 +332,20 @@ class StallTracker {
     char demangled[schema::kMaxStallNameBytes];
   };
 
+  // The synchronising call in progress that covers `s` and has waited longest (point 9), or
+  // null; with `stalling`, only one that has waited the threshold and shows `s` stalled.
+  const SyncCall* Covering(const Stream& s, Clock::time_point now, bool stalling) const noexcept;
+  static Clock::time_point EnteredAt(const SyncCall& call) noexcept;
+  // When the stalled stream's wait began: its pending launches' (point 2), else the call's.
+  Clock::time_point StallStart(const Stream& s, const SyncCall* call) const noexcept;
+  void Remember(Stream& s, const Recent& recent) noexcept;
+  void ReleaseEntry(Entry& entry) noexcept;
   Stream* FindStream(uint64_t context, uint64_t stream) noexcept;
   Stream* FindOrAddStream(uint64_t context, uint64_t stream, Clock::time_point now) noexcept;
   void RebuildIndex() noexcept;
   uint16_t AcquireName(const Launch& launch) noexcept;
+  // A name under `key` (a function id, or a graph node's name's hash with the top bit set).
+  uint16_t AcquireName(uint64_t key, std::string_view name, std::string_view demangled) noexcept;
   void ReleaseName(uint16_t name) noexcept;
   // Drops the stream's oldest pending launch.
   void PopHead(Stream& s) noexcept;
@@ -276,6 +386,20 @@ class StallTracker {
   std::array<SyncedContext, kMaxSyncedContexts> synced_contexts_{};
   int next_synced_context_ = 0;
 
+  // Synchronising calls in progress (point 9).
+  std::array<SyncCall, kMaxSyncWaits> waits_{};
+  int wait_count_ = 0;
+  // The cost of forced flushes (point 12): all time, and that of the last one until a stalled
+  // event says it.
+  uint64_t flush_incomplete_ = 0;
+  uint64_t flush_cost_records_ = 0;
+  bool flush_cost_pending_ = false;
+  int32_t flush_cost_streams_ = 0;
+  // Streams the current confirmation's flush handed over incomplete records of that are not
+  // tracked (for flush_cost_streams_): a few kept, the rest counted as one each.
+  std::array<uint64_t, 16> untracked_incomplete_{};
+  int untracked_incomplete_count_ = 0;
+
   bool confirming_ = false;
   Clock::time_point next_confirmation_{};
   Clock::time_point last_confirmation_{};
@@ -296,6 +420,7 @@ class StallTracker {
   std::array<std::array<schema::StallLaunch, schema::kMaxStallLaunches>, schema::kMaxStallStreams>
       event_launches_{};
   std::array<int, kMaxStreams> order_{};  // scratch: stalled streams by wait
+  std::array<const SyncCall*, kMaxStreams> order_call_{};  // scratch: the call stalling each
 };
 
 }  // namespace cuflight::inject

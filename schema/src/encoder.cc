@@ -562,6 +562,16 @@ template <internal::Lit K, class E>
     return !e.attribution.empty();
   } else if constexpr (name == "pci_bus_id") {
     return !e.pci_bus_id.empty();
+  } else if constexpr (name == "timing_dropped_stall_flush") {
+    return e.timing_dropped_stall_flush != 0;
+  } else if constexpr (name == "graph_launch") {
+    return e.graph_launch;
+  } else if constexpr (name == "evidence") {
+    return !e.evidence.empty();
+  } else if constexpr (name == "launches_from") {
+    return !e.launches_from.empty();
+  } else if constexpr (name == "sync_api") {
+    return !e.sync_api.empty();
   } else if constexpr (name == "timing_stopped") {  // with its reason
     return e.timing_stopped_reason != TimingStoppedReason::kNone;
   } else if constexpr (name == "timing_windows" || name == "timing_window_ns" ||

@@ -98,7 +98,7 @@ static_assert([] {
 constexpr Key k_type = KeyOf("type");
 constexpr Key k_version = KeyOf("version");
 
-static_assert(kKeyCount <= 128, "the seen-set below has 128 bits");
+static_assert(kKeyCount <= 192, "the seen-set below has 192 bits");
 static_assert(std::size(kKeyNames) == kKeyCount);
 
 constexpr size_t kMaxKeyLength = std::ranges::max(kKeyNames, {}, &std::string_view::size).size();
@@ -107,7 +107,7 @@ static_assert(std::ranges::min(kKeyNames, {}, &std::string_view::size).size() >=
 
 // Open addressing with linear probing, at least 16 entries per name: a lookup is almost always
 // one probe and one comparison.
-constexpr size_t kKeyTableBits = 11;
+constexpr size_t kKeyTableBits = 12;
 constexpr size_t kKeyTableMask = (size_t{1} << kKeyTableBits) - 1;
 static_assert(kKeyCount * 16 <= kKeyTableMask + 1);
 constexpr uint8_t kNoKey = 0xFF;
@@ -713,7 +713,7 @@ class MessageBuilder {
 
 struct Slots {
   std::array<Value, kKeyCount> value;  // uninitialized; meaningful where `seen` says
-  uint64_t seen[2] = {0, 0};
+  uint64_t seen[3] = {0, 0, 0};
 
   bool Has(Key k) const { return (seen[k >> 6] >> (k & 63)) & 1; }
   void Set(Key k, const Value& v) {

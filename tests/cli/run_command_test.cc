@@ -216,7 +216,6 @@ TEST_F(RunCommandTest, BadFlagsAreOneLineAndExitTwoWithoutRunningAnything) {
                                                 {"--on-full", "wait"},
                                                 {"--drain-timeout", "soon"},
                                                 {"--stall-ms", "50"},
-                                                {"--stall-ms", "5000", "--timing", "off"},
                                                 {"--collector", "/x.sock", "--out", "/tmp/x"}}) {
     std::vector<std::string> args = {"run"};
     args.insert(args.end(), flags.begin(), flags.end());

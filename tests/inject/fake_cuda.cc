@@ -319,6 +319,14 @@ CUptiResult GetContextId(CUcontext context, uint32_t* id) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult GetGraphExecId(CUgraphExec exec, uint32_t* id) {
+  const auto& ids = FakeCuda::current->graph_exec_ids;
+  auto it = ids.find(reinterpret_cast<uintptr_t>(exec));
+  if (it == ids.end()) return CUPTI_ERROR_INVALID_PARAMETER;
+  *id = it->second;
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult GetStreamIdEx(CUcontext context, CUstream stream, uint8_t per_thread, uint32_t* id) {
   FakeCuda* fake = FakeCuda::current;
   ++fake->stream_id_queries;
@@ -507,6 +515,7 @@ CuptiApi FakeCuda::cupti() const {
   api.GetDeviceId = &GetDeviceId;
   api.GetContextId = &GetContextId;
   api.GetStreamIdEx = &GetStreamIdEx;
+  api.GetGraphExecId = &GetGraphExecId;
   api.ActivityGetNextRecord = &ActivityGetNextRecord;
   api.ActivityFlushAll = &ActivityFlushAll;
   api.ActivityEnable = &ActivityEnable;

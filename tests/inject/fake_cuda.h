@@ -106,6 +106,9 @@ struct FakeCuda {
   std::map<uint64_t, uint32_t> stream_ids;
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> null_stream_ids;  // (context, thread or 0)
   std::set<uint64_t> destroyed_streams;
+  // cuptiGetGraphExecId (cupti_activity.h: "Returns the unique ID of executable CUDA graph"):
+  // the id of a listed CUgraphExec handle; others are refused (CUPTI_ERROR_INVALID_PARAMETER).
+  std::map<uint64_t, uint32_t> graph_exec_ids;
   uint32_t next_context_id = 1;
   uint32_t next_stream_id = 100;
   int stream_id_queries = 0;

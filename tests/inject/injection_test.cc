@@ -299,6 +299,49 @@ TEST_F(Injection, AHangJustAfterTheCorrelationIdsWrapIsReported) {
   EXPECT_EQ(end->launches, 22u);
 }
 
+// With kernel timing off (CUFLIGHT_TIMING=0) and api_error events off (so only the
+// driver callbacks the recorder names are enabled), a program whose cuStreamSynchronize waits
+// 1.5 s for its 5 launches is reported stalled after 300 ms, from that call: the stream, the
+// thread inside it, the call, and the last launches, said to be the last ones recorded (which of
+// them runs is not known); then resolved when the call returns.
+TEST_F(Injection, WithTimingOffAHungSynchronizeIsReportedFromTheCall) {
+  UseFakes();
+  const std::string path = TempSocketPath("synchang");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("CUFLIGHT_TIMING", "0", 1);
+  setenv("CUFLIGHT_API_ERRORS", "0", 1);
+  setenv("CUFLIGHT_STALL_MS", "300", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "5", "sync-hang", "1500"});
+  unsetenv("CUFLIGHT_TIMING");
+  unsetenv("CUFLIGHT_API_ERRORS");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("synchronized=1"), std::string::npos) << r.out;
+  StallRun run;
+  ASSERT_NO_FATAL_FAILURE(ReadStallRun(collector, &run));
+  EXPECT_TRUE(run.timed.empty());
+  ASSERT_GE(run.stalls.size(), 2u);
+  const schema::OwnedStallEvent& s = run.stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_EQ(s.streams.size(), 1u);
+  const schema::OwnedStallStream& st = s.streams[0];
+  EXPECT_EQ(st.stream, 7u);  // the fake's NULL stream (cuptiGetStreamIdEx)
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceSyncCall);
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  EXPECT_EQ(st.sync_api, "cuStreamSynchronize");
+  ASSERT_TRUE(st.sync_tid.has_value());
+  EXPECT_GT(*st.sync_tid, 0);
+  ASSERT_TRUE(st.sync_waited_ms.has_value());
+  EXPECT_GE(*st.sync_waited_ms, 300);
+  EXPECT_EQ(st.unfinished, 5);
+  std::vector<uint64_t> ids;
+  for (const schema::OwnedStallLaunch& l : st.launches) ids.push_back(l.correlation_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{2, 3, 4, 5}));  // the last 4 of launches 1..5
+  EXPECT_EQ(run.stalls.back().state, schema::StallState::kResolved);
+  ASSERT_TRUE(run.end.has_value());
+  EXPECT_EQ(run.end->timing_dropped, 0u);
+}
+
 // A poll-heavy process: 16 threads each poll cuStreamQuery every millisecond on work that has not
 // completed (FAKE_CUPTI_POLLERS), while 8 kernels run and the last hangs (FAKE_CUPTI_TIMING=1,0,0).
 // Were synchronization records collected with CUPTI's default (a record for every query), the 16
@@ -366,7 +409,8 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("API version 28"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("kernel timing, graph-node events and stall detection are off"),
+  EXPECT_NE(r.err.find("kernel timing and graph-node events are off, stalls are seen from "
+                       "synchronising calls only"),
             std::string::npos)
       << r.err;
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
@@ -377,9 +421,9 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   for (const std::string& line : collector.Lines()) {
     kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
     times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
-    // Stall detection sees kernels finish through their timing: off too, and said so.
+    // Stall detection stays, from synchronising calls (stall_tracker.h, point 10).
     if (line.find("\"type\":\"process_start\"") != std::string::npos) {
-      EXPECT_NE(line.find("\"stall_ms\":\"0\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"stall_ms\":\"10000\""), std::string::npos) << line;
       EXPECT_NE(line.find("\"timing\":\"off\""), std::string::npos) << line;
     }
   }

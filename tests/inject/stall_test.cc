@@ -3,12 +3,15 @@
 // as cuptiActivityFlushAll's default flush does), the sender thread stepped on a made-up clock,
 // and the stall events read back from a collector socket through the schema decoder.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuflight/base/clock.h"
@@ -70,13 +73,42 @@ class FakeGpu {
     Write(r);
   }
 
+  // A kernel node of a graph launched with `correlation_id`: its record carries the graph
+  // launch's correlation id, the graph's and the node's ids and the kernel's name
+  // (cupti_activity.h, CUpti_ActivityKernel10: correlationId "identical to the correlation ID in
+  // the driver or runtime API activity record that launched the kernel", graphId "The unique ID
+  // of the graph that launched this kernel through graph launch APIs", graphNodeId). Written at
+  // the graph launch, in node order, like a launch's (docs/gpu-verification.md has the GPU
+  // check).
+  void GraphNodeLaunched(uint32_t correlation_id, uint32_t stream_id, uint32_t graph_id,
+                         uint64_t node_id, const char* name) {
+    FakeActivityRecord r{};
+    r.kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.kernel.contextId = kContextId;
+    r.kernel.streamId = stream_id;
+    r.kernel.correlationId = correlation_id;
+    r.kernel.deviceId = 0;
+    r.kernel.graphId = graph_id;
+    r.kernel.graphNodeId = node_id;
+    r.kernel.blockX = 128;
+    r.kernel.blockY = r.kernel.blockZ = 1;
+    r.kernel.gridX = 64;
+    r.kernel.gridY = r.kernel.gridZ = 1;
+    r.kernel.name = name;
+    launched_ns_[correlation_id] = base::NowRealtimeNs();
+    Write(r);
+  }
+
   // The kernel ends `ran` after its launch; CUPTI fills in its timestamps. Nothing when a forced
-  // flush already handed its record over.
-  void Finish(uint32_t correlation_id, std::chrono::nanoseconds ran = std::chrono::nanoseconds(500)) {
+  // flush already handed its record over. `node`: which node of a graph launch (0: the first
+  // record of that correlation id not ended).
+  void Finish(uint32_t correlation_id, std::chrono::nanoseconds ran = std::chrono::nanoseconds(500),
+              uint64_t node = 0) {
     for (auto& buffer : held_) {
       for (FakeActivityRecord& r : buffer) {
         if (r.activity.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
-            r.kernel.correlationId != correlation_id) {
+            r.kernel.correlationId != correlation_id ||
+            (node != 0 && r.kernel.graphNodeId != node) || r.kernel.end != 0) {
           continue;
         }
         r.kernel.start = static_cast<uint64_t>(launched_ns_[correlation_id]);
@@ -160,13 +192,17 @@ class FakeGpu {
 struct Pipeline {
   Harness h;
   static constexpr size_t kBufferBytes = 4096;
-  ActivityBuffers buffers{16, kBufferBytes};
-  FakeGpu gpu{&h.fake, &buffers, kBufferBytes};
+  // A buffer that holds every record of a test, as CUPTI's 1 MiB ones hold thousands.
+  static constexpr size_t kLargeBufferBytes = 256 << 10;
+  ActivityBuffers buffers;
+  FakeGpu gpu;
   SenderThread sender;
 
   explicit Pipeline(const std::string& socket, milliseconds threshold = kThreshold,
-                    bool timing = true)
-      : sender(Options(socket, &h.driver, threshold, timing), Facts(), h.ring.get(),
+                    bool timing = true, size_t buffer_bytes = kBufferBytes)
+      : buffers(16, buffer_bytes),
+        gpu(&h.fake, &buffers, buffer_bytes),
+        sender(Options(socket, &h.driver, threshold, timing), Facts(), h.ring.get(),
                h.recorder.get(), &h.functions, &h.devices, &buffers, &h.cupti) {
     h.fake.functions[kSpin] = FakeFunction{};
     h.fake.functions[kStep] = FakeFunction{};
@@ -199,6 +235,43 @@ struct Pipeline {
                                  St(stream),   nullptr, nullptr};
     h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, name, corr);
     gpu.Launched(corr, stream == kStream ? kStreamId : kStream2Id);
+  }
+
+  // The application's thread enters a synchronising call (`cbid`: cuStreamSynchronize of
+  // `stream`, cuCtxSynchronize, cuEventSynchronize), and later returns from it: the enter and
+  // exit callbacks of one call, on one thread, with one correlation id (cupti_callbacks.h,
+  // CUpti_CallbackData: callbackSite CUPTI_API_ENTER / CUPTI_API_EXIT; correlationId "the same
+  // for both the entry and exit callbacks of the same API invocation").
+  void SyncEnter(CUpti_CallbackId cbid, uint32_t corr, uint64_t stream = kStream) {
+    Sync(cbid, corr, stream, CUPTI_API_ENTER, CUDA_SUCCESS);
+  }
+  void SyncExit(CUpti_CallbackId cbid, uint32_t corr, uint64_t stream = kStream,
+                CUresult result = CUDA_SUCCESS) {
+    Sync(cbid, corr, stream, CUPTI_API_EXIT, result);
+  }
+  void Sync(CUpti_CallbackId cbid, uint32_t corr, uint64_t stream, CUpti_ApiCallbackSite site,
+            CUresult result) {
+    cuStreamSynchronize_params stream_params{St(stream)};
+    cuEventSynchronize_params event_params{reinterpret_cast<CUevent>(uintptr_t{0xE7})};
+    const void* params = cbid == CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize
+                             ? static_cast<const void*>(&event_params)
+                         : cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize
+                             ? nullptr
+                             : static_cast<const void*>(&stream_params);
+    Callback cb(params, nullptr, corr);
+    cb.data.callbackSite = site;
+    cb.result = result;
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb.data);
+  }
+
+  // cuGraphLaunch of the executable graph `exec` on `stream` (cuGraphLaunch_params {CUgraphExec
+  // hGraph; CUstream hStream}, generated_cuda_meta.h): its exit callback.
+  void GraphLaunch(uint64_t exec, uint32_t corr, uint64_t stream = kStream) {
+    cuGraphLaunch_params params{reinterpret_cast<CUgraphExec>(static_cast<uintptr_t>(exec)),
+                                St(stream)};
+    Callback cb(&params, nullptr, corr);
+    h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+                           &cb.data);
   }
 
   // Steps the sender every 50 ms from `from` to `to` (both included) on the made-up clock.
@@ -601,18 +674,344 @@ TEST(Stall, AProgrammaticSecondaryThatEndedDoesNotHideItsSpinningPrimary) {
   }
 }
 
-TEST(Stall, NothingWithoutKernelTimingOrWithAThresholdOf0) {
+// Without kernel timing nothing shows a launch finished or not: a launch that no synchronising
+// call waits for is never reported (stall_tracker.h, point 10). A threshold of 0 is no detection.
+TEST(Stall, NothingWithoutKernelTimingAndASynchronizeOrWithAThresholdOf0) {
   for (const bool timing : {false, true}) {
     SCOPED_TRACE(timing);
     const std::string path = TempSocketPath("stall-off");
     StoringCollector collector(path);
     Pipeline p(path, timing ? milliseconds(0) : kThreshold, timing);
-    EXPECT_FALSE(p.sender.stall_detection());
+    EXPECT_EQ(p.sender.stall_detection(), !timing);
     const Clock::time_point t0 = Clock::now();
     p.Launch(kSpin, "_Z4spinPVi", 1);
     p.StepUntil(t0, t0 + milliseconds(5000));
     EXPECT_TRUE(Stalls(Finish(p, collector)).empty());
   }
+}
+
+int32_t ThisThread() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+// One stalled stream must not cost every stream its timing. Stream A's kernel
+// spins; stream B's 60 kernels, launched after it by the same thread, run and end meanwhile. All
+// the records share one activity buffer (as CUPTI's 1 MiB buffers hold thousands), which a
+// default flush does not hand over while A's record is incomplete (cupti_activity.h,
+// cuptiActivityFlushAll: "It doesn't return buffers which have one or more incomplete records"),
+// so B looks as stalled as A from its records. The application waits in cuStreamSynchronize(A):
+// that call confirms A, no forced flush is made (it would hand over the records of B's kernels
+// still queued incomplete, never to come again), B is not named, and once A ends every kernel of
+// both streams has its kernel_time.
+TEST(Stall, AStreamHungInASynchronizeIsReportedWithoutAForcedFlushAndOtherStreamsKeepTheirTiming) {
+  const std::string path = TempSocketPath("stall-sync");
+  StoringCollector collector(path);
+  Pipeline p(path, kThreshold, /*timing=*/true, Pipeline::kLargeBufferBytes);
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kSpin, "_Z4spinPVi", 1);  // stream A, never ends until the test says
+  constexpr uint32_t kB = 60;
+  for (uint32_t i = 0; i < kB; ++i) p.Launch(kReduce, "_Z6reducePf", 2 + i, kStream2);
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 2 + kB);
+  // B's kernels end one after another during the first 1.5 s, the last 20 after the threshold.
+  for (uint32_t i = 0; i < kB; ++i) {
+    const Clock::time_point at = t0 + milliseconds(25 * i);
+    p.sender.Step(at);
+    p.gpu.Finish(2 + i);
+  }
+  p.StepUntil(t0 + milliseconds(1500), t0 + milliseconds(2500));
+  EXPECT_EQ(p.gpu.forced_flushes(), 0);
+  // A ends at 2.5 s; the synchronize returns.
+  p.gpu.Finish(1);
+  p.SyncExit(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 2 + kB);
+  p.StepUntil(t0 + milliseconds(2550), t0 + milliseconds(3500));
+  EXPECT_EQ(p.gpu.forced_flushes(), 0);
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  std::vector<uint64_t> timed;
+  for (const schema::OwnedEvent& e : events) {
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&e)) {
+      timed.push_back(t->correlation_id);
+    }
+  }
+  std::sort(timed.begin(), timed.end());
+  std::vector<uint64_t> every(kB + 1);
+  for (uint32_t i = 0; i < kB + 1; ++i) every[i] = 1 + i;
+  EXPECT_EQ(timed, every);  // A's kernel and all 60 of B's
+  const auto& end = std::get<schema::OwnedProcessEndEvent>(events.back());
+  EXPECT_EQ(end.timing_dropped, 0u);
+  EXPECT_EQ(end.timing_dropped_stall_flush, 0u);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_GE(stalls.size(), 2u);
+  const schema::OwnedStallEvent& s = stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  EXPECT_FALSE(s.flush_incomplete.has_value());  // no forced flush
+  ASSERT_EQ(s.streams.size(), 1u);  // A only: B's silence is its records held with A's
+  const schema::OwnedStallStream& a = s.streams[0];
+  EXPECT_EQ(a.stream, kStreamId);
+  EXPECT_EQ(a.evidence, schema::kStallEvidenceSyncCall);
+  EXPECT_EQ(a.launches_from, schema::kStallLaunchesFromTimingRecords);
+  EXPECT_EQ(a.sync_api, "cuStreamSynchronize");
+  EXPECT_EQ(a.sync_tid, ThisThread());
+  ASSERT_TRUE(a.sync_waited_ms.has_value());
+  EXPECT_GE(*a.sync_waited_ms, 1000);
+  EXPECT_EQ(Names(a), (std::vector<std::string>{"spin(int volatile*)"}));
+  EXPECT_EQ(stalls.back().state, schema::StallState::kResolved);
+}
+
+// The same hang with no synchronising call to confirm it (the application waits by polling, say):
+// the forced flush is still made, and what it cost is counted exactly. When it comes, 20 of B's
+// kernels are still queued behind the spinning one: their records are handed over incomplete with
+// A's, and are lost: 21 records on 2 streams.
+TEST(Stall, WhenAForcedFlushIsUnavoidableItsCostIsCounted) {
+  const std::string path = TempSocketPath("stall-cost");
+  StoringCollector collector(path);
+  Pipeline p(path, kThreshold, /*timing=*/true, Pipeline::kLargeBufferBytes);
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kSpin, "_Z4spinPVi", 1);
+  constexpr uint32_t kB = 60;
+  for (uint32_t i = 0; i < kB; ++i) p.Launch(kReduce, "_Z6reducePf", 2 + i, kStream2);
+  for (uint32_t i = 0; i < kB - 20; ++i) p.gpu.Finish(2 + i);
+  p.StepUntil(t0, t0 + milliseconds(1100));
+  EXPECT_EQ(p.gpu.forced_flushes(), 1);
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  const auto& end = std::get<schema::OwnedProcessEndEvent>(events.back());
+  EXPECT_EQ(end.timing_dropped, 21u);
+  EXPECT_EQ(end.timing_dropped_stall_flush, 21u);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_FALSE(stalls.empty());
+  EXPECT_EQ(stalls[0].flush_incomplete, 21u);
+  EXPECT_EQ(stalls[0].flush_incomplete_streams, 2);
+  ASSERT_FALSE(stalls[0].streams.empty());
+  EXPECT_EQ(stalls[0].streams[0].evidence, schema::kStallEvidenceTimingRecords);
+}
+
+// With kernel timing off a hang is still reported, from the synchronising call it
+// holds: the stream it names, the thread, the call, and the last launches recorded on the
+// stream, said to be only that (launches_from recent: which of them runs is not known). A
+// synchronize that returned finished the launches before it; its return ends the stall.
+TEST(Stall, WithTimingOffAHungStreamSynchronizeNamesTheStreamAndItsLastLaunches) {
+  const std::string path = TempSocketPath("stall-notiming");
+  StoringCollector collector(path);
+  Pipeline p(path, kThreshold, /*timing=*/false);
+  ASSERT_TRUE(p.sender.stall_detection());
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kStep, "_Z4stepPf", 1, kStream, 264, 256);
+  p.Launch(kStep, "_Z4stepPf", 2, kStream, 264, 256);
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 3);
+  p.SyncExit(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 3);  // those two ended
+  p.sender.Step(t0);
+  for (uint32_t corr = 4; corr < 10; ++corr) {
+    p.Launch(corr == 4 ? kSpin : kStep, corr == 4 ? "_Z4spinPVi" : "_Z4stepPf", corr);
+  }
+  p.Launch(kReduce, "_Z6reducePf", 10, kStream2);  // another stream, not waited for
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 11);
+  p.StepUntil(t0, t0 + milliseconds(1200));
+  p.SyncExit(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 11);
+  p.StepUntil(t0 + milliseconds(1250), t0 + milliseconds(1500));
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_EQ(stalls.size(), 2u);
+  const schema::OwnedStallEvent& s = stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  EXPECT_EQ(s.streams_stalled, 1);
+  ASSERT_EQ(s.streams.size(), 1u);
+  const schema::OwnedStallStream& st = s.streams[0];
+  EXPECT_EQ(st.stream, kStreamId);
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceSyncCall);
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  EXPECT_EQ(st.sync_api, "cuStreamSynchronize");
+  EXPECT_EQ(st.sync_tid, ThisThread());
+  EXPECT_EQ(st.unfinished, 6);  // the launches since the synchronize that returned
+  EXPECT_GE(st.waiting_ms, 1000);
+  // The last kRecent (4) launches, oldest first.
+  std::vector<uint64_t> ids;
+  for (const schema::OwnedStallLaunch& l : st.launches) ids.push_back(l.correlation_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{6, 7, 8, 9}));
+  ASSERT_FALSE(st.launches.empty());
+  EXPECT_EQ(st.launches[0].demangled, "step(float*)");
+  EXPECT_EQ(st.launches[0].block, (schema::Dim3{32, 1, 1}));
+  EXPECT_EQ(stalls[1].state, schema::StallState::kResolved);
+  // Nothing to confirm from records: no forced flush.
+  EXPECT_EQ(p.gpu.forced_flushes(), 0);
+}
+
+// A context synchronize names no stream: each stream of the context with launches since its last
+// synchronize seen returning is listed (here A; B's work was synchronized), with the call.
+TEST(Stall, WithTimingOffAHungContextSynchronizeListsTheStreamsWithWorkNotSynchronized) {
+  const std::string path = TempSocketPath("stall-ctx");
+  StoringCollector collector(path);
+  Pipeline p(path, kThreshold, /*timing=*/false);
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kSpin, "_Z4spinPVi", 1);
+  p.Launch(kReduce, "_Z6reducePf", 2, kStream2);
+  p.sender.Step(t0);
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 3, kStream2);
+  p.SyncExit(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 3, kStream2);
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, 4);
+  p.StepUntil(t0, t0 + milliseconds(1200));
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
+  ASSERT_FALSE(stalls.empty());
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  EXPECT_EQ(stalls[0].streams[0].stream, kStreamId);
+  EXPECT_EQ(stalls[0].streams[0].sync_api, "cuCtxSynchronize");
+  EXPECT_EQ(Names(stalls[0].streams[0]), (std::vector<std::string>{"spin(int volatile*)"}));
+}
+
+// A hang inside a CUDA graph (a captured graph replayed with cuGraphLaunch, as
+// torch.compile's reduce-overhead mode does) names the graph launch: its correlation id (the one
+// its nodes' records carry), the executable graph's id (cuptiGetGraphExecId), and the node the
+// confirming forced flush showed running, from its record (graphId, graphNodeId, kernel name).
+// Its first node ended; the second spins; the third is queued behind it.
+TEST(Stall, AHangInsideAGraphLaunchNamesTheGraphLaunchAndTheRunningNode) {
+  const std::string path = TempSocketPath("stall-graph");
+  StoringCollector collector(path);
+  Pipeline p(path);
+  constexpr uint64_t kExec = 0xE0;
+  p.h.fake.graph_exec_ids[kExec] = 12;
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kStep, "_Z4stepPf", 1);
+  p.gpu.Finish(1);
+  p.GraphLaunch(kExec, 2);
+  p.gpu.GraphNodeLaunched(2, kStreamId, 7, 701, "_Z4stepPf");
+  p.gpu.GraphNodeLaunched(2, kStreamId, 7, 702, "_Z4spinPVi");
+  p.gpu.GraphNodeLaunched(2, kStreamId, 7, 703, "_Z6reducePf");
+  p.gpu.Finish(2, std::chrono::nanoseconds(500), 701);
+  p.StepUntil(t0, t0 + milliseconds(1200));
+  // (A second look follows the first: node 701's end, a few microseconds after the launch, moved
+  // the stream's progress past the launch; see AStreamThatHasNotWaitedTheThresholdIsLookedAtAgain.)
+  EXPECT_GE(p.gpu.forced_flushes(), 1);
+  const std::vector<schema::OwnedEvent> events = Finish(p, collector);
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(events);
+  ASSERT_FALSE(stalls.empty());
+  ASSERT_EQ(stalls[0].streams.size(), 1u);
+  const schema::OwnedStallStream& st = stalls[0].streams[0];
+  ASSERT_EQ(st.launches.size(), 1u);
+  const schema::OwnedStallLaunch& g = st.launches[0];
+  EXPECT_TRUE(g.graph_launch);
+  EXPECT_EQ(g.correlation_id, 2u);
+  EXPECT_EQ(g.graph_exec_id, 12u);
+  EXPECT_EQ(g.graph_id, 7u);
+  EXPECT_EQ(g.graph_node_id, 702u);
+  EXPECT_EQ(g.name, "_Z4spinPVi");
+  EXPECT_EQ(g.demangled, "spin(int volatile*)");
+  EXPECT_EQ(g.grid, (schema::Dim3{64, 1, 1}));
+  EXPECT_EQ(g.block, (schema::Dim3{128, 1, 1}));
+}
+
+// The same hang with timing off, seen from the synchronize that waits for it: the graph launch is
+// named among the stream's last launches, its node not known.
+TEST(Stall, WithTimingOffAHangInsideAGraphLaunchNamesTheGraphLaunch) {
+  const std::string path = TempSocketPath("stall-graph-off");
+  StoringCollector collector(path);
+  Pipeline p(path, kThreshold, /*timing=*/false);
+  constexpr uint64_t kExec = 0xE0;
+  p.h.fake.graph_exec_ids[kExec] = 12;
+  const Clock::time_point t0 = Clock::now();
+  p.Launch(kStep, "_Z4stepPf", 1);
+  p.sender.Step(t0);
+  p.GraphLaunch(kExec, 2);
+  p.SyncEnter(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 3);
+  p.StepUntil(t0, t0 + milliseconds(1200));
+  const std::vector<schema::OwnedStallEvent> stalls = Stalls(Finish(p, collector));
+  ASSERT_FALSE(stalls.empty());
+  const schema::OwnedStallStream& st = stalls[0].streams[0];
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  ASSERT_EQ(st.launches.size(), 2u);
+  EXPECT_FALSE(st.launches[0].graph_launch);
+  const schema::OwnedStallLaunch& g = st.launches[1];
+  EXPECT_TRUE(g.graph_launch);
+  EXPECT_EQ(g.correlation_id, 2u);
+  EXPECT_EQ(g.graph_exec_id, 12u);
+  EXPECT_FALSE(g.graph_node_id.has_value());
+  EXPECT_EQ(g.name, "");
+}
+
+// Sampled timing, at the tracker (the timing policy decides which launches are timed): launches
+// made inside a timing window are pending until their records show them finished; those outside
+// one are only remembered, and a synchronize that hangs on their stream reports them as its last
+// launches. A stream with untimed launches and no synchronize is never reported.
+TEST(StallTracker, WithSampledTimingUntimedLaunchesAreJudgedFromSynchronizesOnly) {
+  StallTracker tracker(milliseconds(100));
+  const Clock::time_point t0 = Clock::now();
+  StallTracker::Launch launch;
+  launch.context = 3;
+  launch.stream = 14;
+  launch.function_id = 1;
+  launch.name = "_Z4stepPf";
+  launch.launched_at = t0;
+  launch.correlation_id = 1;
+  launch.timed = true;  // inside a window
+  tracker.OnLaunch(launch);
+  tracker.OnFinished(3, 14, 1, t0 + milliseconds(1));
+  for (uint32_t corr = 2; corr <= 4; ++corr) {  // outside one
+    launch.correlation_id = corr;
+    launch.timed = false;
+    tracker.OnLaunch(launch);
+  }
+  launch.stream = 15;  // another stream, never synchronized
+  launch.correlation_id = 5;
+  tracker.OnLaunch(launch);
+  EXPECT_EQ(tracker.pending(), 0);
+  schema::StallEvent event;
+  EXPECT_FALSE(tracker.Poll(t0 + milliseconds(500), &event));
+  SyncCall call;
+  call.tid = 77;
+  call.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+  call.scope = SyncScope::kStream;
+  call.context = 3;
+  call.stream = 14;
+  call.correlation_id = 6;
+  call.entered_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  tracker.OnSyncCalls(std::span<const SyncCall>(&call, 1));
+  EXPECT_FALSE(tracker.ConfirmationDue(t0 + milliseconds(1000)));
+  ASSERT_TRUE(tracker.Poll(t0 + milliseconds(1000), &event));
+  ASSERT_EQ(event.streams.size(), 1u);
+  EXPECT_EQ(event.streams[0].stream, 14u);
+  EXPECT_EQ(event.streams[0].unfinished, 3);
+  EXPECT_EQ(event.streams[0].sync_tid, 77);
+  EXPECT_EQ(event.streams[0].sync_waited_ms, 1000);
+  std::vector<uint64_t> ids;
+  for (const schema::StallLaunch& l : event.streams[0].launches) ids.push_back(l.correlation_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 4}));  // the last 4, the timed one included
+}
+
+// The table of synchronising calls (sync_calls.h): a call in progress from its enter to its exit,
+// each return seen once, a call that finds the table full counted.
+TEST(SyncCallTable, HoldsCallsFromEnterToExitAndShowsEachReturnOnce) {
+  SyncCallTable table;
+  SyncCall call;
+  call.tid = 5;
+  call.cbid = CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize;
+  call.scope = SyncScope::kContext;
+  call.correlation_id = 40;
+  call.context = 3;
+  call.entered_ns = 123;
+  table.Enter(call);
+  SyncCall out[SyncCallTable::kSlots];
+  ASSERT_EQ(table.InProgress(out, SyncCallTable::kSlots), 1);
+  EXPECT_EQ(out[0].tid, 5);
+  EXPECT_EQ(out[0].correlation_id, 40u);
+  EXPECT_EQ(out[0].entered_ns, 123);
+  EXPECT_EQ(table.ReturnedSinceLastLook(out, SyncCallTable::kSlots), 0);
+  table.Exit(5, 40, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(table.InProgress(out, SyncCallTable::kSlots), 0);
+  ASSERT_EQ(table.ReturnedSinceLastLook(out, SyncCallTable::kSlots), 1);
+  EXPECT_EQ(out[0].result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(table.ReturnedSinceLastLook(out, SyncCallTable::kSlots), 0);
+  // A thread's enter without an exit (its exit callback never came) is no call in progress once
+  // the thread enters another.
+  call.tid = 6;
+  table.Enter(call);
+  call.correlation_id = 41;
+  table.Enter(call);
+  ASSERT_EQ(table.InProgress(out, SyncCallTable::kSlots), 1);
+  EXPECT_EQ(out[0].correlation_id, 41u);
+  table.Exit(6, 41, CUDA_SUCCESS);
+  // kSlots threads inside a call at once, then one more: not tracked.
+  for (int i = 0; i < SyncCallTable::kSlots + 1; ++i) {
+    call.tid = 100 + i;
+    std::thread([&table, call] { table.Enter(call); }).join();
+  }
+  EXPECT_EQ(table.InProgress(out, SyncCallTable::kSlots), SyncCallTable::kSlots);
+  EXPECT_EQ(table.untracked(), 1u);
 }
 
 TEST(Stall, DisabledBeforeStartSaysSoInProcessStart) {

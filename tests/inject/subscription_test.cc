@@ -4,8 +4,8 @@
 // which must subscribe as the injector does (bench/overhead/null_subscriber.cc).
 //
 // Callback ids are cupti_driver_cbid.h's; the driver domain's ids are 1 ..
-// CUPTI_DRIVER_TRACE_CBID_SIZE - 1. The high-rate calls named here are the ones issue 32 §3 asks
-// to keep out unless a setting asks for them.
+// CUPTI_DRIVER_TRACE_CBID_SIZE - 1. The high-rate calls named here are the ones the
+// default setting keeps out (driver_queries.h, point 3).
 #include <cupti.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -44,7 +44,7 @@ const std::vector<std::string> kCalls = {
     std::to_string(kMemAlloc) + ":2", std::to_string(kStreamSync) + ":400",
     std::to_string(kEventQuery) + ":1", std::to_string(kCtxSetCurrent) + ":201"};
 
-// Issue 32 §3's high-rate calls.
+// The high-rate calls.
 const int kHighRate[] = {
     CUPTI_DRIVER_TRACE_CBID_cuEventQuery,
     CUPTI_DRIVER_TRACE_CBID_cuStreamQuery,

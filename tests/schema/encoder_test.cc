@@ -55,13 +55,14 @@ TEST(EncoderTest, StatsLineIsExact) {
   stats.ring_high_water = 65535;
   stats.cpu_ns = 123456789;
   stats.timing_dropped = 9;
+  stats.timing_dropped_stall_flush = 6;
   stats.occupancy_disagreements = 7;
   EXPECT_EQ(EncodeToString(stats),
             R"({"type":"stats","version":1,"ts_ns":1732000000123456789,"pid":4242,"seq":17,)"
             R"("emitted":18446744073709551615,"dropped":0,"ring_capacity":65536,)"
             R"("interval_ns":1000000000,"launches":10,"filtered":4,"dropped_ring_full":3,)"
             R"("dropped_disconnected":2,"dropped_backpressure":5,"timing_dropped":9,)"
-            R"("occupancy_disagreements":7,"api_errors_routine":0,"api_errors_suppressed":0,)"
+            R"("timing_dropped_stall_flush":6,"occupancy_disagreements":7,"api_errors_routine":0,"api_errors_suppressed":0,)"
             R"("ring_high_water":65535,)"
             R"("cpu_ns":123456789})"
             "\n");

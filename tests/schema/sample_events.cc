@@ -539,6 +539,23 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stall.streams[1].launches.clear();  // a stream whose launches were not kept
   stall.completed = 17;
   events.emplace_back(WithHeader(stall, seq++));
+  // Seen from a synchronising call (evidence sync_call), with the stream's last launches, one of
+  // them a graph launch whose running node a forced flush showed; and that flush's cost.
+  OwnedStallEvent from_sync = SampleStall(seq++);
+  from_sync.streams[0].evidence = std::string(kStallEvidenceSyncCall);
+  from_sync.streams[0].launches_from = std::string(kStallLaunchesFromRecent);
+  from_sync.streams[0].sync_api = "cuStreamSynchronize";
+  from_sync.streams[0].sync_tid = 4242;
+  from_sync.streams[0].sync_waited_ms = 11500;
+  from_sync.streams[0].launches[1].graph_launch = true;
+  from_sync.streams[0].launches[1].graph_exec_id = 12;
+  from_sync.streams[0].launches[2].graph_launch = true;
+  from_sync.streams[0].launches[2].graph_id = 12;
+  from_sync.streams[0].launches[2].graph_node_id = 0x7f00'1234'0001;
+  from_sync.streams[1].evidence = std::string(kStallEvidenceTimingRecords);
+  from_sync.flush_incomplete = 2000;
+  from_sync.flush_incomplete_streams = 2;
+  events.emplace_back(from_sync);
   OwnedStallEvent resolved;
   resolved.state = StallState::kResolved;
   resolved.stall_ms = 10000;
@@ -790,16 +807,20 @@ std::string EncodeLine(const OwnedEvent& event) {
     for (const OwnedStallStream& s : stall->streams) {
       std::vector<StallLaunch>& views = launches.emplace_back();
       for (const OwnedStallLaunch& l : s.launches) {
-        views.push_back(
-            {l.correlation_id, l.name, l.demangled, l.grid, l.block, l.occupancy, l.age_ms});
+        views.push_back({l.correlation_id, l.name, l.demangled, l.grid, l.block, l.occupancy,
+                         l.age_ms, l.graph_launch, l.graph_exec_id, l.graph_id,
+                         l.graph_node_id});
       }
     }
     for (size_t i = 0; i < stall->streams.size(); ++i) {
       const OwnedStallStream& s = stall->streams[i];
-      streams.push_back({s.device, s.context, s.stream, s.waiting_ms, s.unfinished, launches[i]});
+      streams.push_back({s.device, s.context, s.stream, s.waiting_ms, s.unfinished, launches[i],
+                         s.evidence, s.launches_from, s.sync_api, s.sync_tid,
+                         s.sync_waited_ms});
     }
     StallEvent view{stall->header,    stall->state,           stall->stall_ms, stall->stalled_ms,
-                    stall->completed, stall->streams_stalled, streams};
+                    stall->completed, stall->streams_stalled, streams, stall->flush_incomplete,
+                    stall->flush_incomplete_streams};
     n = Encode(view, line.data(), line.size());
   } else {
     n = Encode(event, line.data(), line.size());

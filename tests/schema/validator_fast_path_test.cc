@@ -263,13 +263,37 @@ OwnedStallEvent PlainStall() {
   e.stalled_ms = 12034;
   e.completed = 0;
   e.streams_stalled = 2;
-  OwnedStallLaunch spin{991,      "_Z4spinPVi", "spin(int volatile*)", {1, 1, 1}, {32, 1, 1},
-                        0.015625, 12034};
-  OwnedStallLaunch queued{992,   "_Z6kernelPfi", "kernel(float*, int)", {264, 8, 1}, {256, 1, 1},
-                          0.375, 12001};
-  e.streams.push_back({1, 3, 14, 12034, 2, {spin, queued}});
-  OwnedStallLaunch waiting{993, "_Z6reducePf", "reduce(float*)", {1, 1, 1}, {1024, 1, 1}, 1, 10500};
-  e.streams.push_back({0, 2, 7, 10500, 1, {waiting}});
+  const auto launch = [](uint64_t id, const char* name, const char* demangled, Dim3 grid,
+                         Dim3 block, double occupancy, int64_t age_ms) {
+    OwnedStallLaunch l;
+    l.correlation_id = id;
+    l.name = name;
+    l.demangled = demangled;
+    l.grid = grid;
+    l.block = block;
+    l.occupancy = occupancy;
+    l.age_ms = age_ms;
+    return l;
+  };
+  const auto stream = [](int32_t device, uint64_t context, uint64_t id, int64_t waiting_ms,
+                         int64_t unfinished, std::vector<OwnedStallLaunch> launches) {
+    OwnedStallStream s;
+    s.device = device;
+    s.context = context;
+    s.stream = id;
+    s.waiting_ms = waiting_ms;
+    s.unfinished = unfinished;
+    s.launches = std::move(launches);
+    return s;
+  };
+  const OwnedStallLaunch spin =
+      launch(991, "_Z4spinPVi", "spin(int volatile*)", {1, 1, 1}, {32, 1, 1}, 0.015625, 12034);
+  const OwnedStallLaunch queued =
+      launch(992, "_Z6kernelPfi", "kernel(float*, int)", {264, 8, 1}, {256, 1, 1}, 0.375, 12001);
+  e.streams.push_back(stream(1, 3, 14, 12034, 2, {spin, queued}));
+  const OwnedStallLaunch waiting =
+      launch(993, "_Z6reducePf", "reduce(float*)", {1, 1, 1}, {1024, 1, 1}, 1, 10500);
+  e.streams.push_back(stream(0, 2, 7, 10500, 1, {waiting}));
   return e;
 }
 

@@ -243,10 +243,9 @@ class Parser {
     }
   }
 
-  // 0 (off) or a whole number of ms in [kMinStallMs, kMaxStallMs]. Kernel timing off (`timing`
-  // false) turns it off, with a warning when the variable asked for it.
-  void ReadStallMs(std::string_view name, uint32_t* field, TimingPolicy policy) const {
-    const bool timing = policy != TimingPolicy::kOff;
+  // 0 (off) or a whole number of ms in [kMinStallMs, kMaxStallMs]. With kernel timing off stalls
+  // are still seen, from the application's synchronising calls (docs/crash.md, "Stalls").
+  void ReadStallMs(std::string_view name, uint32_t* field) const {
     std::string_view value;
     const bool given = Get(name, &value);
     if (given) {
@@ -264,15 +263,6 @@ class Parser {
         *field = static_cast<uint32_t>(n);
       }
     }
-    if (timing || *field == 0) return;
-    if (given) {
-      std::string line(name);
-      line += '=';
-      line += Quoted(value);
-      line += " needs kernel timing, which CUFLIGHT_TIMING turns off; stall detection is off";
-      warnings_->push_back(std::move(line));
-    }
-    *field = 0;
   }
 
   // A uid in [0, kMaxCollectorUid]; unset: -1 (none).
@@ -530,7 +520,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadApiErrors(kApiErrors, &c.api_errors);
     p.ReadNumber(kApiErrorHistory, &c.api_error_history, uint32_t{0}, kMaxApiErrorHistory);
     p.ReadBool(kCrashHandler, &c.crash_handler);
-    p.ReadStallMs(kStallMs, &c.stall_ms, c.timing);
+    p.ReadStallMs(kStallMs, &c.stall_ms);
     p.ReadBool(kBlackbox, &c.blackbox);
     p.ReadAttributionNames(kAttributionEnv, &c.attribution_env);
     return parsed;

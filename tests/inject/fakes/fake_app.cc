@@ -31,6 +31,9 @@
 //              callback ids the fake CUPTI has enabled, ascending), then for each argument makes
 //              the driver call `cbid` return `code` through the fake CUPTI (fake_cupti_call) and
 //              prints "called <cbid>=1" when it was called back, "=0" when not; exits normally
+//   sync-hang [ms]: after its launches, waits `ms` (default 1500) milliseconds inside a
+//              cuStreamSynchronize of their stream (fake_cupti_synchronize) and exits normally: a
+//              program whose synchronize waits for a kernel that does not end meanwhile
 //   sleep [ms]: after its launches, sleeps `ms` (default 1500) milliseconds and exits normally: a
 //              program waiting on kernels that do not finish meanwhile (with FAKE_CUPTI_TIMING,
 //              their records come only with the exit's forced flush)
@@ -400,6 +403,11 @@ int main(int argc, char** argv) {
         nanosleep(&pause, nullptr);
       }
     }
+  } else if (mode == "sync-hang") {
+    using Sync = int (*)(int);
+    auto sync = reinterpret_cast<Sync>(dlsym(cupti, "fake_cupti_synchronize"));
+    const int ms = argc >= 5 ? std::atoi(argv[4]) : 1500;
+    std::fprintf(stdout, "synchronized=%d\n", sync != nullptr ? sync(ms) : 0);
   } else if (mode == "sleep") {
     const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;
     timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};

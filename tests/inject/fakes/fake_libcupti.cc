@@ -783,6 +783,31 @@ EXPORT int fake_cupti_call(int cbid, int code) {
   return 1;
 }
 
+// A cuStreamSynchronize of the launches' stream (the NULL stream) that waits `ms` milliseconds,
+// as a program waiting for a kernel that does not end: its enter callback, then after `ms` its
+// exit callback, on the calling thread, with one correlation id (cupti_callbacks.h,
+// CUpti_CallbackData: callbackSite CUPTI_API_ENTER / CUPTI_API_EXIT; functionParams a
+// cuStreamSynchronize_params {CUstream hStream}). Returns 1 when the callback was enabled.
+EXPORT int fake_cupti_synchronize(int ms) {
+  if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize]) return 0;
+  cuStreamSynchronize_params params{};
+  CUresult result = CUDA_SUCCESS;
+  CUpti_CallbackData data{};
+  data.functionName = "cuStreamSynchronize";
+  data.functionParams = &params;
+  data.functionReturnValue = &result;
+  data.context = reinterpret_cast<CUcontext>(0xC0);
+  data.correlationId = NextCorrelationId();
+  data.callbackSite = CUPTI_API_ENTER;
+  g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+             &data);
+  SleepMs(ms);
+  data.callbackSite = CUPTI_API_EXIT;
+  g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+             &data);
+  return 1;
+}
+
 // Fires the exit callback of a cuCtxSynchronize that returned `code`, on the context the
 // launches use, as the driver does when a kernel faulted. Returns 1 when a callback was enabled.
 EXPORT int fake_cupti_fail(int code) {

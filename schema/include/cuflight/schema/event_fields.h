@@ -204,6 +204,7 @@ struct StallLaunchItem {};
   F(OptionalInt, dropped_disconnected, dropped_disconnected, kUint64)           \
   F(OptionalInt, dropped_backpressure, dropped_backpressure, kUint64)           \
   F(OptionalInt, timing_dropped, timing_dropped, kUint64)                       \
+  F(OptionalInt, timing_dropped_stall_flush, timing_dropped_stall_flush, kUint64) \
   F(OptionalInt, occupancy_disagreements, occupancy_disagreements, kUint64)     \
   F(OptionalInt, api_errors_routine, api_errors_routine, kUint64)               \
   F(OptionalInt, api_errors_suppressed, api_errors_suppressed, kUint64)         \
@@ -256,7 +257,13 @@ struct StallLaunchItem {};
   F(Dim, grid, grid)                              \
   F(Dim, block, block)                            \
   F(Number, occupancy, occupancy, 0, 1)           \
-  F(Int, age_ms, age_ms, kCount64)
+  F(Int, age_ms, age_ms, kCount64)                \
+  F(OptionalBool, graph_launch, graph_launch)     \
+  F(OptionalInt, graph_exec_id, graph_exec_id, kUint64) \
+  F(OptionalInt, graph_id, graph_id, kUint64)     \
+  F(OptionalInt, graph_node_id, graph_node_id, kUint64) \
+  R(graph_node_id, graph_id)                      \
+  R(graph_id, graph_node_id)
 
 #define CUFLIGHT_SCHEMA_STALL_STREAM(F, R)  \
   F(Int, device, device, kCount32)          \
@@ -264,7 +271,12 @@ struct StallLaunchItem {};
   F(Int, stream, stream, kUint64)           \
   F(Int, waiting_ms, waiting_ms, kCount64)  \
   F(Int, unfinished, unfinished, kCount64)  \
-  F(Objects, launches, launches, StallLaunchItem{})
+  F(Objects, launches, launches, StallLaunchItem{}) \
+  F(OptionalString, evidence, evidence)     \
+  F(OptionalString, launches_from, launches_from) \
+  F(OptionalString, sync_api, sync_api)     \
+  F(OptionalInt, sync_tid, sync_tid, kCount32) \
+  F(OptionalInt, sync_waited_ms, sync_waited_ms, kCount64)
 
 #define CUFLIGHT_SCHEMA_STALL(F, R)                     \
   F(OneStallState, state, state)                        \
@@ -272,7 +284,9 @@ struct StallLaunchItem {};
   F(Int, stalled_ms, stalled_ms, kCount64)              \
   F(Int, completed, completed, kUint64)                 \
   F(Int, streams_stalled, streams_stalled, kCount32)    \
-  F(Objects, streams, streams, StallStreamItem{})
+  F(Objects, streams, streams, StallStreamItem{})               \
+  F(OptionalInt, flush_incomplete, flush_incomplete, kUint64)   \
+  F(OptionalInt, flush_incomplete_streams, flush_incomplete_streams, kCount32)
 
 // The members the collector acts on (collector/daemon/line_validator.h): Validate records where
 // each is and, for an integer, its value, in its one pass (LineInfo::fact_*). X(name).

@@ -407,6 +407,8 @@ struct BasicStatsEvent {
   // Kernel timing records lost (no kernel_time event for them; not counted in dropped): CUPTI
   // had no buffer, dropped records, or records incomplete at a forced flush.
   uint64_t timing_dropped = 0;
+  // Of timing_dropped: records the forced flushes that confirmed stalls handed over incomplete.
+  uint64_t timing_dropped_stall_flush = 0;
   // Launches whose occupancy the driver and the engine computed differently (kernel events with
   // engine_max_active_blocks); optional on the wire, 0 when absent.
   uint64_t occupancy_disagreements = 0;
@@ -445,6 +447,7 @@ struct BasicProcessEndEvent {
   uint64_t dropped_disconnected = 0;
   uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
+  uint64_t timing_dropped_stall_flush = 0;
   uint64_t occupancy_disagreements = 0;
   // Failed driver calls counted instead of sent as api_error (optional on the wire, 0 when
   // absent): routine failures (cuflight/schema/routine_failures.h), and repeats of one (call,
@@ -510,6 +513,7 @@ struct BasicProcessCrashEvent {
   uint64_t dropped_disconnected = 0;
   uint64_t dropped_backpressure = 0;
   uint64_t timing_dropped = 0;
+  uint64_t timing_dropped_stall_flush = 0;
   uint64_t occupancy_disagreements = 0;
   // Failed driver calls counted instead of sent as api_error (optional on the wire, 0 when
   // absent): routine failures (cuflight/schema/routine_failures.h), and repeats of one (call,
@@ -543,6 +547,13 @@ struct BasicStallLaunch {
   Dim3 block;
   double occupancy = 0;  // the kernel event's occupancy, in [0, 1]
   int64_t age_ms = 0;    // since the launch (host clock)
+  // A CUDA graph launch (cuGraphLaunch): correlation_id is the graph launch's, which its kernel
+  // nodes' events carry; name, demangled, grid, block and occupancy are those of the node shown
+  // running (graph_node_id), else empty and 0.
+  bool graph_launch = false;
+  std::optional<uint64_t> graph_exec_id;  // cuptiGetGraphExecId, when CUPTI said
+  std::optional<uint64_t> graph_id;       // the running node's record's, with graph_node_id
+  std::optional<uint64_t> graph_node_id;  // the node a forced flush showed running
 
   bool operator==(const BasicStallLaunch&) const = default;
 };
@@ -561,6 +572,16 @@ struct BasicStallStream {
   // The oldest unfinished launches, oldest first (at most kMaxStallLaunches from the injector).
   // The first is what the stream waits on; the others are queued behind it.
   typename S::template List<BasicStallLaunch<S>> launches;
+  // Why the stream is taken as stalled (wire "evidence"; "" when absent, read as
+  // kStallEvidenceTimingRecords) and what `launches` lists (wire "launches_from"; "" read as
+  // kStallLaunchesFromTimingRecords): the values below.
+  typename S::String evidence;
+  typename S::String launches_from;
+  // With evidence kStallEvidenceSyncCall: the call the application's thread waits in, the thread,
+  // and how long it has waited.
+  typename S::String sync_api;
+  std::optional<int32_t> sync_tid;
+  std::optional<int64_t> sync_waited_ms;
 
   bool operator==(const BasicStallStream&) const = default;
 };
@@ -570,6 +591,11 @@ struct BasicStallStream {
 inline constexpr size_t kMaxStallNameBytes = 256;
 inline constexpr size_t kMaxStallStreams = 8;
 inline constexpr size_t kMaxStallLaunches = 4;
+// The values of a stall stream's `evidence` and `launches_from` (schema/v1/stall.schema.json).
+inline constexpr std::string_view kStallEvidenceTimingRecords = "timing_records";
+inline constexpr std::string_view kStallEvidenceSyncCall = "sync_call";
+inline constexpr std::string_view kStallLaunchesFromTimingRecords = "timing_records";
+inline constexpr std::string_view kStallLaunchesFromRecent = "recent";
 
 // Sent by the process while launched kernels do not finish (CUFLIGHT_STALL_MS): state stalled
 // when a stream has made no progress for stall_ms, again at a bounded rate while one has not, and
@@ -590,6 +616,10 @@ struct BasicStallEvent {
   // The stalled streams, longest waiting first (at most kMaxStallStreams from the injector);
   // empty when resolved.
   typename S::template List<BasicStallStream<S>> streams;
+  // What confirming the stall cost: kernel records the forced flush made for it handed over
+  // incomplete, and on how many streams (the first stalled event after such a flush only).
+  std::optional<uint64_t> flush_incomplete;
+  std::optional<int32_t> flush_incomplete_streams;
 
   bool operator==(const BasicStallEvent&) const = default;
 };

@@ -162,10 +162,10 @@ struct Config {
   // CUFLIGHT_CRASH_HANDLER: handle SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT to send what is
   // pending and a process_crash event before the signal takes its course.
   bool crash_handler = true;
-  // CUFLIGHT_STALL_MS: report a stall (docs/crash.md, "GPU hangs") when launched kernels have
-  // not finished for this long; 0: off. 0 or in [kMinStallMs, kMaxStallMs]. Needs kernel timing:
-  // ParseConfig makes it 0 when `timing` is off (with a warning when the variable was set). Under
-  // sampled, only launches made in a timing window are watched.
+  // CUFLIGHT_STALL_MS: report a stall (docs/crash.md, "GPU hangs") when launched work has not
+  // finished for this long; 0: off. 0 or in [kMinStallMs, kMaxStallMs]. Launches made without
+  // kernel timing (timing off, or outside a window under sampled) are judged from the
+  // application's synchronising calls only.
   uint32_t stall_ms = kDefaultStallMs;
   // CUFLIGHT_BLACKBOX: keep the launch ring and what the collector needs to make its events in a
   // memfd passed to the collector, which reads it if the process dies without a word (SIGKILL,

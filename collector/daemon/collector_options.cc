@@ -514,6 +514,60 @@ const char* EnvOrNull(const char* name) {
   return value != nullptr && value[0] != '\0' ? value : nullptr;
 }
 
+// The OTLP exporter's standard environment variables (OpenTelemetry specification,
+// specification/protocol/exporter.md, "Configuration Options"): each stands in for an --otlp-*
+// setting that the command line does not give; a --config file's key and the flag override it.
+// The logs' own variable (OTEL_EXPORTER_OTLP_LOGS_*) wins over the general one. Endpoints, as
+// "Endpoint URLs for OTLP/HTTP" says: the general OTEL_EXPORTER_OTLP_ENDPOINT is a base URL to
+// which v1/logs is appended relative to its path (http://c:4318/base/ -> http://c:4318/base/
+// v1/logs); OTEL_EXPORTER_OTLP_LOGS_ENDPOINT is used as-is, the root path / when it has none.
+// OTEL_EXPORTER_OTLP_TIMEOUT is in milliseconds, *_HEADERS is the form --otlp-headers takes,
+// *_PROTOCOL is http/protobuf or http/json (grpc is refused: no gRPC client here).
+bool ApplyOtlpEnvironment(const std::vector<Setting>& settings, const std::vector<bool>& given,
+                          CollectorOptions* options, std::string* error) {
+  struct Variable {
+    const char* logs_name;
+    const char* general_name;
+    const char* setting;
+  };
+  static constexpr std::array<Variable, 4> kVariables = {{
+      {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "otlp-endpoint"},
+      {"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL", "otlp-protocol"},
+      {"OTEL_EXPORTER_OTLP_LOGS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS", "otlp-headers"},
+      {"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", "otlp-timeout"},
+  }};
+  for (const Variable& v : kVariables) {
+    size_t index = 0;
+    while (index < settings.size() && std::string_view(settings[index].name) != v.setting) ++index;
+    if (index == settings.size() || given[index]) continue;
+    const char* name = v.logs_name;
+    const char* value = EnvOrNull(name);
+    if (value == nullptr) {
+      name = v.general_name;
+      value = EnvOrNull(name);
+    }
+    if (value == nullptr) continue;
+    std::string why;
+    if (!settings[index].apply(value, options, &why)) {
+      *error = std::string(name) + ": " + OneLine(why);
+      return false;
+    }
+    if (std::string_view(v.setting) == "otlp-endpoint") {
+      // The setting checked the URL; the path is the specification's, not --otlp-endpoint's.
+      std::string url(value);
+      const bool has_path = url.find('/', url.find("://") + 3) != std::string::npos;
+      if (name == v.general_name) {
+        if (url.back() != '/') url += '/';
+        url += "v1/logs";
+      } else if (!has_path) {
+        url += '/';
+      }
+      options->otlp.endpoint = url;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::filesystem::path DefaultSocketPath() {
@@ -577,6 +631,7 @@ ParseStatus ParseCollectorArgs(int argc, const char* const* argv, CollectorOptio
     result.log_dir = DefaultLogDir();
     std::vector<bool> given(settings.size(), false);
     for (size_t i = 0; i < settings.size(); ++i) given[i] = cli_options[i]->count() > 0;
+    if (!ApplyOtlpEnvironment(settings, given, &result, error)) return ParseStatus::kExitUsage;
     if (!config_file.empty() && !ApplyConfigFile(config_file, settings, given, &result, error)) {
       return ParseStatus::kExitUsage;
     }

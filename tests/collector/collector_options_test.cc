@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collector_test_util.h"
@@ -254,6 +258,118 @@ TEST(CollectorOptionsTest, BadConfigFilesNameTheFileAndKey) {
     EXPECT_EQ(p.status, ParseStatus::kExitUsage) << c.file;
     EXPECT_NE(p.error.find(c.expected), std::string::npos) << "got: " << p.error;
     EXPECT_EQ(p.error.find('\n'), std::string::npos);
+  }
+}
+
+// The OTLP exporter's standard variables (OpenTelemetry specification, protocol/exporter.md):
+// each set here for one test and then cleared, since the test process may have its own.
+class OtlpEnvironmentTest : public ::testing::Test {
+ protected:
+  static constexpr std::array<const char*, 8> kNames = {
+      "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+      "OTEL_EXPORTER_OTLP_HEADERS",  "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+      "OTEL_EXPORTER_OTLP_TIMEOUT",  "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT",
+      "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"};
+  void SetUp() override {
+    for (const char* name : kNames) {
+      if (const char* v = std::getenv(name)) saved_.emplace_back(name, v);
+      unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : kNames) unsetenv(name);
+    for (const auto& [name, value] : saved_) setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST_F(OtlpEnvironmentTest, NothingSetLeavesTheExportOff) {
+  const Parsed p = Parse({});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.otlp.endpoint, "");
+}
+
+TEST_F(OtlpEnvironmentTest, EndpointsFollowTheSpecification) {
+  // The general variable is a base URL: v1/logs relative to its path (the specification's
+  // examples: http://collector:4318 -> http://collector:4318/v1/logs, .../mycollector/ ->
+  // .../mycollector/v1/logs).
+  const std::vector<std::pair<const char*, const char*>> general = {
+      {"http://collector:4318", "http://collector:4318/v1/logs"},
+      {"http://collector:4318/", "http://collector:4318/v1/logs"},
+      {"https://collector:4318/mycollector/", "https://collector:4318/mycollector/v1/logs"},
+      {"https://collector:4318/mycollector", "https://collector:4318/mycollector/v1/logs"},
+  };
+  for (const auto& [value, expected] : general) {
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", value, 1);
+    const Parsed p = Parse({});
+    ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+    EXPECT_EQ(p.options.otlp.endpoint, expected) << value;
+  }
+  // The logs' own variable is used as-is, with the root path / when it names none, and wins.
+  setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://logs:4318/ingest/otlp", 1);
+  EXPECT_EQ(Parse({}).options.otlp.endpoint, "http://logs:4318/ingest/otlp");
+  setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://logs:4318", 1);
+  EXPECT_EQ(Parse({}).options.otlp.endpoint, "http://logs:4318/");
+}
+
+TEST_F(OtlpEnvironmentTest, HeadersTimeoutAndProtocol) {
+  setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+  setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Scope-OrgID=gpu-fleet,api-key=a%20b", 1);
+  setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500", 1);
+  setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", 1);
+  Parsed p = Parse({});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(p.options.otlp.headers, (Headers{{"X-Scope-OrgID", "gpu-fleet"}, {"api-key", "a b"}}));
+  EXPECT_EQ(p.options.otlp.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(p.options.otlp.encoding, exporter::Encoding::kJson);
+  // The LOGS_ variables win over the general ones.
+  setenv("OTEL_EXPORTER_OTLP_LOGS_HEADERS", "X-Tenant=logs", 1);
+  setenv("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "700", 1);
+  p = Parse({});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.otlp.headers, (Headers{{"X-Tenant", "logs"}}));
+  EXPECT_EQ(p.options.otlp.timeout, std::chrono::milliseconds(700));
+}
+
+TEST_F(OtlpEnvironmentTest, FlagsAndTheConfigFileWin) {
+  setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://from-env:4318", 1);
+  setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "not a number", 1);  // never read: the flag is given
+  setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-From=env", 1);
+  const Parsed p = Parse({"--otlp-endpoint", "http://from-flag:4318", "--otlp-timeout", "100"});
+  ASSERT_EQ(p.status, ParseStatus::kRun) << p.error;
+  EXPECT_EQ(p.options.otlp.endpoint, "http://from-flag:4318/v1/logs");
+  EXPECT_EQ(p.options.otlp.timeout, std::chrono::milliseconds(100));
+  EXPECT_EQ(p.options.otlp.headers,
+            (std::vector<std::pair<std::string, std::string>>{{"X-From", "env"}}));
+  unsetenv("OTEL_EXPORTER_OTLP_TIMEOUT");
+  // An empty flag keeps the export off whatever the environment says.
+  const Parsed off = Parse({"--otlp-endpoint", ""});
+  ASSERT_EQ(off.status, ParseStatus::kRun) << off.error;
+  EXPECT_EQ(off.options.otlp.endpoint, "");
+  testing::TempDir dir;
+  const auto file = dir.path() / "collector.json";
+  std::ofstream(file) << R"({"otlp-endpoint": "http://from-config:4318"})";
+  const Parsed config = Parse({"--config", file.c_str()});
+  ASSERT_EQ(config.status, ParseStatus::kRun) << config.error;
+  EXPECT_EQ(config.options.otlp.endpoint, "http://from-config:4318/v1/logs");
+}
+
+TEST_F(OtlpEnvironmentTest, BadValuesAreUsageErrorsNamingTheVariable) {
+  const std::vector<std::pair<std::pair<const char*, const char*>, std::string>> cases = {
+      {{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT: "},
+      {{"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "ftp://x"}, "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: "},
+      {{"OTEL_EXPORTER_OTLP_TIMEOUT", "10s"}, "OTEL_EXPORTER_OTLP_TIMEOUT: "},
+      {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc'"},
+      {{"OTEL_EXPORTER_OTLP_HEADERS", "no-equals-sign"}, "OTEL_EXPORTER_OTLP_HEADERS: "},
+  };
+  for (const auto& [variable, expected] : cases) {
+    setenv(variable.first, variable.second, 1);
+    const Parsed p = Parse({});
+    EXPECT_EQ(p.status, ParseStatus::kExitUsage) << variable.first;
+    EXPECT_EQ(p.error.rfind(expected, 0), 0u) << "got: " << p.error;
+    EXPECT_EQ(p.error.find('\n'), std::string::npos) << p.error;
+    unsetenv(variable.first);
   }
 }
 

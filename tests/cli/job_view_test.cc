@@ -248,6 +248,75 @@ TEST_F(JobViewTest, RankAndPodSelectProcesses) {
   EXPECT_THAT(none.out, Not(HasSubstr("job 999:")));
 }
 
+// The two fleet questions of docs/fleet.md ("The fleet's questions"), answered by the report as
+// that section writes the commands. Beside job 4242 (its kernels' occupancy fields are the
+// defaults: limited by warps), job 5151 runs one rank on node-b that launches, on 2025-11-21, a
+// kernel limited by registers three times (4 blocks of 8 warps = 32 of 64 warps: 50%) and one
+// limited by shared memory once, and on 2025-11-22 the register-limited kernel once more. By
+// hand: asked for 2025-11-21, only job 5151 launched register-limited kernels, 3 launches of 1
+// signature; job 4242 none. The crashed ranks of job 4242 are 2 and 5, the lost one 6, each with
+// allreduce() (its launch at +9 s, after gemm at +1 s) as its last kernel.
+TEST_F(JobViewTest, TheFleetQuestionsAnsweredByTheReport) {
+  constexpr int32_t kPid = 3000;
+  schema::OwnedProcessStartEvent start = Start(kPid, 0, kStart, "/opt/job/solver");
+  start.hostname = "node-b";
+  start.attribution = {{"SLURM_JOB_ID", "5151"}, {"job", "5151"}, {"rank", "0"}};
+  KernelSpec regs = Named("regs_heavy");
+  regs.occupancy = report::testing::Fields(4, 8, 64, schema::Resource::kRegisters);
+  KernelSpec smem = Named("smem_heavy");
+  smem.occupancy = report::testing::Fields(2, 8, 64, schema::Resource::kSharedMem);
+  std::string log = Line(start) + Line(Device(kPid, 1, 0, "NVIDIA H100 80GB HBM3"));
+  uint64_t seq = 2;
+  for (int i = 0; i < 3; ++i) {
+    log += Line(Kernel(kPid, seq, kStart + (2 + i) * kSecond, seq, regs));
+    ++seq;
+  }
+  log += Line(Kernel(kPid, seq, kStart + 6 * kSecond, seq, smem));
+  ++seq;
+  log += Line(Kernel(kPid, seq, kStart + 86400 * kSecond, seq, regs));  // 2025-11-22
+  report::testing::WriteFile(Dir("node-b") / "2025-11-21" / fmt("node-b", kPid), log);
+
+  // Which jobs launched register-limited kernels on 2025-11-21? The jobs the logs name, then
+  // per job the launches --limiter registers keeps in that day.
+  const ProcessResult all = Cuflight({"report", "--json"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const json everything = json::parse(all.out);
+  std::set<std::string> jobs;
+  for (const json& p : everything["processes"]) {
+    if (p.contains("attribution") && p["attribution"].contains("job")) {
+      jobs.insert(p["attribution"]["job"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(jobs, (std::set<std::string>{"4242", "5151"}));
+  std::map<std::string, int64_t> register_limited;
+  for (const std::string& job : jobs) {
+    const ProcessResult r =
+        Cuflight({"report", "--job", job, "--limiter", "registers", "--since",
+                  "2025-11-21T00:00:00Z", "--until", "2025-11-22T00:00:00Z", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json doc = json::parse(r.out);
+    register_limited[job] = doc["totals"]["launches"].get<int64_t>();
+    for (const json& sig : doc["signatures"]) {
+      EXPECT_EQ(sig["limiting_resource"], "registers") << job;
+      EXPECT_EQ(sig["demangled"], "regs_heavy()") << job;
+    }
+  }
+  EXPECT_EQ(register_limited, (std::map<std::string, int64_t>{{"4242", 0}, {"5151", 3}}));
+
+  // The last kernel of every crashed (and the lost) rank of job 4242.
+  const ProcessResult job = Cuflight({"report", "--job", "4242", "--json"});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  std::map<int, std::string> crashed;
+  std::map<int, std::string> lost;
+  const json view = json::parse(job.out);
+  for (const json& row : view["jobs"][0]["ranks"]) {
+    if (row["ending"] == "crashed") crashed[row["rank"].get<int>()] = row["last_kernel"]["name"];
+    if (row["ending"] == "lost") lost[row["rank"].get<int>()] = row["last_kernel"]["name"];
+  }
+  EXPECT_EQ(crashed, (std::map<int, std::string>{{2, "allreduce()"}, {5, "allreduce()"}}));
+  EXPECT_EQ(lost, (std::map<int, std::string>{{6, "allreduce()"}}));
+}
+
 TEST_F(JobViewTest, BadValuesExitTwoWithOneLine) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"report", "--rank", "-1"},

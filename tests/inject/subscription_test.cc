@@ -66,7 +66,8 @@ const int kHighRate[] = {
     CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
     CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
 };
-// Taken in every setting: launches, what the recorder caches, the synchronising calls.
+// Taken in every setting: launches, what the recorder caches, the synchronising calls, graph
+// launches (a hang inside a graph names its launch).
 const int kAlways[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,  CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
@@ -74,12 +75,13 @@ const int kAlways[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
     CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,  CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,     CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 // Ordinary calls whose failures matter, taken with `default` and `all` only.
 const int kOrdinary[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
     CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,  CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,    CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2, CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2,
 };
 

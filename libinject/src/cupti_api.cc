@@ -84,8 +84,9 @@ int CollectObject(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version) {
-  return cupti_version >= kCuptiVersionMultiSubscriber && api.SubscribeV2 != nullptr &&
+bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version, int driver_version) {
+  return cupti_version >= kCuptiVersionMultiSubscriber &&
+         driver_version >= kDriverVersionMultiSubscriber && api.SubscribeV2 != nullptr &&
          api.ActivityRegisterCallbacksV2 != nullptr && api.ActivityEnableV2 != nullptr &&
          api.ActivityDisableV2 != nullptr && api.ActivityGetNextRecordV2 != nullptr &&
          api.ActivityGetNumDroppedRecordsV2 != nullptr;

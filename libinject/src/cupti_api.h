@@ -115,9 +115,25 @@ struct CuptiApi {
 // Initialization Workflow (CUDA 13.3+)"; 13.2's subscriber-scoped activity API was a preview).
 inline constexpr uint32_t kCuptiVersionMultiSubscriber = 130300;
 
+// The first driver with multi-subscriber activity tracing, as cuDriverGetVersion reports it. The
+// CUPTI docs, "Legacy Initialization (CUDA 13.2 and earlier)": "For applications running on CUDA
+// 13.2 or older, or with drivers older than r610, CUPTI limits activity tracing to a single
+// subscriber". cuDriverGetVersion gives the CUDA version a driver supports (1000 * major +
+// 10 * minor, cuda.h), not its branch; r610 is the branch of CUDA 13.3 (the first release with
+// multi-subscriber tracing, "Recommended Initialization Workflow (CUDA 13.3+)"), so a driver
+// reporting 13.3 or later is r610 or later, and one reporting 13.2 or earlier is older.
+inline constexpr int kDriverVersionMultiSubscriber = 13030;
+
 // Whether timing uses the subscriber-scoped activity API: CUPTI 13.3 or later whose library has
-// every _v2 entry point the library calls. Otherwise the unversioned (global) API throughout.
-bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version);
+// every _v2 entry point the library calls, on a driver that supports CUDA 13.3 or later
+// (kDriverVersionMultiSubscriber; 0, unknown, is taken as older). Otherwise the unversioned
+// (global) API throughout. A refused multi-subscriber cuptiSubscribe_v2 still falls back to the
+// unversioned API (Injector::Subscribe): the driver check only avoids asking.
+bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version, int driver_version);
+
+// What process_start's `cupti_activity_api` says of the family in use (schema/v1).
+inline constexpr const char* kActivityApiSubscriber = "subscriber";  // the _v2 calls
+inline constexpr const char* kActivityApiGlobal = "global";          // the unversioned calls
 
 // The oldest CUPTI whose activity record layout this build reads (CUpti_ActivityKernel10 of the
 // CUDA 13.0 headers). cupti_version.h: from CUDA 13.0 the API version is xxyyzz (130000 for 13.0);

@@ -161,6 +161,8 @@ bool Injector::InitializeOrExplain() noexcept {
     return false;
   }
   if (!Subscribe()) return false;  // Subscribe explains
+  pipeline->sender->SetCuptiActivityApi(subscriber_scoped_ ? kActivityApiSubscriber
+                                                           : kActivityApiGlobal);
   if (timing && !EnableTiming()) {
     // Stalls are then seen from synchronising calls only (stall_tracker.h, point 10).
     pipeline->sender->SetTimingUnavailable();
@@ -188,7 +190,13 @@ bool Injector::Subscribe() noexcept {
   // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED): with the subscriber-scoped activity API,
   // cuptiSubscribe_v2 allowing other subscribers; otherwise cuptiSubscribe, or before 13.2
   // cuptiSubscribe_v2 without the multi-subscriber member for the holder's name.
-  subscriber_scoped_ = UsesSubscriberActivityApi(cupti_, cupti_version_);
+  subscriber_scoped_ = UsesSubscriberActivityApi(cupti_, cupti_version_, driver_version_);
+  if (!subscriber_scoped_ &&
+      UsesSubscriberActivityApi(cupti_, cupti_version_, kDriverVersionMultiSubscriber)) {
+    Log().info("libcupti {} has multi-subscriber tracing, the driver (CUDA {}) does not (it needs "
+               "r610, CUDA 13.3, or later): the unversioned CUPTI API, one tracing tool at a time",
+               cupti_version_, driver_version_);
+  }
   if (cupti_.SubscribeV2 != nullptr &&
       (subscriber_scoped_ || cupti_version_ < kCuptiVersionWithSubscriberScopedApi)) {
     SubscriberParamsV2 params{};
@@ -203,6 +211,21 @@ bool Injector::Subscribe() noexcept {
     }
     result = cupti_.SubscribeV2(&subscriber_, &Injector::Callback, this,
                                 reinterpret_cast<CUpti_SubscriberParams*>(&params));
+    if (subscriber_scoped_ && (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
+                               result == CUPTI_ERROR_NOT_SUPPORTED)) {
+      // Multi-subscriber tracing refused (a driver older than r610 that the version check did not
+      // catch, or a tool already subscribed with the unversioned API: "V1 to V2 API Migration").
+      // The unversioned family then, as a CUPTI 13.2 or earlier client: cuptiSubscribe succeeds
+      // when no other tool holds CUPTI, and fails with
+      // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (reported below) when one does. A refused
+      // cuptiSubscribe_v2 made no subscriber, so there is none to unsubscribe.
+      Log().info("cuptiSubscribe_v2 refused multiple subscribers ({}): the unversioned CUPTI API, "
+                 "one tracing tool at a time",
+                 CuptiError(cupti_, result));
+      subscriber_scoped_ = false;
+      subscriber_ = nullptr;
+      result = cupti_.Subscribe(&subscriber_, &Injector::Callback, this);
+    }
   } else {
     result = cupti_.Subscribe(&subscriber_, &Injector::Callback, this);
   }
@@ -346,6 +369,9 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     }
     facts.cuda_driver_version = driver_version_;
     facts.cupti_version = static_cast<int32_t>(cupti_version_);
+    // A fork()ed child's pipeline comes after the subscription; the first one's family is set
+    // once Subscribe has decided it (SetCuptiActivityApi).
+    if (start) facts.cupti_activity_api = subscriber_scoped_ ? kActivityApiSubscriber : kActivityApiGlobal;
     facts.config = Describe(config_);
     ReadAttribution(&facts, config_.attribution_env);
     try {

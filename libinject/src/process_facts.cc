@@ -172,6 +172,7 @@ schema::ProcessStartEvent ProcessStartView::Event(const schema::Header& header) 
   event.cuflight_version = CUFLIGHT_VERSION;
   event.cuda_driver_version = facts_.cuda_driver_version;
   event.cupti_version = facts_.cupti_version;
+  if (facts_.cupti_activity_api != nullptr) event.cupti_activity_api = facts_.cupti_activity_api;
   event.ppid = facts_.ppid;
   event.uid = facts_.uid;
   event.config = config_;

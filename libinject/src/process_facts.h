@@ -24,6 +24,8 @@ struct ProcessFacts {
   int64_t start_ns = 0;  // process start, CLOCK_REALTIME ns (from /proc/self/stat and btime)
   int32_t cuda_driver_version = 0;
   int32_t cupti_version = 0;
+  // kActivityApiSubscriber or kActivityApiGlobal (cupti_api.h); nullptr: unknown (not written).
+  const char* cupti_activity_api = nullptr;
   std::vector<std::pair<std::string, std::string>> config;
   // Random and never 0 (getrandom(2); a mix of clocks, pid and addresses when it fails): a new
   // one for every process image, since the library is loaded again after exec() and a fork()ed

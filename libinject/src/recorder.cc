@@ -727,11 +727,15 @@ void Recorder::Describe(FunctionInfo* info, int device) noexcept {
 int Recorder::ResolveDevice(uint64_t context) noexcept {
   int ordinal = devices_->DeviceOf(context);
   if (ordinal >= 0 && devices_->Get(ordinal) != nullptr) return ordinal;
+  // cuptiGetDeviceId, not cuCtxGetDevice: cupti_activity.h says it "Operates in a similar manner
+  // to cudaGetDevice() or cuCtxGetDevice() but may be called from within callback functions",
+  // and this runs inside the launch's callback. A context CUPTI does not know: the device of the
+  // calling thread's current context ("If context is NULL, returns the ID of the device that
+  // contains the currently active context"), the one the launch went to when it named none.
   uint32_t id = 0;
-  if (cupti_->GetDeviceId(reinterpret_cast<CUcontext>(context), &id) != CUPTI_SUCCESS) {
-    CUdevice device = 0;
-    if (driver_->CtxGetDevice(&device) != CUDA_SUCCESS) return -1;
-    id = static_cast<uint32_t>(device);
+  if (cupti_->GetDeviceId(reinterpret_cast<CUcontext>(context), &id) != CUPTI_SUCCESS &&
+      (context == 0 || cupti_->GetDeviceId(nullptr, &id) != CUPTI_SUCCESS)) {
+    return -1;
   }
   ordinal = static_cast<int>(id);
   if (ordinal < 0 || ordinal >= DeviceTable::kMaxDevices) return -1;

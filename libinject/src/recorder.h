@@ -14,6 +14,21 @@
 // launch path: the synchronising calls in progress (sync_calls.h: their enter and exit
 // callbacks; a launch's enter callback pays one compare for it), and the graph launches
 // (graph_launches.h: cuGraphLaunch's exit callback).
+//
+// Calls into CUDA from inside a callback, and why each is safe. Every one is made inside an
+// OwnCalls scope (own_calls.h): the callbacks CUPTI raises for them are ignored, so the library
+// never re-enters itself nor reports its own probes as the application's errors
+// (Recorder.CallbacksRaisedByItsOwnDriverCallsAreIgnored). Each is made from the exit callback,
+// after the application's call returned, on the application's thread with its current context:
+//  - cuStreamIsCapturing, first, and only while some capture is in progress in the process
+//    (captures_active_): a launch into a capturing stream is not recorded, and the calls below
+//    are not made for it, so that no query that could invalidate a capture reaches its stream;
+//  - cuFuncGetAttribute / cuKernelGetAttribute / cuKernelGetFunction (a function's first launch),
+//    cuDeviceGetAttribute / cuDeviceGetName / cuDeviceGetUuid (a device's first launch),
+//    cuOccupancy* (a configuration's first launch), cuStreamGetCtx, cuDevicePrimaryCtxGetState:
+//    queries that neither synchronize nor change state, each cached after its first answer;
+//  - the device of a launch's context: cuptiGetDeviceId, which cupti_activity.h documents as
+//    callable "from within callback functions" (unlike cuCtxGetDevice, never called here).
 #ifndef CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 #define CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 

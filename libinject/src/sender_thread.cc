@@ -168,7 +168,9 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
   ReadCallbacksForStalls();
   // A stream with launches made outside timing windows, no synchronising call covering it and no
   // sign of progress cannot be judged (stall_tracker.h, point 10): not reported.
-  if (records_ && stall_->ConfirmationDue(now)) {
+  // With the subscriber-scoped (_v2) API no forced flush is made (ForcedFlushAllowed): a stream
+  // is then reported only when a synchronising call shows it stalled (stall_tracker.h, point 9).
+  if (records_ && ForcedFlushAllowed() && stall_->ConfirmationDue(now)) {
     // A default flush first: records of kernels that ended since the last one come without
     // costing anyone's timing (stall_tracker.h, point 6). Only when a stream still looks stalled
     // from its records alone, the forced flush.
@@ -354,7 +356,7 @@ void SenderThread::Run() noexcept {
     // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
     // faulted context this may not return: Stop stops waiting at its deadline.
     in_exit_flush_.store(true, std::memory_order_release);
-    cupti_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cupti_->ActivityFlushAll(ForcedFlushAllowed() ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     in_exit_flush_.store(false, std::memory_order_release);
   }
   if (abandoned_.load(std::memory_order_acquire)) return;  // Stop gave up on us: touch nothing

@@ -174,13 +174,17 @@ class SenderThread {
   bool Start() noexcept;
   // Kernel activity could not be enabled: launches count in timing_stopped ("unavailable"), and
   // stalls are seen from synchronising calls only. Before Start.
+  // Before Start: the CUPTI API family the subscription uses, for process_start
+  // (kActivityApiSubscriber or kActivityApiGlobal, cupti_api.h).
+  void SetCuptiActivityApi(const char* family) noexcept { facts_.cupti_activity_api = family; }
   void SetTimingUnavailable() noexcept {
     timing_watch_.SetUnavailable();
     if (options_.windows != nullptr) options_.windows->SetUnavailable();
     records_ = false;
   }
   // Stops the thread, which then does the exit's work: a forced activity flush
-  // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers),
+  // (cuptiActivityFlushAll with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, when it has activity buffers;
+  // a default one with the subscriber-scoped API, ForcedFlushAllowed),
   // then Finish: drains the ring and completed activity buffers, reads CUPTI's count of dropped
   // records once more, sends process_end, and waits until the collector acknowledged everything
   // or shortly before `deadline`. Stop returns by `deadline` whatever CUPTI does: a thread still
@@ -279,6 +283,19 @@ class SenderThread {
   // Handles every record in the ring and every completed activity buffer, ignoring HasRoom.
   void DrainAll() noexcept;
   void UrgentFlush() noexcept;
+  // Whether a forced activity flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) may be made: not with the
+  // subscriber-scoped (_v2) API. cuptiActivityFlushAll names no subscriber (cupti_activity.h),
+  // and the CUDA 13.0 headers this library builds against have no per-subscriber flush: with
+  // several CUPTI tools in the process a forced flush would hand every tool's buffers over with
+  // their incomplete records, which those tools never get complete. The cost: a stall is
+  // confirmed only by a synchronising call that covers its stream (stall_tracker.h, points 6, 9
+  // and 10), so a hang no thread waits on is not reported; at exit the default flush hands over
+  // only buffers whose records are all complete, so a buffer holding a kernel still running at
+  // exit (and the finished kernels sharing it) gives no kernel_time. Default flushes (flag 0)
+  // stay: they hand over only complete buffers, each to its own subscriber.
+  bool ForcedFlushAllowed() const noexcept {
+    return cupti_ == nullptr || cupti_->activity_subscriber == nullptr;
+  }
   // Whether Step takes more work (a ring record, an activity buffer) at `now`: the transport has
   // room for a record, or in block mode the collector is stalled (the transport drops instead).
   bool MayTake(Clock::time_point now) noexcept;

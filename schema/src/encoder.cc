@@ -562,6 +562,8 @@ template <internal::Lit K, class E>
     return !e.attribution.empty();
   } else if constexpr (name == "pci_bus_id") {
     return !e.pci_bus_id.empty();
+  } else if constexpr (name == "cupti_activity_api") {
+    return !e.cupti_activity_api.empty();
   } else if constexpr (name == "timing_dropped_stall_flush") {
     return e.timing_dropped_stall_flush != 0;
   } else if constexpr (name == "graph_launch") {

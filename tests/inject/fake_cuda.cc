@@ -237,6 +237,7 @@ CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkern
 }
 
 CUresult CtxGetDevice(CUdevice* device) {
+  ++FakeCuda::current->ctx_get_device_calls;
   *device = FakeCuda::current->current_device;
   return CUDA_SUCCESS;
 }
@@ -303,7 +304,15 @@ CUresult StreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
+// cupti_activity.h (CUDA 13.0), cuptiGetDeviceId: "If context is NULL, returns the ID of the
+// device that contains the currently active context. If context is non-NULL, returns the ID of
+// the device which contains that context"; CUPTI_ERROR_INVALID_DEVICE "if unable to get device
+// ID" (here a context not in context_device gets CUPTI_ERROR_INVALID_CONTEXT).
 CUptiResult GetDeviceId(CUcontext context, uint32_t* id) {
+  if (context == nullptr) {
+    *id = static_cast<uint32_t>(FakeCuda::current->current_device);
+    return CUPTI_SUCCESS;
+  }
   auto it = FakeCuda::current->context_device.find(H(context));
   if (it == FakeCuda::current->context_device.end()) return CUPTI_ERROR_INVALID_CONTEXT;
   *id = static_cast<uint32_t>(it->second);

@@ -97,6 +97,8 @@ struct FakeCuda {
   CUlaunchConfig last_cluster_config{};
   uint32_t last_cluster_dims[3] = {0, 0, 0};
   int current_device = 0;
+  // cuCtxGetDevice calls (the library asks cuptiGetDeviceId inside callbacks instead).
+  int ctx_get_device_calls = 0;
   // CUPTI's ids (cupti_activity.h). cuptiGetContextId: "a process-unique ID for the context";
   // cuptiGetStreamIdEx: "The stream ID is unique within a context". Handles not listed get the
   // next free id on first ask (contexts from 1, streams from 100); the legacy NULL stream of a

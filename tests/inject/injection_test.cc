@@ -58,6 +58,8 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_FIRST_CORRELATION_ID");
     unsetenv("FAKE_CUPTI_POLLERS");
     unsetenv("FAKE_CUPTI_ACTIVITY_LOG");
+    unsetenv("FAKE_CUPTI_MULTI_SUBSCRIBER");
+    unsetenv("FAKE_CUDA_DRIVER_VERSION");
     unsetenv("CUFLIGHT_TIMING");
     unsetenv("CUFLIGHT_TIMING_WINDOW_MS");
     unsetenv("CUFLIGHT_TIMING_PERIOD_MS");
@@ -439,7 +441,9 @@ struct CuptiRun {
   std::vector<std::string> calls;
 };
 
-CuptiRun RunWithCallLog(const std::string& name, int launches) {
+// `extra`: fake_app's arguments after the launch count (its mode and the mode's own).
+CuptiRun RunWithCallLog(const std::string& name, int launches,
+                        const std::vector<std::string>& extra = {}) {
   CuptiRun run;
   const std::string log = TempSocketPath(name) + ".log";
   std::remove(log.c_str());
@@ -447,7 +451,9 @@ CuptiRun RunWithCallLog(const std::string& name, int launches) {
   const std::string path = TempSocketPath(name);
   StoringCollector collector(path);
   setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
-  run.r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, std::to_string(launches)});
+  std::vector<std::string> args{CUFLIGHT_INJECT_SO, std::to_string(launches)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  run.r = RunProcess(CUFLIGHT_FAKE_APP, args);
   unsetenv("FAKE_CUPTI_CALL_LOG");
   EXPECT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
@@ -480,12 +486,20 @@ bool Called(const std::vector<std::string>& calls, const std::string& name) {
 // family for everything (CUPTI docs, "Enabling Multiple Subscribers": every subscriber must use
 // the _v2 APIs; "V1 to V2 API Migration": mixing returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_
 // SUPPORTED, which the fake does). Had one unversioned activity call slipped in, timing would be
-// missing here.
+// missing here. The driver supports CUDA 13.3 (r610, "Legacy Initialization (CUDA 13.2 and
+// earlier)"). No forced flush: cuptiActivityFlushAll names no subscriber, and forced it would hand
+// over other tools' incomplete buffers (sender_thread.h, ForcedFlushAllowed).
 TEST_F(Injection, Cupti13_3UsesTheSubscriberScopedActivityApiThroughout) {
   UseFakes();
   setenv("FAKE_CUPTI_VERSION", "130300", 1);
-  setenv("FAKE_CUPTI_TIMING", "0,2,0", 1);
-  const CuptiRun run = RunWithCallLog("cuptiv2", 5);
+  setenv("FAKE_CUDA_DRIVER_VERSION", "13030", 1);
+  // The kernels end 1 ms after the first launch and the application exits 100 ms after it: a
+  // default flush, not a forced one, hands their records over (the three-field form holds them
+  // until a forced flush).
+  // (No dropped records: in that form the fake reports them again at every flush after the
+  // kernels ended, and how many flushes fall in 100 ms is not fixed.)
+  setenv("FAKE_CUPTI_TIMING", "0,0,0,1", 1);
+  const CuptiRun run = RunWithCallLog("cuptiv2", 5, {"sleep", "100"});
   ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
   EXPECT_EQ(run.r.err, "");
   EXPECT_TRUE(Called(run.calls, "cuptiSubscribe_v2"));
@@ -496,11 +510,16 @@ TEST_F(Injection, Cupti13_3UsesTheSubscriberScopedActivityApiThroughout) {
   EXPECT_FALSE(Called(run.calls, "cuptiActivityRegisterCallbacks"));
   EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable"));
   EXPECT_FALSE(Called(run.calls, "cuptiActivityGetNumDroppedRecords"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityFlushAll"));  // the default flushes
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityFlushAll(forced)"));
   EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 5u);
+  const auto starts = Of<schema::OwnedProcessStartEvent>(run.events);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].cupti_activity_api, "subscriber");
   const auto ends = Of<schema::OwnedProcessEndEvent>(run.events);
   ASSERT_EQ(ends.size(), 1u);
-  // The subscriber's dropped-record count (cuptiActivityGetNumDroppedRecords_v2).
-  EXPECT_EQ(ends[0].timing_dropped, 2u);
+  // The subscriber's dropped-record count (cuptiActivityGetNumDroppedRecords_v2, called above).
+  EXPECT_EQ(ends[0].timing_dropped, 0u);
   EXPECT_EQ(ends[0].timing_stopped_reason, schema::TimingStoppedReason::kNone);
 }
 
@@ -519,6 +538,62 @@ TEST_F(Injection, Cupti13_2KeepsTheUnversionedActivityApi) {
   EXPECT_FALSE(Called(run.calls, "cuptiSubscribe_v2"));
   EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable_v2"));
   EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 4u);
+}
+
+// A CUPTI 13.3 libcupti (from a wheel) on a driver that supports CUDA 13.0 only (r580): multiple
+// subscribers need r610 (CUPTI docs, "Legacy Initialization (CUDA 13.2 and earlier)": "with drivers
+// older than r610, CUPTI limits activity tracing to a single subscriber"), so the library does not
+// ask for them: the unversioned family throughout, as with CUPTI 13.2, and process_start says so.
+TEST_F(Injection, Cupti13_3OnADriverOlderThanR610KeepsTheUnversionedApi) {
+  UseFakes();
+  setenv("FAKE_CUPTI_VERSION", "130300", 1);
+  setenv("FAKE_CUDA_DRIVER_VERSION", "13020", 1);  // CUDA 13.2's driver
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  const CuptiRun run = RunWithCallLog("olddriver", 4);
+  ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+  EXPECT_EQ(run.r.err, "");
+  EXPECT_TRUE(Called(run.calls, "cuptiSubscribe"));
+  EXPECT_TRUE(Called(run.calls, "cuptiActivityEnable"));
+  EXPECT_FALSE(Called(run.calls, "cuptiSubscribe_v2"));
+  EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable_v2"));
+  EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 4u);
+  const auto starts = Of<schema::OwnedProcessStartEvent>(run.events);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].cupti_activity_api, "global");
+  EXPECT_EQ(starts[0].cuda_driver_version, 13020);
+}
+
+// The driver reports CUDA 13.3 but cuptiSubscribe_v2 refuses multiple subscribers, with either
+// error the issue names: the library falls back to the unversioned family (cuptiSubscribe, then
+// the unversioned activity calls) and records as before, rather than turning itself off.
+TEST_F(Injection, ARefusedMultiSubscriberSubscriptionFallsBackToTheUnversionedApi) {
+  for (const char* refusal : {"refuse", "not-supported"}) {
+    SCOPED_TRACE(refusal);
+    UseFakes();
+    setenv("FAKE_CUPTI_VERSION", "130300", 1);
+    setenv("FAKE_CUDA_DRIVER_VERSION", "13030", 1);
+    setenv("FAKE_CUPTI_MULTI_SUBSCRIBER", refusal, 1);
+    setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+    const CuptiRun run = RunWithCallLog(std::string("refused-") + refusal, 3);
+    ASSERT_EQ(run.r.exit_code, 0) << run.r.err;
+    EXPECT_EQ(run.r.err, "");
+    const auto at = [&](const std::string& name) {
+      return std::find(run.calls.begin(), run.calls.end(), name) - run.calls.begin();
+    };
+    ASSERT_TRUE(Called(run.calls, "cuptiSubscribe_v2"));
+    ASSERT_TRUE(Called(run.calls, "cuptiSubscribe"));
+    EXPECT_LT(at("cuptiSubscribe_v2"), at("cuptiSubscribe"));
+    EXPECT_TRUE(Called(run.calls, "cuptiActivityRegisterCallbacks"));
+    EXPECT_TRUE(Called(run.calls, "cuptiActivityEnable"));
+    EXPECT_FALSE(Called(run.calls, "cuptiActivityRegisterCallbacks_v2"));
+    EXPECT_FALSE(Called(run.calls, "cuptiActivityEnable_v2"));
+    EXPECT_EQ(Of<schema::OwnedKernelEvent>(run.events).size(), 3u);
+    EXPECT_EQ(Of<schema::OwnedKernelTimeEvent>(run.events).size(), 3u);
+    const auto starts = Of<schema::OwnedProcessStartEvent>(run.events);
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_EQ(starts[0].cupti_activity_api, "global");
+    unsetenv("FAKE_CUPTI_MULTI_SUBSCRIBER");
+  }
 }
 
 // Another tool holds kernel activity tracing: launches are recorded, timing is said to be

@@ -716,5 +716,23 @@ TEST(EventBuilder, ALaunchsOwnCarveoutOverridesTheFunctions) {
   EXPECT_EQ(event.occupancy.max_active_blocks, expected_function);
 }
 
+// The launch's context is unknown to cuptiGetDeviceId: the device comes from cuptiGetDeviceId
+// with a NULL context (cupti_activity.h: "the device that contains the currently active
+// context"; "may be called from within callback functions"), never from cuCtxGetDevice, which is
+// not documented as callable from inside a callback.
+TEST(Recorder, TheDeviceOfAnUnknownContextComesFromCuptiNotTheDriver) {
+  Harness h;
+  h.fake.devices[1] = h.fake.devices[0];
+  h.fake.context_device.clear();  // CUPTI refuses kContext (CUPTI_ERROR_INVALID_CONTEXT)
+  h.fake.current_device = 1;      // the launching thread's current context is on device 1
+  h.fake.functions[kF] = FakeFunction{};
+  cuLaunchKernel_params p{Fn(kF), 4, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, kMangled, 7);
+  const std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].device, 1);
+  EXPECT_EQ(h.fake.ctx_get_device_calls, 0);
+}
+
 }  // namespace
 }  // namespace cuflight::inject::testing

@@ -214,8 +214,10 @@ std::vector<OwnedEvent> RoundTripEvents() {
                        {"job", "4242"},         {"pod_uid", "0f4e8a2c-1b3d-4e5f-8a9b-0c1d2e3f4a5b"},
                        {"rank", "3"},           {"world_size", "8"}};
   events.emplace_back(WithHeader(start, seq++));
+  start.cupti_activity_api = "subscriber";
   start.truncated = {"argv", "exe", "config", "attribution"};
   events.emplace_back(WithHeader(start, seq++));
+  start.cupti_activity_api = "global";
   start.attribution.clear();
   start.truncated = {"argv", "exe"};
   events.emplace_back(WithHeader(start, seq++));
@@ -769,6 +771,7 @@ std::string EncodeLine(const OwnedEvent& event) {
                            start->instance_id,
                            start->pid_ns,
                            attribution,
+                           start->cupti_activity_api,
                            truncated};
     n = Encode(view, line.data(), line.size());
   } else if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) {

@@ -72,7 +72,14 @@ EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice) {
   std::snprintf(name, static_cast<size_t>(len), "Fake H100");
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDriverGetVersion(int* version) { *version = 13000; return CUDA_SUCCESS; }
+// cuda.h, cuDriverGetVersion: "the latest CUDA version supported by driver", 1000 * major +
+// 10 * minor (13000: CUDA 13.0, the r580 driver). FAKE_CUDA_DRIVER_VERSION=<n> reports another
+// (13030: CUDA 13.3, the r610 driver that multi-subscriber CUPTI tracing needs).
+EXPORT CUresult cuDriverGetVersion(int* version) {
+  const char* text = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+  *version = text != nullptr ? static_cast<int>(std::strtol(text, nullptr, 10)) : 13000;
+  return CUDA_SUCCESS;
+}
 EXPORT CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;

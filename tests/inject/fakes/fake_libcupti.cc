@@ -101,6 +101,19 @@
 // context or stream.
 //   FAKE_CUPTI_MODE=taken         cuptiSubscribe and cuptiSubscribe_v2 fail as when another tool
 //                                 holds CUPTI (cuptiSubscribe_v2 names it: "Nsight Systems").
+//   FAKE_CUPTI_MULTI_SUBSCRIBER=refuse|not-supported  cuptiSubscribe_v2 asking for multiple
+//                                 subscribers fails with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_
+//                                 SUPPORTED or CUPTI_ERROR_NOT_SUPPORTED (CUpti_SubscriberParams,
+//                                 allowMultipleSubscribers: "cuptiSubscribe_v2 will return
+//                                 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" when they cannot
+//                                 be allowed). With FAKE_CUPTI_VERSION 130300 or later and
+//                                 FAKE_CUDA_DRIVER_VERSION (as the fake driver reports it,
+//                                 default 13000) below 13030 it fails so too: the CUPTI docs,
+//                                 "Legacy Initialization (CUDA 13.2 and earlier)": "with drivers
+//                                 older than r610, CUPTI limits activity tracing to a single
+//                                 subscriber".
+//   Each forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) logs "cuptiActivityFlushAll(forced)"
+//   after its "cuptiActivityFlushAll" in FAKE_CUPTI_CALL_LOG.
 //   FAKE_CUPTI_ACTIVITY=held      cuptiActivityEnable and cuptiActivityEnable_v2 fail with
 //                                 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another
 //                                 tool holds activity tracing.
@@ -462,6 +475,9 @@ void DeliverTiming(bool forced) {
 }
 }  // namespace
 
+namespace {
+uint32_t ReportedVersion();
+}  // namespace
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                   void* userdata) {
   LogCall("cuptiSubscribe");
@@ -499,10 +515,20 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
     }
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
-  if (params != nullptr &&
-      params->structSize > offsetof(SubscriberParams, allowMultipleSubscribers) &&
-      params->allowMultipleSubscribers != 0 && !UseFamily(2)) {
-    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  const bool multiple = params != nullptr &&
+                        params->structSize > offsetof(SubscriberParams, allowMultipleSubscribers) &&
+                        params->allowMultipleSubscribers != 0;
+  if (multiple) {
+    if (const char* refuse = std::getenv("FAKE_CUPTI_MULTI_SUBSCRIBER"); refuse != nullptr) {
+      if (std::strcmp(refuse, "refuse") == 0) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+      if (std::strcmp(refuse, "not-supported") == 0) return CUPTI_ERROR_NOT_SUPPORTED;
+    }
+    const char* driver = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+    const long driver_version = driver != nullptr ? std::strtol(driver, nullptr, 10) : 13000;
+    if (ReportedVersion() >= 130300 && driver_version < 13030) {
+      return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
+    if (!UseFamily(2)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   g_callback = callback;
   g_userdata = userdata;
@@ -630,6 +656,7 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
   LogCall("cuptiActivityFlushAll");
   const bool forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+  if (forced) LogCall("cuptiActivityFlushAll(forced)");
   if (const char* mode = std::getenv("FAKE_CUPTI_FLUSH"); mode != nullptr) {
     const std::string_view m(mode);
     if (m == "hang" || (m == "hang-forced" && forced)) {

@@ -93,6 +93,7 @@ struct StallLaunchItem {};
   F(OptionalInt, instance_id, instance_id, kUint64)      \
   F(OptionalInt, pid_ns, pid_ns, kUint64)                \
   F(OptionalStringMap, attribution, attribution)         \
+  F(OptionalString, cupti_activity_api, cupti_activity_api) \
   F(OptionalStrings, truncated, truncated)
 
 #define CUFLIGHT_SCHEMA_DEVICE(F, R)                                 \

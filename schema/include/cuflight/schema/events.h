@@ -245,6 +245,10 @@ struct BasicProcessStartEvent {
   // variables as read. Encode writes the pairs in the order given (no member when empty); Decode
   // returns them sorted by name, as `config`.
   typename S::StringMap attribution;
+  // The CUPTI API family in use: "subscriber" (the _v2 calls, several CUPTI tools in one
+  // process) or "global" (the unversioned calls). Empty: unknown (a producer older than the
+  // field); Encode then writes no member.
+  typename S::String cupti_activity_api;
   // Names of the fields the producer shortened so that the line stays within
   // kMaxProcessStartBytes ("argv", "exe", "config", "attribution"), in that order. A shortened argv keeps its
   // leading arguments, the last one kept ending with kTruncationMarker; a shortened exe keeps

@@ -172,19 +172,30 @@ void StallTracker::ReleaseName(uint16_t name) noexcept {
   if (name != kNoName && names_[name].refs > 0) --names_[name].refs;
 }
 
-void StallTracker::OnLaunch(const Launch& launch) noexcept {
-  if (launch.context == CUPTI_INVALID_CONTEXT_ID || launch.stream == CUPTI_INVALID_STREAM_ID) {
+StallTracker::Stream* StallTracker::StreamOfLaunch(uint64_t context, uint64_t stream,
+                                                   int32_t device, uint32_t correlation_id,
+                                                   Clock::time_point launched_at,
+                                                   uint64_t* id) noexcept {
+  if (context == CUPTI_INVALID_CONTEXT_ID || stream == CUPTI_INVALID_STREAM_ID) {
     ++untracked_;  // its activity record names a stream this launch cannot be matched to
-    return;
+    return nullptr;
   }
-  const uint64_t id = ids_.Unwrap(launch.correlation_id);
-  Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
+  *id = ids_.Unwrap(correlation_id);
+  Stream* s = FindOrAddStream(context, stream, launched_at);
   if (s == nullptr) {
     ++untracked_;
-    return;
+    return nullptr;
   }
-  s->device = launch.device;
-  s->last_used = std::max(s->last_used, launch.launched_at);
+  s->device = device;
+  s->last_used = std::max(s->last_used, launched_at);
+  return s;
+}
+
+void StallTracker::OnLaunch(const Launch& launch) noexcept {
+  uint64_t id = 0;
+  Stream* s = StreamOfLaunch(launch.context, launch.stream, launch.device, launch.correlation_id,
+                             launch.launched_at, &id);
+  if (s == nullptr) return;
   Recent recent;
   recent.correlation_id = id;
   recent.name = AcquireName(launch);
@@ -252,18 +263,10 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
 }
 
 void StallTracker::OnGraphLaunch(const GraphLaunch& launch) noexcept {
-  if (launch.context == CUPTI_INVALID_CONTEXT_ID || launch.stream == CUPTI_INVALID_STREAM_ID) {
-    ++untracked_;
-    return;
-  }
-  const uint64_t id = ids_.Unwrap(launch.correlation_id);
-  Stream* s = FindOrAddStream(launch.context, launch.stream, launch.launched_at);
-  if (s == nullptr) {
-    ++untracked_;
-    return;
-  }
-  s->device = launch.device;
-  s->last_used = std::max(s->last_used, launch.launched_at);
+  uint64_t id = 0;
+  Stream* s = StreamOfLaunch(launch.context, launch.stream, launch.device, launch.correlation_id,
+                             launch.launched_at, &id);
+  if (s == nullptr) return;
   Recent recent;
   recent.correlation_id = id;
   recent.graph = true;

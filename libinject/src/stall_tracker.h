@@ -342,6 +342,12 @@ class StallTracker {
   void ReleaseEntry(Entry& entry) noexcept;
   Stream* FindStream(uint64_t context, uint64_t stream) noexcept;
   Stream* FindOrAddStream(uint64_t context, uint64_t stream, Clock::time_point now) noexcept;
+  // The stream of a launch or graph launch, found or added, its device and last use updated, and
+  // the launch's correlation id unwrapped into *id; null (counted untracked) when CUPTI named no
+  // stream or context for it, or no stream has room.
+  Stream* StreamOfLaunch(uint64_t context, uint64_t stream, int32_t device,
+                         uint32_t correlation_id, Clock::time_point launched_at,
+                         uint64_t* id) noexcept;
   void RebuildIndex() noexcept;
   uint16_t AcquireName(const Launch& launch) noexcept;
   // A name under `key` (a function id, or a graph node's name's hash with the top bit set).

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <regex>
 #include <string>
 #include <system_error>
@@ -62,6 +63,19 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
     if (Lower(a[i]) != Lower(b[i])) return false;
   }
   return true;
+}
+
+// The boolean spellings every on/off variable takes, in any case: 1/true/on/yes and
+// 0/false/off/no; nothing else. The variables that became settings (CUFLIGHT_TIMING,
+// CUFLIGHT_API_ERRORS) still take them, after their settings' names.
+std::optional<bool> BooleanWord(std::string_view value) {
+  for (std::string_view yes : {"1", "true", "on", "yes"}) {
+    if (EqualsNoCase(value, yes)) return true;
+  }
+  for (std::string_view no : {"0", "false", "off", "no"}) {
+    if (EqualsNoCase(value, no)) return false;
+  }
+  return std::nullopt;
 }
 
 // The value as a warning shows it: in single quotes, control characters as '?', cut after
@@ -127,17 +141,9 @@ class Parser {
   void ReadBool(std::string_view name, bool* field) const {
     std::string_view value;
     if (!Get(name, &value)) return;
-    for (std::string_view yes : {"1", "true", "on", "yes"}) {
-      if (EqualsNoCase(value, yes)) {
-        *field = true;
-        return;
-      }
-    }
-    for (std::string_view no : {"0", "false", "off", "no"}) {
-      if (EqualsNoCase(value, no)) {
-        *field = false;
-        return;
-      }
+    if (const std::optional<bool> b = BooleanWord(value)) {
+      *field = *b;
+      return;
     }
     warnings_->push_back(Rejected(name, value, "is not one of 1/0, true/false, on/off, yes/no",
                                   *field ? "true" : "false"));
@@ -154,17 +160,9 @@ class Parser {
         return;
       }
     }
-    for (std::string_view yes : {"1", "true", "on", "yes"}) {
-      if (EqualsNoCase(value, yes)) {
-        *field = TimingPolicy::kAll;
-        return;
-      }
-    }
-    for (std::string_view no : {"0", "false", "no"}) {
-      if (EqualsNoCase(value, no)) {
-        *field = TimingPolicy::kOff;
-        return;
-      }
+    if (const std::optional<bool> b = BooleanWord(value)) {
+      *field = *b ? TimingPolicy::kAll : TimingPolicy::kOff;
+      return;
     }
     warnings_->push_back(Rejected(name, value, "is not one of all, sampled, off (or 1/0)",
                                   schema::TimingPolicyName(*field)));
@@ -359,17 +357,9 @@ class Parser {
         return;
       }
     }
-    for (std::string_view yes : {"1", "true", "on", "yes"}) {
-      if (EqualsNoCase(value, yes)) {
-        *field = ApiErrors::kDefault;
-        return;
-      }
-    }
-    for (std::string_view no : {"0", "false", "no"}) {
-      if (EqualsNoCase(value, no)) {
-        *field = ApiErrors::kOff;
-        return;
-      }
+    if (const std::optional<bool> b = BooleanWord(value)) {
+      *field = *b ? ApiErrors::kDefault : ApiErrors::kOff;
+      return;
     }
     warnings_->push_back(Rejected(name, value,
                                   "is not one of off, launches, default, all (or 1/0, true/false, "

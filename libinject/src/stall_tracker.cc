@@ -191,6 +191,23 @@ StallTracker::Stream* StallTracker::StreamOfLaunch(uint64_t context, uint64_t st
   return s;
 }
 
+bool StallTracker::AdmitPending(Stream* s, bool timed, int32_t tid) noexcept {
+  if (!timed) {  // no record will show it finishing (design point 10)
+    ++s->untimed_since_sync;
+    return false;
+  }
+  if (free_ == kNone) {
+    ++untracked_;
+    return false;
+  }
+  if (s->tid == 0) {
+    s->tid = tid;
+  } else if (s->tid != tid) {
+    s->mixed = true;
+  }
+  return true;
+}
+
 void StallTracker::OnLaunch(const Launch& launch) noexcept {
   uint64_t id = 0;
   Stream* s = StreamOfLaunch(launch.context, launch.stream, launch.device, launch.correlation_id,
@@ -204,19 +221,7 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   recent.occupancy = launch.occupancy;
   recent.launched_at = launch.launched_at;
   Remember(*s, recent);
-  if (!launch.timed) {  // no record will show it finishing (design point 10)
-    ++s->untimed_since_sync;
-    return;
-  }
-  if (free_ == kNone) {
-    ++untracked_;
-    return;
-  }
-  if (s->tid == 0) {
-    s->tid = launch.tid;
-  } else if (s->tid != launch.tid) {
-    s->mixed = true;
-  }
+  if (!AdmitPending(s, launch.timed, launch.tid)) return;
   // Its primary may still run whatever later kernels are seen finishing (point 1).
   if (launch.overlaps_previous && s->tail != kNone) entries_[s->tail].primary = true;
   // Its record came first: finished.
@@ -273,19 +278,7 @@ void StallTracker::OnGraphLaunch(const GraphLaunch& launch) noexcept {
   recent.graph_exec_id = launch.graph_exec_id;
   recent.launched_at = launch.launched_at;
   Remember(*s, recent);
-  if (!launch.timed) {
-    ++s->untimed_since_sync;
-    return;
-  }
-  if (free_ == kNone) {
-    ++untracked_;
-    return;
-  }
-  if (s->tid == 0) {
-    s->tid = launch.tid;
-  } else if (s->tid != launch.tid) {
-    s->mixed = true;
-  }
+  if (!AdmitPending(s, launch.timed, launch.tid)) return;
   // Finished already: a synchronize after it, or a later launch of its thread seen finishing (its
   // own nodes' records carry its id, and finish nothing but themselves: point 11).
   if (id < s->synced_below) return;

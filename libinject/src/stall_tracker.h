@@ -345,6 +345,9 @@ class StallTracker {
   // The stream of a launch or graph launch, found or added, its device and last use updated, and
   // the launch's correlation id unwrapped into *id; null (counted untracked) when CUPTI named no
   // stream or context for it, or no stream has room.
+  // Whether a launch of stream *s becomes pending: not when untimed (counted in
+  // untimed_since_sync) or when no pending slot is free (untracked); notes its thread (mixed).
+  bool AdmitPending(Stream* s, bool timed, int32_t tid) noexcept;
   Stream* StreamOfLaunch(uint64_t context, uint64_t stream, int32_t device,
                          uint32_t correlation_id, Clock::time_point launched_at,
                          uint64_t* id) noexcept;

@@ -57,7 +57,7 @@ import urllib.request
 
 try:
     import yaml
-except ImportError:  # scripts/setup installs python3-yaml
+except ImportError:  # scripts/setup --tests installs python3-yaml
     yaml = None
 
 SOURCE_DIR = os.environ.get(
@@ -107,14 +107,14 @@ GRAFANA_VARIABLES = [
 def tool(name, package):
     path = shutil.which(name)
     if path is None:
-        raise unittest.SkipTest(f'{name} is not installed (Debian package {package}; scripts/setup '
+        raise unittest.SkipTest(f'{name} is not installed (Debian package {package}; scripts/setup --tests '
                                 f'installs it)')
     return path
 
 
 def need_yaml():
     if yaml is None:
-        raise AssertionError('python3-yaml is missing: run scripts/setup')
+        raise AssertionError('python3-yaml is missing: run scripts/setup --tests')
 
 
 def run(args, **kwargs):

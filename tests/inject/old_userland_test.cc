@@ -1,5 +1,5 @@
 // The injected library in an older userland: a Debian 11 root (glibc 2.31, from before glibc 2.34
-// moved libpthread and libdl into libc), made by scripts/old-userland (scripts/setup runs it).
+// moved libpthread and libdl into libc), made by scripts/old-userland (scripts/setup --tests runs it).
 // The real libcuflight_inject.so, loaded by the stand-in application with the stand-in driver and
 // CUPTI (all three built to the same glibc floor, libinject/src/glibc_baseline.cc) inside that
 // root (chroot, with the host's /proc bound in a mount namespace of the test's own), records
@@ -53,7 +53,7 @@ class OldUserland : public ::testing::Test {
     root_ = RootDir();
     if (!fs::exists(root_ / ".cuflight-complete")) {
       GTEST_SKIP() << "no older userland at " << root_
-                   << ": scripts/old-userland makes it (scripts/setup runs it; it needs root, "
+                   << ": scripts/old-userland makes it (scripts/setup --tests runs it; it needs root, "
                       "debootstrap and Debian's archive)";
     }
     if (geteuid() != 0) GTEST_SKIP() << "chroot needs root";

@@ -242,7 +242,7 @@ class MetricsPrometheusTest : public ::testing::Test {
 
 TEST_F(MetricsPrometheusTest, PrometheusScrapesTheExpectedSeries) {
   ASSERT_EQ(access(kPrometheus, X_OK), 0)
-      << kPrometheus << " is missing: install the Debian package `prometheus` (scripts/setup "
+      << kPrometheus << " is missing: install the Debian package `prometheus` (scripts/setup --tests "
       << "installs it; or apt-get install prometheus)";
 
   Metrics m(10);

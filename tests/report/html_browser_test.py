@@ -204,7 +204,7 @@ def main():
 
     chromium = find_chromium()
     if chromium is None:
-        fail("chromium is not installed (Debian package `chromium`; scripts/setup installs it)")
+        fail("chromium is not installed (Debian package `chromium`; scripts/setup --tests installs it)")
     os.makedirs(args.out, exist_ok=True)
     page = os.path.abspath(os.path.join(args.out, "report.html"))
     png = os.path.abspath(os.path.join(args.out, "report.png"))

@@ -6,7 +6,7 @@
 //  2. protoc --decode with kPerfettoSubset below: the messages and fields the export writes,
 //     copied from Perfetto's .proto files (their numbers, types and labels as they are there), so
 //     a wrong field number or wire type is an unknown field or a parse error. Skipped when
-//     protoc is not installed (scripts/setup installs protobuf-compiler).
+//     protoc is not installed (scripts/setup --tests installs protobuf-compiler).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -546,7 +546,7 @@ std::pair<std::string, int> Shell(const std::string& command) {
 
 TEST_F(PerfettoProtoTest, ProtocDecodesItWithPerfettosFieldsAndNothingUnknown) {
   if (Shell("command -v protoc").second != 0) {
-    GTEST_SKIP() << "protoc is not installed (scripts/setup installs protobuf-compiler)";
+    GTEST_SKIP() << "protoc is not installed (scripts/setup --tests installs protobuf-compiler)";
   }
   const fs::path trace = Export();
   const auto [raw, raw_status] = Shell("protoc --decode_raw < " + trace.string());

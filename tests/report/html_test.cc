@@ -342,7 +342,9 @@ TEST(HtmlPage, WellFormedSelfContainedWithFourCharts) {
   EXPECT_THAT(page, HasSubstr("Content-Security-Policy"));
   // Title, date range, hosts.
   EXPECT_THAT(page, HasSubstr("<h1>cuflight report</h1>"));
-  EXPECT_THAT(page, HasSubstr("2025-11-21 07:00:00 UTC to 2025-11-21 07:00:08 UTC"));
+  // The first event at kStart, the last (pid 200's crash) 8 s later; to the millisecond, the date
+  // once.
+  EXPECT_THAT(page, HasSubstr("2025-11-21 07:00:00.000 to 07:00:08.000 UTC (8.00s)"));
   EXPECT_THAT(page, HasSubstr("hosts: node1, node2"));
 }
 
@@ -372,7 +374,7 @@ TEST(HtmlPage, ReviewShowsTheCrashedProcessAndItsUntimedKernel) {
   // gemm finished in 50 us; whether the nasty kernel did is unknown: CUPTI's records are not
   // flushed from a crash.
   EXPECT_THAT(review, HasSubstr("yes 50.0us"));
-  EXPECT_THAT(review, HasSubstr("<td class=\"muted\">unknown</td>"));
+  EXPECT_THAT(review, HasSubstr("<td class=\"v muted\">unknown</td>"));
   EXPECT_THAT(review, Not(HasSubstr(">NO<")));
   EXPECT_THAT(review, Not(HasSubstr("pid 100")));  // ended normally
   // The timeline marks where it crashed.
@@ -417,7 +419,8 @@ TEST(HtmlPage, ReviewMarksTheStalledProcessFirstWithWhatItWaitsOn) {
   EXPECT_LT(hung, crashed);
   EXPECT_THAT(review, HasSubstr("<div class=\"proc stall\" id=\"review-300-"));
   EXPECT_THAT(review, HasSubstr("<span class=\"stalled\">stalled</span>"));
-  EXPECT_THAT(review, HasSubstr("Stalled now, as last reported: 10.0 s into the stall"));
+  EXPECT_THAT(review, HasSubstr("Stalled now, as last reported: <span class=\"v\">10.0 s</span> "
+                                "into the stall"));
   EXPECT_THAT(review, HasSubstr("spin&lt;evil&gt;(int volatile*)"));
   EXPECT_THAT(review, Not(HasSubstr("spin<evil>")));
   EXPECT_THAT(Section(page, "summary"), HasSubstr("stalled at the end of the log"));

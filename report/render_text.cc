@@ -215,8 +215,11 @@ size_t ShownSignatures(const Report& report, const ReportOptions& options) {
 
 std::string RenderText(const Report& r, const ReportOptions& options) {
   const bool color = options.color;
-  std::string out = Paint(HeaderLine(r), ansi::kBold, color);
-  out += '\n';
+  std::string out;
+  for (const std::string& line : WrapWords(HeaderLine(r), kTableWidth, "", "  ")) {
+    out += Paint(line, ansi::kBold, color);
+    out += '\n';
+  }
   // What matters first: what failed, failed launches and calls, where the GPU time goes.
   FindingsTextOptions findings_options;
   findings_options.color = color;

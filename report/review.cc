@@ -483,11 +483,13 @@ std::string RenderReviewText(const Report& r, const ReviewTextOptions& o) {
   out += '\n';
   const bool grouped = !o.per_process && r.review_groups.size() < r.review.size();
   if (grouped) {
-    out += Paint(fmt::format("  {} whose reviews say the same are one block: the first to fail "
-                             "in full; --per-process shows every one, --pid PID one\n",
-                             PluralWord(static_cast<int64_t>(r.review.size()), "process",
-                                        "processes")),
-                 ansi::kDim, o.color);
+    for (const std::string& line :
+         WrapWords("processes whose reviews say the same are one block, the first to fail in "
+                   "full (--per-process: each one; --pid PID: one)",
+                   static_cast<size_t>(o.width), "  ", "    ")) {
+      out += Paint(line, ansi::kDim, o.color);
+      out += '\n';
+    }
   }
   for (const ReviewGroup& g : r.review_groups) {
     if (!grouped) {

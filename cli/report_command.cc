@@ -54,6 +54,10 @@ ReportCommand::ReportCommand(CLI::App* parent) {
       ->type_name("N")
       ->check(CLI::Range(0, 1000))
       ->group(kOutput);
+  app_->add_flag("--per-process", per_process_,
+                 "In the review, every process that did not end normally with its launches "
+                 "(default: processes whose reviews say the same are one block)")
+      ->group(kOutput);
   app_->add_option("--name-width", name_width_,
                    "Kernel names in at most N columns (0: whole names; default: the room the "
                    "120-column table leaves, at least 20)")
@@ -85,6 +89,7 @@ report::ReportOptions ReportCommand::Options(const std::ostream& out) const {
   o.limiter = limiter_;
   o.top = top_;
   o.review_launches = review_launches_;
+  o.per_process = per_process_;
   o.name_width = name_width_;
   o.retarget = retarget_;
   if (sort_ == "time") {

@@ -43,6 +43,7 @@ class ReportCommand {
   std::string color_ = "auto";
   std::string html_;  // --html FILE
   int review_launches_ = 5;
+  bool per_process_ = false;
   int name_width_ = -1;
   bool json_ = false;
   bool csv_ = false;

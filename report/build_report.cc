@@ -414,6 +414,18 @@ class Builder {
       p.last_api_error_seq = e.header.seq;
       p.summary.last_api_error = e;
     }
+    std::vector<FailedCall>& calls = p.summary.failed_calls;
+    const auto kind = std::find_if(calls.begin(), calls.end(), [&](const FailedCall& c) {
+      return c.first.code == e.code && c.first.api == e.api;
+    });
+    if (kind != calls.end()) {
+      ++kind->count;
+      if (e.header.seq < kind->first.header.seq) kind->first = e;
+    } else if (calls.size() < kMaxFailedCallKinds) {
+      calls.push_back(FailedCall{1, e});
+    } else {
+      ++p.summary.failed_calls_left_out;
+    }
   }
 
   // The timing policy in force and its windows, from an event that states them (older lines do
@@ -647,7 +659,15 @@ class Builder {
       Classify(p);
       report_->processes.push_back(std::move(s));
     }
+    for (ProcessSummary& s : report_->processes) {
+      // Files are read in any order: the kinds by their first instance.
+      std::sort(s.failed_calls.begin(), s.failed_calls.end(),
+                [](const FailedCall& a, const FailedCall& b) {
+                  return a.first.header.seq < b.first.header.seq;
+                });
+    }
     report_->review = SelectForReview(report_->processes);
+    report_->review_groups = GroupReview(report_->processes, report_->review);
     report_->jobs = BuildJobViews(report_->processes, &report_->processes_without_job);
   }
 

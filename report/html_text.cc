@@ -5,6 +5,8 @@
 #include <array>
 #include <ctime>
 
+#include "cuflight/report/text_format.h"
+
 namespace cuflight::report::html {
 namespace {
 
@@ -94,6 +96,29 @@ std::string FormatUtc(int64_t ns) {
   if (gmtime_r(&seconds, &tm) == nullptr) return "-";
   return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", tm.tm_year + 1900, tm.tm_mon + 1,
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string FormatUtcSpan(int64_t first_ns, int64_t last_ns) {
+  if (first_ns <= 0 || last_ns <= 0) return FormatUtc(first_ns) + " to " + FormatUtc(last_ns);
+  auto parts = [](int64_t ns, std::tm* tm) {
+    const std::time_t seconds = static_cast<std::time_t>(ns / 1000000000);
+    return gmtime_r(&seconds, tm) != nullptr;
+  };
+  std::tm a{};
+  std::tm b{};
+  if (!parts(first_ns, &a) || !parts(last_ns, &b)) return "-";
+  auto ms = [](int64_t ns) { return (ns % 1000000000) / 1000000; };
+  const std::string date =
+      fmt::format("{:04}-{:02}-{:02}", a.tm_year + 1900, a.tm_mon + 1, a.tm_mday);
+  const std::string end_date =
+      fmt::format("{:04}-{:02}-{:02}", b.tm_year + 1900, b.tm_mon + 1, b.tm_mday);
+  const std::string from =
+      fmt::format("{} {:02}:{:02}:{:02}.{:03}", date, a.tm_hour, a.tm_min, a.tm_sec, ms(first_ns));
+  const std::string to = fmt::format("{}{:02}:{:02}:{:02}.{:03}",
+                                     end_date == date ? std::string() : end_date + " ", b.tm_hour,
+                                     b.tm_min, b.tm_sec, ms(last_ns));
+  const uint64_t span = last_ns > first_ns ? static_cast<uint64_t>(last_ns - first_ns) : 0;
+  return fmt::format("{} to {} UTC ({})", from, to, FormatDuration(span));
 }
 
 std::string FormatCount(uint64_t n) {

@@ -18,6 +18,11 @@ std::string Escape(std::string_view text);
 // "2026-11-21 07:00:00 UTC" (seconds floored); "-" for ns <= 0.
 std::string FormatUtc(int64_t ns);
 
+// The span of a run, to the millisecond, so that a run under a second is not "07:00:00 UTC to
+// 07:00:00 UTC": "2026-11-21 07:00:00.012 to 07:00:00.524 UTC (512ms)", the second date only
+// when it differs; FormatUtc's "-" for an end <= 0.
+std::string FormatUtcSpan(int64_t first_ns, int64_t last_ns);
+
 // A number with a thin grouping: 1234567 -> "1,234,567".
 std::string FormatCount(uint64_t n);
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "cuflight/report/kernel_names.h"
+#include "cuflight/report/review.h"
 #include "cuflight/report/text_format.h"
 #include "cuflight/report/text_table.h"
 
@@ -49,7 +50,6 @@ RankRow RowOf(const std::vector<ProcessSummary>& processes, size_t index) {
       row.ended_ns = p.end->header.ts_ns;
       if (p.end->exit_code && *p.end->exit_code != 0) {
         row.ending = RankEnding::kExited;
-        row.failed_ns = row.ended_ns;
       } else {
         row.ending = RankEnding::kFinished;
       }
@@ -57,30 +57,25 @@ RankRow RowOf(const std::vector<ProcessSummary>& processes, size_t index) {
     case Ending::kApiError:
       row.ending = RankEnding::kFailedCall;
       if (p.end) row.ended_ns = p.end->header.ts_ns;
-      row.failed_ns = p.last_api_error->header.ts_ns;
       break;
     case Ending::kCrash:
       row.ending = RankEnding::kCrashed;
       row.ended_ns = p.crash->header.ts_ns;
-      row.failed_ns = row.ended_ns;
       break;
     case Ending::kLost:
       // The collector's time: when it saw the connection end, right after the kill.
       row.ending = RankEnding::kLost;
       row.ended_ns = p.lost->header.ts_ns;
-      row.failed_ns = row.ended_ns;
       break;
-    case Ending::kStalled: {
-      // Hung, not ended: it failed when its stall began (the stalled_ms before the stall event).
+    case Ending::kStalled:
+      // Hung, not ended: it failed when its stall began (review.h: FailedAt).
       row.ending = RankEnding::kStalled;
-      const schema::OwnedStallEvent& e = p.stall->latest;
-      row.failed_ns = e.header.ts_ns - e.stalled_ms * 1000000;
       break;
-    }
     case Ending::kRunning:
       row.ending = RankEnding::kRunning;
       break;
   }
+  row.failed_ns = FailedAt(p);
   return row;
 }
 

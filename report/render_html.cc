@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,8 @@
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/logread/progress_line.h"
 #include "cuflight/report/build_report.h"
+#include "cuflight/report/findings.h"
+#include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render.h"
 #include "cuflight/report/job_view.h"
 #include "cuflight/report/review.h"
@@ -70,6 +73,14 @@ table{border-collapse:collapse;margin:6px 0 12px}
 th,td{padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
 th{text-align:left;background:#fafafa;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n,.card b,.v,td.time{white-space:nowrap}
+.wide{max-width:100%;overflow-x:auto}
+tr.detail td{border-bottom:1px solid var(--line);font-size:13px;padding-top:0}
+tbody.proc-row tr:first-child td{border-bottom:none}
+#findings ul{margin:4px 0 8px;padding-left:20px}
+#findings li{margin:4px 0}
+#findings .where,#findings .more{color:var(--muted)}
+details.more-procs>summary{cursor:pointer;font-weight:600;margin:6px 0}
 td.name{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:12.5px;
 word-break:break-all;max-width:620px}
 td.path{overflow-wrap:anywhere;min-width:14em;max-width:420px}
@@ -154,11 +165,11 @@ std::string Header(const Report& r, const HtmlOptions& h) {
     host_list += host;
   }
   std::string out = fmt::format("<header>\n<h1>{}</h1>\n<p class=\"meta\">", Escape(h.title));
-  out += fmt::format("{} to {}", Escape(FormatUtc(first)), Escape(FormatUtc(last)));
+  out += fmt::format("<span class=\"span\">{}</span>", Escape(html::FormatUtcSpan(first, last)));
   out += fmt::format(" &middot; {}: {}", hosts.size() == 1 ? "host" : "hosts",
                      hosts.empty() ? std::string("unknown") : Escape(host_list));
   out += "</p>\n</header>\n";
-  out += "<nav><a href=\"#summary\">Summary</a>";
+  out += "<nav><a href=\"#findings\">Findings</a><a href=\"#summary\">Summary</a>";
   if (!r.jobs.empty()) out += "<a href=\"#jobs\">Jobs</a>";
   out += "<a href=\"#review\">Review</a>"
          "<a href=\"#charts\">Charts</a><a href=\"#timeline\">Timeline</a>"
@@ -244,13 +255,21 @@ std::string Summary(const Report& r) {
 
 std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
 
-// What the latest stall event of `s` says was stalled: per stream, the oldest unfinished launches.
-std::string StallTables(const StallSummary& s) {
+// A value that must not break across lines ("12.0 s", "48 KiB") inside running text.
+std::string Value(std::string_view text) {
+  return fmt::format("<span class=\"v\">{}</span>", Escape(text));
+}
+
+// What the latest stall event of `p` says was stalled: per stream, the oldest unfinished
+// launches, by correlation id and, when the stream's last launches hold it, seq (the launch
+// tables' key).
+std::string StallTables(const ProcessSummary& p) {
+  const StallSummary& s = *p.stall;
   const schema::OwnedStallEvent& e = s.latest;
   std::string out = fmt::format(
       "<p class=\"{}\">{}: {} into the stall, {} stalled{}; {}.</p>\n", s.ongoing ? "bad" : "warn",
       s.ongoing ? "Stalled now, as last reported" : "The last stall, before it resolved",
-      Escape(Seconds(e.stalled_ms)),
+      Value(Seconds(e.stalled_ms)),
       GroupedPlural(static_cast<uint64_t>(e.streams_stalled), "stream", "streams"),
       e.streams.size() < static_cast<size_t>(e.streams_stalled)
           ? fmt::format(" ({} listed)", e.streams.size())
@@ -260,24 +279,29 @@ std::string StallTables(const StallSummary& s) {
           : GroupedPlural(e.completed, "kernel", "kernels") + " finished since the report before");
   for (const schema::OwnedStallStream& stream : e.streams) {
     out += fmt::format("<p>Device {}, stream {}: waiting {}, {} unfinished{}</p>\n", stream.device,
-                       Escape(FormatStreamId(stream.stream)), Escape(Seconds(stream.waiting_ms)),
+                       Escape(FormatStreamId(stream.stream)), Value(Seconds(stream.waiting_ms)),
                        FormatCount(static_cast<uint64_t>(stream.unfinished)),
                        stream.launches.empty() ? "."
                                                : ", the oldest (the first is what the stream "
                                                  "waits on):");
     if (stream.launches.empty()) continue;
     out +=
-        "<table class=\"stall\"><thead><tr><th class=\"n\">CORR</th><th class=\"n\">AGE</th>"
+        "<div class=\"wide\"><table class=\"stall\"><thead><tr><th class=\"n\">CORR</th>"
+        "<th class=\"n\" title=\"the launch's seq in the stream tables below\">SEQ</th>"
+        "<th class=\"n\">AGE</th>"
         "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
         "<th>KERNEL</th></tr></thead>\n<tbody>\n";
     for (const schema::OwnedStallLaunch& l : stream.launches) {
       const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      const std::optional<uint64_t> seq =
+          SeqOfStalledLaunch(p, stream.device, stream.stream, l.correlation_id);
       out += "<tr>" + Cell(fmt::format("{}", l.correlation_id), "n") +
+             (seq ? Cell(fmt::format("{}", *seq), "n") : Cell("-", "n muted")) +
              Cell(Seconds(l.age_ms), "n") + Cell(FormatDim3(l.grid), "n") +
              Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
              Cell(name.empty() ? std::string("(name not kept)") : name, "name") + "</tr>\n";
     }
-    out += "</tbody></table>\n";
+    out += "</tbody></table></div>\n";
   }
   return out;
 }
@@ -355,6 +379,72 @@ std::string Jobs(const Report& r) {
   return out;
 }
 
+// One reviewed process in full: how it ended, its stall, and per stream its last launches.
+std::string ProcessReview(const ProcessSummary& p) {
+  std::string out;
+  const bool stalled_now = p.stall && p.stall->ongoing;
+  out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n", stalled_now ? " stall" : "",
+                     p.key.pid, p.key.start_ns, p.key.instance_id);
+  out += fmt::format("<h3>{} <span class=\"{}\">{}</span>{}</h3>\n", Escape(ProcessWho(p)),
+                     p.ending == Ending::kStalled ? "stalled" : "ending",
+                     Escape(EndingName(p.ending)),
+                     stalled_now && p.ending != Ending::kStalled
+                         ? std::string(" <span class=\"stalled\">STALLED</span>")
+                         : std::string());
+  out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
+  if (p.stall && p.stall->stalls > 0) out += StallTables(p);
+  if (p.streams.empty()) return out + "<p class=\"muted\">No kernel launch stored.</p>\n</div>\n";
+  for (const StreamTail& s : p.streams) {
+    out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
+                       GroupedPlural(s.launches, "launch", "launches"));
+    if (s.last.empty()) {
+      out += ".</p>\n";
+      continue;
+    }
+    out += s.last.size() < s.launches ? fmt::format(", the last {}:</p>\n", s.last.size())
+                                      : std::string(":</p>\n");
+    // SEQ orders the process's events; CORR is what the stall table, CUPTI and Nsight Systems
+    // name a launch by.
+    out += "<div class=\"wide\"><table class=\"launches\"><thead><tr><th class=\"n\">SEQ</th>"
+           "<th class=\"n\" title=\"correlation id, as the stall table names a launch\">CORR</th>"
+           "<th class=\"n\">GRID</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th>"
+           "<th>FINISHED</th><th>KERNEL</th></tr></thead>\n<tbody>\n";
+    for (const LaunchSummary& l : s.last) {
+      const std::string finished = FinishedText(l);
+      const std::string cls = l.completion == Completion::kFinished  ? "v"
+                              : l.completion == Completion::kUnknown ? "v muted"
+                              : l.in_error                           ? "v bad"
+                                                                     : "v warn";
+      out += "<tr>" + Cell(fmt::format("{}", l.seq), "n") +
+             Cell(fmt::format("{}", l.correlation_id), "n") + Cell(FormatDim3(l.grid), "n") +
+             Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
+             Cell(finished, cls) + Cell(l.name, "name") + "</tr>\n";
+    }
+    out += "</tbody></table></div>\n";
+  }
+  out += "</div>\n";
+  return out;
+}
+
+// "4001-4031" and, when every one has a rank, " (ranks 1-31)".
+std::string PidsAndRanks(const Report& r, const std::vector<size_t>& processes) {
+  std::vector<int64_t> pids;
+  std::vector<int64_t> ranks;
+  for (const size_t i : processes) {
+    pids.push_back(r.processes[i].key.pid);
+    const std::string_view rank = AttributionValue(r.processes[i], "rank");
+    if (!rank.empty()) ranks.push_back(std::strtoll(std::string(rank).c_str(), nullptr, 10));
+  }
+  const bool many = processes.size() > 1;
+  std::string out = fmt::format("pid{} {}", many ? "s" : "", CompactList(pids));
+  if (ranks.size() == pids.size()) {
+    out += fmt::format(" (rank{} {})", many ? "s" : "", CompactList(ranks));
+  }
+  return out;
+}
+
+// Processes whose reviews say the same are one block: the first to fail in full, the others
+// one click away (<details>), each in full there.
 std::string Review(const Report& r) {
   std::string out =
       "<section id=\"review\">\n<h2>Processes that did not end normally or stalled</h2>\n";
@@ -365,50 +455,136 @@ std::string Review(const Report& r) {
     out += "</section>\n";
     return out;
   }
-  for (const size_t index : r.review) {
-    const ProcessSummary& p = r.processes[index];
-    std::string who = ProcessName(p);
-    if (!p.hostname.empty()) who += " on " + p.hostname;
-    const bool stalled_now = p.stall && p.stall->ongoing;
-    out += fmt::format("<div class=\"proc{}\" id=\"review-{}-{}-{}\">\n",
-                       stalled_now ? " stall" : "", p.key.pid, p.key.start_ns, p.key.instance_id);
-    out += fmt::format("<h3>{} <span class=\"{}\">{}</span>{}</h3>\n", Escape(who),
-                       p.ending == Ending::kStalled ? "stalled" : "ending",
-                       Escape(EndingName(p.ending)),
-                       stalled_now && p.ending != Ending::kStalled
-                           ? std::string(" <span class=\"stalled\">STALLED</span>")
-                           : std::string());
-    out += fmt::format("<p>{}</p>\n", Escape(p.ending_detail));
-    if (p.stall && p.stall->stalls > 0) out += StallTables(*p.stall);
-    if (p.streams.empty()) {
-      out += "<p class=\"muted\">No kernel launch stored.</p>\n</div>\n";
-      continue;
-    }
-    for (const StreamTail& s : p.streams) {
-      out += fmt::format("<p>Device {}, stream {}: {}", s.device, Escape(FormatStreamId(s.stream)),
-                         GroupedPlural(s.launches, "launch", "launches"));
-      if (s.last.empty()) {
-        out += ".</p>\n";
-        continue;
+  if (r.review_groups.size() < r.review.size()) {
+    out += fmt::format("<p class=\"muted\">{} in {}: the processes whose reviews say the same "
+                       "are one block, the first to fail shown, the others under it.</p>\n",
+                       GroupedPlural(r.review.size(), "process", "processes"),
+                       GroupedPlural(r.review_groups.size(), "block", "blocks"));
+  }
+  for (const ReviewGroup& g : r.review_groups) {
+    out += ProcessReview(r.processes[g.processes.front()]);
+    if (g.processes.size() < 2) continue;
+    const std::vector<size_t> others(g.processes.begin() + 1, g.processes.end());
+    out += fmt::format("<details class=\"more-procs\"><summary>\u00d7 {} more, the same: {}"
+                       "</summary>\n",
+                       FormatCount(others.size()), Escape(PidsAndRanks(r, others)));
+    for (const size_t i : others) out += ProcessReview(r.processes[i]);
+    out += "</details>\n";
+  }
+  out += "</section>\n";
+  return out;
+}
+
+// What matters first (findings.h): what failed, the first to fail first; failed launches and
+// calls; the top kernels with their advice.
+std::string FindingsSection(const Report& r) {
+  const Findings f = BuildFindings(r);
+  std::string out = "<section id=\"findings\">\n<h2>Findings</h2>\n";
+  if (r.review_groups.empty() && f.failed_launches.empty() && f.failed_calls.empty() &&
+      f.top_kernels.empty()) {
+    return out + "<p class=\"muted\">Nothing failed, and no kernel launch.</p>\n</section>\n";
+  }
+  constexpr size_t kNameRoom = 100;
+  if (!r.review_groups.empty()) {
+    out += "<ul class=\"failures\">\n";
+    for (const ReviewGroup& g : r.review_groups) {
+      const ProcessSummary& first = r.processes[g.processes.front()];
+      const bool failed = FailedAt(first).has_value();
+      const size_t n = g.processes.size();
+      out += fmt::format("<li><span class=\"{}\">{}</span>: {}<br><span class=\"where\">{}{}"
+                         "</span>",
+                         failed ? "bad" : "warn",
+                         Escape(n == 1 ? ProcessWho(first) : fmt::format("{} processes", n)),
+                         Escape(g.says),
+                         n == 1 ? "" : (failed ? "the first to fail: " : "the first: "),
+                         Escape((n == 1 ? "" : ProcessWho(first) + ", ") +
+                                WhereItFailed(first, kNameRoom)));
+      if (n > 1) {
+        const std::vector<size_t> others(g.processes.begin() + 1, g.processes.end());
+        out += fmt::format("<br><span class=\"more\">\u00d7 {} more, the same: {}</span>",
+                           FormatCount(others.size()), Escape(PidsAndRanks(r, others)));
       }
-      out += s.last.size() < s.launches ? fmt::format(", the last {}:</p>\n", s.last.size())
-                                        : std::string(":</p>\n");
-      out += "<table class=\"launches\"><thead><tr><th class=\"n\">SEQ</th><th class=\"n\">GRID"
-             "</th><th class=\"n\">BLOCK</th><th class=\"n\">OCC</th><th>FINISHED</th><th>KERNEL"
-             "</th></tr></thead>\n<tbody>\n";
-      for (const LaunchSummary& l : s.last) {
-        const std::string finished = FinishedText(l);
-        const std::string cls = l.completion == Completion::kFinished  ? ""
-                                : l.completion == Completion::kUnknown ? "muted"
-                                : l.in_error                           ? "bad"
-                                                                       : "warn";
-        out += "<tr>" + Cell(fmt::format("{}", l.seq), "n") + Cell(FormatDim3(l.grid), "n") +
-               Cell(FormatDim3(l.block), "n") + Cell(FormatPercent(l.occupancy), "n") +
-               Cell(finished, cls) + Cell(l.name, "name") + "</tr>\n";
-      }
-      out += "</tbody></table>\n";
+      out += fmt::format(" <a href=\"#review-{}-{}-{}\">details</a></li>\n", first.key.pid,
+                         first.key.start_ns, first.key.instance_id);
     }
-    out += "</div>\n";
+    out += "</ul>\n";
+  }
+  auto calls = [&](const std::vector<FailedCallFinding>& kinds) {
+    std::string list = "<ul>\n";
+    for (const FailedCallFinding& k : kinds) {
+      const schema::OwnedApiErrorEvent& e = k.first;
+      std::string first = fmt::format("{} at {} UTC, seq {}", ProcessWho(r.processes[k.first_process]),
+                                      FormatClockMs(e.header.ts_ns), e.header.seq);
+      if (e.device >= 0) first += fmt::format(", device {}", e.device);
+      if (e.stream != 0xffffffffu) first += ", stream " + FormatStreamId(e.stream);
+      if (!e.message.empty()) first += ": " + e.message;
+      list += fmt::format("<li><code>{}</code>: {} in {}; the first: {}</li>\n",
+                          Escape(FailedCallText(e)), FormatCount(k.count),
+                          GroupedPlural(k.processes, "process", "processes"), Escape(first));
+    }
+    return list + "</ul>\n";
+  };
+  if (!f.failed_launches.empty()) {
+    out += fmt::format(
+        "<p><span class=\"bad\">{} in {}</span>: a launch that returns an error runs nothing, "
+        "and a program that goes on without its results is wrong; check the launch's grid, "
+        "block, shared memory and arguments.</p>\n",
+        GroupedPlural(f.failed_launch_count, "failed launch", "failed launches"),
+        GroupedPlural(f.failed_launch_processes, "process", "processes"));
+    out += calls(f.failed_launches);
+  }
+  if (!f.failed_calls.empty()) {
+    uint64_t count = 0;
+    for (const FailedCallFinding& k : f.failed_calls) count += k.count;
+    out += fmt::format("<p class=\"warn\">{}:</p>\n",
+                       GroupedPlural(count, "failed call", "failed calls"));
+    out += calls(f.failed_calls);
+  }
+  if (f.failed_calls_left_out > 0) {
+    out += fmt::format("<p class=\"muted\">And {} of other kinds.</p>\n",
+                       GroupedPlural(f.failed_calls_left_out, "failed call", "failed calls"));
+  }
+  if (!f.top_kernels.empty()) {
+    out += fmt::format(
+        "<p><b>Top kernels by {}</b></p>\n",
+        f.by_launches ? std::string("launches (no launch was timed)")
+        : f.estimated
+            ? fmt::format("GPU time, estimated under sampled timing (~{} in all; an estimate, "
+                          "not a measurement)",
+                          FormatDuration(f.gpu_ns))
+            : fmt::format("GPU time ({} measured in all)", FormatDuration(f.gpu_ns)));
+    out += fmt::format("<div class=\"wide\"><table id=\"findings-kernels\"><thead><tr>"
+                       "<th class=\"n\">SHARE</th><th class=\"n\">{}</th><th class=\"n\">OCC"
+                       "</th><th>LIMITER</th><th>KERNEL</th></tr></thead>\n",
+                       f.by_launches ? "LAUNCHES" : f.estimated ? "EST" : "GPU TIME");
+    std::vector<std::string> names;
+    for (const size_t i : f.top_kernels) names.push_back(r.signatures[i].display_name());
+    names = ShortenKernelNames(names, kNameRoom);
+    for (size_t k = 0; k < f.top_kernels.size(); ++k) {
+      const Signature& s = r.signatures[f.top_kernels[k]];
+      const uint64_t w = f.top_weights[k];
+      const schema::OccupancyFields& fields = s.fields();
+      out += "<tbody class=\"sig\"><tr>";
+      out += Num(FormatShare(static_cast<double>(w) /
+                             static_cast<double>(std::max<uint64_t>(f.top_total, 1))),
+                 static_cast<double>(w));
+      out += Num(f.by_launches ? FormatCount(w)
+                               : (f.estimated && s.sampled.launches > 0 ? "~" : "") +
+                                     FormatDuration(w),
+                 static_cast<double>(w));
+      out += Num(FormatPercent(fields.occupancy), fields.occupancy,
+                 fields.occupancy < 0.5 ? "n warn" : "n");
+      out += Cell(LimiterLabel(fields));
+      out += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", Escape(s.display_name()),
+                         Escape(names[k]));
+      out += "</tr>";
+      if (!s.advice.empty()) {
+        out += fmt::format("<tr class=\"advice\"><td colspan=\"5\">&gt; {}</td></tr>",
+                           Escape(s.advice));
+      }
+      out += "</tbody>\n";
+    }
+    out += "</table></div>\n";
   }
   out += "</section>\n";
   return out;
@@ -497,7 +673,7 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
                          ? fmt::format(" (top {} of {})", shown, r.signatures.size())
                          : std::string());
   const bool sampled = r.sampled_launches > 0;
-  out += "<table class=\"sortable\" id=\"kernel-table\"><thead><tr>";
+  out += "<div class=\"wide\"><table class=\"sortable\" id=\"kernel-table\"><thead><tr>";
   std::vector<std::string_view> numeric = {"LAUNCHES", sampled ? "MEASURED" : "TOTAL"};
   if (sampled) numeric.insert(numeric.end(), {"TIMED", "EST"});
   numeric.insert(numeric.end(), {"MEAN", "P50", "P99", "OCC"});
@@ -581,7 +757,7 @@ std::string KernelTable(const Report& r, const ReportOptions& o) {
     }
     out += "</tbody>\n";
   }
-  out += "</table>\n";
+  out += "</table></div>\n";
   std::vector<std::string> legend;
   for (size_t i = 0; i < shown; ++i) {
     if (!r.signatures[i].gpu_time) {
@@ -651,21 +827,25 @@ std::string Processes(const Report& r) {
   if (r.processes.empty()) return out + "<p class=\"muted\">None.</p>\n</section>\n";
   bool policies = false;  // a TIMING column when some process did not time every launch
   for (const ProcessSummary& p : r.processes) policies |= p.timing_policy != TimingPolicy::kAll;
-  out += "<table class=\"sortable\" id=\"process-table\"><thead><tr><th class=\"n\">PID</th>"
-         "<th>EXE</th><th>HOST</th><th>STARTED</th><th class=\"n\">EVENTS</th>"
+  out += "<div class=\"wide\"><table class=\"sortable\" id=\"process-table\"><thead><tr>"
+         "<th class=\"n\">PID</th><th>EXE</th><th>HOST</th><th>STARTED (UTC)</th><th class=\"n\">EVENTS</th>"
          "<th class=\"n\">KERNELS</th><th class=\"n\">TIMED</th>";
   if (policies) out += "<th title=\"CUFLIGHT_TIMING\">TIMING</th>";
   out += "<th class=\"n\">API ERRORS</th>"
          "<th class=\"n\">DROPPED</th><th class=\"n\" title=\"kernel timing records lost\">"
          "TIMING LOST</th><th>ENDING</th></tr></thead>\n";
+  // The ending's detail is a row of its own under the process, as wide as the table: a column
+  // of it pushed the table past the right edge of the window.
+  const int columns = policies ? 12 : 11;
   for (const ProcessSummary& p : r.processes) {
-    out += "<tbody><tr>";
+    out += "<tbody class=\"proc-row\"><tr>";
     out += Num(fmt::format("{}", p.key.pid), p.key.pid);
     out += fmt::format("<td class=\"path\" title=\"{}\">{}</td>",
                        Escape(fmt::format("{}", fmt::join(p.argv, " "))), Escape(p.exe));
     out += Cell(p.hostname);
-    out += fmt::format("<td class=\"time\" data-v=\"{}\">{}</td>", p.key.start_ns,
-                       Escape(FormatUtc(p.key.start_ns)));
+    out += fmt::format("<td class=\"time\" data-v=\"{}\" title=\"{}\">{}</td>", p.key.start_ns,
+                       Escape(FormatUtc(p.key.start_ns)),
+                       Escape(p.key.start_ns > 0 ? FormatClockMs(p.key.start_ns) : "-"));
     out += Num(FormatCount(p.events), static_cast<double>(p.events));
     out += Num(FormatCount(p.kernels), static_cast<double>(p.kernels));
     out += Num(FormatCount(p.timed_kernels), static_cast<double>(p.timed_kernels));
@@ -677,11 +857,14 @@ std::string Processes(const Report& r) {
     out += Num(FormatCount(p.timing_dropped), static_cast<double>(p.timing_dropped),
                p.timing_dropped > 0 ? "n warn" : "n");
     out += fmt::format("<td class=\"{}\" data-v=\"{}\">{}</td>",
-                       NeedsReview(p.ending) ? "bad" : "", Escape(EndingName(p.ending)),
+                       NeedsReview(p.ending) ? "v bad" : "v", Escape(EndingName(p.ending)),
+                       Escape(EndingName(p.ending)));
+    out += "</tr>";
+    out += fmt::format("<tr class=\"detail\"><td colspan=\"{}\">{}</td></tr>", columns,
                        Escape(p.ending_detail));
-    out += "</tr></tbody>\n";
+    out += "</tbody>\n";
   }
-  out += "</table>\n</section>\n";
+  out += "</table></div>\n</section>\n";
   return out;
 }
 
@@ -729,6 +912,7 @@ std::string RenderHtmlPage(const Report& report, const ReportOptions& options,
                      Escape(html.title), kStyle);
   out += Header(report, html);
   out += "<main>\n";
+  out += FindingsSection(report);
   out += Summary(report);
   out += Jobs(report);
   out += Review(report);

@@ -3,7 +3,9 @@
 
 #include "cuflight/report/job_view.h"
 #include "cuflight/report/render.h"
+#include "cuflight/report/findings.h"
 #include "cuflight/report/review.h"
+#include "cuflight/report/text_format.h"
 #include "cuflight/report/text_format.h"
 
 namespace cuflight::report {
@@ -85,6 +87,21 @@ json ProcessJson(const ProcessSummary& p, bool with_streams) {
                            {"device", e.device},          {"stream", e.stream},
                            {"last_correlation_ids", e.last_correlation_ids}};
   }
+  json failed_calls = json::array();
+  for (const FailedCall& c : p.failed_calls) {
+    failed_calls.push_back({{"api", c.first.api},
+                            {"code", c.first.code},
+                            {"error_name", c.first.error_name},
+                            {"count", c.count},
+                            {"launch", IsLaunchCall(c.first.api)},
+                            {"first", {{"seq", c.first.header.seq},
+                                       {"ts_ns", c.first.header.ts_ns},
+                                       {"message", c.first.message},
+                                       {"device", c.first.device},
+                                       {"stream", c.first.stream}}}});
+  }
+  j["failed_calls"] = std::move(failed_calls);
+  j["failed_calls_left_out"] = p.failed_calls_left_out;
   if (p.stall) {
     const StallSummary& st = *p.stall;
     json stall = {{"stalls", st.stalls}, {"longest_ms", st.longest_ms}, {"ongoing", st.ongoing}};
@@ -291,6 +308,52 @@ json RenderJson(const Report& r, const ReportOptions& options) {
   for (const ProcessSummary& p : r.processes) processes.push_back(ProcessJson(p, false));
   json review = json::array();
   for (const size_t i : r.review) review.push_back(ProcessJson(r.processes[i], true));
+  json groups = json::array();
+  for (const ReviewGroup& g : r.review_groups) {
+    json pids = json::array();
+    for (const size_t i : g.processes) pids.push_back(r.processes[i].key.pid);
+    const std::optional<int64_t> failed = FailedAt(r.processes[g.processes.front()]);
+    groups.push_back({{"says", g.says},
+                      {"pids", pids},
+                      {"first_failed_ns", failed ? json(*failed) : json(nullptr)}});
+  }
+  const Findings found = BuildFindings(r);
+  auto calls = [&](const std::vector<FailedCallFinding>& kinds) {
+    json out = json::array();
+    for (const FailedCallFinding& k : kinds) {
+      out.push_back({{"api", k.first.api},
+                     {"code", k.first.code},
+                     {"error_name", k.first.error_name},
+                     {"count", k.count},
+                     {"processes", k.processes},
+                     {"first", {{"pid", r.processes[k.first_process].key.pid},
+                                {"seq", k.first.header.seq},
+                                {"ts_ns", k.first.header.ts_ns},
+                                {"message", k.first.message},
+                                {"device", k.first.device},
+                                {"stream", k.first.stream}}}});
+    }
+    return out;
+  };
+  json top = json::array();
+  for (size_t k = 0; k < found.top_kernels.size(); ++k) {
+    const Signature& s = r.signatures[found.top_kernels[k]];
+    top.push_back({{"name", s.name},
+                   {"demangled", s.demangled},
+                   {found.by_launches ? "launches" : found.estimated ? "gpu_time_estimate_ns"
+                                                                    : "gpu_time_ns",
+                    found.top_weights[k]},
+                   {"occupancy", s.fields().occupancy},
+                   {"limiter", LimiterLabel(s.fields())},
+                   {"advice", s.advice.empty() ? json(nullptr) : json(s.advice)}});
+  }
+  json findings = {{"review_groups", groups},
+                   {"failed_launches", calls(found.failed_launches)},
+                   {"failed_launch_count", found.failed_launch_count},
+                   {"failed_launch_processes", found.failed_launch_processes},
+                   {"failed_calls", calls(found.failed_calls)},
+                   {"failed_calls_left_out", found.failed_calls_left_out},
+                   {"top_kernels", top}};
   json signatures = json::array();
   const size_t shown = ShownSignatures(r, options);
   for (size_t i = 0; i < shown; ++i) signatures.push_back(SignatureJson(r.signatures[i]));
@@ -298,7 +361,8 @@ json RenderJson(const Report& r, const ReportOptions& options) {
   for (const JobView& job : r.jobs) jobs.push_back(JobJson(job, r.processes));
   read["processes_not_selected"] = r.processes_not_selected;
   read["events_before_attribution"] = r.events_before_attribution;
-  json doc = {{"read", read},
+  json doc = {{"findings", findings},
+              {"read", read},
               {"processes", processes},
               {"jobs", jobs},
               {"processes_without_job", r.processes_without_job},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuflight/report/findings.h"
 #include "cuflight/report/job_view.h"
 #include "cuflight/report/kernel_names.h"
 #include "cuflight/report/render.h"
@@ -214,8 +215,18 @@ size_t ShownSignatures(const Report& report, const ReportOptions& options) {
 
 std::string RenderText(const Report& r, const ReportOptions& options) {
   const bool color = options.color;
-  std::string out = Paint(HeaderLine(r), ansi::kBold, color);
-  out += '\n';
+  std::string out;
+  for (const std::string& line : WrapWords(HeaderLine(r), kTableWidth, "", "  ")) {
+    out += Paint(line, ansi::kBold, color);
+    out += '\n';
+  }
+  // What matters first: what failed, failed launches and calls, where the GPU time goes.
+  FindingsTextOptions findings_options;
+  findings_options.color = color;
+  findings_options.width = kTableWidth;
+  findings_options.name_width = options.name_width;
+  const std::string findings = RenderFindingsText(r, BuildFindings(r), findings_options);
+  if (!findings.empty()) out += "\n" + findings;
   for (const std::string& note : r.read.notes) out += "note: " + note + "\n";
   if (r.read.notes_left_out > 0) {
     out += fmt::format("note: ... and {} more torn or rejected lines\n", r.read.notes_left_out);
@@ -269,8 +280,12 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   }
   const std::string jobs = RenderJobsText(r, color, kTableWidth);
   if (!jobs.empty()) out += "\n" + jobs;
-  const std::string review =
-      RenderReviewText(r.processes, r.review, color, kTableWidth, options.name_width);
+  ReviewTextOptions review_options;
+  review_options.color = color;
+  review_options.width = kTableWidth;
+  review_options.name_width = options.name_width;
+  review_options.per_process = options.per_process;
+  const std::string review = RenderReviewText(r, review_options);
   if (!review.empty()) out += "\n" + review;
   out += '\n';
   if (r.signatures.empty()) {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include "cuflight/report/kernel_names.h"
 #include "cuflight/report/text_format.h"
 #include "cuflight/report/text_table.h"
@@ -32,9 +36,28 @@ std::string LossText(const schema::OwnedProcessLostEvent& lost, bool closed) {
 
 std::string Seconds(int64_t ms) { return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000); }
 
-// What the latest stall event of `s` says was stalled: per stream, its oldest unfinished
-// launches (the first is what the stream waits on, the others are queued behind it).
-std::string RenderStall(const StallSummary& s, bool color, int width) {
+}  // namespace
+
+std::optional<uint64_t> SeqOfStalledLaunch(const ProcessSummary& p, int32_t device,
+                                           uint64_t stream, uint64_t correlation_id) {
+  std::optional<uint64_t> seq;
+  for (const StreamTail& tail : p.streams) {
+    if (tail.device != device || tail.stream != stream) continue;
+    // A graph's kernel nodes share their launch's correlation id: the latest of them.
+    for (const LaunchSummary& l : tail.last) {
+      if (l.correlation_id == correlation_id) seq = l.seq;
+    }
+  }
+  return seq;
+}
+
+namespace {
+
+// What the latest stall event of `p` says was stalled: per stream, its oldest unfinished
+// launches (the first is what the stream waits on, the others are queued behind it), each by
+// its correlation id and, when the stream's last launches hold it, its seq.
+std::string RenderStall(const ProcessSummary& p, bool color, int width) {
+  const StallSummary& s = *p.stall;
   const schema::OwnedStallEvent& e = s.latest;
   std::string out =
       Paint(fmt::format(
@@ -55,6 +78,7 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
     }
     out += ", the oldest:\n";
     TextTable table({{"CORR", TextTable::Align::kRight},
+                       {"SEQ", TextTable::Align::kRight},
                        {"AGE", TextTable::Align::kRight},
                        {"GRID", TextTable::Align::kRight},
                        {"BLOCK", TextTable::Align::kRight},
@@ -62,7 +86,10 @@ std::string RenderStall(const StallSummary& s, bool color, int width) {
                        {"KERNEL", TextTable::Align::kLeft}});
     for (const schema::OwnedStallLaunch& l : stream.launches) {
       const std::string& name = l.demangled.empty() ? l.name : l.demangled;
+      const std::optional<uint64_t> seq =
+          SeqOfStalledLaunch(p, stream.device, stream.stream, l.correlation_id);
       table.AddRow({{fmt::format("{}", l.correlation_id), ""},
+                    {seq ? fmt::format("{}", *seq) : "-", seq ? "" : ansi::kDim},
                     {Seconds(l.age_ms), ""},
                     {FormatDim3(l.grid), ""},
                     {FormatDim3(l.block), ""},
@@ -128,6 +155,7 @@ std::string StallText(const StallSummary& s) {
 }
 
 void DescribeEnding(bool api_error_last, ProcessSummary* s) {
+  s->last_call_failed = api_error_last && s->last_api_error.has_value();
   std::string error_line;
   if (s->last_api_error) {
     const schema::OwnedApiErrorEvent& e = *s->last_api_error;
@@ -232,75 +260,252 @@ std::vector<size_t> SelectForReview(const std::vector<ProcessSummary>& processes
   return stalled;
 }
 
-std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
-                             const std::vector<size_t>& review, bool color, int width,
-                             int name_width) {
-  if (review.empty()) return "";
-  std::string out =
-      Paint(fmt::format("Processes that did not end normally or stalled ({})", review.size()),
-            ansi::kRed, color);
-  out += '\n';
-  for (const size_t index : review) {
-    const ProcessSummary& p = processes[index];
-    std::string who = ProcessName(p);
-    if (!p.hostname.empty()) who += " on " + p.hostname;
-    // The one line that says what happened: wrapped, never cut.
-    for (const std::string& line : WrapWords(fmt::format("{}: {}", who, p.ending_detail),
-                                             static_cast<size_t>(width), "  ", "      ")) {
-      out += Paint(line, ansi::kBold, color);
-      out += '\n';
+std::optional<int64_t> FailedAt(const ProcessSummary& p) {
+  switch (p.ending) {
+    case Ending::kApiError:
+      return p.last_api_error->header.ts_ns;
+    case Ending::kCrash:
+      return p.crash->header.ts_ns;
+    case Ending::kLost:
+      return p.lost->header.ts_ns;
+    case Ending::kStalled: {
+      const schema::OwnedStallEvent& e = p.stall->latest;
+      return e.header.ts_ns - e.stalled_ms * 1000000;
     }
-    if (p.stall && p.stall->stalls > 0) out += RenderStall(*p.stall, color, width);
-    if (p.streams.empty()) {
-      out += "    no kernel launch stored\n";
+    case Ending::kEnded:
+      if (p.end && p.end->exit_code && *p.end->exit_code != 0) return p.end->header.ts_ns;
+      return std::nullopt;
+    case Ending::kRunning:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+bool IsLaunchCall(std::string_view api) {
+  for (const std::string_view suffix : {std::string_view("_ptsz"), std::string_view("_ptds")}) {
+    if (api.ends_with(suffix)) api.remove_suffix(suffix.size());
+  }
+  for (const std::string_view launch :
+       {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+        "cuLaunchCooperativeKernelMultiDevice", "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
+        "cuGraphLaunch"}) {
+    if (api == launch) return true;
+  }
+  return false;
+}
+
+std::string CompactList(std::vector<int64_t> numbers) {
+  std::sort(numbers.begin(), numbers.end());
+  numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+  std::string out;
+  for (size_t i = 0; i < numbers.size();) {
+    size_t j = i;
+    while (j + 1 < numbers.size() && numbers[j + 1] == numbers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j == i ? fmt::format("{}", numbers[i]) : fmt::format("{}-{}", numbers[i], numbers[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+std::string KernelOf(const std::string& name) {
+  return name.empty() ? std::string("a kernel not named") : ShortenKernelName(name, 80);
+}
+
+// What a process's review says, without what differs between processes that failed alike; and
+// the key that groups them (the same, with whole kernel names).
+std::pair<std::string, std::string> SaysAndKey(const ProcessSummary& p) {
+  std::string says(EndingName(p.ending));
+  std::string key = says;
+  auto add = [&](const std::string& shown, const std::string& whole) {
+    says += shown;
+    key += whole;
+  };
+  if (p.crash) {
+    const schema::OwnedProcessCrashEvent& e = *p.crash;
+    std::string text = fmt::format(": {} (signal {}, code {})",
+                                   e.signal_name.empty() ? "signal" : e.signal_name, e.signal,
+                                   e.code);
+    if (e.addr != 0) text += fmt::format(" at {:#x}", e.addr);
+    if (e.app_handler) text += "; the application's own handler ran first and gave up";
+    add(text, text);
+  } else if (p.lost) {
+    const std::string text = p.lost->reason == schema::LostReason::kCollectorShutdown
+                                 ? ": the collector stopped while the process was connected"
+                                 : ": the connection ended without process_end (killed, or no "
+                                   "exit flush)";
+    add(text, text);
+  } else if (p.ending == Ending::kEnded && p.end && p.end->exit_code) {
+    add(fmt::format(": exit code {}", *p.end->exit_code),
+        fmt::format(": exit code {}", *p.end->exit_code));
+  }
+  if (p.last_api_error && p.last_call_failed) {
+    const schema::OwnedApiErrorEvent& e = *p.last_api_error;
+    std::string text = fmt::format("{} {} returned {} ({})",
+                                   p.ending == Ending::kApiError ? ":" : "; its last CUDA call failed:",
+                                   e.api, e.error_name, e.code);
+    if (!e.message.empty()) text += ": " + Clip(e.message, kMaxMessageBytes);
+    add(text, text);
+  }
+  // The kernels a sticky error stopped.
+  std::vector<const LaunchSummary*> failed;
+  for (const StreamTail& s : p.streams) {
+    for (const LaunchSummary& l : s.last) {
+      if (l.in_error) failed.push_back(&l);
+    }
+  }
+  if (!failed.empty()) {
+    says += "; it stopped ";
+    key += "; stopped";
+    for (size_t i = 0; i < failed.size(); ++i) {
+      says += (i > 0 ? ", " : "") + KernelOf(failed[i]->name);
+      key += "\n" + failed[i]->name;
+    }
+  }
+  if (p.stall) {
+    if (p.stall->ongoing) {
+      std::string name;
+      const schema::OwnedStallEvent& e = p.stall->latest;
+      if (!e.streams.empty() && !e.streams.front().launches.empty()) {
+        const schema::OwnedStallLaunch& l = e.streams.front().launches.front();
+        name = l.demangled.empty() ? l.name : l.demangled;
+      }
+      add(fmt::format("; stalled, waiting on {}", KernelOf(name)), "; stalled on\n" + name);
+    } else {
+      add("; it had a stall that resolved", "; stall resolved");
+    }
+  }
+  return {says, key};
+}
+
+}  // namespace
+
+std::vector<ReviewGroup> GroupReview(const std::vector<ProcessSummary>& processes,
+                                     const std::vector<size_t>& review) {
+  // Members by failure (unknown last), then review order.
+  std::vector<size_t> order(review.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<std::optional<int64_t>> failed(review.size());
+  for (size_t i = 0; i < review.size(); ++i) failed[i] = FailedAt(processes[review[i]]);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (failed[a].has_value() != failed[b].has_value()) return failed[a].has_value();
+    return failed[a] && *failed[a] < *failed[b];
+  });
+  std::vector<ReviewGroup> groups;
+  std::map<std::string, size_t> by_key;
+  for (const size_t i : order) {
+    auto [says, key] = SaysAndKey(processes[review[i]]);
+    const auto [it, added] = by_key.try_emplace(std::move(key), groups.size());
+    if (added) groups.push_back(ReviewGroup{{}, std::move(says)});
+    groups[it->second].processes.push_back(review[i]);
+  }
+  return groups;
+}
+
+namespace {
+
+// One reviewed process in full: its ending line, its stall, and per stream its last launches.
+std::string RenderProcessText(const ProcessSummary& p, const ReviewTextOptions& o) {
+  const bool color = o.color;
+  const auto width = static_cast<size_t>(o.width);
+  std::string out;
+  std::string who = ProcessName(p);
+  if (!p.hostname.empty()) who += " on " + p.hostname;
+  // The one line that says what happened: wrapped, never cut.
+  for (const std::string& line :
+       WrapWords(fmt::format("{}: {}", who, p.ending_detail), width, "  ", "      ")) {
+    out += Paint(line, ansi::kBold, color);
+    out += '\n';
+  }
+  if (p.stall && p.stall->stalls > 0) out += RenderStall(p, color, o.width);
+  if (p.streams.empty()) return out + "    no kernel launch stored\n";
+  bool unknown = false;
+  for (const StreamTail& s : p.streams) {
+    out += fmt::format("    device {}, stream {}: {} launch{}", s.device, FormatStreamId(s.stream),
+                       s.launches, s.launches == 1 ? "" : "es");
+    if (s.last.empty()) {
+      out += '\n';
       continue;
     }
-    bool unknown = false;
-    for (const StreamTail& s : p.streams) {
-      out += fmt::format("    device {}, stream {}: {} launch{}", s.device,
-                         FormatStreamId(s.stream), s.launches, s.launches == 1 ? "" : "es");
-      if (s.last.empty()) {
-        out += '\n';
-        continue;
-      }
-      out += s.last.size() < s.launches ? fmt::format(", the last {}:\n", s.last.size()) : ":\n";
-      TextTable table({{"SEQ", TextTable::Align::kRight},
-                         {"GRID", TextTable::Align::kRight},
-                         {"BLOCK", TextTable::Align::kRight},
-                         {"OCC", TextTable::Align::kRight},
-                         {"FINISHED", TextTable::Align::kLeft},
-                         {"KERNEL", TextTable::Align::kLeft}});
-      for (const LaunchSummary& l : s.last) {
-        const std::string_view style = l.completion == Completion::kFinished  ? std::string_view()
-                                       : l.completion == Completion::kUnknown ? ansi::kDim
-                                       : l.in_error                           ? ansi::kRed
-                                                                              : ansi::kYellow;
-        const TextTable::Cell finished{FinishedText(l), style};
-        unknown = unknown || l.completion == Completion::kUnknown;
-        table.AddRow({{fmt::format("{}", l.seq), ""},
-                      {FormatDim3(l.grid), ""},
-                      {FormatDim3(l.block), ""},
-                      {FormatPercent(l.occupancy), ""},
-                      finished,
-                      {l.name, ""}});
-      }
-      if (name_width != 0) {
-        table.ShortenLastColumn(
-            name_width > 0 ? static_cast<size_t>(name_width)
-                           : table.LastColumnRoom(static_cast<size_t>(width), 6, kMinNameWidth),
-            ShortenKernelNames);
-      }
-      out += table.Render(6, color);
+    out += s.last.size() < s.launches ? fmt::format(", the last {}:\n", s.last.size()) : ":\n";
+    // SEQ orders the process's events; CORR is what CUPTI, a stall table and Nsight Systems
+    // name a launch by.
+    TextTable table({{"SEQ", TextTable::Align::kRight},
+                     {"CORR", TextTable::Align::kRight},
+                     {"GRID", TextTable::Align::kRight},
+                     {"BLOCK", TextTable::Align::kRight},
+                     {"OCC", TextTable::Align::kRight},
+                     {"FINISHED", TextTable::Align::kLeft},
+                     {"KERNEL", TextTable::Align::kLeft}});
+    for (const LaunchSummary& l : s.last) {
+      const std::string_view style = l.completion == Completion::kFinished  ? std::string_view()
+                                     : l.completion == Completion::kUnknown ? ansi::kDim
+                                     : l.in_error                           ? ansi::kRed
+                                                                            : ansi::kYellow;
+      unknown = unknown || l.completion == Completion::kUnknown;
+      table.AddRow({{fmt::format("{}", l.seq), ""},
+                    {fmt::format("{}", l.correlation_id), ""},
+                    {FormatDim3(l.grid), ""},
+                    {FormatDim3(l.block), ""},
+                    {FormatPercent(l.occupancy), ""},
+                    {FinishedText(l), style},
+                    {l.name, ""}});
     }
-    if (unknown) {
-      for (const std::string& line :
-           WrapWords("unknown: no kernel_time, and the log cannot tell whether it finished "
-                     "(timing is not flushed from a crash or a kill, records were lost, or timing was "
-                     "sampled or off)",
-                     static_cast<size_t>(width), "      ", "      ")) {
-        out += Paint(line, ansi::kDim, color);
-        out += '\n';
-      }
+    if (o.name_width != 0) {
+      table.ShortenLastColumn(o.name_width > 0 ? static_cast<size_t>(o.name_width)
+                                               : table.LastColumnRoom(width, 6, kMinNameWidth),
+                              ShortenKernelNames);
+    }
+    out += table.Render(6, color);
+  }
+  if (unknown) {
+    for (const std::string& line :
+         WrapWords("unknown: no kernel_time, and the log cannot tell whether it finished "
+                   "(timing is not flushed from a crash or a kill, records were lost, or timing "
+                   "was sampled or off)",
+                   width, "      ", "      ")) {
+      out += Paint(line, ansi::kDim, color);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderReviewText(const Report& r, const ReviewTextOptions& o) {
+  if (r.review.empty()) return "";
+  std::string out =
+      Paint(fmt::format("Processes that did not end normally or stalled ({})", r.review.size()),
+            ansi::kRed, o.color);
+  out += '\n';
+  const bool grouped = !o.per_process && r.review_groups.size() < r.review.size();
+  if (grouped) {
+    for (const std::string& line :
+         WrapWords("processes whose reviews say the same are one block, the first to fail in "
+                   "full (--per-process: each one; --pid PID: one)",
+                   static_cast<size_t>(o.width), "  ", "    ")) {
+      out += Paint(line, ansi::kDim, o.color);
+      out += '\n';
+    }
+  }
+  for (const ReviewGroup& g : r.review_groups) {
+    if (!grouped) {
+      for (const size_t i : g.processes) out += RenderProcessText(r.processes[i], o);
+      continue;
+    }
+    out += RenderProcessText(r.processes[g.processes.front()], o);
+    if (g.processes.size() < 2) continue;
+    std::vector<int64_t> pids;
+    for (size_t k = 1; k < g.processes.size(); ++k) pids.push_back(r.processes[g.processes[k]].key.pid);
+    for (const std::string& line :
+         WrapWords(fmt::format("\u00d7 {} more, the same: pid{} {}", g.processes.size() - 1,
+                               pids.size() == 1 ? "" : "s", CompactList(pids)),
+                   static_cast<size_t>(o.width), "  ", "    ")) {
+      out += Paint(line, ansi::kBold, o.color);
+      out += '\n';
     }
   }
   return out;

@@ -3,14 +3,20 @@
 
 Asserts: no console message or uncaught exception while it loads (the page's own script ran:
 it titles every sortable column header), the four charts are in the DOM with SVG content, the
-kernel name holding <&"'> arrives as text, and a screenshot of it is non-trivial. The page and
-the screenshot stay in --out (report.html, report.png) for a person to look at.
+kernel name holding <&"'> arrives as text, and a screenshot of it is non-trivial. Then the page
+of 32 ranks that crashed alike in half a second, laid out at 1024 and 1280 px (a script added to
+a copy of it measures the layout): the header's span to the millisecond, the processes table's
+last column (ENDING) inside the window, no value broken across lines, the findings above the
+summary, the ranks in one block, and the stall and stream tables naming the hung launch by both
+CORR and SEQ. The pages and the screenshot stay in --out (report.html, report.png, crash32.html)
+for a person to look at.
 
 Usage: html_browser_test.py --cuflight PATH/cuflight --out DIR   (runs `cuflight report --html`)
 Fails with one line when Chromium (Debian package `chromium`) is not installed.
 """
 
 import argparse
+import html
 import html.parser
 import json
 import os
@@ -110,6 +116,164 @@ def write_logs(directory):
                        emitted=5, dropped=0))
     with open(os.path.join(directory, "b.jsonl"), "w", encoding="utf-8") as f:
         f.writelines(lines)
+
+
+def write_crash_logs(directory):
+    """32 ranks of one job that crashed alike after two failed launches each, in half a second,
+    and a process hung on its spinning kernel (its stall event, at START + 0.5 s, is the last
+    event of the logs)."""
+    for rank in range(32):
+        pid, start = 5000 + rank, START + rank * 1000000
+        lines = [process_start(pid, start, "/usr/bin/python3", "node%d" % (rank // 8)),
+                 device(pid, 1, start + 1000)]
+        lines[0] = lines[0].replace('"config":{}', '"config":{},"attribution":{"job":"j7",'
+                                    '"rank":"%d","world_size":"32"}' % rank)
+        seq = 2
+        for corr in range(1, 4):
+            ts = start + corr * 10000000
+            lines.append(kernel(ts, pid, seq, corr, "_Z4gemmPf", "gemm(float*)", 256, 64,
+                                "registers", 6, stream=7))
+            lines.append(kernel_time(pid, seq + 1, corr, ts + 20000, 1000000, stream=7))
+            seq += 2
+        for k in (1, 2):
+            lines.append(event("api_error", start + k * 100000000, pid, seq, api="cuLaunchKernel",
+                               code=1, error_name="CUDA_ERROR_INVALID_VALUE",
+                               message="invalid argument", device=0, context=4096, stream=7,
+                               last_correlation_ids=[3]))
+            seq += 1
+        lines.append(event("process_crash", START + 400000000 + rank * 1000000, pid, seq,
+                           signal=11, signal_name="SIGSEGV", code=1, addr=16, tid=pid + 1,
+                           app_handler=False, emitted=seq, dropped=0))
+        with open(os.path.join(directory, "rank%d.jsonl" % rank), "w", encoding="utf-8") as f:
+            f.writelines(lines)
+    lines = [process_start(300, START, "/opt/app/bin/hang", "node9"), device(300, 1, START + 1000),
+             kernel(START + 2000, 300, 2, 7, "_Z4spinPVi", "spin(int volatile*)", 32, 16,
+                    "blocks", 32, stream=16)]
+    launch = {"correlation_id": 7, "name": "_Z4spinPVi", "demangled": "spin(int volatile*)",
+              "grid": [1, 1, 1], "block": [32, 1, 1], "occupancy": 0.5, "age_ms": 12000}
+    lines.append(event("stall", START + SECOND // 2, 300, 3, state="stalled", stall_ms=10000,
+                       stalled_ms=12000, completed=0, streams_stalled=1,
+                       streams=[{"device": 0, "context": 4096, "stream": 16, "waiting_ms": 12000,
+                                 "unfinished": 1, "launches": [launch]}]))
+    with open(os.path.join(directory, "hang.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
+# Appended to a copy of the page: measures the layout and writes what it found, as JSON, into a
+# <pre id="probe"> that --dump-dom returns. The page's CSP allows inline scripts.
+PROBE = r"""<script>
+(function () {
+  var out = {viewport: document.documentElement.clientWidth,
+             page_width: document.documentElement.scrollWidth};
+  var span = document.querySelector('header .meta .span');
+  out.span = span ? span.textContent : null;
+  var table = document.getElementById('process-table');
+  var heads = table ? table.tHead.rows[0].cells : [];
+  out.last_head = heads.length ? heads[heads.length - 1].textContent : null;
+  out.last_head_right = heads.length ? heads[heads.length - 1].getBoundingClientRect().right : null;
+  function headers(t) {
+    return Array.prototype.map.call(t.tHead.rows[0].cells, function (c) { return c.textContent; });
+  }
+  function rows(t) {
+    return Array.prototype.map.call(t.tBodies[0].rows, function (r) {
+      return Array.prototype.map.call(r.cells, function (c) { return c.textContent; });
+    });
+  }
+  var stall = document.querySelector('table.stall');
+  out.stall = stall ? {headers: headers(stall), rows: rows(stall)} : null;
+  out.launches = Array.prototype.map.call(document.querySelectorAll('table.launches'),
+      function (t) { return {headers: headers(t), rows: rows(t)}; });
+  // A value on more than one line: its text's boxes at more than one height.
+  var wrapped = [];
+  document.querySelectorAll('td.n, .v, .card b, td.time').forEach(function (el) {
+    if (!el.getClientRects().length) return;  // inside a closed <details>
+    var range = document.createRange();
+    range.selectNodeContents(el);
+    var tops = {};
+    Array.prototype.forEach.call(range.getClientRects(), function (r) {
+      if (r.width > 0) tops[Math.round(r.top)] = true;
+    });
+    if (Object.keys(tops).length > 1) wrapped.push(el.textContent);
+  });
+  out.wrapped = wrapped;
+  out.values_checked = document.querySelectorAll('td.n, .v, .card b, td.time').length;
+  function top(id) {
+    var e = document.getElementById(id);
+    return e ? e.getBoundingClientRect().top : null;
+  }
+  out.findings_top = top('findings');
+  out.summary_top = top('summary');
+  var more = document.querySelector('#review details.more-procs > summary');
+  out.more = more ? more.textContent : null;
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def probe_layout(chromium, page, tmp, width):
+    """Loads `page` with PROBE in a window `width` px wide; returns what PROBE found."""
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    probed = os.path.join(tmp, "probed.html")
+    with open(probed, "w", encoding="utf-8") as f:
+        f.write(text.replace("</body>", PROBE + "</body>"))
+    run = run_chromium(chromium, os.path.join(tmp, "profile-probe-%d" % width),
+                       ["--window-size=%d,900" % width, "--virtual-time-budget=2000",
+                        "--dump-dom"], "file://" + probed)
+    errors = console_errors(run.stderr)
+    if errors:
+        fail("console messages while probing the layout:\n" + "\n".join(errors))
+    start = run.stdout.find('<pre id="probe">')
+    end = run.stdout.find("</pre>", start)
+    if start < 0 or end < 0:
+        fail(f"the layout probe did not run at {width} px: {run.stderr[-2000:]}")
+    return json.loads(html.unescape(run.stdout[start + len('<pre id="probe">'):end]))
+
+
+def check_crash_page(chromium, cuflight, out_dir, tmp):
+    """The review of 32 crashed ranks and a hung process, laid out at 1024 and 1280 px."""
+    logs = os.path.join(tmp, "crash-logs")
+    os.makedirs(logs)
+    write_crash_logs(logs)
+    page = os.path.abspath(os.path.join(out_dir, "crash32.html"))
+    r = subprocess.run([cuflight, "report", "--html", page, logs], capture_output=True,
+                       text=True, timeout=60, check=False)
+    if r.returncode != 0:
+        fail(f"cuflight report --html (32 ranks) exited {r.returncode}: {r.stderr.strip()}")
+    for width in (1024, 1280):
+        p = probe_layout(chromium, page, tmp, width)
+        where = f"at {width} px"
+        # Half a second: the span to the millisecond (the first event at START, the stall event
+        # at START + 0.5 s the last).
+        if p["span"] != "2025-11-21 07:00:00.000 to 07:00:00.500 UTC (500ms)":
+            fail(f"{where}: the header's span is {p['span']!r}")
+        if p["page_width"] > p["viewport"]:
+            fail(f"{where}: the page is {p['page_width']} px wide in a {p['viewport']} px window")
+        if p["last_head"] != "ENDING" or p["last_head_right"] > p["viewport"]:
+            fail(f"{where}: the processes table's last column {p['last_head']!r} ends at "
+                 f"{p['last_head_right']} px, past the window's {p['viewport']} px")
+        if p["wrapped"] or p["values_checked"] < 50:
+            fail(f"{where}: values broken across lines: {p['wrapped'][:10]} "
+                 f"({p['values_checked']} checked)")
+        if p["findings_top"] is None or p["summary_top"] is None or (
+                p["findings_top"] > p["summary_top"]):
+            fail(f"{where}: the findings are not above the summary: {p['findings_top']}, "
+                 f"{p['summary_top']}")
+        # Rank 0 crashed first (at START + 0.4 s, rank r r ms later).
+        if p["more"] != "\u00d7 31 more, the same: pids 5001-5031 (ranks 1-31)":
+            fail(f"{where}: no block of the ranks that crashed alike: {p['more']!r}")
+        # The stall table and the stream table name the spinning launch alike: corr 7, seq 2.
+        stall = p["stall"]
+        if not stall or stall["headers"][:2] != ["CORR", "SEQ"] or stall["rows"][0][:2] != [
+                "7", "2"]:
+            fail(f"{where}: the stall table has no CORR and SEQ of the hung launch: {stall}")
+        hung = [t for t in p["launches"] if t["rows"] and t["rows"][0][:2] == ["2", "7"]]
+        if not hung or hung[0]["headers"][:2] != ["SEQ", "CORR"]:
+            fail(f"{where}: no stream table with SEQ 2, CORR 7: {p['launches'][:3]}")
+    return page
 
 
 def find_chromium():
@@ -261,7 +425,10 @@ def main():
         if size < 20000 or distinct < 16:
             fail(f"{png} looks blank: {size} bytes, {distinct} distinct byte values")
 
+        crash_page = check_crash_page(chromium, args.cuflight, args.out, tmp)
+
     print(f"page: {page}")
+    print(f"32 crashed ranks: {crash_page} (laid out at 1024 and 1280 px)")
     print(f"screenshot: {png} ({width}x{height}, {size} bytes)")
     print("PASS")
     return 0

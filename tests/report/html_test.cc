@@ -342,7 +342,9 @@ TEST(HtmlPage, WellFormedSelfContainedWithFourCharts) {
   EXPECT_THAT(page, HasSubstr("Content-Security-Policy"));
   // Title, date range, hosts.
   EXPECT_THAT(page, HasSubstr("<h1>cuflight report</h1>"));
-  EXPECT_THAT(page, HasSubstr("2025-11-21 07:00:00 UTC to 2025-11-21 07:00:08 UTC"));
+  // The first event at kStart, the last (pid 200's crash) 8 s later; to the millisecond, the date
+  // once.
+  EXPECT_THAT(page, HasSubstr("2025-11-21 07:00:00.000 to 07:00:08.000 UTC (8.00s)"));
   EXPECT_THAT(page, HasSubstr("hosts: node1, node2"));
 }
 
@@ -372,7 +374,7 @@ TEST(HtmlPage, ReviewShowsTheCrashedProcessAndItsUntimedKernel) {
   // gemm finished in 50 us; whether the nasty kernel did is unknown: CUPTI's records are not
   // flushed from a crash.
   EXPECT_THAT(review, HasSubstr("yes 50.0us"));
-  EXPECT_THAT(review, HasSubstr("<td class=\"muted\">unknown</td>"));
+  EXPECT_THAT(review, HasSubstr("<td class=\"v muted\">unknown</td>"));
   EXPECT_THAT(review, Not(HasSubstr(">NO<")));
   EXPECT_THAT(review, Not(HasSubstr("pid 100")));  // ended normally
   // The timeline marks where it crashed.
@@ -417,10 +419,111 @@ TEST(HtmlPage, ReviewMarksTheStalledProcessFirstWithWhatItWaitsOn) {
   EXPECT_LT(hung, crashed);
   EXPECT_THAT(review, HasSubstr("<div class=\"proc stall\" id=\"review-300-"));
   EXPECT_THAT(review, HasSubstr("<span class=\"stalled\">stalled</span>"));
-  EXPECT_THAT(review, HasSubstr("Stalled now, as last reported: 10.0 s into the stall"));
+  EXPECT_THAT(review, HasSubstr("Stalled now, as last reported: <span class=\"v\">10.0 s</span> "
+                                "into the stall"));
   EXPECT_THAT(review, HasSubstr("spin&lt;evil&gt;(int volatile*)"));
   EXPECT_THAT(review, Not(HasSubstr("spin<evil>")));
   EXPECT_THAT(Section(page, "summary"), HasSubstr("stalled at the end of the log"));
+}
+
+// Eight ranks of one job crashed alike after a failed launch each: the page opens with the
+// findings (before the summary), the ranks are one block in the review with the other seven one
+// click away, and the processes table gives the ending's detail a row of its own.
+TEST(HtmlPage, FindingsFirstAndRanksThatFailedAlikeInOneBlock) {
+  TempDir dir;
+  for (int32_t rank = 0; rank < 8; ++rank) {
+    const int32_t pid = 700 + rank;
+    schema::OwnedProcessStartEvent start = StartOn(pid, kStart, "/opt/app/bin/train", "node1");
+    start.attribution = {{"job", "42"}, {"rank", std::to_string(rank)}};
+    std::string s = Line(start) + Line(DeviceAt(pid, 1, kStart + 500));
+    s += Line(Kernel(pid, 2, kStart + 1000, 1, Gemm()));
+    schema::OwnedKernelTimeEvent time = KernelTime(pid, 3, 1, 50000);
+    time.header.ts_ns = kStart + 2000;
+    s += Line(time);
+    schema::OwnedApiErrorEvent e =
+        ApiError(pid, 4, "cuLaunchKernel", "CUDA_ERROR_INVALID_VALUE", 1, {1});
+    e.header.ts_ns = kStart + kSecond / 4;
+    e.message = "invalid argument";
+    s += Line(e);
+    schema::OwnedProcessCrashEvent crash;
+    // Rank 5 first, at 07:00:00.300; the others at 07:00:00.400 + rank ms.
+    crash.header = {kStart + (rank == 5 ? 300 : 400 + rank) * (kSecond / 1000), pid, 5};
+    crash.signal = 11;
+    crash.signal_name = "SIGSEGV";
+    crash.tid = pid;
+    s += Line(crash);
+    WriteFile(dir.path() / ("r" + std::to_string(rank) + ".jsonl"), s);
+  }
+  const std::string page = Page(dir.path());
+  EXPECT_EQ(CheckWellFormed(page), "");
+  // The run's span to the millisecond: kStart to the last crash, rank 7's at 07:00:00.407.
+  EXPECT_THAT(page, HasSubstr("2025-11-21 07:00:00.000 to 07:00:00.407 UTC (407ms)"));
+  const size_t findings = page.find("<section id=\"findings\">");
+  ASSERT_NE(findings, std::string::npos);
+  EXPECT_LT(findings, page.find("<section id=\"summary\">"));
+  const std::string f = Section(page, "findings");
+  EXPECT_THAT(f, HasSubstr("<span class=\"bad\">8 processes</span>: crash: SIGSEGV (signal 11, "
+                           "code 0); its last CUDA call failed: cuLaunchKernel returned "
+                           "CUDA_ERROR_INVALID_VALUE (1): invalid argument"));
+  EXPECT_THAT(f, HasSubstr("the first to fail: pid 705 train (job 42, rank 5) on node1, at "
+                           "07:00:00.300 UTC"));
+  EXPECT_THAT(f, HasSubstr("\u00d7 7 more, the same: pids 700-704, 706-707 (ranks 0-4, 6-7)"));
+  EXPECT_THAT(f, HasSubstr("<span class=\"bad\">8 failed launches in 8 processes</span>"));
+  EXPECT_THAT(f, HasSubstr("<code>cuLaunchKernel returned CUDA_ERROR_INVALID_VALUE (1)</code>: 8 "
+                           "in 8 processes; the first: pid 700 train (job 42, rank 0) on node1 at "
+                           "07:00:00.250 UTC, seq 4, device 0, stream 0: invalid argument"));
+  EXPECT_THAT(f, HasSubstr("id=\"findings-kernels\""));
+  // The review: rank 5 in full, the seven others inside one <details>, each in full there.
+  const std::string review = Section(page, "review");
+  const size_t details = review.find("<details class=\"more-procs\"><summary>\u00d7 7 more, the "
+                                     "same: pids 700-704, 706-707 (ranks 0-4, 6-7)</summary>");
+  ASSERT_NE(details, std::string::npos) << review;
+  EXPECT_LT(review.find("id=\"review-705-"), details);
+  for (int32_t pid : {700, 701, 702, 703, 704, 706, 707}) {
+    EXPECT_GT(review.find("id=\"review-" + std::to_string(pid) + "-"), details) << pid;
+  }
+  // Launch tables by SEQ and CORR.
+  EXPECT_THAT(review, HasSubstr("<th class=\"n\">SEQ</th><th class=\"n\" title=\"correlation "
+                                "id, as the stall table names a launch\">CORR</th>"));
+  // The processes table: the ending's name in its column, its detail in a row under it.
+  const std::string processes = Section(page, "processes");
+  EXPECT_THAT(processes, HasSubstr("<td class=\"v bad\" data-v=\"crash\">crash</td></tr>"
+                                   "<tr class=\"detail\"><td colspan=\"11\">crash: SIGSEGV "
+                                   "(signal 11, code 0) in thread 705"));
+}
+
+// The stall table names each launch by its correlation id and, when the stream's last launches
+// hold it, by the seq the launch tables use.
+TEST(HtmlPage, StallTableHasCorrAndSeq) {
+  TempDir dir;
+  constexpr int32_t pid = 300;
+  std::string s = Line(StartOn(pid, kStart, "/opt/app/bin/hang", "node3")) +
+                  Line(DeviceAt(pid, 1, kStart + 500));
+  s += Line(Kernel(pid, 2, kStart + 1000, 7, Gemm(0x10)));
+  schema::OwnedStallEvent stall;
+  stall.header = {kStart + 11 * kSecond, pid, 3};
+  stall.stall_ms = 10000;
+  stall.stalled_ms = 10000;
+  stall.streams_stalled = 1;
+  schema::OwnedStallStream& stream = stall.streams.emplace_back();
+  stream.stream = 0x10;
+  stream.waiting_ms = 10000;
+  stream.unfinished = 2;
+  for (const uint64_t corr : {7u, 99u}) {  // 99: not among the stream's launches in the log
+    schema::OwnedStallLaunch& l = stream.launches.emplace_back();
+    l.correlation_id = corr;
+    l.demangled = "spin(int volatile*)";
+    l.age_ms = 10000;
+  }
+  s += Line(stall);
+  WriteFile(dir.path() / "a.jsonl", s);
+  const std::string review = Section(Page(dir.path()), "review");
+  EXPECT_THAT(review, HasSubstr("<th class=\"n\">CORR</th><th class=\"n\" title=\"the launch's "
+                                "seq in the stream tables below\">SEQ</th>"));
+  // corr 7 is the kernel event of seq 2; corr 99 has none.
+  EXPECT_THAT(review, HasSubstr("<tr><td class=\"n\">7</td><td class=\"n\">2</td><td "
+                                "class=\"n\">10.0 s</td>"));
+  EXPECT_THAT(review, HasSubstr("<tr><td class=\"n\">99</td><td class=\"n muted\">-</td>"));
 }
 
 TEST(HtmlPage, KernelTableHasTheTerminalColumns) {

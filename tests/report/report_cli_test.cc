@@ -360,10 +360,14 @@ schema::OwnedStallEvent StallEvent(int32_t pid, uint64_t seq, schema::StallState
 // not end normally, and a process whose stall resolved, in pid order.
 TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   TempDir dir;
-  // pid 100: an api_error (reviewed, not stalled).
+  // pid 100: an api_error (reviewed, not stalled) at kStart + 3 ns, after pid 101's stall began
+  // (42 s before its last stall event at kStart + 6 ns): the first to fail comes first.
   std::string a = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "GPU"));
   a += Line(Kernel(kPid, 2, kStart + 1, 11, Gemm()));
-  a += Line(ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11}));
+  schema::OwnedApiErrorEvent failed =
+      ApiError(kPid, 3, "cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS", 700, {11});
+  failed.header.ts_ns = kStart + 3;
+  a += Line(failed);
   WriteFile(dir.path() / "a.jsonl", a);
   // pid 101: stalled twice, the first resolved; still stalled when its log ends.
   const int32_t hung = kPid + 1;
@@ -397,11 +401,12 @@ TEST(ReportCli, StalledProcessesAreReviewedFirstWithWhatTheyWaitOn) {
   ASSERT_NE(review, std::string::npos) << r.out;
   const size_t first = r.out.find(
       "pid 101 trainer on node1: stalled: kernels unfinished for 42.0 s: "
-      "device 0 stream 16 waits on spin(int volatile*)");
-  const size_t second = r.out.find("pid 100 trainer on node1: api_error:");
+      "device 0 stream 16 waits on spin(int volatile*)",
+      review);
+  const size_t second = r.out.find("pid 100 trainer on node1: api_error:", review);
   const size_t third = r.out.find(
       "pid 102 trainer on node1: ended: exit code 0; stalled 1 time, "
-      "the longest 15.0 s, resolved");
+      "the longest 15.0 s, resolved", review);
   ASSERT_NE(first, std::string::npos) << r.out;
   ASSERT_NE(second, std::string::npos) << r.out;
   ASSERT_NE(third, std::string::npos) << r.out;
@@ -499,10 +504,12 @@ TEST(ReportCli, TheEndingLineWrapsAndKeepsTheWholeMessage) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string joined;  // the review's first lines, rejoined
   std::istringstream lines(r.out);
+  bool in_review = false;  // the findings above it say the failed call too
   bool in_ending = false;
   for (std::string line; std::getline(lines, line);) {
     EXPECT_LE(line.size(), 120u) << line;
-    if (line.starts_with("  pid 100 ")) in_ending = true;
+    if (line.starts_with("Processes that did not end normally")) in_review = true;
+    if (in_review && line.starts_with("  pid 100 ")) in_ending = true;
     if (in_ending && line.starts_with("    device")) break;
     if (in_ending) joined += line.substr(line.find_first_not_of(' ')) + " ";
   }

@@ -102,6 +102,17 @@ struct StreamTail {
   std::vector<LaunchSummary> last;    // the last ReportOptions::review_launches, oldest first
 };
 
+// One kind of failed CUDA call of a process (api and error code): how often, and its first instance.
+struct FailedCall {
+  uint64_t count = 0;
+  schema::OwnedApiErrorEvent first;  // the lowest seq of the kind
+};
+
+// Failed-call kinds a process keeps (ProcessSummary::failed_calls); the errors of kinds beyond it
+// are counted in ProcessSummary::failed_calls_left_out. A program fails in a few ways, each
+// repeated; the injector's limiter already keeps a repeat from flooding the log.
+inline constexpr size_t kMaxFailedCallKinds = 32;
+
 struct ProcessSummary {
   ProcessKey key;
   bool has_start = false;  // its process_start was read
@@ -133,6 +144,10 @@ struct ProcessSummary {
   std::optional<schema::OwnedProcessLostEvent> lost;
   std::optional<schema::OwnedProcessCrashEvent> crash;  // the latest
   std::optional<schema::OwnedApiErrorEvent> last_api_error;
+  // Its failed calls (not the routine ones) by (api, code), in the order of their first seqs; at
+  // most kMaxFailedCallKinds kinds, the errors of later kinds counted in failed_calls_left_out.
+  std::vector<FailedCall> failed_calls;
+  uint64_t failed_calls_left_out = 0;
   std::optional<StallSummary> stall;  // set when the process sent a stall event
   // Events the process reported as dropped (process_end, else its latest stats).
   uint64_t dropped = 0;
@@ -144,6 +159,8 @@ struct ProcessSummary {
   uint64_t timing_stopped = 0;
   schema::TimingStoppedReason timing_stopped_reason = schema::TimingStoppedReason::kNone;
   Ending ending = Ending::kRunning;
+  // Its last CUDA activity (by seq) is last_api_error: the last call it made failed.
+  bool last_call_failed = false;
   // One line saying how it ended and what the log knows of what was lost, e.g. "lost: the
   // connection ended without process_end; 42 events stored up to seq 41, none missing before it;
   // whether it sent more after seq 41 is unknown" or "api_error: cuLaunchKernel returned
@@ -374,6 +391,17 @@ struct JobView {
   size_t hosts = 0;                     // distinct known hostnames
 };
 
+// Reviewed processes whose reviews say the same (review.h: GroupReview): the ranks of one job
+// that crashed alike are one group.
+struct ReviewGroup {
+  // Indices into Report::processes, the first to fail first (review.h: FailedAt).
+  std::vector<size_t> processes;
+  // What every member's review says, with nothing that differs between them (no pid, thread,
+  // seq, count or time), e.g. "crash: SIGSEGV (signal 11, code 1) at 0x10; its last CUDA call
+  // failed: cuLaunchKernel returned CUDA_ERROR_INVALID_VALUE (1): invalid argument".
+  std::string says;
+};
+
 struct Report {
   std::vector<std::filesystem::path> files;
   logread::ReadSummary read;
@@ -381,6 +409,9 @@ struct Report {
   // Indices into processes: the stalled ones first (a stall going on at the end of the log),
   // then those that ended lost, api_error or crash or had a stall (review.h).
   std::vector<size_t> review;
+  // The reviewed processes grouped by what their reviews say; every index of `review` in one
+  // group; groups by their first member's failure, the first to fail first.
+  std::vector<ReviewGroup> review_groups;
   std::vector<Signature> signatures;      // every signature passing the filters, sorted
   uint64_t launches = 0;                  // launches aggregated into signatures
   uint64_t timed_launches = 0;

@@ -50,6 +50,9 @@ struct ReportOptions {
   int top = -1;
   // Launches listed per stream in the review section (the last ones, oldest first).
   int review_launches = 5;
+  // The terminal review lists every reviewed process with its launches; false: processes whose
+  // reviews say the same are one block (review.h: GroupReview).
+  bool per_process = false;
   // Kernel names in the terminal tables: -1 = shortened to the room the table width leaves
   // (ShortenKernelNames), 0 = whole names, N > 0 = shortened to N columns.
   int name_width = -1;

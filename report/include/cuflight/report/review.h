@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuflight/report/report_model.h"
@@ -54,12 +55,54 @@ bool NeedsReview(Ending ending);
 // Indices of the processes to review, in the order given.
 std::vector<size_t> SelectForReview(const std::vector<ProcessSummary>& processes);
 
-// The review section as terminal text, lines at most `width` columns (kernel names shortened,
-// the ending line wrapped, never cut), ANSI colour when `color`. "" when `review` is empty.
-// `name_width` as ReportOptions::name_width.
-std::string RenderReviewText(const std::vector<ProcessSummary>& processes,
-                             const std::vector<size_t>& review, bool color, int width,
-                             int name_width = -1);
+// When the process failed (its host's clock, ns): the failed call's ts for kApiError, the
+// crash's, the process_lost's, the process_end's for an exit code other than 0, and when its
+// stall began (the stall event's ts - stalled_ms) for kStalled. nullopt for a process that did
+// not fail (ended with exit code 0 or none, or running), even one whose stall resolved.
+std::optional<int64_t> FailedAt(const ProcessSummary& p);
+
+// True when `api` (an api_error's call) launches kernels: cuLaunchKernel, cuLaunchKernelEx,
+// cuLaunchCooperativeKernel(MultiDevice), cuLaunch, cuLaunchGrid(Async) and cuGraphLaunch, and
+// the "_ptsz"/"_ptds" forms CUPTI names for per-thread default streams (cuda.h's launch entry
+// points; the injector's launch callbacks, libinject/src/driver_queries.h kRecorderCalls, and
+// cuGraphLaunch). A launch that fails runs nothing.
+bool IsLaunchCall(std::string_view api);
+
+// The processes of `review` (indices into `processes`) grouped by what their reviews say
+// (ReviewGroup::says): the ending; for a crash the signal, code, address and whether the
+// application's handler ran; a failed last call (api, error, message); a loss's reason; for a
+// stall going on the kernel the first stalled stream waits on; the kernels of launches a sticky
+// error stopped (NO (failed)). Not compared: pids, threads, seqs, counts, times, the launches
+// that finished. Each group's members the first to fail first (FailedAt; those that did not fail
+// after, in `review`'s order); groups by their first member, the same way.
+std::vector<ReviewGroup> GroupReview(const std::vector<ProcessSummary>& processes,
+                                     const std::vector<size_t>& review);
+
+// Numbers as a short list, runs of consecutive ones as ranges: {4, 1, 2, 3, 9} -> "1-4, 9".
+// Sorted, duplicates once.
+std::string CompactList(std::vector<int64_t> numbers);
+
+// The seq of the launch a stall event names by (device, stream, correlation id), when the
+// process's review holds it among that stream's last launches (the latest, for a graph's nodes,
+// which share their launch's correlation id); nullopt otherwise.
+std::optional<uint64_t> SeqOfStalledLaunch(const ProcessSummary& p, int32_t device,
+                                           uint64_t stream, uint64_t correlation_id);
+
+// How the review section lists processes.
+struct ReviewTextOptions {
+  bool color = false;
+  int width = 120;      // lines at most this many columns
+  int name_width = -1;  // as ReportOptions::name_width
+  // Every reviewed process with its launches; false: per group the first to fail with its
+  // launches and "x N more, the same: pids ..." for the others.
+  bool per_process = false;
+};
+
+// The review section as terminal text: per group (Report::review_groups) the first member's
+// ending line (wrapped, never cut), its stall and its streams' last launches (kernel names
+// shortened), then the other members' pids; every member in full under `per_process`. ANSI
+// colour when `color`. "" when nothing is reviewed.
+std::string RenderReviewText(const Report& report, const ReviewTextOptions& options);
 
 }  // namespace cuflight::report
 

@@ -558,6 +558,7 @@ void Injector::OnForkChild() noexcept {
   if (devices_ != nullptr) devices_->AfterForkInChild();
   if (functions_ != nullptr) functions_->AfterForkInChild();
   base::EventClock().AfterForkInChild();
+  ThisThread::AfterForkInChild();  // the thread id cached was the parent thread's
   ResetLogAfterFork();
 }
 

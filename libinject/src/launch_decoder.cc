@@ -65,33 +65,6 @@ bool FromLaunchConfig(const P& p, DecodedLaunch* out) {
 
 }  // namespace
 
-std::optional<LaunchApi> LaunchApiOf(CUpti_CallbackId cbid) noexcept {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-      return LaunchApi::kLaunchKernel;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      return LaunchApi::kLaunchKernelPtsz;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-      return LaunchApi::kLaunchKernelEx;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      return LaunchApi::kLaunchKernelExPtsz;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-      return LaunchApi::kLaunchCooperativeKernel;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return LaunchApi::kLaunchCooperativeKernelPtsz;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
-      return LaunchApi::kLaunchCooperativeKernelMultiDevice;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunch:
-      return LaunchApi::kLaunch;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid:
-      return LaunchApi::kLaunchGrid;
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync:
-      return LaunchApi::kLaunchGridAsync;
-    default:
-      return std::nullopt;
-  }
-}
-
 int LaunchCount(CUpti_CallbackId cbid, const void* params) noexcept {
   if (params == nullptr || !LaunchApiOf(cbid)) return 0;
   if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice) {

@@ -60,7 +60,50 @@ struct LegacyLaunchState {
 };
 
 // The launch API of a driver callback id, or nullopt when the callback is not a kernel launch.
-std::optional<LaunchApi> LaunchApiOf(CUpti_CallbackId cbid) noexcept;
+// Inline: every callback asks it (a launch's entry and exit, more than once).
+inline std::optional<LaunchApi> LaunchApiOf(CUpti_CallbackId cbid) noexcept {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return LaunchApi::kLaunchKernel;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return LaunchApi::kLaunchKernelPtsz;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      return LaunchApi::kLaunchKernelEx;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      return LaunchApi::kLaunchKernelExPtsz;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      return LaunchApi::kLaunchCooperativeKernel;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return LaunchApi::kLaunchCooperativeKernelPtsz;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
+      return LaunchApi::kLaunchCooperativeKernelMultiDevice;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunch:
+      return LaunchApi::kLaunch;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid:
+      return LaunchApi::kLaunchGrid;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync:
+      return LaunchApi::kLaunchGridAsync;
+    default:
+      return std::nullopt;
+  }
+}
+
+// True for the launch calls that carry one launch and need no state of earlier calls: all but
+// cuLaunchCooperativeKernelMultiDevice (one launch per device) and the legacy cuLaunch,
+// cuLaunchGrid and cuLaunchGridAsync (block shape and shared memory from earlier calls).
+inline bool IsSingleLaunch(CUpti_CallbackId cbid) noexcept {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // Number of launches a callback carries: 1 for every launch API except the multi-device one,
 // whose `numDevices` it returns; 0 when `cbid` is not a launch or `params` is null.

@@ -27,13 +27,8 @@
 namespace cuflight::inject {
 namespace {
 
-// Cached per thread: gettid is a syscall.
-thread_local int32_t t_tid = 0;
-
-int32_t ThreadId() noexcept {
-  if (t_tid == 0) t_tid = static_cast<int32_t>(syscall(SYS_gettid));
-  return t_tid;
-}
+// Off the launch path; a launch's callback has its ThisThread at hand (own_calls.h).
+int32_t ThreadId() noexcept { return ThisThread::Get().Tid(); }
 
 CUresult ReturnValue(const CUpti_CallbackData* data) noexcept {
   if (data->functionReturnValue == nullptr) return CUDA_SUCCESS;
@@ -277,12 +272,13 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     if (SyncScopeOf(cbid, &scope)) OnSyncEnter(cbid, scope, data);
     return;
   }
-  if (OwnCalls::Active()) return;  // raised by one of the library's own driver calls
-  const OwnCalls own;               // every driver call made from here on is the library's
+  ThisThread& thread = ThisThread::Get();  // the callback's one thread_local lookup
+  if (thread.InOwnCalls()) return;  // raised by one of the library's own driver calls
+  const OwnCalls own(thread);       // every driver call made from here on is the library's
   const CUresult result = ReturnValue(data);
   if (result != CUDA_SUCCESS && options_.api_errors) OnApiError(cbid, data, result);
   if (LaunchApiOf(cbid)) {
-    if (result == CUDA_SUCCESS) OnLaunch(cbid, data);
+    if (result == CUDA_SUCCESS) OnLaunch(cbid, data, thread);
     return;
   }
   const bool ok = result == CUDA_SUCCESS;
@@ -401,7 +397,7 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
       // Same thread and correlation id as its enter callback (cupti_callbacks.h).
-      sync_calls_.Exit(ThreadId(), data->correlationId, static_cast<int32_t>(result));
+      sync_calls_.Exit(thread.Tid(), data->correlationId, static_cast<int32_t>(result));
       return;
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
     case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
@@ -520,10 +516,16 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   }
 }
 
-void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept {
+void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                        ThisThread& thread) noexcept {
   const void* params = data->functionParams;
-  const int count = LaunchCount(cbid, params);
   const uint64_t context = reinterpret_cast<uintptr_t>(data->context);
+  if (IsSingleLaunch(cbid)) {  // every launch but the multi-device and legacy ones: decoded once
+    DecodedLaunch launch;
+    if (DecodeLaunch(cbid, params, 0, nullptr, &launch)) RecordOne(launch, data, context, thread);
+    return;
+  }
+  const int count = LaunchCount(cbid, params);
   LegacyLaunchState legacy;
   const LegacyLaunchState* legacy_ptr = nullptr;
   if (const uint64_t f = LegacyFunction(cbid, params); f != 0) {
@@ -547,7 +549,7 @@ void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) n
         launch_context = reinterpret_cast<uintptr_t>(stream_context);
       }
     }
-    RecordOne(launch, data, launch_context);
+    RecordOne(launch, data, launch_context, thread);
   }
 }
 
@@ -865,7 +867,7 @@ int32_t Recorder::DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& 
 }
 
 void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
-                         uint64_t context) noexcept {
+                         uint64_t context, ThisThread& thread) noexcept {
   if (StreamIsCapturing(launch.driver_stream())) {
     captured_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -888,7 +890,8 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     slot->filtered.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (!info->accepted || n % options_.sample_every != 0) {
+  // Every launch by default: no division then (a 64-bit div costs tens of cycles on x86-64).
+  if (!info->accepted || (options_.sample_every != 1 && n % options_.sample_every != 0)) {
     slot->filtered.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -918,7 +921,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
                                  ? set_max_dyn_smem
                                  : static_cast<int32_t>(info->max_dyn_smem);
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
-  record.tid = ThreadId();
+  record.tid = thread.Tid();
   record.device = static_cast<int8_t>(device);  // [0, DeviceTable::kMaxDevices)
   const bool current_context = context == calling_context;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {

@@ -49,6 +49,7 @@
 #include "launch_config_table.h"
 #include "launch_decoder.h"
 #include "launch_ring.h"
+#include "own_calls.h"
 #include "stream_ids.h"
 #include "stream_table.h"
 #include "sync_calls.h"
@@ -151,7 +152,9 @@ class Recorder {
   static constexpr size_t kWakeConsumerRetired = 1024;
 
  private:
-  void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data) noexcept;
+  // `thread`: the calling thread's (own_calls.h), found once by OnCallback.
+  void OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
+                ThisThread& thread) noexcept;
   // A synchronising call's enter callback (sync_calls.h); kept out of line, off the launch path.
   [[gnu::noinline]] void OnSyncEnter(CUpti_CallbackId cbid, SyncScope scope,
                                      const CUpti_CallbackData* data) noexcept;
@@ -169,8 +172,8 @@ class Recorder {
   void ContextGone(uint64_t context) noexcept;
   // The primary context of `device` was destroyed (reset, or its last reference released).
   void PrimaryContextGone(CUdevice device) noexcept;
-  void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data,
-                 uint64_t context) noexcept;
+  void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data, uint64_t context,
+                 ThisThread& thread) noexcept;
   // The pinned entry of the launched function on the launch's device, read from the driver on the
   // first launch (slow path). For a CUkernel on a stream of its own, *context and *device become
   // the stream's. An empty pin: the table is full.

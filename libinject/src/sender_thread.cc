@@ -167,7 +167,13 @@ void SenderThread::CheckStall(Clock::time_point now) noexcept {
   }
   ReadCallbacksForStalls();
   // A stream with launches made outside timing windows, no synchronising call covering it and no
-  // sign of progress cannot be judged (stall_tracker.h, point 10): not reported.
+  // sign of progress for the threshold cannot be judged from what it has (stall_tracker.h, point
+  // 10). Under `sampled` a timing window opens for it, so that its next launches get records: one
+  // that does not finish is then pending, and reported as any other. (With timing off nothing
+  // can show it: not reported.)
+  if (options_.windows != nullptr && stall_->AskTimingWindow(now)) {
+    options_.windows->OpenForStall(now);
+  }
   // With the subscriber-scoped (_v2) API no forced flush is made (ForcedFlushAllowed): a stream
   // is then reported only when a synchronising call shows it stalled (stall_tracker.h, point 9).
   if (records_ && ForcedFlushAllowed() && stall_->ConfirmationDue(now)) {

@@ -191,9 +191,15 @@ StallTracker::Stream* StallTracker::StreamOfLaunch(uint64_t context, uint64_t st
   return s;
 }
 
-bool StallTracker::AdmitPending(Stream* s, bool timed, int32_t tid) noexcept {
+bool StallTracker::AdmitPending(Stream* s, bool timed, int32_t tid, uint64_t id,
+                                Clock::time_point launched_at) noexcept {
   if (!timed) {  // no record will show it finishing (design point 10)
     ++s->untimed_since_sync;
+    if (s->untimed_first == 0) {
+      s->untimed_first = id;
+      s->untimed_at = launched_at;
+    }
+    s->untimed_last = std::max(s->untimed_last, id);
     return false;
   }
   if (free_ == kNone) {
@@ -221,7 +227,7 @@ void StallTracker::OnLaunch(const Launch& launch) noexcept {
   recent.occupancy = launch.occupancy;
   recent.launched_at = launch.launched_at;
   Remember(*s, recent);
-  if (!AdmitPending(s, launch.timed, launch.tid)) return;
+  if (!AdmitPending(s, launch.timed, launch.tid, id, launch.launched_at)) return;
   // Its primary may still run whatever later kernels are seen finishing (point 1).
   if (launch.overlaps_previous && s->tail != kNone) entries_[s->tail].primary = true;
   // Its record came first: finished.
@@ -278,7 +284,7 @@ void StallTracker::OnGraphLaunch(const GraphLaunch& launch) noexcept {
   recent.graph_exec_id = launch.graph_exec_id;
   recent.launched_at = launch.launched_at;
   Remember(*s, recent);
-  if (!AdmitPending(s, launch.timed, launch.tid)) return;
+  if (!AdmitPending(s, launch.timed, launch.tid, id, launch.launched_at)) return;
   // Finished already: a synchronize after it, or a later launch of its thread seen finishing (its
   // own nodes' records carry its id, and finish nothing but themselves: point 11).
   if (id < s->synced_below) return;
@@ -405,6 +411,8 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
     s->next_early = (s->next_early + 1) % kEarly;
   }
   s->finished_up_to = std::max(s->finished_up_to, id);
+  // Untimed launches before it finished too, on a stream of one thread (point 10).
+  if (!mixed) FinishedUntimedBelow(*s, id + 1, now);
   // What this kernel finishing shows finished (point 1): its own launch, and the launches before
   // it the stream runs in order with it.
   const bool known_thread = own != nullptr;
@@ -421,6 +429,35 @@ void StallTracker::OnFinished(uint64_t context, uint64_t stream, uint32_t correl
   Progressed(*s, popped > 0 || (own != nullptr && own->graph), now, finished_at);
 }
 
+void StallTracker::FinishedUntimedBelow(Stream& s, uint64_t below, Clock::time_point now) noexcept {
+  if (s.untimed_first == 0 || below <= s.untimed_first) return;
+  if (below > s.untimed_last) {
+    s.untimed_first = 0;  // every untimed launch is known finished
+    return;
+  }
+  // Those after `below` are not; which id the first of them has is not kept: `below` bounds it.
+  // They wait from now, as pending launches wait from a kernel seen finishing (point 2).
+  s.untimed_first = below;
+  s.untimed_at = std::max(s.untimed_at, now);
+}
+
+bool StallTracker::AskTimingWindow(Clock::time_point now) noexcept {
+  bool ask = false;
+  for (Stream& s : streams_) {
+    if (!s.used || s.untimed_first == 0 || s.count > 0) continue;
+    if (now - std::max(s.untimed_at, s.progress_at) < threshold_) continue;
+    // Judged from a call (point 9) or asked about already for these launches, or within the
+    // threshold: no window.
+    if (Covering(s, now, /*stalling=*/false) != nullptr) continue;
+    if (s.window_asked_for >= s.untimed_last || now - s.window_asked_at < threshold_) continue;
+    s.window_asked_for = s.untimed_last;
+    s.window_asked_at = now;
+    ++window_asks_;
+    ask = true;
+  }
+  return ask;
+}
+
 void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t correlation_id,
                                   Clock::time_point now) noexcept {
   if (correlation_id == 0) return;
@@ -429,6 +466,7 @@ void StallTracker::OnSynchronized(uint64_t context, uint64_t stream, uint32_t co
   const auto finish = [&](Stream& s) {
     s.synced_below = std::max(s.synced_below, below);
     s.untimed_since_sync = 0;  // launches handled after the call began are counted from 0 too
+    FinishedUntimedBelow(s, below, now);
     const bool mixed = s.mixed;
     const int64_t popped = RemoveIf(s, [below, mixed](const Entry& entry) {
       if (entry.correlation_id < below) return Verdict::kRemove;
@@ -743,7 +781,12 @@ bool StallTracker::Poll(Clock::time_point now, schema::StallEvent* out) noexcept
     }
     auto& launches = event_launches_[static_cast<size_t>(k)];
     size_t m = 0;
-    if (s.count > 0) {  // pending launches: what the records show unfinished
+    // Pending launches, what the records show unfinished, unless untimed launches before the
+    // oldest of them are not known finished either: any of those may be the one that runs (point
+    // 10), so the last launches are listed instead.
+    const bool untimed_before =
+        s.untimed_first != 0 && s.count > 0 && s.untimed_first < entries_[s.head].correlation_id;
+    if (s.count > 0 && !untimed_before) {
       view.launches_from = schema::kStallLaunchesFromTimingRecords;
       for (int32_t e = s.head; e != kNone && m < launches.size(); e = entries_[e].next, ++m) {
         const Entry& entry = entries_[e];

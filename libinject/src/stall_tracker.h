@@ -98,10 +98,22 @@
 //    a launch is not pending: the stream keeps its last kRecent launches (all launches, in the
 //    order handled) and a count of launches since its last synchronize seen returning
 //    (untimed_since_sync). Only point 9 can then say a stream is stalled: the event lists those
-//    last launches (launches_from recent), which of them runs, if any, not known. A stream
-//    that has such launches, no call covering it and no sign of progress cannot be judged: the
-//    timing policy's window (timing_windows.h) could show later launches' records; see
-//    SenderThread::CheckStall.
+//    last launches (launches_from recent), which of them runs, if any, not known. The stream
+//    also keeps its untimed launches not known finished (untimed_first..untimed_last): a later
+//    launch of its thread seen finishing, or a synchronize, finishes them. A stream that has
+//    such launches, no pending launch, no call covering it and no sign of progress for the
+//    threshold cannot be judged from what it has: under the sampled policy AskTimingWindow has
+//    the sender open a timing window (timing_windows.h, point 6), so that its next launches get
+//    records; one of them that does not finish is pending and reported as any other, after a
+//    second threshold. Whenever untimed launches not known finished precede a stream's oldest
+//    pending launch, its event lists the last launches (launches_from recent), not the pending
+//    ones: any of them may be the one that runs. A stream that gets no launch while the window
+//    is open, or whose launches are all untimed (timing off), is not reported: CUPTI makes no
+//    record of a kernel launched while its kind was disabled, and asking the driver about the
+//    stream from the library (cuStreamQuery) is not sound: the application may destroy the
+//    handle meanwhile, and a query of a capturing stream is not permitted (cuda.h,
+//    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and may invalidate the capture (docs/protocol.md,
+//    "Stalls").
 // 11. Graph launches (graph_launches.h). A cuGraphLaunch is a pending launch of its stream
 //    (OnGraphLaunch; inserted at its correlation id's place: the log is read apart from the
 //    launch ring). The records of its kernel nodes carry its correlation id: one finishing is
@@ -236,6 +248,14 @@ class StallTracker {
   // Synchronization records are collected only then (point 8).
   bool NeedsSynchronizations() const noexcept;
 
+  // Under the sampled timing policy (design point 10): true when some stream has untimed
+  // launches not known finished for the threshold, no pending launch and no synchronising call
+  // covering it, so that the sender opens a timing window: the stream's next launches then get
+  // records, and a stream that makes no progress is seen pending and reported. Once per stream
+  // for the launches it had when asked, and at most once per threshold per stream.
+  bool AskTimingWindow(Clock::time_point now) noexcept;
+  uint64_t window_asks() const { return window_asks_; }
+
   // At most every check interval (a quarter of the threshold, at most 100 ms): whether a stall
   // event is due at `now`. When it is, fills *out (its header excepted) with views into this
   // object, valid until its next non-const call.
@@ -317,6 +337,14 @@ class StallTracker {
     // Launches without records since the last synchronize seen returning, and the last launches
     // (design point 10): recent[(next_recent - 1) mod kRecent] is the newest.
     int64_t untimed_since_sync = 0;
+    // Untimed launches not known finished (point 10): the (unwrapped) id of the first, or a
+    // lower bound of it (0: none), the newest, and since when the first waits. A timing window
+    // was last asked for them at window_asked_at, when untimed_last was window_asked_for.
+    uint64_t untimed_first = 0;
+    uint64_t untimed_last = 0;
+    Clock::time_point untimed_at{};
+    uint64_t window_asked_for = 0;
+    Clock::time_point window_asked_at{};
     std::array<Recent, kRecent> recent{};
     int recent_count = 0;
     int next_recent = 0;
@@ -347,7 +375,10 @@ class StallTracker {
   // stream or context for it, or no stream has room.
   // Whether a launch of stream *s becomes pending: not when untimed (counted in
   // untimed_since_sync) or when no pending slot is free (untracked); notes its thread (mixed).
-  bool AdmitPending(Stream* s, bool timed, int32_t tid) noexcept;
+  bool AdmitPending(Stream* s, bool timed, int32_t tid, uint64_t id,
+                    Clock::time_point launched_at) noexcept;
+  // Every untimed launch of `s` below the (unwrapped) id `below` is known finished, at `now`.
+  void FinishedUntimedBelow(Stream& s, uint64_t below, Clock::time_point now) noexcept;
   Stream* StreamOfLaunch(uint64_t context, uint64_t stream, int32_t device,
                          uint32_t correlation_id, Clock::time_point launched_at,
                          uint64_t* id) noexcept;
@@ -401,6 +432,7 @@ class StallTracker {
   // The cost of forced flushes (point 12): all time, and that of the last one until a stalled
   // event says it.
   uint64_t flush_incomplete_ = 0;
+  uint64_t window_asks_ = 0;
   uint64_t flush_cost_records_ = 0;
   bool flush_cost_pending_ = false;
   int32_t flush_cost_streams_ = 0;

@@ -122,6 +122,11 @@ void TimingWindows::Tick(Clock::time_point now) noexcept {
   }
 }
 
+void TimingWindows::OpenForStall(Clock::time_point now) noexcept {
+  if (failed_) return;
+  if (Open(now, now + options_.window)) ++stall_windows_;
+}
+
 bool TimingWindows::OnLaunch(const LaunchRecord& record, Clock::time_point now) noexcept {
   const bool in_window = (record.launch_flags & blackbox::kLaunchInTimingWindow) != 0;
   if (in_window) launches_in_window_.fetch_add(1, std::memory_order_relaxed);

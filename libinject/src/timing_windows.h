@@ -40,7 +40,20 @@
 // 5. Graphs. Kernel nodes of CUDA graphs reach the library only through their activity records
 //    (no launch callback): under sampled they are seen only for graph launches inside a window.
 //    Whether CUPTI records the nodes of a graph instantiated while kernel activity was disabled
-//    is a question for the GPU checklist (docs/performance.md, "The sampled timing policy").
+//    is a question for the GPU checklist (docs/performance.md, "The sampled timing policy"):
+//    CUPTI's documentation does not say. cupti_activity.h's cuptiActivityEnable says only
+//    "Enable collection of a specific kind of activity record"; cuptiActivityEnableAndDump dumps
+//    records of what happened before it for devices, contexts, streams, NVLink and PCIe only
+//    ("For other activities, the behavior is similar to the API cuptiActivityEnable"); the
+//    kernel record's graphId / graphNodeId and the release notes (through CUDA 13.1 Update 1)
+//    say nothing of when a graph was instantiated.
+// 6. Stalls. A stream whose launches were all made outside windows, that no synchronising call
+//    covers and that shows no progress for the stall threshold cannot be judged from what the
+//    library has (stall_tracker.h, point 10); the stall tracker asks for a window
+//    (OpenForStall, once per stream for the launches it had, at most once per threshold per
+//    stream), so that the stream's next launches get records and show whether it moves. Such a
+//    window costs what any other does; it shows nothing of a stream that gets no launch while it
+//    is open.
 //
 // Thread contract: state() from any thread; counters from any thread; everything else on the
 // sender thread only.
@@ -103,6 +116,10 @@ class TimingWindows {
   bool Start(Clock::time_point now) noexcept;
   // Sender thread, every step: closes a window whose time is up, opens a periodic one when due.
   void Tick(Clock::time_point now) noexcept;
+  // Sender thread: a window now, for the stall tracker (design point 6); counted in windows()
+  // and stall_windows().
+  void OpenForStall(Clock::time_point now) noexcept;
+  uint64_t stall_windows() const { return stall_windows_; }
   // Sender thread: a recorded launch (kLaunch record); may open a window for a configuration not
   // yet timed (design point 4). Returns whether the launch was made in a window.
   bool OnLaunch(const LaunchRecord& record, Clock::time_point now) noexcept;
@@ -163,6 +180,7 @@ class TimingWindows {
   std::atomic<int64_t> open_since_ns_{-1};    // steady clock ns of the open window; -1: none
   std::atomic<uint64_t> launches_in_window_{0};
   uint64_t failed_calls_ = 0;
+  uint64_t stall_windows_ = 0;
   // Configuration key -> its state; correlation id of the latest in-window launch of each
   // configuration not yet timed -> that configuration (at most one per configuration).
   std::unordered_map<uint64_t, Config> configs_;

@@ -795,6 +795,146 @@ TEST_F(SampledTiming, BeforeCupti13_0Update1SampledFallsBackToAll) {
   for (const std::string& line : run.switches) EXPECT_FALSE(line.starts_with("disable")) << line;
 }
 
+// Stalls under the sampled timing policy, end to end: 300 ms threshold, no window for new
+// configurations and a periodic one once a day, so that the only windows are the start's and
+// those the stall tracker asks for. The fake's kernels never end (FAKE_CUPTI_TIMING=0,0,0,<10
+// min>: a default flush hands over nothing, a forced one every record incomplete, never again).
+// The application (fake_app "late") launches one kernel every 10 ms on the NULL stream (the fake's
+// stream 7) from `delay` ms on, for `for_ms`, then synchronizes or sleeps.
+class SampledStall : public Injection {
+ protected:
+  void SetUp() override {
+    Injection::SetUp();
+    UseFakes();
+    setenv("CUFLIGHT_TIMING", "sampled", 1);
+    setenv("CUFLIGHT_TIMING_WINDOW_MS", "30", 1);
+    setenv("CUFLIGHT_TIMING_PERIOD_MS", "86400000", 1);
+    setenv("CUFLIGHT_TIMING_NEW_CONFIGS", "0", 1);
+    setenv("CUFLIGHT_STALL_MS", "300", 1);
+    setenv("FAKE_CUPTI_TIMING", "0,0,0,600000", 1);
+  }
+  struct Run {
+    cuflight::testing::ProcessResult r;
+    StallRun stalls;
+    std::vector<schema::OwnedKernelEvent> kernels;
+    int late = 0;  // launches the application fired
+  };
+  static Run Late(const std::string& name, const std::vector<std::string>& late_args) {
+    Run run;
+    const std::string path = TempSocketPath(name);
+    StoringCollector collector(path);
+    setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+    std::vector<std::string> args = {CUFLIGHT_INJECT_SO, "0", "late"};
+    args.insert(args.end(), late_args.begin(), late_args.end());
+    run.r = RunProcess(CUFLIGHT_FAKE_APP, args);
+    EXPECT_EQ(run.r.exit_code, 0) << run.r.err;
+    std::sscanf(run.r.out.c_str() + std::min(run.r.out.size(), run.r.out.find("late=") + 5),
+                "%d", &run.late);
+    ReadStallRun(collector, &run.stalls);
+    for (const std::string& line : collector.Lines()) {
+      schema::DecodeResult d = schema::Decode(line);
+      if (auto* k = d.ok() ? std::get_if<schema::OwnedKernelEvent>(&d.event) : nullptr) {
+        run.kernels.push_back(std::move(*k));
+      }
+    }
+    return run;
+  }
+  static std::vector<uint64_t> Ids(const schema::OwnedStallStream& st) {
+    std::vector<uint64_t> ids;
+    for (const schema::OwnedStallLaunch& l : st.launches) ids.push_back(l.correlation_id);
+    return ids;
+  }
+};
+
+// Launches made 200-300 ms after start, when the start's 30 ms window has closed, then a
+// cuStreamSynchronize of their stream that waits 1.5 s: no record can come for them, and the
+// stall is reported from the call (evidence sync_call), listing the last 4 launches (which of
+// them runs is not known: launches_from recent). The call covers the stream, so no window is
+// asked for it: the start's is the only one.
+TEST_F(SampledStall, AHangOutsideAnyWindowIsReportedFromTheSynchronizeWithTheLastLaunches) {
+  const Run run = Late("sampled-out", {"200", "10", "100", "sync", "1500"});
+  ASSERT_GE(run.late, 4) << run.r.out;
+  ASSERT_EQ(run.kernels.size(), static_cast<size_t>(run.late));
+  for (const auto& k : run.kernels) EXPECT_EQ(k.timing_window, std::optional<bool>(false));
+  EXPECT_TRUE(run.stalls.timed.empty());
+  ASSERT_GE(run.stalls.stalls.size(), 2u);
+  const schema::OwnedStallEvent& s = run.stalls.stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_EQ(s.streams.size(), 1u);
+  const schema::OwnedStallStream& st = s.streams[0];
+  EXPECT_EQ(st.stream, 7u);
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceSyncCall);
+  EXPECT_EQ(st.sync_api, "cuStreamSynchronize");
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  EXPECT_EQ(st.unfinished, run.late);
+  const auto n = static_cast<uint64_t>(run.late);  // ids 1..n: no launch before them
+  EXPECT_EQ(Ids(st), (std::vector<uint64_t>{n - 3, n - 2, n - 1, n}));
+  EXPECT_EQ(run.stalls.stalls.back().state, schema::StallState::kResolved);
+  ASSERT_TRUE(run.stalls.end.has_value());
+  EXPECT_EQ(run.stalls.end->timing_windows, 1u);
+  EXPECT_EQ(run.stalls.end->launches_in_window, 0u);
+}
+
+// Launches made 100-200 ms after start inside the start's window (5 s here), then 1.5 s asleep:
+// each launch is pending from its record. None finishes; the forced flush that confirms the stall
+// hands every record over incomplete, and the stall is reported from the records (evidence and
+// launches_from timing_records), naming the oldest pending launches, 1 to 4. Those records never
+// come again: every launch is counted in timing_dropped.
+TEST_F(SampledStall, AHangInsideAWindowIsReportedFromItsRecordsNamingThePendingLaunches) {
+  setenv("CUFLIGHT_TIMING_WINDOW_MS", "5000", 1);
+  const Run run = Late("sampled-in", {"100", "10", "100", "sleep", "1500"});
+  ASSERT_GE(run.late, 4) << run.r.out;
+  ASSERT_EQ(run.kernels.size(), static_cast<size_t>(run.late));
+  for (const auto& k : run.kernels) EXPECT_EQ(k.timing_window, std::optional<bool>(true));
+  EXPECT_TRUE(run.stalls.timed.empty());
+  ASSERT_FALSE(run.stalls.stalls.empty());
+  const schema::OwnedStallEvent& s = run.stalls.stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_EQ(s.streams.size(), 1u);
+  const schema::OwnedStallStream& st = s.streams[0];
+  EXPECT_EQ(st.stream, 7u);
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceTimingRecords);
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromTimingRecords);
+  EXPECT_EQ(st.unfinished, run.late);
+  EXPECT_EQ(Ids(st), (std::vector<uint64_t>{1, 2, 3, 4}));
+  ASSERT_TRUE(run.stalls.end.has_value());
+  EXPECT_EQ(run.stalls.end->launches_in_window, static_cast<uint64_t>(run.late));
+  EXPECT_EQ(run.stalls.end->timing_dropped, static_cast<uint64_t>(run.late));
+}
+
+// A stream that nobody synchronizes and that makes no progress, its launches all made outside
+// windows (one every 10 ms from 200 ms on, for 1.4 s): nothing could show it stalled. Once its
+// first launch has waited the threshold (at about 500 ms) the stall tracker asks for a timing
+// window (timing_windows.h, point 6): the launches made in it get records, never finish, and
+// after another threshold the stall is confirmed and reported from the records (evidence
+// timing_records), listing the stream's last launches (launches_from recent: an untimed launch
+// before them may be the one that runs). Two windows in all: the start's and the stall's.
+TEST_F(SampledStall, AStreamOfUntimedLaunchesThatStopsIsReportedThroughAWindowItAsksFor) {
+  const Run run = Late("sampled-ask", {"200", "10", "1400"});
+  ASSERT_GE(run.late, 40) << run.r.out;
+  size_t in_window = 0;
+  for (const auto& k : run.kernels) in_window += k.timing_window == std::optional<bool>(true);
+  EXPECT_GT(in_window, 0u);
+  EXPECT_LT(in_window, run.kernels.size());
+  ASSERT_FALSE(run.stalls.stalls.empty());
+  const schema::OwnedStallEvent& s = run.stalls.stalls[0];
+  EXPECT_EQ(s.state, schema::StallState::kStalled);
+  ASSERT_EQ(s.streams.size(), 1u);
+  const schema::OwnedStallStream& st = s.streams[0];
+  EXPECT_EQ(st.stream, 7u);
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceTimingRecords);
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  // The last 4 launches handled before the event: consecutive ids.
+  const std::vector<uint64_t> ids = Ids(st);
+  ASSERT_EQ(ids.size(), 4u);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(ids[i], ids[i - 1] + 1);
+  // Not before two thresholds: one to ask for the window, one for its launches to wait.
+  EXPECT_GE(st.waiting_ms, 300);
+  ASSERT_TRUE(run.stalls.end.has_value());
+  EXPECT_EQ(run.stalls.end->timing_windows, 2u);
+  EXPECT_EQ(run.stalls.end->launches_in_window, in_window);
+}
+
 // all (the default): every launch timed, no timing_window member, kernel records enabled once
 // and never disabled.
 TEST_F(Injection, TimingAllTimesEveryLaunchWithoutWindows) {

@@ -926,7 +926,8 @@ TEST(Stall, WithTimingOffAHangInsideAGraphLaunchNamesTheGraphLaunch) {
 // Sampled timing, at the tracker (the timing policy decides which launches are timed): launches
 // made inside a timing window are pending until their records show them finished; those outside
 // one are only remembered, and a synchronize that hangs on their stream reports them as its last
-// launches. A stream with untimed launches and no synchronize is never reported.
+// launches. A stream with untimed launches and no synchronize is not reported from what it has
+// (the tracker asks for a timing window for it: the next test).
 TEST(StallTracker, WithSampledTimingUntimedLaunchesAreJudgedFromSynchronizesOnly) {
   StallTracker tracker(milliseconds(100));
   const Clock::time_point t0 = Clock::now();
@@ -971,6 +972,83 @@ TEST(StallTracker, WithSampledTimingUntimedLaunchesAreJudgedFromSynchronizesOnly
   std::vector<uint64_t> ids;
   for (const schema::StallLaunch& l : event.streams[0].launches) ids.push_back(l.correlation_id);
   EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 4}));  // the last 4, the timed one included
+}
+
+// Sampled timing, at the tracker (stall_tracker.h, point 10): a stream whose launches were all
+// made outside timing windows, that no synchronising call covers and that shows no progress asks
+// for a window once its first untimed launch has waited the threshold (100 ms): not before, not
+// for a stream a call covers, once for the launches it had. Its next launch, made in that window,
+// is pending; unfinished for the threshold and confirmed by a forced flush that hands its record
+// over incomplete, the stream is reported, listing its last launches (launches_from recent: an
+// untimed launch before the pending one may be the one that runs). The other stream asks once the
+// call no longer covers it. Once the pending launch is seen finishing, every launch before it is
+// known finished and no window is asked for again.
+TEST(StallTracker, WithSampledTimingAStreamOfUntimedLaunchesWithoutProgressAsksForAWindow) {
+  StallTracker tracker(milliseconds(100));
+  const Clock::time_point t0 = Clock::now();
+  StallTracker::Launch launch;
+  launch.context = 3;
+  launch.stream = 14;
+  launch.function_id = 1;
+  launch.name = "_Z4stepPf";
+  launch.tid = 9;
+  launch.launched_at = t0;
+  launch.timed = false;
+  for (uint32_t corr = 1; corr <= 3; ++corr) {
+    launch.correlation_id = corr;
+    tracker.OnLaunch(launch);
+  }
+  launch.stream = 15;  // another stream, inside a cuStreamSynchronize of it
+  launch.correlation_id = 4;
+  tracker.OnLaunch(launch);
+  SyncCall call;
+  call.tid = 77;
+  call.cbid = CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize;
+  call.scope = SyncScope::kStream;
+  call.context = 3;
+  call.stream = 15;
+  call.correlation_id = 5;
+  call.entered_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  tracker.OnSyncCalls(std::span<const SyncCall>(&call, 1));
+  EXPECT_FALSE(tracker.AskTimingWindow(t0 + milliseconds(99)));
+  EXPECT_TRUE(tracker.AskTimingWindow(t0 + milliseconds(100)));
+  EXPECT_EQ(tracker.window_asks(), 1u);  // stream 14 only: the call covers 15
+  EXPECT_FALSE(tracker.AskTimingWindow(t0 + milliseconds(101)));
+  EXPECT_FALSE(tracker.AskTimingWindow(t0 + milliseconds(250)));  // no launch since
+  tracker.OnSyncCalls({});
+  // The next launch on 14, in the window.
+  launch.stream = 14;
+  launch.correlation_id = 6;
+  launch.timed = true;
+  launch.launched_at = t0 + milliseconds(300);
+  tracker.OnLaunch(launch);
+  EXPECT_EQ(tracker.pending(), 1);
+  // Stream 15, no longer covered by the call, asks now; 14 does not (its launch is pending).
+  EXPECT_TRUE(tracker.AskTimingWindow(t0 + milliseconds(399)));
+  EXPECT_EQ(tracker.window_asks(), 2u);
+  EXPECT_FALSE(tracker.ConfirmationDue(t0 + milliseconds(399)));
+  ASSERT_TRUE(tracker.ConfirmationDue(t0 + milliseconds(400)));
+  tracker.BeginConfirmation(t0 + milliseconds(400));
+  tracker.OnIncomplete(3, 14, 6);
+  tracker.EndConfirmation();
+  schema::StallEvent event;
+  ASSERT_TRUE(tracker.Poll(t0 + milliseconds(400), &event));
+  EXPECT_EQ(event.state, schema::StallState::kStalled);
+  ASSERT_EQ(event.streams.size(), 1u);
+  const schema::StallStream& st = event.streams[0];
+  EXPECT_EQ(st.stream, 14u);
+  EXPECT_EQ(st.evidence, schema::kStallEvidenceTimingRecords);
+  EXPECT_EQ(st.launches_from, schema::kStallLaunchesFromRecent);
+  EXPECT_EQ(st.unfinished, 4);  // the pending launch and the 3 untimed ones
+  std::vector<uint64_t> ids;
+  for (const schema::StallLaunch& l : st.launches) ids.push_back(l.correlation_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 6}));
+  // Launch 6 finishes: launches 1-3, made before it by its thread, did too.
+  tracker.OnFinished(3, 14, 6, t0 + milliseconds(500));
+  EXPECT_EQ(tracker.pending(), 0);
+  EXPECT_FALSE(tracker.AskTimingWindow(t0 + milliseconds(5000)));
+  EXPECT_EQ(tracker.window_asks(), 2u);
 }
 
 // The table of synchronising calls (sync_calls.h): a call in progress from its enter to its exit,

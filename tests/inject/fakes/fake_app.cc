@@ -62,6 +62,12 @@
 //              grid (one configuration each, fake_cupti_launch_grid) one every ~1 ms for `ms`
 //              milliseconds, and exits normally: a program whose kernel configurations change
 //              over time (the sampled timing policy's new-configuration windows)
+//   late <delay ms> <every ms> <for ms> [sync|sleep <ms>]: after its launches, waits `delay`
+//              milliseconds, then fires one launch every `every` ms for `for` ms (fake_cupti_launch:
+//              the NULL stream), then waits `ms` inside a cuStreamSynchronize of that stream
+//              (sync, fake_cupti_synchronize) or asleep (sleep), and exits normally: launches made
+//              when the sampled timing policy's start window has closed (or, with a long window,
+//              inside it) on a stream that makes no progress. Prints "late=N" (the launches fired)
 // Every mode prints "launch_ns=T", the time its launches took, and "launch_cpu_ns=C", the CPU
 // time the launching thread spent in them (CLOCK_THREAD_CPUTIME_ID); the sticky modes print
 // "fail_ns=T", the time the failing call's callback took.
@@ -78,6 +84,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -402,6 +409,33 @@ int main(int argc, char** argv) {
         timespec pause{0, 1000000};
         nanosleep(&pause, nullptr);
       }
+    }
+  } else if (mode == "late" && cupti != nullptr) {
+    using Launch = int (*)(int);
+    using Sync = int (*)(int);
+    auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+    auto sync = reinterpret_cast<Sync>(dlsym(cupti, "fake_cupti_synchronize"));
+    if (launch == nullptr || sync == nullptr || argc < 7) return 6;
+    const auto sleep_ms = [](long ms) {
+      timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};
+      while (nanosleep(&pause, &pause) != 0) {
+      }
+    };
+    sleep_ms(std::atol(argv[4]));
+    const long every = std::max(1L, std::atol(argv[5]));
+    const long long until = MonotonicNs() + std::atol(argv[6]) * 1000000LL;
+    int late = 0;
+    while (MonotonicNs() < until) {
+      late += launch(1);
+      sleep_ms(every);
+    }
+    std::fprintf(stdout, "late=%d\n", late);
+    const std::string then = argc >= 8 ? argv[7] : "";
+    const long then_ms = argc >= 9 ? std::atol(argv[8]) : 0;
+    if (then == "sync") {
+      std::fprintf(stdout, "synchronized=%d\n", sync(static_cast<int>(then_ms)));
+    } else if (then == "sleep") {
+      sleep_ms(then_ms);
     }
   } else if (mode == "sync-hang") {
     using Sync = int (*)(int);

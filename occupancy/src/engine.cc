@@ -476,7 +476,12 @@ int32_t LaunchBoundsRegisterLimit(const DeviceContext& device, int max_threads,
   l.func_max_threads_per_block = max_threads;
   const cudaOccDeviceProp p = MakeDeviceProp(d);
   const cudaOccFuncAttributes a = MakeFuncAttributes(d, l);
-  return RegsForBlocks(p, a, max_threads, min_blocks);
+  // cuda_occupancy.h allocates up to 256 registers per thread from cc 7.0
+  // (cudaOccRegAllocationMaxPerThread), but a thread may use at most 255 (Programming Guide,
+  // "Technical Specifications per Compute Capability"), and that is the most ptxas assigns.
+  constexpr int32_t kMaxRegistersPerThread = 255;
+  const int32_t regs = RegsForBlocks(p, a, max_threads, min_blocks);
+  return regs < 0 ? regs : std::min(regs, kMaxRegistersPerThread);
 }
 
 }  // namespace cuflight::occupancy

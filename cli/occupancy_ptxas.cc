@@ -81,8 +81,7 @@ std::vector<PtxasKernel> ParsePtxasOutput(std::string_view text) {
     }
     const size_t used = line.find("Used ");
     const size_t registers = line.find(" registers");
-    if (used == std::string_view::npos || registers == std::string_view::npos ||
-        registers < used) {
+    if (used == std::string_view::npos || registers == std::string_view::npos || registers < used) {
       continue;
     }
     const std::optional<int64_t> regs = NumberBefore(line, registers);

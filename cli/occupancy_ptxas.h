@@ -21,8 +21,8 @@
 namespace cuflight::cli {
 
 struct PtxasKernel {
-  std::string name;  // the entry function as ptxas names it (mangled); "" when not given
-  std::string arch;  // "sm_90", from "for 'sm_90'"; "" when not given
+  std::string name;          // the entry function as ptxas names it (mangled); "" when not given
+  std::string arch;          // "sm_90", from "for 'sm_90'"; "" when not given
   int registers = 0;         // "Used N registers"
   int64_t static_smem = 0;   // "N bytes smem"; 0 when absent
   int64_t stack_frame = 0;   // "N bytes stack frame"

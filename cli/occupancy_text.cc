@@ -276,12 +276,12 @@ std::string WhatIfSection(const OccupancyReport& report) {
   if (report.sweep_only) {
     // The sweep above answers it.
   } else if (best > 0 && report.best_block_occupancy > f.occupancy) {
-    out += fmt::format("  best block size: {} threads (occupancy {}; the smallest size reaching it)\n",
-                       best, Percent(report.best_block_occupancy));
+    out += fmt::format(
+        "  best block size: {} threads (occupancy {}; the smallest size reaching it)\n", best,
+        Percent(report.best_block_occupancy));
   } else if (best > 0 && static_cast<uint64_t>(best) < threads) {
     out += fmt::format(
-        "  best block size: none gives more than this launch's {}; {} threads reach it too (the "
-        "smallest)\n",
+        "  best block size: none gives more than this launch's {}; {} threads reach it too\n",
         Percent(f.occupancy), best);
   } else if (best > 0) {
     out += fmt::format("  best block size: none gives more than this launch's {}\n",

@@ -1,11 +1,11 @@
 // The calculator's answers to "which block size" and "what does __launch_bounds__ do", held
 // against NVIDIA's reference calculator (cuda_occupancy.h) driven directly here, and against hand
 // calculations from the CUDA C++ Programming Guide ("Launch Bounds", "Hardware Multithreading").
+#include <cuda_occupancy.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
-#include <cuda_occupancy.h>
 #include <random>
 #include <string>
 
@@ -42,8 +42,9 @@ struct FakeCudaFuncAttributes {
 
 cudaOccFuncAttributes RefFunction(const DeviceLimits& d, int max_threads, int regs,
                                   int64_t static_smem) {
-  FakeCudaFuncAttributes fa{max_threads, regs, static_cast<size_t>(static_smem),
-                            static_cast<size_t>(std::max<int64_t>(0, d.smem_per_block - static_smem))};
+  FakeCudaFuncAttributes fa{
+      max_threads, regs, static_cast<size_t>(static_smem),
+      static_cast<size_t>(std::max<int64_t>(0, d.smem_per_block - static_smem))};
   return cudaOccFuncAttributes(fa);
 }
 
@@ -55,7 +56,7 @@ cudaOccResult Reference(const DeviceLimits& d, int max_threads, int regs, int64_
   cudaOccDeviceState s;
   cudaOccResult r{};
   EXPECT_EQ(cudaOccMaxActiveBlocksPerMultiprocessor(&r, &p, &a, &s, threads,
-                                                     static_cast<size_t>(dyn_smem)),
+                                                    static_cast<size_t>(dyn_smem)),
             CUDA_OCC_SUCCESS);
   return r;
 }

@@ -194,7 +194,10 @@ std::string ReadAll(std::istream& in) {
 
 std::string PtxasText(std::string_view value, std::istream& in) {
   if (value == "-") return ReadAll(in);
-  if (value.find("registers") != std::string_view::npos) return std::string(value);
+  if (value.find("registers") != std::string_view::npos ||
+      value.find("REG:") != std::string_view::npos) {
+    return std::string(value);
+  }
   std::ifstream file{std::string(value)};
   if (!file) {
     throw UsageError(fmt::format(
@@ -331,7 +334,8 @@ OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCo
   text(&device_, "--device", "KEY",
        "GPU: a preset key or alias (see --list-devices), a name --list-devices or cuflight "
        "report prints, a compute capability (sm_90, cc 9.0: the first preset of it, named in a "
-       "note), or current[:N] for GPU N of this machine, read through the CUDA driver",
+       "note; one without a preset takes its limits from --sm-count ... --smem-per-block-optin), "
+       "or current[:N] for GPU N of this machine, read through the CUDA driver",
        kDevice);
   app_->add_flag("--list-devices", list_devices_, "List the device presets and exit")
       ->group(kDevice);
@@ -340,8 +344,8 @@ OccupancyCommand::OccupancyCommand(CLI::App* parent) : limit_flags_(kLimitFlagCo
        "Registers per thread, 0..255 (CU_FUNC_ATTRIBUTE_NUM_REGS; ptxas -v's \"92 registers\")",
        kFunction);
   text(&ptxas_, "--ptxas", "TEXT|FILE|-",
-       "What ptxas -v printed (nvcc -Xptxas -v): the text, a file of it, or - for standard "
-       "input; gives --regs and --static-smem",
+       "What ptxas -v printed (nvcc -Xptxas -v; or cuobjdump --dump-resource-usage): the text, "
+       "a file of it, or - for standard input; gives --regs and --static-smem",
        kFunction);
   text(&ptxas_kernel_, "--ptxas-kernel", "NAME",
        "With --ptxas output of several kernels: the one to use (its name or part of it)",

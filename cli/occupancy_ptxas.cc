@@ -38,6 +38,20 @@ std::string Quoted(std::string_view line, size_t after) {
   return std::string(line.substr(open + 1, close - open - 1));
 }
 
+// The number right after `key` in `line` ("REG:92" -> 92), or `otherwise` when `key` is absent;
+// nullopt when `key` is present without a readable number.
+std::optional<int64_t> After(std::string_view line, std::string_view key, int64_t otherwise) {
+  const size_t at = line.find(key);
+  if (at == std::string_view::npos) return otherwise;
+  size_t end = at + key.size();
+  while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+  int64_t value = 0;
+  const char* first = line.data() + at + key.size();
+  const auto [ptr, ec] = std::from_chars(first, line.data() + end, value);
+  if (ec != std::errc() || ptr == first) return std::nullopt;
+  return value;
+}
+
 struct Properties {
   int64_t stack_frame = 0, spill_stores = 0, spill_loads = 0;
 };
@@ -77,6 +91,28 @@ std::vector<PtxasKernel> ParsePtxasOutput(std::string_view text) {
       const auto loads = Field(line, "bytes spill loads", 0);
       if (stack && stores && loads) properties[properties_of] = {*stack, *stores, *loads};
       properties_of.clear();
+      continue;
+    }
+    // cuobjdump --dump-resource-usage: " Function NAME:" then "  REG:92 STACK:0 SHARED:16640 ...".
+    if (const size_t at = line.find("Function ");
+        at != std::string_view::npos && line.find("REG:") == std::string_view::npos) {
+      std::string_view name = line.substr(at + 9);
+      while (!name.empty() && (name.back() == ' ' || name.back() == ':')) name.remove_suffix(1);
+      entry = PtxasKernel{};
+      entry->name = std::string(name);
+      continue;
+    }
+    if (line.find("REG:") != std::string_view::npos) {
+      const auto regs = After(line, "REG:", 0);
+      const auto smem = After(line, "SHARED:", 0);
+      const auto stack = After(line, "STACK:", 0);
+      if (!regs || !smem || !stack || *regs > 65535 || *smem > (int64_t{1} << 40)) continue;
+      PtxasKernel kernel = entry.value_or(PtxasKernel{});
+      entry.reset();
+      kernel.registers = static_cast<int>(*regs);
+      kernel.static_smem = *smem;
+      kernel.stack_frame = *stack;
+      kernels.push_back(std::move(kernel));
       continue;
     }
     const size_t used = line.find("Used ");

@@ -9,7 +9,11 @@
 //   ptxas info    : Used 92 registers, used 1 barriers, 16640 bytes smem, 400 bytes cmem[0]
 //
 // ("used N barriers" appears from CUDA 12; "bytes smem" only when the kernel has static shared
-// memory.) A single "Used ... registers" line without the rest is one unnamed kernel.
+// memory.) A single "Used ... registers" line without the rest is one unnamed kernel. What
+// `cuobjdump --dump-resource-usage` prints is read too:
+//
+//    Function _Z6kernelPfi:
+//     REG:92 STACK:0 SHARED:16640 LOCAL:0 CONSTANT[0]:400 TEXTURE:0 SURFACE:0 SAMPLER:0
 #ifndef CUFLIGHT_CLI_OCCUPANCY_PTXAS_H_
 #define CUFLIGHT_CLI_OCCUPANCY_PTXAS_H_
 
@@ -30,7 +34,7 @@ struct PtxasKernel {
   int64_t spill_loads = 0;   // "N bytes spill loads"
 };
 
-// Every kernel of `text` with a "Used N registers" line, in the order ptxas printed them. Lines
+// Every kernel of `text` with a "Used N registers" (or "REG:N") line, in the order printed. Lines
 // that are not ptxas's (nvcc's other output, blank lines) are skipped. Never throws for any input;
 // a number too large for its field makes that kernel's line unread (skipped).
 std::vector<PtxasKernel> ParsePtxasOutput(std::string_view text);

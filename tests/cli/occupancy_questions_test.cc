@@ -257,6 +257,15 @@ TEST(OccupancyQuestions, PtxasOutputGivesRegistersAndStaticSharedMemory) {
   EXPECT_EQ(reduce["launch"]["static_smem"], 1024);
   EXPECT_EQ(reduce["function"]["ptxas_kernel"], "_Z6reducePfi");
   EXPECT_EQ(reduce["max_active_blocks"], RefBlocks(kL40, 24, 256, 1024));
+
+  // cuobjdump --dump-resource-usage of a binary says the same in its own words.
+  const std::string cuobjdump =
+      "Resource usage:\n Common:\n  GLOBAL:0\n Function _Z6reducePfi:\n  REG:24 STACK:0 "
+      "SHARED:1024 LOCAL:0 CONSTANT[0]:364 TEXTURE:0 SURFACE:0 SAMPLER:0\n";
+  const nlohmann::json dumped = Json({"--device", "l40", "--threads", "256", "--ptxas", cuobjdump});
+  EXPECT_EQ(dumped["launch"]["regs_per_thread"], 24);
+  EXPECT_EQ(dumped["launch"]["static_smem"], 1024);
+  EXPECT_EQ(dumped["function"]["ptxas_kernel"], "_Z6reducePfi");
 }
 
 // Each new preset computes what the reference computes for the GPU as NVIDIA documents it.

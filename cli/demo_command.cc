@@ -18,20 +18,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A job small enough to write and report in about a second on a laptop core, large enough that
-// every part of the review has something to show: 4 ranks x 20,000 launches of 12 kernels on 4
-// streams, a failed cuLaunchKernel every 7,000 launches, a stall every 15,000, and rank 0
-// crashed (SIGSEGV) where the others ended.
+// A job small enough to write and report in a few seconds (docs/performance.md), large enough
+// that every part of the review has something to show: 4 ranks x 10,000 launches of 12 kernels
+// on 4 streams, a failed cuLaunchKernel every 3,000 launches, a stall report every 9,000, and
+// rank 0 crashed (SIGSEGV) where the others ended. Segments of 4 MiB compressed with zstd, as the
+// collector writes them, keep the logs at a few MB.
 bench::LogSpec DemoSpec() {
   bench::LogSpec spec;
-  spec.launches = 20'000;
+  spec.launches = 10'000;
   spec.processes = 4;
   spec.streams = 4;
   spec.kernels = 12;
-  spec.api_error_every = 7'000;
-  spec.stall_every = 15'000;
+  spec.api_error_every = 3'000;
+  spec.stall_every = 9'000;
   spec.crash_count = 1;
-  spec.rotate_bytes = 0;
+  spec.rotate_bytes = 4 << 20;
   return spec;
 }
 

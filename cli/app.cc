@@ -2,12 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "collector_main.h"
+#include "demo_command.h"
 #include "cuflight/report/text_format.h"
 #include "occupancy_command.h"
 #include "report_command.h"
@@ -41,6 +43,7 @@ std::string SuggestFlag(const CLI::App& app, const std::string& message) {
   for (std::string word; words >> word;) {
     if (!word.starts_with("--")) continue;
     word = word.substr(0, word.find('='));
+    if (std::string hint = OccupancyCommand::HintForUnknownFlag(word); !hint.empty()) return hint;
     if (std::string hint = report::DidYouMean(word, flags); !hint.empty()) return hint;
   }
   return "";
@@ -67,6 +70,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     cli::TailCommand tail_command(&app);
     cli::ExportCommand export_command(&app);
     ReportCommand report_command(&app);
+    DemoCommand demo_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",
                        "Run the collector daemon in the foreground (cuflight collect --help)");
@@ -81,20 +85,22 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       if (tail_command.Selected()) prefix += " tail";
       if (export_command.Selected()) prefix += " export";
       if (report_command.Selected()) prefix += " report";
+      if (demo_command.Selected()) prefix += " demo";
       std::string line = OneLine(e.what());
       if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line += SuggestFlag(app, line);
       if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected() &&
-          !report_command.Selected() && !export_command.Selected()) {
+          !report_command.Selected() && !export_command.Selected() &&
+          !demo_command.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
                    ? std::string("unknown command '") + argv[1] +
-                         "' (commands: occupancy, run, tail, report, export, collect" +
-                         report::DidYouMean(
-                             argv[1], {"occupancy", "run", "tail", "report", "export", "collect"}) +
+                         "' (commands: occupancy, run, tail, report, export, demo, collect" +
+                         report::DidYouMean(argv[1], {"occupancy", "run", "tail", "report",
+                                                      "export", "demo", "collect"}) +
                          ")"
                    : std::string(
                          "a command is required (commands: occupancy, run, tail, report, "
-                         "export, collect)");
+                         "export, demo, collect)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';
@@ -102,7 +108,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     }
     if (occupancy.Selected()) {
       prefix += " occupancy";
-      return occupancy.Run(device_query, out);
+      return occupancy.Run(device_query, std::cin, out);
     }
     if (run_command.Selected()) {
       prefix += " run";
@@ -119,6 +125,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (report_command.Selected()) {
       prefix += " report";
       return report_command.Run(out, err);
+    }
+    if (demo_command.Selected()) {
+      prefix += " demo";
+      return demo_command.Run(out, err, device_query);
     }
     err << prefix << ": no subcommand given (see cuflight --help)\n";
     return kExitUsage;

@@ -1,7 +1,6 @@
-// The `cuflight` command line: subcommand dispatch and error reporting. Subcommands today:
-// `occupancy`, and `collect` (the collector daemon, collector/daemon/, with its own flags);
-// `run`, `report` and `export` are to come, each as its own <name>_command.{h,cc} registered in
-// app.cc.
+// The `cuflight` command line: subcommand dispatch and error reporting. Subcommands: `occupancy`,
+// `run`, `tail`, `report`, `export`, `demo`, each its own <name>_command.{h,cc} registered in
+// app.cc, and `collect` (the collector daemon, collector/daemon/, with its own flags).
 #ifndef CUFLIGHT_CLI_APP_H_
 #define CUFLIGHT_CLI_APP_H_
 

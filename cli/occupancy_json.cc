@@ -116,6 +116,40 @@ ordered_json OccupancyReportToJson(const OccupancyReport& report) {
   detail["smem_limit_per_block"] = report.result.smem_limit_per_block;
   detail["blocks_per_sm"] = std::move(blocks);
   j["detail"] = std::move(detail);
+
+  // Every 1-D block size; best_block_size above is the reference search's pick (the largest of
+  // a tie), smallest_best the smallest size reaching the same best occupancy.
+  ordered_json sizes;
+  sizes["smallest_best"] = report.best_block_size;
+  sizes["best_occupancy"] = report.best_block_occupancy;
+  sizes["sweep_only"] = report.sweep_only;
+  ordered_json sweep = ordered_json::array();
+  for (const occupancy::SweepPoint& p : report.sweep) {
+    ordered_json point;
+    point["threads"] = p.threads;
+    point["max_active_blocks"] = p.max_active_blocks;
+    point["active_warps"] = p.active_warps;
+    point["occupancy"] = p.occupancy;
+    point["limiting_resource"] = schema::ResourceName(p.limiting_resource);
+    sweep.push_back(std::move(point));
+  }
+  sizes["sweep"] = std::move(sweep);
+  j["block_sizes"] = std::move(sizes);
+
+  ordered_json function;
+  function["regs_source"] = report.regs_source;
+  function["ptxas_kernel"] =
+      report.ptxas_kernel ? ordered_json(*report.ptxas_kernel) : ordered_json(nullptr);
+  if (report.launch_bounds_threads > 0) {
+    ordered_json bounds;
+    bounds["max_threads_per_block"] = report.launch_bounds_threads;
+    bounds["min_blocks_per_sm"] = report.launch_bounds_min_blocks;
+    bounds["register_limit_estimate"] = report.launch_bounds_register_limit;
+    function["launch_bounds"] = std::move(bounds);
+  } else {
+    function["launch_bounds"] = nullptr;
+  }
+  j["function"] = std::move(function);
   return j;
 }
 

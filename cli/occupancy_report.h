@@ -21,8 +21,25 @@ struct OccupancyReport {
   occupancy::LaunchConfig launch;
   bool has_grid = false;  // --grid was given, so waves are meaningful
   occupancy::Result result;
-  // Occupancy of the same launch with a 1-D block of result.fields.best_block_size threads.
+  // The launch at every 1-D block size (occupancy::SweepBlockSizes), and the smallest size that
+  // reaches the best occupancy of them (0: none fits) with that occupancy.
+  std::vector<occupancy::SweepPoint> sweep;
+  int32_t best_block_size = 0;
   double best_block_occupancy = 0;
+  // No block size was given: the report is the sweep, and `launch` is at best_block_size.
+  bool sweep_only = false;
+  // --sweep or no block size: print the sweep table.
+  bool show_sweep = false;
+  // __launch_bounds__(launch_bounds_threads, launch_bounds_min_blocks) from --launch-bounds (0: not
+  // given; min blocks 0 when only MAX was), and the registers per thread ptxas targets under it
+  // (occupancy::LaunchBoundsRegisterLimit; -1: none).
+  int launch_bounds_threads = 0;
+  int launch_bounds_min_blocks = 0;
+  int32_t launch_bounds_register_limit = -1;
+  // Where launch.regs_per_thread came from: "--regs", "--ptxas" or "--launch-bounds".
+  std::string regs_source;
+  // The kernel --ptxas read, when given: its name ("" for a bare "Used N registers" line).
+  std::optional<std::string> ptxas_kernel;
   // Why the launch cannot run (max_active_blocks == 0), one sentence; empty when it can run.
   std::string launch_failure;
   // Lines printed first, most important first: that the function has not opted in to the dynamic

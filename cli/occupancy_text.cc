@@ -193,8 +193,10 @@ std::string ResourceTable(const OccupancyReport& report) {
     }
     add(Resource::kCluster, fmt::format("{} blocks/cluster", cluster_size),
         max_clusters > 0 ? fmt::format("{} clusters/GPU", max_clusters)
-                         : std::string("unknown: give --max-active-clusters"),
-        f.has_cluster ? Percent(f.cluster_occupancy) : std::string("?"), average);
+                         : std::string("driver only (note)"),
+        f.has_cluster ? Percent(f.cluster_occupancy)
+                      : fmt::format("<={}", Percent(f.occupancy)),
+        average);
   }
   return table.Render();
 }
@@ -267,17 +269,73 @@ std::string WhatIfSection(const OccupancyReport& report) {
                      "  shared memory: less shared memory cannot fit {}; {} would still limit\n",
                      next_blocks, others);
   }
-  if (f.best_block_size > 0 && report.best_block_occupancy > f.occupancy) {
-    out += fmt::format("  best block size: {} threads (occupancy {})\n", f.best_block_size,
-                       Percent(report.best_block_occupancy));
-  } else if (f.best_block_size > 0) {
-    // The engine's pick is the largest size reaching the best: it may only equal this launch.
+  // The smallest 1-D size reaching the best occupancy of the sweep (the sweep section, when
+  // printed, lists them all); a sweep-only report is already at that size.
+  const int32_t best = report.best_block_size;
+  const uint64_t threads = report.launch.block.count();
+  if (report.sweep_only) {
+    // The sweep above answers it.
+  } else if (best > 0 && report.best_block_occupancy > f.occupancy) {
+    out += fmt::format(
+        "  best block size: {} threads (occupancy {}; the smallest size reaching it)\n", best,
+        Percent(report.best_block_occupancy));
+  } else if (best > 0 && static_cast<uint64_t>(best) < threads) {
+    out += fmt::format(
+        "  best block size: none gives more than this launch's {}; {} threads reach it too\n",
+        Percent(f.occupancy), best);
+  } else if (best > 0) {
     out += fmt::format("  best block size: none gives more than this launch's {}\n",
                        Percent(f.occupancy));
   } else {
     out += "  best block size: none, no block size fits on an SM\n";
   }
   return out;
+}
+
+// Every 1-D block size: "threads  warps  blocks/SM  active warps  occupancy  limited by", the
+// smallest size reaching the best occupancy marked, then one line naming it.
+std::string SweepSection(const OccupancyReport& report) {
+  if (report.sweep.empty()) return "";
+  const occupancy::LaunchConfig& l = report.launch;
+  std::string out = fmt::format(
+      "block sizes (1-D blocks; {} regs/thread, smem {} B static + {} B dynamic per block{})\n",
+      l.regs_per_thread, l.static_smem, l.dyn_smem,
+      l.func_max_threads_per_block > 0
+          ? fmt::format(", up to the function's {} threads", l.func_max_threads_per_block)
+          : std::string());
+  TextTable table({{"threads", TextTable::Align::kRight},
+                   {"warps", TextTable::Align::kRight},
+                   {"blocks/SM", TextTable::Align::kRight},
+                   {"active warps", TextTable::Align::kRight},
+                   {"occupancy", TextTable::Align::kRight},
+                   {"limited by"},
+                   {""}});
+  std::vector<std::string> ties;
+  const int warp = std::max(1, report.limits.warp_size);
+  for (const occupancy::SweepPoint& p : report.sweep) {
+    const bool best = p.threads == report.best_block_size;
+    const bool tie = !best && report.best_block_size > 0 &&
+                     p.occupancy == report.best_block_occupancy;
+    if (tie) ties.push_back(std::to_string(p.threads));
+    table.AddRow({std::to_string(p.threads), std::to_string((p.threads + warp - 1) / warp),
+                  std::to_string(p.max_active_blocks), std::to_string(p.active_warps),
+                  Percent(p.occupancy),
+                  p.max_active_blocks > 0 || p.limiting_resource != Resource::kOther
+                      ? std::string(ResourceName(p.limiting_resource))
+                      : std::string(),
+                  best ? "<- best (smallest)" : tie ? "= best" : ""});
+  }
+  out += table.Render();
+  if (report.best_block_size <= 0) {
+    return out + "best block size: none, no block size fits on an SM\n";
+  }
+  out += fmt::format("best block size: {} threads, occupancy {}", report.best_block_size,
+                     Percent(report.best_block_occupancy));
+  if (!ties.empty()) {
+    out += fmt::format(" (also reached by {} {})",
+                       ties.size() == 1 ? "size" : "sizes", fmt::join(ties, ", "));
+  }
+  return out + "\n";
 }
 
 }  // namespace
@@ -293,8 +351,14 @@ std::string NotesSection(const OccupancyReport& report) {
 }
 
 std::string RenderOccupancyText(const OccupancyReport& report) {
-  return NotesSection(report) + DeviceSection(report) + LaunchSection(report) + "\n" +
-         ResourceTable(report) + "\n" + TotalsSection(report) + "\n" + WhatIfSection(report);
+  const std::string detail = LaunchSection(report) + "\n" + ResourceTable(report) + "\n" +
+                             TotalsSection(report) + "\n" + WhatIfSection(report);
+  if (report.sweep_only) {
+    return NotesSection(report) + DeviceSection(report) + "\n" + SweepSection(report) +
+           fmt::format("\nat {} threads per block:\n", report.launch.block.count()) + detail;
+  }
+  return NotesSection(report) + DeviceSection(report) + detail +
+         (report.show_sweep ? "\n" + SweepSection(report) : std::string());
 }
 
 std::string RenderDevicePresetsText() {

@@ -98,6 +98,18 @@ ResolvedPreset ResolveDevicePreset(std::string_view spec) {
   ResolvedPreset out;
   if (const DevicePreset* p = occupancy::FindDevicePreset(spec)) {
     out.preset = p;
+    // An alias that is the start of other presets' keys ("h100") names one of several GPUs.
+    const std::string lower = Lower(spec);
+    if (lower != Lower(p->key)) {
+      std::vector<std::string> others;
+      for (const DevicePreset& q : occupancy::DevicePresets()) {
+        if (&q != p && Lower(q.key).starts_with(lower)) others.emplace_back(q.key);
+      }
+      if (!others.empty()) {
+        out.note = fmt::format("'{}' is {}; the other presets it may mean: {}", spec,
+                               Describe(*p), fmt::join(others, ", "));
+      }
+    }
     return out;
   }
   const auto presets = occupancy::DevicePresets();
@@ -115,10 +127,11 @@ ResolvedPreset ResolveDevicePreset(std::string_view spec) {
       }
     }
     if (out.preset == nullptr) {
-      out.error = fmt::format(
-          "'{}' is compute capability {}.{}, which no preset has (presets: {}); pick a preset "
-          "with --list-devices and set --cc {}.{} on it",
-          spec, cc->major, cc->minor, fmt::join(covered, ", "), cc->major, cc->minor);
+      out.error = fmt::format("'{}' is compute capability {}.{}, which no preset has (presets: {})",
+                              spec, cc->major, cc->minor, fmt::join(covered, ", "));
+      out.unmatched_cc = true;
+      out.cc_major = cc->major;
+      out.cc_minor = cc->minor;
       return out;
     }
     out.note = fmt::format("{} is compute capability {}.{}: {}", spec, cc->major, cc->minor,
@@ -142,7 +155,7 @@ ResolvedPreset ResolveDevicePreset(std::string_view spec) {
       }
     }
     // A key or alias followed by memory size and form factor words only.
-    static const std::regex kTail(R"(^(?:\d+gb|hbm\d*e?|sxm\d*|pcie)+$)");
+    static const std::regex kTail(R"(^(?:\d+gb|hbm\d*e?|sxm\d*|pcie|generation)+$)");
     const DevicePreset* best = nullptr;
     size_t best_length = 0;
     for (const DevicePreset& p : presets) {

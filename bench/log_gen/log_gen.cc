@@ -9,9 +9,13 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <utility>
 
+#include "cuflight/occupancy/device_presets.h"
+#include "cuflight/occupancy/engine.h"
+#include "cuflight/report/retarget.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/log_layout.h"
@@ -51,42 +55,41 @@ struct KernelKind {
   schema::OccupancyFields occupancy;
 };
 
-// Occupancy on an H100 SXM (132 SMs, 64 warps, 32 blocks, 64 K registers, 228 KiB shared memory
-// per SM), by the CUDA occupancy rules simplified to whole warps: enough for plausible lines.
-schema::OccupancyFields Occupancy(const KernelKind& k, const schema::Dim3& grid) {
-  schema::OccupancyFields o;
-  const int32_t threads = static_cast<int32_t>(k.block.x * k.block.y * k.block.z);
-  const int32_t wpb = (threads + 31) / 32;
-  const int32_t regs_per_block = ((k.regs * 32 + 255) / 256 * 256) * wpb;
-  const int64_t smem = k.static_smem + k.dyn_smem + 1024;
-  const int32_t by_regs = 65536 / std::max(regs_per_block, 1);
-  const int32_t by_smem = smem > 1024 ? static_cast<int32_t>(233472 / smem) : 32;
-  const int32_t by_warps = 64 / wpb;
-  const int32_t blocks = std::max(1, std::min({by_regs, by_smem, by_warps, 32}));
-  auto occ = [&](int32_t b) { return std::min(1.0, static_cast<double>(b * wpb) / 64.0); };
-  o.max_active_blocks = blocks;
-  o.active_warps = blocks * wpb;
-  o.max_warps = 64;
-  o.occupancy = occ(blocks);
-  o.reg_occupancy = occ(by_regs);
-  o.smem_occupancy = occ(by_smem);
-  o.warp_occupancy = occ(by_warps);
-  o.block_occupancy = occ(32);
-  o.barrier_occupancy = 1;
-  o.limiting_resource = blocks == by_regs   ? schema::Resource::kRegisters
-                        : blocks == by_smem ? schema::Resource::kSharedMem
-                                            : schema::Resource::kWarps;
-  o.limiting_resources = schema::MaskOf(o.limiting_resource);
-  o.allocated_regs_per_block = regs_per_block;
-  o.allocated_smem_per_block = smem;
-  const double grid_blocks = static_cast<double>(grid.x) * grid.y * grid.z;
-  o.waves = grid_blocks / (132.0 * blocks);
-  const double tail = o.waves - static_cast<double>(static_cast<int64_t>(o.waves));
-  o.tail_utilization = tail == 0 ? 1.0 : tail;
-  o.regs_for_next_block = o.limiting_resource == schema::Resource::kRegisters ? k.regs - 8 : -1;
-  o.smem_for_next_block = -1;
-  o.best_block_size = 128;
-  return o;
+// The GPU of every generated process: the calculator's H100 SXM preset, so that the device event
+// and the occupancy of each launch come from one table.
+const occupancy::DevicePreset& Gpu() {
+  static const occupancy::DevicePreset* const preset = occupancy::FindDevicePreset("h100-sxm");
+  return *preset;
+}
+
+// A kernel event of `kind` with what a launch of it carries apart from its header, stream, ids
+// and grid.
+schema::OwnedKernelEvent KernelOf(const KernelKind& kind) {
+  schema::OwnedKernelEvent k;
+  k.name = kind.name;
+  k.demangled = kind.demangled;
+  k.block = kind.block;
+  k.grid = kind.grids[0];
+  k.num_regs = kind.regs;
+  k.static_shared_bytes = kind.static_smem;
+  k.dyn_shared_bytes = kind.dyn_smem;
+  k.max_threads_per_block = 1024;
+  k.carveout = -1;
+  return k;
+}
+
+// The per-SM occupancy of `kind` on the GPU, what-ifs included, as the recorder's engine computes
+// it (occupancy/engine.h over cuda_occupancy.h); the waves are the launch's (ComputeWaves).
+schema::OccupancyFields Occupancy(const KernelKind& kind) {
+  static const std::optional<occupancy::DeviceContext> context =
+      occupancy::DeviceContext::Make(Gpu().limits);
+  occupancy::Result r;
+  if (!context ||
+      occupancy::Compute(*context, report::LaunchOf(KernelOf(kind), Gpu().limits), &r) !=
+          occupancy::Status::kOk) {
+    return {};
+  }
+  return r.fields;
 }
 
 std::vector<KernelKind> Kernels(int count) {
@@ -134,6 +137,7 @@ std::vector<KernelKind> Kernels(int count) {
       k.dyn_smem = 0;
       k.grids = {schema::Dim3{4096, 1, 1}, schema::Dim3{65535, 1, 1}, schema::Dim3{1024, 1, 1}};
     }
+    k.occupancy = Occupancy(k);
     kinds.push_back(std::move(k));
   }
   return kinds;
@@ -272,18 +276,20 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   device.device = 0;
   device.name = "NVIDIA H100 80GB HBM3";
   device.uuid = "GPU-5a1c0b7e-2f0d-4c1e-9d3a-0123456789ab";
-  device.cc_major = 9;
-  device.sm_count = 132;
-  device.max_threads_per_block = 1024;
-  device.max_threads_per_sm = 2048;
-  device.max_blocks_per_sm = 32;
-  device.regs_per_sm = 65536;
-  device.regs_per_block = 65536;
-  device.smem_per_sm = 233472;
-  device.smem_per_block = 49152;
-  device.smem_per_block_optin = 232448;
-  device.reserved_smem_per_block = 1024;
-  device.max_cluster_size = 8;
+  const occupancy::DeviceLimits& gpu = Gpu().limits;
+  device.cc_major = gpu.cc_major;
+  device.cc_minor = gpu.cc_minor;
+  device.sm_count = gpu.sm_count;
+  device.max_threads_per_block = gpu.max_threads_per_block;
+  device.max_threads_per_sm = gpu.max_threads_per_sm;
+  device.max_blocks_per_sm = gpu.max_blocks_per_sm;
+  device.regs_per_sm = gpu.regs_per_sm;
+  device.regs_per_block = gpu.regs_per_block;
+  device.smem_per_sm = gpu.smem_per_sm;
+  device.smem_per_block = gpu.smem_per_block;
+  device.smem_per_block_optin = gpu.smem_per_block_optin;
+  device.reserved_smem_per_block = gpu.reserved_smem_per_block;
+  device.max_cluster_size = gpu.max_cluster_size;
   if (!out.Write(device, error)) return false;
 
   std::vector<int64_t> busy_until(static_cast<size_t>(spec.streams), 0);
@@ -323,7 +329,9 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     k.static_shared_bytes = kind.static_smem;
     k.dyn_shared_bytes = kind.dyn_smem;
     k.const_bytes = 616;
-    k.occupancy = Occupancy(kind, k.grid);
+    k.occupancy = kind.occupancy;
+    occupancy::ComputeWaves(Gpu().limits.sm_count, report::LaunchOf(k, Gpu().limits),
+                            &k.occupancy);
     if (!out.Write(k, error)) return false;
     ++totals->launches;
     note_ts(now);
@@ -394,7 +402,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   }
   now += 1'000'000;
   if (!flush(true)) return false;
-  if (spec.crash) {
+  if (spec.crash || index < spec.crash_count) {
     schema::OwnedProcessCrashEvent c;
     c.header = {now, pid, seq++};
     c.signal = 11;

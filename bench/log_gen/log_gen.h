@@ -5,10 +5,13 @@
 // collector writes it (cuflight/schema/log_layout.h):
 //  1. Per process: process_start, one device event (an H100), then `launches` kernel launches
 //     round-robin over `streams` streams, with a stats event every 100,000 launches and a
-//     process_end (or, with `crash`, a process_crash) at the end.
+//     process_end (or, with `crash` or for the first `crash_count` processes, a process_crash)
+//     at the end.
 //  2. Kernels: `kernels` distinct names, most of them long templated CUTLASS / PyTorch names
 //     (about 1.1 KB per kernel line, as bench/bench_events.h), each with its own block size,
-//     registers and occupancy, launched with a few grid shapes.
+//     registers and occupancy, launched with a few grid shapes. The device event is the
+//     calculator's h100-sxm preset, and each launch's occupancy and what-ifs are the engine's
+//     for it (occupancy/engine.h), so they agree with `cuflight occupancy --device h100-sxm`.
 //  3. Timing: on each stream kernels run back to back from their launch; their kernel_time lines
 //     come in batches every `flush_every` launches (a CUPTI buffer flush), after the kernels. A
 //     fraction `untimed_every` (every Nth launch; 0: none) gets no kernel_time (timing lost).
@@ -38,6 +41,7 @@ struct LogSpec {
   uint64_t api_error_every = 0;
   uint64_t stall_every = 0;
   bool crash = false;
+  int crash_count = 0;  // with crash false: the first crash_count processes crash, the rest end
   uint64_t rotate_bytes = 64ull << 20;
   bool compress = true;
   int zstd_level = 1;  // the collector's default (collector/daemon/log_sink.h)

@@ -428,4 +428,60 @@ Status Compute(const DeviceContext& device, const LaunchConfig& l, Result* out) 
   return Status::kOk;
 }
 
+int SweepBlockSizes(const DeviceContext& device, const LaunchConfig& launch, SweepPoint* out,
+                    int capacity) noexcept {
+  const DeviceLimits& d = device.limits();
+  int limit = d.max_threads_per_block;
+  if (launch.func_max_threads_per_block > 0) {
+    limit = std::min(limit, launch.func_max_threads_per_block);
+  }
+  if (d.warp_size <= 0 || limit <= 0) return 0;
+  int count = 0;
+  LaunchConfig l = launch;
+  Result r;
+  for (int size = d.warp_size;; size += d.warp_size) {
+    const int threads = std::min(size, limit);
+    if (count >= capacity) break;
+    l.block = {static_cast<uint32_t>(threads), 1, 1};
+    if (Compute(device, l, &r) != Status::kOk) return 0;
+    SweepPoint& p = out[count++];
+    p.threads = threads;
+    p.max_active_blocks = r.fields.max_active_blocks;
+    p.active_warps = r.fields.active_warps;
+    p.occupancy = r.fields.occupancy;
+    p.limiting_resource = r.fields.limiting_resource;
+    if (threads == limit) break;
+  }
+  return count;
+}
+
+int32_t SmallestBestBlockSize(const SweepPoint* points, int count) noexcept {
+  int32_t best = 0;
+  double best_occupancy = 0;
+  for (int i = 0; i < count; ++i) {
+    if (points[i].max_active_blocks > 0 && points[i].occupancy > best_occupancy) {
+      best_occupancy = points[i].occupancy;
+      best = points[i].threads;
+    }
+  }
+  return best;
+}
+
+int32_t LaunchBoundsRegisterLimit(const DeviceContext& device, int max_threads,
+                                  int min_blocks) noexcept {
+  if (max_threads < 1 || min_blocks < 1) return -1;
+  const DeviceLimits& d = device.limits();
+  LaunchConfig l;
+  l.block = {static_cast<uint32_t>(max_threads), 1, 1};
+  l.func_max_threads_per_block = max_threads;
+  const cudaOccDeviceProp p = MakeDeviceProp(d);
+  const cudaOccFuncAttributes a = MakeFuncAttributes(d, l);
+  // cuda_occupancy.h allocates up to 256 registers per thread from cc 7.0
+  // (cudaOccRegAllocationMaxPerThread), but a thread may use at most 255 (Programming Guide,
+  // "Technical Specifications per Compute Capability"), and that is the most ptxas assigns.
+  constexpr int32_t kMaxRegistersPerThread = 255;
+  const int32_t regs = RegsForBlocks(p, a, max_threads, min_blocks);
+  return regs < 0 ? regs : std::min(regs, kMaxRegistersPerThread);
+}
+
 }  // namespace cuflight::occupancy

@@ -169,8 +169,10 @@ TEST(OccupancyCli, WavesWithGrid) {
 //   -> 4 blocks, 32 of 64 warps, 50%, shared memory binds.
 //   one more block: 167936 / 5 = 33587 B, down to 128 B units 33536, less 1 KiB reserved
 //   = 32512 B of static + dynamic shared memory. Registers are not binding: no what-if.
-//   best block size: 1024 threads (32 warps) is 2 blocks by registers and by warps, within the
-//   shared-memory 4: 64 warps, 100%.
+//   best block size: 100% needs 64 warps from at most 4 blocks (shared memory allows 4 at every
+//   size, the dynamic 32 KiB staying per block), so 16 warps = 512 threads a block: registers
+//   then allow 64 warps / 16 = 4 blocks, warps 4. 480 threads (15 warps) reach only 60 warps.
+//   512 is the smallest size at 100% (cudaOccMaxPotentialBlockSize's search would name 1024).
 TEST(OccupancyCli, SharedMemoryBound) {
   const ProcessResult r =
       Occupancy({"--device", "a100", "--regs", "32", "--threads", "256", "--dyn-smem", "32768"});
@@ -189,7 +191,8 @@ TEST(OccupancyCli, SharedMemoryBound) {
   EXPECT_THAT(
       r.out,
       HasSubstr("registers: fewer registers cannot fit 5 blocks/SM; shared_mem would still limit"));
-  EXPECT_THAT(r.out, HasSubstr("best block size: 1024 threads (occupancy 100.0%)"));
+  EXPECT_THAT(r.out, HasSubstr("best block size: 512 threads (occupancy 100.0%; the smallest "
+                               "size reaching it)"));
 }
 
 // 16 regs/thread, 32 threads (1 warp):
@@ -317,7 +320,14 @@ TEST(OccupancyCli, ClusterRowInTable) {
   ExpectSuccess(r);
   EXPECT_THAT(r.out, HasSubstr("cluster 4,1,1 (4 blocks)"));
   EXPECT_EQ(FindRow(r.out, "cluster").blocks, "unlimited");
-  EXPECT_THAT(r.out, HasSubstr("--max-active-clusters"));
+  // Offline, the cluster row is an upper bound and the note says how to get the driver's number:
+  // 32 regs x 128 threads on an H100 give 16 blocks/SM (warps), 100%: at most 16 x 132 / 4 = 528
+  // clusters of 4.
+  EXPECT_EQ(FindRow(r.out, "cluster").occupancy, "<=100.0%");
+  EXPECT_THAT(r.out, HasSubstr("cudaOccupancyMaxActiveClusters"));
+  EXPECT_THAT(r.out, HasSubstr("--max-active-clusters N"));
+  EXPECT_THAT(r.out, HasSubstr("at most 528 clusters"));
+  EXPECT_THAT(r.out, Not(HasSubstr("unknown")));
 }
 
 // A device override changes the answer. 32 regs, 256 threads, 8 KiB dynamic shared memory on
@@ -418,13 +428,14 @@ TEST(OccupancyCli, InputsAsUsersWriteThem) {
     ASSERT_EQ(j["notes"].size(), 1u) << cc;
     EXPECT_EQ(j["notes"][0], std::string(cc) +
                                  " is compute capability 9.0: preset h100-sxm (NVIDIA H100 80GB "
-                                 "HBM3 (SXM5), 132 SMs); the other 9.0 presets: h100-pcie, h200");
+                                 "HBM3 (SXM5), 132 SMs); the other 9.0 presets: h100-pcie, "
+                                 "h100-nvl, h200, gh200, h800, h20");
   }
   const ProcessResult text = Occupancy({"--device", "sm_80", "--regs", "32", "--threads", "256"});
   ExpectSuccess(text);
   // The note comes first, wrapped at 100 columns.
   EXPECT_EQ(text.out.rfind("note: sm_80 is compute capability 8.0: preset a100 (NVIDIA A100 40GB, "
-                           "108 SMs); the other 8.0\n      presets: a100-80gb\ndevice ",
+                           "108 SMs); the other 8.0\n      presets: a100-80gb, a30\ndevice ",
                            0),
             0u)
       << text.out;
@@ -531,15 +542,16 @@ INSTANTIATE_TEST_SUITE_P(
                  {"--device", "h10", "--regs", "1", "--threads", "32"},
                  "--device 'h10'",
                  "did you mean h100?"},
+        // A capability without a preset asks for its limits, not for --cc over another preset
+        // (whose per-SM limits may differ: Xavier's 7.2 is not Volta's 7.0 product).
         BadInput{"CapabilityWithoutPreset",
-                 {"--device", "sm_87", "--regs", "1", "--threads", "32"},
-                 "--device 'sm_87' is compute capability 8.7",
-                 "--cc 8.7"},
+                 {"--device", "sm_72", "--regs", "1", "--threads", "32"},
+                 "--device sm_72: compute capability 7.2 has no preset",
+                 "--sm-count N --max-threads-per-sm N"},
         BadInput{"FlagTypo", With({"--thread", "256"}), "--thread", "did you mean --threads?"},
         BadInput{"BytesUnknownUnit", With({"--dyn-smem", "96GB"}), "--dyn-smem 96GB", "K/KB/KiB"},
         BadInput{"MissingDevice", {"--regs", "1", "--threads", "32"}, "--device", "required"},
         BadInput{"MissingRegs", {"--device", "a100", "--threads", "32"}, "--regs", "required"},
-        BadInput{"MissingBlock", {"--device", "a100", "--regs", "32"}, "--threads", "--block"},
         BadInput{"ThreadsAndBlock", With({"--block", "32,1,1"}), "--block"},
         BadInput{"RegsNotANumber",
                  {"--device", "a100", "--regs", "abc", "--threads", "32"},
@@ -638,9 +650,11 @@ TEST(OccupancyCli, HelpExitsZero) {
                            HasSubstr("--smem-per-block-optin"), HasSubstr("--list-devices")));
 }
 
-const std::vector<std::string> kPresetKeys = {"v100",      "t4",   "a100", "a100-80gb", "a10",
-                                              "rtx3090",   "l4",   "l40s", "rtx4090",   "h100-sxm",
-                                              "h100-pcie", "h200", "b200", "rtx5090"};
+const std::vector<std::string> kPresetKeys = {
+    "v100",     "t4",        "a100",     "a100-80gb", "a30",         "a10",  "rtx3090", "rtx3080",
+    "a40",      "rtx-a6000", "orin",     "l4",        "l40s",        "l40",  "rtx6000-ada",
+    "rtx4090",  "h100-sxm",  "h100-pcie", "h100-nvl", "h200",        "gh200", "h800",   "h20",
+    "b200",     "b300",      "rtx5090",  "gb10"};
 
 TEST(OccupancyCli, ListDevicesShowsEveryPreset) {
   const ProcessResult r = Occupancy({"--list-devices"});

@@ -17,6 +17,45 @@ TEST(DevicePresets, TheIssuesListIsThere) {
   }
 }
 
+// The presets issue 36 asked for, with what NVIDIA documents for each, written out here: the
+// per-SM limits of its compute capability from the CUDA C++ Programming Guide's table "Technical
+// Specifications per Compute Capability" (threads and blocks per SM, shared memory per SM), and
+// the SM count of the product (datasheets: CUDA cores / 128 per SM, 64 on GA100; H20's from
+// cudaGetDeviceProperties reports, B300's assumed as B200's, see device_presets.cc).
+TEST(DevicePresets, NewPresetsHaveTheirDocumentedLimits) {
+  struct Expected {
+    const char* key;
+    int cc_major, cc_minor, sms, threads_per_sm, blocks_per_sm;
+    int64_t smem_per_sm_kib;
+  };
+  const Expected kExpected[] = {
+      {"a30", 8, 0, 56, 2048, 32, 164},         {"a40", 8, 6, 84, 1536, 16, 100},
+      {"l40", 8, 9, 142, 1536, 24, 100},        {"rtx-a6000", 8, 6, 84, 1536, 16, 100},
+      {"rtx6000-ada", 8, 9, 142, 1536, 24, 100}, {"rtx3080", 8, 6, 68, 1536, 16, 100},
+      {"h20", 9, 0, 78, 2048, 32, 228},         {"h800", 9, 0, 132, 2048, 32, 228},
+      {"gh200", 9, 0, 132, 2048, 32, 228},      {"h100-nvl", 9, 0, 132, 2048, 32, 228},
+      {"b300", 10, 3, 148, 2048, 32, 228},      {"gb10", 12, 1, 48, 1536, 24, 100},
+      {"orin", 8, 7, 16, 1536, 16, 164},
+  };
+  for (const Expected& e : kExpected) {
+    SCOPED_TRACE(e.key);
+    const DevicePreset* p = FindDevicePreset(e.key);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->limits.cc_major, e.cc_major);
+    EXPECT_EQ(p->limits.cc_minor, e.cc_minor);
+    EXPECT_EQ(p->limits.sm_count, e.sms);
+    EXPECT_EQ(p->limits.max_threads_per_sm, e.threads_per_sm);
+    EXPECT_EQ(p->limits.max_blocks_per_sm, e.blocks_per_sm);
+    EXPECT_EQ(p->limits.smem_per_sm, e.smem_per_sm_kib * 1024);
+    EXPECT_EQ(p->limits.regs_per_sm, 65536);
+    EXPECT_EQ(p->limits.max_threads_per_block, 1024);
+  }
+  // Names a GPU reports reach them too.
+  EXPECT_EQ(FindDevicePreset("jetson-orin"), FindDevicePreset("orin"));
+  EXPECT_EQ(FindDevicePreset("dgx-spark"), FindDevicePreset("gb10"));
+  EXPECT_EQ(FindDevicePreset("a6000"), FindDevicePreset("rtx-a6000"));
+}
+
 TEST(DevicePresets, KeysAndAliasesAreUniqueAndCaseInsensitive) {
   std::set<std::string> seen;
   for (const DevicePreset& p : DevicePresets()) {

@@ -13,7 +13,7 @@
 namespace cuflight::occupancy {
 namespace {
 
-constexpr int kConfigsPerPreset = 8000;  // 14 presets -> 112,000 configurations
+constexpr int kConfigsPerPreset = 8000;  // 27 presets -> 216,000 configurations
 
 cudaOccDeviceProp RefDevice(const DeviceLimits& d) {
   cudaOccDeviceProp p;

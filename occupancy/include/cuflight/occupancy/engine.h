@@ -130,6 +130,43 @@ class DeviceContext {
 // On a non-kOk status `out` is left zeroed apart from its defaults.
 Status Compute(const DeviceContext& device, const LaunchConfig& launch, Result* out) noexcept;
 
+// One block size of a sweep: what Compute() gives for `launch` with a 1-D block of `threads`.
+struct SweepPoint {
+  int32_t threads = 0;
+  int32_t max_active_blocks = 0;
+  int32_t active_warps = 0;
+  double occupancy = 0;
+  Resource limiting_resource = Resource::kOther;
+};
+inline constexpr int kMaxSweepPoints = 1024;  // warp-size steps up to kMaxDeviceLimits' block
+
+// "What block size should I use?": `launch` with 1-D blocks of warp_size, 2 * warp_size, ... up to
+// the lower of the device's and the function's (func_max_threads_per_block) thread limit, and the
+// limit itself when it is not a multiple of the warp size (cudaOccMaxPotentialOccupancyBlockSize
+// tries the same sizes). Dynamic shared memory stays launch.dyn_smem at every size. Writes at
+// most `capacity` points in ascending order and returns how many; 0 on an invalid device or
+// launch. Never allocates.
+int SweepBlockSizes(const DeviceContext& device, const LaunchConfig& launch, SweepPoint* out,
+                    int capacity) noexcept;
+
+// The smallest block size among `points` whose occupancy is the highest of them, or 0 when no
+// size fits a block (every occupancy 0). The reference's search (Result::fields.best_block_size)
+// keeps the largest size of a tie instead; the smallest leaves the most blocks for a grid of a
+// given thread count and is what a person asking "which block size" wants.
+int32_t SmallestBestBlockSize(const SweepPoint* points, int count) noexcept;
+
+// The registers per thread ptxas targets for __launch_bounds__(max_threads, min_blocks): the
+// CUDA C++ Programming Guide ("Launch Bounds") says the compiler derives from the bounds the upper
+// limit L on registers per thread that lets `min_blocks` blocks of `max_threads` threads reside
+// on the multiprocessor, using the register allocation rules of "Hardware Multithreading". This
+// computes that L with the allocation rules of cuda_occupancy.h (registers per warp in units of
+// 256, per sub-partition), capped at the architecture's 255. An estimate: ptxas applies the rule
+// for the architecture it compiles for (-arch), and the kernel may need fewer registers than L.
+// Returns -1 when no register count lets `min_blocks` such blocks share the register file, or
+// on invalid input (max_threads < 1, min_blocks < 1). Never allocates.
+int32_t LaunchBoundsRegisterLimit(const DeviceContext& device, int max_threads,
+                                  int min_blocks) noexcept;
+
 // Fills f->waves and f->tail_utilization for `launch.grid` from f->max_active_blocks (or, when
 // the cluster binds, from launch.max_active_clusters). Both are 0 when nothing can be resident.
 // Separate from Compute() because waves depend on the grid, which occupancy caches leave out.

@@ -1,7 +1,9 @@
 // What `--device` (cuflight occupancy) and `--retarget` (cuflight report) accept: a preset key or
 // alias, a preset's full name or the name a GPU reports (as the report's DEVICE column and
 // `cuflight occupancy --list-devices` print them), or a compute capability (sm_90, sm_90a,
-// compute_90, cc 9.0, 9.0), which picks the first preset of that capability and says so.
+// compute_90, cc 9.0, 9.0), which picks the first preset of that capability and says so. An alias
+// that other presets' keys start with ("h100": h100-sxm, and h100-pcie, h100-nvl) says which it
+// took too.
 #ifndef CUFLIGHT_REPORT_DEVICE_SPEC_H_
 #define CUFLIGHT_REPORT_DEVICE_SPEC_H_
 
@@ -24,13 +26,18 @@ struct ResolvedPreset {
   std::string error;
   // With `error`, for a likely typo: "; did you mean h100?" (DidYouMean), to end the line.
   std::string hint;
+  // With `error`: `spec` is compute capability cc_major.cc_minor, which no preset has (a caller
+  // that can take the device's limits from elsewhere may use it).
+  bool unmatched_cc = false;
+  int cc_major = 0;
+  int cc_minor = 0;
 };
 
 // Matching ignores ASCII case, and for names also spaces, '-', '_', '(' and ')', the vendor
 // words "NVIDIA", "Tesla" and "GeForce", and a preset name's parenthesised form factor ("NVIDIA
 // H100 80GB HBM3" is "NVIDIA H100 80GB HBM3 (SXM5)"). A reported name that is a preset key or
-// alias followed by memory size or form factor words ("Tesla V100-SXM2-16GB": v100-sxm2 and
-// "16GB") matches that preset.
+// alias followed by memory size, form factor or "Generation" words ("Tesla V100-SXM2-16GB":
+// v100-sxm2 and "16GB"; "NVIDIA RTX 6000 Ada Generation") matches that preset.
 ResolvedPreset ResolveDevicePreset(std::string_view spec);
 
 }  // namespace cuflight::report

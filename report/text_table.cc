@@ -44,15 +44,15 @@ size_t TextTable::LastColumnRoom(size_t line_width, int indent, size_t min_room)
 
 void TextTable::ShortenLastColumn(
     size_t room,
-    const std::function<std::vector<std::string>(const std::vector<std::string>&, size_t)>&
-        shorten) {
+    const std::function<ShortKernelNames(const std::vector<std::string>&, size_t)>& shorten) {
   if (columns_.empty() || rows_.empty()) return;
   std::vector<std::string> cells;
   for (const Row& row : rows_) cells.push_back(row.cells.back().text);
-  std::vector<std::string> shortened = shorten(cells, room);
-  for (size_t i = 0; i < rows_.size() && i < shortened.size(); ++i) {
-    rows_[i].cells.back().text = std::move(shortened[i]);
+  ShortKernelNames shortened = shorten(cells, room);
+  for (size_t i = 0; i < rows_.size() && i < shortened.names.size(); ++i) {
+    rows_[i].cells.back().text = std::move(shortened.names[i]);
   }
+  legend_ = KernelNameLegendLines(shortened);
 }
 
 std::string TextTable::Render(int indent, bool color) const {
@@ -91,6 +91,11 @@ std::string TextTable::Render(int indent, bool color) const {
       out += Paint(note, style, color);
       out += '\n';
     }
+  }
+  for (const std::string& entry : legend_) {
+    out += lead;
+    out += Paint(entry, ansi::kDim, color);
+    out += '\n';
   }
   return out;
 }

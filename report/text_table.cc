@@ -55,6 +55,13 @@ void TextTable::ShortenLastColumn(
   legend_ = KernelNameLegendLines(shortened);
 }
 
+std::vector<std::string> TextTable::LastColumn() const {
+  std::vector<std::string> out;
+  if (columns_.empty()) return out;
+  for (const Row& row : rows_) out.push_back(row.cells.back().text);
+  return out;
+}
+
 std::string TextTable::Render(int indent, bool color) const {
   const std::vector<size_t> widths = Widths();
   const std::string lead(static_cast<size_t>(std::max(indent, 0)), ' ');

@@ -1005,6 +1005,17 @@ TEST(ReportCli, DeepTemplateDifferencesStayApartInEveryTableAndChart) {
   const CliRun narrow = Report({dir.path().string(), "--color", "never", "--name-width", "40"});
   EXPECT_THAT(narrow.out, HasSubstr("K1  Kernel<GemmShape<64, ...>, LinearCombination>\n"));
   EXPECT_THAT(narrow.out, HasSubstr("K6  Kernel<GemmShape<128, ...>, LinearCombinationRelu>\n"));
+  // --retarget's table names the kernels as the table above does (one shortening: the same ids).
+  const CliRun retarget = Report(
+      {dir.path().string(), "--color", "never", "--name-width", "40", "--retarget", "h100"});
+  ASSERT_EQ(retarget.exit_code, 0) << retarget.err;
+  const auto [above, legend_above] = KernelColumn(retarget.out, "LAUNCHES");
+  const auto [retargeted, legend_retargeted] = KernelColumn(retarget.out, "BLK/SM");
+  EXPECT_EQ(retargeted, above) << retarget.out;
+  // The eight CUTLASS kernels (44 bytes and more) have ids; PyTorch's two fit with the
+  // template's name cut ("vectorized_elementwise_ke...<AddFunctor>").
+  EXPECT_EQ(legend_above.size(), 8u);
+  EXPECT_TRUE(legend_retargeted.empty()) << retarget.out;
 
   // The HTML top-kernels chart: its labels (64 bytes) are all different.
   const std::filesystem::path page = dir.path() / "report.html";

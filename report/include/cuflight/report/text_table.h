@@ -67,6 +67,9 @@ class TextTable {
       size_t room,
       const std::function<ShortKernelNames(const std::vector<std::string>&, size_t)>& shorten);
 
+  // The last column's cells, one per row (after ShortenLastColumn, as shortened).
+  std::vector<std::string> LastColumn() const;
+
   // Header (bold when colour) then rows, then the name legend (dim when colour), each line
   // prefixed by `indent` spaces and ending '\n'.
   std::string Render(int indent = 0, bool color = false) const;

@@ -272,8 +272,8 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
   names = short_names.names;
   // The ids of names too long to tell apart in 64 bytes, under the bars.
   std::vector<std::string> legend;
-  for (const std::string& entry : KernelNameLegendLines(short_names)) {
-    for (std::string& line : WrapWords(entry, kLegendChars, "", "    ")) {
+  for (const KernelNameLegendEntry& entry : short_names.legend) {
+    for (std::string& line : WrapWords(entry.name, kLegendChars, entry.id + "  ", "    ")) {
       legend.push_back(std::move(line));
     }
   }

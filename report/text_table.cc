@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "cuflight/report/text_format.h"
+
 namespace cuflight::report {
 
 std::string Paint(std::string_view text, std::string_view style, bool color) {
@@ -52,7 +54,7 @@ void TextTable::ShortenLastColumn(
   for (size_t i = 0; i < rows_.size() && i < shortened.names.size(); ++i) {
     rows_[i].cells.back().text = std::move(shortened.names[i]);
   }
-  legend_ = KernelNameLegendLines(shortened);
+  legend_ = std::move(shortened.legend);
 }
 
 std::vector<std::string> TextTable::LastColumn() const {
@@ -99,10 +101,16 @@ std::string TextTable::Render(int indent, bool color) const {
       out += '\n';
     }
   }
-  for (const std::string& entry : legend_) {
-    out += lead;
-    out += Paint(entry, ansi::kDim, color);
-    out += '\n';
+  // Legend entries wrap at the table's width (80 at least), continuation lines indented.
+  size_t table_width = 0;
+  for (const size_t w : widths) table_width += w + 2;
+  const size_t wrap = std::max<size_t>(table_width, 80);
+  for (const KernelNameLegendEntry& entry : legend_) {
+    for (const std::string& wrapped : WrapWords(entry.name, wrap, entry.id + "  ", "    ")) {
+      out += lead;
+      out += Paint(wrapped, ansi::kDim, color);
+      out += '\n';
+    }
   }
   return out;
 }

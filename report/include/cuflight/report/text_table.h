@@ -83,7 +83,7 @@ class TextTable {
 
   std::vector<Column> columns_;
   std::vector<Row> rows_;
-  std::vector<std::string> legend_;
+  std::vector<KernelNameLegendEntry> legend_;
 };
 
 }  // namespace cuflight::report

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuflight/occupancy/engine.h"
+#include "cuflight/report/kernel_origin.h"
 #include "cuflight/report/retarget.h"
 #include "cuflight/report/text_format.h"
 
@@ -117,7 +118,7 @@ std::string Blocks(int64_t n) { return fmt::format("{} block{}/SM", n, n == 1 ? 
 
 // The grid rule: every launch of the signature fits in less than one wave, so all its blocks are
 // resident at once and more blocks per SM cannot make it faster. "" when it does not apply.
-std::string GridAdvice(const Signature& sig) {
+std::string GridAdvice(const Signature& sig, KernelOrigin origin) {
   const schema::OccupancyFields& f = sig.fields();
   if (sig.waves_max <= 0 || sig.waves_max >= 1 || f.max_active_blocks <= 0) return "";
   int64_t sms = sig.device_limits ? sig.device_limits->sm_count : 0;
@@ -133,13 +134,85 @@ std::string GridAdvice(const Signature& sig) {
                   sig.waves_max, sms, Blocks(f.max_active_blocks));
   out += ": every block is already resident, so higher occupancy cannot help";
   if (grid < sms) out += fmt::format("; {} of {} SMs get no block", sms - grid, sms);
-  out += "; launch more blocks (less work per block, split-K)";
+  out += origin == KernelOrigin::kUser ? "; launch more blocks (less work per block, split-K)"
+         : origin == KernelOrigin::kCublas
+             ? "; give it more work per call (a larger or batched GEMM; cuBLAS chooses split-K "
+               "itself)"
+             : "; give it more work per launch (a larger batch or problem)";
   return out;
 }
 
+// The register lever and its cost: a register cap the kernel's code does not fit makes ptxas
+// keep the rest in local memory (spills), which can cost more than the occupancy gains.
 std::string RegisterLever(const Signature& sig, int32_t regs, int32_t blocks) {
   const int64_t threads = int64_t{sig.block.x} * sig.block.y * sig.block.z;
-  return fmt::format("__launch_bounds__({}, {}) or -maxrregcount={}", threads, blocks, regs);
+  return fmt::format(
+      "__launch_bounds__({}, {}) or -maxrregcount={} (fewer registers can spill to local "
+      "memory; check ptxas -v)",
+      threads, blocks, regs);
+}
+
+// What a user can change about a library's or a generator's kernel, which cannot be rebuilt with
+// other register limits.
+std::string_view LibraryLevers(KernelOrigin origin) {
+  switch (origin) {
+    case KernelOrigin::kCublas:
+      return "cuBLAS picks the kernel from the GEMM's shape, data type and math mode: change the "
+             "shape or batch (dimensions that are multiples of 16 use tensor cores), the data type, "
+             "or in PyTorch torch.backends.cuda.matmul.allow_tf32 / "
+             "torch.set_float32_matmul_precision; cuBLASLt callers can try other algorithms from "
+             "cublasLtMatmulAlgoGetHeuristic";
+    case KernelOrigin::kCudnn:
+      return "cuDNN picks the algorithm: torch.backends.cudnn.benchmark = True has it time the "
+             "candidates for your shapes; the memory format (channels_last) and data type change "
+             "the candidates";
+    case KernelOrigin::kCutlass:
+      return "the tile shape, stages and schedule are the instantiation's template arguments: try "
+             "another configuration (the CUTLASS profiler times them), or the calling library's "
+             "kernel choice";
+    case KernelOrigin::kFlashAttention:
+      return "its tiles are fixed per head dimension and GPU: what changes its launch is the head "
+             "dimension, batch x heads and sequence length, or the attention backend "
+             "(torch.nn.attention.sdpa_kernel)";
+    case KernelOrigin::kTriton:
+      return "its Triton config sets this: num_warps, num_stages and the BLOCK sizes "
+             "(torch.compile(mode=\"max-autotune\") searches them; for your own kernel, the "
+             "@triton.autotune configs)";
+    case KernelOrigin::kPyTorch:
+      return "what you control is the operation (torch.compile fuses elementwise ones), the data "
+             "type and the tensors' layout";
+    case KernelOrigin::kNccl:
+      return "NCCL sizes its blocks itself (NCCL_NTHREADS, NCCL_MIN_NCHANNELS)";
+    case KernelOrigin::kUser:
+      break;
+  }
+  return "";
+}
+
+// Kernels built around tensor-core MMA tiles: one or two large blocks per SM is their design.
+bool TensorCoreLibrary(KernelOrigin origin) {
+  return origin == KernelOrigin::kCublas || origin == KernelOrigin::kCudnn ||
+         origin == KernelOrigin::kCutlass || origin == KernelOrigin::kFlashAttention;
+}
+
+// A library's or a generator's kernel below full occupancy: the fact, whether it matters, and
+// what the user can change instead of registers and launch bounds.
+std::string LibraryAdvice(const Signature& sig, KernelOrigin origin) {
+  const schema::OccupancyFields& f = sig.fields();
+  std::string out = FormatPercent(f.occupancy) + " occupancy";
+  if (f.occupancy >= kEnoughOccupancy) out += " (probably enough)";
+  const std::vector<Resource> limits = LimitingList(f);
+  out += fmt::format("; {} limit {}", JoinNames(limits), Blocks(f.max_active_blocks));
+  if (sig.spills()) out += fmt::format(", {} B/thread spilled", sig.first.local_bytes);
+  if (f.occupancy >= kEnoughOccupancy) return out;
+  out += fmt::format(": a {} kernel, not rebuilt with your flags", KernelOriginName(origin));
+  if (TensorCoreLibrary(origin)) {
+    out += "; tensor-core kernels run one or two large blocks per SM by design";
+  }
+  out += "; check with Nsight Compute's achieved occupancy and stall reasons whether it matters";
+  out += "; ";
+  out += LibraryLevers(origin);
+  return out;
 }
 
 std::string SmemLever(const Signature& sig) {
@@ -245,6 +318,7 @@ std::array<ResourceLimit, schema::kResourceCount> ResourceLimits(const schema::O
 }
 
 std::string Advice(const Signature& sig) {
+  const KernelOrigin origin = ClassifyKernel(sig.display_name());
   const schema::OccupancyFields& f = sig.fields();
   const int32_t n = f.max_active_blocks;
   const int32_t wpb = sig.warps_per_block;
@@ -254,7 +328,7 @@ std::string Advice(const Signature& sig) {
     return fmt::format("cannot run: {} allow{} no block on an SM", JoinNames(zero),
                        zero.size() == 1 ? "s" : "");
   }
-  if (std::string grid = GridAdvice(sig); !grid.empty()) return grid;
+  if (std::string grid = GridAdvice(sig, origin); !grid.empty()) return grid;
   if (f.occupancy >= 1.0) {
     if (sig.spills()) {
       return fmt::format("full occupancy; {} B/thread spilled to local memory",
@@ -272,6 +346,7 @@ std::string Advice(const Signature& sig) {
         "slots give: a limit no function attribute shows (e.g. named barriers)",
         Blocks(n), FormatPercent(f.occupancy));
   }
+  if (origin != KernelOrigin::kUser) return LibraryAdvice(sig, origin);
   const WhatIf what_if(sig);
   const std::vector<Resource> tied = LimitingList(f);
   if (tied.size() > 1) return TieAdvice(sig, tied, what_if);

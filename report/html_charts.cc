@@ -261,12 +261,24 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
   if (n == 0) return Empty(kHtmlTopKernelsChartId, label, "No kernel launches.");
   constexpr double kRow = 26, kTop = 30, kNameRight = 470, kBarLeft = 480, kBarWidth = 420;
   constexpr double kOccLeft = 1010, kOccWidth = 100;
-  const double height = kTop + kRow * static_cast<double>(n) + 8;
+  constexpr double kLegendLine = 16;
+  constexpr size_t kLegendChars = 160;  // ~7 px a character in the 1200 px chart
+  double height = kTop + kRow * static_cast<double>(n) + 8;
   uint64_t max = 1;
   for (size_t i = 0; i < n; ++i) max = std::max(max, Weight(report.signatures[ranking[i]], by_time));
   std::vector<std::string> names;  // told apart among the kernels shown (kernel_names.h)
   for (size_t i = 0; i < n; ++i) names.push_back(report.signatures[ranking[i]].display_name());
-  names = ShortenKernelNames(names, 64);
+  const ShortKernelNames short_names = ShortenKernelNames(names, 64);
+  names = short_names.names;
+  // The ids of names too long to tell apart in 64 bytes, under the bars.
+  std::vector<std::string> legend;
+  for (const KernelNameLegendEntry& entry : short_names.legend) {
+    for (std::string& line : WrapWords(entry.name, kLegendChars, entry.id + "  ", "    ")) {
+      legend.push_back(std::move(line));
+    }
+  }
+  const double bars_height = height;
+  if (!legend.empty()) height += kLegendLine * static_cast<double>(legend.size()) + 8;
   std::string out = SvgOpen(kHtmlTopKernelsChartId, kFullWidth, height, label);
   out += Text(8, 18, "kernel", "axis-title");
   out += Text(kBarLeft, 18, by_time ? "total GPU time" : "launches", "axis-title");
@@ -315,6 +327,10 @@ std::string TopKernelsChart(const Report& report, const std::vector<size_t>& ran
                                     : FormatPercent(s.fields().occupancy),
                 "value");
     out += "</g>\n";
+  }
+  for (size_t i = 0; i < legend.size(); ++i) {
+    out += Text(8, bars_height + kLegendLine * static_cast<double>(i + 1), legend[i],
+                "name-legend");
   }
   out += "</svg>\n";
   return out;

@@ -60,6 +60,7 @@ svg .tick,svg .legend,svg .lane{fill:#444}
 svg .axis-title{fill:var(--muted)}
 svg .value{fill:#222}
 svg .label{fill:#222}
+svg .name-legend{fill:#444;font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;font-size:11px}
 svg .track{fill:#eeeeee}
 svg .laneband{fill:var(--band)}
 svg .phead{font-weight:600;fill:#222}

@@ -48,7 +48,9 @@ void FitNames(TextTable* table, int name_width) {
   table->ShortenLastColumn(room, ShortenKernelNames);
 }
 
-std::string KernelTable(const Report& r, size_t shown, bool color, int name_width) {
+// `kernel_names` receives the KERNEL cells as shown, one per signature.
+std::string KernelTable(const Report& r, size_t shown, bool color, int name_width,
+                        std::vector<std::string>* kernel_names) {
   // Under sampled timing the measured total is not the whole: MEASURED, how many launches were
   // timed, and the estimate apart from it (docs/report.md, "Sampled timing").
   const bool sampled = r.sampled_launches > 0;
@@ -127,6 +129,7 @@ std::string KernelTable(const Report& r, size_t shown, bool color, int name_widt
     }
   }
   FitNames(&table, name_width);
+  *kernel_names = table.LastColumn();
   std::string out = table.Render(0, color);
   std::vector<std::string> legend;
   if (untimed) {
@@ -150,7 +153,10 @@ std::string KernelTable(const Report& r, size_t shown, bool color, int name_widt
   return out;
 }
 
-std::string RetargetTable(const Report& r, size_t shown, bool color, int name_width) {
+// The kernels of the table above, named as there (`kernel_names`, one per signature): one
+// shortening, so an id (K3) means the same kernel in both, and its legend is the one above.
+std::string RetargetTable(const Report& r, size_t shown, bool color,
+                          const std::vector<std::string>& kernel_names) {
   const RetargetDevice& d = *r.retarget;
   std::string out = Paint(fmt::format("Retargeted to {} ({}): occupancy per SM recomputed from "
                                       "each kernel's resources",
@@ -183,11 +189,10 @@ std::string RetargetTable(const Report& r, size_t shown, bool color, int name_wi
     } else {
       for (int k = 0; k < 3; ++k) cells.push_back({"-", ""});
     }
-    cells.push_back({s.display_name(), ""});
+    cells.push_back({i < kernel_names.size() ? kernel_names[i] : s.display_name(), ""});
     table.AddRow(std::move(cells));
     table.AddNote("  > " + t.change, ansi::kCyan);
   }
-  FitNames(&table, name_width);
   out += table.Render(0, color);
   return out;
 }
@@ -302,10 +307,11 @@ std::string RenderText(const Report& r, const ReportOptions& options) {
   }
   out += Paint(title, ansi::kBold, color);
   out += '\n';
-  out += KernelTable(r, shown, color, options.name_width);
+  std::vector<std::string> kernel_names;
+  out += KernelTable(r, shown, color, options.name_width, &kernel_names);
   if (r.retarget) {
     out += '\n';
-    out += RetargetTable(r, shown, color, options.name_width);
+    out += RetargetTable(r, shown, color, kernel_names);
   }
   return out;
 }

@@ -174,7 +174,7 @@ std::string FormatStreamId(uint64_t stream) {
 }
 
 std::string ShortenKernelName(std::string_view name, size_t width) {
-  return ShortenKernelNames({std::string(name)}, width).front();
+  return ShortenKernelNames({std::string(name)}, width).names.front();
 }
 
 std::vector<std::string> WrapWords(std::string_view text, size_t width, std::string_view first,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "cuflight/report/text_format.h"
+
 namespace cuflight::report {
 
 std::string Paint(std::string_view text, std::string_view style, bool color) {
@@ -44,15 +46,22 @@ size_t TextTable::LastColumnRoom(size_t line_width, int indent, size_t min_room)
 
 void TextTable::ShortenLastColumn(
     size_t room,
-    const std::function<std::vector<std::string>(const std::vector<std::string>&, size_t)>&
-        shorten) {
+    const std::function<ShortKernelNames(const std::vector<std::string>&, size_t)>& shorten) {
   if (columns_.empty() || rows_.empty()) return;
   std::vector<std::string> cells;
   for (const Row& row : rows_) cells.push_back(row.cells.back().text);
-  std::vector<std::string> shortened = shorten(cells, room);
-  for (size_t i = 0; i < rows_.size() && i < shortened.size(); ++i) {
-    rows_[i].cells.back().text = std::move(shortened[i]);
+  ShortKernelNames shortened = shorten(cells, room);
+  for (size_t i = 0; i < rows_.size() && i < shortened.names.size(); ++i) {
+    rows_[i].cells.back().text = std::move(shortened.names[i]);
   }
+  legend_ = std::move(shortened.legend);
+}
+
+std::vector<std::string> TextTable::LastColumn() const {
+  std::vector<std::string> out;
+  if (columns_.empty()) return out;
+  for (const Row& row : rows_) out.push_back(row.cells.back().text);
+  return out;
 }
 
 std::string TextTable::Render(int indent, bool color) const {
@@ -89,6 +98,17 @@ std::string TextTable::Render(int indent, bool color) const {
     for (const auto& [note, style] : row.notes) {
       out += lead;
       out += Paint(note, style, color);
+      out += '\n';
+    }
+  }
+  // Legend entries wrap at the table's width (80 at least), continuation lines indented.
+  size_t table_width = 0;
+  for (const size_t w : widths) table_width += w + 2;
+  const size_t wrap = std::max<size_t>(table_width, 80);
+  for (const KernelNameLegendEntry& entry : legend_) {
+    for (const std::string& wrapped : WrapWords(entry.name, wrap, entry.id + "  ", "    ")) {
+      out += lead;
+      out += Paint(wrapped, ansi::kDim, color);
       out += '\n';
     }
   }

@@ -11,6 +11,7 @@
 // 228 KiB = 233472 B.
 #include "cuflight/report/advice.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -98,7 +99,8 @@ TEST(ReportAdviceTable, HandWorkedCases) {
        {1320, 1, 1},
        0,
        "25% occupancy; registers limit 2 blocks/SM; <= 80 regs/thread would fit 3 (38%): "
-       "__launch_bounds__(256, 3) or -maxrregcount=80"},
+       "__launch_bounds__(256, 3) or -maxrregcount=80 (fewer registers can spill to local memory; "
+       "check ptxas -v)"},
       // The same kernel already spilling 64 B/thread: fewer registers would spill more, so no
       // register count is suggested; at 25% the way out is less per-thread state.
       {"h100",
@@ -124,7 +126,8 @@ TEST(ReportAdviceTable, HandWorkedCases) {
        {1320, 1, 1},
        0,
        "50% occupancy (probably enough); registers limit 4 blocks/SM; if latency-bound, <= 48 "
-       "regs/thread would fit 5 (63%): __launch_bounds__(256, 5) or -maxrregcount=48"},
+       "regs/thread would fit 5 (63%): __launch_bounds__(256, 5) or -maxrregcount=48 (fewer "
+       "registers can spill to local memory; check ptxas -v)"},
       // At 50% with spills, registers binding: allowing more registers is the useful direction.
       {"h100",
        64,
@@ -163,8 +166,8 @@ TEST(ReportAdviceTable, HandWorkedCases) {
        0,
        "25% occupancy; registers and shared_mem both limit 2 blocks/SM: changing one alone "
        "gains nothing; <= 80 regs/thread and <= 75 KiB/block together would fit 3 (38%): "
-       "__launch_bounds__(256, 3) or -maxrregcount=80, less dynamic shared memory (smaller "
-       "tiles)"},
+       "__launch_bounds__(256, 3) or -maxrregcount=80 (fewer registers can spill to local memory; "
+       "check ptxas -v), less dynamic shared memory (smaller tiles)"},
       // Block slots with a block size that gains: 32-thread blocks, 32 regs/thread (1024
       // regs/warp, 16 warps per sub-partition: 64 warps, no limit); 32 block slots x 1 warp =
       // 32 / 64 = 50%. 1024-thread blocks: 2 blocks x 32 warps = 64 / 64 = 100%.
@@ -207,6 +210,61 @@ TEST(ReportAdviceTable, HandWorkedCases) {
         << c.device << " regs " << c.regs << " smem " << c.static_smem << "+" << c.dyn_smem
         << " block " << c.block.x << " grid " << c.grid.x << " local " << c.local_bytes;
   }
+}
+
+// Kernels of libraries and code generators (kernel_origin.h), on the same devices: the fact, and
+// what their user can change instead of registers and launch bounds.
+TEST(ReportAdviceTable, LibraryKernelsGetTheirOwnLevers) {
+  const std::string cublas =
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+      "segment_k_off_kernel__5x_cublas";
+  const std::string cublas_levers =
+      "cuBLAS picks the kernel from the GEMM's shape, data type and math mode: change the shape or "
+      "batch (dimensions that are multiples of 16 use tensor cores), the data type, or in PyTorch "
+      "torch.backends.cuda.matmul.allow_tf32 / torch.set_float32_matmul_precision; cuBLASLt "
+      "callers can try other algorithms from cublasLtMatmulAlgoGetHeuristic";
+  // A Hopper GEMM: 384 threads (12 warps, three warpgroups), 168 regs/thread = 5376 regs/warp
+  // (21 x 256), 16384 / 5376 = 3 warps per sub-partition, 12 per SM: 1 block; 200 KiB dynamic +
+  // 1 KiB reserved = 201 KiB of 228: 1 block. Both give 1 block, 12 / 64 = 18.75% -> 19%; 264
+  // blocks on 132 SMs are 2 waves.
+  Case gemm{"h100", 168, 0, 200 * 1024, {384, 1, 1}, {264, 1, 1}, 0, ""};
+  Signature s = SignatureOf(gemm);
+  s.demangled = cublas;
+  EXPECT_EQ(Advice(s),
+            "19% occupancy; registers and shared_mem limit 1 block/SM: a cuBLAS kernel, not "
+            "rebuilt with your flags; tensor-core kernels run one or two large blocks per SM by "
+            "design; check with Nsight Compute's achieved occupancy and stall reasons whether it "
+            "matters; " + cublas_levers);
+  // The same as the user's own kernel: the register lever, with its cost.
+  s.demangled = "void my_gemm<128>(float const*, float*)";
+  EXPECT_THAT(Advice(s), ::testing::HasSubstr("registers and shared_mem both limit 1 block/SM"));
+  EXPECT_THAT(Advice(s), ::testing::Not(::testing::HasSubstr("cuBLAS")));
+  // Four blocks: 4 / (132 x 1) = 0.03 waves, 128 SMs idle; more work per call, not more blocks.
+  gemm.grid = {4, 1, 1};
+  s = SignatureOf(gemm);
+  s.demangled = cublas;
+  EXPECT_EQ(Advice(s),
+            "grid of 4 blocks is under one wave (0.03 waves of 132 SMs x 1 block/SM): every block "
+            "is already resident, so higher occupancy cannot help; 128 of 132 SMs get no block; "
+            "give it more work per call (a larger or batched GEMM; cuBLAS chooses split-K itself)");
+  // An Inductor reduction: 255 regs/thread = 8160 -> 8192 regs/warp, 2 warps per sub-partition,
+  // 8 per SM: one 256-thread block, 8 / 64 = 12.5% -> 13%. No tensor-core sentence.
+  s = SignatureOf({"h100", 255, 0, 0, {256, 1, 1}, {1320, 1, 1}, 0, ""});
+  s.demangled = "triton_red_fused_native_layer_norm_7";
+  EXPECT_EQ(Advice(s),
+            "13% occupancy; registers limit 1 block/SM: a Triton kernel, not rebuilt with your "
+            "flags; check with Nsight Compute's achieved occupancy and stall reasons whether it "
+            "matters; its Triton config sets this: num_warps, num_stages and the BLOCK sizes "
+            "(torch.compile(mode=\"max-autotune\") searches them; for your own kernel, the "
+            "@triton.autotune configs)");
+  // PyTorch's add at 50%: 64 regs/thread = 2048 regs/warp, 8 warps per sub-partition, 32 per
+  // SM = 8 blocks of 4 warps, 32 / 64: only the fact.
+  s = SignatureOf({"h100", 64, 0, 0, {128, 1, 1}, {1320, 1, 1}, 0, ""});
+  s.demangled =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+      "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+      "at::detail::Array<char*, 3>)";
+  EXPECT_EQ(Advice(s), "50% occupancy (probably enough); registers limit 8 blocks/SM");
 }
 
 // Without the device's limits (no device event) the engine cannot check a change: a tie says

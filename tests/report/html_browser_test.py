@@ -3,7 +3,9 @@
 
 Asserts: no console message or uncaught exception while it loads (the page's own script ran:
 it titles every sortable column header), the four charts are in the DOM with SVG content, the
-kernel name holding <&"'> arrives as text, and a screenshot of it is non-trivial. Then the page
+kernel name holding <&"'> arrives as text, the top-kernels chart's labels of four CUTLASS GEMMs
+that differ only deep in their template arguments (tile, epilogue functor) are all different as
+the browser shows them, and a screenshot of it is non-trivial. Then the page
 of 32 ranks that crashed alike in half a second, laid out at 1024 and 1280 px (a script added to
 a copy of it measures the layout): the header's span to the millisecond, the processes table's
 last column (ENDING) inside the window, no value broken across lines, the findings above the
@@ -65,6 +67,21 @@ def kernel(ts, pid, seq, corr, name, demangled, block, regs, limiter, blocks, st
         regs_for_next_block=None, smem_for_next_block=None, best_block_size=1024)
 
 
+def cutlass_gemm(tile_m, functor):
+    """A CUTLASS 2.x tensor-op GEMM's demangled name (the shape of cutlass::Kernel<Gemm<...>>)."""
+    return ("void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
+            f"MmaPipelined<cutlass::gemm::GemmShape<{tile_m}, 128, 32>, cutlass::half_t, "
+            "cutlass::layout::RowMajor, cutlass::half_t, cutlass::layout::ColumnMajor, float, "
+            "cutlass::layout::RowMajor, cutlass::arch::OpClassTensorOp>, "
+            "cutlass::epilogue::threadblock::Epilogue<cutlass::epilogue::thread::"
+            f"{functor}<cutlass::half_t, 8, float, float>, 1>, true>>"
+            "(cutlass::gemm::kernel::Gemm::Params)")
+
+
+CUTLASS = [cutlass_gemm(64, "LinearCombination"), cutlass_gemm(128, "LinearCombination"),
+           cutlass_gemm(64, "LinearCombinationRelu"), cutlass_gemm(128, "LinearCombinationRelu")]
+
+
 def kernel_time(pid, seq, corr, start, duration, stream=0):
     return event("kernel_time", start + duration + 1000, pid, seq, correlation_id=corr,
                  device=0, context=4096, stream=stream, start_ns=start,
@@ -100,6 +117,12 @@ def write_logs(directory):
             lines.append(kernel_time(100, seq + 1, corr, ts + 20000, 800000 + 10000 * (i % 7),
                                      stream=stream * 16))
             seq, corr = seq + 2, corr + 1
+    for i, name in enumerate(CUTLASS):
+        ts = START + SECOND // 2 + i * 1000000
+        lines.append(kernel(ts, 100, seq, corr, f"_ZN7cutlass6KernelI{i}", name, 128, 232,
+                            "registers", 1))
+        lines.append(kernel_time(100, seq + 1, corr, ts + 20000, 300000 + 1000 * i))
+        seq, corr = seq + 2, corr + 1
     lines.append(event("process_end", START + SECOND, 100, seq, exit_code=0, emitted=seq,
                        dropped=0))
     with open(os.path.join(directory, "a.jsonl"), "w", encoding="utf-8") as f:
@@ -313,6 +336,8 @@ class DomCheck(html.parser.HTMLParser):
         self.text = []
         self.header_titles = []
         self.in_sortable = False
+        self.top_labels = []  # the top-kernels chart's kernel labels, as the DOM holds them
+        self.in_label = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -324,12 +349,18 @@ class DomCheck(html.parser.HTMLParser):
         if self.current_chart:
             self.depth += 1
             self.chart_children[self.current_chart].append(tag)
+            if (self.current_chart == "chart-top-kernels" and tag == "text"
+                    and a.get("class") == "label"):
+                self.in_label = True
+                self.top_labels.append("")
         if tag == "table":
             self.in_sortable = "sortable" in (a.get("class") or "").split()
         if tag == "th" and self.in_sortable:
             self.header_titles.append(a.get("title"))
 
     def handle_endtag(self, tag):
+        if tag == "text":
+            self.in_label = False
         if tag == "table":
             self.in_sortable = False
         if self.current_chart:
@@ -340,6 +371,8 @@ class DomCheck(html.parser.HTMLParser):
 
     def handle_data(self, data):
         self.text.append(data)
+        if self.in_label:
+            self.top_labels[-1] += data
 
 
 def png_check(path):
@@ -407,6 +440,12 @@ def main():
             fail(f"the kernel name {NASTY!r} is not in the page's text")
         if "crash" not in text or "pid 200 infer on node2" not in text:
             fail("the review section does not show the crashed process")
+        cutlass_labels = [t for t in dom.top_labels if "GemmShape" in t]
+        if len(cutlass_labels) != len(CUTLASS) or len(set(cutlass_labels)) != len(CUTLASS):
+            fail(f"the top-kernels chart does not tell the CUTLASS kernels apart: {dom.top_labels}")
+        for tile, functor in [("64", "LinearCombination"), ("128", "LinearCombinationRelu")]:
+            if not any(f"GemmShape<{tile}," in t and f"{functor}>" in t for t in cutlass_labels):
+                fail(f"no chart label shows GemmShape<{tile}, ...> with {functor}: {cutlass_labels}")
         if not dom.header_titles or any(t != "Sort by this column" for t in dom.header_titles):
             fail("the page's script did not run (the table headers have no sorting title)")
 

@@ -6,8 +6,12 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <cctype>
+#include <set>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -101,7 +105,8 @@ TEST(ReportCli, TableHeaderAdviceAndNoReview) {
   // The advice (advice_test.cc has its rules), wrapped at 120 columns under its "  > ".
   EXPECT_THAT(r.out, HasSubstr("\n  > 75% occupancy (probably enough); registers limit 6 "
                                "blocks/SM; if latency-bound, <= 32 regs/thread would fit 7 (88%):"
-                               "\n    __launch_bounds__(256, 7) or -maxrregcount=32\n"));
+                               "\n    __launch_bounds__(256, 7) or -maxrregcount=32 (fewer registers "
+                               "can spill to local memory; check ptxas -v)\n"));
   EXPECT_THAT(r.out, HasSubstr("\n  > 19% occupancy (low, likely latency-bound); 48 KiB "
                                "smem/block limits 3 blocks/SM; <= 40 KiB/block would fit 4 (25%):"
                                "\n    less dynamic shared memory (smaller tiles)\n"));
@@ -762,7 +767,8 @@ TEST(ReportCli, SortTopAndCsv) {
   // The advice holds commas: quoted, on one line.
   EXPECT_THAT(rows[1], HasSubstr(",\"75% occupancy (probably enough); registers limit 6 blocks/SM; "
                                  "if latency-bound, <= 32 regs/thread would fit 7 (88%): "
-                                 "__launch_bounds__(256, 7) or -maxrregcount=32\""));
+                                 "__launch_bounds__(256, 7) or -maxrregcount=32 (fewer registers can "
+                                 "spill to local memory; check ptxas -v)\""));
 }
 
 // Two instances of one template: the table tells them apart by the differing argument, and
@@ -786,15 +792,15 @@ TEST(ReportCli, NameWidthWidensTheKernelColumn) {
   m.demangled = mul;
   s += Line(Kernel(kPid, 2, kStart + 1, 1, a)) + Line(Kernel(kPid, 3, kStart + 2, 2, m));
   WriteFile(dir.path() / "a.jsonl", s);
-  // Default: the room the 120-column table leaves (here 40); the template's name is cut and the
-  // functor stays (kernel_names.h has the steps).
+  // Default: the room the 120-column table leaves (here 40); only the differing functor stays
+  // after the template's name, cut (kernel_names.h has the steps).
   CliRun r = Report({dir.path().string(), "--color", "never"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., AddFunctor, ...>\n"));
-  EXPECT_THAT(r.out, HasSubstr("  vectorized_elem...<..., MulFunctor, ...>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_ke...<AddFunctor>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_ke...<MulFunctor>\n"));
   // 60 columns: the namespaces go and the first and last arguments, common to both, are "...".
   r = Report({dir.path().string(), "--color", "never", "--name-width", "60"});
-  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_kernel<..., AddFunctor<float>, ...>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  vectorized_elementwise_kernel<..., AddFunctor, ...>\n"));
   r = Report({dir.path().string(), "--color", "never", "--name-width", "0"});
   EXPECT_THAT(r.out, HasSubstr("  " + add + "\n"));
   EXPECT_THAT(r.out, HasSubstr("  " + mul + "\n"));
@@ -891,6 +897,156 @@ TEST(ReportCli, RetargetMatchesTheEngine) {
     const json by = json::parse(Report({dir.path().string(), "--json", "--retarget", spec}).out);
     EXPECT_EQ(by["retarget"]["key"], "l4") << spec;
   }
+}
+
+// CUTLASS instantiations that differ only deep in their template arguments (the tile's M,
+// GemmShape<64, 128, 32> against <128, 128, 32>, and the epilogue functor), with PyTorch
+// elementwise kernels, as in a training log: every table and the HTML top-kernels chart show
+// them apart (never "Kernel<...>" for all), ids have their legend, and the advice for the
+// CUTLASS kernels names CUTLASS's levers, not __launch_bounds__.
+std::string CutlassName(int tile_m, const std::string& functor) {
+  return "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<cutlass::gemm::threadblock::"
+         "MmaPipelined<cutlass::gemm::GemmShape<" +
+         std::to_string(tile_m) +
+         ", 128, 32>, cutlass::half_t, cutlass::layout::RowMajor, cutlass::half_t, "
+         "cutlass::layout::ColumnMajor, float, cutlass::layout::RowMajor, "
+         "cutlass::arch::OpClassTensorOp>, cutlass::epilogue::threadblock::Epilogue<"
+         "cutlass::epilogue::thread::" +
+         functor +
+         "<cutlass::half_t, 8, float, float>, 1>, true>>(cutlass::gemm::kernel::Gemm::Params)";
+}
+
+// The KERNEL cells of the table whose header line starts with `header`, and the legend lines
+// ("K<n>  ...") printed under it.
+std::pair<std::vector<std::string>, std::vector<std::string>> KernelColumn(
+    const std::string& out, const std::string& header) {
+  std::vector<std::string> cells;
+  std::vector<std::string> legend;
+  std::istringstream in(out);
+  std::string line;
+  size_t column = std::string::npos;
+  while (std::getline(in, line)) {
+    if (column == std::string::npos) {
+      if (line.starts_with(header)) column = line.find("KERNEL");
+      continue;
+    }
+    if (line.empty()) break;
+    if (line.starts_with("K") && line.find("  ") != std::string::npos &&
+        std::isdigit(static_cast<unsigned char>(line[1]))) {
+      legend.push_back(line);
+      continue;
+    }
+    static const std::regex kRow(R"(^ *\d+  .*)");
+    if (!std::regex_match(line, kRow) || line.size() <= column) continue;  // advice
+    cells.push_back(line.substr(column));
+  }
+  return {cells, legend};
+}
+
+TEST(ReportCli, DeepTemplateDifferencesStayApartInEveryTableAndChart) {
+  TempDir dir;
+  std::string s = Line(Start(kPid, 0, kStart)) + Line(Device(kPid, 1, 0, "NVIDIA A100"));
+  const std::vector<std::string> functors = {"LinearCombination", "LinearCombinationRelu",
+                                             "LinearCombinationGELU", "LinearCombinationClamp"};
+  std::vector<std::string> names;
+  for (const int tile : {64, 128}) {
+    for (const std::string& f : functors) names.push_back(CutlassName(tile, f));
+  }
+  names.push_back("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+                  "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+                  "at::detail::Array<char*, 3>)");
+  names.push_back("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
+                  "at::detail::Array<char*, 3> >(int, at::native::MulFunctor<float>, "
+                  "at::detail::Array<char*, 3>)");
+  uint64_t seq = 2;
+  for (size_t i = 0; i < names.size(); ++i) {
+    KernelSpec k;
+    k.name = "_Zk" + std::to_string(i);
+    k.demangled = names[i];
+    k.block = {128, 1, 1};
+    k.regs = 232;
+    k.occupancy = Fields(1, 4, 64, Resource::kRegisters);  // 4 / 64 warps: 6%
+    const int64_t ts = kStart + 1000 * static_cast<int64_t>(i + 1);
+    s += Line(Kernel(kPid, seq, ts, i + 1, k));
+    // GPU times 10 us apart, so the order is the names' order.
+    s += Line(KernelTime(kPid, seq + 1, i + 1, 100000 - 10000 * i));
+    seq += 2;
+  }
+  WriteFile(dir.path() / "a.jsonl", s);
+
+  for (const std::string width : {"", "40", "24"}) {
+    std::vector<std::string> args = {dir.path().string(), "--color", "never"};
+    if (!width.empty()) args.insert(args.end(), {"--name-width", width});
+    const CliRun r = Report(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto [cells, legend] = KernelColumn(r.out, "LAUNCHES");
+    ASSERT_EQ(cells.size(), names.size()) << r.out;
+    std::set<std::string> distinct(cells.begin(), cells.end());
+    EXPECT_EQ(distinct.size(), names.size()) << r.out;
+    EXPECT_FALSE(distinct.contains("Kernel<...>")) << r.out;
+    // Every id shown has its legend line, and the legend names no other.
+    std::set<std::string> shown_ids;
+    for (const std::string& c : cells) {
+      if (c.starts_with("K") && c.find(' ') != std::string::npos) {
+        shown_ids.insert(c.substr(0, c.find(' ')));
+      }
+    }
+    std::set<std::string> legend_ids;
+    for (const std::string& l : legend) legend_ids.insert(l.substr(0, l.find(' ')));
+    EXPECT_EQ(shown_ids, legend_ids) << r.out;
+    // The tile and the functor are in each CUTLASS kernel's cell or legend line.
+    for (size_t i = 0; i < 8; ++i) {
+      std::string said = cells[i];
+      for (const std::string& l : legend) {
+        if (said.starts_with(l.substr(0, l.find(' ')) + " ")) said = l;
+      }
+      EXPECT_THAT(said, HasSubstr(i < 4 ? "GemmShape<64" : "GemmShape<128")) << said;
+      EXPECT_THAT(said, HasSubstr(functors[i % 4])) << said;
+    }
+    // The advice for a CUTLASS kernel is CUTLASS's, not the register lever.
+    EXPECT_THAT(r.out, HasSubstr("a CUTLASS kernel, not rebuilt with your flags"));
+    EXPECT_THAT(r.out, Not(HasSubstr("__launch_bounds__")));
+  }
+  // At 40 columns: "Kernel<GemmShape<64, ...>, LinearCombination>" (44 bytes) does not fit, so
+  // ids: K1 is the first kernel by GPU time.
+  const CliRun narrow = Report({dir.path().string(), "--color", "never", "--name-width", "40"});
+  EXPECT_THAT(narrow.out, HasSubstr("K1  Kernel<GemmShape<64, ...>, LinearCombination>\n"));
+  EXPECT_THAT(narrow.out, HasSubstr("K6  Kernel<GemmShape<128, ...>, LinearCombinationRelu>\n"));
+  // --retarget's table names the kernels as the table above does (one shortening: the same ids).
+  const CliRun retarget = Report(
+      {dir.path().string(), "--color", "never", "--name-width", "40", "--retarget", "h100"});
+  ASSERT_EQ(retarget.exit_code, 0) << retarget.err;
+  const auto [above, legend_above] = KernelColumn(retarget.out, "LAUNCHES");
+  const auto [retargeted, legend_retargeted] = KernelColumn(retarget.out, "BLK/SM");
+  EXPECT_EQ(retargeted, above) << retarget.out;
+  // The eight CUTLASS kernels (44 bytes and more) have ids; PyTorch's two fit with the
+  // template's name cut ("vectorized_elementwise_ke...<AddFunctor>").
+  EXPECT_EQ(legend_above.size(), 8u);
+  EXPECT_TRUE(legend_retargeted.empty()) << retarget.out;
+
+  // The HTML top-kernels chart: its labels (64 bytes) are all different.
+  const std::filesystem::path page = dir.path() / "report.html";
+  const CliRun html = Report({dir.path().string(), "--html", page.string()});
+  ASSERT_EQ(html.exit_code, 0) << html.err;
+  std::ifstream in(page);
+  std::ostringstream read;
+  read << in.rdbuf();  // not istreambuf_iterator: g++ -O3 -Wnull-dereference false positive
+  const std::string text = read.str();
+  const size_t chart = text.find("id=\"chart-top-kernels\"");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string svg = text.substr(chart, text.find("</svg>", chart) - chart);
+  std::set<std::string> labels;
+  size_t count = 0;
+  for (size_t p = svg.find("class=\"label\""); p != std::string::npos;
+       p = svg.find("class=\"label\"", p + 1)) {
+    const size_t open = svg.find('>', p) + 1;
+    labels.insert(svg.substr(open, svg.find("</text>", open) - open));
+    ++count;
+  }
+  EXPECT_EQ(count, names.size());
+  EXPECT_EQ(labels.size(), names.size());
+  EXPECT_TRUE(labels.contains("Kernel&lt;GemmShape&lt;64, ...&gt;, LinearCombination&gt;"))
+      << svg.substr(0, 4000);
 }
 
 }  // namespace

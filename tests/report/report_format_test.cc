@@ -70,15 +70,15 @@ TEST(ReportFormat, KernelNamesShortenInSteps) {
       "void cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>(cutlass::Params const&, int)";
   EXPECT_EQ(ShortenKernelName(name, 200), name);
   // Return type and parameters go (55 bytes); then the namespaces, keeping the arguments (22);
-  // then, the template being the only one shown, its arguments (9).
+  // then, the template being the only one shown, its builtin-like arguments (4).
   EXPECT_EQ(ShortenKernelName(name, 60), "cutlass::gemm::kernel::Gemm<cutlass::half_t, 128, 256>");
   EXPECT_EQ(ShortenKernelName(name, 40), "Gemm<half_t, 128, 256>");
-  EXPECT_EQ(ShortenKernelName(name, 20), "Gemm<...>");
+  EXPECT_EQ(ShortenKernelName(name, 20), "Gemm");
   EXPECT_EQ(ShortenKernelName("a_very_long_kernel_name_without_scopes", 16), "a_very_long_k...");
 }
 
 // PyTorch's elementwise kernels for add, GELU and mul (names as CUPTI demangles them, from a
-// torch 2.x trace): one template, told apart only by the functor argument.
+// torch 2.x trace): one template, told apart by the functor argument and the Array's size.
 const std::vector<std::string> kElementwise = {
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
     "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
@@ -95,25 +95,25 @@ const std::vector<std::string> kElementwise = {
     ">, at::detail::Array<char*, 3>)"};
 
 TEST(ReportFormat, TemplatedNamesKeepWhatTellsThemApart) {
-  // 60 columns. Add: the common first argument (4) becomes "...", namespaces go, then builtin
-  // types and numbers inside the arguments ("AddFunctor<float>" -> "AddFunctor",
-  // "Array<char*, 3>" -> "Array"), and Array, now common to all three, becomes "..." too: 51
-  // bytes. GELU's lambda chain becomes "GeluCUDAKernelImpl::lambda" and Mul's functor
-  // "BinaryFunctor<MulFunctor>": with the template's name (29 bytes) they are 67 and 66, so the
-  // template's name is cut to the room their arguments leave (60 - 38 = 22, 60 - 37 = 23).
-  EXPECT_EQ(
-      ShortenKernelNames(kElementwise, 60),
-      (std::vector<std::string>{"vectorized_elementwise_kernel<..., AddFunctor, ...>",
-                                "vectorized_elementw...<..., GeluCUDAKernelImpl::lambda, ...>",
-                                "vectorized_elementwi...<..., BinaryFunctor<MulFunctor>, ...>"}));
-  // 24 columns (the report's narrowest): only the differing argument after what is left of the
-  // template's name: "<AddFunctor>" leaves 12 ("vectorize..."); the other two arguments alone
-  // are longer than 20, so one letter, "...", and the argument cut at the end.
-  EXPECT_EQ(ShortenKernelNames(kElementwise, 24),
-            (std::vector<std::string>{"vectorize...<AddFunctor>", "v...<GeluCUDAKernelIm...",
-                                      "v...<BinaryFunctor<Mu..."}));
+  // 60 columns. The tree diff (form 3) keeps the functors (each another template: shown by name,
+  // builtin types and numbers gone: "AddFunctor", "GeluCUDAKernelImpl::lambda",
+  // "BinaryFunctor<MulFunctor>") and Array<char*, 3> against <char*, 2> as "Array<..., 3>"; the
+  // shared 4 is "...": Add's is 61 bytes. Form 4 drops the shared places: Add's is 56; GELU's
+  // (72) and Mul's (71) have their template's name cut to what their 43 and 42 bytes leave.
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 60).names,
+            (std::vector<std::string>{
+                "vectorized_elementwise_kernel<AddFunctor, Array<..., 3>>",
+                "vectorized_ele...<GeluCUDAKernelImpl::lambda, Array<..., 2>>",
+                "vectorized_elem...<BinaryFunctor<MulFunctor>, Array<..., 3>>"}));
+  // 24 columns (the report's narrowest): even the differences do not fit: ids and a legend.
+  const ShortKernelNames narrow = ShortenKernelNames(kElementwise, 24);
+  EXPECT_EQ(narrow.names,
+            (std::vector<std::string>{"K1 vectorized_element...", "K2 vectorized_element...",
+                                      "K3 vectorized_element..."}));
+  ASSERT_EQ(narrow.legend.size(), 3u);
+  EXPECT_EQ(narrow.legend[0].name, "vectorized_elementwise_kernel<AddFunctor, Array<..., 3>>");
   // Wide enough: whole names.
-  EXPECT_EQ(ShortenKernelNames(kElementwise, 1000), kElementwise);
+  EXPECT_EQ(ShortenKernelNames(kElementwise, 1000).names, kElementwise);
 }
 
 TEST(ReportFormat, CutlassKernelsKeepTheirDifferingTileNames) {
@@ -122,10 +122,10 @@ TEST(ReportFormat, CutlassKernelsKeepTheirDifferingTileNames) {
       "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
       "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1>("
       "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align1::Params)"};
-  // The prefix both tile names share ("cutlass_80_tensorop_s1688gemm_", up to a '_') goes.
-  EXPECT_EQ(ShortenKernelNames(names, 40),
-            (std::vector<std::string>{"Kernel2<...128x128_32x3_nn_align4>",
-                                      "Kernel2<...64x64_16x6_tn_align1>"}));
+  // The words both tile names share ("cutlass_80_tensorop_s1688gemm") go.
+  EXPECT_EQ(ShortenKernelNames(names, 40).names,
+            (std::vector<std::string>{"Kernel2<..._128x128_32x3_nn_align4>",
+                                      "Kernel2<..._64x64_16x6_tn_align1>"}));
 }
 
 TEST(ReportFormat, TimeBounds) {
@@ -170,7 +170,8 @@ TEST(ReportAdvice, RegistersWithWhatIf) {
   f.regs_for_next_block = 32;
   EXPECT_EQ(Advice(SignatureOf(f, {256, 1, 1})),
             "75% occupancy (probably enough); registers limit 6 blocks/SM; if latency-bound, <= "
-            "32 regs/thread would fit 7 (88%): __launch_bounds__(256, 7) or -maxrregcount=32");
+            "32 regs/thread would fit 7 (88%): __launch_bounds__(256, 7) or -maxrregcount=32 (fewer "
+            "registers can spill to local memory; check ptxas -v)");
 }
 
 TEST(ReportAdvice, SharedMemoryWithWhatIf) {

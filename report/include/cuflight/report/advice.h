@@ -47,6 +47,17 @@ inline constexpr double kLowOccupancy = 0.25;
 //                   blocks/SM; <= 40 KiB/block would fit 4 (25%): smaller __shared__ tiles"
 //   warps, blocks, barriers: "50% occupancy (probably enough); block slots limit 32 blocks/SM
 //                   of 1 warp; if latency-bound, blocks of 64 threads would reach 100%"
+// The register levers carry their cost: "(fewer registers can spill to local memory: check
+// ptxas -v and SPILL after rebuilding)".
+// A kernel of a library or a code generator (kernel_origin.h: cuBLAS, cuDNN, CUTLASS,
+// FlashAttention, Triton, PyTorch, NCCL) cannot be rebuilt with other register limits, and
+// tensor-core GEMMs run one or two large blocks per SM by design. After the rules up to "cluster,
+// other" it gets the fact and what its user can change instead:
+//   "13% occupancy; registers limit 1 block/SM: a cuBLAS kernel, not rebuilt with your flags;
+//   tensor-core kernels run one or two large blocks per SM by design; check with Nsight
+//   Compute's achieved occupancy and stall reasons whether it matters; cuBLAS picks the kernel
+//   from the GEMM's shape, data type and math mode: ..." (at kEnoughOccupancy and above only the
+//   fact), and its grid rule asks for more work per launch instead of more blocks.
 // The occupancy words: "(probably enough)" from kEnoughOccupancy, "(low, likely latency-bound)"
 // below kLowOccupancy. A block size, and a joint change, is named only when the occupancy engine,
 // run on the signature's device (Signature::device_limits) for the changed launch, gives more

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "cuflight/report/kernel_names.h"
+
 namespace cuflight::report {
 
 // ANSI SGR sequences, or "" for none.
@@ -58,12 +60,18 @@ class TextTable {
   // least `min_room`.
   size_t LastColumnRoom(size_t line_width, int indent, size_t min_room) const;
 
-  // Replaces the last column's cells, all at once, by `shorten(cells, room)` (one for one), for
-  // those longer than `room`: a shortener that looks at every name shown (ShortenKernelNames).
-  void ShortenLastColumn(size_t room, const std::function<std::vector<std::string>(
-                                          const std::vector<std::string>&, size_t)>& shorten);
+  // Replaces the last column's cells, all at once, by `shorten(cells, room).names` (one for
+  // one): a shortener that looks at every name shown (ShortenKernelNames). Its legend (the ids it
+  // gave names too long to tell apart otherwise) is printed under the rows.
+  void ShortenLastColumn(
+      size_t room,
+      const std::function<ShortKernelNames(const std::vector<std::string>&, size_t)>& shorten);
 
-  // Header (bold when colour) then rows, each line prefixed by `indent` spaces and ending '\n'.
+  // The last column's cells, one per row (after ShortenLastColumn, as shortened).
+  std::vector<std::string> LastColumn() const;
+
+  // Header (bold when colour) then rows, then the name legend (dim when colour), each line
+  // prefixed by `indent` spaces and ending '\n'.
   std::string Render(int indent = 0, bool color = false) const;
 
  private:
@@ -75,6 +83,7 @@ class TextTable {
 
   std::vector<Column> columns_;
   std::vector<Row> rows_;
+  std::vector<KernelNameLegendEntry> legend_;
 };
 
 }  // namespace cuflight::report

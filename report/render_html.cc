@@ -560,7 +560,8 @@ std::string FindingsSection(const Report& r) {
                        f.by_launches ? "LAUNCHES" : f.estimated ? "EST" : "GPU TIME");
     std::vector<std::string> names;
     for (const size_t i : f.top_kernels) names.push_back(r.signatures[i].display_name());
-    names = ShortenKernelNames(names, kNameRoom);
+    const ShortKernelNames short_names = ShortenKernelNames(names, kNameRoom);
+    names = short_names.names;
     for (size_t k = 0; k < f.top_kernels.size(); ++k) {
       const Signature& s = r.signatures[f.top_kernels[k]];
       const uint64_t w = f.top_weights[k];
@@ -586,6 +587,11 @@ std::string FindingsSection(const Report& r) {
       out += "</tbody>\n";
     }
     out += "</table></div>\n";
+    // The ids of names too long to tell apart in the column (kernel_names.h), under the table.
+    for (const KernelNameLegendEntry& entry : short_names.legend) {
+      out += fmt::format("<p class=\"note\">{}&nbsp; {}</p>\n", Escape(entry.id),
+                         Escape(entry.name));
+    }
   }
   out += "</section>\n";
   return out;

@@ -15,6 +15,7 @@
 #include "run_command.h"
 #include "tail_command.h"
 #include "usage_error.h"
+#include "yield_command.h"
 
 namespace cuflight::cli {
 namespace {
@@ -67,6 +68,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     cli::TailCommand tail_command(&app);
     cli::ExportCommand export_command(&app);
     ReportCommand report_command(&app);
+    cli::YieldCommand yield_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",
                        "Run the collector daemon in the foreground (cuflight collect --help)");
@@ -81,20 +83,22 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       if (tail_command.Selected()) prefix += " tail";
       if (export_command.Selected()) prefix += " export";
       if (report_command.Selected()) prefix += " report";
+      if (yield_command.Selected()) prefix += " yield";
       std::string line = OneLine(e.what());
       if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line += SuggestFlag(app, line);
       if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected() &&
-          !report_command.Selected() && !export_command.Selected()) {
+          !report_command.Selected() && !export_command.Selected() &&
+          !yield_command.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
                    ? std::string("unknown command '") + argv[1] +
-                         "' (commands: occupancy, run, tail, report, export, collect" +
-                         report::DidYouMean(
-                             argv[1], {"occupancy", "run", "tail", "report", "export", "collect"}) +
+                         "' (commands: occupancy, run, tail, report, export, collect, yield" +
+                         report::DidYouMean(argv[1], {"occupancy", "run", "tail", "report",
+                                                      "export", "collect", "yield"}) +
                          ")"
                    : std::string(
                          "a command is required (commands: occupancy, run, tail, report, "
-                         "export, collect)");
+                         "export, collect, yield)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';
@@ -119,6 +123,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (report_command.Selected()) {
       prefix += " report";
       return report_command.Run(out, err);
+    }
+    if (yield_command.Selected()) {
+      prefix += " yield";
+      return yield_command.Run(out, err);
     }
     err << prefix << ": no subcommand given (see cuflight --help)\n";
     return kExitUsage;

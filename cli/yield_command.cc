@@ -106,9 +106,10 @@ int YieldCommand::Run(std::ostream& out, std::ostream& err) const {
     throw UsageError("--for and --resume do not go together (--resume ends a yield now)");
   }
   const uint64_t for_ms = resume_ ? 0 : ParseYieldDuration("--for", for_);
-  nlohmann::json request = {{"type", std::string(schema::kYieldRequestType)},
-                            {"version", 1},
-                            {"for_ms", for_ms}};
+  // Ordered: the type first, as the collector recognises a request (control.h).
+  nlohmann::ordered_json request = {{"type", std::string(schema::kYieldRequestType)},
+                                    {"version", 1},
+                                    {"for_ms", for_ms}};
   std::string what;
   if (!pid_.empty()) {
     const auto pid = static_cast<int32_t>(

@@ -761,6 +761,7 @@ class Collector::Impl {
   // `cuflight yield` (yield_control.h): forwards the yield line to every live producer the
   // request names and the requester may ask, answers with one line and closes.
   void HandleYieldRequest(Connection& c, std::string_view line) {
+    if (c.close_requested) return;  // one request per connection: the rest is not read
     ++stats_.yield_requests;
     c.close_requested = true;
     YieldRequest request;

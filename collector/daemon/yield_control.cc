@@ -17,9 +17,9 @@ constexpr size_t kMaxListed = 64;
 }  // namespace
 
 bool LooksLikeYieldRequest(std::string_view line) noexcept {
-  const size_t first = line.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos || line[first] != '{') return false;
-  return line.find(schema::kYieldRequestType) != std::string_view::npos;
+  // The exact opening (control.h): a process_start whose argv names "yield_request" is still a
+  // process_start (the encoder writes its type first).
+  return line.starts_with(schema::kYieldRequestOpening);
 }
 
 bool ParseYieldRequest(std::string_view line, YieldRequest* request, std::string* error) noexcept {

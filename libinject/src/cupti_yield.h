@@ -11,7 +11,8 @@
 //    no signal, nothing the application must link).
 // 2. Yielding, on the sender thread only: the gate closes first (the CUPTI callback records
 //    nothing more and counts the launches it sees, launches_yielded), Poll returns kRelease, and
-//    the sender thread stops kernel activity, flushes CUPTI's buffers (forced under the
+//    the sender thread stops kernel activity (not before CUPTI 13.0 Update 1, whose disable may
+//    deadlock: SenderThreadOptions::kernel_disable_safe), flushes CUPTI's buffers (forced under the
 //    unversioned API: nothing of ours is left in a buffer another tool's callbacks would get),
 //    turns what they hold into events, and calls Released, which unsubscribes (hooks.release:
 //    cuptiUnsubscribe). A callback already past the gate when the unsubscribe comes finishes

@@ -404,6 +404,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.windows = pipeline->windows.get();
     // Only the process that subscribed yields (a fork()ed child's pipeline starts at once).
     sender_options.yield = start ? nullptr : yield_.get();
+    sender_options.kernel_disable_safe = cupti_version_ >= kCuptiVersionSafeKernelDisable;
     // Without activity (timing off, a fork()ed child) stalls are seen from synchronising calls.
     sender_options.stall_threshold = std::chrono::milliseconds(config_.stall_ms);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);

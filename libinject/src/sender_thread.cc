@@ -840,7 +840,9 @@ void SenderThread::StepYield(Clock::time_point now) noexcept {
     // made into events, then the unsubscribe.
     if (activity_ != nullptr && cupti_ != nullptr) {
       if (sync_records_) CollectSynchronizations(false);
-      cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, false);
+      if (options_.kernel_disable_safe) {
+        cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, false);
+      }
       if (cupti_->ActivityFlushAll != nullptr && !forced_flush_stuck_) {
         cupti_->ActivityFlushAll(ForcedFlushAllowed() ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
       }

@@ -130,6 +130,9 @@ struct SenderThreadOptions {
   // and while it is off CUPTI the thread makes no CUPTI call. Null: no yielding (a fork()ed
   // child's pipeline). Outlives the thread.
   CuptiYield* yield = nullptr;
+  // Whether disabling kernel activity cannot deadlock (CUPTI 13.0 Update 1 or later, injector.cc,
+  // kCuptiVersionSafeKernelDisable): only then does a yield disable it before its flush.
+  bool kernel_disable_safe = true;
 };
 
 

@@ -71,8 +71,11 @@ TEST(YieldControlTest, RequestsAreReadStrictly) {
   const std::string long_job(257, 'j');
   EXPECT_FALSE(ParseYieldRequest(
       R"({"type":"yield_request","version":1,"job":")" + long_job + R"(","for_ms":1})", &r, &error));
-  EXPECT_TRUE(LooksLikeYieldRequest(R"( {"type":"yield_request"})"));
+  EXPECT_TRUE(LooksLikeYieldRequest(R"({"type":"yield_request","version":1})"));
   EXPECT_FALSE(LooksLikeYieldRequest(R"({"type":"process_start","version":1})"));
+  // A process whose command line says yield_request is still a process.
+  EXPECT_FALSE(LooksLikeYieldRequest(
+      R"({"type":"process_start","version":1,"argv":["python","{"type":"yield_request","]})"));
 }
 
 TEST(YieldControlTest, OnlyRootOrTheProcesssOwnUserMayMakeItYield) {

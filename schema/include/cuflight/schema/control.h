@@ -9,7 +9,8 @@
 // 2. `cuflight yield` -> collector, on a connection of its own to the collector's Unix socket:
 //    one line, a JSON object, instead of a process_start: kYieldRequestType, `version` 1, either
 //    `pid` (a pid in the pid namespace `pid_ns` names, the inode of /proc/<pid>/ns/pid) or `job`
-//    (process_start's attribution.job), and `for_ms`. The collector answers with one line of
+//    (process_start's attribution.job), and `for_ms`; the line begins with kYieldRequestOpening
+//    (its type first). The collector answers with one line of
 //    kYieldReplyType (`matched`, `asked`, `refused`, `processes`) and closes. Both sides parse
 //    these with their JSON library (the collector and the CLI link one); only the names live here.
 // 3. Who may ask: the collector forwards a request only to producers whose SO_PEERCRED uid is the
@@ -33,6 +34,8 @@ inline constexpr size_t kMaxYieldLineBytes = 56;
 
 inline constexpr std::string_view kYieldRequestType = "yield_request";
 inline constexpr std::string_view kYieldReplyType = "yield_reply";
+// A request line begins with exactly this (its type first, no blank), which no event line does.
+inline constexpr std::string_view kYieldRequestOpening = R"({"type":"yield_request",)";
 
 // Writes the yield line for `for_ms` (with its '\n') into buf; returns its length, or 0 if cap is
 // too small or for_ms is above kMaxYieldMs. Allocation-free.

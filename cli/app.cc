@@ -17,6 +17,7 @@
 #include "run_command.h"
 #include "tail_command.h"
 #include "usage_error.h"
+#include "yield_command.h"
 
 namespace cuflight::cli {
 namespace {
@@ -71,6 +72,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     cli::ExportCommand export_command(&app);
     ReportCommand report_command(&app);
     DemoCommand demo_command(&app);
+    cli::YieldCommand yield_command(&app);
     // Listed for --help only: dispatched above, before parsing.
     app.add_subcommand("collect",
                        "Run the collector daemon in the foreground (cuflight collect --help)");
@@ -86,21 +88,22 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
       if (export_command.Selected()) prefix += " export";
       if (report_command.Selected()) prefix += " report";
       if (demo_command.Selected()) prefix += " demo";
+      if (yield_command.Selected()) prefix += " yield";
       std::string line = OneLine(e.what());
       if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line += SuggestFlag(app, line);
       if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !occupancy.Selected() &&
           !report_command.Selected() && !export_command.Selected() &&
-          !demo_command.Selected()) {
+          !demo_command.Selected() && !yield_command.Selected()) {
         // require_subcommand reports an unknown command word as a missing subcommand.
         line = argc > 1 && argv[1][0] != '-'
                    ? std::string("unknown command '") + argv[1] +
-                         "' (commands: occupancy, run, tail, report, export, demo, collect" +
+                         "' (commands: occupancy, run, tail, report, export, demo, collect, yield" +
                          report::DidYouMean(argv[1], {"occupancy", "run", "tail", "report",
-                                                      "export", "demo", "collect"}) +
+                                                      "export", "demo", "collect", "yield"}) +
                          ")"
                    : std::string(
                          "a command is required (commands: occupancy, run, tail, report, "
-                         "export, demo, collect)");
+                         "export, demo, collect, yield)");
         line += "; see cuflight --help";
       }
       err << prefix << ": " << line << '\n';
@@ -129,6 +132,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out, std::ostream& e
     if (demo_command.Selected()) {
       prefix += " demo";
       return demo_command.Run(out, err, device_query);
+    }
+    if (yield_command.Selected()) {
+      prefix += " yield";
+      return yield_command.Run(out, err);
     }
     err << prefix << ": no subcommand given (see cuflight --help)\n";
     return kExitUsage;

@@ -30,6 +30,7 @@
 #include "cuflight/blackbox/region_source.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
+#include "cuflight/schema/control.h"
 #include "line_validator.h"
 #include "listen_sockets.h"
 #include "log_rate_limiter.h"
@@ -37,6 +38,7 @@
 #include "process_lost.h"
 #include "producer_identity.h"
 #include "producer_process.h"
+#include "yield_control.h"
 
 namespace cuflight::collector {
 namespace {
@@ -653,6 +655,10 @@ class Collector::Impl {
   // ---- lines ----
 
   void HandleLine(Connection& c, std::string_view line) {
+    if (c.process == nullptr && LooksLikeYieldRequest(line)) {
+      HandleYieldRequest(c, line);
+      return;
+    }
     ++stats_.lines_received;
     if (c.close_requested) {
       // The connection is being closed because its log refused a line: the rest of this read is
@@ -688,6 +694,10 @@ class Collector::Impl {
         return;
       }
       if (!Identify(c, header)) return;
+      c.claimed_pid = header.pid;
+      c.claimed_pid_ns = facts_.pid_ns;
+      c.job = !facts_.workload.hpc_job.empty() ? std::string(facts_.workload.hpc_job)
+                                               : JobOfProcessStart(line);
     } else if (facts_.type == schema::EventType::kProcessStart &&
                MapKey(Resolve(c, header).key) != c.process->map_key) {
       AccountSeq(*c.process, header.seq);
@@ -746,6 +756,65 @@ class Collector::Impl {
     appended_ = true;
     if (metrics_ != nullptr) metrics_->EventStored(type_name);
     OnStored(p);
+  }
+
+  // `cuflight yield` (yield_control.h): forwards the yield line to every live producer the
+  // request names and the requester may ask, answers with one line and closes.
+  void HandleYieldRequest(Connection& c, std::string_view line) {
+    if (c.close_requested) return;  // one request per connection: the rest is not read
+    ++stats_.yield_requests;
+    c.close_requested = true;
+    YieldRequest request;
+    std::string error;
+    std::vector<YieldTarget> targets;
+    if (!c.is_unix) {
+      error = "yield requests are taken on the collector's Unix socket only";
+    } else if (!ParseYieldRequest(line, &request, &error)) {
+      error = "bad yield request: " + error;
+    } else {
+      std::array<char, schema::kMaxYieldLineBytes> buf{};
+      const size_t len = schema::EncodeYield(request.for_ms, buf.data(), buf.size());
+      for (auto& [id, other] : connections_) {
+        Connection& p = *other;
+        if (p.process == nullptr || p.process->ended || &p == &c) continue;
+        const bool match = request.pid != 0
+                               ? p.claimed_pid == request.pid &&
+                                     (request.pid_ns == 0 || p.claimed_pid_ns == 0 ||
+                                      p.claimed_pid_ns == request.pid_ns)
+                               : p.job == request.job;
+        if (!match) continue;
+        YieldTarget t;
+        t.pid = p.claimed_pid;
+        t.exe = p.process->key.exe;
+        t.uid = p.peer_uid;
+        if (!MayYield(c.peer_uid, p.is_unix, p.peer_uid)) {
+          t.why = p.is_unix ? "another user's process (only root or its own user may ask)"
+                            : "a TCP producer (only root may ask)";
+        } else if (p.acks_off || len == 0) {
+          t.why = "its connection is closing";
+        } else {
+          p.out_pending.append(buf.data(), len);
+          TrySendAck(p);
+          t.asked = true;
+        }
+        targets.push_back(std::move(t));
+      }
+    }
+    const auto asked = static_cast<uint64_t>(std::count_if(
+        targets.begin(), targets.end(), [](const YieldTarget& t) { return t.asked; }));
+    stats_.yield_refused += targets.size() - asked;
+    const std::string reply = EncodeYieldReply(targets, error);
+    // One short line on a fresh connection: the socket's buffer takes it whole.
+    [[maybe_unused]] const ssize_t sent =
+        send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    log_->info("yield request from {}: {}", c.peer,
+               !error.empty() ? error
+                              : fmt::format("{} for {} ms: {} matched, {} asked, {} refused",
+                                            request.pid != 0
+                                                ? fmt::format("pid {}", request.pid)
+                                                : "job " + Printable(request.job, 80),
+                                            request.for_ms, targets.size(), asked,
+                                            targets.size() - asked));
   }
 
   // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a

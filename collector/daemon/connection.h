@@ -39,6 +39,11 @@ struct Connection {
   // Set with `process`: the stored lines carry this pid instead of a differing payload pid.
   bool rewrite_pid = false;
   int32_t stored_pid = 0;
+  // Set with `process`, for `cuflight yield` (yield_control.h): the pid and pid namespace its
+  // process_start claims, and its attribution's job.
+  int32_t claimed_pid = 0;
+  uint64_t claimed_pid_ns = 0;
+  std::string job;
 
   // Acknowledgements: the latest seq to acknowledge, the latest whose line was handed to the
   // socket, and the unsent rest of a partially written ack line. acks_off: an ack write failed

@@ -95,6 +95,10 @@ struct IngestStats {
   // process's process_lost (cuflight_events_unstored_total).
   uint64_t events_unstored = 0;
   uint64_t pid_mismatch = 0;  // payload pid differed from SO_PEERCRED; stored rewritten
+  // `cuflight yield` requests answered (yield_control.h), and the producers they matched that
+  // the requester was not allowed to make yield (another user's, or TCP ones for a non-root).
+  uint64_t yield_requests = 0;
+  uint64_t yield_refused = 0;
   // Claimed amounts not counted: seq gaps and drop-counter increases beyond what the producer
   // could have made (cuflight_counts_refused_total), in events.
   uint64_t counts_refused = 0;

@@ -152,6 +152,21 @@ bool Injector::InitializeOrExplain() noexcept {
     activity_ = std::make_unique<ActivityBuffers>(kActivityBufferCount, kActivityBufferBytes);
   }
 
+  // Taking turns with other CUPTI tools (cupti_yield.h): CUFLIGHT_YIELD=start, or a trigger file
+  // that exists now, leaves CUPTI alone from the start.
+  CuptiYield::Options yield_options;
+  yield_options.start_hold = std::chrono::milliseconds(config_.yield_ms);
+  if (config_.yield.starts_with('/')) yield_options.trigger_file = config_.yield;
+  yield_options.start_yielded = config_.yield == "start" ||
+                                (!yield_options.trigger_file.empty() &&
+                                 access(yield_options.trigger_file.c_str(), F_OK) == 0);
+  CuptiYield::Hooks yield_hooks;
+  yield_hooks.release = [this] { ReleaseCupti(); };
+  yield_hooks.take = [this] { return TakeCupti(); };
+  yield_ = std::make_unique<CuptiYield>(std::move(yield_options), std::move(yield_hooks),
+                                        std::chrono::steady_clock::now());
+  const bool start_yielded = yield_->gated();
+
   // The pipeline exists before the subscription (a callback may come as soon as it is made),
   // but its thread starts only after the subscription and the activity set-up: it calls CUPTI
   // (cuptiActivityFlushAll) from its first step, and this thread may be inside cuInit.
@@ -160,15 +175,24 @@ bool Injector::InitializeOrExplain() noexcept {
     Log().error("cannot set up the event pipeline; the application runs without cuflight");
     return false;
   }
-  if (!Subscribe()) return false;  // Subscribe explains
-  pipeline->sender->SetCuptiActivityApi(subscriber_scoped_ ? kActivityApiSubscriber
-                                                           : kActivityApiGlobal);
-  if (timing && !EnableTiming()) {
-    // Stalls are then seen from synchronising calls only (stall_tracker.h, point 10).
-    pipeline->sender->SetTimingUnavailable();
+  if (start_yielded) {
+    // The sender thread subscribes later (CuptiYield); process_start names no API family.
+    Log().info("CUFLIGHT_YIELD={}: CUPTI left to other tools from the start; cuflight tries to "
+               "take it {}",
+               config_.yield,
+               config_.yield == "start" ? "in " + std::to_string(config_.yield_ms) + " ms"
+                                        : "once " + config_.yield + " is gone");
+  } else {
+    if (!Subscribe()) return false;  // Subscribe explains
+    pipeline->sender->SetCuptiActivityApi(subscriber_scoped_ ? kActivityApiSubscriber
+                                                             : kActivityApiGlobal);
+    if (timing && !EnableTiming()) {
+      // Stalls are then seen from synchronising calls only (stall_tracker.h, point 10).
+      pipeline->sender->SetTimingUnavailable();
+    }
   }
   if (!pipeline->sender->Start()) {
-    if (cupti_.Unsubscribe != nullptr) cupti_.Unsubscribe(subscriber_);
+    if (cupti_.Unsubscribe != nullptr && subscriber_ != nullptr) cupti_.Unsubscribe(subscriber_);
     pipeline->ring->Close();  // a launch that got in meanwhile does not wait
     Log().error("cannot start the sender thread; the application runs without cuflight");
     return false;
@@ -183,7 +207,37 @@ bool Injector::InitializeOrExplain() noexcept {
   return true;
 }
 
-bool Injector::Subscribe() noexcept {
+void Injector::ReleaseCupti() noexcept {
+  if (cupti_.Unsubscribe != nullptr && subscriber_ != nullptr) {
+    const CUptiResult result = cupti_.Unsubscribe(subscriber_);
+    if (result != CUPTI_SUCCESS) {
+      Log().warn("cuptiUnsubscribe failed ({}) while yielding CUPTI", CuptiError(cupti_, result));
+    }
+  }
+  subscriber_ = nullptr;
+  Log().info("CUPTI handed over: launches are not recorded until cuflight takes it back");
+}
+
+CUptiResult Injector::TakeCupti() noexcept {
+  // No callback comes until EnableCallbacks below: by then the tables are current and the gate is
+  // open, so no launch is seen half-way.
+  if (!Subscribe(/*quiet=*/true, /*enable_callbacks=*/false)) {
+    return last_subscribe_ != CUPTI_SUCCESS ? last_subscribe_ : CUPTI_ERROR_UNKNOWN;
+  }
+  Pipeline* pipeline = pipeline_.load(std::memory_order_acquire);
+  // Teardowns and attribute changes made while unsubscribed were not seen (recorder.h).
+  if (pipeline != nullptr && pipeline->recorder != nullptr) pipeline->recorder->ForgetAfterYield();
+  if (config_.timing != env::TimingPolicy::kOff && activity_ != nullptr && !EnableTiming() &&
+      pipeline != nullptr) {
+    pipeline->sender->SetTimingUnavailable();
+  }
+  yield_->OpenGate();
+  EnableCallbacks();
+  return CUPTI_SUCCESS;
+}
+
+bool Injector::Subscribe(bool quiet, bool enable_callbacks) noexcept {
+  const spdlog::level::level_enum refused = quiet ? spdlog::level::debug : spdlog::level::err;
   CUptiResult result;
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
   // One API family throughout (CUPTI docs, "V1 to V2 API Migration": mixing them returns
@@ -193,7 +247,7 @@ bool Injector::Subscribe() noexcept {
   subscriber_scoped_ = UsesSubscriberActivityApi(cupti_, cupti_version_, driver_version_);
   if (!subscriber_scoped_ &&
       UsesSubscriberActivityApi(cupti_, cupti_version_, kDriverVersionMultiSubscriber)) {
-    Log().info("libcupti {} has multi-subscriber tracing, the driver (CUDA {}) does not (it needs "
+    Log().log(quiet ? spdlog::level::debug : spdlog::level::info, "libcupti {} has multi-subscriber tracing, the driver (CUDA {}) does not (it needs "
                "r610, CUDA 13.3, or later): the unversioned CUPTI API, one tracing tool at a time",
                cupti_version_, driver_version_);
   }
@@ -219,7 +273,7 @@ bool Injector::Subscribe() noexcept {
       // when no other tool holds CUPTI, and fails with
       // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (reported below) when one does. A refused
       // cuptiSubscribe_v2 made no subscriber, so there is none to unsubscribe.
-      Log().info("cuptiSubscribe_v2 refused multiple subscribers ({}): the unversioned CUPTI API, "
+      Log().log(quiet ? spdlog::level::debug : spdlog::level::info, "cuptiSubscribe_v2 refused multiple subscribers ({}): the unversioned CUPTI API, "
                  "one tracing tool at a time",
                  CuptiError(cupti_, result));
       subscriber_scoped_ = false;
@@ -229,17 +283,23 @@ bool Injector::Subscribe() noexcept {
   } else {
     result = cupti_.Subscribe(&subscriber_, &Injector::Callback, this);
   }
+  last_subscribe_ = result;
   if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    Log().error("another CUPTI tool{}{} already holds the CUPTI subscriber; the application runs "
+    Log().log(refused, "another CUPTI tool{}{} already holds the CUPTI subscriber; the application runs "
                 "without cuflight",
                 holder[0] != '\0' ? " (" : "", holder[0] != '\0' ? std::string(holder) + ")" : "");
     return false;
   }
   if (result != CUPTI_SUCCESS) {
-    Log().error("cuptiSubscribe failed ({}); the application runs without cuflight",
+    Log().log(refused, "cuptiSubscribe failed ({}); the application runs without cuflight",
                 CuptiError(cupti_, result));
     return false;
   }
+  if (enable_callbacks) EnableCallbacks();
+  return true;
+}
+
+void Injector::EnableCallbacks() noexcept {
   // The calls CUFLIGHT_API_ERRORS asks for (driver_queries.h): the needed ones always, the whole
   // domain less the high-rate calls by default, or all of it.
   DriverSubscription subscription = DriverSubscription::kNeeded;
@@ -250,7 +310,6 @@ bool Injector::Subscribe() noexcept {
     Log().warn("cannot enable every driver API callback; api_error events cover launches and "
                "synchronising calls only (as CUFLIGHT_API_ERRORS=launches)");
   }
-  return true;
 }
 
 bool Injector::EnableTiming() noexcept {
@@ -343,6 +402,9 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     // A fork()ed child's pipeline has no activity: nothing of it is timed.
     sender_options.timing_policy = with_activity ? config_.timing : env::TimingPolicy::kOff;
     sender_options.windows = pipeline->windows.get();
+    // Only the process that subscribed yields (a fork()ed child's pipeline starts at once).
+    sender_options.yield = start ? nullptr : yield_.get();
+    sender_options.kernel_disable_safe = cupti_version_ >= kCuptiVersionSafeKernelDisable;
     // Without activity (timing off, a fork()ed child) stalls are seen from synchronising calls.
     sender_options.stall_threshold = std::chrono::milliseconds(config_.stall_ms);
     sender_options.api_error_history = static_cast<int>(config_.api_error_history);
@@ -434,6 +496,15 @@ Injector::Pipeline* Injector::PipelineForThisProcess() noexcept {
 void Injector::Callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                         const void* data) {
   auto* self = static_cast<Injector*>(userdata);
+  if (const CuptiYield* yield = self->yield_.get(); yield != nullptr && yield->gated())
+      [[unlikely]] {
+    // Yielding CUPTI (cupti_yield.h): nothing is recorded; a launch is counted once, at its exit.
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && LaunchApiOf(cbid) && data != nullptr &&
+        static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT) {
+      self->yield_->CountLaunch();
+    }
+    return;
+  }
   Pipeline* pipeline = self->pipeline_.load(std::memory_order_acquire);
   if (pipeline == nullptr) {
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !LaunchApiOf(cbid)) return;

@@ -18,6 +18,7 @@
 #include "cuflight/blackbox/region_writer.h"
 #include "cuflight/env/config.h"
 #include "cupti_api.h"
+#include "cupti_yield.h"
 #include "device_table.h"
 #include "driver_api.h"
 #include "function_table.h"
@@ -56,7 +57,15 @@ class Injector {
 
   Injector() = default;
   bool InitializeOrExplain() noexcept;
-  bool Subscribe() noexcept;
+  // `quiet`: a refusal is said at debug level only (taking CUPTI back after a yield, retried).
+  // The CUPTI result is left in last_subscribe_.
+  // `enable_callbacks` false: the driver callbacks are left to EnableCallbacks.
+  bool Subscribe(bool quiet = false, bool enable_callbacks = true) noexcept;
+  void EnableCallbacks() noexcept;
+  // CuptiYield's hooks (cupti_yield.h), on the sender thread: hand CUPTI over; take it back
+  // (subscribe, forget what the callbacks could not keep current, set timing up again).
+  void ReleaseCupti() noexcept;
+  CUptiResult TakeCupti() noexcept;
   // Registers the activity buffer callbacks and, under the `all` policy, enables kernel records,
   // through the family Subscribe chose (under `sampled` the sender thread enables them, window by
   // window). False (one warning said): no timing for this process.
@@ -96,6 +105,9 @@ class Injector {
   std::unique_ptr<DeviceTable> devices_;
   std::unique_ptr<env::NameFilter> filter_;
   std::unique_ptr<ActivityBuffers> activity_;
+  // Taking turns with other CUPTI tools; made before the subscription, never destroyed.
+  std::unique_ptr<CuptiYield> yield_;
+  CUptiResult last_subscribe_ = CUPTI_SUCCESS;
   std::atomic<Pipeline*> pipeline_{nullptr};
   // Pipelines inherited from parent processes: never used or freed in the child (their threads
   // do not exist here), kept reachable.

@@ -452,6 +452,13 @@ void Recorder::ContextGone(uint64_t context) noexcept {
   stream_ids_.ForgetAll();
 }
 
+void Recorder::ForgetAfterYield() noexcept {
+  functions_->InvalidateAll();
+  devices_->ForgetContexts();
+  streams_.ForgetAll();
+  stream_ids_.ForgetAll();
+}
+
 void Recorder::PrimaryContextGone(CUdevice device) noexcept {
   uint64_t context = 0;
   if (device >= 0 && device < DeviceTable::kMaxDevices) {

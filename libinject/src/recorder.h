@@ -124,6 +124,11 @@ class Recorder {
   // launches (graph_launches.h) (driver_queries.h, kNeededCalls).
   static std::span<const CUpti_CallbackId> DriverCallbacks();
 
+  // After the library was off CUPTI (cupti_yield.h): the teardowns and attribute changes made
+  // meanwhile were not seen, so the remembered contexts and streams are forgotten and every
+  // function is read again at its next launch. Sender thread, while the callback is gated.
+  void ForgetAfterYield() noexcept;
+
   // For the sender thread's stall detection (its reads keep their own position, hence mutable).
   SyncCallTable* sync_calls() const { return &sync_calls_; }
   GraphLaunchLog* graph_launches() const { return &graph_launches_; }

@@ -134,7 +134,16 @@ void SenderThread::ReadCallbacksForStalls() noexcept {
                            c.scope == SyncScope::kStream ? c.stream : StallTracker::kAllStreams,
                            c.correlation_id, stamp_now_);
   }
-  const int n = table->InProgress(calls, StallTracker::kMaxSyncWaits);
+  int n = table->InProgress(calls, StallTracker::kMaxSyncWaits);
+  if (resumed_at_ns_ != 0) {
+    // A call entered before CUPTI was taken back may have returned while this library was not
+    // subscribed (its exit callback never came): not a sign of anything (cupti_yield.h).
+    n = static_cast<int>(std::remove_if(calls, calls + n,
+                                        [this](const SyncCall& c) {
+                                          return c.entered_ns < resumed_at_ns_;
+                                        }) -
+                         calls);
+  }
   stall_->OnSyncCalls(std::span<const SyncCall>(calls, static_cast<size_t>(n)));
   GraphLaunch g;
   while (recorder_->graph_launches()->Next(&g)) {
@@ -157,7 +166,9 @@ void SenderThread::ReadCallbacksForStalls() noexcept {
 }
 
 void SenderThread::CheckStall(Clock::time_point now) noexcept {
-  if (stall_ == nullptr) return;
+  // Off CUPTI (cupti_yield.h) nothing is seen finishing: no stall can be judged, and no flush or
+  // activity switch may be made. Tracking starts afresh once CUPTI is back (StepYield).
+  if (stall_ == nullptr || !CuptiOurs()) return;
   if (activity_ != nullptr) {
     const uint64_t lost = activity_->lost_records();
     if (lost != timing_lost_seen_) {
@@ -350,7 +361,8 @@ void SenderThread::Run() noexcept {
   cpu_ns_.store(ThreadCpuNs(), std::memory_order_relaxed);
   // Stop gave up on this thread (it was stuck until after the deadline): touch nothing more.
   if (!exit_requested_ || abandoned_.load(std::memory_order_acquire)) return;
-  if (activity_ != nullptr && cupti_ != nullptr && cupti_->ActivityFlushAll != nullptr) {
+  if (activity_ != nullptr && cupti_ != nullptr && cupti_->ActivityFlushAll != nullptr &&
+      CuptiOurs()) {
     // What the ring holds goes out before the CUPTI call that may not return (at most half the
     // time left: the forced flush and Finish need the rest).
     if (!started_process_) SendProcessStart();
@@ -435,7 +447,7 @@ void SenderThread::UrgentFlush() noexcept {
     crash_pending_.store(false, std::memory_order_release);
   }
   transport_.Flush(deadline);
-  if (!crash && activity_ != nullptr && cupti_ != nullptr) {
+  if (!crash && activity_ != nullptr && cupti_ != nullptr && CuptiOurs()) {
     // Completes the records of kernels that already ran (not after a fatal signal: CUPTI may
     // hold a lock the crashed thread held). After what the ring held is out: on a faulted
     // context this call may not return, and the requester's wait ends at its deadline anyway.
@@ -824,14 +836,49 @@ void SenderThread::StartWindows(Clock::time_point now) noexcept {
   if (stall_ != nullptr) DisableStallDetection();  // before process_start: it says stall_ms 0
 }
 
+void SenderThread::StepYield(Clock::time_point now) noexcept {
+  CuptiYield* y = options_.yield;
+  if (y == nullptr) return;
+  if (const std::optional<uint64_t> for_ms = transport_.TakeYield()) y->Request(*for_ms, now);
+  if (y->Poll(now) == CuptiYield::Action::kRelease) {
+    // cupti_yield.h, point 2: kernel activity off, CUPTI's buffers handed over (forced under the
+    // unversioned API: a buffer left with CUPTI would complete to the next tool's callbacks) and
+    // made into events, then the unsubscribe.
+    if (activity_ != nullptr && cupti_ != nullptr) {
+      if (sync_records_) CollectSynchronizations(false);
+      if (options_.kernel_disable_safe) {
+        cupti_->SetActivityKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, false);
+      }
+      if (cupti_->ActivityFlushAll != nullptr && !forced_flush_stuck_) {
+        cupti_->ActivityFlushAll(ForcedFlushAllowed() ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+      }
+      activity_->ReadDropped(nullptr, 0);
+    }
+    DrainAll();
+    y->Released(Clock::now());
+  }
+  if (y->TakeResumed()) {
+    // What was pending before the yield will never be seen finishing: start stall tracking anew.
+    resumed_at_ns_ = base::MonotonicNs();
+    if (stall_ != nullptr) {
+      try {
+        stall_ = std::make_unique<StallTracker>(options_.stall_threshold);
+      } catch (...) {
+        stall_.reset();
+        Log().warn("cannot allocate the stall tracker; stall detection is off");
+      }
+    }
+  }
+}
+
 bool SenderThread::Step(Clock::time_point now) noexcept {
   bool busy = false;
   StampClocks(now);
   if (!started_process_) {
-    StartWindows(now);
+    if (CuptiOurs()) StartWindows(now);
     SendProcessStart();
   }
-  if (options_.windows != nullptr) options_.windows->Tick(now);
+  if (options_.windows != nullptr && CuptiOurs()) options_.windows->Tick(now);
   const uint32_t urgent = urgent_requested_.load(std::memory_order_acquire);
   if (urgent != urgent_served_) {
     UrgentFlush();
@@ -844,6 +891,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
   // Events made here wait for room in block mode (bounded by the stall rule); in drop mode they
   // do not wait.
   room_deadline_ = block_ ? Clock::time_point::max() : Clock::time_point::min();
+  StepYield(now);
   for (int i = 0; i < kMaxRecordsPerStep; ++i) {
     // Leave records in the ring rather than make the transport drop: the ring then drops the
     // newest launches and counts them, exactly (drop), or the launching threads wait (block).
@@ -857,7 +905,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
   }
   ring_high_water_.store(ring_->high_water(), std::memory_order_relaxed);
   if (activity_ != nullptr) {
-    if (cupti_ != nullptr && now >= next_activity_flush_) {
+    if (cupti_ != nullptr && now >= next_activity_flush_ && CuptiOurs()) {
       // Hands over buffers CUPTI holds partly filled, so timing is never older than this (and
       // kernels are seen finishing well within the stall threshold).
       cupti_->ActivityFlushAll(0);
@@ -941,6 +989,12 @@ PipelineCounters SenderThread::counters() const noexcept {
     c.timing_window_ns = options_.windows->window_ns(Clock::now());
     c.launches_in_window = options_.windows->launches_in_window();
   }
+  if (const CuptiYield* y = options_.yield; y != nullptr) {
+    c.yields = y->yields();
+    c.yielded_ns = y->yielded_ns(Clock::now());
+    c.launches_yielded = y->launches_yielded();
+    c.yielded = y->yielded();
+  }
   return c;
 }
 
@@ -964,6 +1018,10 @@ void SenderThread::FillCounters(const PipelineCounters& c, Event* event) noexcep
   event->timing_windows = c.timing_windows;
   event->timing_window_ns = c.timing_window_ns;
   event->launches_in_window = c.launches_in_window;
+  event->yields = c.yields;
+  event->yielded_ns = c.yielded_ns;
+  event->launches_yielded = c.launches_yielded;
+  event->yielded = c.yielded;
 }
 
 void SenderThread::SendStats() noexcept {
@@ -1012,7 +1070,7 @@ bool SenderThread::Finish(Clock::time_point deadline) noexcept {
   DrainAll();
   // Records dropped after the last buffer CUPTI completed (the global queue: CUPTI's buffers
   // are global since CUDA 6).
-  if (activity_ != nullptr) activity_->ReadDropped(nullptr, 0);
+  if (activity_ != nullptr && CuptiOurs()) activity_->ReadDropped(nullptr, 0);
   if (stall_ != nullptr) {
     // A stall that ended before the exit (its kernels' records came with the last flush, or its
     // synchronising call returned) is reported resolved; one still going on stays as last

@@ -81,6 +81,7 @@
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
 #include "cupti_api.h"
+#include "cupti_yield.h"
 #include "device_table.h"
 #include "driver_api.h"
 #include "event_builder.h"
@@ -125,6 +126,13 @@ struct SenderThreadOptions {
   // With timing_policy kSampled: the windows this thread opens and closes (outlives the thread);
   // null otherwise.
   TimingWindows* windows = nullptr;
+  // Taking turns with other CUPTI tools (cupti_yield.h): the collector's yield lines go to it,
+  // and while it is off CUPTI the thread makes no CUPTI call. Null: no yielding (a fork()ed
+  // child's pipeline). Outlives the thread.
+  CuptiYield* yield = nullptr;
+  // Whether disabling kernel activity cannot deadlock (CUPTI 13.0 Update 1 or later, injector.cc,
+  // kCuptiVersionSafeKernelDisable): only then does a yield disable it before its flush.
+  bool kernel_disable_safe = true;
 };
 
 
@@ -154,6 +162,11 @@ struct PipelineCounters {
   uint64_t timing_windows = 0;
   uint64_t timing_window_ns = 0;
   uint64_t launches_in_window = 0;
+  // Yields to other CUPTI tools (CuptiYield).
+  uint64_t yields = 0;
+  uint64_t yielded_ns = 0;
+  uint64_t launches_yielded = 0;
+  bool yielded = false;
 };
 
 class SenderThread {
@@ -259,6 +272,10 @@ class SenderThread {
   // Opens the sampled policy's first window (before process_start); when kernel activity cannot
   // be enabled, timing is unavailable and stall detection off, as when the set-up failed.
   void StartWindows(Clock::time_point now) noexcept;
+  // The collector's yield requests and CuptiYield's steps (cupti_yield.h, points 2 and 3).
+  void StepYield(Clock::time_point now) noexcept;
+  // Whether CUPTI is this library's now (not yielded): only then may the thread call it.
+  bool CuptiOurs() const noexcept { return options_.yield == nullptr || !options_.yield->off(); }
   // Fills the counters every event that carries them shares.
   template <typename Event>
   void FillCounters(const PipelineCounters& c, Event* event) noexcept;
@@ -392,6 +409,9 @@ class SenderThread {
   static constexpr std::chrono::milliseconds kForcedFlushWait{1000};
   bool forced_flush_stuck_ = false;
   bool windows_started_ = false;  // StartWindows ran
+  // CLOCK_MONOTONIC when CUPTI was last taken back after a yield (0: never): synchronising calls
+  // entered before it are not judged.
+  int64_t resumed_at_ns_ = 0;
   bool sync_records_ = false;           // CUPTI_ACTIVITY_KIND_SYNCHRONIZATION enabled now
   bool sync_records_failed_ = false;    // enabling it failed once: not tried again
   Clock::time_point stamp_now_{};

@@ -579,6 +579,11 @@ template <internal::Lit K, class E>
   } else if constexpr (name == "timing_windows" || name == "timing_window_ns" ||
                        name == "launches_in_window") {  // the sampled policy's
     return e.timing_policy == TimingPolicy::kSampled;
+  } else if constexpr (name == "yields" || name == "yielded_ns" ||
+                       name == "launches_yielded") {  // once the process has yielded
+    return e.yields != 0;
+  } else if constexpr (name == "yielded") {
+    return e.yielded;
   } else if constexpr (name == "cluster_occupancy") {  // only with a cluster
     if constexpr (requires { e.cluster; }) {
       return e.cluster.has_value() && e.occupancy.has_cluster;

@@ -1,6 +1,9 @@
 // The cuflight_cli library in process: RunCli() with a fake driver behind the DeviceQuery seam,
 // and the small parsing and table helpers.
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +18,7 @@
 #include "cuflight/report/text_table.h"
 #include "device_query.h"
 #include "usage_error.h"
+#include "yield_command.h"
 
 namespace cuflight::cli {
 namespace {
@@ -183,6 +187,63 @@ TEST(TextTable, PadsColumnsAndTrimsTrailingSpace) {
             "  name        n  note\n"
             "  registers   6  <- limits\n"
             "  warps      12\n");
+}
+
+
+// `cuflight yield` (docs/profilers.md): bad flags are one line and exit 2; no collector is one
+// line and exit 1; nothing is sent then.
+TEST(CliInProcess, YieldBadFlagsAreOneLineAndExit2) {
+  FakeDeviceQuery fake;
+  const std::string self = std::to_string(getpid());
+  struct Case {
+    std::vector<const char*> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"yield"}, "give exactly one of --pid PID and --job JOB"},
+      {{"yield", "--pid", self.c_str(), "--job", "7"}, "give exactly one of --pid PID and --job JOB"},
+      {{"yield", "--pid", "0"}, "--pid 0 is out of range"},
+      {{"yield", "--pid", "12x"}, "--pid 12x is not an integer"},
+      {{"yield", "--job", "7", "--for", "ten"}, "--for 'ten' is not a duration"},
+      {{"yield", "--job", "7", "--for", "10d"}, "--for '10d' is not a duration"},
+      {{"yield", "--job", "7", "--for", "0"}, "--for 0 is out of range"},
+      {{"yield", "--job", "7", "--for", "25h"}, "--for 25h is out of range"},
+      {{"yield", "--job", "7", "--for", "1m", "--resume"}, "--for and --resume do not go together"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = RunInProcess(c.args, fake);
+    EXPECT_EQ(r.exit_code, kExitUsage) << c.says;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("cuflight yield: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+  // A pid that names no process (pid_max is at most 2^22 on Linux: 4194304 never exists).
+  const CliRun r = RunInProcess({"yield", "--pid", "2147483647"}, fake);
+  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_NE(r.err.find("--pid 2147483647: no such process"), std::string::npos) << r.err;
+}
+
+TEST(CliInProcess, YieldWithoutACollectorIsOneLineAndExit1) {
+  FakeDeviceQuery fake;
+  const std::string self = std::to_string(getpid());
+  const CliRun r = RunInProcess(
+      {"yield", "--pid", self.c_str(), "--socket", "/nonexistent/cuflight/collector.sock"}, fake);
+  EXPECT_EQ(r.exit_code, kExitFailure);
+  EXPECT_EQ(r.err,
+            "cuflight yield: cannot reach the collector at /nonexistent/cuflight/collector.sock: "
+            "No such file or directory (is it running? give its socket with --socket)\n");
+}
+
+TEST(CliInProcess, YieldDurations) {
+  EXPECT_EQ(ParseYieldDuration("--for", "500ms"), 500u);
+  EXPECT_EQ(ParseYieldDuration("--for", "90"), 90'000u);
+  EXPECT_EQ(ParseYieldDuration("--for", "90s"), 90'000u);
+  EXPECT_EQ(ParseYieldDuration("--for", "10m"), 600'000u);
+  EXPECT_EQ(ParseYieldDuration("--for", "24h"), 86'400'000u);  // schema::kMaxYieldMs, a day
+  EXPECT_THROW(ParseYieldDuration("--for", "86400001ms"), UsageError);
+  EXPECT_THROW(ParseYieldDuration("--for", "-1s"), UsageError);
+  EXPECT_THROW(ParseYieldDuration("--for", ""), UsageError);
 }
 
 }  // namespace

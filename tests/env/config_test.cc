@@ -52,6 +52,8 @@ Config Documented() {
   c.crash_handler = true;
   c.stall_ms = 10000;
   c.blackbox = true;
+  c.yield = "";
+  c.yield_ms = 60000;
   return c;
 }
 
@@ -456,7 +458,9 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"crash_handler", "true"},
       {"stall_ms", "10000"},
       {"blackbox", "true"},
-      {"attribution_env", ""}};
+      {"attribution_env", ""},
+      {"yield", "off"},
+      {"yield_ms", "60000"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -512,10 +516,36 @@ TEST(ConfigTest, DescribeRoundTrips) {
   c.stall_ms = 2000;
   ExpectRoundTrip(c);
   c.stall_ms = 0;
+  c.yield = "start";
+  c.yield_ms = 0;
+  ExpectRoundTrip(c);
+  c.yield = "/run/user/1000/cuflight yield";
+  c.yield_ms = 86400000;
+  ExpectRoundTrip(c);
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {
     c.log_level = level;
     ExpectRoundTrip(c);
+  }
+}
+
+// CUFLIGHT_YIELD (schema/env/README.md): off, start, or an absolute path (a trigger file);
+// CUFLIGHT_YIELD_MS in [0, 86400000] (a day).
+TEST(ConfigTest, Yield) {
+  EXPECT_EQ(Accepted("CUFLIGHT_YIELD", "start").yield, "start");
+  EXPECT_EQ(Accepted("CUFLIGHT_YIELD", "Start").yield, "start");
+  EXPECT_EQ(Accepted("CUFLIGHT_YIELD", " /run/user/1000/profiling ").yield,
+            "/run/user/1000/profiling");
+  for (const char* off : {"off", "OFF", "0", "false", "no"}) {
+    EXPECT_EQ(Accepted("CUFLIGHT_YIELD", off).yield, "") << off;
+  }
+  for (const char* bad : {"stop", "yes", "1", "relative/file", "start:10"}) {
+    ExpectRejected("CUFLIGHT_YIELD", bad, "off");
+  }
+  EXPECT_EQ(Accepted("CUFLIGHT_YIELD_MS", "0").yield_ms, 0u);
+  EXPECT_EQ(Accepted("CUFLIGHT_YIELD_MS", "86400000").yield_ms, 86400000u);
+  for (const char* bad : {"86400001", "-1", "1s", "abc"}) {
+    ExpectRejected("CUFLIGHT_YIELD_MS", bad, "60000");
   }
 }
 

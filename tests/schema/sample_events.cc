@@ -427,6 +427,14 @@ std::vector<OwnedEvent> RoundTripEvents() {
   stats.timing_windows = stats.timing_window_ns = stats.launches_in_window = 0;
   events.emplace_back(WithHeader(stats, seq++));
   stats.timing_policy = TimingPolicy::kUnknown;
+  // Yielded to another CUPTI tool: off CUPTI now, and once before.
+  stats.yields = 2;
+  stats.yielded_ns = 61'000'000'000;
+  stats.launches_yielded = 3;
+  stats.yielded = true;
+  events.emplace_back(WithHeader(stats, seq++));
+  stats.yields = stats.yielded_ns = stats.launches_yielded = 0;
+  stats.yielded = false;
 
   OwnedProcessEndEvent end;
   end.header = MakeHeader(seq++);
@@ -461,6 +469,11 @@ std::vector<OwnedEvent> RoundTripEvents() {
   events.emplace_back(WithHeader(end, seq++));
   end.timing_policy = TimingPolicy::kUnknown;
   end.timing_windows = end.timing_window_ns = end.launches_in_window = 0;
+  end.yields = kU64Max;
+  end.yielded_ns = kU64Max;
+  end.launches_yielded = 0;
+  events.emplace_back(WithHeader(end, seq++));
+  end.yields = end.yielded_ns = 0;
 
   OwnedProcessLostEvent lost;
   lost.header = MakeHeader(seq - 1);

@@ -22,6 +22,7 @@
 #include "backoff.h"
 #include "cuflight/base/scoped_fd.h"
 #include "cuflight/schema/ack.h"
+#include "cuflight/schema/control.h"
 #include "cuflight/transport/peer_trust.h"
 #include "line_queue.h"
 #include "socket_address.h"
@@ -218,12 +219,14 @@ struct Sender::Impl {
 
   char ack_buf[kAckBufferBytes];
   size_t ack_len = 0;
+  // The latest yield line read and not yet taken (TakeYield).
+  std::optional<uint64_t> yield_ms;
   bool ack_discarding = false;  // inside an over-long garbage line
 
   Counter enqueued, preamble_lines, acked, spilled, spill_refusals, dropped_disconnected,
       dropped_backpressure, rejected_no_room, rejected_too_large, rejected_invalid, retransmitted,
       connects, connect_failures, disconnects, write_errors, partial_writes, bytes_written,
-      bytes_read, acks, garbage_lines, untrusted_collector, fds_passed, fd_pass_failures;
+      bytes_read, acks, garbage_lines, untrusted_collector, fds_passed, fd_pass_failures, yields;
 };
 
 Sender::Impl::Impl(SenderOptions o) noexcept
@@ -507,6 +510,11 @@ void Sender::Impl::ConsumeAckBytes(size_t n) noexcept {
                    schema::ParseAck(std::string_view(ack_buf + start, i + 1 - start))) {
       acks.Add();
       ApplyAck(*seq);
+    } else if (const std::optional<uint64_t> for_ms =
+                   schema::ParseYield(std::string_view(ack_buf + start, i + 1 - start))) {
+      // The owner takes it with TakeYield (design point 12); a newer one replaces an older.
+      yield_ms = *for_ms;
+      yields.Add();
     } else {
       garbage_lines.Add();
     }
@@ -724,6 +732,7 @@ void Sender::Impl::Reset() noexcept {
   spill_retry_at = Clock::time_point::min();
   ack_len = 0;
   ack_discarding = false;
+  yield_ms.reset();
   backoff.Reset();
   backoff.Reseed(SeedFor(this));
   for (Counter* c :
@@ -736,6 +745,7 @@ void Sender::Impl::Reset() noexcept {
   dropped_backpressure.Zero();
   fds_passed.Zero();
   fd_pass_failures.Zero();
+  yields.Zero();
 }
 
 Sender::Sender(SenderOptions options) noexcept
@@ -922,7 +932,15 @@ SenderStats Sender::stats() const noexcept {
   out.untrusted_collector = s.untrusted_collector.Get();
   out.fds_passed = s.fds_passed.Get();
   out.fd_pass_failures = s.fd_pass_failures.Get();
+  out.yields = s.yields.Get();
   return out;
+}
+
+std::optional<uint64_t> Sender::TakeYield() noexcept {
+  if (!impl_) return std::nullopt;
+  std::optional<uint64_t> taken = impl_->yield_ms;
+  impl_->yield_ms.reset();
+  return taken;
 }
 
 void Sender::SetSpillSink(std::shared_ptr<SpillSink> sink) noexcept {

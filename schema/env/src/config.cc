@@ -41,6 +41,8 @@ constexpr std::string_view kCrashHandler = "CUFLIGHT_CRASH_HANDLER";
 constexpr std::string_view kStallMs = "CUFLIGHT_STALL_MS";
 constexpr std::string_view kBlackbox = "CUFLIGHT_BLACKBOX";
 constexpr std::string_view kAttributionEnv = "CUFLIGHT_ATTRIBUTION_ENV";
+constexpr std::string_view kYield = "CUFLIGHT_YIELD";
+constexpr std::string_view kYieldMs = "CUFLIGHT_YIELD_MS";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -394,6 +396,22 @@ class Parser {
     field->assign(value);
   }
 
+  // off (empty), start, or an absolute path (a trigger file).
+  void ReadYield(std::string_view name, std::string* field) const {
+    std::string_view value;
+    if (!Get(name, &value)) return;
+    if (EqualsNoCase(value, "off") || BooleanWord(value) == false) {
+      field->clear();
+    } else if (EqualsNoCase(value, "start")) {
+      field->assign("start");
+    } else if (value.front() == '/') {
+      field->assign(value);
+    } else {
+      warnings_->push_back(
+          Rejected(name, value, "is not off, start or an absolute path (a trigger file)", "off"));
+    }
+  }
+
   // Bytes as ReadBytes, and at least `rotate`. The default is raised to `rotate` when that is
   // larger; a bad value, or one below `rotate`, falls back to it with a warning.
   void ReadSpillMaxBytes(std::string_view name, uint64_t* field, uint64_t rotate) const {
@@ -513,6 +531,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadStallMs(kStallMs, &c.stall_ms);
     p.ReadBool(kBlackbox, &c.blackbox);
     p.ReadAttributionNames(kAttributionEnv, &c.attribution_env);
+    p.ReadYield(kYield, &c.yield);
+    p.ReadNumber(kYieldMs, &c.yield_ms, uint32_t{0}, kMaxYieldMs);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -566,6 +586,8 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"stall_ms", std::to_string(config.stall_ms)},
         {"blackbox", config.blackbox ? "true" : "false"},
         {"attribution_env", JoinNames(config.attribution_env)},
+        {"yield", config.yield.empty() ? std::string("off") : config.yield},
+        {"yield_ms", std::to_string(config.yield_ms)},
     };
   } catch (...) {
     return {};

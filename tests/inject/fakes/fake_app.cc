@@ -68,6 +68,19 @@
 //              (sync, fake_cupti_synchronize) or asleep (sleep), and exits normally: launches made
 //              when the sampled timing policy's start window has closed (or, with a long window,
 //              inside it) on a stream that makes no progress. Prints "late=N" (the launches fired)
+//   yield <trigger|-> [launches after]: taking turns with another CUPTI client (docs/profilers.md).
+//              After its launches: creates the file `trigger` (unless "-": then the test asks
+//              through the collector), waits (at most 20 s) until the fake CUPTI has no
+//              subscriber (the library handed it over) and prints "released=1"; then, as torch.
+//              profiler would, subscribes itself from a thread of its own ("other_subscribe=R",
+//              R the CUptiResult) and enables the launch callback, fires 7 launches (its callback
+//              counts them: "other_saw=7"), removes `trigger`, waits until a subscription was
+//              refused for it (at most 20 s: the library tried to take CUPTI back too early;
+//              "refused=1"), unsubscribes, waits until the library subscribed again and enabled
+//              its launch callback (at most 30 s; "retaken=1", "off_ns=T" the time from seeing it
+//              hand over to seeing it back), fires `launches after` (default 5) launches and exits
+//              normally. Also prints "app_thread_subscribe_calls=N": subscriptions and
+//              unsubscriptions made on this (the launching) thread.
 // Every mode prints "launch_ns=T", the time its launches took, and "launch_cpu_ns=C", the CPU
 // time the launching thread spent in them (CLOCK_THREAD_CPUTIME_ID); the sticky modes print
 // "fail_ns=T", the time the failing call's callback took.
@@ -80,7 +93,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cupti.h>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
 #include <cstdlib>
 #include <atomic>
 #include <cstring>
@@ -209,6 +226,79 @@ void Die(std::string_view how) {
     raise(SIGKILL);
   }
   _exit(92);  // not reached
+}
+
+// The "other tool" of the yield mode: counts the launches it is called back for, at their exit.
+std::atomic<int> g_other_saw{0};
+void CUPTIAPI OtherCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT) ++g_other_saw;
+}
+
+bool WaitFor(const std::function<bool()>& done, int ms) {
+  for (int waited = 0; waited < ms; ++waited) {
+    if (done()) return true;
+    timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  return done();
+}
+
+int YieldMode(void* cupti, const char* trigger, int launches_after) {
+  using IntFn = int (*)();
+  using Launch = int (*)(int);
+  using Subscribe = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  using Unsubscribe = CUptiResult (*)(CUpti_SubscriberHandle);
+  using EnableCallback =
+      CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+  using Enabled = int (*)(int);
+  auto subscribed = reinterpret_cast<IntFn>(dlsym(cupti, "fake_cupti_subscribed"));
+  auto refused = reinterpret_cast<IntFn>(dlsym(cupti, "fake_cupti_refused_subscribes"));
+  auto app_calls = reinterpret_cast<IntFn>(dlsym(cupti, "fake_cupti_app_thread_subscribe_calls"));
+  auto launch = reinterpret_cast<Launch>(dlsym(cupti, "fake_cupti_launch"));
+  auto subscribe = reinterpret_cast<Subscribe>(dlsym(cupti, "cuptiSubscribe"));
+  auto unsubscribe = reinterpret_cast<Unsubscribe>(dlsym(cupti, "cuptiUnsubscribe"));
+  auto enable = reinterpret_cast<EnableCallback>(dlsym(cupti, "cuptiEnableCallback"));
+  auto enabled = reinterpret_cast<Enabled>(dlsym(cupti, "fake_cupti_enabled"));
+  if (subscribed == nullptr || refused == nullptr || app_calls == nullptr || launch == nullptr ||
+      subscribe == nullptr || unsubscribe == nullptr || enable == nullptr || enabled == nullptr) {
+    return 9;
+  }
+  const std::string trigger_path = trigger;
+  if (trigger_path != "-") {
+    const int fd = open(trigger, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return 10;
+    close(fd);
+  }
+  const bool released = WaitFor([&] { return subscribed() == 0; }, 20000);
+  const long long released_at = MonotonicNs();
+  std::fprintf(stdout, "released=%d\n", released ? 1 : 0);
+  std::fflush(stdout);
+  if (!released) return 11;
+  CUpti_SubscriberHandle other = nullptr;
+  CUptiResult other_result = CUPTI_ERROR_UNKNOWN;
+  std::thread([&] {
+    other_result = subscribe(&other, &OtherCallback, nullptr);
+    if (other_result == CUPTI_SUCCESS) {
+      enable(1, other, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+    }
+  }).join();
+  std::fprintf(stdout, "other_subscribe=%d\n", static_cast<int>(other_result));
+  if (other_result != CUPTI_SUCCESS) return 12;
+  launch(7);
+  std::fprintf(stdout, "other_saw=%d\n", g_other_saw.load());
+  if (trigger_path != "-") unlink(trigger);
+  const int refused_before = refused();
+  const bool was_refused = WaitFor([&] { return refused() > refused_before; }, 20000);
+  std::fprintf(stdout, "refused=%d\n", was_refused ? 1 : 0);
+  std::thread([&] { unsubscribe(other); }).join();
+  const bool retaken = WaitFor(
+      [&] { return subscribed() == 1 && enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) == 1; },
+      30000);
+  std::fprintf(stdout, "retaken=%d\noff_ns=%lld\n", retaken ? 1 : 0, MonotonicNs() - released_at);
+  launch(launches_after);
+  std::fprintf(stdout, "app_thread_subscribe_calls=%d\n", app_calls());
+  std::fflush(stdout);
+  return retaken ? 0 : 13;
 }
 
 }  // namespace
@@ -442,6 +532,8 @@ int main(int argc, char** argv) {
     auto sync = reinterpret_cast<Sync>(dlsym(cupti, "fake_cupti_synchronize"));
     const int ms = argc >= 5 ? std::atoi(argv[4]) : 1500;
     std::fprintf(stdout, "synchronized=%d\n", sync != nullptr ? sync(ms) : 0);
+  } else if (mode == "yield") {
+    return YieldMode(cupti, argc >= 5 ? argv[4] : "-", argc >= 6 ? std::atoi(argv[5]) : 5);
   } else if (mode == "sleep") {
     const long ms = argc >= 5 ? std::atol(argv[4]) : 1500;
     timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};

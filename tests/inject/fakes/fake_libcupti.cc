@@ -117,6 +117,22 @@
 //   FAKE_CUPTI_ACTIVITY=held      cuptiActivityEnable and cuptiActivityEnable_v2 fail with
 //                                 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as when another
 //                                 tool holds activity tracing.
+// One subscriber at a time (CUDA before 13.3): cupti_callbacks.h, cuptiSubscribe:
+// "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED if there is already a CUPTI subscriber";
+// cuptiUnsubscribe: "Removes a callback subscriber so that no future callbacks will be issued to
+// that subscriber" (its enabled callbacks go with it: the next subscriber enables its own), and
+// CUPTI_ERROR_INVALID_PARAMETER "if subscriber is NULL or not initialized". So a second
+// cuptiSubscribe (or cuptiSubscribe_v2 without multiple subscribers) while one is subscribed fails
+// so, and succeeds again once it unsubscribed: another CUPTI client in the process (a test
+// program subscribing itself, as torch.profiler's Kineto does) takes turns with the library.
+//   fake_cupti_hold(1)            another tool holds CUPTI (as under FAKE_CUPTI_MODE=taken, but
+//                                 switchable while the process runs): every subscription fails
+//                                 with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED until
+//                                 fake_cupti_hold(0).
+//   fake_cupti_subscribed()       1 while a subscriber is subscribed.
+//   fake_cupti_refused_subscribes()  subscriptions refused so far for another subscriber.
+//   fake_cupti_app_thread_subscribe_calls()  cuptiSubscribe(_v2) and cuptiUnsubscribe calls made
+//                                 on a thread that fired launches (an application thread).
 #include <cupti.h>
 #include <fcntl.h>
 #include <time.h>
@@ -136,9 +152,15 @@
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
-CUpti_CallbackFunc g_callback = nullptr;
-void* g_userdata = nullptr;
-bool g_enabled[1024] = {};
+// The one subscriber (see "One subscriber at a time" at the top). Atomic: a subscriber may go
+// (cuptiUnsubscribe, on its own thread) while the application fires callbacks; each callback
+// reads it once.
+std::atomic<CUpti_CallbackFunc> g_callback{nullptr};
+std::atomic<void*> g_userdata{nullptr};
+std::atomic<bool> g_enabled[1024] = {};
+std::atomic<bool> g_held{false};            // fake_cupti_hold
+std::atomic<int> g_refused_subscribes{0};   // subscriptions refused for another subscriber
+std::atomic<int> g_app_thread_subscribe_calls{0};
 CUpti_BuffersCallbackRequestFunc g_buffer_requested = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_buffer_completed = nullptr;
 // The _v2 callbacks (cupti_activity.h of CUDA 13.2+, CUpti_BuffersCallbackRequestFunc_v2 and
@@ -484,10 +506,14 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Call
   if (const char* delay = std::getenv("FAKE_CUPTI_SUBSCRIBE_DELAY_MS"); delay != nullptr) {
     SleepMs(std::strtol(delay, nullptr, 10));
   }
+  if (t_app_thread) g_app_thread_subscribe_calls.fetch_add(1);
   const char* mode = std::getenv("FAKE_CUPTI_MODE");
-  if (mode != nullptr && std::strcmp(mode, "taken") == 0) {
+  if ((mode != nullptr && std::strcmp(mode, "taken") == 0) || g_held.load() ||
+      g_callback.load() != nullptr) {
+    g_refused_subscribes.fetch_add(1);
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
+  g_userdata = userdata;
   g_callback = callback;
   g_userdata = userdata;
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
@@ -507,8 +533,11 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
                                      CUpti_SubscriberParams* declared) {
   LogCall("cuptiSubscribe_v2");
   auto* params = reinterpret_cast<SubscriberParams*>(declared);
+  if (t_app_thread) g_app_thread_subscribe_calls.fetch_add(1);
   const char* mode = std::getenv("FAKE_CUPTI_MODE");
-  if (mode != nullptr && std::strcmp(mode, "taken") == 0) {
+  if ((mode != nullptr && std::strcmp(mode, "taken") == 0) || g_held.load() ||
+      g_callback.load() != nullptr) {
+    g_refused_subscribes.fetch_add(1);
     if (params != nullptr && params->oldSubscriberName != nullptr &&
         params->oldSubscriberSize > std::strlen("Nsight Systems")) {
       std::strcpy(params->oldSubscriberName, "Nsight Systems");
@@ -530,12 +559,23 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
     }
     if (!UseFamily(2)) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
-  g_callback = callback;
   g_userdata = userdata;
+  g_callback = callback;
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
   return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) { return CUPTI_SUCCESS; }
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  LogCall("cuptiUnsubscribe");
+  if (t_app_thread) g_app_thread_subscribe_calls.fetch_add(1);
+  if (subscriber == nullptr || g_callback.load() == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  g_callback = nullptr;
+  for (auto& enabled : g_enabled) enabled = false;
+  return CUPTI_SUCCESS;
+}
+EXPORT void fake_cupti_hold(int held) { g_held = held != 0; }
+EXPORT int fake_cupti_subscribed() { return g_callback.load() != nullptr ? 1 : 0; }
+EXPORT int fake_cupti_refused_subscribes() { return g_refused_subscribes.load(); }
+EXPORT int fake_cupti_app_thread_subscribe_calls() { return g_app_thread_subscribe_calls.load(); }
 // The driver domain's callback ids are 1 .. CUPTI_DRIVER_TRACE_CBID_SIZE - 1 (cupti_driver_cbid.h:
 // 0 is CUPTI_DRIVER_TRACE_CBID_INVALID). cuptiEnableCallback: "Enable or disabled callbacks for a
 // subscriber for a specific domain and callback ID", CUPTI_ERROR_INVALID_PARAMETER "if ... cbid is
@@ -746,8 +786,13 @@ EXPORT int fake_cupti_launch_grid(int count, unsigned grid) {
     shared = 0;
     ++t_in_callback;
     data.callbackSite = CUPTI_API_ENTER;
-    g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    // The subscriber at this callback (it may unsubscribe between two: no more callbacks then).
+    CUpti_CallbackFunc callback = g_callback.load();
+    void* userdata = g_userdata.load();
+    if (callback != nullptr && g_enabled[CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel]) {
+      callback(userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
+    }
     --t_in_callback;
     // The launch itself: collected only while a kernel kind is enabled (see the top).
     if (timing_mode && g_kernels_enabled.load()) {
@@ -758,8 +803,12 @@ EXPORT int fake_cupti_launch_grid(int count, unsigned grid) {
     }
     ++t_in_callback;
     data.callbackSite = CUPTI_API_EXIT;
-    g_callback(g_userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    callback = g_callback.load();
+    userdata = g_userdata.load();
+    if (callback != nullptr && g_enabled[CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel]) {
+      callback(userdata, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                &data);
+    }
     --t_in_callback;
   }
   return count;

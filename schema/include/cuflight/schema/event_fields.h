@@ -216,7 +216,11 @@ struct StallLaunchItem {};
   F(OptionalTimingPolicy, timing_policy, timing_policy)                         \
   F(OptionalInt, timing_windows, timing_windows, kUint64)                       \
   F(OptionalInt, timing_window_ns, timing_window_ns, kUint64)                   \
-  F(OptionalInt, launches_in_window, launches_in_window, kUint64)
+  F(OptionalInt, launches_in_window, launches_in_window, kUint64)                \
+  F(OptionalInt, yields, yields, kUint64)                                       \
+  F(OptionalInt, yielded_ns, yielded_ns, kUint64)                               \
+  F(OptionalInt, launches_yielded, launches_yielded, kUint64)                   \
+  F(OptionalBool, yielded, yielded)
 
 #define CUFLIGHT_SCHEMA_STATS(F, R)                     \
   F(Int, emitted, emitted, kUint64)                     \

@@ -432,6 +432,16 @@ struct BasicStatsEvent {
   uint64_t timing_windows = 0;
   uint64_t timing_window_ns = 0;
   uint64_t launches_in_window = 0;
+  // Taking turns with other CUPTI tools (docs/profilers.md; optional on the wire, 0 and false
+  // when absent): how often the library handed CUPTI over (cuptiUnsubscribe) since process start,
+  // how long it was off CUPTI in all (ns; an ongoing yield counts up to now), the launches its
+  // callback saw while yielding and did not record (those between a yield request and the
+  // unsubscribe; launches made while unsubscribed are not seen at all), and whether it is off
+  // CUPTI now.
+  uint64_t yields = 0;
+  uint64_t yielded_ns = 0;
+  uint64_t launches_yielded = 0;
+  bool yielded = false;
 
   bool operator==(const BasicStatsEvent&) const = default;
 };
@@ -469,6 +479,16 @@ struct BasicProcessEndEvent {
   uint64_t timing_windows = 0;
   uint64_t timing_window_ns = 0;
   uint64_t launches_in_window = 0;
+  // Taking turns with other CUPTI tools (docs/profilers.md; optional on the wire, 0 and false
+  // when absent): how often the library handed CUPTI over (cuptiUnsubscribe) since process start,
+  // how long it was off CUPTI in all (ns; an ongoing yield counts up to now), the launches its
+  // callback saw while yielding and did not record (those between a yield request and the
+  // unsubscribe; launches made while unsubscribed are not seen at all), and whether it is off
+  // CUPTI now.
+  uint64_t yields = 0;
+  uint64_t yielded_ns = 0;
+  uint64_t launches_yielded = 0;
+  bool yielded = false;
 
   bool operator==(const BasicProcessEndEvent&) const = default;
 };
@@ -535,6 +555,16 @@ struct BasicProcessCrashEvent {
   uint64_t timing_windows = 0;
   uint64_t timing_window_ns = 0;
   uint64_t launches_in_window = 0;
+  // Taking turns with other CUPTI tools (docs/profilers.md; optional on the wire, 0 and false
+  // when absent): how often the library handed CUPTI over (cuptiUnsubscribe) since process start,
+  // how long it was off CUPTI in all (ns; an ongoing yield counts up to now), the launches its
+  // callback saw while yielding and did not record (those between a yield request and the
+  // unsubscribe; launches made while unsubscribed are not seen at all), and whether it is off
+  // CUPTI now.
+  uint64_t yields = 0;
+  uint64_t yielded_ns = 0;
+  uint64_t launches_yielded = 0;
+  bool yielded = false;
 
   bool operator==(const BasicProcessCrashEvent&) const = default;
 };

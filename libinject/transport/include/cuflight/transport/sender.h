@@ -58,6 +58,9 @@
 //     a pid namespace of its own on a kernel before 6.5 (no SO_PEERPIDFD) has no other way to
 //     learn it. When the kernel refuses them (a security module, a descriptor limit), the line
 //     goes out without them, passing stops for good and `warn` says so once.
+// 12. Control (docs/protocol.md, "Yielding CUPTI"): besides acks the collector may send a yield
+//     line (cuflight/schema/control.h), read from the same fixed buffer; the latest one not yet
+//     taken waits for the owner's TakeYield. Anything else is garbage, as before.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -149,6 +152,7 @@ struct SenderStats {
                                      // also counted in connect_failures
   uint64_t fds_passed = 0;           // connections pass_fd went out on (design point 11)
   uint64_t fd_pass_failures = 0;     // sends the kernel refused with the descriptor (then none)
+  uint64_t yields = 0;               // yield lines read (design point 12)
 };
 
 class Sender {
@@ -228,6 +232,10 @@ class Sender {
   // A snapshot of the counters. The only member that may be called from any thread (each
   // counter is read atomically; the snapshot as a whole is not).
   SenderStats stats() const noexcept;
+
+  // The for_ms of the latest yield line the collector sent and this call has not returned yet
+  // (design point 12); nullopt when none came. Owner thread only, like Poll().
+  std::optional<uint64_t> TakeYield() noexcept;
 
   // Replaces the spill sink (null: none). Owner thread only, like Poll(). The next spilled line
   // starts a file of the new sink with the preamble.

@@ -87,11 +87,17 @@ inline constexpr uint32_t kDefaultTimingPeriodMs = 10'000;
 inline constexpr uint32_t kMinTimingPeriodMs = 100;
 inline constexpr uint32_t kMaxTimingPeriodMs = 86'400'000;
 
+// CUFLIGHT_YIELD_MS: under CUFLIGHT_YIELD=start, how long the library stays off CUPTI before it
+// first tries to subscribe (the time the application has to start its own profiler); a day at
+// most (schema::kMaxYieldMs).
+inline constexpr uint32_t kDefaultYieldMs = 60'000;
+inline constexpr uint32_t kMaxYieldMs = 86'400'000;
+
 // CUFLIGHT_COLLECTOR_UID: the largest uid (uid_t's all-ones value, (uid_t)-1, means "none").
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 24> kConfigVariables = {
+inline constexpr std::array<std::string_view, 26> kConfigVariables = {
     "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
     "CUFLIGHT_TIMING_WINDOW_MS",  "CUFLIGHT_TIMING_PERIOD_MS",   "CUFLIGHT_TIMING_NEW_CONFIGS",
     "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
@@ -99,7 +105,8 @@ inline constexpr std::array<std::string_view, 24> kConfigVariables = {
     "CUFLIGHT_EXCLUDE",           "CUFLIGHT_SAMPLE",             "CUFLIGHT_LOG_LEVEL",
     "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
     "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
-    "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX",           "CUFLIGHT_ATTRIBUTION_ENV"};
+    "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX",           "CUFLIGHT_ATTRIBUTION_ENV",
+    "CUFLIGHT_YIELD",             "CUFLIGHT_YIELD_MS"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -176,6 +183,16 @@ struct Config {
   // IsAttributionName, at most kMaxAttributionExtraNames, in the order given, repeats and
   // default names left out. A bad name or too many is a warning and none added.
   std::vector<std::string> attribution_env;
+  // CUFLIGHT_YIELD: taking turns with a CUPTI tool the process starts itself (torch.profiler:
+  // docs/profilers.md). Empty ("off", the default): the library subscribes to CUPTI when CUDA
+  // loads it and yields only when asked (`cuflight yield`). "start": it does not subscribe then,
+  // and tries yield_ms later (again, with backoff, while another tool holds CUPTI). An absolute
+  // path: a trigger file, polled by the sender thread; while it exists the library stays off
+  // CUPTI, and once it is gone it subscribes again (with backoff). Anything else is a warning and
+  // off.
+  std::string yield;
+  // CUFLIGHT_YIELD_MS: see kDefaultYieldMs; in [0, kMaxYieldMs].
+  uint32_t yield_ms = kDefaultYieldMs;
 
   bool operator==(const Config&) const = default;
 };
@@ -199,7 +216,8 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // ("collector", "collector_uid" (empty when none), "timing" ("all", "sampled" or "off"),
 // "timing_window_ms", "timing_period_ms", "timing_new_configs", "ring_size", ..., "spill_dir",
 // "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
-// "stall_ms", "blackbox", "attribution_env" (the names joined by ','));
+// "stall_ms", "blackbox", "attribution_env" (the names joined by ','), "yield" ("off", "start" or
+// the trigger file), "yield_ms");
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

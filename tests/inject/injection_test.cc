@@ -61,6 +61,7 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_MULTI_SUBSCRIBER");
     unsetenv("FAKE_CUDA_DRIVER_VERSION");
     unsetenv("FAKE_CUPTI_KERNEL_RECORD_BYTES");
+    unsetenv("FAKE_CUDA_GREEN_SMS");
     unsetenv("CUFLIGHT_TIMING");
     unsetenv("CUFLIGHT_TIMING_WINDOW_MS");
     unsetenv("CUFLIGHT_TIMING_PERIOD_MS");
@@ -516,6 +517,42 @@ TEST_F(Injection, ANewerKernelRecordLayoutTurnsTimingOffWithOneLine) {
   }
   EXPECT_EQ(kernels, 4);
   EXPECT_EQ(times, 0);
+}
+
+// The application runs in a green context of 16 SMs of the fake's 132-SM device
+// (FAKE_CUDA_GREEN_SMS: cuCtxGetDevResource says 16, fake_libcuda.cc): through the real
+// library's cuCtxGetDevResource lookup, every kernel event says 16 SMs and counts its waves over
+// them: grid blocks / (16 x max_active_blocks) (engine.h, ComputeWaves: a wave is every resident
+// block slot of the SMs). The device event still says the device's 132.
+TEST_F(Injection, AGreenContextsLaunchesCountWavesOverItsSms) {
+  UseFakes();
+  const std::string path = TempSocketPath("green");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUDA_GREEN_SMS", "16", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  int kernels = 0;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* device = std::get_if<schema::OwnedDeviceEvent>(&d.event)) {
+      EXPECT_EQ(device->sm_count, 132);
+    }
+    const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event);
+    if (k == nullptr) continue;
+    ++kernels;
+    ASSERT_TRUE(k->sm_count.has_value()) << line;
+    EXPECT_EQ(*k->sm_count, 16);
+    ASSERT_GT(k->occupancy.max_active_blocks, 0);
+    const double blocks = static_cast<double>(k->grid.x) * k->grid.y * k->grid.z;
+    EXPECT_DOUBLE_EQ(k->occupancy.waves, blocks / (16.0 * k->occupancy.max_active_blocks)) << line;
+  }
+  EXPECT_EQ(kernels, 3);
 }
 
 // What a run of the fake app under the library gave: the collector's events, and the CUPTI calls

@@ -121,7 +121,10 @@ std::string Blocks(int64_t n) { return fmt::format("{} block{}/SM", n, n == 1 ? 
 std::string GridAdvice(const Signature& sig, KernelOrigin origin) {
   const schema::OccupancyFields& f = sig.fields();
   if (sig.waves_max <= 0 || sig.waves_max >= 1 || f.max_active_blocks <= 0) return "";
-  int64_t sms = sig.device_limits ? sig.device_limits->sm_count : 0;
+  // The SMs its waves were counted over: the launch's context's when the event says so (a green
+  // context or a limited MPS client: kernel.sm_count), else the device's.
+  int64_t sms = sig.first.sm_count ? *sig.first.sm_count
+                                   : (sig.device_limits ? sig.device_limits->sm_count : 0);
   const uint64_t first_grid = uint64_t{sig.first.grid.x} * sig.first.grid.y * sig.first.grid.z;
   if (sms <= 0 && f.waves > 0) {
     sms = std::llround(static_cast<double>(first_grid) / (f.waves * f.max_active_blocks));

@@ -82,6 +82,14 @@ bool KernelEventBuilder::BuildFrom(const LaunchFields& record, const FunctionFac
   launch.max_cluster_size = record.max_cluster_size;
   if (!Occupancy(f.key, record.device, engine, launch, &out->occupancy)) return false;
   ApplyDriver(record.driver_max_active_blocks, engine.limits(), launch, out);
+  // A launch into a partition of the device (a green context, a limited MPS client): its waves
+  // are counted over the SMs it may use, and the event says how many.
+  if (record.sm_count > 0 && record.sm_count < engine.limits().sm_count) {
+    occupancy::ComputeWaves(record.sm_count, launch, &out->occupancy);
+    out->sm_count = record.sm_count;
+  } else {
+    out->sm_count.reset();
+  }
 
   out->tid = record.tid;
   out->device = record.device;

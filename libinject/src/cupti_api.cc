@@ -92,6 +92,15 @@ bool UsesSubscriberActivityApi(const CuptiApi& api, uint32_t cupti_version, int 
          api.ActivityGetNumDroppedRecordsV2 != nullptr;
 }
 
+int KernelRecordVersion(uint32_t cupti_api_version) noexcept {
+  if (cupti_api_version < kCuptiApiVersionForActivityLayout) return 0;
+  if (cupti_api_version < 130100) return 10;
+  if (cupti_api_version < 130300) return 11;
+  if (cupti_api_version < 130400) return 12;
+  if (cupti_api_version <= kCuptiApiVersionNewestKnownLayout) return 13;
+  return 0;
+}
+
 std::vector<std::string> LoadedObjects() {
   std::vector<std::string> out;
   dl_iterate_phdr(&CollectObject, &out);

@@ -7,6 +7,7 @@
 
 #include <cupti.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,45 @@ inline constexpr const char* kActivityApiGlobal = "global";          // the unve
 // CUDA 13.0 headers). cupti_version.h: from CUDA 13.0 the API version is xxyyzz (130000 for 13.0);
 // CUDA 12.x reported 19..28.
 inline constexpr uint32_t kCuptiApiVersionForActivityLayout = 130000;
+
+// Kernel activity record layouts. A libcupti writes kernel records (CUPTI_ACTIVITY_KIND_KERNEL,
+// _CONCURRENT_KERNEL) in the newest CUpti_ActivityKernelN it knows, whatever headers its client
+// was built with, and the 13.0 headers have no call that reports a record's layout or size (no
+// cuptiActivityGetStructSize; the record layouts of CUPTI 13.2's user-defined records are for
+// records a client composes itself, through the _v2 API). So the layout follows from the CUPTI
+// API version, by the CUPTI release notes ("Updates in CUDA 13.1": priority added,
+// CUpti_ActivityKernel10 "replaced by the new CUpti_ActivityKernel11"; "Updates in CUDA 13.4":
+// sourceGraphId and sourceGraphNodeId added, CUpti_ActivityKernel12 "replaced by
+// CUpti_ActivityKernel13"; CUpti_ActivityKernel12, "adds execution model", is new in CUPTI
+// Python 13.3.0 and absent from the C notes, so it is taken from 13.3):
+//
+//   API version         record             what it adds after isDeviceLaunched
+//   130000 .. 130099    Kernel10 (216 B)   -
+//   130100 .. 130299    Kernel11           int32_t priority
+//   130300 .. 130399    Kernel12           + uint32_t executionModel
+//   130400 .. 130499    Kernel13           + uint32_t sourceGraphId, padding6, uint64_t
+//                                            sourceGraphNodeId
+//
+// The API reference (structCUpti__ActivityKernel11/12/13.html) lists Kernel11-13's members in
+// Kernel10's order up to isDeviceLaunched, the new ones after it; with every member naturally
+// aligned (CUpti_Activity: "all activity record types are padded and aligned to ensure that each
+// member of the record is naturally aligned") each field before isDeviceLaunched is at the same
+// offset in all four. Every field this library reads lies there (kKernelRecordBytesRead), so a
+// Kernel11-13 record is read through the Kernel10 view; cuptiActivityGetNextRecord, not this
+// library, steps from one record to the next. A CUPTI past 13.4 may have moved a field: its
+// kernel records are not read (timing off, one line), rather than read at a guessed offset.
+inline constexpr uint32_t kCuptiApiVersionNewestKnownLayout = 130499;
+
+// The CUpti_ActivityKernelN a CUPTI of this API version writes (10..13), or 0 when this build
+// does not know the layout (older than 13.0, or newer than 13.4).
+int KernelRecordVersion(uint32_t cupti_api_version) noexcept;
+
+// The bytes of a kernel record the library reads: everything before isDeviceLaunched, the
+// common prefix of CUpti_ActivityKernel10..13 (its last field read is maxActiveClusters).
+inline constexpr size_t kKernelRecordBytesRead = offsetof(CUpti_ActivityKernel10, isDeviceLaunched);
+static_assert(kKernelRecordBytesRead == 208, "cupti_activity.h (CUDA 13.0), CUpti_ActivityKernel10");
+static_assert(offsetof(CUpti_ActivityKernel10, maxActiveClusters) + sizeof(uint32_t) ==
+              kKernelRecordBytesRead);
 
 // What CuptiCandidates searches beyond the fixed places.
 struct CuptiSearch {

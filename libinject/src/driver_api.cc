@@ -50,6 +50,9 @@ bool LoadDriverApi(DriverApi* api, std::string* error) {
   Resolve(library, "cuOccupancyMaxPotentialClusterSize", &api->OccupancyMaxPotentialClusterSize);
   Resolve(library, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
           &api->OccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+  Resolve(library, "cuCtxGetDevResource", &api->CtxGetDevResource);
+  Resolve(library, "cuGreenCtxGetDevResource", &api->GreenCtxGetDevResource);
+  Resolve(library, "cuStreamGetGreenCtx", &api->StreamGetGreenCtx);
   return true;
 }
 

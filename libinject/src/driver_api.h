@@ -49,6 +49,14 @@ struct DriverApi {
                                                                  int block_size,
                                                                  size_t dyn_smem,
                                                                  unsigned int flags) = nullptr;
+  // Optional (CUDA 12.4+, cuda.h "Green Contexts"): the SMs available to a context and to a green
+  // context (CU_DEV_RESOURCE_TYPE_SM, CUdevResource.sm.smCount), and the green context of a stream
+  // (NULL when none). context_sms.h asks them once per context.
+  CUresult (*CtxGetDevResource)(CUcontext context, CUdevResource* resource,
+                                CUdevResourceType type) = nullptr;
+  CUresult (*GreenCtxGetDevResource)(CUgreenCtx green, CUdevResource* resource,
+                                     CUdevResourceType type) = nullptr;
+  CUresult (*StreamGetGreenCtx)(CUstream stream, CUgreenCtx* green) = nullptr;
 };
 
 // Resolves the table from the process's libcuda.so.1 (already loaded by the application when the

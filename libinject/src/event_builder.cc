@@ -98,6 +98,7 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
   // No CUfunction is at hand for an activity record: the engine's figure, said as such.
   out->occupancy_source = schema::OccupancySource::kEngine;
   out->engine_max_active_blocks.reset();
+  out->sm_count.reset();  // a graph node's context is not asked: the device's SMs
   out->recovered = false;
   return true;
 }

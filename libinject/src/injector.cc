@@ -123,7 +123,18 @@ bool Injector::InitializeOrExplain() noexcept {
   if (driver_.DriverGetVersion(&driver_version) == CUDA_SUCCESS) driver_version_ = driver_version;
   cupti_.GetVersion(&cupti_version_);
   if (config_.timing != env::TimingPolicy::kOff &&
-      cupti_version_ < kCuptiApiVersionForActivityLayout) {
+      cupti_version_ > kCuptiApiVersionNewestKnownLayout) {
+    // A kernel record layout past CUpti_ActivityKernel13 (cupti_api.h, KernelRecordVersion):
+    // its fields may have moved, and none is read at a guessed offset.
+    Log().warn(
+        "libcupti at {} has API version {}, newer than the newest kernel record layout this "
+        "build knows (CUDA 13.4's CUpti_ActivityKernel13, API version {}): kernel timing and "
+        "graph-node events are off, stalls are seen from synchronising calls only; launches are "
+        "still recorded",
+        cupti_path, cupti_version_, kCuptiApiVersionNewestKnownLayout);
+    config_.timing = env::TimingPolicy::kOff;
+  } else if (config_.timing != env::TimingPolicy::kOff &&
+             cupti_version_ < kCuptiApiVersionForActivityLayout) {
     // Activity records are read with the CUDA 13 layout (CUpti_ActivityKernel10); an older
     // libcupti writes another one. Launch callbacks do not depend on it.
     Log().warn(

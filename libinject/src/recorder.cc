@@ -104,6 +104,9 @@ std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t
   CUfunction function = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(handle));
   const auto kernel = reinterpret_cast<CUkernel>(static_cast<uintptr_t>(handle));
   CUdevice device = 0;
+  // Inside the launch's callback (recorder.h, "Calls into CUDA from inside a callback"): its
+  // OwnCalls scope ignores the callbacks of these queries; the stream was found not capturing
+  // first; the current context is the application's, as its call left it.
   // A CUkernel is read on the launch's device; without cuKernelGetAttribute, through its
   // CUfunction in the current context.
   bool per_device = false;
@@ -200,6 +203,8 @@ std::unique_ptr<FunctionInfo> ReadFunctionInfo(const DriverApi& driver, uint64_t
 std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal) {
   auto info = std::make_unique<DeviceInfo>();
   info->ordinal = ordinal;
+  // From a launch's callback (its OwnCalls scope, recorder.h) or the sender thread (an OwnCalls
+  // scope for its life): the callbacks of these queries are ignored; none needs a context.
   CUdevice device = 0;
   if (driver.DeviceGet(&device, ordinal) != CUDA_SUCCESS) {
     info->problem = "cuDeviceGet failed";
@@ -359,6 +364,8 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
       if (!ok || p == nullptr) return;
       int active = 0;
       unsigned int flags = 0;
+      // A query of the device, no context needed; its own callback is ignored (OwnCalls scope of
+      // this callback, recorder.h).
       if (driver_->DevicePrimaryCtxGetState != nullptr &&
           driver_->DevicePrimaryCtxGetState(p->dev, &flags, &active) == CUDA_SUCCESS &&
           active != 0) {
@@ -448,6 +455,7 @@ void Recorder::OnKernelAttributeSet(uint64_t kernel, CUdevice device,
 void Recorder::ContextGone(uint64_t context) noexcept {
   functions_->Remove(FunctionTable::Owner::kContext, context);
   devices_->ForgetContexts();  // its handle may come back for another device
+  context_sms_.ForgetAll();
   streams_.ForgetAll();        // its streams are gone with it
   stream_ids_.ForgetAll();
 }
@@ -471,6 +479,7 @@ void Recorder::PrimaryContextGone(CUdevice device) noexcept {
   // Retained before the library subscribed: every entry of the device goes.
   functions_->RemoveDevice(static_cast<int32_t>(device));
   devices_->ForgetContexts();
+  context_sms_.ForgetAll();
   streams_.ForgetAll();
   stream_ids_.ForgetAll();
 }
@@ -494,7 +503,7 @@ void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
   record.correlation_id = data->correlationId;
   record.tid = ThreadId();
   record.device = static_cast<int8_t>(devices_->DeviceOf(context));  // -1 when not known yet
-  record.cbid = cbid;
+  record.cbid = static_cast<uint16_t>(cbid);
   record.result = static_cast<int32_t>(result);
   // The same ids as the launches' events (usually remembered from them: CUPTI may not answer
   // about a context that just failed). A call that names no stream: the stream is unknown.
@@ -549,7 +558,8 @@ void Recorder::OnLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
     uint64_t launch_context = context;
     if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice &&
         driver_->StreamGetCtx != nullptr && launch.stream != 0) {
-      // Each entry runs on its own device: its stream's context, not the current one.
+      // Each entry runs on its own device: its stream's context, not the current one. A query
+      // inside this callback's OwnCalls scope (recorder.h); capture is checked per entry after.
       CUcontext stream_context = nullptr;
       if (driver_->StreamGetCtx(reinterpret_cast<CUstream>(launch.stream), &stream_context) ==
           CUDA_SUCCESS) {
@@ -635,6 +645,8 @@ void Recorder::OnGraphLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* da
 
 bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {
   if (captures_active_.load(std::memory_order_acquire) == 0) return false;
+  // The first driver call of a launch's callback, and the one allowed on a capturing stream: it
+  // is how capture is checked (cuda.h, cuStreamIsCapturing); its callback is ignored (OwnCalls).
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (driver_->StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
     return false;
@@ -644,28 +656,35 @@ bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {
 
 bool Recorder::MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context,
                                    int* device) noexcept {
-  const uint64_t stream = launch.stream;
-  if (stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
-      stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
-    return false;  // the NULL stream: the current context
-  }
-  uint64_t stream_context = streams_.ContextOf(stream);
-  if (stream_context == 0) {
-    CUcontext c = nullptr;
-    if (driver_->StreamGetCtx == nullptr ||
-        driver_->StreamGetCtx(reinterpret_cast<CUstream>(stream), &c) != CUDA_SUCCESS ||
-        c == nullptr) {
-      return false;
-    }
-    stream_context = reinterpret_cast<uintptr_t>(c);
-    streams_.Remember(stream, stream_context);
-  }
-  if (stream_context == *context) return false;
+  const uint64_t stream_context = StreamContext(launch.stream);
+  if (stream_context == 0 || stream_context == *context) return false;
   *context = stream_context;
   const int stream_device = ResolveDevice(stream_context);
   if (stream_device == *device) return false;
   *device = stream_device;
   return true;
+}
+
+uint64_t Recorder::StreamContext(uint64_t stream) noexcept {
+  if (stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
+      stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
+    return 0;  // the NULL stream: the current context
+  }
+  uint64_t stream_context = streams_.ContextOf(stream);
+  if (stream_context == 0) {
+    // Driver call inside the launch callback, safe as every call of the slow path: the callback
+    // holds an OwnCalls scope, so the callback CUPTI raises for this cuStreamGetCtx is ignored
+    // (own_calls.h), and the stream is not under capture (RecordOne checked that first).
+    CUcontext c = nullptr;
+    if (driver_->StreamGetCtx == nullptr ||
+        driver_->StreamGetCtx(reinterpret_cast<CUstream>(stream), &c) != CUDA_SUCCESS ||
+        c == nullptr) {
+      return 0;
+    }
+    stream_context = reinterpret_cast<uintptr_t>(c);
+    streams_.Remember(stream, stream_context);
+  }
+  return stream_context;
 }
 
 FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
@@ -780,6 +799,10 @@ DriverOccupancy Recorder::AskDriver(const DecodedLaunch& launch, const LaunchRec
     return DriverOccupancy{};
   }
 
+  // The cuOccupancy* calls below run once per configuration, inside the launch's callback
+  // (recorder.h): in its OwnCalls scope (their callbacks ignored), after the capture check, in the
+  // application's current context (for a CUkernel only when the launch's context is the current
+  // one: per_sm_answerable), or the launch stream's (the cluster calls' config.hStream).
   DriverOccupancy answer;
   const auto function = reinterpret_cast<CUfunction>(launch.function);
   // The per-SM call computes under the function's own attributes; a carveout given as a launch
@@ -930,6 +953,15 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = thread.Tid();
   record.device = static_cast<int8_t>(device);  // [0, DeviceTable::kMaxDevices)
+  {
+    // The SMs the launch may use: its stream's context's (each green context is its own,
+    // context_sms.h point 2), else the launch's. Asked once per context, in this callback: safe as
+    // the slow path's other driver calls (OwnCalls scope, capture checked first).
+    const uint64_t stream_context = StreamContext(launch.stream);
+    const int sms = context_sms_.Of(*driver_, stream_context != 0 ? stream_context : context,
+                                    launch.stream);
+    record.sm_count = sms > 0 && sms < device_info->limits.sm_count ? static_cast<uint16_t>(sms) : 0;
+  }
   const bool current_context = context == calling_context;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {
     record.driver_max_active_blocks =

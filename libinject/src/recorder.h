@@ -17,18 +17,24 @@
 //
 // Calls into CUDA from inside a callback, and why each is safe. Every one is made inside an
 // OwnCalls scope (own_calls.h): the callbacks CUPTI raises for them are ignored, so the library
-// never re-enters itself nor reports its own probes as the application's errors
-// (Recorder.CallbacksRaisedByItsOwnDriverCallsAreIgnored). Each is made from the exit callback,
-// after the application's call returned, on the application's thread with its current context:
+// never re-enters itself nor reports its own probes as the application's errors. Each is made
+// from the exit callback, after the application's call returned, on the application's thread with
+// its current context (the one the call ran in; none is pushed or set):
 //  - cuStreamIsCapturing, first, and only while some capture is in progress in the process
 //    (captures_active_): a launch into a capturing stream is not recorded, and the calls below
 //    are not made for it, so that no query that could invalidate a capture reaches its stream;
-//  - cuFuncGetAttribute / cuKernelGetAttribute / cuKernelGetFunction (a function's first launch),
-//    cuDeviceGetAttribute / cuDeviceGetName / cuDeviceGetUuid (a device's first launch),
-//    cuOccupancy* (a configuration's first launch), cuStreamGetCtx, cuDevicePrimaryCtxGetState:
-//    queries that neither synchronize nor change state, each cached after its first answer;
+//  - cuFuncGetAttribute / cuKernelGetAttribute / cuKernelGetFunction / cuKernelGetLibrary /
+//    cuFuncGetModule (a function's first launch), cuDeviceGet / cuDeviceGetAttribute /
+//    cuDeviceGetName / cuDeviceGetUuid (a device's first launch), cuOccupancy* (a
+//    configuration's first launch), cuStreamGetCtx (a stream's first launch),
+//    cuStreamGetGreenCtx / cuGreenCtxGetDevResource / cuCtxGetDevResource (a context's first
+//    launch, context_sms.h), cuDevicePrimaryCtxGetState (a primary context's release): queries
+//    that neither synchronize nor change state, each cached after its first answer;
 //  - the device of a launch's context: cuptiGetDeviceId, which cupti_activity.h documents as
 //    callable "from within callback functions" (unlike cuCtxGetDevice, never called here).
+// tests/inject/driver_calls_test.cc raises a callback re-entrantly from inside each of these calls
+// (ReentrantCallback.RaisedByTheLibrarysOwnCallIsIgnored/<call>) and checks that the scenarios
+// making them make exactly this list.
 #ifndef CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 #define CUFLIGHT_LIBINJECT_SRC_RECORDER_H_
 
@@ -41,6 +47,7 @@
 #include <string_view>
 
 #include "cuflight/blackbox/region_writer.h"
+#include "context_sms.h"
 #include "cupti_api.h"
 #include "device_table.h"
 #include "driver_api.h"
@@ -192,6 +199,9 @@ class Recorder {
   // When the launch names a stream of its own whose context is not *context: sets *context to
   // it and *device to its device, and returns true when the device changed.
   bool MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context, int* device) noexcept;
+  // The context of a non-NULL stream (cuStreamGetCtx, remembered per stream), or 0: the NULL
+  // stream (the current context), or a driver that cannot say.
+  uint64_t StreamContext(uint64_t stream) noexcept;
   int ResolveDevice(uint64_t context) noexcept;
   // Describes `info` (read for `device`) in the black box, when there is one and its launches
   // are recorded: sets info->desc_index. Slow path.
@@ -228,6 +238,7 @@ class Recorder {
   LaunchConfigTable configs_{kLaunchConfigCapacity};
   StreamTable streams_;
   StreamIds stream_ids_;
+  ContextSms context_sms_;
   // Each device's primary context as cuDevicePrimaryCtxRetain returned it; 0: not seen.
   std::atomic<uint64_t> primary_contexts_[DeviceTable::kMaxDevices] = {};
   mutable SyncCallTable sync_calls_;

@@ -21,6 +21,26 @@ CuptiSearch Search(const char* env_path, const char* cuda_home, const char* cuda
   return search;
 }
 
+// The kernel record each CUPTI writes, by the CUPTI release notes: cupti_version.h's API versions
+// (xxyyzz from 13.0: "v130000 : CUDA Toolkit 13.0", "v130001 : CUDA Toolkit 13.0 Update 1");
+// "Updates in CUDA 13.1": CUpti_ActivityKernel10 "replaced by the new CUpti_ActivityKernel11";
+// CUPTI Python 13.3.0: "New activity classes: cupti.cupti.ActivityKernel12"; "Updates in CUDA
+// 13.4": CUpti_ActivityKernel12 "replaced by CUpti_ActivityKernel13". CUDA 12.9 Update 1 reported
+// 28 ("v28 : CUDA Toolkit 12.9 Update 1"), a layout before Kernel10; past 13.4 is not known here.
+TEST(KernelRecordVersion, FollowsTheReleaseNotes) {
+  EXPECT_EQ(KernelRecordVersion(28), 0);
+  EXPECT_EQ(KernelRecordVersion(130000), 10);
+  EXPECT_EQ(KernelRecordVersion(130001), 10);
+  EXPECT_EQ(KernelRecordVersion(130100), 11);
+  EXPECT_EQ(KernelRecordVersion(130200), 11);
+  EXPECT_EQ(KernelRecordVersion(130300), 12);
+  EXPECT_EQ(KernelRecordVersion(130301), 12);
+  EXPECT_EQ(KernelRecordVersion(130400), 13);
+  EXPECT_EQ(KernelRecordVersion(130401), 13);
+  EXPECT_EQ(KernelRecordVersion(130500), 0);
+  EXPECT_EQ(KernelRecordVersion(140000), 0);
+}
+
 TEST(CuptiCandidates, OverrideFirstThenLinkerThenToolkitPlaces) {
   const std::vector<std::string> c =
       CuptiCandidates(Search("/opt/my/libcupti.so", "/opt/cuda-13", nullptr));

@@ -41,6 +41,40 @@ FakeFunction BarrierHeavy() {
   return f;
 }
 
+// Waves on a green context of 16 SMs (cuStreamGetGreenCtx, cuGreenCtxGetDevResource): the same
+// kernel (16 resident blocks per SM, the driver's) with a grid of 264 blocks fills 264 / (16 x 16)
+// = 1.03125 waves there, the last with 8 of 256 slots (0.03125); on the whole H100 (132 SMs) the
+// same grid is 264 / (132 x 16) = 0.125 of a wave, all of it the tail. The event says 16 SMs.
+TEST(DriverOccupancy, WavesCountTheSmsOfTheLaunchsGreenContext) {
+  Harness h;
+  EventBuilder builder;
+  h.fake.functions[kF] = BarrierHeavy();
+  constexpr uint64_t kGreenStream = 0x7E;
+  constexpr uint64_t kGreen = 0x6E;
+  // cuStreamGetCtx of a green context's stream: "equivalent to the one returned by
+  // cuCtxFromGreenCtx() on the green context" (cuda.h), a context of its own.
+  constexpr uint64_t kGreenContext = 0xC1;
+  h.fake.stream_context[kGreenStream] = kGreenContext;
+  h.fake.context_device[kGreenContext] = 0;
+  h.fake.stream_green[kGreenStream] = kGreen;
+  h.fake.green_sms[kGreen] = 16;
+  cuLaunchKernel_params green{Fn(kF), 264, 1, 1, 64, 1, 1, 0, St(kGreenStream), nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &green, kMangled, 1);
+  schema::KernelEvent event = BuildNext(h, builder);
+  EXPECT_EQ(event.occupancy.max_active_blocks, 16);
+  ASSERT_TRUE(event.sm_count.has_value());
+  EXPECT_EQ(*event.sm_count, 16);
+  EXPECT_DOUBLE_EQ(event.occupancy.waves, 1.03125);
+  EXPECT_DOUBLE_EQ(event.occupancy.tail_utilization, 0.03125);
+
+  cuLaunchKernel_params whole{Fn(kF), 264, 1, 1, 64, 1, 1, 0, nullptr, nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &whole, kMangled, 2);
+  event = BuildNext(h, builder);
+  EXPECT_FALSE(event.sm_count.has_value());
+  EXPECT_DOUBLE_EQ(event.occupancy.waves, 0.125);
+  EXPECT_DOUBLE_EQ(event.occupancy.tail_utilization, 0.125);
+}
+
 TEST(DriverOccupancy, TheDriversCountIsReportedAndTheEnginesDisagreementSaid) {
   Harness h;
   EventBuilder builder;

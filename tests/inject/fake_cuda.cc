@@ -15,6 +15,57 @@ namespace {
 
 uint64_t H(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
+// The entry point `Impl` as driver() hands it out: calls it, then FakeCuda::after_driver_call
+// with `Name` and its result.
+template <const char* Name, auto Impl, typename... A>
+CUresult Raising(A... a) {
+  const CUresult result = Impl(a...);
+  if (FakeCuda::current != nullptr && FakeCuda::current->after_driver_call) {
+    FakeCuda::current->after_driver_call(Name, result);
+  }
+  return result;
+}
+
+CUresult FillSm(CUdevResource* resource, int sms) {
+  *resource = CUdevResource{};
+  resource->type = CU_DEV_RESOURCE_TYPE_SM;
+  resource->sm.smCount = static_cast<unsigned>(sms);
+  return CUDA_SUCCESS;
+}
+
+CUresult CtxGetDevResource(CUcontext context, CUdevResource* resource, CUdevResourceType type) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->resource_queries;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  if (auto it = fake->context_sms.find(H(context)); it != fake->context_sms.end()) {
+    return FillSm(resource, it->second);
+  }
+  auto device = fake->context_device.find(H(context));
+  const int ordinal = device != fake->context_device.end() ? device->second : fake->current_device;
+  auto limits = fake->devices.find(ordinal);
+  if (limits == fake->devices.end()) return CUDA_ERROR_INVALID_CONTEXT;
+  return FillSm(resource, limits->second.sm_count);
+}
+
+CUresult GreenCtxGetDevResource(CUgreenCtx green, CUdevResource* resource,
+                                CUdevResourceType type) {
+  FakeCuda* fake = FakeCuda::current;
+  ++fake->resource_queries;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  auto it = fake->green_sms.find(H(green));
+  if (it == fake->green_sms.end()) return CUDA_ERROR_INVALID_CONTEXT;
+  return FillSm(resource, it->second);
+}
+
+CUresult StreamGetGreenCtx(CUstream stream, CUgreenCtx* green) {
+  FakeCuda* fake = FakeCuda::current;
+  auto it = fake->stream_green.find(H(stream));
+  *green = it != fake->stream_green.end()
+               ? reinterpret_cast<CUgreenCtx>(static_cast<uintptr_t>(it->second))
+               : nullptr;
+  return CUDA_SUCCESS;
+}
+
 CUresult FuncGetAttributeOf(int* value, CUfunction_attribute attribute, CUfunction f);
 CUresult KernelGetAttributeOf(int* value, CUfunction_attribute attribute, CUkernel kernel,
                               CUdevice device);
@@ -495,27 +546,57 @@ int FakeCuda::KernelReads(uint64_t kernel, int device) const {
   return it != kernel_reads.end() ? it->second : 0;
 }
 
+// The names after_driver_call reports.
+constexpr char kFuncGetAttribute[] = "cuFuncGetAttribute";
+constexpr char kKernelGetFunction[] = "cuKernelGetFunction";
+constexpr char kKernelGetAttribute[] = "cuKernelGetAttribute";
+constexpr char kKernelGetLibrary[] = "cuKernelGetLibrary";
+constexpr char kFuncGetModule[] = "cuFuncGetModule";
+constexpr char kStreamGetCtx[] = "cuStreamGetCtx";
+constexpr char kDevicePrimaryCtxGetState[] = "cuDevicePrimaryCtxGetState";
+constexpr char kOccupancyMaxActiveClusters[] = "cuOccupancyMaxActiveClusters";
+constexpr char kOccupancyMaxPotentialClusterSize[] = "cuOccupancyMaxPotentialClusterSize";
+constexpr char kOccupancyMaxActiveBlocks[] = "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags";
+constexpr char kCtxGetDevice[] = "cuCtxGetDevice";
+constexpr char kDeviceGet[] = "cuDeviceGet";
+constexpr char kDeviceGetAttribute[] = "cuDeviceGetAttribute";
+constexpr char kDeviceGetName[] = "cuDeviceGetName";
+constexpr char kDeviceGetUuid[] = "cuDeviceGetUuid";
+constexpr char kDriverGetVersion[] = "cuDriverGetVersion";
+constexpr char kStreamIsCapturing[] = "cuStreamIsCapturing";
+constexpr char kGetErrorName[] = "cuGetErrorName";
+constexpr char kGetErrorString[] = "cuGetErrorString";
+constexpr char kCtxGetDevResource[] = "cuCtxGetDevResource";
+constexpr char kGreenCtxGetDevResource[] = "cuGreenCtxGetDevResource";
+constexpr char kStreamGetGreenCtx[] = "cuStreamGetGreenCtx";
+
 DriverApi FakeCuda::driver() const {
   DriverApi api;
-  api.FuncGetAttribute = &FuncGetAttribute;
-  api.KernelGetFunction = &KernelGetFunction;
-  api.KernelGetAttribute = &KernelGetAttribute;
-  api.KernelGetLibrary = &KernelGetLibrary;
-  api.FuncGetModule = &FuncGetModule;
-  api.StreamGetCtx = &StreamGetCtx;
-  api.DevicePrimaryCtxGetState = &DevicePrimaryCtxGetState;
-  api.OccupancyMaxActiveClusters = &OccupancyMaxActiveClusters;
-  api.OccupancyMaxPotentialClusterSize = &OccupancyMaxPotentialClusterSize;
-  api.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags = &OccupancyMaxActiveBlocks;
-  api.CtxGetDevice = &CtxGetDevice;
-  api.DeviceGet = &DeviceGet;
-  api.DeviceGetAttribute = &DeviceGetAttribute;
-  api.DeviceGetName = &DeviceGetName;
-  api.DeviceGetUuid = &DeviceGetUuid;
-  api.DriverGetVersion = &DriverGetVersion;
-  api.StreamIsCapturing = &StreamIsCapturing;
-  api.GetErrorName = &GetErrorName;
-  api.GetErrorString = &GetErrorString;
+  api.FuncGetAttribute = &Raising<kFuncGetAttribute, &FuncGetAttribute>;
+  api.KernelGetFunction = &Raising<kKernelGetFunction, &KernelGetFunction>;
+  api.KernelGetAttribute = &Raising<kKernelGetAttribute, &KernelGetAttribute>;
+  api.KernelGetLibrary = &Raising<kKernelGetLibrary, &KernelGetLibrary>;
+  api.FuncGetModule = &Raising<kFuncGetModule, &FuncGetModule>;
+  api.StreamGetCtx = &Raising<kStreamGetCtx, &StreamGetCtx>;
+  api.DevicePrimaryCtxGetState = &Raising<kDevicePrimaryCtxGetState, &DevicePrimaryCtxGetState>;
+  api.OccupancyMaxActiveClusters =
+      &Raising<kOccupancyMaxActiveClusters, &OccupancyMaxActiveClusters>;
+  api.OccupancyMaxPotentialClusterSize =
+      &Raising<kOccupancyMaxPotentialClusterSize, &OccupancyMaxPotentialClusterSize>;
+  api.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags =
+      &Raising<kOccupancyMaxActiveBlocks, &OccupancyMaxActiveBlocks>;
+  api.CtxGetDevice = &Raising<kCtxGetDevice, &CtxGetDevice>;
+  api.DeviceGet = &Raising<kDeviceGet, &DeviceGet>;
+  api.DeviceGetAttribute = &Raising<kDeviceGetAttribute, &DeviceGetAttribute>;
+  api.DeviceGetName = &Raising<kDeviceGetName, &DeviceGetName>;
+  api.DeviceGetUuid = &Raising<kDeviceGetUuid, &DeviceGetUuid>;
+  api.DriverGetVersion = &Raising<kDriverGetVersion, &DriverGetVersion>;
+  api.StreamIsCapturing = &Raising<kStreamIsCapturing, &StreamIsCapturing>;
+  api.GetErrorName = &Raising<kGetErrorName, &GetErrorName>;
+  api.GetErrorString = &Raising<kGetErrorString, &GetErrorString>;
+  api.CtxGetDevResource = &Raising<kCtxGetDevResource, &CtxGetDevResource>;
+  api.GreenCtxGetDevResource = &Raising<kGreenCtxGetDevResource, &GreenCtxGetDevResource>;
+  api.StreamGetGreenCtx = &Raising<kStreamGetGreenCtx, &StreamGetGreenCtx>;
   return api;
 }
 

@@ -76,6 +76,21 @@ struct FakeCuda {
   // Called after every cuFuncGetAttribute and cuKernelGetAttribute with its result, as CUPTI
   // raises the exit callback of a driver call the library itself makes.
   std::function<void(CUresult)> after_attribute_query;
+  // Called after every driver call the library makes through driver() (its cu* name and result),
+  // as CUPTI raises a callback for each ("the callback is invoked ... for every CUDA driver API
+  // function", cupti_callbacks.h, CUPTI_CB_DOMAIN_DRIVER_API): a test raises the recorder's
+  // callback from in there, re-entrantly, as CUPTI would on the thread inside the callback.
+  std::function<void(const char* call, CUresult)> after_driver_call;
+  // Green contexts (cuda.h, CUDA 13.0, "Green Contexts"). cuCtxGetDevResource(ctx, SM): the
+  // smCount of context_sms[ctx], else of the context's device (the whole device:
+  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT); cuStreamGetGreenCtx: stream_green[stream], else
+  // NULL ("NULL if the stream is not associated with any green context");
+  // cuGreenCtxGetDevResource(green, SM): green_sms[green], else CUDA_ERROR_INVALID_CONTEXT (one
+  // of its documented results). Each resource query is counted.
+  std::map<uint64_t, int> context_sms;
+  std::map<uint64_t, uint64_t> stream_green;
+  std::map<uint64_t, int> green_sms;
+  int resource_queries = 0;
   // Successful CU_FUNC_ATTRIBUTE_NUM_REGS queries, the first of each read of a function: by
   // CUfunction (cuFuncGetAttribute) and by (CUkernel, device) (cuKernelGetAttribute).
   std::map<uint64_t, int> function_reads;

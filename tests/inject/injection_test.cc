@@ -60,6 +60,8 @@ class Injection : public ::testing::Test {
     unsetenv("FAKE_CUPTI_ACTIVITY_LOG");
     unsetenv("FAKE_CUPTI_MULTI_SUBSCRIBER");
     unsetenv("FAKE_CUDA_DRIVER_VERSION");
+    unsetenv("FAKE_CUPTI_KERNEL_RECORD_BYTES");
+    unsetenv("FAKE_CUDA_GREEN_SMS");
     unsetenv("CUFLIGHT_TIMING");
     unsetenv("CUFLIGHT_TIMING_WINDOW_MS");
     unsetenv("CUFLIGHT_TIMING_PERIOD_MS");
@@ -431,6 +433,126 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   }
   EXPECT_EQ(kernels, 4);
   EXPECT_EQ(times, 0);
+}
+
+// Each CUPTI 13 libcupti writes kernel records in its own CUpti_ActivityKernelN (CUPTI release
+// notes: Kernel11 from 13.1, Kernel13 from 13.4; Kernel12 in CUPTI Python 13.3): the fake writes
+// records of that layout's size with its later members filled (fake_libcupti.cc, RecordBytes), and
+// every launch's kernel_time comes out as the fake timed it: start 1000 x its correlation id, 500 ns
+// long (fake_libcupti.cc, FAKE_CUPTI_TIMING), stream 7 in context 1. The sizes 216, 224, 224, 240
+// are the four layouts'; FAKE_CUPTI_KERNEL_RECORD_BYTES would set another.
+class KernelRecordLayouts : public Injection,
+                            public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KernelRecordLayouts, EachKnownLayoutIsReadRight) {
+  UseFakes();
+  const std::string path = TempSocketPath("layout");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  setenv("FAKE_CUPTI_VERSION", GetParam(), 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> times;  // correlation id -> start, duration
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
+      times[t->correlation_id] = {t->start_ns, t->duration_ns};
+      EXPECT_EQ(t->context, 1u);
+      EXPECT_EQ(t->stream, 7u);
+      EXPECT_FALSE(t->graph_id.has_value());
+    }
+  }
+  // The start is on the event clock (an offset from CUPTI's), so only its spacing is compared:
+  // 1000 ns per correlation id.
+  ASSERT_EQ(times.size(), 4u);
+  uint64_t id = 1;
+  for (const auto& [correlation_id, time] : times) {
+    EXPECT_EQ(correlation_id, id);
+    EXPECT_EQ(time.second, 500u);
+    EXPECT_EQ(time.first - times.begin()->second.first, 1000u * (id - 1));
+    ++id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cupti13, KernelRecordLayouts,
+                         ::testing::Values("130001",    // Kernel10, 216 bytes
+                                           "130100",    // Kernel11, 224 bytes
+                                           "130300",    // Kernel12, 224 bytes
+                                           "130400"));  // Kernel13, 240 bytes
+
+// A libcupti newer than the newest layout this build knows (13.4's Kernel13): its kernel records
+// are not read at a guessed offset: timing is off with one line, and launches are still recorded.
+TEST_F(Injection, ANewerKernelRecordLayoutTurnsTimingOffWithOneLine) {
+  UseFakes();
+  const std::string path = TempSocketPath("newcupti");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUPTI_TIMING", "0,0,0", 1);
+  setenv("FAKE_CUPTI_VERSION", "130500", 1);
+  setenv("FAKE_CUPTI_KERNEL_RECORD_BYTES", "256", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("API version 130500, newer than the newest kernel record layout"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("kernel timing and graph-node events are off"), std::string::npos) << r.err;
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  int kernels = 0;
+  int times = 0;
+  for (const std::string& line : collector.Lines()) {
+    kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
+    times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
+    if (line.find("\"type\":\"process_start\"") != std::string::npos) {
+      EXPECT_NE(line.find("\"timing\":\"off\""), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(kernels, 4);
+  EXPECT_EQ(times, 0);
+}
+
+// The application runs in a green context of 16 SMs of the fake's 132-SM device
+// (FAKE_CUDA_GREEN_SMS: cuCtxGetDevResource says 16, fake_libcuda.cc): through the real
+// library's cuCtxGetDevResource lookup, every kernel event says 16 SMs and counts its waves over
+// them: grid blocks / (16 x max_active_blocks) (engine.h, ComputeWaves: a wave is every resident
+// block slot of the SMs). The device event still says the device's 132.
+TEST_F(Injection, AGreenContextsLaunchesCountWavesOverItsSms) {
+  UseFakes();
+  const std::string path = TempSocketPath("green");
+  StoringCollector collector(path);
+  setenv("CUFLIGHT_COLLECTOR", path.c_str(), 1);
+  setenv("FAKE_CUDA_GREEN_SMS", "16", 1);
+  const auto r = RunProcess(CUFLIGHT_FAKE_APP, {CUFLIGHT_INJECT_SO, "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
+  }));
+  int kernels = 0;
+  for (const std::string& line : collector.Lines()) {
+    schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
+    if (const auto* device = std::get_if<schema::OwnedDeviceEvent>(&d.event)) {
+      EXPECT_EQ(device->sm_count, 132);
+    }
+    const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event);
+    if (k == nullptr) continue;
+    ++kernels;
+    ASSERT_TRUE(k->sm_count.has_value()) << line;
+    EXPECT_EQ(*k->sm_count, 16);
+    ASSERT_GT(k->occupancy.max_active_blocks, 0);
+    const double blocks = static_cast<double>(k->grid.x) * k->grid.y * k->grid.z;
+    EXPECT_DOUBLE_EQ(k->occupancy.waves, blocks / (16.0 * k->occupancy.max_active_blocks)) << line;
+  }
+  EXPECT_EQ(kernels, 3);
 }
 
 // What a run of the fake app under the library gave: the collector's events, and the CUPTI calls

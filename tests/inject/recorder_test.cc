@@ -206,6 +206,49 @@ TEST(Recorder, TheFirstStickyErrorAsksForAnImmediateFlushAndNothingElseDoes) {
   EXPECT_EQ(Drain(*h.ring).size(), 6u);
 }
 
+// A green context is a "distinct spatial partition of the GPU" (cuda.h): a launch on a stream of
+// one of 16 SMs (cuStreamGetGreenCtx, cuGreenCtxGetDevResource with CU_DEV_RESOURCE_TYPE_SM) says
+// so in its record; a context limited to 66 SMs (cuCtxGetDevResource, as an MPS client might be)
+// likewise; a context with the whole device (132 SMs, the H100 SXM preset) says nothing (0: the
+// device's). Each context is asked once, however many launches.
+TEST(Recorder, ALaunchInAPartitionCarriesItsSmCountAskedOncePerContext) {
+  Harness h;
+  h.fake.functions[kF] = FakeFunction{};
+  constexpr uint64_t kGreenStream = 0x7E;
+  constexpr uint64_t kGreenContext = 0xC1;  // cuCtxFromGreenCtx of kGreen
+  constexpr uint64_t kGreen = 0x6E;
+  h.fake.stream_context[kGreenStream] = kGreenContext;
+  h.fake.context_device[kGreenContext] = 0;
+  h.fake.stream_green[kGreenStream] = kGreen;
+  h.fake.green_sms[kGreen] = 16;
+  cuLaunchKernel_params green{Fn(kF), 64, 1, 1, 128, 1, 1, 0, St(kGreenStream), nullptr, nullptr};
+  for (uint32_t i = 0; i < 50; ++i) h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &green, kMangled, i);
+  std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 50u);
+  for (const LaunchRecord& r : records) EXPECT_EQ(r.sm_count, 16u);
+  EXPECT_EQ(h.fake.resource_queries, 1);
+
+  // The NULL stream of the whole device's context: nothing said.
+  cuLaunchKernel_params whole{Fn(kF), 64, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr};
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &whole, kMangled, 100);
+  records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].sm_count, 0u);
+  EXPECT_EQ(h.fake.resource_queries, 2);
+
+  // After a context teardown the count is asked again (the handle may come back as another).
+  h.fake.context_sms[kContext] = 66;
+  cuCtxDestroy_v2_params destroy{reinterpret_cast<CUcontext>(static_cast<uintptr_t>(0xDEAD))};
+  Callback gone(&destroy, nullptr, 101);
+  h.recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2,
+                         &gone.data);
+  h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &whole, kMangled, 102);
+  records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].sm_count, 66u);
+  EXPECT_EQ(h.fake.resource_queries, 3);
+}
+
 TEST(Recorder, CallbacksRaisedByItsOwnDriverCallsAreIgnored) {
   // The runtime launches a CUkernel: cuFuncGetAttribute on it fails, the recorder resolves its
   // CUfunction and asks again. CUPTI raises callbacks for those calls too; the failed one must

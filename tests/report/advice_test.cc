@@ -267,6 +267,20 @@ TEST(ReportAdviceTable, LibraryKernelsGetTheirOwnLevers) {
   EXPECT_EQ(Advice(s), "50% occupancy (probably enough); registers limit 8 blocks/SM");
 }
 
+// The first case's kernel launched in a green context of 16 SMs (kernel.sm_count 16): its 4 blocks
+// on 16 SMs x 2 = 32 slots are 4 / 32 = 0.125 waves, and 12 of the 16 SMs get no block; the
+// device's 132 SMs are not the ones the launch could use.
+TEST(ReportAdviceTable, AGreenContextsWavesAreOfItsSms) {
+  Signature s = SignatureOf({"h100", 128, 0, 0, {256, 1, 1}, {4, 1, 1}, 0, ""});
+  s.first.sm_count = 16;
+  s.first.occupancy.waves = 0.125;
+  s.waves_min = s.waves_max = s.waves_mean = 0.125;
+  EXPECT_EQ(Advice(s),
+            "grid of 4 blocks is under one wave (0.12 waves of 16 SMs x 2 blocks/SM): every block "
+            "is already resident, so higher occupancy cannot help; 12 of 16 SMs get no block; "
+            "launch more blocks (less work per block, split-K)");
+}
+
 // Without the device's limits (no device event) the engine cannot check a change: a tie says
 // only that both bind, and no block size is named.
 TEST(ReportAdviceTable, WithoutTheDeviceNoUncheckedSuggestion) {

@@ -294,6 +294,9 @@ std::vector<OwnedEvent> RoundTripEvents() {
   kernel.occupancy_source = OccupancySource::kDriver;
   kernel.engine_max_active_blocks = 3;
   events.emplace_back(WithHeader(kernel, seq++));
+  kernel.sm_count = 16;  // a green context of 16 SMs
+  events.emplace_back(WithHeader(kernel, seq++));
+  kernel.sm_count.reset();
   kernel.recovered = false;
   kernel.occupancy_source = OccupancySource::kUnknown;
   kernel.engine_max_active_blocks.reset();
@@ -813,6 +816,7 @@ std::string EncodeLine(const OwnedEvent& event) {
                      k->occupancy,
                      k->occupancy_source,
                      k->engine_max_active_blocks,
+                     k->sm_count,
                      k->recovered,
                      k->timing_window};
     n = Encode(view, line.data(), line.size());

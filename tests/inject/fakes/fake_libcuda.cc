@@ -96,3 +96,27 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   *text = "an illegal memory access was encountered";
   return CUDA_SUCCESS;
 }
+
+// Green contexts (cuda.h, CUDA 13.0, "Green Contexts"): cuCtxGetDevResource(ctx,
+// CU_DEV_RESOURCE_TYPE_SM) gives "the type resources available to the context";
+// CUdevSmResource.smCount "The amount of streaming multiprocessors available in this resource".
+// FAKE_CUDA_GREEN_SMS=<n>: every context is a green context's (cuCtxFromGreenCtx) of n SMs, as
+// an application that made one of n SMs and set it current; else the whole device's 132. No
+// stream belongs to a green context of its own here (cuStreamGetGreenCtx: NULL).
+EXPORT CUresult cuCtxGetDevResource(CUcontext, CUdevResource* resource, CUdevResourceType type) {
+  if (resource == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  const char* green = std::getenv("FAKE_CUDA_GREEN_SMS");
+  *resource = CUdevResource{};
+  resource->type = CU_DEV_RESOURCE_TYPE_SM;
+  resource->sm.smCount = green != nullptr ? static_cast<unsigned>(std::strtoul(green, nullptr, 10))
+                                          : 132u;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamGetGreenCtx(CUstream, CUgreenCtx* green) {
+  *green = nullptr;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx, CUdevResource*, CUdevResourceType) {
+  return CUDA_ERROR_INVALID_CONTEXT;  // no green context handle is ever handed out here
+}

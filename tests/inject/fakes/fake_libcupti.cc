@@ -184,6 +184,46 @@ thread_local bool t_app_thread = false;     // this thread fired launches
 thread_local int t_in_callback = 0;         // inside the subscriber's callback
 std::atomic<int> g_switching{0};            // enables or disables of a kernel kind in progress
 uint32_t ReportedVersion();
+// The size of each record slot in the fake's activity buffers: the kernel record layout of the
+// reported API version (cupti_api.h, KernelRecordVersion, from the CUPTI release notes), or
+// FAKE_CUPTI_KERNEL_RECORD_BYTES=<n> (n >= 216, a multiple of 8: ACTIVITY_RECORD_ALIGNMENT). A
+// kernel record is CUpti_ActivityKernel10's 216 bytes, then the members the API reference
+// (structCUpti__ActivityKernel11/12/13.html) lists after isDeviceLaunched: Kernel11 int32_t
+// priority, Kernel12 uint32_t executionModel, Kernel13 uint32_t sourceGraphId and padding6 and
+// uint64_t sourceGraphNodeId. Placed after Kernel10's padding3[7], the one placement that keeps
+// sourceGraphNodeId 8-byte aligned (CUpti_Activity: every member "naturally aligned"): 224 bytes
+// for Kernel11 and 12, 240 for Kernel13 (sizes to confirm on a GPU: docs/gpu-verification.md).
+// They hold values no field of Kernel10 has here, so a reader that stepped by Kernel10's size
+// would read them as the next record's kind and times. Other records (synchronization) sit in a
+// slot of the same size: only cuptiActivityGetNextRecord walks the buffer, by the slot size.
+size_t RecordBytes() {
+  if (const char* text = std::getenv("FAKE_CUPTI_KERNEL_RECORD_BYTES"); text != nullptr) {
+    const size_t bytes = std::strtoul(text, nullptr, 10);
+    if (bytes >= sizeof(CUpti_ActivityKernel10) && bytes % 8 == 0) return bytes;
+  }
+  const uint32_t version = ReportedVersion();
+  if (version >= 130400) return 240;
+  if (version >= 130100) return 224;
+  return sizeof(CUpti_ActivityKernel10);
+}
+// Writes a kernel record into a slot: Kernel10's fields, then the newer layouts' tail.
+void WriteKernelSlot(uint8_t* slot, const CUpti_ActivityKernel10& record) {
+  const size_t bytes = RecordBytes();
+  std::memset(slot, 0, bytes);
+  std::memcpy(slot, &record, sizeof(record));
+  if (bytes >= 224) {
+    const int32_t priority = -5;           // a stream priority, cuStreamCreateWithPriority
+    const uint32_t execution_model = 1;
+    std::memcpy(slot + 216, &priority, sizeof(priority));
+    std::memcpy(slot + 220, &execution_model, sizeof(execution_model));
+  }
+  if (bytes >= 240) {
+    const uint32_t source_graph_id = 0xC0FFEE;
+    const uint64_t source_graph_node_id = 0xFEEDFACEull;
+    std::memcpy(slot + 224, &source_graph_id, sizeof(source_graph_id));
+    std::memcpy(slot + 232, &source_graph_node_id, sizeof(source_graph_node_id));
+  }
+}
 void LogSwitch(bool on, bool overlap) {
   const char* path = std::getenv("FAKE_CUPTI_ACTIVITY_LOG");
   if (path == nullptr) return;
@@ -351,7 +391,7 @@ void Query(size_t index) {
     g_dropped.fetch_add(1);
     return;
   }
-  if (b.valid + sizeof(CUpti_ActivityKernel10) > b.size) return;  // full: not in these tests
+  if (b.valid + RecordBytes() > b.size) return;  // full: not in these tests
   CUpti_ActivitySynchronization2 sync{};
   sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN;
@@ -362,9 +402,9 @@ void Query(size_t index) {
   sync.end = sync.start + 100;
   sync.returnValue = CUDA_ERROR_NOT_READY;
   // In a slot of a kernel record's size: NextRecord walks the buffer by that size.
-  std::memset(b.buffer + b.valid, 0, sizeof(CUpti_ActivityKernel10));
+  std::memset(b.buffer + b.valid, 0, RecordBytes());
   std::memcpy(b.buffer + b.valid, &sync, sizeof(sync));
-  b.valid += sizeof(CUpti_ActivityKernel10);
+  b.valid += RecordBytes();
 }
 
 void StartPollers() {
@@ -447,7 +487,7 @@ void DeliverTiming(bool forced) {
   size_t valid = 0;
   if (!given.empty()) {
     const size_t n = g_timed.size();
-    for (size_t i = 0; i < n && valid + sizeof(CUpti_ActivityKernel10) <= given[0].size; ++i) {
+    for (size_t i = 0; i < n && valid + RecordBytes() <= given[0].size; ++i) {
       CUpti_ActivityKernel10 record{};
       record.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
       record.correlationId = g_timed[i].correlation_id;
@@ -465,11 +505,11 @@ void DeliverTiming(bool forced) {
       record.gridY = 1;
       record.gridZ = 1;
       record.name = "_Z6vecaddPKfS0_Pfi";
-      std::memcpy(given[0].buffer + valid, &record, sizeof(record));
-      valid += sizeof(record);
+      WriteKernelSlot(given[0].buffer + valid, record);
+      valid += RecordBytes();
     }
     if (sync_now && g_sync_enabled.load() &&
-        valid + sizeof(CUpti_ActivityKernel10) <= given[0].size) {
+        valid + RecordBytes() <= given[0].size) {
       // In a slot of a kernel record's size: NextRecord walks the buffer by that size.
       static_assert(sizeof(CUpti_ActivitySynchronization2) <= sizeof(CUpti_ActivityKernel10));
       CUpti_ActivitySynchronization2 sync{};
@@ -480,9 +520,9 @@ void DeliverTiming(bool forced) {
       sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
       sync.start = 1000ull * sync.correlationId;
       sync.end = sync.start + 500;
-      std::memset(given[0].buffer + valid, 0, sizeof(CUpti_ActivityKernel10));
+      std::memset(given[0].buffer + valid, 0, RecordBytes());
       std::memcpy(given[0].buffer + valid, &sync, sizeof(sync));
-      valid += sizeof(CUpti_ActivityKernel10);
+      valid += RecordBytes();
     }
   }
   if (sync_now) g_synchronized = true;  // the call returned; recorded or not
@@ -714,9 +754,9 @@ CUptiResult NextRecord(uint8_t* buffer, size_t valid_size, CUpti_Activity** reco
   size_t at = 0;
   if (*record != nullptr) {
     at = static_cast<size_t>(reinterpret_cast<uint8_t*>(*record) - buffer) +
-         sizeof(CUpti_ActivityKernel10);
+         RecordBytes();
   }
-  if (at + sizeof(CUpti_ActivityKernel10) > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  if (at + RecordBytes() > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
   *record = reinterpret_cast<CUpti_Activity*>(buffer + at);
   return CUPTI_SUCCESS;
 }

@@ -84,7 +84,8 @@ class KernelEventBuilder {
               r.tid,
               r.device,
               r.api,
-              (r.launch_flags & kLaunchCooperative) != 0};
+              (r.launch_flags & kLaunchCooperative) != 0,
+              r.sm_count};
     }
     int64_t ts_ns;
     uint64_t context;
@@ -104,6 +105,7 @@ class KernelEventBuilder {
     int32_t device;
     LaunchApi api;
     bool cooperative;
+    uint16_t sm_count;  // the launch's context's SMs when fewer than the device's; 0: the device's
   };
 
   bool BuildFrom(const LaunchFields& record, const FunctionFacts& function,

@@ -114,7 +114,12 @@ struct BasicLaunchRecord {
   LaunchApi api = LaunchApi::kLaunchKernel;
   uint8_t launch_flags = 0;  // kLaunchCooperative | kLaunchProgrammaticSerialization | ...
   RecordKind kind = RecordKind::kLaunch;
-  uint32_t cbid = 0;   // kApiError: the CUPTI driver callback id of the call
+  // kApiError: the CUPTI driver callback id of the call (below CUPTI_DRIVER_TRACE_CBID_SIZE, 807
+  // in CUDA 13.0's cupti_driver_cbid.h: 16 bits hold it).
+  uint16_t cbid = 0;
+  // kLaunch: the SMs of the launch's context (cuCtxGetDevResource, CU_DEV_RESOURCE_TYPE_SM; a
+  // green context's), when fewer than its device's; 0: the device's (kernel event's sm_count).
+  uint16_t sm_count = 0;
   int32_t result = 0;  // kApiError: the CUresult it returned
 };
 
@@ -148,6 +153,7 @@ static_assert(offsetof(WireLaunchRecord, api) == 109);
 static_assert(offsetof(WireLaunchRecord, launch_flags) == 110);
 static_assert(offsetof(WireLaunchRecord, kind) == 111);
 static_assert(offsetof(WireLaunchRecord, cbid) == 112);
+static_assert(offsetof(WireLaunchRecord, sm_count) == 114);
 static_assert(offsetof(WireLaunchRecord, result) == 116);
 
 }  // namespace cuflight::blackbox

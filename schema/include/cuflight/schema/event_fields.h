@@ -170,6 +170,7 @@ struct StallLaunchItem {};
   CUFLIGHT_SCHEMA_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                              \
   F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
   F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
+  F(OptionalInt, sm_count, sm_count, kCount32)                                              \
   F(OptionalBool, recovered, recovered)                                                     \
   F(OptionalBool, timing_window, timing_window)
 

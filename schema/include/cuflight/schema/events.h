@@ -336,6 +336,11 @@ struct BasicKernelEvent {
   // The engine's max_active_blocks, only when it differs from the driver's (occupancy_source
   // driver; limiting_resource is then "other"). The per-resource figures are the engine's.
   std::optional<int32_t> engine_max_active_blocks;
+  // The SMs waves and tail_utilization were computed with: the launch's context's
+  // (cuCtxGetDevResource, or a green context's cuGreenCtxGetDevResource), set only when it is
+  // fewer than its device's sm_count (a green context, an MPS client). nullopt (absent): the
+  // device event's sm_count.
+  std::optional<int32_t> sm_count;
   // Made by the collector from the producer's black box (the launch was recorded, the process
   // died before sending it): the same numbers the producer would have sent. Written only when
   // true.

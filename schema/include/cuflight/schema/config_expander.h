@@ -26,6 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "cuflight/schema/event_fields.h"
 #include "cuflight/schema/events.h"
 
 namespace cuflight::schema {
@@ -108,13 +109,18 @@ void Expand(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& 
   out->timing_window = launch.timing_window;
 }
 
-// True when two descriptions describe the same configuration (headers aside).
-template <class S>
-bool SameConfig(const BasicKernelConfigEvent<S>& a, const BasicKernelConfigEvent<S>& b) {
-  BasicKernelConfigEvent<S> b_as_a = b;
-  b_as_a.header = a.header;
-  return a == b_as_a;
+// True when two descriptions describe the same configuration, their headers and ids aside: every
+// member of the kernel_config table (event_fields.h) compared, in either storage.
+#define CUFLIGHT_SAME_MEMBER(kind, name, member, ...) \
+  &&(std::string_view(#name) == "config" || a.member == b.member)
+#define CUFLIGHT_SAME_NO_RULE(name, trigger)
+template <class S, class T>
+bool SameConfig(const BasicKernelConfigEvent<S>& a, const BasicKernelConfigEvent<T>& b) {
+  return a.occupancy.has_cluster == b.occupancy.has_cluster
+      CUFLIGHT_SCHEMA_KERNEL_CONFIG(CUFLIGHT_SAME_MEMBER, CUFLIGHT_SAME_NO_RULE);
 }
+#undef CUFLIGHT_SAME_MEMBER
+#undef CUFLIGHT_SAME_NO_RULE
 
 // What ConfigExpander::Feed did with an event.
 enum class ExpandVerdict : uint8_t {

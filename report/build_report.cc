@@ -264,6 +264,11 @@ class Builder {
     std::visit([&](const auto& e) { On(index, p, e); }, event);
   }
 
+  // The log reader delivers a launch as its kernel event and keeps descriptions to itself
+  // (logread's Expansion): neither reaches here.
+  void On(size_t, ProcessState&, const schema::OwnedKernelConfigEvent&) {}
+  void On(size_t, ProcessState&, const schema::OwnedLaunchEvent&) {}
+
   void On(size_t, ProcessState& p, const schema::OwnedProcessStartEvent& e) {
     ProcessSummary& s = p.summary;
     s.has_start = true;

@@ -712,6 +712,11 @@ class Collector::Impl {
     // device events come again as duplicates, and the metrics need them to label its series.
     NoteIdentity(p);
     const uint64_t seq = header.seq;
+    // Interned configurations, before the duplicate check too: a producer resends its
+    // descriptions with its preamble on every connection (and this collector may have restarted
+    // since it stored them), and its launches need them.
+    if (facts_.type == schema::EventType::kKernelConfig && !Describe(c, p, line, seq)) return;
+    if (facts_.type == schema::EventType::kLaunch && !LaunchConfig(c, p, seq)) return;
     if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
       Reject(c, RejectReason::kImplausibleSeq,
              fmt::format("seq {} is more than the process could have made by now ({} at most)", seq,
@@ -730,12 +735,14 @@ class Collector::Impl {
       ++stats_.pid_mismatch;
     }
     if (p.baseline_pending && facts_.type != schema::EventType::kProcessStart &&
-        facts_.type != schema::EventType::kDevice) {
+        facts_.type != schema::EventType::kDevice &&
+        facts_.type != schema::EventType::kKernelConfig) {
       // The first event after the preamble on a per-connection stream: what came before it
       // went to this producer's earlier streams, or was counted by the producer as dropped.
       p.baseline_pending = false;
       p.next_expected = std::max(p.next_expected, seq);
     }
+    if (facts_.type == schema::EventType::kLaunch) Redescribe(p, facts_.config);
     if (!sink_->Append(p.stream, seq, stored_line)) {
       if (sink_->refusing(p.stream)) {
         // The log's buffers are full (e.g. the disk is): this line and the rest of the
@@ -748,6 +755,12 @@ class Collector::Impl {
       ++stats_.duplicates;
       if (metrics_ != nullptr) metrics_->Rejected("duplicate");
       return;
+    }
+    if (facts_.type == schema::EventType::kKernelConfig) {
+      const auto& config = std::get<schema::OwnedKernelConfigEvent>(facts_.event);
+      ProducerProcess::ConfigLine& stored = p.config_lines[config.config];
+      stored.line.assign(stored_line);
+      stored.file_serial = sink_->file_serial(p.stream);
     }
     AccountSeq(p, seq);
     p.highest_stored = seq;
@@ -817,6 +830,74 @@ class Collector::Impl {
                                             targets.size() - asked));
   }
 
+  // A kernel_config line (docs/protocol.md, "Interned configurations"): remembered, or refused
+  // by name (config_redefined, config_flood; the seq is accounted for). The same description
+  // again is accepted (and stored unless it is a duplicate). False: refused.
+  bool Describe(Connection& c, ProducerProcess& p, std::string_view line, uint64_t seq) {
+    const auto& config = std::get<schema::OwnedKernelConfigEvent>(facts_.event);
+    schema::ExpandVerdict verdict;
+    try {
+      verdict = p.configs.Describe(config);
+    } catch (const std::bad_alloc&) {
+      verdict = schema::ExpandVerdict::kConfigFlood;
+    }
+    if (verdict == schema::ExpandVerdict::kDescribed) {
+      if (!p.config_lines.contains(config.config)) {
+        // Known before it is stored (a duplicate after a restart of this collector): its text
+        // is what a later file repeats. file_serial 0 names no file.
+        std::string_view text = line;
+        if (c.rewrite_pid && config.header.pid != c.stored_pid &&
+            RewritePid(line, c.stored_pid, &rewrite_buf_)) {
+          text = rewrite_buf_;
+        }
+        p.config_lines[config.config].line.assign(text);
+      }
+      return true;
+    }
+    AccountSeq(p, seq);
+    const bool flood = verdict == schema::ExpandVerdict::kConfigFlood;
+    Reject(c, flood ? RejectReason::kConfigFlood : RejectReason::kConfigRedefined,
+           flood ? fmt::format("kernel_config {} (seq {}): the process described {} "
+                               "configurations already, the most one process may",
+                               config.config, seq, p.configs.size())
+                 : fmt::format("kernel_config {} (seq {}) describes another configuration "
+                               "under an id already described",
+                               config.config, seq));
+    return false;
+  }
+
+  // A launch line: its configuration's figures into facts_ for the metrics, or refused by name
+  // (unknown_config; the seq is accounted for). False: refused.
+  bool LaunchConfig(Connection& c, ProducerProcess& p, uint64_t seq) {
+    const schema::OwnedKernelConfigEvent* config = p.configs.Find(facts_.config);
+    if (config == nullptr) {
+      AccountSeq(p, seq);
+      Reject(c, RejectReason::kUnknownConfig,
+             fmt::format("launch (seq {}) names kernel_config {}, which the process did not "
+                         "describe",
+                         seq, facts_.config));
+      return false;
+    }
+    facts_.device = config->device;
+    facts_.kernel_name = config->demangled.empty() ? config->name : config->demangled;
+    facts_.limiting_resource = schema::ResourceName(config->occupancy.limiting_resource);
+    facts_.occupancy = config->occupancy.occupancy;
+    return true;
+  }
+
+  // Before a launch is stored: its configuration's description, again, when the file the launch
+  // goes to does not hold it yet (a new segment, a reopened file, this collector's first file
+  // of the stream), so that every file is readable alone. A copy with its own seq, appended as
+  // the collector's own lines are (the stream's highest seq unchanged).
+  void Redescribe(ProducerProcess& p, uint64_t id) {
+    const auto it = p.config_lines.find(id);
+    if (it == p.config_lines.end()) return;
+    const uint64_t serial = sink_->file_serial(p.stream);
+    if (it->second.file_serial == serial) return;
+    sink_->AppendCollectorEvent(p.stream, it->second.line);
+    it->second.file_serial = serial;
+  }
+
   // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a
   // process_start or device line.
   void NoteIdentity(const ProducerProcess& p) {
@@ -832,6 +913,7 @@ class Collector::Impl {
   void OnStored(ProducerProcess& p) {
     switch (facts_.type) {
       case schema::EventType::kKernel:
+      case schema::EventType::kLaunch:  // with its configuration's figures (LaunchConfig)
         if (metrics_ != nullptr) {
           metrics_->Kernel(p.id, facts_.correlation_id, facts_.kernel_name, facts_.device,
                            facts_.limiting_resource, facts_.occupancy, facts_.graph_node_id);

@@ -31,8 +31,14 @@ enum class RejectReason : uint8_t {
   // A seq beyond what the stream's process could have made by now (docs/collector.md, "Counts a
   // producer cannot inflate"): not stored, and it accounts for nothing.
   kImplausibleSeq = 15,
+  // Interned kernel configurations (docs/protocol.md): a launch naming a configuration the
+  // process did not describe; a description of a described id that says something else; a
+  // description beyond schema::kMaxConfigsPerSequence for one process.
+  kUnknownConfig = 16,
+  kConfigRedefined = 17,
+  kConfigFlood = 18,
 };
-inline constexpr int kRejectReasonSlots = 16;  // index 0 unused
+inline constexpr int kRejectReasonSlots = 19;  // index 0 unused
 
 constexpr RejectReason FromSchemaReason(schema::Reason reason) {
   return static_cast<RejectReason>(static_cast<uint8_t>(reason));
@@ -40,7 +46,7 @@ constexpr RejectReason FromSchemaReason(schema::Reason reason) {
 
 // Stable snake_case name, also the metrics label: the schema's ReasonName for the first eight,
 // then "line_too_long", "truncated_line", "no_process_start", "identity_changed", "store_failed",
-// "reserved_type", "implausible_seq".
+// "reserved_type", "implausible_seq", "unknown_config", "config_redefined", "config_flood".
 constexpr std::string_view RejectReasonName(RejectReason reason) {
   const auto value = static_cast<uint8_t>(reason);
   if (value >= 1 && value <= 8) return schema::ReasonName(static_cast<schema::Reason>(value));
@@ -59,6 +65,12 @@ constexpr std::string_view RejectReasonName(RejectReason reason) {
       return "reserved_type";
     case RejectReason::kImplausibleSeq:
       return "implausible_seq";
+    case RejectReason::kUnknownConfig:
+      return "unknown_config";
+    case RejectReason::kConfigRedefined:
+      return "config_redefined";
+    case RejectReason::kConfigFlood:
+      return "config_flood";
     default:
       return "unknown";
   }

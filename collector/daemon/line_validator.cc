@@ -97,10 +97,13 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
   schema::LineInfo& info = facts->info;
   // The events the metrics read whole (rare ones: one process_start per connection, one device
   // event per GPU, at most a stall a second) come out of the same check.
-  const uint32_t decode = metrics_fields ? schema::TypeBit(schema::EventType::kStall) |
-                                               schema::TypeBit(schema::EventType::kProcessStart) |
-                                               schema::TypeBit(schema::EventType::kDevice)
-                                         : 0;
+  // kernel_config lines always (rare: one per configuration): the collector keeps them to check
+  // and store each launch that names one.
+  const uint32_t decode = (metrics_fields ? schema::TypeBit(schema::EventType::kStall) |
+                                                schema::TypeBit(schema::EventType::kProcessStart) |
+                                                schema::TypeBit(schema::EventType::kDevice)
+                                          : 0) |
+                          schema::TypeBit(schema::EventType::kKernelConfig);
   const schema::Reason reason = schema::Validate(line, &info, &facts->error, decode, &facts->event);
   if (info.header_valid) {
     facts->header = info.header;
@@ -128,6 +131,13 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
     }
   } catch (const std::exception&) {
     return schema::Reason::kInternalError;
+  }
+  if (info.type == schema::EventType::kLaunch) {
+    // The rest (name, device, occupancy) is its configuration's: the collector fills it.
+    facts->config = info.Uint(Fact::config);
+    facts->correlation_id = info.Uint(Fact::correlation_id);
+    facts->graph_node_id = info.Uint(Fact::graph_node_id);
+    return schema::Reason::kOk;
   }
   if (!metrics_fields) return schema::Reason::kOk;
   switch (info.type) {

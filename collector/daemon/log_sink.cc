@@ -63,6 +63,7 @@ class LogSink::Stream {
   bool refusing = false;
   bool fragment_in_file = false;  // a failed write left a partial line that could not be cut
   int refs = 0;
+  uint64_t file_serial = 0;  // LogSink::file_serial
 };
 
 namespace {
@@ -346,6 +347,7 @@ LogSink::Stream* LogSink::Acquire(const ProcessKey& key, std::string* error) {
   }
   auto stream = std::make_unique<Stream>();
   Stream* s = stream.get();
+  s->file_serial = next_file_serial_++;
   s->key = std::move(stream_key);
   s->date = date;
   s->active_name = logstore::ActiveFileName(base);
@@ -387,6 +389,8 @@ std::optional<uint64_t> LogSink::highest_seq(const Stream* s) const {
   if (!s->has_highest) return std::nullopt;
   return s->highest;
 }
+
+uint64_t LogSink::file_serial(const Stream* s) const { return s->file_serial; }
 
 std::optional<uint64_t> LogSink::written_seq(const Stream* s) const {
   if (!s->has_written) return std::nullopt;
@@ -557,6 +561,9 @@ void LogSink::Rotate(Stream* s) {
 
 void LogSink::CloseFile(Stream* s) {
   if (s->fd < 0) return;
+  // Every buffered line was written (Rotate and Reopen close after a complete write): lines
+  // appended from now on go to the next file.
+  s->file_serial = next_file_serial_++;
   const size_t closes_held = worker_->descriptors_held() - worker_->periodic_descriptors_held();
   if (closes_held < kMaxQueuedCloses) {
     worker_->SyncAndClose(s->fd, s->needs_sync);

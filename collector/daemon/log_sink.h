@@ -150,6 +150,12 @@ class LogSink {
   // nullopt if none. Equals highest_seq after a Flush that met no write error.
   std::optional<uint64_t> written_seq(const Stream* stream) const;
 
+  // Names the file the stream's next appended line goes to: another number once that file is
+  // closed (a rotation, a reopen) or for another Stream. Lines appended with the same number go
+  // to the same file. For what a file must repeat to be readable alone (interned kernel
+  // configurations, docs/protocol.md).
+  uint64_t file_serial(const Stream* stream) const;
+
   // Stores one complete line (ends in '\n'; one is added if missing) with its seq. Returns false
   // without storing if seq <= highest_seq (a duplicate: counted in duplicates_skipped), or if the
   // stream is refusing: once storing would exceed max_pending_bytes, the line and every later
@@ -238,6 +244,7 @@ class LogSink {
   std::unordered_map<std::string, std::unique_ptr<Stream>> streams_;
   std::vector<Stream*> dirty_;          // streams with buffered data, each once
   std::vector<Stream*> dirty_scratch_;  // reused by Flush
+  uint64_t next_file_serial_ = 1;
   // Highest segment number on disk or used, by "<date>/<base>".
   std::unordered_map<std::string, uint64_t> last_segment_;
   uint64_t pending_total_ = 0;

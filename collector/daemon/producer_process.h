@@ -11,7 +11,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
+#include "cuflight/schema/config_expander.h"
 #include "log_sink.h"
 #include "producer_blackbox.h"
 
@@ -74,6 +76,17 @@ struct ProducerProcess {
   // written when the reading ends.
   bool recovering = false;
   bool lost_written = false;  // process_lost appended
+
+  // Interned kernel configurations (docs/protocol.md): what the process described (bounded by
+  // schema::kMaxConfigsPerSequence), and for each its line as stored and the log file
+  // (LogSink::file_serial) it was last written to: a launch stored in another file is preceded
+  // there by its description again, so that every file is readable alone.
+  schema::ConfigExpander configs;
+  struct ConfigLine {
+    std::string line;
+    uint64_t file_serial = 0;
+  };
+  std::unordered_map<uint64_t, ConfigLine> config_lines;
 };
 
 }  // namespace cuflight::collector

@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <variant>
 
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/encoder.h"
 #include "cuflight/schema/join_key.h"
 #include "cursor.h"
 #include "log_dir.h"
@@ -73,6 +75,8 @@ struct StreamState {
   std::unordered_map<schema::JoinKey, int, schema::JoinKeyHash> joins;
   std::deque<schema::JoinKey> join_order;
   std::deque<RingEntry> ring;
+  // The kernel configurations described in the segment being read (a launch names one).
+  schema::ConfigExpander configs;
 
   // Ended: what it holds is let go once the records naming its Resource are sent (read again
   // from its head if it continues).
@@ -146,6 +150,7 @@ struct Exporter::Impl {
   void ProcessStream(StreamState& s, const StreamFiles& f);
   void LoadHead(StreamState& s, const StreamFiles& f, bool* ready);
   void HandleLine(StreamState& s, std::string_view line, const Position& line_start);
+  std::string expanded_line;  // the kernel event a launch line stands for (HandleLine)
   void HandleEvent(StreamState& s, const schema::OwnedEvent& event, std::string_view line,
                    const Position& line_start);
   void AddRecord(StreamState& s, const schema::OwnedEvent& event, std::string_view line,
@@ -335,6 +340,29 @@ void Exporter::Impl::HandleLine(StreamState& s, std::string_view line,
     if (d.reason != schema::Reason::kUnknownType && metrics) metrics->LineSkipped();
     return;
   }
+  // Interned configurations (docs/protocol.md): a segment is a sequence; a launch is exported as
+  // the self-contained kernel event it stands for.
+  if (line_start.offset == 0) s.configs.Reset();
+  schema::ExpandVerdict verdict;
+  try {
+    verdict = s.configs.Feed(&d.event);
+  } catch (const std::bad_alloc&) {
+    verdict = schema::ExpandVerdict::kConfigFlood;
+  }
+  if (verdict == schema::ExpandVerdict::kDescribed) return;
+  if (schema::Refused(verdict)) {
+    if (metrics) metrics->LineSkipped();
+    return;
+  }
+  if (verdict == schema::ExpandVerdict::kExpanded) {
+    expanded_line.resize(64 << 10);
+    const size_t n = schema::Encode(d.event, expanded_line.data(), expanded_line.size());
+    if (n == 0) {
+      if (metrics) metrics->LineSkipped();
+      return;
+    }
+    line = std::string_view(expanded_line.data(), n);
+  }
   HandleEvent(s, d.event, line, line_start);
 }
 
@@ -505,6 +533,9 @@ void Exporter::Impl::HandleEvent(StreamState& s, const schema::OwnedEvent& event
       AddRecord(s, event, line, {}, LaunchTrigger::kNone);
       CloseWindow(s);
       s.committed.finished = true;
+      return;
+    case schema::EventType::kKernelConfig:  // remembered by HandleLine, not a record
+    case schema::EventType::kLaunch:        // expanded by HandleLine: a kernel event here
       return;
   }
 }

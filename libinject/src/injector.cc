@@ -13,6 +13,7 @@
 
 #include "cuflight/base/tsc_clock.h"
 #include "cuflight/spill/spill_writer.h"
+#include "config_table.h"
 #include "cuflight/transport/collector_path.h"
 #include "device_identity.h"
 #include "driver_queries.h"
@@ -406,6 +407,11 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.transport.trusted_collector_uid = config_.collector_uid;
     sender_options.transport.warn = [](std::string_view message) { Log().warn("{}", message); };
     sender_options.transport.buffer_bytes = config_.buffer_bytes;
+    // The preamble also holds the kernel configurations described so far (config_table.h): room
+    // for ConfigTable::kMaxConfigs of them at about 1 KiB each (a CUTLASS-length name makes a
+    // kernel_config of 1.3 KiB), beyond process_start and the device events.
+    sender_options.transport.preamble_bytes = (64 << 10) + ConfigTable::kMaxConfigs * 1024;
+    sender_options.transport.max_preamble_lines = 256 + ConfigTable::kMaxConfigs;
     sender_options.transport.flush_interval = std::chrono::milliseconds(config_.flush_ms);
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;

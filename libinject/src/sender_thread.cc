@@ -555,6 +555,38 @@ bool SenderThread::Send(Event& event, bool preamble) noexcept {
   return taken;
 }
 
+uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept {
+  if (!options_.intern_configs) return ConfigTable::kSendWhole;
+  schema::KernelConfigEvent config;
+  schema::LaunchEvent unused;
+  schema::Split(event, 0, &config, &unused);
+  const uint64_t known = configs_.Find(config);
+  if (known != 0) return known;
+  if (configs_.full()) return ConfigTable::kSendWhole;
+  // A preamble line (transport/sender.h, point 5) with a seq below its launch's: merged by seq, it
+  // comes before the launch on this connection and on every later one, and at the start of every
+  // spill file.
+  config.config = next_config_id_;
+  config.header = MakeHeader(/*publish=*/false);
+  config.header.ts_ns = event.header.ts_ns;
+  uint64_t id = ConfigTable::kSendWhole;
+  if (Send(config, /*preamble=*/true)) id = next_config_id_++;
+  try {
+    configs_.Add(config, id);
+  } catch (...) {  // std::bad_alloc: described again (and counted) at its next launch
+  }
+  return id;
+}
+
+bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept {
+  if (config_id == ConfigTable::kSendWhole) return Send(event, /*preamble=*/false);
+  schema::KernelConfigEvent unused;
+  schema::LaunchEvent launch;
+  schema::Split(event, config_id, &unused, &launch);
+  launch.header.pid = facts_.pid;
+  return Send(launch, /*preamble=*/false);
+}
+
 void SenderThread::SendProcessStart() noexcept {
   started_process_ = true;
   const ProcessStartView view(facts_);
@@ -706,9 +738,11 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.timed = records_ && timed;
         stall_->OnLaunch(launch);
       }
+      event.header.ts_ns = record.ts_ns;
+      const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
       event.header = MakeHeader(/*publish=*/false);
       event.header.ts_ns = record.ts_ns;
-      if (Send(event, /*preamble=*/false) && options_.blackbox != nullptr) {
+      if (SendKernel(event, config_id) && options_.blackbox != nullptr) {
         // The record and the state that says it is handled, in one step.
         handled_pos_ = pos + 1;
         options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
@@ -774,8 +808,9 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
           const std::string_view name = Intern(kernel.name, &demangled);
           schema::KernelEvent event;
           if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event)) {
+            const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
             event.header = MakeHeader();
-            Send(event, /*preamble=*/false);
+            SendKernel(event, config_id);
           }
         } catch (...) {
           rejected_.fetch_add(1, std::memory_order_relaxed);

@@ -74,6 +74,7 @@
 #include <vector>
 
 #include "activity_buffers.h"
+#include "config_table.h"
 #include "crash_handler.h"
 #include "cuflight/blackbox/region_writer.h"
 #include "cuflight/env/config.h"
@@ -99,6 +100,11 @@ struct SenderThreadOptions {
   transport::SenderOptions transport;
   std::chrono::milliseconds stats_interval{5000};
   bool timing = true;  // kernel_time events from activity records
+  // Kernel launches as interned configurations (config_table.h): a kernel_config once per
+  // configuration and a short `launch` per launch, instead of a whole kernel event per launch.
+  // Off until every reader of the logs expands launches (docs/protocol.md, "Interned
+  // configurations").
+  bool intern_configs = false;
   // Correlation ids of the latest recorded launches kept per context for api_error events
   // (0..kMaxApiErrorHistory, config.h).
   int api_error_history = 8;
@@ -323,6 +329,13 @@ class SenderThread {
   // past a stall.
   void WaitForRoom(size_t bytes) noexcept;
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
+  // The id of a kernel event's configuration, describing it first (a kernel_config, a preamble
+  // line with a seq of its own) when new; ConfigTable::kSendWhole when it goes out whole
+  // (config_table.h, point 3). Before the launch's own seq is taken.
+  uint64_t DescribeConfig(const schema::KernelEvent& event) noexcept;
+  // Sends a kernel event whose header is set, as a `launch` of configuration `config_id` (or
+  // whole). Returns what Send returned.
+  bool SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;
@@ -419,6 +432,9 @@ class SenderThread {
   uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked
   // Interned kernel names of graph-node activity records: mangled -> demangled.
   std::unordered_map<std::string, std::string> names_;
+  // The kernel configurations described so far (config_table.h), and the next id to give.
+  ConfigTable configs_;
+  uint64_t next_config_id_ = 1;
 };
 
 }  // namespace cuflight::inject

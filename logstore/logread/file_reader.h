@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cuflight/logread/log_reader.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 #include "kernel_line_cache.h"
 
@@ -45,6 +46,23 @@ enum class LineKind : uint8_t { kEvent, kUnknown, kRejected };
 LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t line,
                     const std::filesystem::path& file, schema::DecodeResult* result,
                     ReadSummary* summary);
+
+// Interned configurations (docs/protocol.md): each file is one sequence. Delivery (in file and
+// line order, on the caller's thread) goes through one Expansion: a kernel_config is remembered
+// and not delivered (it is no event of its own: `events` does not count it), a launch is
+// delivered as the kernel event it stands for, and a launch or description the sequence cannot
+// stand for (schema::ExpandVerdict) is counted in rejected_lines with its note.
+class Expansion {
+ public:
+  // True when *event (decoded from line `line` of `file`, counted in *summary) is to be delivered,
+  // as it now is.
+  bool Deliver(schema::OwnedEvent* event, const std::filesystem::path& file, uint64_t line,
+               ReadSummary* summary);
+
+ private:
+  schema::ConfigExpander configs_;
+  const std::filesystem::path* file_ = nullptr;
+};
 
 // Reads `file` (plain or zstd, by content) into `sink`, adding to *summary (log_reader.h, 1.-4.).
 // Adds the bytes read from the file to *bytes_read as it goes (plain files) or once at the end

@@ -276,10 +276,16 @@ class DirectSink final : public internal::LineSink {
   static constexpr uint64_t kTickEvents = ReadOptions::kChunkEvents;
 
   DirectSink(const fs::path& file, const OnEvent& on_event, const OnUnknownEvent& on_unknown,
-             uint64_t* events, const std::function<void()>& tick)
-      : file_(file), on_event_(on_event), on_unknown_(on_unknown), events_(events), tick_(tick) {}
+             uint64_t* events, const std::function<void()>& tick, ReadSummary* summary)
+      : file_(file),
+        on_event_(on_event),
+        on_unknown_(on_unknown),
+        events_(events),
+        tick_(tick),
+        summary_(summary) {}
   schema::DecodeResult* Slot() override { return &result_; }
   void Event(uint64_t line) override {
+    if (!expansion_.Deliver(&result_.event, file_, line, summary_)) return;
     ++*events_;
     on_event_(result_.event, Origin{&file_, line});
     if (*events_ % kTickEvents == 0) tick_();
@@ -296,6 +302,8 @@ class DirectSink final : public internal::LineSink {
   const OnUnknownEvent& on_unknown_;
   uint64_t* events_;
   const std::function<void()>& tick_;
+  ReadSummary* summary_;
+  internal::Expansion expansion_;
   schema::DecodeResult result_;
 };
 
@@ -355,7 +363,7 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
     std::atomic<uint64_t> bytes_read{0};
     const std::function<void()> tick = [&] { report(false, bytes_read.load()); };
     for (const fs::path& file : files) {
-      DirectSink sink(file, on_event, options.on_unknown, &progress.events, tick);
+      DirectSink sink(file, on_event, options.on_unknown, &progress.events, tick, summary);
       if (!internal::ReadFileInto(file, sink, summary, &bytes_read, error)) return false;
       ++progress.files_done;
       report(false, bytes_read.load());
@@ -365,14 +373,16 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
   }
 
   Pipeline pipeline(files, threads);
+  internal::Expansion expansion;
   for (;;) {
     Batch* b = pipeline.Next();
     if (b == nullptr) break;
     const fs::path& file = files[b->file];
     for (size_t k = 0; k < b->size; ++k) {
-      const Item& item = b->items[k];
+      Item& item = b->items[k];
       const Origin origin{&file, item.line};
       if (!item.unknown) {
+        if (!expansion.Deliver(&item.result.event, file, item.line, &b->summary)) continue;
         ++progress.events;
         on_event(item.result.event, origin);
       } else if (options.on_unknown && item.result.header) {

@@ -14,7 +14,9 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <new>
 #include <utility>
+#include <variant>
 
 #include "cuflight/base/clip.h"
 #include "cuflight/base/scoped_fd.h"
@@ -183,14 +185,21 @@ std::string ErrnoText(int err) { return std::error_code(err, std::generic_catego
 // ReadLogFile's sink: each event straight to the callback.
 class CallbackSink final : public internal::LineSink {
  public:
-  CallbackSink(const fs::path& file, const OnEvent& on_event) : file_(file), on_event_(on_event) {}
+  CallbackSink(const fs::path& file, const OnEvent& on_event, ReadSummary* summary)
+      : file_(file), on_event_(on_event), summary_(summary) {}
   schema::DecodeResult* Slot() override { return &result_; }
-  void Event(uint64_t line) override { on_event_(result_.event, Origin{&file_, line}); }
+  void Event(uint64_t line) override {
+    if (expansion_.Deliver(&result_.event, file_, line, summary_)) {
+      on_event_(result_.event, Origin{&file_, line});
+    }
+  }
   void Unknown(std::string_view, uint64_t) override {}
 
  private:
   const fs::path& file_;
   const OnEvent& on_event_;
+  ReadSummary* summary_;
+  internal::Expansion expansion_;
   schema::DecodeResult result_;
 };
 
@@ -288,11 +297,44 @@ void AddSummary(const ReadSummary& from, ReadSummary* to) {
   to->notes_left_out += from.notes_left_out;
 }
 
+bool Expansion::Deliver(schema::OwnedEvent* event, const fs::path& file, uint64_t line,
+                        ReadSummary* summary) {
+  if (file_ != &file) {  // a new file: a new sequence
+    configs_.Reset();
+    file_ = &file;
+  }
+  schema::ExpandVerdict verdict;
+  try {
+    verdict = configs_.Feed(event);
+  } catch (const std::bad_alloc&) {
+    verdict = schema::ExpandVerdict::kConfigFlood;
+  }
+  if (verdict == schema::ExpandVerdict::kPassed || verdict == schema::ExpandVerdict::kExpanded) {
+    return true;
+  }
+  if (summary->events > 0) --summary->events;  // a description, or refused: not an event
+  if (verdict == schema::ExpandVerdict::kDescribed) return false;
+  ++summary->rejected_lines;
+  const auto* launch = std::get_if<schema::OwnedLaunchEvent>(event);
+  const auto* config = std::get_if<schema::OwnedKernelConfigEvent>(event);
+  std::string note = fmt::format("rejected line {} in {}: {}: configuration {}", line,
+                                 file.native(), schema::ExpandVerdictName(verdict),
+                                 launch != nullptr ? launch->config
+                                 : config != nullptr ? config->config
+                                                     : 0);
+  if (summary->notes.size() < ReadSummary::kMaxNotes) {
+    summary->notes.push_back(std::move(note));
+  } else {
+    ++summary->notes_left_out;
+  }
+  return false;
+}
+
 }  // namespace internal
 
 bool ReadLogFile(const fs::path& file, const OnEvent& on_event, ReadSummary* summary,
                  std::string* error) {
-  CallbackSink sink(file, on_event);
+  CallbackSink sink(file, on_event, summary);
   return internal::ReadFileInto(file, sink, summary, nullptr, error);
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 // A new event type must be placed in the trace (a slice, an instant, a marker) or left out on
 // purpose. `stall` is a marker ("stall" while a stream waits, "stall resolved" after).
-static_assert(std::variant_size_v<schema::OwnedEvent> == 10,
+// `kernel_config` and `launch` never come: the log reader gives a launch as its kernel event (a
+// slice) and keeps the descriptions to itself (docs/protocol.md, "Interned configurations").
+static_assert(std::variant_size_v<schema::OwnedEvent> == 12,
               "a new event type: decide how `cuflight export` shows it (trace_exporter.h, 4.)");
 
 std::string Hex(uint64_t v) { return fmt::format("{:#x}", v); }

@@ -649,6 +649,8 @@ CUFLIGHT_ENCODE(BasicProcessEndEvent, "process_end", CUFLIGHT_SCHEMA_PROCESS_END
 CUFLIGHT_ENCODE(BasicProcessLostEvent, "process_lost", CUFLIGHT_SCHEMA_PROCESS_LOST)
 CUFLIGHT_ENCODE(BasicProcessCrashEvent, "process_crash", CUFLIGHT_SCHEMA_PROCESS_CRASH)
 CUFLIGHT_ENCODE(BasicStallEvent, "stall", CUFLIGHT_SCHEMA_STALL)
+CUFLIGHT_ENCODE(BasicKernelConfigEvent, "kernel_config", CUFLIGHT_SCHEMA_KERNEL_CONFIG)
+CUFLIGHT_ENCODE(BasicLaunchEvent, "launch", CUFLIGHT_SCHEMA_LAUNCH)
 
 size_t Encode(const Event& event, char* buf, size_t cap) noexcept {
   return EncodeAny(event, buf, cap);

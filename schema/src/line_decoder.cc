@@ -58,6 +58,15 @@ OwnedKernelTimeEvent& LineDecoder::ResetKernelTime(OwnedEvent* event) {
   return event->emplace<OwnedKernelTimeEvent>();
 }
 
+OwnedLaunchEvent& LineDecoder::ResetLaunch(OwnedEvent* event) {
+  if (auto* held = std::get_if<OwnedLaunchEvent>(event)) {
+    *held = OwnedLaunchEvent{};
+    return *held;
+  }
+  PutAside(event);
+  return event->emplace<OwnedLaunchEvent>();
+}
+
 Reason LineDecoder::ReadFast(DecodeResult* result) {
   last_type_ = EventTypeName(info_.type);
   result->reason = Reason::kOk;
@@ -69,12 +78,14 @@ Reason LineDecoder::ReadFast(DecodeResult* result) {
 
 Reason LineDecoder::Decode(std::string_view line, DecodeResult* result) noexcept {
   last_type_ = {};
-  // A kernel or kernel_time line in the encoder's layout: the validator's fast path checks it and
+  // A kernel, kernel_time or launch line in the encoder's layout: the validator's fast path checks it and
   // writes its members into the event, in one pass.
-  if (line.size() >= 40 && line[9] == 'k') {
+  if (line.size() >= 40 && (line[9] == 'k' || line[9] == 'l')) {
     try {
       bool read;
-      if (line[15] == '"') {
+      if (line[9] == 'l') {
+        read = internal::DecodeFastPath(line, &info_, &ResetLaunch(&result->event));
+      } else if (line[15] == '"') {
         OwnedKernelEvent& e = ResetKernel(&result->event);
         read = internal::DecodeFastPath(line, &info_, &e);
       } else {

@@ -1223,7 +1223,7 @@ template <EventType kType>
   E& e = event->emplace<E>();
   e.header = header;
   CheckFields<true>(c, &e);
-  if constexpr (kType == EventType::kKernel) {
+  if constexpr (kType == EventType::kKernel || kType == EventType::kKernelConfig) {
     e.occupancy.has_cluster = c.Has(KeyOf("cluster_occupancy"));
   }
 }
@@ -1411,6 +1411,10 @@ bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelEvent* e) 
 }
 
 bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent* e) {
+  return fast_path::DecodeEncoderLayout(line, info, e);
+}
+
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedLaunchEvent* e) {
   return fast_path::DecodeEncoderLayout(line, info, e);
 }
 

@@ -1,6 +1,6 @@
-// Expected-order fast path of the line validator (schema::Validate, validator.cc), for the two
-// high-rate event types: kernel and kernel_time (every other type is at most a few lines a second
-// per process, and goes to the general path).
+// Expected-order fast path of the line validator (schema::Validate, validator.cc), for the
+// high-rate event types: kernel, kernel_time and launch (every other type is at most a few lines a
+// second per process, and goes to the general path).
 //
 // 1. The encoder (encoder.cc) writes every event's members in the order of its table
 //    (event_fields.h), with no whitespace. The walk of each type is generated from that table:
@@ -25,7 +25,7 @@
 //    and for the other value kinds, every read is checked against the end of the line. With
 //    SSE2 (every x86-64); elsewhere the same checks run on 8-byte words.
 // 5. The walks are templates over where values go: nowhere (Validate), or the members of an
-//    OwnedKernelEvent or OwnedKernelTimeEvent (DecodeEncoderLayout, for LineDecoder): integers
+//    OwnedKernelEvent, OwnedKernelTimeEvent or OwnedLaunchEvent (DecodeEncoderLayout, for LineDecoder): integers
 //    are written as they are checked, the other values converted from the text just checked.
 // 6. Header-only, included by validator.cc alone (scripts/fuzz compiles validator.cc with the other
 //    schema sources, so the fast path stays in that translation unit). No allocation, no state.
@@ -690,6 +690,7 @@ consteval int IndexIn(const std::string_view (&names)[N], std::string_view name)
 
 CUFLIGHT_FAST_WALK(Kernel, "kernel", CUFLIGHT_SCHEMA_KERNEL)
 CUFLIGHT_FAST_WALK(KernelTime, "kernel_time", CUFLIGHT_SCHEMA_KERNEL_TIME)
+CUFLIGHT_FAST_WALK(Launch, "launch", CUFLIGHT_SCHEMA_LAUNCH)
 
 // Walks a kernel (E: OwnedKernelEvent) or kernel_time line, writing its members into *e unless
 // e is null (whose header, strings' buffers aside, the caller has reset). Everything is inlined
@@ -706,6 +707,8 @@ template <class E, bool kFill>
   Cursor c(line.data(), line.data() + line.size(), info);
   if constexpr (kKernel) {
     if (!Kernel(c, &header, out)) return false;
+  } else if constexpr (std::is_same_v<E, OwnedLaunchEvent>) {
+    if (!Launch(c, &header, out)) return false;
   } else {
     if (!KernelTime(c, &header, out)) return false;
   }
@@ -732,8 +735,11 @@ template <class E, bool kFill>
 // then filled as the general path fills it. False decides nothing (every other type goes to the
 // general path: at most a few lines a second per process).
 inline bool AcceptEncoderLayout(std::string_view line, LineInfo* info) {
-  // `{"type":"kernel"` or `{"type":"kernel_time"`: the walk checks the whole prefix.
-  if (line.size() < 40 || line[9] != 'k') return false;
+  // `{"type":"kernel"`, `{"type":"kernel_time"` or `{"type":"launch"`: the walk checks the
+  // whole prefix.
+  if (line.size() < 40) return false;
+  if (line[9] == 'l') return Walk<OwnedLaunchEvent, false>(line, info, nullptr);
+  if (line[9] != 'k') return false;
   if (line[15] == '"') return Walk<OwnedKernelEvent, false>(line, info, nullptr);
   return Walk<OwnedKernelTimeEvent, false>(line, info, nullptr);
 }

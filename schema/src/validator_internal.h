@@ -24,6 +24,7 @@ bool ValidateFastPath(std::string_view line, LineInfo* info) noexcept;
 // (its strings' buffers may be kept). False decides nothing. May throw std::bad_alloc.
 bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelEvent* e);
 bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedKernelTimeEvent* e);
+bool DecodeFastPath(std::string_view line, LineInfo* info, OwnedLaunchEvent* e);
 
 // The general path alone: Validate's contract (validator.h) without the fast path.
 Reason ValidateGeneralPath(std::string_view line, LineInfo* info, ValidateError* error) noexcept;

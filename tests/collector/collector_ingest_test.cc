@@ -14,6 +14,7 @@
 #include "collector.h"
 #include "collector_test_util.h"
 #include "cuflight/metrics/metrics.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/encoder.h"
 
@@ -811,6 +812,99 @@ TEST(CollectorIngestTest, GpuTimeOfAGraphReplayIsJoinedPerNodeInTheMetrics) {
         std::string("\ncuflight_kernel_join_pending 0\n")}) {
     EXPECT_NE(rendered.find(expected), std::string::npos) << expected << "\n" << rendered;
   }
+}
+
+}  // namespace
+}  // namespace cuflight::collector
+
+namespace cuflight::collector {
+namespace {
+
+// The kernel_config (seq `seq`) and the launch (seq + 1) of testing::KernelLine(id, seq,
+// correlation_id), the configuration's id being `config` (schema::Split, the producer's split).
+std::pair<std::string, std::string> Interned(const ProducerIdentity& id, uint64_t seq,
+                                             uint64_t correlation_id, uint64_t config) {
+  const schema::DecodeResult d = schema::Decode(testing::KernelLine(id, seq, correlation_id));
+  EXPECT_TRUE(d.ok()) << d.message;
+  schema::OwnedKernelConfigEvent description;
+  schema::OwnedLaunchEvent launch;
+  schema::Split(std::get<schema::OwnedKernelEvent>(d.event), config, &description, &launch);
+  launch.header.seq = seq + 1;
+  std::string buf(64 << 10, '\0');
+  std::pair<std::string, std::string> lines;
+  lines.first.assign(buf.data(), schema::Encode(description, buf.data(), buf.size()));
+  lines.second.assign(buf.data(), schema::Encode(launch, buf.data(), buf.size()));
+  return lines;
+}
+
+// Interned configurations (docs/protocol.md): the collector refuses by name a launch naming a
+// configuration never described and a description that changes a described one, keeps serving,
+// and repeats a description in a new file before the first launch stored there, so that every
+// file reads alone (each file read as one sequence, as the log reader does).
+TEST(CollectorIngestTest, InternedConfigurationsAreCheckedAndEveryFileReadsAlone) {
+  TempDir dir;
+  const CollectorOptions options = TestOptions(dir.path());
+  CapturedLog log;
+  Metrics metrics;
+  RunningCollector running(options, &metrics, log.logger());
+  ASSERT_NE(running.collector(), nullptr);
+  const ProducerIdentity id = Identity("interned", 16);
+  const auto [config, launch] = Interned(id, 1, 100, 7);
+  const auto [unused, unknown] = Interned(id, 2, 101, 8);  // launch seq 3
+  auto [changed, unused_launch] = Interned(id, 4, 102, 7);  // description seq 4
+  const std::string regs = R"("num_regs":)";
+  ASSERT_NE(changed.find(regs), std::string::npos);
+  changed.insert(changed.find(regs) + regs.size(), "1");  // another register count, same id
+  RawClient client = RawClient::Unix(options.socket);
+  std::string stream = testing::ProcessStartLine(id, 0) + config + launch;
+  stream += unknown + changed;  // seq 3 (unknown_config), seq 4 (config_redefined)
+  stream += testing::KernelTimeLine(id, 5, 100);  // served on: stored and acknowledged
+  ASSERT_TRUE(client.Send(stream));
+  ASSERT_TRUE(client.WaitAck(5));
+  const auto file = FindLog(options.log_dir, "interned", getpid());
+  ASSERT_FALSE(file.empty());
+  std::filesystem::rename(file, file.string() + ".1");  // a new file from here on
+  running.collector()->RequestReopen();
+  ASSERT_TRUE(WaitUntil([&] { return running.stats().reopens == 1; }));
+  const auto [config_again, launch_6] = Interned(id, 5, 103, 7);  // launch seq 6
+  ASSERT_TRUE(client.Send(launch_6));
+  ASSERT_TRUE(client.WaitAck(6));
+  running.Stop();
+
+  const std::vector<LoggedLine> first = ReadLog(file.string() + ".1");
+  const std::vector<LoggedLine> second = ReadLog(file);
+  std::vector<std::string> first_types;
+  for (const LoggedLine& l : first) first_types.push_back(l.type);
+  EXPECT_EQ(first_types, (std::vector<std::string>{"process_start", "kernel_config", "launch",
+                                                   "kernel_time"}));
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_EQ(second[0].type, "kernel_config");  // the description again, with its seq
+  EXPECT_EQ(second[0].seq, 1u);
+  EXPECT_EQ(second[1].type, "launch");
+  EXPECT_EQ(second[2].type, "process_lost");  // the collector stopped with the process live
+  for (const auto* lines : {&first, &second}) {
+    schema::ConfigExpander expander;
+    for (const LoggedLine& l : *lines) {
+      schema::DecodeResult d = schema::Decode(l.text);
+      ASSERT_TRUE(d.ok()) << d.message;
+      EXPECT_FALSE(schema::Refused(expander.Feed(&d.event))) << l.text;
+    }
+  }
+  const std::string rendered = metrics.Render();
+  EXPECT_NE(rendered.find("cuflight_events_rejected_total{reason=\"unknown_config\"} 1\n"),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("cuflight_events_rejected_total{reason=\"config_redefined\"} 1\n"),
+            std::string::npos)
+      << rendered;
+  // The two launches stored count as kernels, under their configuration's name and limit.
+  EXPECT_NE(rendered.find("cuflight_kernel_name_launches_total{kernel=\"void "
+                          "cutlass::Kernel<cutlass::gemm::kernel::Gemm>(Gemm::Params)\""),
+            std::string::npos)
+      << rendered;
+  EXPECT_NE(rendered.find("} 2\n", rendered.find("cuflight_kernel_name_launches_total{")),
+            std::string::npos)
+      << rendered;
 }
 
 }  // namespace

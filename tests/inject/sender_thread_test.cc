@@ -14,6 +14,7 @@
 
 #include "cuflight/schema/decoder.h"
 #include "inject_test_support.h"
+#include "log_files.h"
 #include "running_collector.h"
 #include "temp_dir.h"
 
@@ -106,6 +107,72 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   EXPECT_EQ(end.launches, 3u);
   EXPECT_EQ(end.dropped, 0u);
   EXPECT_EQ(end.emitted, 5u);  // the events before it
+}
+
+// Interned configurations (config_table.h): the same launches sent whole and interned read back
+// as the same kernel events, headers aside (each run has its own clock; interning gives each
+// description a seq of its own); the log holds one kernel_config per configuration and stream,
+// before its first launch, and a short launch line per launch.
+TEST(SenderThread, InternedLaunchesReadBackAsTheKernelEventsSentWhole) {
+  const auto run = [](bool intern, std::vector<test_support::LoggedLine>* lines) {
+    const std::string path = TempSocketPath(intern ? "interned" : "whole");
+    StoringCollector collector(path);
+    Harness h(1024, {});
+    SenderThreadOptions options = Pipeline::MakeOptions(path, &h.driver);
+    options.intern_configs = intern;
+    SenderThread sender(options, Pipeline::Facts(), h.ring.get(), h.recorder.get(),
+                        &h.functions, &h.devices, nullptr, nullptr);
+    FakeFunction f;
+    f.num_regs = 72;
+    f.static_smem = 4096;
+    h.fake.functions[kF] = f;
+    // Configurations: (stream, dynamic smem) = (A, 0) x3, (A, 16 KiB), (B, 0), (A, 0) again.
+    const uint32_t smem[] = {0, 0, 0, 16384, 0, 0};
+    const uint64_t streams[] = {kStream, kStream, kStream, kStream, kStream + 1, kStream};
+    for (uint32_t i = 0; i < 6; ++i) {
+      cuLaunchKernel_params params{Fn(kF), 264 + i, 1, 1, 256, 1, 1, smem[i], St(streams[i]),
+                                   nullptr, nullptr};
+      h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params, "_Z4gemmPKfPf", 100 + i);
+    }
+    EXPECT_TRUE(sender.Finish(Clock::now() + std::chrono::seconds(10)));
+    EXPECT_TRUE(collector.WaitFor(HasProcessEnd));
+    for (const auto& file : test_support::LogFiles(collector.log_dir())) {
+      for (auto& line : test_support::ReadLog(file)) lines->push_back(std::move(line));
+    }
+    std::vector<schema::OwnedKernelEvent> kernels;
+    for (const schema::OwnedEvent& e : collector.Events()) {
+      if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e)) {
+        kernels.push_back(*k);
+        kernels.back().header = {};
+      }
+    }
+    return kernels;
+  };
+  std::vector<test_support::LoggedLine> whole_lines;
+  std::vector<test_support::LoggedLine> interned_lines;
+  const std::vector<schema::OwnedKernelEvent> whole = run(false, &whole_lines);
+  const std::vector<schema::OwnedKernelEvent> interned = run(true, &interned_lines);
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(interned.size(), 6u);
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_EQ(interned[i], whole[i]) << "launch " << i;
+  }
+  EXPECT_NE(whole[4].stream, whole[0].stream);  // another stream: a configuration of its own
+  std::vector<std::string> types;
+  size_t launch_bytes = 0;
+  size_t kernel_bytes = 0;
+  for (const auto& line : interned_lines) {
+    if (line.type == "kernel_config" || line.type == "launch") types.push_back(line.type);
+    if (line.type == "launch") launch_bytes += line.text.size() + 1;
+  }
+  for (const auto& line : whole_lines) {
+    if (line.type == "kernel") kernel_bytes += line.text.size() + 1;
+  }
+  // Three configurations, each described just before its first launch.
+  EXPECT_EQ(types, (std::vector<std::string>{"kernel_config", "launch", "launch", "launch",
+                                             "kernel_config", "launch", "kernel_config",
+                                             "launch", "launch"}));
+  EXPECT_LT(launch_bytes * 3, kernel_bytes);
 }
 
 TEST(SenderThread, RingDropsBecomeExactSeqGaps) {

@@ -65,7 +65,8 @@ TEST(LineDecoderTest, EverySampleAndMutatedLineAsDecode) {
     ExpectSameAsDecode(decoder, reused, line);
     LineInfo info;
     if (internal::ValidateFastPath(line, &info) &&
-        (info.type == EventType::kKernel || info.type == EventType::kKernelTime)) {
+        (info.type == EventType::kKernel || info.type == EventType::kKernelTime ||
+         info.type == EventType::kLaunch)) {
       ++in_layout;
     }
   }

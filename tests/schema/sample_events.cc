@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/encoder.h"
 #include "h100_device.h"
 
@@ -597,6 +598,26 @@ std::vector<OwnedEvent> RoundTripEvents() {
   edge.age_ms = kI64Max;
   extreme_stall.streams[1].launches[0].occupancy = 1;
   events.emplace_back(extreme_stall);
+
+  // Every kernel above interned (config_expander.h): its kernel_config and its launch, every
+  // shape of each (cluster, graph node, extreme values, hostile names) included.
+  std::vector<OwnedKernelEvent> kernels;
+  for (const OwnedEvent& event : events) {
+    if (const auto* k = std::get_if<OwnedKernelEvent>(&event)) kernels.push_back(*k);
+  }
+  uint64_t id = 1;
+  for (const OwnedKernelEvent& k : kernels) {
+    OwnedKernelConfigEvent config;
+    OwnedLaunchEvent launch;
+    Split(k, id++, &config, &launch);
+    events.emplace_back(WithHeader(config, seq++));
+    events.emplace_back(WithHeader(launch, seq++));
+  }
+  OwnedKernelConfigEvent last_id;
+  OwnedLaunchEvent last_launch;
+  Split(kernels.front(), kU64Max, &last_id, &last_launch);
+  events.emplace_back(WithHeader(last_id, seq++));
+  events.emplace_back(WithHeader(last_launch, seq++));
   return events;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_events.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/validator.h"
@@ -341,6 +342,22 @@ std::vector<OwnedEvent> PlainEvents() {
   k.occupancy.waves = 3.0 / 132;
   events.emplace_back(k);
 
+  // Interned (config_expander.h): the plain kernel's configuration and launches of it.
+  {
+    OwnedKernelConfigEvent config;
+    OwnedLaunchEvent launch;
+    Split(PlainKernel(), 5, &config, &launch);
+    events.emplace_back(config);
+    events.emplace_back(launch);
+    launch.graph_id = 7;
+    launch.graph_node_id = 0x7f00'1234'0000;
+    launch.recovered = true;
+    launch.timing_window = false;
+    launch.waves = 3.0 / 132;
+    launch.config = 9'999'999'999'999'999'999u;
+    events.emplace_back(launch);
+  }
+
   events.emplace_back(PlainKernelTime());
   OwnedKernelTimeEvent t = PlainKernelTime();
   t.header = {0, 0, 0};
@@ -421,7 +438,9 @@ TEST(ValidatorFastPathTest, EncoderLinesOfEveryShapeTakeTheFastPath) {
     const EventType type = TypeOf(event);
     ++per_type[type];
     const Path want =
-        type == EventType::kKernel || type == EventType::kKernelTime ? Path::kFast : Path::kGeneral;
+        type == EventType::kKernel || type == EventType::kKernelTime || type == EventType::kLaunch
+            ? Path::kFast
+            : Path::kGeneral;
     EXPECT_EQ(PathName(Check(line)), PathName(want)) << Printable(line);
     // Also as the collector may see it: without the newline, or with CRLF.
     EXPECT_EQ(PathName(Check(WithoutNewline(line))), PathName(want));
@@ -450,7 +469,7 @@ TEST(ValidatorFastPathTest, SampleLinesAgree) {
       ++general;
     }
   }
-  EXPECT_EQ(fast_per_type.size(), 2u);  // kernel and kernel_time
+  EXPECT_EQ(fast_per_type.size(), 3u);  // kernel, kernel_time and launch
   EXPECT_GT(general, 10);  // escapes, 20-digit integers, exponents
 }
 

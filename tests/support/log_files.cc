@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 
 namespace cuflight::test_support {
@@ -103,6 +104,7 @@ std::vector<uint64_t> StoredSeqs(const std::filesystem::path& log_dir, int64_t p
 std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file) {
   std::vector<schema::OwnedEvent> events;
   const std::string all = ReadAll(file);
+  schema::ConfigExpander configs;
   size_t start = 0;
   while (start < all.size()) {
     size_t end = all.find('\n', start);
@@ -110,8 +112,14 @@ std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file) {
     ++end;
     schema::DecodeResult d = schema::Decode(std::string_view(all).substr(start, end - start));
     EXPECT_TRUE(d.ok()) << file << ": " << d.message;
-    if (d.ok()) events.push_back(std::move(d.event));
     start = end;
+    if (!d.ok()) continue;
+    // A reader's view (docs/protocol.md, "Interned configurations"): a file is a sequence, its
+    // descriptions remembered, its launches expanded into the kernel events they stand for.
+    const schema::ExpandVerdict verdict = configs.Feed(&d.event);
+    EXPECT_FALSE(schema::Refused(verdict)) << file << ": " << schema::ExpandVerdictName(verdict);
+    if (verdict == schema::ExpandVerdict::kDescribed || schema::Refused(verdict)) continue;
+    events.push_back(std::move(d.event));
   }
   return events;
 }

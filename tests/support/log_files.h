@@ -43,7 +43,10 @@ std::vector<uint64_t> StoredSeqs(const std::filesystem::path& log_dir, int64_t p
 
 // Every complete line of `file` decoded with the schema's decoder, in order (fails the test on a
 // line that does not decode, and leaves it out). A last line still being written (no '\n' yet:
-// the collector may be appending while a test polls) is left out, as by StoredLines.
+// the collector may be appending while a test polls) is left out, as by StoredLines. As every
+// reader does, the file is read as one sequence of interned configurations: its kernel_config
+// events are remembered (and left out) and its launches given as the kernel events they stand for
+// (schema::ConfigExpander; a refused one fails the test).
 std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file);
 // DecodeLog of each of LogFiles(log_dir), one file after the other.
 std::vector<schema::OwnedEvent> DecodeLogs(const std::filesystem::path& log_dir);

@@ -525,9 +525,15 @@ CUFLIGHT_DECODE(OwnedProcessEndEvent, CUFLIGHT_SCHEMA_PROCESS_END)
 CUFLIGHT_DECODE(OwnedProcessLostEvent, CUFLIGHT_SCHEMA_PROCESS_LOST)
 CUFLIGHT_DECODE(OwnedProcessCrashEvent, CUFLIGHT_SCHEMA_PROCESS_CRASH)
 CUFLIGHT_DECODE(OwnedStallEvent, CUFLIGHT_SCHEMA_STALL)
+CUFLIGHT_DECODE(OwnedLaunchEvent, CUFLIGHT_SCHEMA_LAUNCH)
 
 void Read(Reader& r, OwnedKernelEvent* e) {
   CUFLIGHT_SCHEMA_KERNEL(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE)
+  e->occupancy.has_cluster = r.Has("cluster_occupancy");
+}
+
+void Read(Reader& r, OwnedKernelConfigEvent* e) {
+  CUFLIGHT_SCHEMA_KERNEL_CONFIG(CUFLIGHT_DECODE_FIELD, CUFLIGHT_DECODE_RULE)
   e->occupancy.has_cluster = r.Has("cluster_occupancy");
 }
 
@@ -641,6 +647,10 @@ void DecodeInto(std::string_view line, DecodeResult* result) {
       return ReadEvent<OwnedProcessCrashEvent>(r, header, &result->event);
     case EventType::kStall:
       return ReadEvent<OwnedStallEvent>(r, header, &result->event);
+    case EventType::kKernelConfig:
+      return ReadEvent<OwnedKernelConfigEvent>(r, header, &result->event);
+    case EventType::kLaunch:
+      return ReadEvent<OwnedLaunchEvent>(r, header, &result->event);
   }
 }
 

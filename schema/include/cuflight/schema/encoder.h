@@ -58,6 +58,10 @@ template <class S>
 size_t Encode(const BasicProcessCrashEvent<S>& event, char* buf, size_t cap) noexcept;
 template <class S>
 size_t Encode(const BasicStallEvent<S>& event, char* buf, size_t cap) noexcept;
+template <class S>
+size_t Encode(const BasicKernelConfigEvent<S>& event, char* buf, size_t cap) noexcept;
+template <class S>
+size_t Encode(const BasicLaunchEvent<S>& event, char* buf, size_t cap) noexcept;
 
 // The occupancy fields alone, as one JSON object line with the `kernel` event's names and
 // formatting (`cluster_occupancy` only when o.has_cluster), for tools that print a calculation

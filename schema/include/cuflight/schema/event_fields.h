@@ -121,7 +121,17 @@ struct StallLaunchItem {};
 // kernel event: P(member) names a member of OccupancyFields where the table is expanded (in the
 // kernel event, `occupancy.member`).
 #define CUFLIGHT_SCHEMA_IN_OCCUPANCY(member) occupancy.member
-#define CUFLIGHT_SCHEMA_OCCUPANCY(F, R, P)                                        \
+// In two parts around the per-grid figures, `waves` and `tail_utilization`: a kernel_config
+// carries the two parts (CUFLIGHT_SCHEMA_CONFIG_OCCUPANCY), each launch the per-grid figures.
+#define CUFLIGHT_SCHEMA_OCCUPANCY(F, R, P)                       \
+  CUFLIGHT_SCHEMA_OCCUPANCY_PER_CONFIG(F, R, P)                  \
+  F(Number, waves, P(waves), 0, kNoMaximum)                      \
+  F(Number, tail_utilization, P(tail_utilization), 0, 1)         \
+  CUFLIGHT_SCHEMA_OCCUPANCY_WHAT_IF(F, R, P)
+#define CUFLIGHT_SCHEMA_CONFIG_OCCUPANCY(F, R, P) \
+  CUFLIGHT_SCHEMA_OCCUPANCY_PER_CONFIG(F, R, P)   \
+  CUFLIGHT_SCHEMA_OCCUPANCY_WHAT_IF(F, R, P)
+#define CUFLIGHT_SCHEMA_OCCUPANCY_PER_CONFIG(F, R, P)                     \
   F(Int, max_active_blocks, P(max_active_blocks), kCount32)               \
   F(Int, active_warps, P(active_warps), kCount32)                         \
   F(Int, max_warps, P(max_warps), kCount32)                               \
@@ -136,9 +146,8 @@ struct StallLaunchItem {};
   F(OneResource, limiting_resource, P(limiting_resource))                 \
   F(ResourceSet, limiting_resources, P(limiting_resources))               \
   F(Int, allocated_regs_per_block, P(allocated_regs_per_block), kCount32) \
-  F(Int, allocated_smem_per_block, P(allocated_smem_per_block), kCount64) \
-  F(Number, waves, P(waves), 0, kNoMaximum)                               \
-  F(Number, tail_utilization, P(tail_utilization), 0, 1)                  \
+  F(Int, allocated_smem_per_block, P(allocated_smem_per_block), kCount64)
+#define CUFLIGHT_SCHEMA_OCCUPANCY_WHAT_IF(F, R, P)                        \
   F(IntOrNull, regs_for_next_block, P(regs_for_next_block), kCount32)     \
   F(IntOrNull, smem_for_next_block, P(smem_for_next_block), kCount64)     \
   F(Int, best_block_size, P(best_block_size), kCount32)
@@ -172,6 +181,44 @@ struct StallLaunchItem {};
   F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
   F(OptionalInt, sm_count, sm_count, kCount32)                                              \
   F(OptionalBool, recovered, recovered)                                                     \
+  F(OptionalBool, timing_window, timing_window)
+
+// A kernel event's launch-invariant members (interned configurations): see events.h.
+#define CUFLIGHT_SCHEMA_KERNEL_CONFIG(F, R)                                                 \
+  F(Int, config, config, kUint64)                                                           \
+  F(Int, device, device, kCount32)                                                          \
+  F(Int, context, context, kUint64)                                                         \
+  F(Int, stream, stream, kUint64)                                                           \
+  F(String, api, api)                                                                       \
+  F(String, name, name)                                                                     \
+  F(String, demangled, demangled)                                                           \
+  F(Dim, block, block)                                                                      \
+  F(OptionalDim, cluster, cluster)                                                          \
+  F(Int, num_regs, num_regs, kCount32)                                                      \
+  F(Int, static_shared_bytes, static_shared_bytes, kCount64)                                \
+  F(Int, dyn_shared_bytes, dyn_shared_bytes, kCount64)                                      \
+  F(Int, local_bytes, local_bytes, kCount64)                                                \
+  F(Int, const_bytes, const_bytes, kCount64)                                                \
+  F(Int, max_threads_per_block, max_threads_per_block, kCount32)                            \
+  F(Int, carveout, carveout, kCarveout)                                                     \
+  F(OptionalBool, cooperative, cooperative)                                                 \
+  CUFLIGHT_SCHEMA_CONFIG_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                       \
+  F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
+  F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)
+
+// A kernel launch that names its kernel_config: the kernel event's per-launch members.
+#define CUFLIGHT_SCHEMA_LAUNCH(F, R)                          \
+  F(Int, tid, tid, kCount32)                                  \
+  F(Int, correlation_id, correlation_id, kUint64)             \
+  F(Int, config, config, kUint64)                             \
+  F(Dim, grid, grid)                                          \
+  F(OptionalInt, graph_id, graph_id, kUint64)                 \
+  F(OptionalInt, graph_node_id, graph_node_id, kUint64)       \
+  R(graph_node_id, graph_id)                                  \
+  R(graph_id, graph_node_id)                                  \
+  F(Number, waves, waves, 0, kNoMaximum)                      \
+  F(Number, tail_utilization, tail_utilization, 0, 1)         \
+  F(OptionalBool, recovered, recovered)                       \
   F(OptionalBool, timing_window, timing_window)
 
 #define CUFLIGHT_SCHEMA_KERNEL_TIME(F, R)               \
@@ -300,7 +347,8 @@ struct StallLaunchItem {};
   X(correlation_id) X(device) X(graph_node_id) X(name) X(demangled) X(limiting_resource)     \
   X(occupancy) X(duration_ns) X(error_name) X(emitted) X(dropped) X(dropped_ring_full)       \
   X(dropped_disconnected) X(dropped_backpressure) X(timing_dropped)                          \
-  X(occupancy_disagreements) X(hostname) X(exe) X(start_ns) X(instance_id) X(pid_ns)
+  X(occupancy_disagreements) X(hostname) X(exe) X(start_ns) X(instance_id) X(pid_ns)     \
+  X(config)
 
 #define CUFLIGHT_SCHEMA_FACT_ENUM(name) name,
 enum class Fact : uint8_t { CUFLIGHT_SCHEMA_FACTS(CUFLIGHT_SCHEMA_FACT_ENUM) };
@@ -330,7 +378,9 @@ constexpr int FactIndex(std::string_view name) {
   X(kProcessEnd, CUFLIGHT_SCHEMA_PROCESS_END)       \
   X(kProcessLost, CUFLIGHT_SCHEMA_PROCESS_LOST)     \
   X(kProcessCrash, CUFLIGHT_SCHEMA_PROCESS_CRASH)   \
-  X(kStall, CUFLIGHT_SCHEMA_STALL)
+  X(kStall, CUFLIGHT_SCHEMA_STALL)                  \
+  X(kKernelConfig, CUFLIGHT_SCHEMA_KERNEL_CONFIG)   \
+  X(kLaunch, CUFLIGHT_SCHEMA_LAUNCH)
 
 }  // namespace cuflight::schema
 

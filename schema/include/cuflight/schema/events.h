@@ -41,13 +41,16 @@ enum class EventType : uint8_t {
   kProcessLost = 7,
   kProcessCrash = 8,
   kStall = 9,
+  kKernelConfig = 10,
+  kLaunch = 11,
 };
-inline constexpr int kEventTypeCount = 10;
+inline constexpr int kEventTypeCount = 12;
 
 // Wire names (`type`), indexed by EventType.
 inline constexpr std::array<std::string_view, kEventTypeCount> kEventTypeNames = {
     "process_start", "device",      "kernel",       "kernel_time",   "api_error",
-    "stats",         "process_end", "process_lost", "process_crash", "stall"};
+    "stats",         "process_end", "process_lost", "process_crash", "stall",
+    "kernel_config", "launch"};
 
 // Wire name of `type`, which must be one of the enumerators.
 constexpr std::string_view EventTypeName(EventType type) {
@@ -663,6 +666,63 @@ struct BasicStallEvent {
   bool operator==(const BasicStallEvent&) const = default;
 };
 
+// What every launch of one kernel configuration on one stream shares (docs/protocol.md,
+// "Interned configurations"): the launch-invariant members of a kernel event, described once per
+// sequence (a connection, a spill file, a log segment) before the first `launch` that names it.
+// `config` is the producer's id for it: unique in the process and never reused. The occupancy
+// figures are the kernel event's but `waves` and `tail_utilization`, which depend on the grid and
+// travel with each launch (they are 0 here).
+template <class S>
+struct BasicKernelConfigEvent {
+  static constexpr EventType kType = EventType::kKernelConfig;
+  Header header;
+  uint64_t config = 0;
+  // Where the launches run: a configuration is per (device, context, stream), so that a launch
+  // line need not say them.
+  int32_t device = 0;
+  uint64_t context = 0;
+  uint64_t stream = 0;
+  typename S::String api;
+  typename S::String name;
+  typename S::String demangled;
+  Dim3 block;
+  std::optional<Dim3> cluster;
+  int32_t num_regs = 0;
+  int64_t static_shared_bytes = 0;
+  int64_t dyn_shared_bytes = 0;
+  int64_t local_bytes = 0;
+  int64_t const_bytes = 0;
+  int32_t max_threads_per_block = 0;
+  int32_t carveout = -1;
+  bool cooperative = false;
+  OccupancyFields occupancy;
+  OccupancySource occupancy_source = OccupancySource::kUnknown;
+  std::optional<int32_t> engine_max_active_blocks;
+
+  bool operator==(const BasicKernelConfigEvent&) const = default;
+};
+
+// One kernel launch whose configuration a kernel_config described: the per-launch members of a
+// kernel event and the configuration's id. A reader expands it into the kernel event it stands
+// for (config_expander.h); the expansion is the kernel event the producer would have sent.
+template <class S>
+struct BasicLaunchEvent {
+  static constexpr EventType kType = EventType::kLaunch;
+  Header header;
+  int32_t tid = 0;
+  uint64_t correlation_id = 0;
+  uint64_t config = 0;
+  Dim3 grid;
+  std::optional<uint64_t> graph_id;
+  std::optional<uint64_t> graph_node_id;
+  double waves = 0;             // as the kernel event's (they depend on the grid)
+  double tail_utilization = 0;
+  bool recovered = false;
+  std::optional<bool> timing_window;
+
+  bool operator==(const BasicLaunchEvent&) const = default;
+};
+
 using ProcessStartEvent = BasicProcessStartEvent<View>;
 using DeviceEvent = BasicDeviceEvent<View>;
 using KernelEvent = BasicKernelEvent<View>;
@@ -675,6 +735,8 @@ using ProcessCrashEvent = BasicProcessCrashEvent<View>;
 using StallLaunch = BasicStallLaunch<View>;
 using StallStream = BasicStallStream<View>;
 using StallEvent = BasicStallEvent<View>;
+using KernelConfigEvent = BasicKernelConfigEvent<View>;
+using LaunchEvent = BasicLaunchEvent<View>;
 
 using OwnedProcessStartEvent = BasicProcessStartEvent<Owned>;
 using OwnedDeviceEvent = BasicDeviceEvent<Owned>;
@@ -688,13 +750,16 @@ using OwnedProcessCrashEvent = BasicProcessCrashEvent<Owned>;
 using OwnedStallLaunch = BasicStallLaunch<Owned>;
 using OwnedStallStream = BasicStallStream<Owned>;
 using OwnedStallEvent = BasicStallEvent<Owned>;
+using OwnedKernelConfigEvent = BasicKernelConfigEvent<Owned>;
+using OwnedLaunchEvent = BasicLaunchEvent<Owned>;
 
 // Any event; the alternative index is the EventType.
 template <class S>
 using BasicEvent = std::variant<BasicProcessStartEvent<S>, BasicDeviceEvent<S>, BasicKernelEvent<S>,
                                 BasicKernelTimeEvent<S>, BasicApiErrorEvent<S>, BasicStatsEvent<S>,
                                 BasicProcessEndEvent<S>, BasicProcessLostEvent<S>,
-                                BasicProcessCrashEvent<S>, BasicStallEvent<S>>;
+                                BasicProcessCrashEvent<S>, BasicStallEvent<S>,
+                                BasicKernelConfigEvent<S>, BasicLaunchEvent<S>>;
 using Event = BasicEvent<View>;
 using OwnedEvent = BasicEvent<Owned>;
 static_assert(std::variant_size_v<Event> == kEventTypeCount);

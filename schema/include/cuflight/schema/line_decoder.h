@@ -1,6 +1,6 @@
 // Decoding log lines at the speed logs are written: Decode's results, through Validate.
 //
-// 1. A log is almost all `kernel` and `kernel_time` lines in the encoder's layout. For such a
+// 1. A log is almost all `kernel` (or `launch`) and `kernel_time` lines in the encoder's layout. For such a
 //    line LineDecoder runs the validator's fast path in the form that also writes each member
 //    into the event as it checks it (one pass, expanded from the field tables, event_fields.h).
 // 2. Every other line goes through the validator's general path, which fills the event in its
@@ -49,6 +49,7 @@ class LineDecoder {
  private:
   OwnedKernelEvent& ResetKernel(OwnedEvent* event);
   OwnedKernelTimeEvent& ResetKernelTime(OwnedEvent* event);
+  OwnedLaunchEvent& ResetLaunch(OwnedEvent* event);
   // Keeps the string buffers of the kernel event *event holds, if any, before another type
   // replaces it.
   void PutAside(OwnedEvent* event);

@@ -60,6 +60,7 @@ void Split(const BasicKernelEvent<S>& k, uint64_t id, BasicKernelConfigEvent<S>*
   config->occupancy.tail_utilization = 0;
   config->occupancy_source = k.occupancy_source;
   config->engine_max_active_blocks = k.engine_max_active_blocks;
+  config->sm_count = k.sm_count;
   launch->header = k.header;
   launch->tid = k.tid;
   launch->correlation_id = k.correlation_id;
@@ -105,6 +106,7 @@ void Expand(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& 
   out->occupancy.tail_utilization = launch.tail_utilization;
   out->occupancy_source = config.occupancy_source;
   out->engine_max_active_blocks = config.engine_max_active_blocks;
+  out->sm_count = config.sm_count;
   out->recovered = launch.recovered;
   out->timing_window = launch.timing_window;
 }

@@ -204,7 +204,8 @@ struct StallLaunchItem {};
   F(OptionalBool, cooperative, cooperative)                                                 \
   CUFLIGHT_SCHEMA_CONFIG_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                       \
   F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
-  F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)
+  F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
+  F(OptionalInt, sm_count, sm_count, kCount32)
 
 // A kernel launch that names its kernel_config: the kernel event's per-launch members.
 #define CUFLIGHT_SCHEMA_LAUNCH(F, R)                          \

@@ -698,6 +698,9 @@ struct BasicKernelConfigEvent {
   OccupancyFields occupancy;
   OccupancySource occupancy_source = OccupancySource::kUnknown;
   std::optional<int32_t> engine_max_active_blocks;
+  // The SMs of the launch's context when fewer than the device's (kernel.sm_count): a context's,
+  // like `context`, so the configuration's.
+  std::optional<int32_t> sm_count;
 
   bool operator==(const BasicKernelConfigEvent&) const = default;
 };

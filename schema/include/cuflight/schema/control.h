@@ -25,6 +25,8 @@
 #include <optional>
 #include <string_view>
 
+#include "cuflight/schema/ack.h"
+
 namespace cuflight::schema {
 
 // The longest yield a request may ask for: a day.
@@ -37,43 +39,21 @@ inline constexpr std::string_view kYieldReplyType = "yield_reply";
 // A request line begins with exactly this (its type first, no blank), which no event line does.
 inline constexpr std::string_view kYieldRequestOpening = R"({"type":"yield_request",)";
 
+inline constexpr std::string_view kYieldPrefix = R"({"type":"yield","for_ms":)";
+
 // Writes the yield line for `for_ms` (with its '\n') into buf; returns its length, or 0 if cap is
 // too small or for_ms is above kMaxYieldMs. Allocation-free.
 inline size_t EncodeYield(uint64_t for_ms, char* buf, size_t cap) noexcept {
-  constexpr std::string_view kPrefix = R"({"type":"yield","for_ms":)";
   if (for_ms > kMaxYieldMs) return 0;
-  char digits[24];
-  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), for_ms);
-  if (ec != std::errc()) return 0;
-  const size_t n_digits = static_cast<size_t>(end - digits);
-  const size_t total = kPrefix.size() + n_digits + 2;
-  if (cap < total) return 0;
-  size_t pos = 0;
-  for (char c : kPrefix) buf[pos++] = c;
-  for (size_t i = 0; i < n_digits; ++i) buf[pos++] = digits[i];
-  buf[pos++] = '}';
-  buf[pos++] = '\n';
-  return pos;
+  return EncodeNumberLine(kYieldPrefix, for_ms, buf, cap);
 }
 
 // Parses one yield line (with or without its trailing "\n" or "\r\n") in exactly the form
 // EncodeYield writes; nullopt for anything else, a for_ms above kMaxYieldMs included.
 // Allocation-free.
 inline std::optional<uint64_t> ParseYield(std::string_view line) noexcept {
-  constexpr std::string_view kPrefix = R"({"type":"yield","for_ms":)";
-  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  if (line.size() < kPrefix.size() + 2 || line.substr(0, kPrefix.size()) != kPrefix ||
-      line.back() != '}') {
-    return std::nullopt;
-  }
-  std::string_view digits = line.substr(kPrefix.size(), line.size() - kPrefix.size() - 1);
-  if (digits.empty() || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
-  uint64_t ms = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), ms);
-  if (ec != std::errc() || end != digits.data() + digits.size() || ms > kMaxYieldMs) {
-    return std::nullopt;
-  }
+  const std::optional<uint64_t> ms = ParseNumberLine(kYieldPrefix, line);
+  if (!ms || *ms > kMaxYieldMs) return std::nullopt;
   return ms;
 }
 

@@ -11,34 +11,13 @@
 
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/occupancy/engine.h"
+#include "reference_device.h"
 
 namespace cuflight::occupancy {
 namespace {
 
-cudaOccDeviceProp RefDevice(const DeviceLimits& d) {
-  cudaOccDeviceProp p;
-  p.computeMajor = d.cc_major;
-  p.computeMinor = d.cc_minor;
-  p.maxThreadsPerBlock = d.max_threads_per_block;
-  p.maxThreadsPerMultiprocessor = d.max_threads_per_sm;
-  p.regsPerBlock = d.regs_per_block;
-  p.regsPerMultiprocessor = d.regs_per_sm;
-  p.warpSize = d.warp_size;
-  p.sharedMemPerBlock = static_cast<size_t>(d.smem_per_block);
-  p.sharedMemPerMultiprocessor = static_cast<size_t>(d.smem_per_sm);
-  p.numSms = d.sm_count;
-  p.sharedMemPerBlockOptin = static_cast<size_t>(d.smem_per_block_optin);
-  p.reservedSharedMemPerBlock = static_cast<size_t>(d.reserved_smem_per_block);
-  return p;
-}
-
-// cudaFuncGetAttributes' view of a function, converted by the header's own constructor.
-struct FakeCudaFuncAttributes {
-  int maxThreadsPerBlock;
-  int numRegs;
-  size_t sharedSizeBytes;
-  size_t maxDynamicSharedSizeBytes;
-};
+using testing::FakeCudaFuncAttributes;
+using testing::RefDevice;
 
 cudaOccFuncAttributes RefFunction(const DeviceLimits& d, int max_threads, int regs,
                                   int64_t static_smem) {

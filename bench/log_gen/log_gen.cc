@@ -16,6 +16,7 @@
 #include "cuflight/occupancy/device_presets.h"
 #include "cuflight/occupancy/engine.h"
 #include "cuflight/report/retarget.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/log_layout.h"
@@ -170,6 +171,9 @@ class StreamWriter {
     return true;
   }
 
+  // Counts the files begun: a file's lines are one sequence of interned configurations.
+  uint64_t file_serial() const { return segment_; }
+
   bool Close(std::string* error) {
     if (file_ == nullptr) return true;
     const bool ok = std::fclose(file_) == 0;
@@ -292,6 +296,38 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   device.max_cluster_size = gpu.max_cluster_size;
   if (!out.Write(device, error)) return false;
 
+  // Interned configurations (6.): per (kernel, stream), its description and the file (serial)
+  // that last received it; id 0: not described yet. Ids count from 1 in the order first used.
+  struct Described {
+    uint64_t id = 0;
+    uint64_t file_serial = UINT64_MAX;
+    schema::OwnedKernelConfigEvent config;
+  };
+  std::vector<Described> described(spec.intern ? kinds.size() * static_cast<size_t>(spec.streams)
+                                               : 0);
+  uint64_t next_config_id = 1;
+  schema::OwnedKernelConfigEvent unused;
+  schema::OwnedLaunchEvent launch;
+  // `kernel` whole, or as its launch after its description when the file does not hold that yet
+  // (`d` made by Split with the seq `config_seq` when new). A description that fills a file is
+  // written again at the start of the next, where the launch goes.
+  auto write_launch = [&](const schema::OwnedKernelEvent& kernel, Described* d,
+                          uint64_t config_seq) -> bool {
+    if (d == nullptr) return out.Write(kernel, error);
+    if (d->id == 0) {
+      d->id = next_config_id++;
+      schema::Split(kernel, d->id, &d->config, &launch);
+      d->config.header.seq = config_seq;
+    }
+    while (d->file_serial != out.file_serial()) {
+      d->file_serial = out.file_serial();
+      if (!out.Write(d->config, error)) return false;
+      ++totals->descriptions;
+    }
+    schema::Split(kernel, d->id, &unused, &launch);
+    return out.Write(launch, error);
+  };
+
   std::vector<int64_t> busy_until(static_cast<size_t>(spec.streams), 0);
   std::deque<schema::OwnedKernelTimeEvent> pending;
   schema::OwnedKernelEvent k;
@@ -316,8 +352,15 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   uint64_t correlation = 0;
   for (uint64_t i = 0; i < spec.launches; ++i) {
     now += spec.launch_gap_ns / 2 + rng.Uniform(0, spec.launch_gap_ns);
-    const KernelKind& kind = kinds[static_cast<size_t>(rng.Next() % kinds.size())];
+    const size_t kind_index = static_cast<size_t>(rng.Next() % kinds.size());
+    const KernelKind& kind = kinds[kind_index];
     const size_t stream = static_cast<size_t>(i % static_cast<uint64_t>(spec.streams));
+    // An interned configuration first described now takes a seq of its own, below its launch's
+    // (the producer's preamble line).
+    Described* d = spec.intern
+                       ? &described[kind_index * static_cast<size_t>(spec.streams) + stream]
+                       : nullptr;
+    const uint64_t config_seq = d != nullptr && d->id == 0 ? seq++ : 0;
     k.header = {now, pid, seq++};
     k.stream = 7 + stream;
     k.correlation_id = ++correlation;
@@ -332,7 +375,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     k.occupancy = kind.occupancy;
     occupancy::ComputeWaves(Gpu().limits.sm_count, report::LaunchOf(k, Gpu().limits),
                             &k.occupancy);
-    if (!out.Write(k, error)) return false;
+    if (!write_launch(k, d, config_seq)) return false;
     ++totals->launches;
     note_ts(now);
     if (spec.untimed_every == 0 || (i + 1) % spec.untimed_every != 0) {

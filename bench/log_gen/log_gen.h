@@ -20,6 +20,13 @@
 //  5. Files: "<dir>/<date>/<base>.<NNNNNN>.jsonl(.zst)" segments of about `rotate_bytes` each,
 //     compressed with zstd when `compress` (as the collector's segment worker does), and the
 //     active "<base>.jsonl" last. rotate_bytes 0: one active file.
+//  6. `intern`: each launch as an interned producer sends it and the collector stores it
+//     (docs/protocol.md, "Interned configurations"; schema::Split): a kernel_config per (kernel,
+//     stream), with its own seq, before the first launch that names it, then one `launch` line
+//     per launch. In every later file the first launch of a configuration is preceded by its
+//     description again, the same line (the collector's Redescribe), so each file reads alone.
+//     Off: every launch a self-contained `kernel` line, as before. Either way the same launches:
+//     expanded (schema::ConfigExpander) the interned log gives the whole one's kernel events.
 // Deterministic: the same spec gives the same bytes.
 #ifndef CUFLIGHT_BENCH_LOG_GEN_LOG_GEN_H_
 #define CUFLIGHT_BENCH_LOG_GEN_LOG_GEN_H_
@@ -44,6 +51,7 @@ struct LogSpec {
   int crash_count = 0;  // with crash false: the first crash_count processes crash, the rest end
   uint64_t rotate_bytes = 64ull << 20;
   bool compress = true;
+  bool intern = false;  // 6.
   int zstd_level = 1;  // the collector's default (collector/daemon/log_sink.h)
   int64_t start_ns = 1'763'700'000'000'000'000;  // 2025-11-21T04:26:40Z
   // Mean time between launches of one process, and kernel durations (uniform in [min, max]).
@@ -55,7 +63,8 @@ struct LogSpec {
 struct LogTotals {
   std::vector<std::filesystem::path> files;  // in the order written
   uint64_t bytes = 0;           // uncompressed lines written
-  uint64_t launches = 0;        // kernel events
+  uint64_t launches = 0;        // kernel events (whole, or launch lines)
+  uint64_t descriptions = 0;    // kernel_config lines (intern), repeats in later files included
   uint64_t timed = 0;           // of those, with a kernel_time
   uint64_t events = 0;          // every line written
   uint64_t api_errors = 0;

@@ -2,10 +2,11 @@
 //
 //   make_log DIR [--launches N] [--processes N] [--streams N] [--kernels N] [--flush-every N]
 //                [--untimed-every N] [--api-error-every N] [--stall-every N] [--crash]
-//                [--rotate-bytes N] [--plain]
+//                [--rotate-bytes N] [--plain] [--intern]
 //
 // --launches is per process (default 1,000,000); --plain leaves the closed segments
-// uncompressed. Prints what it wrote.
+// uncompressed; --intern writes each launch as a `launch` line naming its kernel_config
+// (log_gen.h, 6.) instead of a whole `kernel` line. Prints what it wrote.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,7 +20,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: make_log DIR [--launches N] [--processes N] [--streams N] [--kernels N] "
                "[--flush-every N] [--untimed-every N] [--api-error-every N] [--stall-every N] "
-               "[--crash] [--rotate-bytes N] [--plain]\n");
+               "[--crash] [--rotate-bytes N] [--plain] [--intern]\n");
   return 2;
 }
 
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
     }
     if (flag == "--plain") {
       spec.compress = false;
+      continue;
+    }
+    if (flag == "--intern") {
+      spec.intern = true;
       continue;
     }
     uint64_t v = 0;
@@ -81,9 +86,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_log: %s\n", error.c_str());
     return 1;
   }
-  std::printf("make_log: %zu files, %llu launches (%llu timed), %llu events, %.2f GB of lines\n",
+  std::printf("make_log: %zu files, %llu launches (%llu timed, %llu descriptions), %llu events, "
+              "%.2f GB of lines\n",
               totals.files.size(), static_cast<unsigned long long>(totals.launches),
               static_cast<unsigned long long>(totals.timed),
+              static_cast<unsigned long long>(totals.descriptions),
               static_cast<unsigned long long>(totals.events),
               static_cast<double>(totals.bytes) / 1e9);
   return 0;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/schema/config_expander.h"
@@ -52,15 +53,27 @@ LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t li
 // and not delivered (it is no event of its own: `events` does not count it), a launch is
 // delivered as the kernel event it stands for, and a launch or description the sequence cannot
 // stand for (schema::ExpandVerdict) is counted in rejected_lines with its note.
+//
+// A launch's kernel event is kept per configuration: the configuration's names and figures are
+// written into it when it is first launched in the file, and each launch after that rewrites
+// them (schema::Expand, the one expansion) into storage that fits them, so a launch costs no
+// allocation and the launch line's own slot keeps its storage for the next line.
 class Expansion {
  public:
-  // True when *event (decoded from line `line` of `file`, counted in *summary) is to be delivered,
-  // as it now is.
-  bool Deliver(schema::OwnedEvent* event, const std::filesystem::path& file, uint64_t line,
-               ReadSummary* summary);
+  // The event to deliver for *event (decoded from line `line` of `file`, counted in *summary):
+  // *event itself, the kernel event a launch stands for (held by this Expansion until its next
+  // call), or nullptr when nothing is delivered.
+  const schema::OwnedEvent* Deliver(schema::OwnedEvent* event, const std::filesystem::path& file,
+                                    uint64_t line, ReadSummary* summary);
 
  private:
+  // Counts what a description or a refusal is (not an event), with a note for a refusal.
+  void NotDelivered(const schema::OwnedEvent& event, schema::ExpandVerdict verdict,
+                    const std::filesystem::path& file, uint64_t line, ReadSummary* summary);
+
   schema::ConfigExpander configs_;
+  // Per configuration id described in the file, its launches' kernel event (an OwnedKernelEvent).
+  std::unordered_map<uint64_t, schema::OwnedEvent> kernels_;
   const std::filesystem::path* file_ = nullptr;
 };
 

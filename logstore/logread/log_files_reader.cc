@@ -285,9 +285,10 @@ class DirectSink final : public internal::LineSink {
         summary_(summary) {}
   schema::DecodeResult* Slot() override { return &result_; }
   void Event(uint64_t line) override {
-    if (!expansion_.Deliver(&result_.event, file_, line, summary_)) return;
+    const schema::OwnedEvent* event = expansion_.Deliver(&result_.event, file_, line, summary_);
+    if (event == nullptr) return;
     ++*events_;
-    on_event_(result_.event, Origin{&file_, line});
+    on_event_(*event, Origin{&file_, line});
     if (*events_ % kTickEvents == 0) tick_();
   }
   void Unknown(std::string_view type, uint64_t line) override {
@@ -382,9 +383,11 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
       Item& item = b->items[k];
       const Origin origin{&file, item.line};
       if (!item.unknown) {
-        if (!expansion.Deliver(&item.result.event, file, item.line, &b->summary)) continue;
+        const schema::OwnedEvent* event =
+            expansion.Deliver(&item.result.event, file, item.line, &b->summary);
+        if (event == nullptr) continue;
         ++progress.events;
-        on_event(item.result.event, origin);
+        on_event(*event, origin);
       } else if (options.on_unknown && item.result.header) {
         options.on_unknown(UnknownEvent{item.unknown_type, *item.result.header}, origin);
       }

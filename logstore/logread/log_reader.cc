@@ -189,8 +189,9 @@ class CallbackSink final : public internal::LineSink {
       : file_(file), on_event_(on_event), summary_(summary) {}
   schema::DecodeResult* Slot() override { return &result_; }
   void Event(uint64_t line) override {
-    if (expansion_.Deliver(&result_.event, file_, line, summary_)) {
-      on_event_(result_.event, Origin{&file_, line});
+    if (const schema::OwnedEvent* event = expansion_.Deliver(&result_.event, file_, line,
+                                                              summary_)) {
+      on_event_(*event, Origin{&file_, line});
     }
   }
   void Unknown(std::string_view, uint64_t) override {}
@@ -297,11 +298,25 @@ void AddSummary(const ReadSummary& from, ReadSummary* to) {
   to->notes_left_out += from.notes_left_out;
 }
 
-bool Expansion::Deliver(schema::OwnedEvent* event, const fs::path& file, uint64_t line,
-                        ReadSummary* summary) {
+const schema::OwnedEvent* Expansion::Deliver(schema::OwnedEvent* event, const fs::path& file,
+                                             uint64_t line, ReadSummary* summary) {
   if (file_ != &file) {  // a new file: a new sequence
     configs_.Reset();
+    kernels_.clear();
     file_ = &file;
+  }
+  if (const auto* launch = std::get_if<schema::OwnedLaunchEvent>(event)) {
+    if (const schema::OwnedKernelConfigEvent* config = configs_.Find(launch->config)) {
+      try {
+        schema::OwnedEvent& kept = kernels_[launch->config];
+        auto* kernel = std::get_if<schema::OwnedKernelEvent>(&kept);
+        if (kernel == nullptr) kernel = &kept.emplace<schema::OwnedKernelEvent>();
+        schema::Expand(*config, *launch, kernel);
+        return &kept;
+      } catch (const std::bad_alloc&) {
+        kernels_.erase(launch->config);  // expanded in place below, as ConfigExpander does
+      }
+    }
   }
   schema::ExpandVerdict verdict;
   try {
@@ -310,13 +325,19 @@ bool Expansion::Deliver(schema::OwnedEvent* event, const fs::path& file, uint64_
     verdict = schema::ExpandVerdict::kConfigFlood;
   }
   if (verdict == schema::ExpandVerdict::kPassed || verdict == schema::ExpandVerdict::kExpanded) {
-    return true;
+    return event;
   }
+  NotDelivered(*event, verdict, file, line, summary);
+  return nullptr;
+}
+
+void Expansion::NotDelivered(const schema::OwnedEvent& event, schema::ExpandVerdict verdict,
+                             const fs::path& file, uint64_t line, ReadSummary* summary) {
   if (summary->events > 0) --summary->events;  // a description, or refused: not an event
-  if (verdict == schema::ExpandVerdict::kDescribed) return false;
+  if (verdict == schema::ExpandVerdict::kDescribed) return;
   ++summary->rejected_lines;
-  const auto* launch = std::get_if<schema::OwnedLaunchEvent>(event);
-  const auto* config = std::get_if<schema::OwnedKernelConfigEvent>(event);
+  const auto* launch = std::get_if<schema::OwnedLaunchEvent>(&event);
+  const auto* config = std::get_if<schema::OwnedKernelConfigEvent>(&event);
   std::string note = fmt::format("rejected line {} in {}: {}: configuration {}", line,
                                  file.native(), schema::ExpandVerdictName(verdict),
                                  launch != nullptr ? launch->config
@@ -327,7 +348,6 @@ bool Expansion::Deliver(schema::OwnedEvent* event, const fs::path& file, uint64_
   } else {
     ++summary->notes_left_out;
   }
-  return false;
 }
 
 }  // namespace internal

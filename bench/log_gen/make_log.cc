@@ -2,11 +2,12 @@
 //
 //   make_log DIR [--launches N] [--processes N] [--streams N] [--kernels N] [--flush-every N]
 //                [--untimed-every N] [--api-error-every N] [--stall-every N] [--crash]
-//                [--rotate-bytes N] [--plain] [--intern]
+//                [--rotate-bytes N] [--plain] [--intern] [--zstd-level N]
 //
 // --launches is per process (default 1,000,000); --plain leaves the closed segments
 // uncompressed; --intern writes each launch as a `launch` line naming its kernel_config
-// (log_gen.h, 6.) instead of a whole `kernel` line. Prints what it wrote.
+// (log_gen.h, 6.) instead of a whole `kernel` line; --zstd-level compresses the segments at that
+// level instead of the collector's default (1). Prints what it wrote.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,7 +21,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: make_log DIR [--launches N] [--processes N] [--streams N] [--kernels N] "
                "[--flush-every N] [--untimed-every N] [--api-error-every N] [--stall-every N] "
-               "[--crash] [--rotate-bytes N] [--plain] [--intern]\n");
+               "[--crash] [--rotate-bytes N] [--plain] [--intern] [--zstd-level N]\n");
   return 2;
 }
 
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
       spec.stall_every = v;
     } else if (flag == "--rotate-bytes") {
       spec.rotate_bytes = v;
+    } else if (flag == "--zstd-level") {
+      if (v < 1 || v > 22) return Usage();  // ZSTD_maxCLevel() is 22
+      spec.zstd_level = static_cast<int>(v);
     } else {
       return Usage();
     }

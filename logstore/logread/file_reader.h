@@ -57,7 +57,8 @@ LineKind DecodeLine(KernelLineCache& decoder, std::string_view text, uint64_t li
 // A launch's kernel event is kept per configuration: the configuration's names and figures are
 // written into it when it is first launched in the file, and each launch after that rewrites
 // them (schema::Expand, the one expansion) into storage that fits them, so a launch costs no
-// allocation and the launch line's own slot keeps its storage for the next line.
+// allocation and the launch line's own slot keeps its storage for the next line. As many kept
+// events as descriptions, which ConfigExpander bounds (schema::kMaxConfigsPerSequence).
 class Expansion {
  public:
   // The event to deliver for *event (decoded from line `line` of `file`, counted in *summary):

@@ -6,9 +6,10 @@
 //   taskset -c 0 build/release/bin/ingest_bench --benchmark_repetitions=5
 //   --benchmark_report_aggregates_only=true
 //
-// Workload: kProducers producer threads, each one connection sending process_start, a device
-// (and, for the interned mixes, the kernel_config of its configuration), then 250,000 events in
-// one of these mixes (the benchmarks' first argument, Mix below):
+// Workload: kProducers producer threads, each one connection sending process_start (its config
+// saying timing all, or off for the mixes without kernel_time), a device (and, for the interned
+// mixes, the kernel_config of its configuration), then 250,000 events in one of these mixes (the
+// benchmarks' first argument, Mix below):
 //   0 launches as pairs of `kernel` (a CUTLASS GEMM with 84-byte mangled and 147-byte demangled
 //     names, ~1.1 KB) and `kernel_time` (~0.3 KB) lines;
 //   1 `kernel_time` lines only;
@@ -138,8 +139,8 @@ std::string Encode(const E& e) {
 }
 
 struct Stream {
-  std::string preamble;           // process_start (seq 0) and device (seq 1)
-  std::string interned_preamble;  // the same and the kernel_config (seq 2)
+  // process_start (seq 0) saying timing all, or off; device (seq 1); kernel_config (seq 2).
+  std::string start_timed, start_untimed, device, config;
   Template kernel;
   Template launch;
   Template kernel_time;
@@ -157,6 +158,12 @@ Stream MakeStream(int producer) {
   start.hostname = "bench";
   start.start_ns = 1000 + producer;
   start.cuflight_version = "0.1.0";
+  // What a producer's config says of its timing policy (schema/env/README.md, CUFLIGHT_TIMING):
+  // the mixes without kernel_time lines are a process with timing off.
+  static const std::array<std::pair<std::string_view, std::string_view>, 1> kTimingAll = {
+      {{"timing", "all"}}};
+  static const std::array<std::pair<std::string_view, std::string_view>, 1> kTimingOff = {
+      {{"timing", "off"}}};
   schema::DeviceEvent device;
   device.header = h;
   device.header.seq = 1;
@@ -181,8 +188,12 @@ Stream MakeStream(int producer) {
   t.end_ns = 1732000000223556789;
   t.duration_ns = 100000;
   Stream s;
-  s.preamble = Encode(start) + Encode(device);
-  s.interned_preamble = s.preamble + Encode(config);
+  start.config = kTimingAll;
+  s.start_timed = Encode(start);
+  start.config = kTimingOff;
+  s.start_untimed = Encode(start);
+  s.device = Encode(device);
+  s.config = Encode(config);
   s.kernel = Split(Encode(k));
   s.launch = Split(Encode(launch));
   s.kernel_time = Split(Encode(t));
@@ -246,6 +257,12 @@ bool WaitAck(int fd, uint64_t seq) {
   }
 }
 
+// What a connection sends first: process_start, device, and the kernel_config when interned.
+std::string Preamble(const Stream& s, Mix mix) {
+  return (Timed(mix) ? s.start_timed : s.start_untimed) + s.device +
+         (Interned(mix) ? s.config : std::string());
+}
+
 // The first seq after the preamble, and the last one of the stream.
 uint64_t FirstSeq(Mix mix) { return Interned(mix) ? 3 : 2; }
 uint64_t LastSeq(Mix mix) { return FirstSeq(mix) + kEventsPerProducer - 1; }
@@ -255,7 +272,7 @@ uint64_t LastSeq(Mix mix) { return FirstSeq(mix) + kEventsPerProducer - 1; }
 uint64_t Produce(const std::filesystem::path& socket, const Stream& s, Mix mix, bool wait_ack) {
   const int fd = Connect(socket);
   if (fd < 0) return 0;
-  std::string batch = Interned(mix) ? s.interned_preamble : s.preamble;
+  std::string batch = Preamble(s, mix);
   batch.reserve(kSendBatchBytes + 4096);
   uint64_t bytes = 0;
   uint64_t seq = FirstSeq(mix);

@@ -672,8 +672,8 @@ class Collector::Impl {
       Reject(c, FromSchemaReason(verdict), facts_.message);
       return;
     }
-    // A launch's configuration, found once for the line (LaunchConfig, Redescribe, OnStored);
-    // null when the process did not describe it (refused below, unknown_config).
+    // A launch's configuration, found once for the line (the check below, Redescribe,
+    // OnStored); null when the process did not describe it (refused below, unknown_config).
     launch_ = facts_.type == schema::EventType::kLaunch && c.process != nullptr
                   ? c.process->Interned(facts_.config)
                   : nullptr;

@@ -3,16 +3,27 @@
 // stream from the same producers (read(2) -> write(2), one file per connection, same epoll
 // structure), and the collector binary's peak RSS under the same load.
 //
-//   build/release/bin/ingest_bench --benchmark_repetitions=5
+//   taskset -c 0 build/release/bin/ingest_bench --benchmark_repetitions=5
 //   --benchmark_report_aggregates_only=true
 //
-// Workload: kProducers producer threads, each one connection sending process_start, a device,
-// then 250,000 events: with argument 0, launches as pairs of `kernel` (a CUTLASS GEMM with 84-byte
-// mangled and 147-byte demangled names, ~1.1 KB) and `kernel_time` (~0.3 KB) lines; with
-// argument 1 (kernel_time_only), `kernel_time` lines only. Lines are made from an encoded template
-// by patching seq and correlation_id, so the producers cost little next to the server. Logs go to
-// $CUFLIGHT_BENCH_DIR (default /tmp). Per-core rates divide events by the CPU time of the server's
-// loop thread (pthread_getcpuclockid), so producers sharing the cores do not count against it.
+// Workload: kProducers producer threads, each one connection sending process_start (its config
+// saying timing all, or off for the mixes without kernel_time), a device (and, for the interned
+// mixes, the kernel_config of its configuration), then 250,000 events in one of these mixes (the
+// benchmarks' first argument, Mix below):
+//   0 launches as pairs of `kernel` (a CUTLASS GEMM with 84-byte mangled and 147-byte demangled
+//     names, ~1.1 KB) and `kernel_time` (~0.3 KB) lines;
+//   1 `kernel_time` lines only;
+//   2 `kernel` lines only: today's self-contained launches with timing off;
+//   3 `launch` lines only (docs/protocol.md, "Interned configurations"): the same launches
+//     interned, timing off;
+//   4 pairs of `launch` and `kernel_time`: the same launches interned, timing on.
+// Every launch has its own ts_ns (19 digits, 2 us apart), seq (from 2 or 3 up, 6-7 digits) and
+// correlation_id; the interned lines are schema::Split and schema::Encode of the same kernel
+// event, so they follow whatever the launch line carries. Lines are made from an encoded template
+// by patching those numbers, so the producers cost little next to the server. Logs go to
+// $CUFLIGHT_BENCH_DIR (default /tmp). Per-core rates divide events (and launches) by the CPU time
+// of the server's loop thread (pthread_getcpuclockid), so producers sharing the cores do not count
+// against it.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,6 +41,8 @@
 #include <array>
 #include <atomic>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +56,7 @@
 #include "collector.h"
 #include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/ack.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 
@@ -52,26 +66,69 @@ namespace cuflight::collector {
 namespace {
 
 constexpr int kProducers = 4;
-constexpr uint64_t kLaunchesPerProducer = 125000;  // 2 events each: 1 M events per run
+constexpr uint64_t kEventsPerProducer = 250000;  // 1 M events per run
 constexpr size_t kSendBatchBytes = 256 << 10;
+constexpr int64_t kLaunchSpacingNs = 2000;  // a launch every 2 us per producer: 500 k/s each
+constexpr uint64_t kConfigId = 1;
+
+// The event mix, the benchmarks' first argument.
+enum Mix : int64_t {
+  kLaunches = 0,        // kernel + kernel_time per launch (~0.7 KB per event)
+  kKernelTimeOnly = 1,  // kernel_time events only (~0.3 KB per event)
+  kKernelsOnly = 2,     // whole kernel events only, timing off (~1.1 KB per event)
+  kInterned = 3,        // a kernel_config, then launch events only, timing off (~0.2 KB)
+  kInternedTimed = 4,   // a kernel_config, then launch + kernel_time per launch
+};
+
+bool Interned(Mix mix) { return mix == kInterned || mix == kInternedTimed; }
+bool Timed(Mix mix) { return mix == kLaunches || mix == kKernelTimeOnly || mix == kInternedTimed; }
+
+// Launch lines (kernel or launch) among a producer's kEventsPerProducer events.
+uint64_t LaunchesPerProducer(Mix mix) {
+  switch (mix) {
+    case kKernelTimeOnly:
+      return 0;
+    case kKernelsOnly:
+    case kInterned:
+      return kEventsPerProducer;
+    default:
+      return kEventsPerProducer / 2;
+  }
+}
 
 // ---- the stream ----
 
-// An encoded line split around the digits of seq and correlation_id.
+// Marks written into the template events, found again in their encoded lines.
+constexpr int64_t kTsMark = 1732000000123456789;
+constexpr uint64_t kSeqMark = 7777777;
+constexpr uint64_t kCorrMark = 8888888;
+
+// An encoded line split around the digits of ts_ns, seq and correlation_id (in the encoder's
+// order: the header's ts_ns and seq, then the event's correlation_id).
 struct Template {
-  std::string a, b, c;  // a <seq> b <correlation_id> c
+  std::string a, b, c, d;  // a <ts_ns> b <seq> c <correlation_id> d
 };
 
-Template Split(const std::string& line, uint64_t seq_mark, uint64_t corr_mark) {
-  const std::string seq_text = "\"seq\":" + std::to_string(seq_mark);
-  const std::string corr_text = "\"correlation_id\":" + std::to_string(corr_mark);
+Template Split(const std::string& line) {
+  const std::string ts_text = "\"ts_ns\":" + std::to_string(kTsMark);
+  const std::string seq_text = "\"seq\":" + std::to_string(kSeqMark);
+  const std::string corr_text = "\"correlation_id\":" + std::to_string(kCorrMark);
+  const size_t t = line.find(ts_text);
   const size_t s = line.find(seq_text);
   const size_t c = line.find(corr_text);
-  Template t;
-  t.a = line.substr(0, s + 6);
-  t.b = line.substr(s + seq_text.size(), c + 17 - (s + seq_text.size()));
-  t.c = line.substr(c + corr_text.size());
-  return t;
+  if (t == std::string::npos || s == std::string::npos || c == std::string::npos || !(t < s) ||
+      !(s < c)) {
+    std::fprintf(stderr, "ingest_bench: the template line lacks its marks: %s", line.c_str());
+    std::abort();
+  }
+  const size_t t_end = t + ts_text.size();
+  const size_t s_end = s + seq_text.size();
+  Template out;
+  out.a = line.substr(0, t_end - std::to_string(kTsMark).size());
+  out.b = line.substr(t_end, s_end - std::to_string(kSeqMark).size() - t_end);
+  out.c = line.substr(s_end, c + corr_text.size() - std::to_string(kCorrMark).size() - s_end);
+  out.d = line.substr(c + corr_text.size());
+  return out;
 }
 
 template <class E>
@@ -82,15 +139,17 @@ std::string Encode(const E& e) {
 }
 
 struct Stream {
-  std::string preamble;  // process_start (seq 0) and device (seq 1)
+  // process_start (seq 0) saying timing all, or off; device (seq 1); kernel_config (seq 2).
+  std::string start_timed, start_untimed, device, config;
   Template kernel;
+  Template launch;
   Template kernel_time;
-  uint64_t last_seq = 0;
+  int64_t ts0 = 0;  // the first launch's ts_ns
 };
 
 Stream MakeStream(int producer) {
   const int32_t pid = static_cast<int32_t>(getpid());
-  const schema::Header h{1732000000123456789, pid, 0};
+  const schema::Header h{kTsMark, pid, 0};
   schema::ProcessStartEvent start;
   start.header = h;
   start.exe = "/opt/bench/trainer";
@@ -99,6 +158,12 @@ Stream MakeStream(int producer) {
   start.hostname = "bench";
   start.start_ns = 1000 + producer;
   start.cuflight_version = "0.1.0";
+  // What a producer's config says of its timing policy (schema/env/README.md, CUFLIGHT_TIMING):
+  // the mixes without kernel_time lines are a process with timing off.
+  static const std::array<std::pair<std::string_view, std::string_view>, 1> kTimingAll = {
+      {{"timing", "all"}}};
+  static const std::array<std::pair<std::string_view, std::string_view>, 1> kTimingOff = {
+      {{"timing", "off"}}};
   schema::DeviceEvent device;
   device.header = h;
   device.header.seq = 1;
@@ -106,33 +171,49 @@ Stream MakeStream(int producer) {
   device.sm_count = 132;
   schema::KernelEvent k = bench::RealisticKernel();
   k.header = h;
-  k.header.seq = 7777777;
+  k.header.seq = kSeqMark;
   k.tid = pid;
-  k.correlation_id = 8888888;
+  k.correlation_id = kCorrMark;
+  schema::KernelConfigEvent config;
+  schema::LaunchEvent launch;
+  schema::Split(k, kConfigId, &config, &launch);
+  config.header.seq = 2;
   schema::KernelTimeEvent t;
   t.header = h;
-  t.header.seq = 7777777;
-  t.correlation_id = 8888888;
+  t.header.seq = kSeqMark;
+  t.correlation_id = kCorrMark;
   t.context = k.context;
   t.stream = k.stream;
   t.start_ns = 1732000000223456789;
   t.end_ns = 1732000000223556789;
   t.duration_ns = 100000;
   Stream s;
-  s.preamble = Encode(start) + Encode(device);
-  s.kernel = Split(Encode(k), 7777777, 8888888);
-  s.kernel_time = Split(Encode(t), 7777777, 8888888);
-  s.last_seq = 1 + 2 * kLaunchesPerProducer;
+  start.config = kTimingAll;
+  s.start_timed = Encode(start);
+  start.config = kTimingOff;
+  s.start_untimed = Encode(start);
+  s.device = Encode(device);
+  s.config = Encode(config);
+  s.kernel = Split(Encode(k));
+  s.launch = Split(Encode(launch));
+  s.kernel_time = Split(Encode(t));
+  s.ts0 = kTsMark + 1000000000;
   return s;
 }
 
-void AppendLine(std::string* out, const Template& t, uint64_t seq, uint64_t corr) {
+void AppendNumber(std::string* out, uint64_t value) {
   char digits[24];
+  out->append(digits, std::to_chars(digits, digits + sizeof(digits), value).ptr);
+}
+
+void AppendLine(std::string* out, const Template& t, int64_t ts, uint64_t seq, uint64_t corr) {
   *out += t.a;
-  out->append(digits, std::to_chars(digits, digits + sizeof(digits), seq).ptr);
+  AppendNumber(out, static_cast<uint64_t>(ts));
   *out += t.b;
-  out->append(digits, std::to_chars(digits, digits + sizeof(digits), corr).ptr);
+  AppendNumber(out, seq);
   *out += t.c;
+  AppendNumber(out, corr);
+  *out += t.d;
 }
 
 int Connect(const std::filesystem::path& path) {
@@ -176,24 +257,43 @@ bool WaitAck(int fd, uint64_t seq) {
   }
 }
 
-// The event mix, the benchmarks' argument.
-enum Mix : int64_t {
-  kLaunches = 0,        // kernel + kernel_time per launch (~0.7 KB per event)
-  kKernelTimeOnly = 1,  // kernel_time events only (~0.3 KB per event)
-};
+// What a connection sends first: process_start, device, and the kernel_config when interned.
+std::string Preamble(const Stream& s, Mix mix) {
+  return (Timed(mix) ? s.start_timed : s.start_untimed) + s.device +
+         (Interned(mix) ? s.config : std::string());
+}
+
+// The first seq after the preamble, and the last one of the stream.
+uint64_t FirstSeq(Mix mix) { return Interned(mix) ? 3 : 2; }
+uint64_t LastSeq(Mix mix) { return FirstSeq(mix) + kEventsPerProducer - 1; }
 
 // One producer: the whole stream, then (when `wait_ack`) the ack of its last seq, then close.
 // Returns the bytes sent.
 uint64_t Produce(const std::filesystem::path& socket, const Stream& s, Mix mix, bool wait_ack) {
   const int fd = Connect(socket);
   if (fd < 0) return 0;
-  std::string batch = s.preamble;
+  std::string batch = Preamble(s, mix);
   batch.reserve(kSendBatchBytes + 4096);
   uint64_t bytes = 0;
-  uint64_t seq = 2;
-  for (uint64_t launch = 0; launch < kLaunchesPerProducer; ++launch) {
-    AppendLine(&batch, mix == kLaunches ? s.kernel : s.kernel_time, seq++, 2 * launch);
-    AppendLine(&batch, s.kernel_time, seq++, mix == kLaunches ? 2 * launch : 2 * launch + 1);
+  uint64_t seq = FirstSeq(mix);
+  const Template& launch = Interned(mix) ? s.launch : s.kernel;
+  const bool timed = Timed(mix);
+  const bool launches = mix != kKernelTimeOnly;
+  // Correlation ids as CUPTI gives them: one per API call, so a launch's own and the next
+  // launch's a few apart (the API calls between launches).
+  uint64_t corr = 734211;
+  for (uint64_t event = 0; event < kEventsPerProducer;) {
+    const int64_t ts = s.ts0 + static_cast<int64_t>(event) * kLaunchSpacingNs;
+    if (launches) {
+      AppendLine(&batch, launch, ts, seq++, corr);
+      ++event;
+    }
+    if (timed) {
+      // The timing record arrives later than its launch: its event is built later.
+      AppendLine(&batch, s.kernel_time, ts + 150000, seq++, launches ? corr : corr + 1);
+      ++event;
+    }
+    corr += 3;
     if (batch.size() >= kSendBatchBytes) {
       SendAll(fd, batch);
       bytes += batch.size();
@@ -202,7 +302,7 @@ uint64_t Produce(const std::filesystem::path& socket, const Stream& s, Mix mix, 
   }
   SendAll(fd, batch);
   bytes += batch.size();
-  if (wait_ack) WaitAck(fd, s.last_seq);
+  if (wait_ack) WaitAck(fd, LastSeq(mix));
   close(fd);
   return bytes;
 }
@@ -251,7 +351,11 @@ ProducersResult RunProducers(const std::filesystem::path& socket,
           bytes.load()};
 }
 
-uint64_t EventsPerRun() { return kProducers * (2 + 2 * kLaunchesPerProducer); }
+// Every line the collector stores: the preambles' and the events'.
+uint64_t EventsPerRun(Mix mix) {
+  return kProducers * (FirstSeq(mix) + kEventsPerProducer);
+}
+uint64_t LaunchesPerRun(Mix mix) { return kProducers * LaunchesPerProducer(mix); }
 
 std::vector<Stream> Streams() {
   std::vector<Stream> streams;
@@ -259,8 +363,12 @@ std::vector<Stream> Streams() {
   return streams;
 }
 
-void Report(benchmark::State& state, double events, double cpu_s, double wall_s, double bytes) {
+void Report(benchmark::State& state, Mix mix, double cpu_s, double wall_s, double bytes) {
+  const auto events = static_cast<double>(EventsPerRun(mix));
   state.counters["events_per_s_per_core"] = benchmark::Counter(events / cpu_s);
+  state.counters["launches_per_s_per_core"] =
+      benchmark::Counter(static_cast<double>(LaunchesPerRun(mix)) / cpu_s);
+  state.counters["bytes_per_event"] = benchmark::Counter(bytes / events);
   state.counters["events_per_s_wall"] = benchmark::Counter(events / wall_s);
   state.counters["server_cpu_s"] = benchmark::Counter(cpu_s);
   state.counters["MB_per_s_per_core"] = benchmark::Counter(bytes / cpu_s / 1e6);
@@ -270,6 +378,7 @@ void Report(benchmark::State& state, double events, double cpu_s, double wall_s,
 
 void BM_CollectorIngest(benchmark::State& state) {
   const std::vector<Stream> streams = Streams();
+  const auto mix = static_cast<Mix>(state.range(0));
   for (auto _ : state) {
     ScratchDir dir;
     CollectorOptions options;
@@ -298,28 +407,23 @@ void BM_CollectorIngest(benchmark::State& state) {
     });
     while (!clock_ready) std::this_thread::yield();
     const double cpu0 = ThreadCpuSeconds(clock);
-    const ProducersResult r =
-        RunProducers(options.socket, streams, static_cast<Mix>(state.range(0)), true);
+    const ProducersResult r = RunProducers(options.socket, streams, mix, true);
     const double cpu1 = ThreadCpuSeconds(clock);
     collector->RequestStop();
     loop.join();
     const IngestStats stats = collector->stats();
-    if (stats.lines_stored != EventsPerRun()) {
+    if (stats.lines_stored != EventsPerRun(mix) || stats.lines_received != stats.lines_stored) {
       state.SkipWithError("not every event was stored");
       return;
     }
     state.SetIterationTime(r.wall_s);
-    Report(state, static_cast<double>(EventsPerRun()), cpu1 - cpu0, r.wall_s,
-           static_cast<double>(r.bytes));
+    Report(state, mix, cpu1 - cpu0, r.wall_s, static_cast<double>(r.bytes));
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun(mix)));
 }
 BENCHMARK(BM_CollectorIngest)
-    ->ArgNames({"kernel_time_only", "metrics"})
-    ->Args({kLaunches, 0})
-    ->Args({kLaunches, 1})
-    ->Args({kKernelTimeOnly, 0})
-    ->Args({kKernelTimeOnly, 1})
+    ->ArgNames({"mix", "metrics"})
+    ->ArgsProduct({{kLaunches, kKernelTimeOnly, kKernelsOnly, kInterned, kInternedTimed}, {0, 1}})
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
@@ -403,6 +507,7 @@ class RawCopyServer {
 
 void BM_RawCopy(benchmark::State& state) {
   const std::vector<Stream> streams = Streams();
+  const auto mix = static_cast<Mix>(state.range(0));
   for (auto _ : state) {
     ScratchDir dir;
     RawCopyServer server(dir.path() / "raw.sock", dir.path() / "logs", kProducers);
@@ -421,19 +526,17 @@ void BM_RawCopy(benchmark::State& state) {
     while (!clock_ready) std::this_thread::yield();
     const double cpu0 = ThreadCpuSeconds(clock);
     const ProducersResult r =
-        RunProducers(dir.path() / "raw.sock", streams, static_cast<Mix>(state.range(0)), false);
+        RunProducers(dir.path() / "raw.sock", streams, mix, false);
     loop.join();  // every connection copied to its end
     const double wall = r.wall_s;
     state.SetIterationTime(wall);
-    Report(state, static_cast<double>(EventsPerRun()), cpu_end - cpu0, wall,
-           static_cast<double>(r.bytes));
+    Report(state, mix, cpu_end - cpu0, wall, static_cast<double>(r.bytes));
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * EventsPerRun(mix)));
 }
 BENCHMARK(BM_RawCopy)
-    ->ArgName("kernel_time_only")
-    ->Arg(kLaunches)
-    ->Arg(kKernelTimeOnly)
+    ->ArgName("mix")
+    ->DenseRange(kLaunches, kInternedTimed)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
@@ -478,7 +581,7 @@ void BM_CollectorProcessPeakRss(benchmark::State& state) {
     state.SetIterationTime(r.wall_s);
     state.counters["peak_rss_MiB"] = benchmark::Counter(static_cast<double>(rss) / 1048576.0);
     state.counters["events_per_s_wall"] =
-        benchmark::Counter(static_cast<double>(EventsPerRun()) / r.wall_s);
+        benchmark::Counter(static_cast<double>(EventsPerRun(kLaunches)) / r.wall_s);
   }
 }
 BENCHMARK(BM_CollectorProcessPeakRss)

@@ -672,11 +672,17 @@ class Collector::Impl {
       Reject(c, FromSchemaReason(verdict), facts_.message);
       return;
     }
+    // A launch's configuration, found once for the line (the check below, Redescribe,
+    // OnStored); null when the process did not describe it (refused below, unknown_config).
+    launch_ = facts_.type == schema::EventType::kLaunch && c.process != nullptr
+                  ? c.process->Interned(facts_.config)
+                  : nullptr;
     if (metrics_ != nullptr && c.process != nullptr &&
         (facts_.type == schema::EventType::kKernel ||
-         facts_.type == schema::EventType::kKernelTime)) {
+         facts_.type == schema::EventType::kKernelTime || launch_ != nullptr)) {
       // The join probe in OnStored misses the cache; storing the line first hides most of it.
-      metrics_->PrefetchJoin(c.process->id, facts_.correlation_id, facts_.device,
+      metrics_->PrefetchJoin(c.process->id, facts_.correlation_id,
+                             launch_ != nullptr ? launch_->device : facts_.device,
                              facts_.graph_node_id);
     }
     if (facts_.type == schema::EventType::kProcessLost) {
@@ -706,8 +712,7 @@ class Collector::Impl {
       return;
     }
     ProducerProcess& p = *c.process;
-    const std::string_view type_name = schema::EventTypeName(facts_.type);
-    if (metrics_ != nullptr) metrics_->EventReceived(type_name);
+    if (metrics_ != nullptr) metrics_->EventReceived(facts_.type);
     // Before the duplicate check: after a collector restart the producer's process_start and
     // device events come again as duplicates, and the metrics need them to label its series.
     NoteIdentity(p);
@@ -716,7 +721,10 @@ class Collector::Impl {
     // descriptions with its preamble on every connection (and this collector may have restarted
     // since it stored them), and its launches need them.
     if (facts_.type == schema::EventType::kKernelConfig && !Describe(c, p, line, seq)) return;
-    if (facts_.type == schema::EventType::kLaunch && !LaunchConfig(c, p, seq)) return;
+    if (facts_.type == schema::EventType::kLaunch && launch_ == nullptr) {
+      UnknownConfig(c, p, seq);
+      return;
+    }
     if (seq > p.next_expected && !Plausible(p, seq, "events_lost")) {
       Reject(c, RejectReason::kImplausibleSeq,
              fmt::format("seq {} is more than the process could have made by now ({} at most)", seq,
@@ -742,7 +750,7 @@ class Collector::Impl {
       p.baseline_pending = false;
       p.next_expected = std::max(p.next_expected, seq);
     }
-    if (facts_.type == schema::EventType::kLaunch) Redescribe(p, facts_.config);
+    if (launch_ != nullptr) Redescribe(p, *launch_);
     if (!sink_->Append(p.stream, seq, stored_line)) {
       if (sink_->refusing(p.stream)) {
         // The log's buffers are full (e.g. the disk is): this line and the rest of the
@@ -758,16 +766,17 @@ class Collector::Impl {
     }
     if (facts_.type == schema::EventType::kKernelConfig) {
       const auto& config = std::get<schema::OwnedKernelConfigEvent>(facts_.event);
-      ProducerProcess::ConfigLine& stored = p.config_lines[config.config];
-      stored.line.assign(stored_line);
-      stored.file_serial = sink_->file_serial(p.stream);
+      if (ProducerProcess::InternedConfig* stored = p.Interned(config.config)) {
+        stored->line.assign(stored_line);
+        stored->file_serial = sink_->file_serial(p.stream);
+      }
     }
     AccountSeq(p, seq);
     p.highest_stored = seq;
     ++p.stored;
     ++stats_.lines_stored;
     appended_ = true;
-    if (metrics_ != nullptr) metrics_->EventStored(type_name);
+    if (metrics_ != nullptr) metrics_->EventStored(facts_.type);
     OnStored(p);
   }
 
@@ -842,7 +851,7 @@ class Collector::Impl {
       verdict = schema::ExpandVerdict::kConfigFlood;
     }
     if (verdict == schema::ExpandVerdict::kDescribed) {
-      if (!p.config_lines.contains(config.config)) {
+      if (p.Interned(config.config) == nullptr) {
         // Known before it is stored (a duplicate after a restart of this collector): its text
         // is what a later file repeats. file_serial 0 names no file.
         std::string_view text = line;
@@ -850,7 +859,16 @@ class Collector::Impl {
             RewritePid(line, c.stored_pid, &rewrite_buf_)) {
           text = rewrite_buf_;
         }
-        p.config_lines[config.config].line.assign(text);
+        // What its launches count, from the description the expander keeps for the process's
+        // life (the name a view into it).
+        ProducerProcess::InternedConfig& interned = p.interned[config.config];
+        interned.line.assign(text);
+        if (const schema::OwnedKernelConfigEvent* kept = p.configs.Find(config.config)) {
+          interned.name = kept->demangled.empty() ? kept->name : kept->demangled;
+          interned.limiting_resource = kept->occupancy.limiting_resource;
+          interned.occupancy = kept->occupancy.occupancy;
+          interned.device = kept->device;
+        }
       }
       return true;
     }
@@ -866,36 +884,25 @@ class Collector::Impl {
     return false;
   }
 
-  // A launch line: its configuration's figures into facts_ for the metrics, or refused by name
-  // (unknown_config; the seq is accounted for). False: refused.
-  bool LaunchConfig(Connection& c, ProducerProcess& p, uint64_t seq) {
-    const schema::OwnedKernelConfigEvent* config = p.configs.Find(facts_.config);
-    if (config == nullptr) {
-      AccountSeq(p, seq);
-      Reject(c, RejectReason::kUnknownConfig,
-             fmt::format("launch (seq {}) names kernel_config {}, which the process did not "
-                         "describe",
-                         seq, facts_.config));
-      return false;
-    }
-    facts_.device = config->device;
-    facts_.kernel_name = config->demangled.empty() ? config->name : config->demangled;
-    facts_.limiting_resource = schema::ResourceName(config->occupancy.limiting_resource);
-    facts_.occupancy = config->occupancy.occupancy;
-    return true;
+  // A launch line naming a configuration the process did not describe: refused by name
+  // (unknown_config; the seq is accounted for).
+  void UnknownConfig(Connection& c, ProducerProcess& p, uint64_t seq) {
+    AccountSeq(p, seq);
+    Reject(c, RejectReason::kUnknownConfig,
+           fmt::format("launch (seq {}) names kernel_config {}, which the process did not "
+                       "describe",
+                       seq, facts_.config));
   }
 
   // Before a launch is stored: its configuration's description, again, when the file the launch
   // goes to does not hold it yet (a new segment, a reopened file, this collector's first file
   // of the stream), so that every file is readable alone. A copy with its own seq, appended as
   // the collector's own lines are (the stream's highest seq unchanged).
-  void Redescribe(ProducerProcess& p, uint64_t id) {
-    const auto it = p.config_lines.find(id);
-    if (it == p.config_lines.end()) return;
+  void Redescribe(ProducerProcess& p, ProducerProcess::InternedConfig& config) {
     const uint64_t serial = sink_->file_serial(p.stream);
-    if (it->second.file_serial == serial) return;
-    sink_->AppendCollectorEvent(p.stream, it->second.line);
-    it->second.file_serial = serial;
+    if (config.file_serial == serial) return;
+    sink_->AppendCollectorEvent(p.stream, config.line);
+    config.file_serial = serial;
   }
 
   // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a
@@ -913,10 +920,18 @@ class Collector::Impl {
   void OnStored(ProducerProcess& p) {
     switch (facts_.type) {
       case schema::EventType::kKernel:
-      case schema::EventType::kLaunch:  // with its configuration's figures (LaunchConfig)
         if (metrics_ != nullptr) {
           metrics_->Kernel(p.id, facts_.correlation_id, facts_.kernel_name, facts_.device,
                            facts_.limiting_resource, facts_.occupancy, facts_.graph_node_id);
+        }
+        break;
+      case schema::EventType::kLaunch:  // with its configuration's figures (HandleLine: launch_)
+        if (metrics_ != nullptr && launch_ != nullptr) {
+          if (!launch_->labels) {
+            launch_->labels = metrics_->LabelsOf(launch_->name, launch_->limiting_resource);
+          }
+          metrics_->Kernel(p.id, facts_.correlation_id, *launch_->labels, launch_->device,
+                           launch_->occupancy, facts_.graph_node_id);
         }
         break;
       case schema::EventType::kKernelTime:
@@ -1608,6 +1623,7 @@ class Collector::Impl {
   // Returns whether it was stored.
   bool StoreRecovered(ProducerProcess& p, uint64_t seq, std::string_view line) {
     if (sink_->refusing(p.stream)) return false;  // the rest is lost too; not worth validating
+    launch_ = nullptr;  // a black box gives kernel and device events only
     const schema::Reason verdict = ValidateLine(line, &facts_, metrics_ != nullptr);
     if (verdict != schema::Reason::kOk || !facts_.header || facts_.header->seq != seq ||
         (facts_.type != schema::EventType::kKernel && facts_.type != schema::EventType::kDevice)) {
@@ -1630,7 +1646,7 @@ class Collector::Impl {
     ++stats_.events_recovered;
     appended_ = true;
     if (metrics_ != nullptr) {
-      metrics_->EventStored(schema::EventTypeName(facts_.type));
+      metrics_->EventStored(facts_.type);
       metrics_->Recovered(1);
     }
     NoteIdentity(p);
@@ -1781,6 +1797,8 @@ class Collector::Impl {
   const uint64_t own_pid_ns_ = OwnPidNamespace();
   std::vector<char> read_buf_;
   LineFacts facts_;
+  // The configuration of the launch line being handled (HandleLine to OnStored), or nullptr.
+  ProducerProcess::InternedConfig* launch_ = nullptr;
   std::string rewrite_buf_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cuflight/metrics/metrics.h"
 #include "cuflight/schema/config_expander.h"
 #include "log_sink.h"
 #include "producer_blackbox.h"
@@ -77,16 +78,34 @@ struct ProducerProcess {
   bool recovering = false;
   bool lost_written = false;  // process_lost appended
 
-  // Interned kernel configurations (docs/protocol.md): what the process described (bounded by
-  // schema::kMaxConfigsPerSequence), and for each its line as stored and the log file
-  // (LogSink::file_serial) it was last written to: a launch stored in another file is preceded
-  // there by its description again, so that every file is readable alone.
+  // Interned kernel configurations (docs/protocol.md): what the process described, checked and
+  // bounded by `configs` (schema::kMaxConfigsPerSequence), and for each id `configs` accepted,
+  // what its launches need, found with one look-up per launch line.
   schema::ConfigExpander configs;
-  struct ConfigLine {
+  struct InternedConfig {
+    // Its kernel_config line as stored, and the log file (LogSink::file_serial) it was last
+    // written to: a launch stored in another file is preceded there by its description again,
+    // so that every file is readable alone.
     std::string line;
     uint64_t file_serial = 0;
+    // What a launch of it counts in the metrics, from its description (`name`: a view into
+    // `configs`' copy, which lives as long as the process): the kernel's name (demangled when
+    // known), limiting resource, occupancy, and its device.
+    std::string_view name;
+    schema::Resource limiting_resource = schema::Resource::kOther;
+    double occupancy = 0;
+    int32_t device = 0;
+    // The metrics' labels of name and limiting resource, resolved at its first launch stored
+    // (Metrics::LabelsOf), so that later launches neither hash the name nor match the resource.
+    std::optional<Metrics::KernelLabels> labels;
   };
-  std::unordered_map<uint64_t, ConfigLine> config_lines;
+  std::unordered_map<uint64_t, InternedConfig> interned;
+
+  // The configuration `config_id` names, or nullptr when the process did not describe it.
+  InternedConfig* Interned(uint64_t config_id) {
+    const auto it = interned.find(config_id);
+    return it == interned.end() ? nullptr : &it->second;
+  }
 };
 
 }  // namespace cuflight::collector

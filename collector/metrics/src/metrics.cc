@@ -71,6 +71,20 @@ constexpr uint32_t kUnknownName = 1;
 constexpr int kMaxTopKernelNames = 10000;
 
 void Add(Counter& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+// For the series only the join-table thread writes (design points 6 and 11: the launch and
+// timing counts of GPUs, workloads and kernel names, the join's counters): a relaxed load and
+// store, which Render's loads still see whole, without a locked read-modify-write (about ten
+// of them per launch, and a compare-and-swap loop for each occupancy sum).
+void AddOwned(Counter& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+void AddOwned(std::atomic<double>& d, double x) {
+  d.store(d.load(std::memory_order_relaxed) + x, std::memory_order_relaxed);
+}
+void AddSaturatingOwned(Counter& c, uint64_t n) {
+  const uint64_t old = c.load(std::memory_order_relaxed);
+  c.store(n > UINT64_MAX - old ? UINT64_MAX : old + n, std::memory_order_relaxed);
+}
 // For the counts producers give (deltas of their counters, seq gaps, durations): stops at
 // 2^64-1 instead of wrapping, which Prometheus would read as a counter reset.
 void AddSaturating(Counter& c, uint64_t n) {
@@ -82,9 +96,14 @@ void AddSaturating(Counter& c, uint64_t n) {
 }
 uint64_t Get(const Counter& c) { return c.load(std::memory_order_relaxed); }
 
+int ResourceSlot(schema::Resource r) {
+  const auto slot = static_cast<int>(r);
+  return slot < schema::kResourceCount ? slot : kUnknownResource;
+}
+
 int ResourceSlot(std::string_view name) {
   const std::optional<schema::Resource> r = schema::ResourceFromName(name);
-  return r ? static_cast<int>(*r) : kUnknownResource;
+  return r ? ResourceSlot(*r) : kUnknownResource;
 }
 
 std::string_view ResourceLabel(int slot) {
@@ -92,9 +111,14 @@ std::string_view ResourceLabel(int slot) {
                                   : schema::ResourceName(static_cast<schema::Resource>(slot));
 }
 
+int TypeSlot(schema::EventType type) {
+  const auto slot = static_cast<int>(type);
+  return slot < schema::kEventTypeCount ? slot : kOtherType;
+}
+
 int TypeSlot(std::string_view type) {
   const std::optional<schema::EventType> t = schema::EventTypeFromName(type);
-  return t ? static_cast<int>(*t) : kOtherType;
+  return t ? TypeSlot(*t) : kOtherType;
 }
 
 std::string_view TypeLabel(int slot) {
@@ -109,7 +133,8 @@ int BucketOf(double occupancy) {
 
 double Seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
-// The launches, occupancy and timing of a GPU or of a workload.
+// The launches, occupancy and timing of a GPU or of a workload. Written by the join-table thread
+// only (AddOwned).
 struct KernelSeries {
   Counter launches[kResourceSlots] = {};
   Counter occupancy_buckets[kOccupancyBuckets] = {};  // per bucket, not cumulative
@@ -118,16 +143,16 @@ struct KernelSeries {
   Counter timed{0};   // the kernel_time events gpu_ns sums (timed launches)
 
   void Launch(int resource, double occupancy) {
-    Add(launches[resource]);
+    AddOwned(launches[resource]);
     if (!std::isnan(occupancy)) {
       const double occ = std::clamp(occupancy, 0.0, 1.0);
-      Add(occupancy_buckets[BucketOf(occ)]);
-      occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
+      AddOwned(occupancy_buckets[BucketOf(occ)]);
+      AddOwned(occupancy_sum, occ);
     }
   }
   void Timed(uint64_t duration_ns) {
-    AddSaturating(gpu_ns, duration_ns);
-    Add(timed);
+    AddSaturatingOwned(gpu_ns, duration_ns);
+    AddOwned(timed);
   }
   void Reset() {
     for (Counter& c : launches) c.store(0, std::memory_order_relaxed);
@@ -195,6 +220,7 @@ std::string LabelValue(std::string_view raw, size_t max) {
   return LabelTable::SanitizeUtf8(LabelTable::CutUtf8(raw, max));
 }
 
+// Written by the join-table thread only (AddOwned).
 struct NameSeries {
   Counter launches[kResourceSlots] = {};
   Counter occupancy_count{0};  // launches with an occupancy (not NaN)
@@ -458,7 +484,11 @@ void Metrics::ProducerDisconnected() {
 
 void Metrics::EventReceived(std::string_view type) { Add(state_->received[TypeSlot(type)]); }
 
+void Metrics::EventReceived(schema::EventType type) { Add(state_->received[TypeSlot(type)]); }
+
 void Metrics::EventStored(std::string_view type) { Add(state_->stored[TypeSlot(type)]); }
+
+void Metrics::EventStored(schema::EventType type) { Add(state_->stored[TypeSlot(type)]); }
 
 void Metrics::Rejected(std::string_view reason) {
   Add(state_->rejected[state_->rejected_reasons.Index(reason)]);
@@ -579,28 +609,45 @@ void Metrics::SetLogTotals(const LogTotals& totals) {
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name,
                      int32_t device, std::string_view limiting_resource, double occupancy,
                      uint64_t graph_node_id) {
+  const KernelLabels labels{state_->kernel_names.Index(name),
+                            static_cast<uint8_t>(ResourceSlot(limiting_resource))};
+  Kernel(process_id, correlation_id, labels, device, occupancy, graph_node_id);
+}
+
+Metrics::KernelLabels Metrics::LabelsOf(std::string_view name,
+                                        schema::Resource limiting_resource) {
+  return {state_->kernel_names.Index(name), static_cast<uint8_t>(ResourceSlot(limiting_resource))};
+}
+
+void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels,
+                     int32_t device, double occupancy, uint64_t graph_node_id) {
   State& s = *state_;
   const ProcessEntry* p = s.FindProcess(process_id);
-  const int resource = ResourceSlot(limiting_resource);
+  const int resource = labels.resource;
   s.Gpu(State::GpuOf(p, device)).kernels.Launch(resource, occupancy);
   if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Launch(resource, occupancy);
-  Add(s.launches_by_timing[static_cast<int>(p != nullptr ? p->timing : TimingPolicy::kAll)]);
-  const uint32_t name_series = s.kernel_names.Index(name);
-  NameSeries& n = s.names[name_series];
-  Add(n.launches[resource]);
+  const TimingPolicy timing = p != nullptr ? p->timing : TimingPolicy::kAll;
+  AddOwned(s.launches_by_timing[static_cast<int>(timing)]);
+  NameSeries& n = s.names[labels.name_series];
+  AddOwned(n.launches[resource]);
   if (!std::isnan(occupancy)) {
     const double occ = std::clamp(occupancy, 0.0, 1.0);
-    Add(n.occupancy_count);
-    n.occupancy_sum.fetch_add(occ, std::memory_order_relaxed);
+    AddOwned(n.occupancy_count);
+    AddOwned(n.occupancy_sum, occ);
   }
-  if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, name_series)) {
-    Add(s.join_evicted);
+  // No kernel_time comes for a process with timing off (CUFLIGHT_TIMING=off: no activity at all,
+  // schema/env/README.md): remembering its launches would only evict others' from the table.
+  if (timing == TimingPolicy::kOff) return;
+  if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, labels.name_series)) {
+    AddOwned(s.join_evicted);
   }
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 
 void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
                            uint64_t graph_node_id) const {
+  const ProcessEntry* p = state_->FindProcess(process_id);
+  if (p != nullptr && p->timing == TimingPolicy::kOff) return;
   state_->join.Prefetch(process_id, {correlation_id, graph_node_id, device});
 }
 
@@ -612,10 +659,10 @@ void Metrics::KernelTime(uint64_t process_id, uint64_t correlation_id, int32_t d
   if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Timed(duration_ns);
   const std::optional<uint32_t> name_series =
       s.join.Take(process_id, {correlation_id, graph_node_id, device});
-  if (!name_series) Add(s.time_unmatched);
+  if (!name_series) AddOwned(s.time_unmatched);
   NameSeries& n = s.names[name_series.value_or(kUnknownName)];
-  AddSaturating(n.gpu_ns, duration_ns);
-  Add(n.timed);
+  AddSaturatingOwned(n.gpu_ns, duration_ns);
+  AddOwned(n.timed);
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
 }
 

@@ -6,7 +6,10 @@
 //  1. Updates are cheap enough for millions of events/s on the daemon's ingest thread: fixed
 //     arrays of relaxed atomics, no allocation and no lock, except the first sight of a new
 //     kernel name or reason (a mutex, at most a bounded number of times per object's life; the
-//     only place an update allocates, so the only one that can throw, std::bad_alloc).
+//     only place an update allocates, so the only one that can throw, std::bad_alloc). The
+//     series only the join-table thread writes (point 6) take a relaxed load and store rather
+//     than a locked read-modify-write; a launch of a kernel whose labels were resolved once
+//     (LabelsOf) neither hashes its name nor matches its resource.
 //  2. Every label has a bounded set of values, so the number of series is bounded whatever
 //     producers send: devices 0..63 (others as "other"), the six limiting resources (others as
 //     "unknown"), the schema's event types (others as "other"), at most 32 rejection reasons,
@@ -69,6 +72,8 @@
 #include <string>
 #include <string_view>
 
+#include "cuflight/schema/events.h"
+
 namespace cuflight::collector {
 
 class Metrics {
@@ -103,10 +108,13 @@ class Metrics {
   void ProducerConnected();
   void ProducerDisconnected();
 
-  // One event line that passed validation, by its `type` (a schema event type name).
+  // One event line that passed validation, by its `type` (a schema event type name; "other"
+  // when it is none).
   void EventReceived(std::string_view type);
+  void EventReceived(schema::EventType type);
   // One event line written to the log, by its `type`.
   void EventStored(std::string_view type);
+  void EventStored(schema::EventType type);
   // One event line refused (not stored), by reason: schema::ReasonName(...) or a daemon reason
   // such as "line_too_long", "duplicate".
   void Rejected(std::string_view reason);
@@ -200,11 +208,28 @@ class Metrics {
   // event's, 0 when it has none (not a graph node).
   // Remembers (process_id, {correlation_id, graph_node_id, device}) for KernelTime. Join-table
   // thread rule (above).
+  // A process whose timing policy is kOff sends no kernel_time: its launches are counted and
+  // not remembered (they would only evict other processes' launches from the join table).
   void Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name, int32_t device,
               std::string_view limiting_resource, double occupancy, uint64_t graph_node_id = 0);
+  // The labels of one kernel resolved once, for a caller that counts many launches of it (the
+  // collector's interned configurations, docs/protocol.md): its name's series and its limiting
+  // resource's slot, as Kernel resolves `name` and `limiting_resource` on every call. A name not
+  // seen before gets its series now, as at Kernel's first launch of it; a series is never
+  // renumbered (design point 3), so the labels stay valid for the object's life. Any thread.
+  struct KernelLabels {
+    uint32_t name_series = 0;
+    uint8_t resource = 0;
+  };
+  KernelLabels LabelsOf(std::string_view name, schema::Resource limiting_resource);
+  // Kernel with its labels resolved (LabelsOf): the same counts as Kernel(name, limiting_resource)
+  // for the name and resource `labels` came from. Join-table thread rule (above).
+  void Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels, int32_t device,
+              double occupancy, uint64_t graph_node_id = 0);
   // A hint, no effect on the counts: Kernel or KernelTime for this key follows soon, so the
   // join table's entries for it are fetched into the cache now (the table is larger than the
-  // caches: without the hint that call waits for memory). Join-table thread rule (above).
+  // caches: without the hint that call waits for memory); nothing for a process with timing
+  // off. Join-table thread rule (above).
   void PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
                     uint64_t graph_node_id) const;
   // The GPU execution time of one kernel execution: added to the device's GPU seconds and to the

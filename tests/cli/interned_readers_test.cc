@@ -845,6 +845,29 @@ TEST_F(InternedReaders, SpillFilesReadTheSame) {
   EXPECT_EQ(json[0], json[1]);
 }
 
+// --jsonl to a .zst file: compressed (zstd's frame magic), and itself a log the reader reads back
+// to the same lines; --since/--until keep the events in the window: pid 4102's, every one of
+// them (its events are 1 to 18 ms after its start at 1795900001 s; 4101's are before, 4103's
+// after 1795900002 s).
+TEST_F(InternedReaders, ExportJsonlCompressedAndInATimeWindow) {
+  const fs::path out = dir_.path() / "events.jsonl.zst";
+  const CliRun r = Cuflight({"export", "--jsonl", out.string(), written_.interned.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("114 events of 114"), std::string::npos) << r.err;
+  const std::string bytes = ReadAll(out);
+  ASSERT_GE(bytes.size(), 4u);
+  EXPECT_EQ(bytes.substr(0, 4), std::string("\x28\xB5\x2F\xFD"));
+  EXPECT_EQ(Concatenated(out), Concatenated(written_.whole));
+
+  const auto [w, i] =
+      Both({"export", "--jsonl", "-", "--since", "1795900001", "--until", "1795900002"});
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_EQ(w.out, i.out);
+  std::string expected;
+  for (const auto& [name, text] : producers_[1].Files(false)) expected += text;
+  EXPECT_EQ(i.out, expected);
+}
+
 // ---- bad input ----
 
 TEST(ExportJsonl, BadInputExitsTwoWithOneLine) {

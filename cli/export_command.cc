@@ -179,7 +179,8 @@ TraceFormat FormatOf(const std::string& path, const std::string& format) {
 ExportCommand::ExportCommand(CLI::App* parent) {
   app_ = parent->add_subcommand(
       "export",
-      "Convert collector logs to a trace for the Perfetto UI (protobuf, or Chrome JSON)");
+      "Convert collector logs to a trace for the Perfetto UI (protobuf, or Chrome JSON), or to "
+      "self-contained JSON lines (--jsonl)");
   app_->footer(
       "Examples:\n"
       "  cuflight export --perfetto trace.pftrace cuflight-logs/\n"
@@ -196,7 +197,7 @@ ExportCommand::ExportCommand(CLI::App* parent) {
       "select processes; --kernel and --since/--until select kernels, each kernel_time going "
       "with its kernel; --since/--until select the other events by their time too. Lines of "
       "event types this build does not know are left out.\n"
-      "Exit status: 0 when the trace was written; 2 on bad input.");
+      "Exit status: 0 when the trace (or the lines) was written; 2 on bad input.");
   auto* perfetto = app_->add_option("--perfetto", perfetto_,
                                     "Write the trace to FILE ('-': JSON on standard output)")
                        ->type_name("FILE");

@@ -8,7 +8,9 @@
 //    logs give byte for byte the whole lines);
 //  - the OTLP exporter (exporter/, with the tests' receiver), record for record;
 //  - the collector's /metrics, both forms sent through its socket;
-//  - the log reader on spill files (the injector's SpillWriter).
+//  - the log reader on spill files (the injector's SpillWriter), also rotated with the
+//    descriptions repeated in each file;
+//  - the OTLP exporter restarted with its cursor between a description and its launches.
 // Where answers legitimately differ (bytes and line counters, the interning counters) the test
 // says so where it leaves them out.
 //
@@ -842,6 +844,48 @@ TEST_F(InternedReaders, SpillFilesReadTheSame) {
   // configuration: each process's spill here is one file).
   json[1] = Replace(json[1], "\"lines\": 124,", "\"lines\": 114,");
   EXPECT_EQ(json[0], json[1]);
+}
+
+// Spill files rotated every 4 KiB, each new file describing again the configurations it uses
+// before their first launch there (as the injector's transport repeats its preamble): read back,
+// the same lines as the whole collector logs.
+TEST_F(InternedReaders, RotatedSpillFilesDescribeAgainAndReadTheSame) {
+  const fs::path dir = dir_.path() / "spill-rotated";
+  uint64_t rotations = 0;
+  int descriptions_written = 0;
+  for (const Producer& p : producers_) {
+    spill::SpillWriterOptions options = p.SpillOptions(dir.string());
+    options.rotate_bytes = 4096;
+    spill::SpillWriter writer(options);
+    std::map<uint64_t, std::string> descriptions;
+    std::set<uint64_t> described;
+    uint64_t file = 0;
+    for (const std::string& line : p.Wire(true, false)) {
+      const schema::DecodeResult d = schema::Decode(line);
+      ASSERT_TRUE(d.ok()) << line;
+      if (const auto* c = std::get_if<schema::OwnedKernelConfigEvent>(&d.event)) {
+        descriptions[c->config] = line;
+        continue;
+      }
+      const uint64_t n = writer.PrepareLine(line.size());
+      ASSERT_NE(n, 0u) << writer.message();
+      if (n != file) {  // a new file: nothing described in it yet
+        file = n;
+        described.clear();
+      }
+      if (const auto* l = std::get_if<schema::OwnedLaunchEvent>(&d.event)) {
+        if (described.insert(l->config).second) {
+          ASSERT_TRUE(writer.AppendLine(descriptions.at(l->config)));
+          ++descriptions_written;
+        }
+      }
+      ASSERT_TRUE(writer.AppendLine(line));
+    }
+    rotations += writer.stats().rotations;
+  }
+  EXPECT_GE(rotations, 4u);
+  EXPECT_GT(descriptions_written, 10);  // more than once each of the 10 configurations
+  EXPECT_EQ(Concatenated(dir), Concatenated(written_.whole));
 }
 
 // --jsonl to a .zst file: compressed (zstd's frame magic), and itself a log the reader reads back

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <system_error>
@@ -55,6 +56,7 @@ void LogFollower::Scan() {
     file.path = it->path();
     file.fd = fd;
     file.offset = skip_existing ? static_cast<uint64_t>(opened.st_size) : 0;
+    file.skipped = file.offset;
     files_.emplace(key, std::move(file));
   }
 }
@@ -92,6 +94,41 @@ uint64_t LogFollower::Drain(
     }
   }
   return lines;
+}
+
+uint64_t LogFollower::ReadSkipped(const std::filesystem::path& path,
+                                  const std::function<void(std::string_view)>& on_line) {
+  for (auto& [key, file] : files_) {
+    if (file.path != path || file.skipped == 0) continue;
+    const uint64_t end = file.skipped;
+    file.skipped = 0;
+    uint64_t lines = 0;
+    uint64_t offset = 0;
+    std::string partial;
+    std::vector<char> buf(kReadChunk);
+    while (offset < end) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), end - offset));
+      const ssize_t n = pread(file.fd, buf.data(), want, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      offset += static_cast<uint64_t>(n);
+      std::string_view chunk(buf.data(), static_cast<size_t>(n));
+      for (size_t nl = chunk.find('\n'); nl != std::string_view::npos; nl = chunk.find('\n')) {
+        partial.append(chunk.substr(0, nl));
+        on_line(partial);
+        partial.clear();
+        ++lines;
+        chunk.remove_prefix(nl + 1);
+      }
+      if (partial.size() + chunk.size() > kMaxPartialBytes) {
+        partial.clear();
+      } else {
+        partial.append(chunk);
+      }
+    }
+    return lines;
+  }
+  return 0;
 }
 
 uint64_t LogFollower::Poll(

@@ -39,6 +39,14 @@ class LogFollower {
   // `file` is the path the file had when it was found. Returns the number of lines passed on.
   uint64_t Poll(const std::function<void(std::string_view, const std::filesystem::path&)>& on_line);
 
+  // The lines of the followed file found as `file` (a path on_line was given) before the point
+  // it was first followed from (a file present at the first Poll when not from_start), each
+  // passed to `on_line`, once per file: a later call for it passes nothing. For a reader that
+  // needs what a file said before (the interned configurations a launch names,
+  // docs/protocol.md). Returns the number of lines passed on.
+  uint64_t ReadSkipped(const std::filesystem::path& file,
+                       const std::function<void(std::string_view)>& on_line);
+
   // Files followed now.
   size_t files() const { return files_.size(); }
 
@@ -47,6 +55,7 @@ class LogFollower {
     std::filesystem::path path;
     int fd = -1;
     uint64_t offset = 0;
+    uint64_t skipped = 0;  // bytes before the first offset read (ReadSkipped); 0 once read
     std::string partial;  // bytes after the last '\n' read
   };
 

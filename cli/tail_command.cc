@@ -5,10 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <map>
+#include <new>
+#include <string>
 #include <system_error>
 
 #include "arg_parse.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/encoder.h"
 #include "event_filter.h"
 #include "event_text.h"
 #include "log_dir_locator.h"
@@ -85,7 +90,9 @@ TailCommand::TailCommand(CLI::App* parent) {
                    "Only kernels whose occupancy is limited by this resource: registers (regs), "
                    "shared_mem (smem), warps, blocks, barriers, cluster, as cuflight report takes")
       ->type_name("NAME");
-  app_->add_flag("--json", json_, "Print each event as the stored JSON line");
+  app_->add_flag("--json", json_,
+                 "Print each event as the stored JSON line (a launch as the whole kernel event "
+                 "it stands for; kernel_config lines are not printed)");
   app_->add_flag("--from-start", from_start_,
                  "Also print the events already in the files present at the start");
   app_->add_option("--interval", interval_,
@@ -131,6 +138,21 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   int notes = 0;
   uint64_t skipped = 0;
   LaunchStreams streams;
+  // Interned configurations (docs/protocol.md): each file is a sequence, its kernel_config
+  // descriptions kept here (not printed) and each launch printed as the kernel event it stands
+  // for. A file followed from its end has its descriptions before that point read when a launch
+  // first names one it has not seen. Keyed by the path a file was found under: the file a
+  // rotation renamed and the new active file share it, which is harmless, their configuration ids
+  // being one process's, never reused.
+  std::map<std::filesystem::path, schema::ConfigExpander> configs;
+  std::string expanded(64 << 10, '\0');
+  auto feed = [](schema::ConfigExpander* table, schema::OwnedEvent* event) {
+    try {
+      return table->Feed(event);
+    } catch (const std::bad_alloc&) {
+      return schema::ExpandVerdict::kConfigFlood;
+    }
+  };
   auto on_line = [&](std::string_view line, const std::filesystem::path& file) {
     schema::DecodeResult d = schema::Decode(line);
     if (!d.ok()) {
@@ -142,8 +164,34 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
       }
       return;
     }
+    schema::ConfigExpander& table = configs[file];
+    schema::ExpandVerdict verdict = feed(&table, &d.event);
+    if (verdict == schema::ExpandVerdict::kUnknownConfig &&
+        follower.ReadSkipped(file, [&](std::string_view before) {
+          if (before.find("\"kernel_config\"") == std::string_view::npos) return;
+          schema::DecodeResult c = schema::Decode(before);
+          if (c.ok() && std::holds_alternative<schema::OwnedKernelConfigEvent>(c.event)) {
+            feed(&table, &c.event);
+          }
+        }) > 0) {
+      verdict = feed(&table, &d.event);
+    }
+    if (verdict == schema::ExpandVerdict::kDescribed) return;
+    if (schema::Refused(verdict)) {
+      ++skipped;
+      if (++notes <= kMaxNotes) {
+        err << "cuflight tail: note: skipped a line of " << file.string() << ": "
+            << schema::ExpandVerdictName(verdict) << '\n';
+      }
+      return;
+    }
     if (!filter.Accept(d.event)) return;
     if (json_) {
+      if (verdict == schema::ExpandVerdict::kExpanded) {
+        const size_t n = schema::Encode(d.event, expanded.data(), expanded.size());
+        if (n > 0) out << std::string_view(expanded.data(), n);  // ends in '\n'
+        return;
+      }
       out << line << '\n';
       return;
     }

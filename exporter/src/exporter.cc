@@ -75,8 +75,12 @@ struct StreamState {
   std::unordered_map<schema::JoinKey, int, schema::JoinKeyHash> joins;
   std::deque<schema::JoinKey> join_order;
   std::deque<RingEntry> ring;
-  // The kernel configurations described in the segment being read (a launch names one).
+  // The kernel configurations described in the segment being read (a launch names one), and the
+  // position up to which that segment's lines have been fed to it: when reading resumes anywhere
+  // else (a restart from the cursor, mid-segment), the descriptions before it are read again
+  // first (LoadConfigs).
   schema::ConfigExpander configs;
+  std::optional<Position> configs_at;
 
   // Ended: what it holds is let go once the records naming its Resource are sent (read again
   // from its head if it continues).
@@ -149,6 +153,7 @@ struct Exporter::Impl {
   void Cycle();
   void ProcessStream(StreamState& s, const StreamFiles& f);
   void LoadHead(StreamState& s, const StreamFiles& f, bool* ready);
+  void LoadConfigs(StreamState& s, const StreamFiles& f);
   void HandleLine(StreamState& s, std::string_view line, const Position& line_start);
   std::string expanded_line;  // the kernel event a launch line stands for (HandleLine)
   void HandleEvent(StreamState& s, const schema::OwnedEvent& event, std::string_view line,
@@ -302,6 +307,7 @@ void Exporter::Impl::ProcessStream(StreamState& s, const StreamFiles& f) {
     bool exhausted = false;
     std::unique_ptr<SegmentReader> reader = OpenSegment(s, f, &active, &exhausted);
     if (!reader) return;
+    if (s.read.offset > 0 && s.configs_at != s.read) LoadConfigs(s, f);
     std::string error;
     std::string_view line;
     for (;;) {
@@ -309,6 +315,7 @@ void Exporter::Impl::ProcessStream(StreamState& s, const StreamFiles& f) {
       const SegmentReader::Status st = reader->Next(&line, &error);
       if (st == SegmentReader::Status::kLine) {
         s.read.offset = reader->offset();
+        s.configs_at = s.read;
         HandleLine(s, line, start);
         if (BatchFull() && !Flush()) return;
         if (Stopping()) return;
@@ -316,6 +323,7 @@ void Exporter::Impl::ProcessStream(StreamState& s, const StreamFiles& f) {
       }
       if (st == SegmentReader::Status::kLongLine) {
         s.read.offset = reader->offset();
+        s.configs_at = s.read;
         if (metrics) metrics->LineSkipped();
         continue;
       }
@@ -328,6 +336,39 @@ void Exporter::Impl::ProcessStream(StreamState& s, const StreamFiles& f) {
     if (active) return;  // the end of what the collector has written so far
     // A closed segment read to its end: on to the next.
     s.read = {s.read.segment + 1, 0};
+  }
+}
+
+void Exporter::Impl::LoadConfigs(StreamState& s, const StreamFiles& f) {
+  // A segment is one sequence of interned configurations (docs/protocol.md): a launch after the
+  // cursor may name a description before it. Those are read again, exported already or not,
+  // and nothing else of the segment's start is looked at (no record, no roll-up, no metric): at
+  // most one segment's reading per stream and restart.
+  s.configs.Reset();
+  s.configs_at = s.read;
+  StreamState scan;
+  scan.key = s.key;
+  scan.read = {s.read.segment, 0};
+  bool active = false;
+  bool exhausted = false;
+  std::unique_ptr<SegmentReader> reader = OpenSegment(scan, f, &active, &exhausted);
+  if (!reader || scan.read.segment != s.read.segment) return;
+  std::string error;
+  std::string_view line;
+  for (;;) {
+    const SegmentReader::Status st = reader->Next(&line, &error);
+    if (st == SegmentReader::Status::kLongLine) continue;
+    if (st != SegmentReader::Status::kLine || reader->offset() > s.read.offset) break;
+    if (line.find("\"kernel_config\"") == std::string_view::npos) continue;  // most lines
+    schema::DecodeResult d = schema::Decode(line);
+    if (!d.ok()) continue;
+    if (const auto* config = std::get_if<schema::OwnedKernelConfigEvent>(&d.event)) {
+      try {
+        s.configs.Describe(*config);
+      } catch (const std::bad_alloc&) {
+        return;  // the launches naming it are skipped and counted, as for a flood
+      }
+    }
   }
 }
 
@@ -361,7 +402,7 @@ void Exporter::Impl::HandleLine(StreamState& s, std::string_view line,
       if (metrics) metrics->LineSkipped();
       return;
     }
-    line = std::string_view(expanded_line.data(), n);
+    line = std::string_view(expanded_line.data(), n - 1);  // a log line, without the '\n'
   }
   HandleEvent(s, d.event, line, line_start);
 }

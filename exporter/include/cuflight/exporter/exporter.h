@@ -13,7 +13,10 @@
 //     delivered, in one file replaced atomically (write, fsync, rename, fsync of the directory)
 //     after each delivered request. A restart resumes there; what was sent after the last save
 //     is sent again, so duplicates happen only across a crash (or a kill), and every record
-//     carries `cuflight.stream` and `cuflight.seq` for a sink to drop them.
+//     carries `cuflight.stream` and `cuflight.seq` for a sink to drop them. A segment is one
+//     sequence of interned configurations (docs/protocol.md): a position inside a segment is
+//     resumed by first reading that segment's kernel_config descriptions before it again
+//     (nothing else, nothing exported twice), so every launch after it is exported expanded.
 //  3. One request at a time, of at most max_batch_records records and about max_batch_bytes of
 //     event text; what is held besides is per stream and bounded (the Resource, a roll-up table
 //     of at most kMaxRollupKernels kernels, the last launches ring, a launch join table), so

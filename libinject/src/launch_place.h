@@ -21,7 +21,9 @@
 //     two leaves a place tagged with the old generation, which the next launch does not use.
 //  4. Only a complete answer is kept (the device known and, on a non-NULL stream, its context
 //     known): what the tables would ask the driver again is asked again.
-//  5. The recorder is named by an id never reused in the process (Recorder::instance_id), not
+//  5. Beside the place, the slot of the thread's last launched function: a hint that spares the
+//     function table's hash and probe, checked after pinning as any slot is (function_table.h).
+//  6. The recorder is named by an id never reused in the process (Recorder::instance_id_), not
 //     by its address: a recorder made after another one died (a fork child's, a test's) at the
 //     same address never takes the dead one's place. 0: no place.
 #ifndef CUFLIGHT_LIBINJECT_SRC_LAUNCH_PLACE_H_
@@ -33,7 +35,7 @@ namespace cuflight::inject {
 
 struct LaunchPlace {
   // The key: whose, under which generation, and the launch's context, stream and entry point.
-  uint64_t recorder = 0;  // Recorder::instance_id; 0: empty
+  uint64_t recorder = 0;  // Recorder::instance_id_; 0: empty
   uint64_t generation = 0;
   uint64_t context = 0;   // the launch's CUcontext (the calling thread's current one)
   uint64_t stream = 0;    // the launch's CUstream handle
@@ -48,6 +50,13 @@ struct LaunchPlace {
   uint32_t context_id = 0xffffffffu;
   uint32_t stream_id = 0xffffffffu;
   int32_t sm_count = 0;  // ContextSms::Of(ids_context, stream): 0 when the driver cannot say
+
+  // The slot of the thread's last launched function in the recorder's FunctionTable, the hint
+  // FunctionTable::Acquire pins and checks first (a FunctionTable::Slot*, which cannot be named
+  // here). Apart from the place's key: a thread launching one function on several streams keeps
+  // it. Valid while function_recorder is the recorder's id (the table lives as long as it).
+  uint64_t function_recorder = 0;
+  void* function_slot = nullptr;
 };
 
 }  // namespace cuflight::inject

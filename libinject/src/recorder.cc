@@ -35,7 +35,7 @@ CUresult ReturnValue(const CUpti_CallbackData* data) noexcept {
   return *static_cast<const CUresult*>(data->functionReturnValue);
 }
 
-// Recorder::instance_id_: from 1, never reused in the process (launch_place.h, point 5).
+// Recorder::instance_id_: from 1, never reused in the process (launch_place.h, point 6).
 std::atomic<uint64_t> g_next_recorder_id{1};
 
 int GetDeviceAttribute(void* context, int attribute, int* value) {
@@ -674,8 +674,8 @@ bool Recorder::MoveToStreamContext(const LaunchPlace& place, uint64_t* context,
   return true;
 }
 
-const LaunchPlace& Recorder::PlaceOf(ThisThread& thread, uint64_t context,
-                                     const DecodedLaunch& launch) noexcept {
+LaunchPlace& Recorder::PlaceOf(ThisThread& thread, uint64_t context,
+                               const DecodedLaunch& launch) noexcept {
   LaunchPlace& place = thread.launch_place;
   // Acquire: pairs with the release of ForgetStream / ForgetContexts (launch_place.h, point 2).
   const uint64_t generation = place_generation_.load(std::memory_order_acquire);
@@ -738,12 +738,20 @@ uint64_t Recorder::StreamContext(uint64_t stream) noexcept {
   return stream_context;
 }
 
+FunctionTable::Pin Recorder::Pinned(uint64_t handle, int device,
+                                    const LaunchPlace& place) noexcept {
+  auto* hint = place.function_recorder == instance_id_
+                   ? static_cast<FunctionTable::Slot*>(place.function_slot)
+                   : nullptr;
+  return functions_->Acquire(handle, device, hint);
+}
+
 FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
                                              const CUpti_CallbackData* data,
-                                             const LaunchPlace& place, uint64_t* context,
+                                             LaunchPlace& place, uint64_t* context,
                                              int* device) noexcept {
+  FunctionTable::Pin pin = Pinned(launch.function, *device, place);
   const uint64_t handle = launch.function;
-  FunctionTable::Pin pin = functions_->Acquire(handle, *device);
   const FunctionInfo* known = pin.any_info();
   if (known != nullptr && !known->is_kernel) {
     if (pin.info() != nullptr) return pin;  // a CUfunction: its own context is current
@@ -753,7 +761,7 @@ FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
     // case of NULL stream" (cuda.h:17494-17496, cuLaunchKernel).
     if (MoveToStreamContext(place, context, device)) {
       pin.Drop();
-      pin = functions_->Acquire(handle, *device);
+      pin = Pinned(handle, *device, place);
     }
     if (pin.info() != nullptr) return pin;
   }
@@ -954,7 +962,7 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     captured_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const LaunchPlace& place = PlaceOf(thread, context, launch);
+  LaunchPlace& place = PlaceOf(thread, context, launch);
   int device = place.device;
   const uint64_t calling_context = context;
   // Pinned until the record is in the ring: the FunctionInfo cannot be freed before the sender
@@ -965,6 +973,8 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     untracked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  place.function_recorder = instance_id_;  // the next launch's hint (launch_place.h, point 5)
+  place.function_slot = slot;
   const uint64_t n = pin.ordinal();
   const FunctionInfo* info = pin.info();
   const DeviceInfo* device_info = device < 0 ? nullptr : devices_->Get(device);

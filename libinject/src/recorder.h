@@ -189,17 +189,20 @@ class Recorder {
                  ThisThread& thread) noexcept;
   // Where a launch in `context` on the launch's stream runs (launch_place.h): the calling
   // thread's place when it is this launch's, else resolved from the tables into it.
-  const LaunchPlace& PlaceOf(ThisThread& thread, uint64_t context,
-                             const DecodedLaunch& launch) noexcept;
+  LaunchPlace& PlaceOf(ThisThread& thread, uint64_t context,
+                       const DecodedLaunch& launch) noexcept;
   // Resolves `place` anew (the slow side of PlaceOf, kept out of line).
   [[gnu::noinline]] void ResolvePlace(LaunchPlace* place, uint64_t generation, uint64_t context,
                                       const DecodedLaunch& launch) noexcept;
   // The pinned entry of the launched function on the launch's device, read from the driver on the
   // first launch (slow path). For a CUkernel on a stream of its own, *context and *device become
-  // the stream's (from `place`). An empty pin: the table is full.
+  // the stream's (from `place`). An empty pin: the table is full. The pinned slot becomes the
+  // place's function hint.
   FunctionTable::Pin ResolveFunction(const DecodedLaunch& launch, const CUpti_CallbackData* data,
-                                     const LaunchPlace& place, uint64_t* context,
+                                     LaunchPlace& place, uint64_t* context,
                                      int* device) noexcept;
+  // The pinned entry of (handle, device), through the place's function hint.
+  FunctionTable::Pin Pinned(uint64_t handle, int device, const LaunchPlace& place) noexcept;
   // The slow path of ResolveFunction: reads the driver and publishes, once per function and
   // device; kept out of line so that the cached case stays small.
   [[gnu::noinline]] FunctionTable::Pin ReadFunction(const DecodedLaunch& launch,
@@ -234,7 +237,7 @@ class Recorder {
   int32_t DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record,
                        bool current) noexcept;
 
-  // Never reused in the process (launch_place.h, point 5).
+  // Never reused in the process (launch_place.h, point 6).
   const uint64_t instance_id_;
   // Bumped after the tables forget (launch_place.h, point 2).
   std::atomic<uint64_t> place_generation_{1};

@@ -718,5 +718,51 @@ TEST(LaunchPlace, ARecorderMadeAfterAnotherDiedNeverTakesItsPlace) {
   EXPECT_EQ(records[0].stream, 30u);
 }
 
+TEST(LaunchPlace, AFunctionUnloadedAndLoadedAgainAtItsAddressIsReadAgainThroughTheHint) {
+  // The thread's function hint names the slot of its last function. That function's module is
+  // unloaded and another module's function comes at the same address (cuModuleUnload: "Unloads a
+  // module", its functions with it; the driver may give an address out again): its launch must
+  // carry the new function's attributes, read once; launches of another function in between
+  // must name their own.
+  Harness h;
+  constexpr uint64_t kFunction = 0x1000;
+  constexpr uint64_t kOther = 0x2000;
+  FakeFunction first;
+  first.module = 0xA000;
+  first.num_regs = 32;
+  FakeFunction other;
+  other.module = 0xB000;
+  other.num_regs = 96;
+  h.fake.functions[kFunction] = first;
+  h.fake.functions[kOther] = other;
+  for (int i = 0; i < 3; ++i) LaunchIn(h, kFunction, kStream, kContext);
+  std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 3u);
+  for (const LaunchRecord& r : records) EXPECT_EQ(r.function->num_regs, 32);
+
+  cuModuleUnload_params unload{Mod(first.module)};
+  Fire(h, CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, &unload);
+  FakeFunction second;
+  second.module = 0xC000;
+  second.num_regs = 64;
+  h.fake.functions[kFunction] = second;
+  for (int round = 0; round < 2; ++round) {
+    LaunchIn(h, kFunction, kStream, kContext);
+    LaunchIn(h, kOther, kStream, kContext);
+    LaunchIn(h, kFunction, kStream, kContext);
+    LaunchIn(h, kFunction, kStream, kContext);
+    records = Drain(*h.ring);
+    ASSERT_EQ(records.size(), 4u);
+    EXPECT_EQ(records[0].function->num_regs, 64);
+    EXPECT_EQ(records[1].function->num_regs, 96);
+    EXPECT_EQ(records[2].function->num_regs, 64);
+    EXPECT_EQ(records[3].function->num_regs, 64);
+    h.functions.Reclaim(*h.ring);  // the unloaded entry's slot becomes reusable
+  }
+  EXPECT_EQ(h.fake.function_reads[kFunction], 2);  // once per load
+  EXPECT_EQ(h.fake.function_reads[kOther], 1);
+  EXPECT_EQ(h.functions.TotalLaunches(), 11u);
+}
+
 }  // namespace
 }  // namespace cuflight::inject::testing

@@ -20,7 +20,8 @@
 //  3. Filled by reading the generation first, then the tables: a forget that lands between the
 //     two leaves a place tagged with the old generation, which the next launch does not use.
 //  4. Only a complete answer is kept (the device known and, on a non-NULL stream, its context
-//     known): what the tables would ask the driver again is asked again.
+//     known; the launch's context named, not NULL): what the tables would ask the driver again
+//     is asked again.
 //  5. Beside the place, the slot of the thread's last launched function: a hint that spares the
 //     function table's hash and probe, checked after pinning as any slot is (function_table.h).
 //  6. The recorder is named by an id never reused in the process (Recorder::instance_id_), not

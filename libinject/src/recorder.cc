@@ -711,8 +711,10 @@ void Recorder::ResolvePlace(LaunchPlace* place, uint64_t generation, uint64_t co
   place->context_id = ids.context;
   place->stream_id = ids.stream;
   place->sm_count = context_sms_.Of(*driver_, place->ids_context, launch.stream);
-  // Point 4: only a complete answer is kept (a driver without cuStreamGetCtx never says).
-  if (place->device >= 0 && place->stream_device >= 0 &&
+  // Point 4: only a complete answer is kept (a driver without cuStreamGetCtx never says). A
+  // callback without a context is resolved through the current context each time
+  // (ResolveDevice), which may change without the key changing.
+  if (context != 0 && place->device >= 0 && place->stream_device >= 0 &&
       (place->stream_context != 0 || IsNullStream(launch.stream) ||
        driver_->StreamGetCtx == nullptr)) {
     place->recorder = instance_id_;

@@ -73,6 +73,10 @@ struct Setup {
   explicit Setup(bool in_blackbox = false) {
     fake.devices[0] = occupancy::FindDevicePreset("h100-sxm")->limits;
     fake.context_device[0xC0] = 0;
+    // The launches' stream 0x5E was made in context 0xC0: cuStreamGetCtx answers it, as a driver
+    // does for every stream a launch succeeded on (cuda.h, cuStreamGetCtx). Without it the fake
+    // refuses the handle, and every launch would ask the driver again.
+    fake.stream_context[0x5E] = 0xC0;
     for (uint64_t f = 0; f < 64; ++f) fake.functions[0x1000 + f] = FakeFunction{};
     driver = fake.driver();
     cupti = fake.cupti();

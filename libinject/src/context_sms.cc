@@ -4,23 +4,15 @@
 
 #include "driver_api.h"
 #include "mix64.h"
+#include "stream_ids.h"
 
 namespace cuflight::inject {
-namespace {
-
-bool NullStream(uint64_t stream) noexcept {
-  return stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
-         stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
-}
-
-}  // namespace
-
 int ContextSms::Ask(const DriverApi& driver, uint64_t context, uint64_t stream) noexcept {
   CUdevResource resource{};
   // cuStreamGetGreenCtx: "Returns the CUDA green context that the stream is associated with, or
   // NULL if the stream is not associated with any green context" (cuda.h, CUDA 13.0).
   CUgreenCtx green = nullptr;
-  if (!NullStream(stream) && driver.StreamGetGreenCtx != nullptr &&
+  if (!IsNullStream(stream) && driver.StreamGetGreenCtx != nullptr &&
       driver.GreenCtxGetDevResource != nullptr &&
       driver.StreamGetGreenCtx(reinterpret_cast<CUstream>(stream), &green) == CUDA_SUCCESS &&
       green != nullptr) {

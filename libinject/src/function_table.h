@@ -215,8 +215,10 @@ class FunctionTable {
   // concurrently: read a FunctionInfo only through Acquire().
   Slot* Find(uint64_t handle, int32_t device) noexcept;
   // The pinned slot of (handle, device); an empty Pin when there is none. Lock-free,
-  // allocation-free (the launch hot path).
-  Pin Acquire(uint64_t handle, int32_t device) noexcept;
+  // allocation-free (the launch hot path). `hint`, when not null, is a slot of this table that
+  // held the entry before (the calling thread's last launch: launch_place.h): it is pinned and
+  // checked first, as a slot found by hashing is, and looked up only when it holds another entry.
+  Pin Acquire(uint64_t handle, int32_t device, Slot* hint = nullptr) noexcept;
 
   // The slot of (handle, device), claiming one on first sight for a function of `context`;
   // nullptr when the table is full (kMaxProbe slots tried) or `handle` is 0. Takes the mutex;
@@ -287,6 +289,8 @@ class FunctionTable {
   };
 
   static uint64_t Hash(uint64_t handle, int32_t device) noexcept;
+  // Pins `slot` for (handle, device); an empty Pin when it holds another entry.
+  static Pin TryPin(Slot* slot, uint64_t handle, int32_t device) noexcept;
   void RemoveLocked(size_t live_index);
   void RetireLocked(FunctionInfo* info, Slot* slot, bool frees_slot);
   void FreeLocked(Retired& retired) noexcept;
@@ -315,19 +319,32 @@ inline FunctionTable::Slot* FunctionTable::Find(uint64_t handle, int32_t device)
   return nullptr;
 }
 
-inline FunctionTable::Pin FunctionTable::Acquire(uint64_t handle, int32_t device) noexcept {
-  for (int attempt = 0; attempt < 2; ++attempt) {
+inline FunctionTable::Pin FunctionTable::TryPin(Slot* slot, uint64_t handle,
+                                                int32_t device) noexcept {
+  // Pin first, then check that the slot is still this entry's (design point 5): a remover
+  // that changed the key afterwards sees the pin in `launches`.
+  const uint64_t ticket = slot->launches.fetch_add(1, std::memory_order_seq_cst);
+  if (slot->key.load(std::memory_order_seq_cst) == handle &&
+      slot->device.load(std::memory_order_relaxed) == device) {
+    return Pin(slot, ticket - slot->base.load(std::memory_order_relaxed),
+               slot->info.load(std::memory_order_seq_cst));
+  }
+  slot->launches.fetch_sub(1, std::memory_order_release);  // another entry's, or removed
+  return Pin();
+}
+
+inline FunctionTable::Pin FunctionTable::Acquire(uint64_t handle, int32_t device,
+                                                 Slot* hint) noexcept {
+  // A hint spares the hash and the probe. It is pinned and checked as a slot found by hashing
+  // is: a slot is never freed while the table lives (design point 2), so a stale hint is only
+  // the slot of another entry or of a removed one, and the pin is given back.
+  if (hint != nullptr && handle != kEmpty && handle < kRetiring) {
+    if (Pin pin = TryPin(hint, handle, device); pin.slot() != nullptr) return pin;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second: removed meanwhile, look again
     Slot* slot = Find(handle, device);
     if (slot == nullptr) return Pin();
-    // Pin first, then check that the slot is still this entry's (design point 5): a remover
-    // that changed the key afterwards sees the pin in `launches`.
-    const uint64_t ticket = slot->launches.fetch_add(1, std::memory_order_seq_cst);
-    if (slot->key.load(std::memory_order_seq_cst) == handle &&
-        slot->device.load(std::memory_order_relaxed) == device) {
-      return Pin(slot, ticket - slot->base.load(std::memory_order_relaxed),
-                 slot->info.load(std::memory_order_seq_cst));
-    }
-    slot->launches.fetch_sub(1, std::memory_order_release);  // removed meanwhile: look again
+    if (Pin pin = TryPin(slot, handle, device); pin.slot() != nullptr) return pin;
   }
   return Pin();
 }

@@ -13,6 +13,10 @@
 // static TLS that a library loaded late may not get, and dlopen would then fail with "cannot
 // allocate memory in static TLS block"). So the recorder finds ThisThread once per callback and
 // hands it on: one __tls_get_addr per launch instead of one per access (three before).
+//
+// ThisThread also holds the thread's launch place (launch_place.h): what its last launch's
+// context and stream resolved to, so that a thread launching on the same stream again skips the
+// shared tables.
 #ifndef CUFLIGHT_LIBINJECT_SRC_OWN_CALLS_H_
 #define CUFLIGHT_LIBINJECT_SRC_OWN_CALLS_H_
 
@@ -20,6 +24,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+
+#include "launch_place.h"
 
 namespace cuflight::inject {
 
@@ -34,9 +40,18 @@ class ThisThread {
     return tid_;
   }
   // In a fork()ed child, on its one thread: the id cached is the parent thread's.
-  static void AfterForkInChild() noexcept { Get().tid_ = 0; }
+  // The place is forgotten too (the child's recorder is another one anyway).
+  static void AfterForkInChild() noexcept {
+    ThisThread& self = Get();
+    self.tid_ = 0;
+    self.launch_place = LaunchPlace{};
+  }
   // True while the thread is inside an OwnCalls scope.
   bool InOwnCalls() const noexcept { return own_calls_ != 0; }
+
+  // The thread's last launch place (launch_place.h); the recorder's, read and written only by
+  // this thread's callbacks.
+  LaunchPlace launch_place;
 
  private:
   friend class OwnCalls;

@@ -35,6 +35,9 @@ CUresult ReturnValue(const CUpti_CallbackData* data) noexcept {
   return *static_cast<const CUresult*>(data->functionReturnValue);
 }
 
+// Recorder::instance_id_: from 1, never reused in the process (launch_place.h, point 6).
+std::atomic<uint64_t> g_next_recorder_id{1};
+
 int GetDeviceAttribute(void* context, int attribute, int* value) {
   const auto* args = static_cast<const std::pair<const DriverApi*, CUdevice>*>(context);
   return static_cast<int>(args->first->DeviceGetAttribute(
@@ -250,7 +253,8 @@ std::unique_ptr<DeviceInfo> ReadDeviceInfo(const DriverApi& driver, int ordinal)
 
 Recorder::Recorder(const DriverApi* driver, const CuptiApi* cupti, LaunchRing* ring,
                    FunctionTable* functions, DeviceTable* devices, RecorderOptions options)
-    : driver_(driver),
+    : instance_id_(g_next_recorder_id.fetch_add(1, std::memory_order_relaxed)),
+      driver_(driver),
       cupti_(cupti),
       ring_(ring),
       functions_(functions),
@@ -384,10 +388,7 @@ void Recorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2: {
       const auto* p = static_cast<const cuStreamDestroy_v2_params*>(data->functionParams);
-      if (ok && p != nullptr) {
-        streams_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
-        stream_ids_.Forget(reinterpret_cast<uintptr_t>(p->hStream));
-      }
+      if (ok && p != nullptr) ForgetStream(reinterpret_cast<uintptr_t>(p->hStream));
       return;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
@@ -454,17 +455,30 @@ void Recorder::OnKernelAttributeSet(uint64_t kernel, CUdevice device,
 
 void Recorder::ContextGone(uint64_t context) noexcept {
   functions_->Remove(FunctionTable::Owner::kContext, context);
-  devices_->ForgetContexts();  // its handle may come back for another device
-  context_sms_.ForgetAll();
-  streams_.ForgetAll();        // its streams are gone with it
-  stream_ids_.ForgetAll();
+  ForgetContexts();
 }
 
 void Recorder::ForgetAfterYield() noexcept {
   functions_->InvalidateAll();
-  devices_->ForgetContexts();
-  streams_.ForgetAll();
+  // Contexts may have been destroyed meanwhile, their handles reused for other partitions: their
+  // SM counts go too.
+  ForgetContexts();
+}
+
+void Recorder::ForgetStream(uint64_t stream) noexcept {
+  streams_.Forget(stream);
+  stream_ids_.Forget(stream);
+  // After the tables (launch_place.h, point 2); release: a launch that reads the new generation
+  // finds the tables without the stream.
+  place_generation_.fetch_add(1, std::memory_order_release);
+}
+
+void Recorder::ForgetContexts() noexcept {
+  devices_->ForgetContexts();  // a context's handle may come back for another device
+  context_sms_.ForgetAll();    // or for another partition
+  streams_.ForgetAll();        // its streams are gone with it
   stream_ids_.ForgetAll();
+  place_generation_.fetch_add(1, std::memory_order_release);  // as in ForgetStream
 }
 
 void Recorder::PrimaryContextGone(CUdevice device) noexcept {
@@ -478,10 +492,7 @@ void Recorder::PrimaryContextGone(CUdevice device) noexcept {
   }
   // Retained before the library subscribed: every entry of the device goes.
   functions_->RemoveDevice(static_cast<int32_t>(device));
-  devices_->ForgetContexts();
-  context_sms_.ForgetAll();
-  streams_.ForgetAll();
-  stream_ids_.ForgetAll();
+  ForgetContexts();
 }
 
 void Recorder::OnApiError(CUpti_CallbackId cbid, const CUpti_CallbackData* data,
@@ -654,22 +665,64 @@ bool Recorder::StreamIsCapturing(uint64_t stream) noexcept {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-bool Recorder::MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context,
+bool Recorder::MoveToStreamContext(const LaunchPlace& place, uint64_t* context,
                                    int* device) noexcept {
-  const uint64_t stream_context = StreamContext(launch.stream);
-  if (stream_context == 0 || stream_context == *context) return false;
-  *context = stream_context;
-  const int stream_device = ResolveDevice(stream_context);
-  if (stream_device == *device) return false;
-  *device = stream_device;
+  if (place.stream_context == 0 || place.stream_context == *context) return false;
+  *context = place.stream_context;
+  if (place.stream_device == *device) return false;
+  *device = place.stream_device;
   return true;
 }
 
-uint64_t Recorder::StreamContext(uint64_t stream) noexcept {
-  if (stream == 0 || stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) ||
-      stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)) {
-    return 0;  // the NULL stream: the current context
+LaunchPlace& Recorder::PlaceOf(ThisThread& thread, uint64_t context,
+                               const DecodedLaunch& launch) noexcept {
+  LaunchPlace& place = thread.launch_place;
+  // Acquire: pairs with the release of ForgetStream / ForgetContexts (launch_place.h, point 2).
+  const uint64_t generation = place_generation_.load(std::memory_order_acquire);
+  if (place.recorder != instance_id_ || place.generation != generation ||
+      place.context != context || place.stream != launch.stream ||
+      place.per_thread_default_stream != launch.per_thread_default_stream) {
+    ResolvePlace(&place, generation, context, launch);
   }
+  return place;
+}
+
+void Recorder::ResolvePlace(LaunchPlace* place, uint64_t generation, uint64_t context,
+                            const DecodedLaunch& launch) noexcept {
+  // The generation was read before the tables (launch_place.h, point 3). The driver and CUPTI
+  // calls below are the ones the launch path always made (ResolveDevice, StreamContext,
+  // StreamIds, ContextSms), once per stream and context, inside the launch's OwnCalls scope and
+  // after its capture check (recorder.h).
+  place->recorder = 0;  // not valid until complete
+  place->generation = generation;
+  place->context = context;
+  place->stream = launch.stream;
+  place->per_thread_default_stream = launch.per_thread_default_stream;
+  place->device = ResolveDevice(context);
+  place->stream_context = StreamContext(launch.stream);
+  place->stream_device = place->stream_context != 0 && place->stream_context != context
+                             ? ResolveDevice(place->stream_context)
+                             : place->device;
+  // The SMs the launch may use: its stream's context's (each green context is its own,
+  // context_sms.h point 2), else the launch's.
+  place->ids_context = place->stream_context != 0 ? place->stream_context : context;
+  const StreamIdentity ids =
+      stream_ids_.Lookup(place->ids_context, launch.stream, launch.per_thread_default_stream);
+  place->context_id = ids.context;
+  place->stream_id = ids.stream;
+  place->sm_count = context_sms_.Of(*driver_, place->ids_context, launch.stream);
+  // Point 4: only a complete answer is kept (a driver without cuStreamGetCtx never says). A
+  // callback without a context is resolved through the current context each time
+  // (ResolveDevice), which may change without the key changing.
+  if (context != 0 && place->device >= 0 && place->stream_device >= 0 &&
+      (place->stream_context != 0 || IsNullStream(launch.stream) ||
+       driver_->StreamGetCtx == nullptr)) {
+    place->recorder = instance_id_;
+  }
+}
+
+uint64_t Recorder::StreamContext(uint64_t stream) noexcept {
+  if (IsNullStream(stream)) return 0;  // the NULL stream: the current context
   uint64_t stream_context = streams_.ContextOf(stream);
   if (stream_context == 0) {
     // Driver call inside the launch callback, safe as every call of the slow path: the callback
@@ -687,11 +740,20 @@ uint64_t Recorder::StreamContext(uint64_t stream) noexcept {
   return stream_context;
 }
 
+FunctionTable::Pin Recorder::Pinned(uint64_t handle, int device,
+                                    const LaunchPlace& place) noexcept {
+  auto* hint = place.function_recorder == instance_id_
+                   ? static_cast<FunctionTable::Slot*>(place.function_slot)
+                   : nullptr;
+  return functions_->Acquire(handle, device, hint);
+}
+
 FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
-                                             const CUpti_CallbackData* data, uint64_t* context,
+                                             const CUpti_CallbackData* data,
+                                             LaunchPlace& place, uint64_t* context,
                                              int* device) noexcept {
+  FunctionTable::Pin pin = Pinned(launch.function, *device, place);
   const uint64_t handle = launch.function;
-  FunctionTable::Pin pin = functions_->Acquire(handle, *device);
   const FunctionInfo* known = pin.any_info();
   if (known != nullptr && !known->is_kernel) {
     if (pin.info() != nullptr) return pin;  // a CUfunction: its own context is current
@@ -699,9 +761,9 @@ FunctionTable::Pin Recorder::ResolveFunction(const DecodedLaunch& launch,
     // A CUkernel (or not known yet) runs in the context of its stream: "the context to launch the
     // kernel on will either be taken from the specified stream hStream or the current context in
     // case of NULL stream" (cuda.h:17494-17496, cuLaunchKernel).
-    if (MoveToStreamContext(launch, context, device)) {
+    if (MoveToStreamContext(place, context, device)) {
       pin.Drop();
-      pin = functions_->Acquire(handle, *device);
+      pin = Pinned(handle, *device, place);
     }
     if (pin.info() != nullptr) return pin;
   }
@@ -902,16 +964,19 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
     captured_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  int device = ResolveDevice(context);
+  LaunchPlace& place = PlaceOf(thread, context, launch);
+  int device = place.device;
   const uint64_t calling_context = context;
   // Pinned until the record is in the ring: the FunctionInfo cannot be freed before the sender
   // thread is done with it.
-  const FunctionTable::Pin pin = ResolveFunction(launch, data, &context, &device);
+  const FunctionTable::Pin pin = ResolveFunction(launch, data, place, &context, &device);
   FunctionTable::Slot* slot = pin.slot();
   if (slot == nullptr) {
     untracked_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  place.function_recorder = instance_id_;  // the next launch's hint (launch_place.h, point 5)
+  place.function_slot = slot;
   const uint64_t n = pin.ordinal();
   const FunctionInfo* info = pin.info();
   const DeviceInfo* device_info = device < 0 ? nullptr : devices_->Get(device);
@@ -927,10 +992,15 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   }
   LaunchRecord record;
   record.ts_ns = base::EventClock().NowNs();  // CLOCK_REALTIME from the TSC (tsc_clock.h)
-  const StreamIdentity ids =
-      stream_ids_.Lookup(context, launch.stream, launch.per_thread_default_stream);
-  record.context = ids.context;
-  record.stream = ids.stream;
+  if (context == place.ids_context) {
+    record.context = place.context_id;
+    record.stream = place.stream_id;
+  } else {  // a CUfunction on a stream whose context is not current: asked as before
+    const StreamIdentity ids =
+        stream_ids_.Lookup(context, launch.stream, launch.per_thread_default_stream);
+    record.context = ids.context;
+    record.stream = ids.stream;
+  }
   record.correlation_id = data->correlationId;
   record.function = info;
   record.function_desc = info->desc_index;
@@ -953,15 +1023,9 @@ void Recorder::RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* 
   record.func_carveout = set_carveout != FunctionTable::kNotSet ? set_carveout : info->carveout;
   record.tid = thread.Tid();
   record.device = static_cast<int8_t>(device);  // [0, DeviceTable::kMaxDevices)
-  {
-    // The SMs the launch may use: its stream's context's (each green context is its own,
-    // context_sms.h point 2), else the launch's. Asked once per context, in this callback: safe as
-    // the slow path's other driver calls (OwnCalls scope, capture checked first).
-    const uint64_t stream_context = StreamContext(launch.stream);
-    const int sms = context_sms_.Of(*driver_, stream_context != 0 ? stream_context : context,
-                                    launch.stream);
-    record.sm_count = sms > 0 && sms < device_info->limits.sm_count ? static_cast<uint16_t>(sms) : 0;
-  }
+  // The SMs the launch may use (the place's: its stream's context's, else the launch's).
+  const int sms = place.sm_count;
+  record.sm_count = sms > 0 && sms < device_info->limits.sm_count ? static_cast<uint16_t>(sms) : 0;
   const bool current_context = context == calling_context;
   if (uint64_t{record.cluster[0]} * record.cluster[1] * record.cluster[2] <= 1) {
     record.driver_max_active_blocks =

@@ -55,6 +55,7 @@
 #include "graph_launches.h"
 #include "launch_config_table.h"
 #include "launch_decoder.h"
+#include "launch_place.h"
 #include "launch_ring.h"
 #include "own_calls.h"
 #include "stream_ids.h"
@@ -186,19 +187,36 @@ class Recorder {
   void PrimaryContextGone(CUdevice device) noexcept;
   void RecordOne(const DecodedLaunch& launch, const CUpti_CallbackData* data, uint64_t context,
                  ThisThread& thread) noexcept;
+  // Where a launch in `context` on the launch's stream runs (launch_place.h): the calling
+  // thread's place when it is this launch's, else resolved from the tables into it.
+  LaunchPlace& PlaceOf(ThisThread& thread, uint64_t context,
+                       const DecodedLaunch& launch) noexcept;
+  // Resolves `place` anew (the slow side of PlaceOf, kept out of line).
+  [[gnu::noinline]] void ResolvePlace(LaunchPlace* place, uint64_t generation, uint64_t context,
+                                      const DecodedLaunch& launch) noexcept;
   // The pinned entry of the launched function on the launch's device, read from the driver on the
   // first launch (slow path). For a CUkernel on a stream of its own, *context and *device become
-  // the stream's. An empty pin: the table is full.
+  // the stream's (from `place`). An empty pin: the table is full. The pinned slot becomes the
+  // place's function hint.
   FunctionTable::Pin ResolveFunction(const DecodedLaunch& launch, const CUpti_CallbackData* data,
-                                     uint64_t* context, int* device) noexcept;
+                                     LaunchPlace& place, uint64_t* context,
+                                     int* device) noexcept;
+  // The pinned entry of (handle, device), through the place's function hint.
+  FunctionTable::Pin Pinned(uint64_t handle, int device, const LaunchPlace& place) noexcept;
   // The slow path of ResolveFunction: reads the driver and publishes, once per function and
   // device; kept out of line so that the cached case stays small.
   [[gnu::noinline]] FunctionTable::Pin ReadFunction(const DecodedLaunch& launch,
                                                     const CUpti_CallbackData* data,
                                                     uint64_t context, int device) noexcept;
-  // When the launch names a stream of its own whose context is not *context: sets *context to
-  // it and *device to its device, and returns true when the device changed.
-  bool MoveToStreamContext(const DecodedLaunch& launch, uint64_t* context, int* device) noexcept;
+  // When the launch's place names a stream of its own whose context is not *context: sets
+  // *context to it and *device to its device, and returns true when the device changed.
+  static bool MoveToStreamContext(const LaunchPlace& place, uint64_t* context,
+                                  int* device) noexcept;
+  // The tables forget a stream that was destroyed, or every context and stream (a context went
+  // away, or the library was off CUPTI); then every thread's launch place is stale
+  // (launch_place.h, point 2).
+  void ForgetStream(uint64_t stream) noexcept;
+  void ForgetContexts() noexcept;
   // The context of a non-NULL stream (cuStreamGetCtx, remembered per stream), or 0: the NULL
   // stream (the current context), or a driver that cannot say.
   uint64_t StreamContext(uint64_t stream) noexcept;
@@ -219,6 +237,10 @@ class Recorder {
   int32_t DriverBlocks(const DecodedLaunch& launch, const LaunchRecord& record,
                        bool current) noexcept;
 
+  // Never reused in the process (launch_place.h, point 6).
+  const uint64_t instance_id_;
+  // Bumped after the tables forget (launch_place.h, point 2).
+  std::atomic<uint64_t> place_generation_{1};
   const DriverApi* driver_;
   const CuptiApi* cupti_;
   LaunchRing* ring_;

@@ -43,7 +43,7 @@ StreamIdentity StreamIds::Ask(uint64_t context, uint64_t stream, bool per_thread
   // cuptiGetStreamIdEx: "context: If non-NULL then the stream is checked to ensure that it
   // belongs to this context. Typically this parameter should be null." The NULL stream needs its
   // context to say which one it is.
-  const bool null_stream = stream == 0 || stream == kLegacy || stream == kPerThread;
+  const bool null_stream = IsNullStream(stream);
   if (cupti_->GetStreamIdEx != nullptr &&
       cupti_->GetStreamIdEx(null_stream ? ctx : nullptr,
                             null_stream ? nullptr : reinterpret_cast<CUstream>(stream),
@@ -87,7 +87,7 @@ StreamIdentity StreamIds::Lookup(uint64_t context, uint64_t stream,
 }
 
 void StreamIds::Forget(uint64_t stream) noexcept {
-  if (stream == 0 || stream == kLegacy || stream == kPerThread) return;
+  if (IsNullStream(stream)) return;
   Entry& e = entries_[Mix64(stream) & mask_];
   try {
     std::lock_guard<std::mutex> lock(write_mu_);

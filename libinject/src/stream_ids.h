@@ -29,6 +29,10 @@
 
 namespace cuflight::inject {
 
+// The NULL stream in its three spellings: 0, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD
+// (0x2) (cuda.h:440, 450): the launch's current context's, not a stream of its own.
+inline bool IsNullStream(uint64_t stream) noexcept { return stream <= 0x2; }
+
 struct StreamIdentity {
   // CUPTI's ids; CUPTI_INVALID_CONTEXT_ID / CUPTI_INVALID_STREAM_ID (0xffffffff) when CUPTI could
   // not say.

@@ -588,5 +588,181 @@ TEST(EventBuilder, AFreedFunctionsAddressReusedByAnotherFunctionIsNotACacheHit) 
   ASSERT_NE(ReferenceBlocks(limits, light, 256, 0), ReferenceBlocks(limits, heavy, 256, 0));
 }
 
+// A thread's launch place (launch_place.h) keeps what its last launch's context and stream
+// resolved to. A stream destroyed and its handle reused for a stream of another context must give
+// the new context's device, CUPTI ids and SM count, whichever thread destroyed it. What each
+// answer must be comes from the fake driver and CUPTI: cuStreamGetCtx answers stream_context
+// ("the context that was active in the calling thread when the stream was created",
+// cuda.h:15139), cuCtxGetDevResource context_sms and cuGreenCtxGetDevResource green_sms (the
+// smCount of the partition), cuptiGetContextId / cuptiGetStreamIdEx context_ids / stream_ids.
+struct ReusedStream {
+  static constexpr uint64_t kGreen = 0x6E;     // a green context of device 0, 16 SMs
+  static constexpr uint32_t kFirstId = 21;     // CUPTI's id of the first stream of the handle
+  static constexpr uint32_t kSecondId = 22;    // and of the second
+  TwoDevices t;
+
+  ReusedStream() {
+    t.h.fake.context_sms[TwoDevices::kCtx1] = 54;  // an MPS-like share of the A100's 108
+    t.h.fake.stream_ids[TwoDevices::kStream1] = kFirstId;
+    t.h.fake.green_sms[kGreen] = 16;
+  }
+  // cuStreamDestroy of kStream1 succeeded; the driver then makes a stream of the green context of
+  // device 0 (its context is kCtx0's equivalent, cuda.h: cuStreamGetCtx of a green context's
+  // stream) with the same handle, and CUPTI gives it another id.
+  void DestroyAndReuse(Harness& h) {
+    cuStreamDestroy_v2_params destroy{St(TwoDevices::kStream1)};
+    Fire(h, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2, &destroy);
+    h.fake.stream_context[TwoDevices::kStream1] = TwoDevices::kCtx0;
+    h.fake.stream_green[TwoDevices::kStream1] = kGreen;
+    h.fake.stream_ids[TwoDevices::kStream1] = kSecondId;
+  }
+};
+
+void ExpectFirstStream(const LaunchRecord& r) {
+  EXPECT_EQ(r.device, 1);
+  EXPECT_EQ(r.context, TwoDevices::kCtx1Id);
+  EXPECT_EQ(r.stream, ReusedStream::kFirstId);
+  EXPECT_EQ(r.sm_count, 54u);
+}
+void ExpectSecondStream(const LaunchRecord& r) {
+  EXPECT_EQ(r.device, 0);
+  EXPECT_EQ(r.context, kContextId);
+  EXPECT_EQ(r.stream, ReusedStream::kSecondId);
+  EXPECT_EQ(r.sm_count, 16u);
+}
+
+TEST(LaunchPlace, AStreamHandleReusedInAnotherContextGivesThatContextsDeviceIdsAndSmCount) {
+  ReusedStream r;
+  // kCtx0 current, the CUkernel on kStream1: every launch has the same place.
+  for (int i = 0; i < 5; ++i) ExpectFirstStream(r.t.Launch(TwoDevices::kStream1));
+  const int stream_queries = r.t.h.fake.stream_context_queries;
+  const int resource_queries = r.t.h.fake.resource_queries;
+  for (int i = 0; i < 5; ++i) ExpectFirstStream(r.t.Launch(TwoDevices::kStream1));
+  EXPECT_EQ(r.t.h.fake.stream_context_queries, stream_queries);  // nothing asked again
+  EXPECT_EQ(r.t.h.fake.resource_queries, resource_queries);
+
+  r.DestroyAndReuse(r.t.h);
+  for (int i = 0; i < 3; ++i) ExpectSecondStream(r.t.Launch(TwoDevices::kStream1));
+  EXPECT_EQ(r.t.h.fake.stream_context_queries, stream_queries + 1);  // asked once more
+}
+
+TEST(LaunchPlace, AStreamDestroyedOnAnotherThreadIsNotTakenFromTheLaunchingThreadsPlace) {
+  ReusedStream r;
+  std::atomic<int> step{0};
+  std::vector<LaunchRecord> first;
+  std::vector<LaunchRecord> second;
+  std::thread launcher([&] {
+    for (int i = 0; i < 3; ++i) {
+      LaunchIn(r.t.h, TwoDevices::kKernel, TwoDevices::kStream1, TwoDevices::kCtx0);
+    }
+    for (const LaunchRecord& rec : Drain(*r.t.h.ring)) first.push_back(rec);
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+    LaunchIn(r.t.h, TwoDevices::kKernel, TwoDevices::kStream1, TwoDevices::kCtx0);
+    for (const LaunchRecord& rec : Drain(*r.t.h.ring)) second.push_back(rec);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  r.DestroyAndReuse(r.t.h);  // on this thread: the launcher's place is its own
+  step.store(2);
+  launcher.join();
+  ASSERT_EQ(first.size(), 3u);
+  for (const LaunchRecord& rec : first) ExpectFirstStream(rec);
+  ASSERT_EQ(second.size(), 1u);
+  ExpectSecondStream(second[0]);
+}
+
+TEST(LaunchPlace, AContextTeardownMakesEveryPlaceStale) {
+  ReusedStream r;
+  ExpectFirstStream(r.t.Launch(TwoDevices::kStream1));
+  // kCtx1 destroyed; its handle comes back as a context of device 0 with a stream of the same
+  // handle as before, limited to 40 SMs, that CUPTI names anew.
+  cuCtxDestroy_v2_params destroy{Ctx(TwoDevices::kCtx1)};
+  Fire(r.t.h, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, &destroy);
+  r.t.h.fake.context_device[TwoDevices::kCtx1] = 0;
+  r.t.h.fake.context_ids[TwoDevices::kCtx1] = 9;
+  r.t.h.fake.context_sms[TwoDevices::kCtx1] = 40;
+  r.t.h.fake.stream_ids[TwoDevices::kStream1] = ReusedStream::kSecondId;
+  const LaunchRecord after = r.t.Launch(TwoDevices::kStream1);
+  EXPECT_EQ(after.device, 0);
+  EXPECT_EQ(after.context, 9u);
+  EXPECT_EQ(after.stream, ReusedStream::kSecondId);
+  EXPECT_EQ(after.sm_count, 40u);
+}
+
+TEST(LaunchPlace, ARecorderMadeAfterAnotherDiedNeverTakesItsPlace) {
+  // The same thread, context and stream handle in two recorders one after the other (a fork
+  // child's, or a test's, may lie at the dead one's address): the second one's tables answer.
+  constexpr uint64_t kFunction = 0x1000;
+  {
+    Harness first;
+    first.fake.functions[kFunction] = FakeFunction{};
+    first.fake.stream_context[kStream] = kContext;
+    LaunchIn(first, kFunction, kStream, kContext);
+    const std::vector<LaunchRecord> records = Drain(*first.ring);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].device, 0);
+    EXPECT_EQ(records[0].stream, kStreamId);
+  }
+  Harness second;
+  second.fake.devices[1] = occupancy::FindDevicePreset("a100")->limits;
+  second.fake.context_device[kContext] = 1;  // the same handle, another device
+  second.fake.context_ids[kContext] = 8;
+  second.fake.stream_ids[kStream] = 30;
+  second.fake.functions[kFunction] = FakeFunction{};
+  second.fake.stream_context[kStream] = kContext;
+  LaunchIn(second, kFunction, kStream, kContext);
+  const std::vector<LaunchRecord> records = Drain(*second.ring);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].device, 1);
+  EXPECT_EQ(records[0].context, 8u);
+  EXPECT_EQ(records[0].stream, 30u);
+}
+
+TEST(LaunchPlace, AFunctionUnloadedAndLoadedAgainAtItsAddressIsReadAgainThroughTheHint) {
+  // The thread's function hint names the slot of its last function. That function's module is
+  // unloaded and another module's function comes at the same address (cuModuleUnload: "Unloads a
+  // module", its functions with it; the driver may give an address out again): its launch must
+  // carry the new function's attributes, read once; launches of another function in between
+  // must name their own.
+  Harness h;
+  constexpr uint64_t kFunction = 0x1000;
+  constexpr uint64_t kOther = 0x2000;
+  FakeFunction first;
+  first.module = 0xA000;
+  first.num_regs = 32;
+  FakeFunction other;
+  other.module = 0xB000;
+  other.num_regs = 96;
+  h.fake.functions[kFunction] = first;
+  h.fake.functions[kOther] = other;
+  for (int i = 0; i < 3; ++i) LaunchIn(h, kFunction, kStream, kContext);
+  std::vector<LaunchRecord> records = Drain(*h.ring);
+  ASSERT_EQ(records.size(), 3u);
+  for (const LaunchRecord& r : records) EXPECT_EQ(r.function->num_regs, 32);
+
+  cuModuleUnload_params unload{Mod(first.module)};
+  Fire(h, CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, &unload);
+  FakeFunction second;
+  second.module = 0xC000;
+  second.num_regs = 64;
+  h.fake.functions[kFunction] = second;
+  for (int round = 0; round < 2; ++round) {
+    LaunchIn(h, kFunction, kStream, kContext);
+    LaunchIn(h, kOther, kStream, kContext);
+    LaunchIn(h, kFunction, kStream, kContext);
+    LaunchIn(h, kFunction, kStream, kContext);
+    records = Drain(*h.ring);
+    ASSERT_EQ(records.size(), 4u);
+    EXPECT_EQ(records[0].function->num_regs, 64);
+    EXPECT_EQ(records[1].function->num_regs, 96);
+    EXPECT_EQ(records[2].function->num_regs, 64);
+    EXPECT_EQ(records[3].function->num_regs, 64);
+    h.functions.Reclaim(*h.ring);  // the unloaded entry's slot becomes reusable
+  }
+  EXPECT_EQ(h.fake.function_reads[kFunction], 2);  // once per load
+  EXPECT_EQ(h.fake.function_reads[kOther], 1);
+  EXPECT_EQ(h.functions.TotalLaunches(), 11u);
+}
+
 }  // namespace
 }  // namespace cuflight::inject::testing

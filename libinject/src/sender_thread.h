@@ -100,11 +100,11 @@ struct SenderThreadOptions {
   transport::SenderOptions transport;
   std::chrono::milliseconds stats_interval{5000};
   bool timing = true;  // kernel_time events from activity records
-  // Kernel launches as interned configurations (config_table.h): a kernel_config once per
-  // configuration and a short `launch` per launch, instead of a whole kernel event per launch.
-  // Off until every reader of the logs expands launches (docs/protocol.md, "Interned
-  // configurations").
-  bool intern_configs = false;
+  // CUFLIGHT_INTERN_CONFIGS: kernel launches as interned configurations (config_table.h): a
+  // kernel_config once per configuration and a short `launch` per launch, instead of a whole
+  // kernel event per launch (docs/protocol.md, "Interned configurations"). On by default, as
+  // the variable.
+  bool intern_configs = true;
   // Correlation ids of the latest recorded launches kept per context for api_error events
   // (0..kMaxApiErrorHistory, config.h).
   int api_error_history = 8;

@@ -91,16 +91,45 @@ def read_text(path):
         raise InputError(f"{path}: {e.strerror}") from e
 
 
+# The header members of a kernel_config, which its launches' own replace (docs/protocol.md,
+# "Interned configurations").
+CONFIG_OWN = ("type", "version", "ts_ns", "pid", "seq", "config")
+
+
+def expand_launch(config, launch):
+    """The kernel event a launch line stands for: its configuration's members, then its own
+    (schema::Expand, schema/include/cuflight/schema/config_expander.h)."""
+    event = {k: v for k, v in config.items() if k not in CONFIG_OWN}
+    event.update({k: v for k, v in launch.items() if k not in ("type", "config")})
+    event["type"] = "kernel"
+    return event
+
+
 def read_events(paths, event_type="kernel"):
-    """Events of `event_type` in the logs, in file order. Torn or non-JSON lines are skipped."""
+    """Events of `event_type` in the logs, in file order. Torn or non-JSON lines are skipped.
+    Each file is read as a sequence of interned configurations (docs/protocol.md): its
+    kernel_config lines are remembered and each launch line is read as the kernel event it stands
+    for (a launch whose description the file lacks is skipped, as every reader refuses it)."""
     events = []
     for path in log_files(paths):
+        configs = {}
         for line in read_text(path).splitlines():
             try:
                 obj = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(obj, dict) and obj.get("type") == event_type:
+            if not isinstance(obj, dict):
+                continue
+            kind = obj.get("type")
+            if kind == "kernel_config":
+                configs.setdefault((obj.get("pid"), obj.get("config")), obj)
+                continue
+            if kind == "launch" and event_type == "kernel":
+                config = configs.get((obj.get("pid"), obj.get("config")))
+                if config is None:
+                    continue
+                obj, kind = expand_launch(config, obj), "kernel"
+            if kind == event_type:
                 events.append(obj)
     return events
 

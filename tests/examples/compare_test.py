@@ -31,6 +31,31 @@ def kernels(events):
     return [e for e in events if e["type"] == "kernel"]
 
 
+# A launch line's own members (docs/protocol.md, "Interned configurations"); the rest of a kernel
+# event is its configuration's.
+LAUNCH_OWN = ("version", "ts_ns", "pid", "seq", "tid", "correlation_id", "grid", "waves",
+              "tail_utilization", "graph_id", "graph_node_id", "recovered", "timing_window")
+
+
+def interned(events):
+    """`events` as the library sends them by default: a kernel_config (ids 1, 2, ... in order
+    of first use) before the first launch of each configuration, then a launch line per launch."""
+    out, ids = [], {}
+    for e in events:
+        if e["type"] != "kernel":
+            out.append(e)
+            continue
+        config = {k: v for k, v in e.items() if k not in LAUNCH_OWN and k != "type"}
+        key = json.dumps(config, sort_keys=True)
+        if key not in ids:
+            ids[key] = len(ids) + 1
+            out.append({"type": "kernel_config", "version": 1, "ts_ns": e["ts_ns"],
+                        "pid": e["pid"], "seq": e["seq"], "config": ids[key], **config})
+        launch = {k: v for k, v in e.items() if k in LAUNCH_OWN}
+        out.append({"type": "launch", **launch, "config": ids[key]})
+    return out
+
+
 class CompareTest(unittest.TestCase):
     def setUp(self):
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="compare_test."))
@@ -73,6 +98,20 @@ class CompareTest(unittest.TestCase):
         self.assertEqual((s["configurations"], s["launches"], s["matched"]), (2, 6, 6))
         self.assertEqual((s["mismatched"], s["missed"], s["extra"]), (0, 0, 0))
         self.assertIn("reduce_static", r.stdout)
+
+    def test_interned_launches_are_read_as_their_kernel_events(self):
+        # The injected library's default (docs/protocol.md, "Interned configurations"): each
+        # configuration described once by a kernel_config, each launch a launch line naming it.
+        r, s = self.kernels_case("block_reduce.truth", interned(read_lines("block_reduce.jsonl")))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual((s["configurations"], s["launches"], s["matched"]), (2, 6, 6))
+        self.assertEqual((s["mismatched"], s["missed"], s["extra"]), (0, 0, 0))
+        # A launch whose description the file lacks is refused, as by every reader: missed.
+        events = [e for e in interned(read_lines("block_reduce.jsonl"))
+                  if not (e["type"] == "kernel_config" and e["config"] == 1)]
+        r, s = self.kernels_case("block_reduce.truth", events)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual((s["matched"], s["missed"]), (3, 3))
 
     def test_truth_lines_among_other_output_and_log_file_given_directly(self):
         truth = ["DEVICE banner line", "cuflight run: summary", "{not json"] + \

@@ -51,26 +51,7 @@ class ConfigTable {
   // May throw std::bad_alloc.
   void Add(const schema::KernelConfigEvent& config, uint64_t id) {
     Entry entry{id, {}};
-    entry.config.config = config.config;
-    entry.config.device = config.device;
-    entry.config.context = config.context;
-    entry.config.stream = config.stream;
-    entry.config.api = config.api;
-    entry.config.name = config.name;
-    entry.config.demangled = config.demangled;
-    entry.config.block = config.block;
-    entry.config.cluster = config.cluster;
-    entry.config.num_regs = config.num_regs;
-    entry.config.static_shared_bytes = config.static_shared_bytes;
-    entry.config.dyn_shared_bytes = config.dyn_shared_bytes;
-    entry.config.local_bytes = config.local_bytes;
-    entry.config.const_bytes = config.const_bytes;
-    entry.config.max_threads_per_block = config.max_threads_per_block;
-    entry.config.carveout = config.carveout;
-    entry.config.cooperative = config.cooperative;
-    entry.config.occupancy = config.occupancy;
-    entry.config.occupancy_source = config.occupancy_source;
-    entry.config.engine_max_active_blocks = config.engine_max_active_blocks;
+    schema::CopyConfig(config, &entry.config);
     entries_.emplace(HashOf(config), std::move(entry));
   }
 

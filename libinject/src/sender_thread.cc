@@ -555,11 +555,12 @@ bool SenderThread::Send(Event& event, bool preamble) noexcept {
   return taken;
 }
 
-uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept {
+uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
+                                      schema::WaveShape wave) noexcept {
   if (!options_.intern_configs) return ConfigTable::kSendWhole;
   schema::KernelConfigEvent config;
   schema::LaunchEvent unused;
-  schema::Split(event, 0, &config, &unused);
+  schema::Split(event, 0, &config, &unused, wave);
   const uint64_t known = configs_.Find(config);
   if (known != 0) return known;
   if (configs_.full()) return ConfigTable::kSendWhole;
@@ -578,11 +579,12 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept
   return id;
 }
 
-bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept {
+bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id,
+                              schema::WaveShape wave) noexcept {
   if (config_id == ConfigTable::kSendWhole) return Send(event, /*preamble=*/false);
   schema::KernelConfigEvent unused;
   schema::LaunchEvent launch;
-  schema::Split(event, config_id, &unused, &launch);
+  schema::Split(event, config_id, &unused, &launch, wave);
   launch.header.pid = facts_.pid;
   return Send(launch, /*preamble=*/false);
 }
@@ -701,7 +703,8 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
     RememberLaunch(record.context, record.correlation_id);
     EnsureDeviceEvent(record.device);
     schema::KernelEvent event;
-    if (!builder_.BuildKernel(record, *device, &event)) {
+    schema::WaveShape wave;
+    if (!builder_.BuildKernel(record, *device, &event, &wave)) {
       // The recorder checked the same facts; reaching here means the engine refused the launch
       // (the driver accepted it). Its seq stays unused: the collector counts it lost.
       NextSeq();
@@ -739,10 +742,10 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         stall_->OnLaunch(launch);
       }
       event.header.ts_ns = record.ts_ns;
-      const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
+      const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
       event.header = MakeHeader(/*publish=*/false);
       event.header.ts_ns = record.ts_ns;
-      if (SendKernel(event, config_id) && options_.blackbox != nullptr) {
+      if (SendKernel(event, config_id, wave) && options_.blackbox != nullptr) {
         // The record and the state that says it is handled, in one step.
         handled_pos_ = pos + 1;
         options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
@@ -807,10 +810,11 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
           std::string_view demangled;
           const std::string_view name = Intern(kernel.name, &demangled);
           schema::KernelEvent event;
-          if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event)) {
-            const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
+          schema::WaveShape wave;
+          if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event, &wave)) {
+            const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
             event.header = MakeHeader();
-            SendKernel(event, config_id);
+            SendKernel(event, config_id, wave);
           }
         } catch (...) {
           rejected_.fetch_add(1, std::memory_order_relaxed);

@@ -331,11 +331,13 @@ class SenderThread {
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   // The id of a kernel event's configuration, describing it first (a kernel_config, a preamble
   // line with a seq of its own) when new; ConfigTable::kSendWhole when it goes out whole
-  // (config_table.h, point 3). Before the launch's own seq is taken.
-  uint64_t DescribeConfig(const schema::KernelEvent& event) noexcept;
+  // (config_table.h, point 3). Before the launch's own seq is taken. `wave`: the wave the
+  // event's waves were counted in (the builder's), which the description carries so that the
+  // launches need not (schema::Split, config_expander.h point 1a).
+  uint64_t DescribeConfig(const schema::KernelEvent& event, schema::WaveShape wave) noexcept;
   // Sends a kernel event whose header is set, as a `launch` of configuration `config_id` (or
-  // whole). Returns what Send returned.
-  bool SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept;
+  // whole), `wave` as DescribeConfig's. Returns what Send returned.
+  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;

@@ -416,6 +416,7 @@ Injector::Pipeline* Injector::MakePipeline(bool with_activity, bool start) noexc
     sender_options.stats_interval = std::chrono::milliseconds(config_.stats_ms);
     sender_options.on_full = config_.on_full;
     sender_options.timing = with_activity;
+    sender_options.intern_configs = config_.intern_configs;
     // A fork()ed child's pipeline has no activity: nothing of it is timed.
     sender_options.timing_policy = with_activity ? config_.timing : env::TimingPolicy::kOff;
     sender_options.windows = pipeline->windows.get();

@@ -100,10 +100,9 @@ struct SenderThreadOptions {
   transport::SenderOptions transport;
   std::chrono::milliseconds stats_interval{5000};
   bool timing = true;  // kernel_time events from activity records
-  // Kernel launches as interned configurations (config_table.h): a kernel_config once per
-  // configuration and a short `launch` per launch, instead of a whole kernel event per launch.
-  // Off until every reader of the logs expands launches (docs/protocol.md, "Interned
-  // configurations").
+  // CUFLIGHT_INTERN_CONFIGS: kernel launches as interned configurations (config_table.h): a
+  // kernel_config once per configuration and a short `launch` per launch, instead of a whole
+  // kernel event per launch (docs/protocol.md, "Interned configurations").
   bool intern_configs = false;
   // Correlation ids of the latest recorded launches kept per context for api_error events
   // (0..kMaxApiErrorHistory, config.h).

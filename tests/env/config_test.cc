@@ -54,6 +54,7 @@ Config Documented() {
   c.blackbox = true;
   c.yield = "";
   c.yield_ms = 60000;
+  c.intern_configs = false;
   return c;
 }
 
@@ -460,7 +461,8 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"blackbox", "true"},
       {"attribution_env", ""},
       {"yield", "off"},
-      {"yield_ms", "60000"}};
+      {"yield_ms", "60000"},
+      {"intern_configs", "false"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -522,10 +524,26 @@ TEST(ConfigTest, DescribeRoundTrips) {
   c.yield = "/run/user/1000/cuflight yield";
   c.yield_ms = 86400000;
   ExpectRoundTrip(c);
+  c.intern_configs = !Documented().intern_configs;
+  ExpectRoundTrip(c);
 
   for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kError, LogLevel::kOff}) {
     c.log_level = level;
     ExpectRoundTrip(c);
+  }
+}
+
+// CUFLIGHT_INTERN_CONFIGS (schema/env/README.md): a boolean, spelled as the other switches
+// (CUFLIGHT_TIMING_NEW_CONFIGS, CUFLIGHT_BLACKBOX).
+TEST(ConfigTest, InternConfigs) {
+  for (const char* yes : {"1", "true", "On", "YES", " 1 "}) {
+    EXPECT_TRUE(Accepted("CUFLIGHT_INTERN_CONFIGS", yes).intern_configs) << yes;
+  }
+  for (const char* no : {"0", "false", "OFF", "no", "\tno"}) {
+    EXPECT_FALSE(Accepted("CUFLIGHT_INTERN_CONFIGS", no).intern_configs) << no;
+  }
+  for (const char* bad : {"2", "interned", "whole", "y"}) {
+    ExpectRejected("CUFLIGHT_INTERN_CONFIGS", bad, "false");
   }
 }
 

@@ -43,6 +43,7 @@ constexpr std::string_view kBlackbox = "CUFLIGHT_BLACKBOX";
 constexpr std::string_view kAttributionEnv = "CUFLIGHT_ATTRIBUTION_ENV";
 constexpr std::string_view kYield = "CUFLIGHT_YIELD";
 constexpr std::string_view kYieldMs = "CUFLIGHT_YIELD_MS";
+constexpr std::string_view kInternConfigs = "CUFLIGHT_INTERN_CONFIGS";
 
 constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                             "warn",  "error", "off"};
@@ -533,6 +534,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
     p.ReadAttributionNames(kAttributionEnv, &c.attribution_env);
     p.ReadYield(kYield, &c.yield);
     p.ReadNumber(kYieldMs, &c.yield_ms, uint32_t{0}, kMaxYieldMs);
+    p.ReadBool(kInternConfigs, &c.intern_configs);
     return parsed;
   } catch (...) {
     // Out of memory (or a throwing getenv_fn): the defaults, all of them.
@@ -588,6 +590,7 @@ std::vector<std::pair<std::string, std::string>> Describe(const Config& config) 
         {"attribution_env", JoinNames(config.attribution_env)},
         {"yield", config.yield.empty() ? std::string("off") : config.yield},
         {"yield_ms", std::to_string(config.yield_ms)},
+        {"intern_configs", config.intern_configs ? "true" : "false"},
     };
   } catch (...) {
     return {};

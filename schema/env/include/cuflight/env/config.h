@@ -97,7 +97,7 @@ inline constexpr uint32_t kMaxYieldMs = 86'400'000;
 inline constexpr uint64_t kMaxCollectorUid = 4294967294u;
 
 // Every variable ParseConfig reads, in the order Describe lists them.
-inline constexpr std::array<std::string_view, 26> kConfigVariables = {
+inline constexpr std::array<std::string_view, 27> kConfigVariables = {
     "CUFLIGHT_COLLECTOR",         "CUFLIGHT_COLLECTOR_UID",      "CUFLIGHT_TIMING",
     "CUFLIGHT_TIMING_WINDOW_MS",  "CUFLIGHT_TIMING_PERIOD_MS",   "CUFLIGHT_TIMING_NEW_CONFIGS",
     "CUFLIGHT_RING_SIZE",         "CUFLIGHT_ON_FULL",            "CUFLIGHT_FLUSH_MS",
@@ -106,7 +106,7 @@ inline constexpr std::array<std::string_view, 26> kConfigVariables = {
     "CUFLIGHT_SPILL_DIR",         "CUFLIGHT_SPILL_ROTATE_BYTES", "CUFLIGHT_SPILL_MAX_BYTES",
     "CUFLIGHT_API_ERRORS",        "CUFLIGHT_API_ERROR_HISTORY",  "CUFLIGHT_CRASH_HANDLER",
     "CUFLIGHT_STALL_MS",          "CUFLIGHT_BLACKBOX",           "CUFLIGHT_ATTRIBUTION_ENV",
-    "CUFLIGHT_YIELD",             "CUFLIGHT_YIELD_MS"};
+    "CUFLIGHT_YIELD",             "CUFLIGHT_YIELD_MS",           "CUFLIGHT_INTERN_CONFIGS"};
 
 struct Config {
   // CUFLIGHT_COLLECTOR, passed to the transport unchanged; default: the transport's default path,
@@ -193,6 +193,10 @@ struct Config {
   std::string yield;
   // CUFLIGHT_YIELD_MS: see kDefaultYieldMs; in [0, kMaxYieldMs].
   uint32_t yield_ms = kDefaultYieldMs;
+  // CUFLIGHT_INTERN_CONFIGS: send kernel launches as interned configurations (docs/protocol.md,
+  // "Interned configurations"): a kernel_config once per (function, launch configuration, device)
+  // in a stream and a short `launch` line per launch. Off: a whole `kernel` event per launch.
+  bool intern_configs = false;
 
   bool operator==(const Config&) const = default;
 };
@@ -217,7 +221,7 @@ ParsedConfig ParseConfig(const std::function<const char*(const char*)>& getenv_f
 // "timing_window_ms", "timing_period_ms", "timing_new_configs", "ring_size", ..., "spill_dir",
 // "spill_rotate_bytes", "spill_max_bytes", "api_errors", "api_error_history", "crash_handler",
 // "stall_ms", "blackbox", "attribution_env" (the names joined by ','), "yield" ("off", "start" or
-// the trigger file), "yield_ms");
+// the trigger file), "yield_ms", "intern_configs");
 // each value, given back to ParseConfig as the variable's value, yields the same Config. Returns
 // an empty vector if memory runs out.
 std::vector<std::pair<std::string, std::string>> Describe(const Config& config) noexcept;

@@ -38,9 +38,14 @@ class ConfigTable {
 
   // The id given to `config` (its own header and id ignored); 0 when it was never seen.
   uint64_t Find(const schema::KernelConfigEvent& config) const noexcept {
+    // Launches come in runs of one configuration: the last one found first, no hash.
+    if (last_ != nullptr && schema::SameConfig(last_->config, config)) return last_->id;
     const auto [first, last] = entries_.equal_range(HashOf(config));
     for (auto it = first; it != last; ++it) {
-      if (schema::SameConfig(it->second.config, config)) return it->second.id;
+      if (schema::SameConfig(it->second.config, config)) {
+        last_ = &it->second;
+        return it->second.id;
+      }
     }
     return 0;
   }
@@ -52,7 +57,7 @@ class ConfigTable {
   void Add(const schema::KernelConfigEvent& config, uint64_t id) {
     Entry entry{id, {}};
     schema::CopyConfig(config, &entry.config);
-    entries_.emplace(HashOf(config), std::move(entry));
+    last_ = &entries_.emplace(HashOf(config), std::move(entry))->second;
   }
 
   size_t size() const noexcept { return entries_.size(); }
@@ -91,6 +96,8 @@ class ConfigTable {
   }
 
   std::unordered_multimap<uint64_t, Entry> entries_;
+  // The entry Find or Add saw last (a node's address stays valid across rehashing).
+  mutable const Entry* last_ = nullptr;
 };
 
 }  // namespace cuflight::inject

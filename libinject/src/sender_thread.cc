@@ -518,8 +518,12 @@ uint64_t SenderThread::NextSeq() noexcept {
 }
 
 schema::Header SenderThread::MakeHeader(bool publish) noexcept {
+  return MakeHeader(base::NowRealtimeNs(), publish);
+}
+
+schema::Header SenderThread::MakeHeader(int64_t ts_ns, bool publish) noexcept {
   schema::Header header;
-  header.ts_ns = base::NowRealtimeNs();
+  header.ts_ns = ts_ns;
   header.pid = facts_.pid;
   header.seq = NextSeq();
   // Before the line can go anywhere: a reader of the black box never gives this seq to another.
@@ -568,8 +572,7 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
   // comes before the launch on this connection and on every later one, and at the start of every
   // spill file.
   config.config = next_config_id_;
-  config.header = MakeHeader(/*publish=*/false);
-  config.header.ts_ns = event.header.ts_ns;
+  config.header = MakeHeader(event.header.ts_ns, /*publish=*/false);
   uint64_t id = ConfigTable::kSendWhole;
   if (Send(config, /*preamble=*/true)) id = next_config_id_++;
   try {
@@ -743,8 +746,7 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
       }
       event.header.ts_ns = record.ts_ns;
       const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
-      event.header = MakeHeader(/*publish=*/false);
-      event.header.ts_ns = record.ts_ns;
+      event.header = MakeHeader(record.ts_ns, /*publish=*/false);
       if (SendKernel(event, config_id, wave) && options_.blackbox != nullptr) {
         // The record and the state that says it is handled, in one step.
         handled_pos_ = pos + 1;

@@ -258,6 +258,8 @@ class SenderThread {
   // A header with the next seq; `publish`: the black box learns at once that the seq is used
   // (false for the events of a ring record, whose handling publishes at its end).
   schema::Header MakeHeader(bool publish = true) noexcept;
+  // The same with the event's own time (a ring record's): no clock is read.
+  schema::Header MakeHeader(int64_t ts_ns, bool publish) noexcept;
   // The black box's view of the thread's progress; publishes it.
   blackbox::SeqState BlackboxState() const noexcept;
   void PublishState() noexcept;

@@ -572,7 +572,10 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
   // comes before the launch on this connection and on every later one, and at the start of every
   // spill file.
   config.config = next_config_id_;
-  config.header = MakeHeader(event.header.ts_ns, /*publish=*/false);
+  // Published (the black box's state says this seq is used) before the launch takes the next: a
+  // kill before the launch's record is journaled recovers it with the seq of its launch line (one
+  // event, deduplicated if that line was delivered), never with this description's.
+  config.header = MakeHeader(event.header.ts_ns, /*publish=*/true);
   uint64_t id = ConfigTable::kSendWhole;
   if (Send(config, /*preamble=*/true)) id = next_config_id_++;
   try {

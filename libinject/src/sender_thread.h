@@ -102,8 +102,9 @@ struct SenderThreadOptions {
   bool timing = true;  // kernel_time events from activity records
   // CUFLIGHT_INTERN_CONFIGS: kernel launches as interned configurations (config_table.h): a
   // kernel_config once per configuration and a short `launch` per launch, instead of a whole
-  // kernel event per launch (docs/protocol.md, "Interned configurations").
-  bool intern_configs = false;
+  // kernel event per launch (docs/protocol.md, "Interned configurations"). On by default, as
+  // the variable.
+  bool intern_configs = true;
   // Correlation ids of the latest recorded launches kept per context for api_error events
   // (0..kMaxApiErrorHistory, config.h).
   int api_error_history = 8;

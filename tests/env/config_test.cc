@@ -54,7 +54,7 @@ Config Documented() {
   c.blackbox = true;
   c.yield = "";
   c.yield_ms = 60000;
-  c.intern_configs = false;
+  c.intern_configs = true;
   return c;
 }
 
@@ -462,7 +462,7 @@ TEST(ConfigTest, DescribeKeysAndDefaultValues) {
       {"attribution_env", ""},
       {"yield", "off"},
       {"yield_ms", "60000"},
-      {"intern_configs", "false"}};
+      {"intern_configs", "true"}};
   EXPECT_EQ(Describe(Documented()), expected);
   ASSERT_EQ(expected.size(), kConfigVariables.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -543,7 +543,7 @@ TEST(ConfigTest, InternConfigs) {
     EXPECT_FALSE(Accepted("CUFLIGHT_INTERN_CONFIGS", no).intern_configs) << no;
   }
   for (const char* bad : {"2", "interned", "whole", "y"}) {
-    ExpectRejected("CUFLIGHT_INTERN_CONFIGS", bad, "false");
+    ExpectRejected("CUFLIGHT_INTERN_CONFIGS", bad, "true");
   }
 }
 

@@ -130,9 +130,10 @@ def overhead_rows(stdout):
 
 
 def kernel_events(log_dir):
-    """How many kernel events the collector wrote under log_dir."""
+    """How many launches the collector wrote under log_dir: `launch` lines (interned
+    configurations, the library's default: docs/protocol.md) and whole `kernel` lines."""
     return sum(sum(1 for line in path.read_text().splitlines()
-                   if json.loads(line)["type"] == "kernel")
+                   if json.loads(line)["type"] in ("launch", "kernel"))
                for path in log_dir.rglob("*.jsonl"))
 
 

@@ -39,7 +39,10 @@ constexpr uint64_t kRingSize = 1024;
 // What the process's log holds: every seq, and the counters of its stats and process_end.
 struct Log {
   std::vector<uint64_t> seqs;
-  std::optional<uint64_t> first_kernel_seq;  // the lowest seq of a kernel line in the log
+  // The lowest seq of a launch in the log: a launch line (interned configurations, the default:
+  // docs/protocol.md) or a whole kernel line.
+  std::optional<uint64_t> first_kernel_seq;
+  size_t configs = 0;  // kernel_config lines: each takes a seq of its own
   uint64_t ring_high_water = 0;  // highest of every stats event
   size_t stats_events = 0;
   std::optional<schema::OwnedProcessEndEvent> end;
@@ -67,12 +70,14 @@ Log ReadLog(const std::filesystem::path& log_dir) {
         continue;
       }
       log.seqs.push_back(seq);
-      if (line.find("\"type\":\"kernel\"") != std::string_view::npos) {  // most lines
+      if (line.find("\"type\":\"launch\"") != std::string_view::npos ||
+          line.find("\"type\":\"kernel\"") != std::string_view::npos) {  // most lines
         if (!log.first_kernel_seq) log.first_kernel_seq = seq;
         continue;
       }
       schema::DecodeResult d = schema::Decode(line);
       EXPECT_TRUE(d.ok()) << d.message;
+      if (std::holds_alternative<schema::OwnedKernelConfigEvent>(d.event)) ++log.configs;
       if (const auto* s = std::get_if<schema::OwnedStatsEvent>(&d.event)) {
         ++log.stats_events;
         log.ring_high_water = std::max(log.ring_high_water, s->ring_high_water);
@@ -124,12 +129,13 @@ class Backpressure : public ::testing::Test {
 TEST_F(Backpressure, BlockModeLosesNothingWhileTheCollectorKeepsUp) {
   const Log log = Run("block");
   ASSERT_TRUE(log.end.has_value());
-  // process_start, one device event, a kernel event per launch, the stats events, process_end:
-  // seqs 0..last, each once, in order.
+  // process_start, one device event, the configuration's description, a launch line per launch,
+  // the stats events, process_end: seqs 0..last, each once, in order.
   const uint64_t last = log.seqs.empty() ? 0 : log.seqs.back();
   ASSERT_EQ(log.seqs.size(), last + 1);
   for (uint64_t i = 0; i <= last; ++i) ASSERT_EQ(log.seqs[i], i);
-  EXPECT_EQ(last, 2 + kLaunches + log.stats_events);
+  EXPECT_EQ(log.configs, 1u);  // fake_cupti_launch: one function, one launch configuration
+  EXPECT_EQ(last, 2 + log.configs + kLaunches + log.stats_events);
   EXPECT_EQ(log.end->launches, static_cast<uint64_t>(kLaunches));
   EXPECT_EQ(log.end->dropped, 0u);
   EXPECT_EQ(log.end->dropped_ring_full, 0u);

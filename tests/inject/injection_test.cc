@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cuflight/env/attribution.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 #include "running_collector.h"
 #include "subprocess.h"
@@ -176,12 +177,17 @@ TEST_F(Injection, LaunchesReachTheCollectorAndExitSendsProcessEnd) {
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));
-  int kernels = 0;
+  // Every stored line (the configuration's description too) in seq order, without a gap.
   uint64_t expected_seq = 0;
   for (const std::string& line : collector.Lines()) {
     const schema::DecodeResult d = schema::Decode(line);
     ASSERT_TRUE(d.ok()) << d.message;
     EXPECT_EQ(d.header->seq, expected_seq++);
+  }
+  int kernels = 0;
+  for (const std::string& line : collector.ExpandedLines()) {
+    const schema::DecodeResult d = schema::Decode(line);
+    ASSERT_TRUE(d.ok()) << d.message;
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event)) {
       ++kernels;
       EXPECT_EQ(k->demangled, "vecadd(float const*, float const*, float*, int)");
@@ -422,7 +428,7 @@ TEST_F(Injection, AnOlderLibcuptiTurnsTimingOffWithOneLine) {
   }));
   int kernels = 0;
   int times = 0;
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
     times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
     // Stall detection stays, from synchronising calls (stall_tracker.h, point 10).
@@ -508,7 +514,7 @@ TEST_F(Injection, ANewerKernelRecordLayoutTurnsTimingOffWithOneLine) {
   }));
   int kernels = 0;
   int times = 0;
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     kernels += line.find("\"type\":\"kernel\"") != std::string::npos;
     times += line.find("\"type\":\"kernel_time\"") != std::string::npos;
     if (line.find("\"type\":\"process_start\"") != std::string::npos) {
@@ -537,7 +543,7 @@ TEST_F(Injection, AGreenContextsLaunchesCountWavesOverItsSms) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));
   int kernels = 0;
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     schema::DecodeResult d = schema::Decode(line);
     ASSERT_TRUE(d.ok()) << d.message;
     if (const auto* device = std::get_if<schema::OwnedDeviceEvent>(&d.event)) {
@@ -580,7 +586,7 @@ CuptiRun RunWithCallLog(const std::string& name, int launches,
   EXPECT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     schema::DecodeResult d = schema::Decode(line);
     EXPECT_TRUE(d.ok()) << d.message;
     if (d.ok()) run.events.push_back(std::move(d.event));
@@ -773,7 +779,7 @@ TimingRun RunTimingPolicy(const std::string& name, const std::vector<std::string
   EXPECT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
     return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
   }));
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     schema::DecodeResult d = schema::Decode(line);
     EXPECT_TRUE(d.ok()) << d.message;
     if (d.ok()) run.events.push_back(std::move(d.event));
@@ -953,7 +959,7 @@ class SampledStall : public Injection {
     std::sscanf(run.r.out.c_str() + std::min(run.r.out.size(), run.r.out.find("late=") + 5),
                 "%d", &run.late);
     ReadStallRun(collector, &run.stalls);
-    for (const std::string& line : collector.Lines()) {
+    for (const std::string& line : collector.ExpandedLines()) {
       schema::DecodeResult d = schema::Decode(line);
       if (auto* k = d.ok() ? std::get_if<schema::OwnedKernelEvent>(&d.event) : nullptr) {
         run.kernels.push_back(std::move(*k));
@@ -1135,7 +1141,7 @@ TEST_F(Injection, AForkedChildThatLaunchesGetsItsOwnStream) {
   }
   ASSERT_TRUE(
       collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 2; }));
-  const auto streams = ByPid(collector.Lines());
+  const auto streams = ByPid(collector.ExpandedLines());
   ASSERT_EQ(streams.size(), 2u);
   for (const auto& [pid, events] : streams) {
     ASSERT_FALSE(events.empty());
@@ -1206,7 +1212,7 @@ TEST_F(Injection, ManyForksWhileThreadsLaunchNeverHangAChild) {
         [](const std::vector<std::string>& l) { return ProcessEnds(l) >= kForks + 1; },
         std::chrono::seconds(5));
   }
-  const auto streams = ByPid(collector.Lines());
+  const auto streams = ByPid(collector.ExpandedLines());
   ASSERT_GE(ProcessEnds(collector.Lines()), kForks + 1 - may_miss)
       << ProcessEnds(collector.Lines()) << " process_end events; streams without one:" <<
       [&] {
@@ -1266,7 +1272,7 @@ TEST_F(Injection, AForkedChildThatOnlyExecsIsNotDisturbed) {
   EXPECT_EQ(r.err, "");
   ASSERT_TRUE(
       collector.WaitFor([](const std::vector<std::string>& l) { return ProcessEnds(l) == 1; }));
-  const auto streams = ByPid(collector.Lines());
+  const auto streams = ByPid(collector.ExpandedLines());
   EXPECT_EQ(streams.size(), 1u);  // only the parent
 }
 
@@ -1287,13 +1293,25 @@ struct CrashOutcome {
   bool lost_after_crash = false;
 };
 
+// `lines`: one process's stored lines, one sequence: its descriptions take seqs of their own, and
+// its launches are expanded into kernel events as every reader does (docs/protocol.md, "Interned
+// configurations").
 CrashOutcome ReadCrashOutcome(const std::vector<std::string>& lines) {
   CrashOutcome out;
   uint64_t expected_seq = 0;
+  schema::ConfigExpander configs;
   for (const std::string& line : lines) {
     schema::DecodeResult d = schema::Decode(line);
     EXPECT_TRUE(d.ok()) << d.message;
     if (!d.ok()) continue;
+    const schema::ExpandVerdict verdict = configs.Feed(&d.event);
+    EXPECT_FALSE(schema::Refused(verdict)) << schema::ExpandVerdictName(verdict) << ": " << line;
+    if (verdict == schema::ExpandVerdict::kDescribed) {
+      if (d.header->seq != expected_seq++) out.seq_without_gaps = false;
+      out.lost_after_crash = false;
+      out.crash_is_last = false;
+      continue;
+    }
     if (std::holds_alternative<schema::OwnedProcessLostEvent>(d.event)) {
       out.lost_after_crash = out.crash_is_last;
       continue;
@@ -1498,7 +1516,7 @@ TEST_F(CrashInjection, AStickyCudaErrorIsDeliveredBeforeTheFailingCallReturns) {
   EXPECT_NE(r.out.find("failed=1"), std::string::npos);
   int kernels = 0;
   std::vector<schema::OwnedApiErrorEvent> errors;
-  for (const std::string& line : collector.Lines()) {
+  for (const std::string& line : collector.ExpandedLines()) {
     schema::DecodeResult d = schema::Decode(line);
     ASSERT_TRUE(d.ok()) << d.message;
     if (std::holds_alternative<schema::OwnedKernelEvent>(d.event)) ++kernels;
@@ -1619,8 +1637,10 @@ TEST_F(BoundedInjection, ExitEndsWithinTheDeadlineWhenTheForcedFlushHangs) {
   // 1 s deadline + process start and end; before: no end at all (timeout's 20 s).
   EXPECT_LT(t.wall, std::chrono::milliseconds(1800));
   ASSERT_TRUE(collector.WaitFor([](const std::vector<std::string>& lines) {
+    // A launch stored: a launch line (interned, the default) or a whole kernel line.
     return std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
-             return l.find("\"type\":\"kernel\"") != std::string::npos;
+             return l.find("\"type\":\"launch\"") != std::string::npos ||
+                    l.find("\"type\":\"kernel\"") != std::string::npos;
            }) == 10;
   }));
   EXPECT_EQ(ProcessEnds(collector.Lines()), 0u);
@@ -1723,7 +1743,7 @@ class Attribution : public Injection {
       return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
     })) << r.err;
     std::vector<schema::OwnedEvent> events;
-    for (const std::string& line : collector->Lines()) {
+    for (const std::string& line : collector->ExpandedLines()) {
       EXPECT_LE(line.size() + 1, schema::kMaxProcessStartBytes);
       schema::DecodeResult d = schema::Decode(line);
       EXPECT_TRUE(d.ok()) << d.message << ": " << line.substr(0, 200);

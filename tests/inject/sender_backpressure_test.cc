@@ -44,6 +44,11 @@ struct Pipeline {
   static SenderThreadOptions Options(const std::string& socket, env::OnFull on_full,
                                      const DriverApi* driver) {
     SenderThreadOptions o;
+    // The whole form (CUFLIGHT_INTERN_CONFIGS=0): these tests size the launches against the
+    // transport's 64 KiB in kernel lines (~0.9 KB each) and count one seq per launch; the
+    // transport treats launch lines the same way, and the interned form is read back whole in
+    // interned_recording_test.cc.
+    o.intern_configs = false;
     o.driver = driver;
     o.on_full = on_full;
     o.block_stall_limit = kStallLimit;

@@ -82,6 +82,11 @@ struct BlackboxPipeline {
     ro.blackbox = region.get();
     recorder = std::make_unique<Recorder>(&driver, &cupti, ring.get(), &functions, &devices, ro);
     SenderThreadOptions so;
+    // The whole form (CUFLIGHT_INTERN_CONFIGS=0): these tests hold each recovered kernel event
+    // byte for byte to the kernel line the sender sent under its seq. Recovery makes whole kernel
+    // events either way (docs/crash.md, "Kills"); a kill of the interned form is
+    // interned_recording_test.cc's AKillSplitsLaunchesBetweenLinesAndTheBlackBox.
+    so.intern_configs = false;
     so.driver = &driver;
     so.blackbox = region.get();
     so.transport.socket_path = socket;

@@ -80,9 +80,13 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   const std::vector<schema::OwnedEvent> events = collector.Events();
   ASSERT_EQ(events.size(), 6u);  // process_start, device, 3 x kernel, process_end
   for (size_t i = 0; i < events.size(); ++i) {
-    EXPECT_EQ(std::visit([](const auto& e) { return e.header.seq; }, events[i]), i);
     EXPECT_EQ(std::visit([](const auto& e) { return e.header.pid; }, events[i]), getpid());
   }
+  // As stored: the same events and, before each launch, its configuration's description (three
+  // dynamic shared memory sizes: three configurations), seqs 0..8 in order.
+  const std::vector<uint64_t> seqs = collector.StoredSeqs(getpid());
+  ASSERT_EQ(seqs.size(), 9u);
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
   const auto& start = std::get<schema::OwnedProcessStartEvent>(events[0]);
   EXPECT_EQ(start.ppid, getppid());
   EXPECT_FALSE(start.exe.empty());
@@ -106,7 +110,7 @@ TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
   const auto& end = std::get<schema::OwnedProcessEndEvent>(events[5]);
   EXPECT_EQ(end.launches, 3u);
   EXPECT_EQ(end.dropped, 0u);
-  EXPECT_EQ(end.emitted, 5u);  // the events before it
+  EXPECT_EQ(end.emitted, 8u);  // the lines before it: 5 events, 3 descriptions
 }
 
 // Interned configurations (config_table.h): the same launches sent whole and interned read back
@@ -187,12 +191,13 @@ TEST(SenderThread, RingDropsBecomeExactSeqGaps) {
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   const std::vector<schema::OwnedEvent> events = collector.Events();
+  // The seqs as stored (the configuration's description takes one of its own).
   uint64_t last_seq = 0;
   uint64_t gaps = 0;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const uint64_t seq = std::visit([](const auto& e) { return e.header.seq; }, events[i]);
-    if (i > 0) gaps += seq - last_seq - 1;
-    last_seq = seq;
+  const std::vector<uint64_t> seqs = collector.StoredSeqs(getpid());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (i > 0) gaps += seqs[i] - last_seq - 1;
+    last_seq = seqs[i];
   }
   EXPECT_EQ(gaps, dropped);
   const auto& end = std::get<schema::OwnedProcessEndEvent>(events.back());
@@ -452,9 +457,10 @@ TEST(SenderThread, KernelTimeOnlyForCompleteRecordsAndTimingDroppedAddsUp) {
   std::map<uint64_t, uint64_t> durations;  // correlation id -> duration_ns
   std::vector<uint64_t> graph_kernels;
   int stats = 0;
+  // Lost timing records use no seq: the stream as stored (descriptions included) has no gap.
+  const std::vector<uint64_t> seqs = collector.StoredSeqs(getpid());
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_EQ(seqs[i], i);
   for (size_t i = 0; i < events.size(); ++i) {
-    // Lost timing records use no seq: the stream has no gap.
-    EXPECT_EQ(schema::HeaderOf(events[i]).seq, i);
     if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&events[i])) {
       durations[t->correlation_id] = t->duration_ns;
     }
@@ -778,7 +784,8 @@ TEST(SenderThread, FlushForCrashSendsPendingEventsThenProcessCrash) {
   EXPECT_FALSE(c.app_handler);
   EXPECT_EQ(c.launches, 20u);
   EXPECT_EQ(EventsOfType(events, schema::EventType::kKernel).size(), 20u);
-  EXPECT_EQ(c.emitted + 1, events.size());  // everything before it, nothing lost
+  // Everything before it (the description too), nothing lost.
+  EXPECT_EQ(c.emitted + 1, collector.StoredSeqs(getpid()).size());
   p.sender.Stop(Clock::now() + std::chrono::seconds(10));
 }
 

@@ -10,6 +10,7 @@
 
 #include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
+#include "cuflight/schema/encoder.h"
 
 namespace cuflight::test_support {
 namespace {
@@ -122,6 +123,37 @@ std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file) {
     events.push_back(std::move(d.event));
   }
   return events;
+}
+
+std::vector<std::string> ExpandedLines(const std::filesystem::path& log_dir) {
+  std::vector<std::string> lines;
+  std::string encoded(64 << 10, '\0');
+  for (const auto& file : LogFiles(log_dir)) {
+    const std::string all = ReadAll(file);
+    schema::ConfigExpander configs;
+    size_t start = 0;
+    while (start < all.size()) {
+      size_t end = all.find('\n', start);
+      if (end == std::string::npos) break;  // a last line still being written
+      const std::string_view line = std::string_view(all).substr(start, end - start);
+      start = end + 1;
+      schema::DecodeResult d = schema::Decode(line);
+      const bool interned = d.ok() && (std::holds_alternative<schema::OwnedKernelConfigEvent>(
+                                           d.event) ||
+                                       std::holds_alternative<schema::OwnedLaunchEvent>(d.event));
+      if (!interned) {
+        lines.emplace_back(line);
+        continue;
+      }
+      const schema::ExpandVerdict verdict = configs.Feed(&d.event);
+      EXPECT_FALSE(schema::Refused(verdict)) << file << ": " << schema::ExpandVerdictName(verdict);
+      if (verdict == schema::ExpandVerdict::kDescribed || schema::Refused(verdict)) continue;
+      const size_t n = schema::Encode(d.event, encoded.data(), encoded.size());
+      EXPECT_GT(n, 0u) << file << ": " << line;
+      lines.emplace_back(encoded.data(), n == 0 ? 0 : n - 1);  // without its '\n'
+    }
+  }
+  return lines;
 }
 
 std::vector<schema::OwnedEvent> DecodeLogs(const std::filesystem::path& log_dir) {

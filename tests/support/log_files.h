@@ -51,6 +51,13 @@ std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file);
 // DecodeLog of each of LogFiles(log_dir), one file after the other.
 std::vector<schema::OwnedEvent> DecodeLogs(const std::filesystem::path& log_dir);
 
+// StoredLines(log_dir) as a reader gives them (docs/protocol.md, "Interned configurations"):
+// each file read as one sequence, its kernel_config lines left out and each launch line replaced
+// by the kernel event it stands for, encoded (as `cuflight export --jsonl` writes it); every other
+// line as stored. For tests that look into the lines themselves; a launch that does not expand
+// fails the test, as in DecodeLog.
+std::vector<std::string> ExpandedLines(const std::filesystem::path& log_dir);
+
 }  // namespace cuflight::test_support
 
 #endif  // CUFLIGHT_TESTS_SUPPORT_LOG_FILES_H_

@@ -92,6 +92,10 @@ StoringCollector::StoringCollector(const std::string& socket_path,
 
 std::vector<std::string> StoringCollector::Lines() const { return StoredLines(log_dir_); }
 
+std::vector<std::string> StoringCollector::ExpandedLines() const {
+  return test_support::ExpandedLines(log_dir_);
+}
+
 bool StoringCollector::WaitFor(
     const std::function<bool(const std::vector<std::string>&)>& predicate,
     std::chrono::milliseconds timeout) const {

@@ -84,6 +84,8 @@ class StoringCollector {
   // Every line stored so far (without the '\n'), log file by log file, each in stored order;
   // includes what the collector writes itself (process_lost).
   std::vector<std::string> Lines() const;
+  // Lines() as a reader gives them: launches expanded into kernel events (ExpandedLines).
+  std::vector<std::string> ExpandedLines() const;
   // Waits until `predicate(Lines())` holds or `timeout`; returns whether it held.
   bool WaitFor(const std::function<bool(const std::vector<std::string>&)>& predicate,
                std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;

@@ -62,6 +62,10 @@
 //              grid (one configuration each, fake_cupti_launch_grid) one every ~1 ms for `ms`
 //              milliseconds, and exits normally: a program whose kernel configurations change
 //              over time (the sampled timing policy's new-configuration windows)
+//   shapes <grid>:<block>:<dyn smem>...: after its launches, for each shape in turn, fires as
+//              many launches of that grid, block and dynamic shared memory
+//              (fake_cupti_launch_shape) and exits normally: a program with several launch
+//              configurations of one function. Prints "shapes=N" (the launches fired)
 //   late <delay ms> <every ms> <for ms> [sync|sleep <ms>]: after its launches, waits `delay`
 //              milliseconds, then fires one launch every `every` ms for `for` ms (fake_cupti_launch:
 //              the NULL stream), then waits `ms` inside a cuStreamSynchronize of that stream
@@ -500,6 +504,17 @@ int main(int argc, char** argv) {
         nanosleep(&pause, nullptr);
       }
     }
+  } else if (mode == "shapes" && cupti != nullptr) {
+    using LaunchShape = int (*)(int, unsigned, unsigned, unsigned);
+    auto launch_shape = reinterpret_cast<LaunchShape>(dlsym(cupti, "fake_cupti_launch_shape"));
+    if (launch_shape == nullptr) return 6;
+    int shapes = 0;
+    for (int i = 4; i < argc; ++i) {
+      unsigned grid = 0, block = 0, smem = 0;
+      if (std::sscanf(argv[i], "%u:%u:%u", &grid, &block, &smem) != 3) return 8;
+      shapes += launch_shape(std::atoi(argv[2]), grid, block, smem);
+    }
+    std::fprintf(stdout, "shapes=%d\n", shapes);
   } else if (mode == "late" && cupti != nullptr) {
     using Launch = int (*)(int);
     using Sync = int (*)(int);

@@ -787,18 +787,25 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle, 
 // Fires `count` cuLaunchKernel entry and exit callbacks (block 256, dynamic smem 0, grid `grid`)
 // as the driver would for a successful runtime launch, with correlation ids 1, 2, ... over the
 // process. Returns how many reached an enabled callback.
-EXPORT int fake_cupti_launch_grid(int count, unsigned grid);
-EXPORT int fake_cupti_launch(int count) { return fake_cupti_launch_grid(count, 132); }
+EXPORT int fake_cupti_launch_shape(int count, unsigned grid, unsigned block, unsigned dyn_smem);
 EXPORT int fake_cupti_launch_grid(int count, unsigned grid) {
+  return fake_cupti_launch_shape(count, grid, 256, 0);
+}
+EXPORT int fake_cupti_launch(int count) { return fake_cupti_launch_grid(count, 132); }
+// The same with block (`block`, 1, 1) and `dyn_smem` bytes of dynamic shared memory (cuda.h,
+// cuLaunchKernel_params: blockDimX, sharedMemBytes): each (block, dyn_smem) a launch
+// configuration of its own of the one function.
+EXPORT int fake_cupti_launch_shape(int count, unsigned grid, unsigned block, unsigned dyn_smem) {
   if (g_callback == nullptr || !g_enabled[CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel]) return 0;
   cuLaunchKernel_params params{};
   params.f = reinterpret_cast<CUfunction>(0xF00D);
   params.gridDimX = grid;
   params.gridDimY = 1;
   params.gridDimZ = 1;
-  params.blockDimX = 256;
+  params.blockDimX = block;
   params.blockDimY = 1;
   params.blockDimZ = 1;
+  params.sharedMemBytes = dyn_smem;
   CUresult result = CUDA_SUCCESS;
   CUpti_CallbackData data{};
   data.functionName = "cuLaunchKernel";

@@ -195,8 +195,9 @@ struct Config {
   uint32_t yield_ms = kDefaultYieldMs;
   // CUFLIGHT_INTERN_CONFIGS: send kernel launches as interned configurations (docs/protocol.md,
   // "Interned configurations"): a kernel_config once per (function, launch configuration, device)
-  // in a stream and a short `launch` line per launch. Off: a whole `kernel` event per launch.
-  bool intern_configs = false;
+  // in a stream and a short `launch` line per launch (the default). Off: a whole `kernel` event
+  // per launch, as before interning.
+  bool intern_configs = true;
 
   bool operator==(const Config&) const = default;
 };

@@ -3,7 +3,8 @@
 the fake CUPTI, interleaved, R repetitions (stdlib only; see bench/overhead/README.md).
 
 usage: bench/overhead/cpu_run.py [--build DIR] [--out DIR] [--reps R] [--launches N]
-                                 [--policies all,off,...] [--baseline-inject SO]
+                                 [--policies all,off,...] [--intern 0,1] [--on-full block]
+                                 [--baseline-inject SO]
 
 The test program (BUILD/bin/fake_app, tests/inject/fakes) loads an injection library as the
 driver does and fires N cuLaunchKernel exit callbacks through the fake libcupti
@@ -12,7 +13,12 @@ driver does and fires N cuLaunchKernel exit callbacks through the fake libcupti
                     floor of any CUPTI subscriber; here the fake's dispatch and the loop)
   cuflight, <p>     BUILD/lib/libcuflight_inject.so with CUFLIGHT_TIMING=<p>, for each <p> of
                     --policies (default all,off; add sampled where the library has it), sending
-                    to a real cuflight-collector started here
+                    to a real cuflight-collector started here; with --intern V1,V2, once for each
+                    value of CUFLIGHT_INTERN_CONFIGS (e.g. 0,1: whole kernel events and interned
+                    configurations, docs/protocol.md), labelled "cuflight, <p>, intern <v>"
+  --on-full MODE    CUFLIGHT_ON_FULL for every cuflight mode (block: every launch is sent, none
+                    dropped when the sender falls behind, so the whole process's figure is the
+                    cost of delivering each launch)
   baseline, <p>     with --baseline-inject SO: another build's injector, the same way
 For each run it measures:
   app ns/launch     CPU time of the launching thread over the launch loop (CLOCK_THREAD_CPUTIME_ID,
@@ -108,6 +114,11 @@ def main():
     parser.add_argument("--launches", type=int, default=200000)
     parser.add_argument("--policies", default="all,off",
                         help="CUFLIGHT_TIMING values, comma-separated (default all,off)")
+    parser.add_argument("--intern", metavar="V1,V2",
+                        help="CUFLIGHT_INTERN_CONFIGS values, comma-separated: one cuflight mode "
+                             "each (default: the variable unset, the library's default)")
+    parser.add_argument("--on-full", metavar="MODE",
+                        help="CUFLIGHT_ON_FULL for the cuflight modes (default: unset)")
     parser.add_argument("--baseline-inject", metavar="SO",
                         help="another build's libcuflight_inject.so, measured beside this one")
     args = parser.parse_args()
@@ -133,7 +144,8 @@ def main():
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="cpu_run."))
     env = dict(os.environ)
     for name in ("CUDA_INJECTION64_PATH", "CUFLIGHT_COLLECTOR", "FAKE_CUPTI_TIMING",
-                 "CUFLIGHT_TIMING", "CUFLIGHT_NULL_CALLBACKS"):
+                 "CUFLIGHT_TIMING", "CUFLIGHT_NULL_CALLBACKS", "CUFLIGHT_INTERN_CONFIGS",
+                 "CUFLIGHT_ON_FULL"):
         env.pop(name, None)
     env["LD_LIBRARY_PATH"] = str(fake_dir)
     env["CUFLIGHT_CUPTI_PATH"] = str(fake_cupti)
@@ -143,12 +155,21 @@ def main():
         with recording.PrivateCollector(build, out / "logs", env=env,
                                         extra_args=["--retain-bytes", "1G"]) as collector:
             modes = {"null subscriber": (null, env, None)}
+            interns = [v.strip() for v in (args.intern or "").split(",") if v.strip()] or [None]
             for p in policies:
-                mode_env = collector.env({"CUFLIGHT_TIMING": p})
-                mode_env.pop("CUDA_INJECTION64_PATH")  # fake_app loads the library itself
-                modes[f"cuflight, timing {p}"] = (build.inject, mode_env, collector.proc.pid)
-                if baseline is not None:
-                    modes[f"baseline, timing {p}"] = (baseline, mode_env, collector.proc.pid)
+                for intern in interns:
+                    extra = {"CUFLIGHT_TIMING": p}
+                    label = f"timing {p}"
+                    if intern is not None:
+                        extra["CUFLIGHT_INTERN_CONFIGS"] = intern
+                        label += f", intern {intern}"
+                    if args.on_full:
+                        extra["CUFLIGHT_ON_FULL"] = args.on_full
+                    mode_env = collector.env(extra)
+                    mode_env.pop("CUDA_INJECTION64_PATH")  # fake_app loads the library itself
+                    modes[f"cuflight, {label}"] = (build.inject, mode_env, collector.proc.pid)
+                    if baseline is not None:
+                        modes[f"baseline, {label}"] = (baseline, mode_env, collector.proc.pid)
             names = list(modes)
             app = {m: [] for m in names}
             process = {m: [] for m in names}

@@ -8,7 +8,8 @@ namespace cuflight::blackbox {
 bool KernelEventBuilder::Occupancy(uint64_t function_key, int32_t device,
                                    const occupancy::DeviceContext& engine,
                                    const occupancy::LaunchConfig& launch,
-                                   schema::OccupancyFields* out) noexcept {
+                                   schema::OccupancyFields* out,
+                                   schema::WaveShape* wave) noexcept {
   occupancy::CacheKey key;
   key.function = function_key;
   key.device = static_cast<uint32_t>(device);
@@ -32,13 +33,14 @@ bool KernelEventBuilder::Occupancy(uint64_t function_key, int32_t device,
     *out = result.fields;
     cache_.Insert(key, *out);
   }
-  occupancy::ComputeWaves(engine.limits().sm_count, launch, out);
+  const schema::WaveShape shape = occupancy::ComputeWaves(engine.limits().sm_count, launch, out);
+  if (wave != nullptr) *wave = shape;
   return true;
 }
 
 void KernelEventBuilder::ApplyDriver(int32_t driver_blocks, const occupancy::DeviceLimits& limits,
                                      const occupancy::LaunchConfig& launch,
-                                     schema::KernelEvent* out) noexcept {
+                                     schema::KernelEvent* out, schema::WaveShape* wave) noexcept {
   out->engine_max_active_blocks.reset();
   if (driver_blocks < 0) {
     out->occupancy_source = schema::OccupancySource::kEngine;
@@ -60,12 +62,13 @@ void KernelEventBuilder::ApplyDriver(int32_t driver_blocks, const occupancy::Dev
   // No resource the engine computes gives this count: none is named as the limit.
   f.limiting_resource = schema::Resource::kOther;
   f.limiting_resources = schema::MaskOf(schema::Resource::kOther);
-  occupancy::ComputeWaves(limits.sm_count, launch, &f);
+  const schema::WaveShape shape = occupancy::ComputeWaves(limits.sm_count, launch, &f);
+  if (wave != nullptr) *wave = shape;
 }
 
 bool KernelEventBuilder::BuildFrom(const LaunchFields& record, const FunctionFacts& f,
                                    const occupancy::DeviceContext& engine,
-                                   schema::KernelEvent* out) noexcept {
+                                   schema::KernelEvent* out, schema::WaveShape* wave) noexcept {
   if (!f.attributes_ok) return false;
   occupancy::LaunchConfig launch;
   launch.regs_per_thread = f.num_regs;
@@ -80,12 +83,14 @@ bool KernelEventBuilder::BuildFrom(const LaunchFields& record, const FunctionFac
   launch.non_portable_cluster_size_allowed = f.non_portable_cluster_allowed;
   launch.max_active_clusters = record.max_active_clusters;
   launch.max_cluster_size = record.max_cluster_size;
-  if (!Occupancy(f.key, record.device, engine, launch, &out->occupancy)) return false;
-  ApplyDriver(record.driver_max_active_blocks, engine.limits(), launch, out);
+  if (!Occupancy(f.key, record.device, engine, launch, &out->occupancy, wave)) return false;
+  ApplyDriver(record.driver_max_active_blocks, engine.limits(), launch, out, wave);
   // A launch into a partition of the device (a green context, a limited MPS client): its waves
   // are counted over the SMs it may use, and the event says how many.
   if (record.sm_count > 0 && record.sm_count < engine.limits().sm_count) {
-    occupancy::ComputeWaves(record.sm_count, launch, &out->occupancy);
+    const schema::WaveShape shape =
+        occupancy::ComputeWaves(record.sm_count, launch, &out->occupancy);
+    if (wave != nullptr) *wave = shape;
     out->sm_count = record.sm_count;
   } else {
     out->sm_count.reset();

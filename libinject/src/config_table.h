@@ -38,9 +38,14 @@ class ConfigTable {
 
   // The id given to `config` (its own header and id ignored); 0 when it was never seen.
   uint64_t Find(const schema::KernelConfigEvent& config) const noexcept {
+    // Launches come in runs of one configuration: the last one found first, no hash.
+    if (last_ != nullptr && schema::SameConfig(last_->config, config)) return last_->id;
     const auto [first, last] = entries_.equal_range(HashOf(config));
     for (auto it = first; it != last; ++it) {
-      if (schema::SameConfig(it->second.config, config)) return it->second.id;
+      if (schema::SameConfig(it->second.config, config)) {
+        last_ = &it->second;
+        return it->second.id;
+      }
     }
     return 0;
   }
@@ -51,27 +56,8 @@ class ConfigTable {
   // May throw std::bad_alloc.
   void Add(const schema::KernelConfigEvent& config, uint64_t id) {
     Entry entry{id, {}};
-    entry.config.config = config.config;
-    entry.config.device = config.device;
-    entry.config.context = config.context;
-    entry.config.stream = config.stream;
-    entry.config.api = config.api;
-    entry.config.name = config.name;
-    entry.config.demangled = config.demangled;
-    entry.config.block = config.block;
-    entry.config.cluster = config.cluster;
-    entry.config.num_regs = config.num_regs;
-    entry.config.static_shared_bytes = config.static_shared_bytes;
-    entry.config.dyn_shared_bytes = config.dyn_shared_bytes;
-    entry.config.local_bytes = config.local_bytes;
-    entry.config.const_bytes = config.const_bytes;
-    entry.config.max_threads_per_block = config.max_threads_per_block;
-    entry.config.carveout = config.carveout;
-    entry.config.cooperative = config.cooperative;
-    entry.config.occupancy = config.occupancy;
-    entry.config.occupancy_source = config.occupancy_source;
-    entry.config.engine_max_active_blocks = config.engine_max_active_blocks;
-    entries_.emplace(HashOf(config), std::move(entry));
+    schema::CopyConfig(config, &entry.config);
+    last_ = &entries_.emplace(HashOf(config), std::move(entry))->second;
   }
 
   size_t size() const noexcept { return entries_.size(); }
@@ -110,6 +96,8 @@ class ConfigTable {
   }
 
   std::unordered_multimap<uint64_t, Entry> entries_;
+  // The entry Find or Add saw last (a node's address stays valid across rehashing).
+  mutable const Entry* last_ = nullptr;
 };
 
 }  // namespace cuflight::inject

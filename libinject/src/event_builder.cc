@@ -27,14 +27,14 @@ blackbox::FunctionFacts EventBuilder::FactsOf(const FunctionInfo& f) noexcept {
 }
 
 bool EventBuilder::BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
-                               schema::KernelEvent* out) noexcept {
+                               schema::KernelEvent* out, schema::WaveShape* wave) noexcept {
   if (record.function == nullptr || !device.engine) return false;
-  return kernel_.Build(record, FactsOf(*record.function), *device.engine, out);
+  return kernel_.Build(record, FactsOf(*record.function), *device.engine, out, wave);
 }
 
 bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& device,
                                     std::string_view name, std::string_view demangled,
-                                    schema::KernelEvent* out) noexcept {
+                                    schema::KernelEvent* out, schema::WaveShape* wave) noexcept {
   occupancy::LaunchConfig launch;
   launch.regs_per_thread = a.registersPerThread;
   launch.static_smem = a.staticSharedMemory;
@@ -66,7 +66,7 @@ bool EventBuilder::BuildGraphKernel(const KernelActivity& a, const DeviceInfo& d
   // which the caller keeps interned per distinct name for the life of the sender.
   if (!device.engine ||
       !kernel_.Occupancy(reinterpret_cast<uintptr_t>(name.data()) ^ (uint64_t{1} << 63),
-                         device.ordinal, *device.engine, launch, &out->occupancy)) {
+                         device.ordinal, *device.engine, launch, &out->occupancy, wave)) {
     return false;
   }
   out->tid = 0;

@@ -29,15 +29,17 @@ class EventBuilder {
 
   // Fills *out (whose header the caller sets) for a recorded launch. The string views point into
   // the FunctionInfo. Returns false when occupancy cannot be computed (the device or function
-  // lacks the facts; the recorder does not record such launches).
-  bool BuildKernel(const LaunchRecord& record, const DeviceInfo& device,
-                   schema::KernelEvent* out) noexcept;
+  // lacks the facts; the recorder does not record such launches). *wave (when not null): the
+  // wave its waves were counted in (blackbox::KernelEventBuilder::Build).
+  bool BuildKernel(const LaunchRecord& record, const DeviceInfo& device, schema::KernelEvent* out,
+                   schema::WaveShape* wave = nullptr) noexcept;
 
   // Fills *out for a kernel that ran as a node of a graph, from its activity record. `name` and
-  // `demangled` are views the caller keeps alive while the event is encoded.
+  // `demangled` are views the caller keeps alive while the event is encoded. *wave as
+  // BuildKernel's.
   bool BuildGraphKernel(const KernelActivity& activity, const DeviceInfo& device,
                         std::string_view name, std::string_view demangled,
-                        schema::KernelEvent* out) noexcept;
+                        schema::KernelEvent* out, schema::WaveShape* wave = nullptr) noexcept;
 
   // The kernel_time event of any kernel activity record.
   static void BuildKernelTime(const KernelActivity& activity, schema::KernelTimeEvent* out) noexcept;

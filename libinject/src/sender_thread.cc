@@ -518,8 +518,12 @@ uint64_t SenderThread::NextSeq() noexcept {
 }
 
 schema::Header SenderThread::MakeHeader(bool publish) noexcept {
+  return MakeHeader(base::NowRealtimeNs(), publish);
+}
+
+schema::Header SenderThread::MakeHeader(int64_t ts_ns, bool publish) noexcept {
   schema::Header header;
-  header.ts_ns = base::NowRealtimeNs();
+  header.ts_ns = ts_ns;
   header.pid = facts_.pid;
   header.seq = NextSeq();
   // Before the line can go anywhere: a reader of the black box never gives this seq to another.
@@ -555,11 +559,12 @@ bool SenderThread::Send(Event& event, bool preamble) noexcept {
   return taken;
 }
 
-uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept {
+uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
+                                      schema::WaveShape wave) noexcept {
   if (!options_.intern_configs) return ConfigTable::kSendWhole;
   schema::KernelConfigEvent config;
   schema::LaunchEvent unused;
-  schema::Split(event, 0, &config, &unused);
+  schema::Split(event, 0, &config, &unused, wave);
   const uint64_t known = configs_.Find(config);
   if (known != 0) return known;
   if (configs_.full()) return ConfigTable::kSendWhole;
@@ -570,8 +575,7 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept
   // Published (the black box's state says this seq is used) before the launch takes the next: a
   // kill before the launch's record is journaled recovers it with the seq of its launch line (one
   // event, deduplicated if that line was delivered), never with this description's.
-  config.header = MakeHeader();
-  config.header.ts_ns = event.header.ts_ns;
+  config.header = MakeHeader(event.header.ts_ns, /*publish=*/true);
   uint64_t id = ConfigTable::kSendWhole;
   if (Send(config, /*preamble=*/true)) id = next_config_id_++;
   try {
@@ -581,11 +585,12 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event) noexcept
   return id;
 }
 
-bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept {
+bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id,
+                              schema::WaveShape wave) noexcept {
   if (config_id == ConfigTable::kSendWhole) return Send(event, /*preamble=*/false);
   schema::KernelConfigEvent unused;
   schema::LaunchEvent launch;
-  schema::Split(event, config_id, &unused, &launch);
+  schema::Split(event, config_id, &unused, &launch, wave);
   launch.header.pid = facts_.pid;
   return Send(launch, /*preamble=*/false);
 }
@@ -704,7 +709,8 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
     RememberLaunch(record.context, record.correlation_id);
     EnsureDeviceEvent(record.device);
     schema::KernelEvent event;
-    if (!builder_.BuildKernel(record, *device, &event)) {
+    schema::WaveShape wave;
+    if (!builder_.BuildKernel(record, *device, &event, &wave)) {
       // The recorder checked the same facts; reaching here means the engine refused the launch
       // (the driver accepted it). Its seq stays unused: the collector counts it lost.
       NextSeq();
@@ -742,10 +748,9 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         stall_->OnLaunch(launch);
       }
       event.header.ts_ns = record.ts_ns;
-      const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
-      event.header = MakeHeader(/*publish=*/false);
-      event.header.ts_ns = record.ts_ns;
-      if (SendKernel(event, config_id) && options_.blackbox != nullptr) {
+      const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
+      event.header = MakeHeader(record.ts_ns, /*publish=*/false);
+      if (SendKernel(event, config_id, wave) && options_.blackbox != nullptr) {
         // The record and the state that says it is handled, in one step.
         handled_pos_ = pos + 1;
         options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
@@ -810,10 +815,11 @@ void SenderThread::HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noex
           std::string_view demangled;
           const std::string_view name = Intern(kernel.name, &demangled);
           schema::KernelEvent event;
-          if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event)) {
-            const uint64_t config_id = DescribeConfig(event);  // before the launch's seq
+          schema::WaveShape wave;
+          if (builder_.BuildGraphKernel(kernel, *device, name, demangled, &event, &wave)) {
+            const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
             event.header = MakeHeader();
-            SendKernel(event, config_id);
+            SendKernel(event, config_id, wave);
           }
         } catch (...) {
           rejected_.fetch_add(1, std::memory_order_relaxed);

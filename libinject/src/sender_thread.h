@@ -259,6 +259,8 @@ class SenderThread {
   // A header with the next seq; `publish`: the black box learns at once that the seq is used
   // (false for the events of a ring record, whose handling publishes at its end).
   schema::Header MakeHeader(bool publish = true) noexcept;
+  // The same with the event's own time (a ring record's): no clock is read.
+  schema::Header MakeHeader(int64_t ts_ns, bool publish) noexcept;
   // The black box's view of the thread's progress; publishes it.
   blackbox::SeqState BlackboxState() const noexcept;
   void PublishState() noexcept;
@@ -331,11 +333,13 @@ class SenderThread {
   bool RequestUrgentFlushAndWait(int64_t wait_ns) noexcept;
   // The id of a kernel event's configuration, describing it first (a kernel_config, a preamble
   // line with a seq of its own) when new; ConfigTable::kSendWhole when it goes out whole
-  // (config_table.h, point 3). Before the launch's own seq is taken.
-  uint64_t DescribeConfig(const schema::KernelEvent& event) noexcept;
+  // (config_table.h, point 3). Before the launch's own seq is taken. `wave`: the wave the
+  // event's waves were counted in (the builder's), which the description carries so that the
+  // launches need not (schema::Split, config_expander.h point 1a).
+  uint64_t DescribeConfig(const schema::KernelEvent& event, schema::WaveShape wave) noexcept;
   // Sends a kernel event whose header is set, as a `launch` of configuration `config_id` (or
-  // whole). Returns what Send returned.
-  bool SendKernel(schema::KernelEvent& event, uint64_t config_id) noexcept;
+  // whole), `wave` as DescribeConfig's. Returns what Send returned.
+  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;

@@ -124,23 +124,26 @@ int32_t RegsForBlocks(const cudaOccDeviceProp& p, cudaOccFuncAttributes a, int b
 
 }  // namespace
 
-void ComputeWaves(int sm_count, const LaunchConfig& launch, schema::OccupancyFields* f) noexcept {
-  f->waves = 0;
-  f->tail_utilization = 0;
+schema::WaveShape WaveShapeOf(int sm_count, const LaunchConfig& launch,
+                              const schema::OccupancyFields& f) noexcept {
   // A wave is every resident block slot on the GPU; a launch whose clusters bind fills waves of
   // max_active_clusters clusters instead.
-  uint64_t units = launch.grid.count();
-  uint64_t per_wave = static_cast<uint64_t>(std::max(0, sm_count)) *
-                      static_cast<uint64_t>(std::max(0, f->max_active_blocks));
-  if (f->limiting_resource == Resource::kCluster && launch.max_active_clusters > 0 &&
+  if (f.limiting_resource == Resource::kCluster && launch.max_active_clusters > 0 &&
       launch.is_cluster()) {
-    units /= launch.cluster.count();
-    per_wave = static_cast<uint64_t>(launch.max_active_clusters);
+    return {static_cast<uint64_t>(launch.max_active_clusters), true};
   }
-  if (per_wave == 0 || units == 0) return;
-  f->waves = static_cast<double>(units) / static_cast<double>(per_wave);
-  const uint64_t rem = units % per_wave;
-  f->tail_utilization = rem == 0 ? 1.0 : static_cast<double>(rem) / static_cast<double>(per_wave);
+  return {static_cast<uint64_t>(std::max(0, sm_count)) *
+              static_cast<uint64_t>(std::max(0, f.max_active_blocks)),
+          false};
+}
+
+schema::WaveShape ComputeWaves(int sm_count, const LaunchConfig& launch,
+                               schema::OccupancyFields* f) noexcept {
+  const schema::WaveShape shape = WaveShapeOf(sm_count, launch, *f);
+  const schema::GridWaves w = schema::WavesOf(launch.grid.count(), launch.cluster.count(), shape);
+  f->waves = w.waves;
+  f->tail_utilization = w.tail_utilization;
+  return shape;
 }
 
 std::string_view StatusMessage(Status s) {

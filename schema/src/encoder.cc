@@ -496,7 +496,11 @@ CUFLIGHT_PUT(Number, T)
 }
 
 CUFLIGHT_PUT(OptionalNumber, T)
-  PutNumber(w, key, v, args...);
+  if constexpr (kIsOptional<T>) {
+    if (v) PutNumber(w, key, *v, args...);
+  } else {
+    PutNumber(w, key, v, args...);
+  }
 }
 
 CUFLIGHT_PUT(OptionalDim, T)
@@ -584,6 +588,8 @@ template <internal::Lit K, class E>
     return e.yields != 0;
   } else if constexpr (name == "yielded") {
     return e.yielded;
+  } else if constexpr (name == "wave_of_clusters") {
+    return e.wave_of_clusters;
   } else if constexpr (name == "cluster_occupancy") {  // only with a cluster
     if constexpr (requires { e.cluster; }) {
       return e.cluster.has_value() && e.occupancy.has_cluster;

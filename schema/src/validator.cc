@@ -826,6 +826,14 @@ class Checker {
     if (v != nullptr && ok()) ReadNumber(k, *v, lo, MaximumOf(hi), out);
   }
 
+  // Absent: nullopt.
+  void OptionalNumber(Key k, std::optional<double>* out, int lo, int hi) {
+    const Value* v = Find(k);
+    if (v != nullptr && ok()) {
+      ReadNumber(k, *v, lo, MaximumOf(hi), out == nullptr ? nullptr : &out->emplace());
+    }
+  }
+
   void String(Key k, std::string* out) {
     const Value* v = Get(k);
     if (v == nullptr) return;

@@ -565,6 +565,9 @@ class Cursor {
   static void Convert(std::string_view raw, double* out) {
     std::from_chars(raw.data(), raw.data() + raw.size(), *out);
   }
+  static void Convert(std::string_view raw, std::optional<double>* out) {
+    Convert(raw, &out->emplace());
+  }
   static void Convert(std::string_view raw, bool* out) { *out = raw[0] == 't'; }
   static void Convert(std::string_view raw, std::optional<bool>* out) {
     Convert(raw, &out->emplace());

@@ -43,6 +43,14 @@ TEST(ConfigExpanderTest, SplitThenExpandGivesTheKernelBack) {
     OwnedKernelEvent back;
     Expand(config, launch, &back);
     EXPECT_EQ(back, k);
+    // With a wave said (config_expander.h, point 1a), whether or not it gives k's figures.
+    for (const WaveShape wave : {WaveShape{1, false}, WaveShape{132, false}, WaveShape{7, true},
+                                 WaveShape{0, false}}) {
+      Split(k, 42, &config, &launch, wave);
+      EXPECT_EQ(config.wave_size, wave.size);
+      Expand(config, launch, &back);
+      EXPECT_EQ(back, k);
+    }
   }
 }
 
@@ -73,23 +81,41 @@ TEST(ConfigExpanderTest, TheEncodedPairExpandsToTheDecodedKernelLine) {
 }
 
 // The point of interning: a launch line of a CUTLASS GEMM (names of 200 bytes) is a fraction of
-// its kernel line. Worst case written out: a 19-digit ts_ns, a 6-digit pid, 8-digit seq and
-// correlation id, and waves and tail_utilization of 17 significant digits each (2048 blocks over
-// 132 SMs x 3: waves 5.171717171717172, tail 68/396 = 0.1717171717171717) make 219 bytes, the newline included (counted apart).
+// its kernel line. Worst case written out: a 19-digit ts_ns, a 7-digit pid (Linux's pid_max is
+// at most 2^22 = 4,194,304), 8-digit seq and correlation id, a 4-digit config id and a grid of
+// three 4-digit dimensions:
+//   {"type":"launch","version":1,"ts_ns":1764300000123456789,"pid":4194304,"seq":12345678   85
+//   ,"tid":4194304,"correlation_id":12345678,"config":4095,"grid":[2048,2048,2048]}          79
+// 164 bytes and the newline: 165, the per-grid figures left to the reader (the kernel_config's
+// wave). Lines written before wave_size also held waves and tail_utilization of 17 significant
+// digits (2048 blocks over 132 SMs x 3: `,"waves":5.171717171717172` 26 bytes and
+// `,"tail_utilization":0.1717171717171717` 38): 229 bytes.
 TEST(ConfigExpanderTest, ALaunchLineIsShort) {
   OwnedKernelEvent k = testing::RealisticKernel();
-  k.header = Header{1'764'300'000'123'456'789, 123456, 12'345'678};
+  k.header = Header{1'764'300'000'123'456'789, 4'194'304, 12'345'678};
+  k.tid = 4'194'304;
   k.correlation_id = 12'345'678;
+  k.grid = {2048, 2048, 2048};
+  const OwnedKernelEvent kernel = k;
   // waves as a grid gives it: 2048 blocks over 132 SMs x 3 (not a short decimal).
+  k.grid = {2048, 1, 1};
   k.occupancy.waves = 2048.0 / (132 * 3);
   k.occupancy.tail_utilization = 68.0 / 396;
   OwnedKernelConfigEvent config;
   OwnedLaunchEvent launch;
   Split(k, 4095, &config, &launch);
-  const std::string kernel_line = testing::EncodeLine(k);
+  launch.grid = {2048, 2048, 2048};
+  EXPECT_EQ(testing::EncodeLine(launch).size(), 229u) << testing::EncodeLine(launch);
+  // With the wave in the description: the budget is 200 bytes.
+  OwnedKernelEvent derived = kernel;
+  const GridWaves w = WavesOf(DimCount(2048, 2048, 2048), 1, {132, false});
+  derived.occupancy.waves = w.waves;
+  derived.occupancy.tail_utilization = w.tail_utilization;
+  Split(derived, 4095, &config, &launch, WaveShape{132, false});
   const std::string launch_line = testing::EncodeLine(launch);
-  EXPECT_GT(kernel_line.size(), 900u);
-  EXPECT_EQ(launch_line.size(), 219u) << launch_line;
+  EXPECT_EQ(launch_line.size(), 165u) << launch_line;
+  EXPECT_LE(launch_line.size(), 200u);
+  EXPECT_GT(testing::EncodeLine(kernel).size(), 900u);
 }
 
 OwnedKernelConfigEvent Config(uint64_t id, int32_t device) {

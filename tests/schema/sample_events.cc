@@ -618,6 +618,22 @@ std::vector<OwnedEvent> RoundTripEvents() {
   Split(kernels.front(), kU64Max, &last_id, &last_launch);
   events.emplace_back(WithHeader(last_id, seq++));
   events.emplace_back(WithHeader(last_launch, seq++));
+  // Per-grid figures derived from the description's wave (config_expander.h, point 1a): a launch
+  // of blocks (2048 over a wave of 1056) and one of clusters (1000 blocks in clusters of 2, 7
+  // resident: 500 / 7), each without waves and tail_utilization.
+  for (const bool clusters : {false, true}) {
+    OwnedKernelEvent k = kernels.front();
+    k.grid = {clusters ? 1000u : 2048u, 1, 1};
+    k.cluster = clusters ? std::optional<Dim3>(Dim3{2, 1, 1}) : std::nullopt;
+    k.occupancy.has_cluster = clusters;
+    k.occupancy.waves = clusters ? 500.0 / 7 : 2048.0 / 1056;
+    k.occupancy.tail_utilization = clusters ? 3.0 / 7 : 992.0 / 1056;
+    OwnedKernelConfigEvent config;
+    OwnedLaunchEvent launch;
+    Split(k, id++, &config, &launch, WaveShape{clusters ? 7u : 1056u, clusters});
+    events.emplace_back(WithHeader(config, seq++));
+    events.emplace_back(WithHeader(launch, seq++));
+  }
   return events;
 }
 

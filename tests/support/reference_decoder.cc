@@ -298,6 +298,11 @@ class Reader {
     if (v != nullptr && ok()) ReadNumber(key, *v, lo, MaximumOf(hi), out);
   }
 
+  void OptionalNumber(const char* key, std::optional<double>* out, int lo, int hi) {
+    const json* v = Find(key);
+    if (v != nullptr && ok()) ReadNumber(key, *v, lo, MaximumOf(hi), &out->emplace());
+  }
+
   bool Has(const char* key) const { return Find(key) != nullptr; }
 
   void String(const char* key, std::string* out) {

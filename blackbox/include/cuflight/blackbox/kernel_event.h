@@ -45,17 +45,22 @@ class KernelEventBuilder {
   // Fills *out (whose header the caller sets) for the launch `record` of `function` on the device
   // `engine` describes (record.device). The string views point into `function`. Returns false when
   // occupancy cannot be computed (the function's attributes are unknown, or the engine refuses the
-  // configuration).
+  // configuration). *wave (when not null): the wave `waves` and `tail_utilization` were counted
+  // in (occupancy::ComputeWaves), what an interned launch's kernel_config says of it
+  // (schema::Split).
   template <typename FunctionRef>
   bool Build(const BasicLaunchRecord<FunctionRef>& record, const FunctionFacts& function,
-             const occupancy::DeviceContext& engine, schema::KernelEvent* out) noexcept {
-    return BuildFrom(LaunchFields::Of(record), function, engine, out);
+             const occupancy::DeviceContext& engine, schema::KernelEvent* out,
+             schema::WaveShape* wave = nullptr) noexcept {
+    return BuildFrom(LaunchFields::Of(record), function, engine, out, wave);
   }
 
   // Occupancy of `launch` on `engine` (device ordinal `device`), through the cache keyed by
-  // `function_key`; waves for its grid. False when the engine refuses the launch.
+  // `function_key`; waves for its grid, counted in *wave (when not null). False when the engine
+  // refuses the launch.
   bool Occupancy(uint64_t function_key, int32_t device, const occupancy::DeviceContext& engine,
-                 const occupancy::LaunchConfig& launch, schema::OccupancyFields* out) noexcept;
+                 const occupancy::LaunchConfig& launch, schema::OccupancyFields* out,
+                 schema::WaveShape* wave = nullptr) noexcept;
 
   uint64_t cache_hits() const { return hits_; }
   uint64_t cache_misses() const { return misses_; }
@@ -109,12 +114,14 @@ class KernelEventBuilder {
   };
 
   bool BuildFrom(const LaunchFields& record, const FunctionFacts& function,
-                 const occupancy::DeviceContext& engine, schema::KernelEvent* out) noexcept;
+                 const occupancy::DeviceContext& engine, schema::KernelEvent* out,
+                 schema::WaveShape* wave) noexcept;
   // Makes the driver's block count (`driver_blocks` >= 0) the event's: max_active_blocks,
   // active_warps, occupancy and waves; the engine's count goes to engine_max_active_blocks and
   // limiting_resource becomes "other" when the two differ. driver_blocks < 0: the engine's.
   void ApplyDriver(int32_t driver_blocks, const occupancy::DeviceLimits& limits,
-                   const occupancy::LaunchConfig& launch, schema::KernelEvent* out) noexcept;
+                   const occupancy::LaunchConfig& launch, schema::KernelEvent* out,
+                   schema::WaveShape* wave) noexcept;
 
   occupancy::OccupancyCache cache_;
   uint64_t hits_ = 0;

@@ -15,6 +15,7 @@
 
 #include "cuflight/occupancy/device_limits.h"
 #include "cuflight/schema/occupancy_fields.h"
+#include "cuflight/schema/waves.h"
 
 namespace cuflight::occupancy {
 
@@ -24,11 +25,7 @@ using schema::kResourceCount;
 struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
   // x * y * z, saturating at UINT64_MAX.
-  uint64_t count() const {
-    const uint64_t xy = uint64_t{x} * y;  // < 2^64: both factors < 2^32
-    if (z != 0 && xy > UINT64_MAX / z) return UINT64_MAX;
-    return xy * z;
-  }
+  uint64_t count() const { return schema::DimCount(x, y, z); }
 };
 
 // One launch of one function. Function attributes are the values cuFuncGetAttribute reports.
@@ -167,10 +164,18 @@ int32_t SmallestBestBlockSize(const SweepPoint* points, int count) noexcept;
 int32_t LaunchBoundsRegisterLimit(const DeviceContext& device, int max_threads,
                                   int min_blocks) noexcept;
 
-// Fills f->waves and f->tail_utilization for `launch.grid` from f->max_active_blocks (or, when
-// the cluster binds, from launch.max_active_clusters). Both are 0 when nothing can be resident.
-// Separate from Compute() because waves depend on the grid, which occupancy caches leave out.
-void ComputeWaves(int sm_count, const LaunchConfig& launch, schema::OccupancyFields* f) noexcept;
+// One wave of `launch` on `sm_count` SMs, its resident blocks per SM being f.max_active_blocks
+// (schema/waves.h, point 1): max_active_clusters clusters when f.limiting_resource is the cluster
+// and launch.max_active_clusters is known, else sm_count x max_active_blocks blocks.
+schema::WaveShape WaveShapeOf(int sm_count, const LaunchConfig& launch,
+                              const schema::OccupancyFields& f) noexcept;
+
+// Fills f->waves and f->tail_utilization for `launch.grid` (schema::WavesOf over WaveShapeOf:
+// the arithmetic every reader of an interned launch repeats) and returns the wave it counted in.
+// Both are 0 when nothing can be resident. Separate from Compute() because waves depend on the
+// grid, which occupancy caches leave out.
+schema::WaveShape ComputeWaves(int sm_count, const LaunchConfig& launch,
+                               schema::OccupancyFields* f) noexcept;
 
 }  // namespace cuflight::occupancy
 

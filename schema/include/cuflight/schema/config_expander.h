@@ -8,6 +8,14 @@
 //    included (the launch's). tests/schema/config_expander_test.cc holds the two together, and
 //    holds the expansion of an encoded pair to Decode of the kernel line the producer would
 //    have written.
+// 1a. Per-grid figures are derived, not sent. Given the wave the producer counted the launch's
+//    `waves` and `tail_utilization` in (waves.h, WaveShape: what occupancy::ComputeWaves
+//    returned), Split writes it in the kernel_config (`wave_size`, `wave_of_clusters`) and leaves
+//    the two figures out of the launch whenever schema::WavesOf gives them back bit for bit from
+//    the launch's grid (always, for a producer's own figures; the check keeps Expand(Split(k)) ==
+//    k for any k). Expand takes a launch's figures when it carries them (lines written before
+//    wave_size, or a kernel event whose figures no wave gives) and computes them otherwise; with
+//    neither, they are 0 ("unknown", as the kernel event's).
 // 2. ConfigExpander is a reader's table of one sequence (a connection, a spill file, a log
 //    segment; the producer describes every configuration again at the start of each): it
 //    remembers each kernel_config and turns each launch into its kernel event. What it refuses
@@ -21,22 +29,42 @@
 #ifndef CUFLIGHT_SCHEMA_CONFIG_EXPANDER_H_
 #define CUFLIGHT_SCHEMA_CONFIG_EXPANDER_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
 #include "cuflight/schema/event_fields.h"
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/waves.h"
 
 namespace cuflight::schema {
 
-// The kernel_config and the launch a kernel event is sent as, the configuration's id being `id`.
-// The config's header is the kernel event's; strings are views into the kernel event's (View)
-// or copies (Owned).
+// True when two doubles are the same bits (-0 is not 0): what a line would write.
+constexpr bool SameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
+
+// The waves of a launch of `grid` described by `config`, one wave being its wave_size (0 and 0
+// when the description does not say: a reader then needs the launch's own).
+template <class S>
+GridWaves WavesOfLaunch(const BasicKernelConfigEvent<S>& config, const Dim3& grid) {
+  if (!config.wave_size) return {};
+  const uint64_t cluster_blocks =
+      config.cluster ? DimCount(config.cluster->x, config.cluster->y, config.cluster->z) : 1;
+  return WavesOf(DimCount(grid.x, grid.y, grid.z), cluster_blocks,
+                 {*config.wave_size, config.wave_of_clusters});
+}
+
+// The kernel_config and the launch a kernel event is sent as, the configuration's id being `id`
+// and `wave` the wave its figures were counted in (point 1a; nullopt: not said, the launch
+// carries them). The config's header is the kernel event's; strings are views into the kernel
+// event's (View) or copies (Owned).
 template <class S>
 void Split(const BasicKernelEvent<S>& k, uint64_t id, BasicKernelConfigEvent<S>* config,
-           BasicLaunchEvent<S>* launch) {
+           BasicLaunchEvent<S>* launch, std::optional<WaveShape> wave = std::nullopt) {
   config->header = k.header;
   config->config = id;
   config->device = k.device;
@@ -61,6 +89,12 @@ void Split(const BasicKernelEvent<S>& k, uint64_t id, BasicKernelConfigEvent<S>*
   config->occupancy_source = k.occupancy_source;
   config->engine_max_active_blocks = k.engine_max_active_blocks;
   config->sm_count = k.sm_count;
+  config->wave_size.reset();
+  config->wave_of_clusters = false;
+  if (wave) {
+    config->wave_size = wave->size;
+    config->wave_of_clusters = wave->clusters;
+  }
   launch->header = k.header;
   launch->tid = k.tid;
   launch->correlation_id = k.correlation_id;
@@ -68,8 +102,15 @@ void Split(const BasicKernelEvent<S>& k, uint64_t id, BasicKernelConfigEvent<S>*
   launch->grid = k.grid;
   launch->graph_id = k.graph_id;
   launch->graph_node_id = k.graph_node_id;
-  launch->waves = k.occupancy.waves;
-  launch->tail_utilization = k.occupancy.tail_utilization;
+  const GridWaves derived = WavesOfLaunch(*config, k.grid);
+  if (wave && SameBits(derived.waves, k.occupancy.waves) &&
+      SameBits(derived.tail_utilization, k.occupancy.tail_utilization)) {
+    launch->waves.reset();
+    launch->tail_utilization.reset();
+  } else {
+    launch->waves = k.occupancy.waves;
+    launch->tail_utilization = k.occupancy.tail_utilization;
+  }
   launch->recovered = k.recovered;
   launch->timing_window = k.timing_window;
 }
@@ -102,14 +143,32 @@ void Expand(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& 
   out->graph_id = launch.graph_id;
   out->graph_node_id = launch.graph_node_id;
   out->occupancy = config.occupancy;
-  out->occupancy.waves = launch.waves;
-  out->occupancy.tail_utilization = launch.tail_utilization;
+  if (launch.waves && launch.tail_utilization) {
+    out->occupancy.waves = *launch.waves;
+    out->occupancy.tail_utilization = *launch.tail_utilization;
+  } else {
+    const GridWaves derived = WavesOfLaunch(config, launch.grid);
+    out->occupancy.waves = launch.waves.value_or(derived.waves);
+    out->occupancy.tail_utilization = launch.tail_utilization.value_or(derived.tail_utilization);
+  }
   out->occupancy_source = config.occupancy_source;
   out->engine_max_active_blocks = config.engine_max_active_blocks;
   out->sm_count = config.sm_count;
   out->recovered = launch.recovered;
   out->timing_window = launch.timing_window;
 }
+
+// *to = from, in either storage, header and id included.
+#define CUFLIGHT_COPY_MEMBER(kind, name, member, ...) to->member = from.member;
+#define CUFLIGHT_COPY_NO_RULE(name, trigger)
+template <class S, class T>
+void CopyConfig(const BasicKernelConfigEvent<S>& from, BasicKernelConfigEvent<T>* to) {
+  to->header = from.header;
+  to->occupancy = from.occupancy;  // has_cluster and the zeroed per-grid figures too
+  CUFLIGHT_SCHEMA_KERNEL_CONFIG(CUFLIGHT_COPY_MEMBER, CUFLIGHT_COPY_NO_RULE)
+}
+#undef CUFLIGHT_COPY_MEMBER
+#undef CUFLIGHT_COPY_NO_RULE
 
 // True when two descriptions describe the same configuration, their headers and ids aside: every
 // member of the kernel_config table (event_fields.h) compared, in either storage.

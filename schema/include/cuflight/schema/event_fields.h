@@ -205,7 +205,9 @@ struct StallLaunchItem {};
   CUFLIGHT_SCHEMA_CONFIG_OCCUPANCY(F, R, CUFLIGHT_SCHEMA_IN_OCCUPANCY)                       \
   F(OptionalOccupancySource, occupancy_source, occupancy_source)                            \
   F(OptionalInt, engine_max_active_blocks, engine_max_active_blocks, kCount32)              \
-  F(OptionalInt, sm_count, sm_count, kCount32)
+  F(OptionalInt, sm_count, sm_count, kCount32)                                              \
+  F(OptionalInt, wave_size, wave_size, kUint64)                                             \
+  F(OptionalBool, wave_of_clusters, wave_of_clusters)
 
 // A kernel launch that names its kernel_config: the kernel event's per-launch members.
 #define CUFLIGHT_SCHEMA_LAUNCH(F, R)                          \
@@ -217,8 +219,10 @@ struct StallLaunchItem {};
   F(OptionalInt, graph_node_id, graph_node_id, kUint64)       \
   R(graph_node_id, graph_id)                                  \
   R(graph_id, graph_node_id)                                  \
-  F(Number, waves, waves, 0, kNoMaximum)                      \
-  F(Number, tail_utilization, tail_utilization, 0, 1)         \
+  F(OptionalNumber, waves, waves, 0, kNoMaximum)              \
+  F(OptionalNumber, tail_utilization, tail_utilization, 0, 1) \
+  R(tail_utilization, waves)                                  \
+  R(waves, tail_utilization)                                  \
   F(OptionalBool, recovered, recovered)                       \
   F(OptionalBool, timing_window, timing_window)
 

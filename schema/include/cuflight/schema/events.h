@@ -670,8 +670,9 @@ struct BasicStallEvent {
 // "Interned configurations"): the launch-invariant members of a kernel event, described once per
 // sequence (a connection, a spill file, a log segment) before the first `launch` that names it.
 // `config` is the producer's id for it: unique in the process and never reused. The occupancy
-// figures are the kernel event's but `waves` and `tail_utilization`, which depend on the grid and
-// travel with each launch (they are 0 here).
+// figures are the kernel event's but `waves` and `tail_utilization`, which depend on the grid
+// (they are 0 here): a reader computes them for each launch from `wave_size` and the launch's
+// grid (waves.h), unless the launch carries them.
 template <class S>
 struct BasicKernelConfigEvent {
   static constexpr EventType kType = EventType::kKernelConfig;
@@ -701,6 +702,11 @@ struct BasicKernelConfigEvent {
   // The SMs of the launch's context when fewer than the device's (kernel.sm_count): a context's,
   // like `context`, so the configuration's.
   std::optional<int32_t> sm_count;
+  // One wave of the configuration's launches (waves.h, WaveShape): the units all resident at once
+  // (blocks: SMs x max_active_blocks; clusters: max_active_clusters when wave_of_clusters).
+  // nullopt (absent): not said; each launch then carries its waves and tail_utilization.
+  std::optional<uint64_t> wave_size;
+  bool wave_of_clusters = false;  // written only when true
 
   bool operator==(const BasicKernelConfigEvent&) const = default;
 };
@@ -718,8 +724,10 @@ struct BasicLaunchEvent {
   Dim3 grid;
   std::optional<uint64_t> graph_id;
   std::optional<uint64_t> graph_node_id;
-  double waves = 0;             // as the kernel event's (they depend on the grid)
-  double tail_utilization = 0;
+  // As the kernel event's (they depend on the grid). nullopt (absent): the configuration's
+  // wave_size gives them with the grid (waves.h; Expand computes them); both or neither.
+  std::optional<double> waves;
+  std::optional<double> tail_utilization;
   bool recovered = false;
   std::optional<bool> timing_window;
 

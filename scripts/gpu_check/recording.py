@@ -27,6 +27,8 @@ class Build:
         self.inject = self.root / "lib" / "libcuflight_inject.so"
         self.examples = self.root / "bin" / "examples"
         self.launch_storm = self.root / "bin" / "launch_storm"
+        self.poll_heavy = self.root / "bin" / "poll_heavy"
+        self.null_subscriber = self.root / "lib" / "libcuflight_null_subscriber.so"
 
     def missing(self):
         """Names of the build outputs gpu-check needs that are not there."""

@@ -13,10 +13,10 @@
 // driver_types.h "Peak clock frequency in kilohertz"; 10 us = kHz x 10 / 1000 cycles), so at a
 // lower clock it runs a little longer; the figures are ratios between modes on one machine.
 //
-// --hang T: one more kernel, on a stream of its own, spins until a flag in mapped host memory
-// (cudaHostAllocMapped) is set, which the main thread does after T seconds (T < S): a GPU hang of
-// T seconds during the poll-heavy load, for the stall check (a stall named, no kernel record
-// dropped). Without it, the program runs with no hang.
+// --hang T: the polling thread's stream starts with a kernel that spins until a flag in mapped
+// host memory (cudaHostAllocMapped) is set, which the main thread does after T seconds (T < S):
+// for T seconds the poller spins cudaStreamQuery on a hung stream while the others launch, for
+// the stall check (a stall named, no kernel record dropped).
 //
 // Usage: poll_heavy [--seconds S] [--hang T]. Exits 69 with "no CUDA device" on stderr when there
 // is none, 2 on bad arguments.
@@ -91,12 +91,10 @@ int main(int argc, char** argv) {
 
   int* flag_host = nullptr;
   int* flag_device = nullptr;
-  cudaStream_t hang_stream = nullptr;
   if (hang_s > 0) {
     EX_CHECK(cudaHostAlloc(&flag_host, sizeof(int), cudaHostAllocMapped));
     *reinterpret_cast<volatile int*>(flag_host) = 0;
     EX_CHECK(cudaHostGetDevicePointer(&flag_device, flag_host, 0));
-    EX_CHECK(cudaStreamCreateWithFlags(&hang_stream, cudaStreamNonBlocking));
   }
 
   std::atomic<bool> stop{false};
@@ -104,7 +102,7 @@ int main(int argc, char** argv) {
   long queries = 0;
   std::vector<std::thread> threads;
   const auto start = std::chrono::steady_clock::now();
-  if (hang_stream != nullptr) hang_kernel<<<1, 1, 0, hang_stream>>>(flag_device);
+  if (flag_device != nullptr) hang_kernel<<<1, 1, 0, poll_stream>>>(flag_device);
   for (int t = 0; t < kLaunchThreads; ++t) {
     threads.emplace_back([&] {
       cudaStream_t stream = nullptr;
@@ -152,7 +150,6 @@ int main(int argc, char** argv) {
       elapsed, queries, static_cast<double>(queries) / elapsed, launches.load(),
       static_cast<double>(launches.load()) / elapsed, cycles, clock_khz, hang_s);
   EX_CHECK(cudaStreamDestroy(poll_stream));
-  if (hang_stream != nullptr) EX_CHECK(cudaStreamDestroy(hang_stream));
   if (flag_host != nullptr) EX_CHECK(cudaFreeHost(flag_host));
   return 0;
 }

@@ -182,6 +182,13 @@ class GpuCheckDryRun(unittest.TestCase):
                      '  rate=900000.0\nfi\n'
                      'case "$CUDA_INJECTION64_PATH" in */baseline/*) rate=800000.0;; esac\n'
                      'echo "{\\"launches\\":$1,\\"seconds\\":1.0,\\"launches_per_s\\":$rate}"\n')
+        # poll_heavy: the same, 100,000 queries/s plain and 97,000/s with any library injected.
+        write_script(cls.pack / "bin" / "poll_heavy",
+                     '#!/bin/sh\nrate=100000.0\n'
+                     'if [ -n "$CUDA_INJECTION64_PATH" ]; then\n'
+                     '  "$CUFLIGHT_FAKE_APP" "$CUDA_INJECTION64_PATH" 5 >&2 || exit 1\n'
+                     '  rate=97000.0\nfi\n'
+                     'echo "{\\"seconds\\":$2,\\"queries_per_s\\":$rate,\\"launches_per_s\\":1.0}"\n')
         write_script(cls.pack / "bin" / "stub_gpu_test",
                      '#!/bin/sh\n[ -x "$CUFLIGHT_TEST_CLI" ] && '
                      '"$CUFLIGHT_TEST_CLI" occupancy --help > /dev/null\n')
@@ -391,6 +398,32 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
         self.assertIn("missing.so: no such file", r.stderr)
+
+    def test_overhead_matrix_runs_every_mode_of_storm_and_poll(self):
+        if not (self.pack / "lib" / "libcuflight_null_subscriber.so").exists():
+            self.skipTest("no libcuflight_null_subscriber.so (built with the examples, needs nvcc)")
+        out = pathlib.Path(tempfile.mkdtemp(prefix="overhead.", dir=self.tmp))
+        launches = 30
+        r = subprocess.run([sys.executable, str(self.repo / "bench" / "overhead" / "run.py"),
+                            "--build", str(self.pack), "--out", str(out), "--reps", "1",
+                            "--launches", str(launches), "--only", "storm,poll",
+                            "--poll-seconds", "1"],
+                           capture_output=True, text=True, timeout=300, env=self.env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        results = json.loads((out / "overhead.json").read_text())
+        modes = ["plain", "null none", "null launches", "null default", "null all",
+                 "timing all", "timing sampled", "timing off", "sampled, stall off",
+                 "activity on then off"]
+        self.assertEqual(list(results["launch_storm"]["launches_per_s"]), modes)
+        self.assertEqual(list(results["poll_heavy"]["queries_per_s"]), modes)
+        # The stand-ins' rates: every injected mode 0.900x (storm) and 0.970x (poll) of plain,
+        # so sampled - null default = 0.900 - 0.900 = 0 and the poll goal (0.98x) is missed.
+        self.assertIn("- goal: timing sampled within 0.02 of null default (same callback ids): "
+                      "+0.000, met", r.stdout)
+        self.assertIn("- goal: query rate with timing sampled >= 0.98x: 0.970x, NOT met",
+                      r.stdout)
+        # Only cuflight's modes send: 5 of them, the storm's launches plus the poll stand-in's 5.
+        self.assertEqual(kernel_events(out / "logs"), 5 * (launches + 5))
 
     def test_without_a_gpu_it_says_so_in_one_line(self):
         rows = len(doc_rows(self.repo))

@@ -546,11 +546,23 @@ void SenderThread::PublishState() noexcept {
 template <typename Event>
 bool SenderThread::Send(Event& event, bool preamble) noexcept {
   event.header.pid = facts_.pid;
-  const size_t n = schema::Encode(event, line_.data(), line_.size());
-  if (n != 0 && !preamble) WaitForRoom(n);
-  const std::string_view line(line_.data(), n);
-  const bool taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)
-                                         : transport_.Enqueue(event.header.seq, line));
+  // Encoded straight into the transport's storage when it fits there (transport/sender.h, point
+  // 13): the line is written once, and sent from where it lies. The storage offered is room a
+  // line takes without waiting or dropping. Otherwise (the storage's end is near, the buffer
+  // nearly full, a preamble line) into line_, then copied, waiting for room as the mode says.
+  const std::span<char> room = preamble ? std::span<char>() : transport_.Reserve();
+  size_t n = room.empty() ? 0 : schema::Encode(event, room.data(), room.size());
+  bool taken;
+  if (n != 0) {
+    waiting_ = false;  // there was room, as WaitForRoom would have found
+    taken = transport_.Commit(event.header.seq, n);
+  } else {
+    n = schema::Encode(event, line_.data(), line_.size());
+    if (n != 0 && !preamble) WaitForRoom(n);
+    const std::string_view line(line_.data(), n);
+    taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)
+                                : transport_.Enqueue(event.header.seq, line));
+  }
   if (taken) {
     emitted_.fetch_add(1, std::memory_order_relaxed);
   } else {

@@ -1,11 +1,16 @@
 // Drives a Sender in a test with the real clock: Poll() until a condition holds or a timeout
-// passes, waiting (at most 2 ms) in poll(2) on the sender's socket between polls.
+// passes, waiting (at most 2 ms) in poll(2) on the sender's socket between polls; and gives it
+// lines the way the injector does (WriteInPlace).
 #ifndef CUFLIGHT_TESTS_TRANSPORT_PUMP_H_
 #define CUFLIGHT_TESTS_TRANSPORT_PUMP_H_
 
 #include <poll.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
 
 #include "cuflight/transport/sender.h"
 
@@ -29,6 +34,20 @@ bool Pump(Sender& s, Done&& done, std::chrono::steady_clock::duration timeout = 
       (void)poll(nullptr, 0, 2);
     }
   }
+}
+
+// What the injector's sender thread does with each line (sender_thread.cc, Send; sender.h
+// design point 13): written into the storage Reserve() offers when it fits there (memcpy stands
+// for the encoder) and taken by Commit(), else given to Enqueue(), which copies it. Returns what
+// Commit or Enqueue returned; *in_place (when given) says which one ran.
+inline bool WriteInPlace(Sender& s, uint64_t seq, std::string_view line,
+                         bool* in_place = nullptr) {
+  const std::span<char> room = s.Reserve();
+  const bool fits = room.size() >= line.size();
+  if (in_place != nullptr) *in_place = fits;
+  if (!fits) return s.Enqueue(seq, line);
+  std::memcpy(room.data(), line.data(), line.size());
+  return s.Commit(seq, line.size());
 }
 
 }  // namespace cuflight::transport::testing

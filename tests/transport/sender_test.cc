@@ -15,11 +15,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +48,7 @@ using testing::EventLine;
 using testing::MakeLine;
 using testing::Pump;
 using testing::StartLine;
+using testing::WriteInPlace;
 
 constexpr auto kTimeout = seconds(20);
 
@@ -525,6 +528,210 @@ TEST_F(SenderTest, RefusesLinesTooLargeOrMalformed) {
   EXPECT_TRUE(p.AddPreamble(0, MakeLine(0, 100)));
   EXPECT_FALSE(p.AddPreamble(1, MakeLine(1, 64)));  // preamble storage full
   EXPECT_EQ(p.stats().preamble_lines, 1u);
+}
+
+// Storage Reserve() offered and no Commit took holds no line (design point 13): a complete line
+// written there and never committed is neither sent nor counted, and the next line is written
+// over it, whether by Commit or by Enqueue.
+TEST_F(SenderTest, AReservationNotCommittedIsNeverSent) {
+  Sender s(Options());
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto a = StartCollector();
+  auto write_uncommitted = [&](uint64_t seq) {
+    const std::string line = EventLine(seq, 400);
+    const std::span<char> room = s.Reserve();
+    ASSERT_GE(room.size(), line.size());
+    std::memcpy(room.data(), line.data(), line.size());
+  };
+  write_uncommitted(1);
+  EXPECT_EQ(s.held_bytes(), 0u);
+  EXPECT_EQ(s.unacked_lines(), 1u);  // the preamble alone
+  bool in_place = false;
+  ASSERT_TRUE(WriteInPlace(s, 2, EventLine(2, 400), &in_place));
+  EXPECT_TRUE(in_place);
+  write_uncommitted(3);
+  ASSERT_TRUE(s.Enqueue(4, EventLine(4, 400)));  // ends the reservation
+  EXPECT_FALSE(s.Commit(3, 400));
+  write_uncommitted(5);  // and nothing takes this one
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  const auto conns = a->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0].seqs, (std::vector<uint64_t>{0, 2, 4}));
+  ASSERT_EQ(conns[0].lines.size(), 3u);
+  EXPECT_EQ(conns[0].lines[1], EventLine(2, 400));
+  EXPECT_EQ(conns[0].lines[2], EventLine(4, 400));
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.bytes_written, 280u + 400u + 400u);
+  EXPECT_EQ(st.enqueued, 2u);
+  EXPECT_EQ(st.rejected_invalid, 1u);
+  EXPECT_EQ(Stored(), (std::vector<uint64_t>{0, 2, 4}));
+  ExpectBalanced(s);
+}
+
+// A Commit of more than was reserved (an encoder that ran out of room wrote no line) is refused
+// and counted, as are the other malformed ones, and uses no seq; the line then goes by copy.
+TEST_F(SenderTest, ACommitBeyondItsReservationIsRefusedAndCounted) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4096;
+  o.window_bytes = 1000;
+  Sender s(o);  // nothing listens: nothing is sent, never-sent lines are dropped for room
+  // The longest line is window_bytes (SenderOptions), so that is the most a reservation offers.
+  std::span<char> room = s.Reserve();
+  ASSERT_EQ(room.size(), 1000u);
+  std::memset(room.data(), 'x', room.size());
+  room[999] = '\n';
+  EXPECT_FALSE(s.Commit(0, 1001));
+  EXPECT_FALSE(s.Commit(0, 1000));  // the refusal ended the reservation
+  room = s.Reserve();
+  EXPECT_FALSE(s.Commit(0, 600));  // no final '\n'
+  room = s.Reserve();
+  EXPECT_FALSE(s.Commit(0, 0));
+  SenderStats st = s.stats();
+  EXPECT_EQ(st.rejected_invalid, 4u);
+  EXPECT_EQ(st.enqueued, 0u);
+  EXPECT_EQ(s.held_bytes(), 0u);
+
+  // Seq 0 is still free. Then 3 lines of 1000 fill the storage to 3600 of its 4096 bytes.
+  bool in_place = false;
+  ASSERT_TRUE(WriteInPlace(s, 0, MakeLine(0, 600), &in_place));
+  EXPECT_TRUE(in_place);
+  for (uint64_t seq = 1; seq <= 3; ++seq) ASSERT_TRUE(WriteInPlace(s, seq, MakeLine(seq, 1000)));
+  EXPECT_EQ(s.Reserve().size(), 496u);
+  EXPECT_TRUE(s.HasRoom(496));
+  EXPECT_FALSE(s.HasRoom(497));
+  // A line that does not fit the reservation goes by copy: the oldest never-sent line (seq 0,
+  // bytes 0..599) is dropped for it, and it wraps, from byte 3600 to byte 0 of the storage.
+  ASSERT_TRUE(WriteInPlace(s, 4, MakeLine(4, 497), &in_place));
+  EXPECT_FALSE(in_place);
+  st = s.stats();
+  EXPECT_EQ(st.dropped_disconnected, 1u);
+  EXPECT_EQ(st.enqueued, 5u);
+  EXPECT_EQ(s.held_bytes(), 3000u + 497u);
+  // The next line starts at byte 1: 599 contiguous bytes up to the oldest line (seq 1, at 600).
+  EXPECT_EQ(s.Reserve().size(), 599u);
+  ExpectBalanced(s);
+}
+
+// Lines encoded in place around the storage's end, with the storage never empty (acks come
+// three lines behind): each line that would cross the end goes by copy, wrapped, and the
+// stream is every line whole and in order.
+TEST_F(SenderTest, LinesEncodedInPlaceWrapAroundTheStorageAndArriveWhole) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 4096;
+  o.window_bytes = 2048;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto a = StartCollector();
+  a->SetHoldAcks(true);  // the test acks, three lines behind: at most 4 x 499 bytes held
+  auto size_of = [](uint64_t seq) -> size_t { return 200 + (seq * 37) % 300; };
+  int in_place_lines = 0;
+  int copied_lines = 0;
+  for (uint64_t seq = 1; seq <= 300; ++seq) {
+    bool in_place = false;
+    ASSERT_TRUE(WriteInPlace(s, seq, EventLine(seq, size_of(seq)), &in_place)) << seq;
+    ++(in_place ? in_place_lines : copied_lines);
+    ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == static_cast<int64_t>(seq); })) << seq;
+    if (seq > 3) a->SendRaw(0, Ack(seq - 3));
+  }
+  ASSERT_TRUE(WaitStored(300));
+  a->SendRaw(0, Ack(300));
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+
+  // About 105,000 bytes through 4096: some 25 lines crossed the end.
+  EXPECT_GT(copied_lines, 10);
+  EXPECT_GT(in_place_lines, 200);
+  const auto conns = a->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_EQ(conns[0].seqs, Range(0, 300));
+  for (uint64_t seq = 1; seq <= 300; ++seq) {
+    ASSERT_EQ(conns[0].lines[seq], EventLine(seq, size_of(seq))) << seq;
+  }
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.dropped_backpressure + st.dropped_disconnected, 0u);
+  EXPECT_EQ(st.retransmitted, 0u);
+  EXPECT_EQ(Stored(), Range(0, 300));
+  ExpectBalanced(s);
+}
+
+// Lines encoded in place stay where they lie until acked: a new connection sends them again.
+TEST_F(SenderTest, LinesEncodedInPlaceAreSentAgainAfterAReconnect) {
+  Sender s(Options());
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto size_of = [](uint64_t seq) -> size_t { return 300 + seq; };
+  auto a = StartCollector();
+  a->SetHoldAcks(true);
+  bool in_place = false;
+  for (uint64_t seq = 1; seq <= 50; ++seq) {
+    ASSERT_TRUE(WriteInPlace(s, seq, EventLine(seq, size_of(seq)), &in_place));
+    ASSERT_TRUE(in_place);
+  }
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 50; }));
+  a->Kill();
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
+  for (uint64_t seq = 51; seq <= 60; ++seq) {
+    ASSERT_TRUE(WriteInPlace(s, seq, EventLine(seq, size_of(seq)), &in_place));
+    ASSERT_TRUE(in_place);
+  }
+
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  const auto conns = b->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_EQ(conns[0].seqs, Range(0, 60));
+  EXPECT_EQ(conns[0].lines[0], StartLine(280));
+  for (uint64_t seq = 1; seq <= 60; ++seq) {
+    ASSERT_EQ(conns[0].lines[seq], EventLine(seq, size_of(seq))) << seq;
+  }
+  EXPECT_EQ(s.stats().retransmitted, 50u);
+  EXPECT_EQ(Stored(), Range(0, 60));
+  ExpectBalanced(s);
+}
+
+// DropsForRoomNameWhetherACollectorWasConnected with lines encoded in place: the window's lines
+// lie in front of the never-sent ones to drop, so they are moved aside first (design point 3),
+// and a new connection still sends them again whole, in order, before the survivors.
+TEST_F(SenderTest, WindowLinesMovedAsideForADropAreSentAgainWhole) {
+  SenderOptions o = Options();
+  o.buffer_bytes = 16384;
+  o.window_bytes = 4000;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto a = StartCollector();
+  a->SetHoldAcks(true);
+  // 1..10 fill the window (10 x 400 bytes), sent and never acked.
+  for (uint64_t seq = 1; seq <= 10; ++seq) ASSERT_TRUE(WriteInPlace(s, seq, EventLine(seq, 400)));
+  ASSERT_TRUE(Pump(s, [&] { return a->last_seq(0) == 10 && !s.WantsWrite(); }));
+  // 100 more while connected: 30 fit beside the window, the 70 oldest (11..80) are dropped.
+  int in_place_lines = 0;
+  for (uint64_t seq = 11; seq <= 110; ++seq) {
+    bool in_place = false;
+    ASSERT_TRUE(WriteInPlace(s, seq, EventLine(seq, 400), &in_place));
+    in_place_lines += in_place ? 1 : 0;
+    s.Poll(steady_clock::now());
+  }
+  // 11..40 fit in bytes 4000..15999; from then on each line needs a drop, so goes by copy.
+  EXPECT_EQ(in_place_lines, 30);
+  ASSERT_TRUE(s.connected());
+  EXPECT_EQ(s.stats().dropped_backpressure, 70u);
+  EXPECT_EQ(s.held_bytes(), 16000u);
+  ExpectBalanced(s);
+
+  a->Kill();
+  ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
+  auto b = StartCollector();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  std::vector<uint64_t> expected = Range(0, 10);
+  for (uint64_t seq = 81; seq <= 110; ++seq) expected.push_back(seq);
+  const auto conns = b->connections();
+  ASSERT_EQ(conns.size(), 1u);
+  ASSERT_EQ(conns[0].seqs, expected);
+  for (size_t i = 1; i < expected.size(); ++i) {
+    ASSERT_EQ(conns[0].lines[i], EventLine(expected[i], 400)) << expected[i];
+  }
+  EXPECT_EQ(s.stats().retransmitted, 10u);
+  EXPECT_EQ(Stored(), expected);
+  ExpectBalanced(s);
 }
 
 TEST_F(SenderTest, PartialWritesWithSmallSendBufferAndSlowReader) {

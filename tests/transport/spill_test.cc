@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -428,6 +429,53 @@ TEST_F(SpillTest, UnackedLinesOfALostConnectionAreSpilledWhenNoCollectorComesBac
   const SenderStats st = s.stats();
   EXPECT_EQ(st.acked, 11u);
   EXPECT_EQ(st.spilled, 20u);
+  ExpectBalanced(s);
+}
+
+// Lines encoded in place (sender.h design point 13) are spilled from where they lie: the window
+// of a lost connection (here moved aside, point 3, when a never-sent line was dropped for a line
+// that went by copy, wrapped around the storage's end), then the never-sent ones, whole; storage
+// reserved and never committed is not spilled.
+TEST_F(SpillTest, LinesEncodedInPlaceAreSpilledWhole) {
+  auto sink = std::make_shared<RecordingSink>();
+  SenderOptions o = Options(sink);
+  o.buffer_bytes = 4096;
+  o.window_bytes = 2000;
+  Sender s(o);
+  ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
+  auto collector = StartCollector();
+  collector->SetHoldAcks(true);
+  bool in_place = false;
+  // 1..5 fill the window (bytes 0..1999 of the storage), sent, never acked; 6..9 wait behind it.
+  for (uint64_t seq = 1; seq <= 9; ++seq) {
+    ASSERT_TRUE(testing::WriteInPlace(s, seq, EventLine(seq, 400), &in_place));
+    ASSERT_TRUE(in_place);
+    if (seq == 5) {
+      ASSERT_TRUE(Pump(s, [&] { return collector->last_seq(0) == 5 && !s.WantsWrite(); }));
+    }
+  }
+  // 496 bytes left at the storage's end: 10 goes by copy; 6 is dropped for it (the window
+  // moved aside first), and it wraps.
+  ASSERT_TRUE(testing::WriteInPlace(s, 10, EventLine(10, 600), &in_place));
+  EXPECT_FALSE(in_place);
+  EXPECT_EQ(s.stats().dropped_backpressure, 1u);
+  const std::string never = EventLine(11, 250);
+  const std::span<char> room = s.Reserve();
+  ASSERT_GE(room.size(), never.size());
+  std::memcpy(room.data(), never.data(), never.size());  // and never committed
+
+  // The collector dies before any ack: it counts as refused, and everything held is spilled.
+  collector->Kill();
+  ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
+  ASSERT_EQ(sink->files.size(), 1u);
+  std::vector<std::string> expected = {StartLine(280)};
+  for (uint64_t seq : {1, 2, 3, 4, 5, 7, 8, 9}) expected.push_back(EventLine(seq, 400));
+  expected.push_back(EventLine(10, 600));
+  EXPECT_EQ(sink->files[0], expected);
+  const SenderStats st = s.stats();
+  EXPECT_EQ(st.spilled, 10u);
+  EXPECT_EQ(st.enqueued, 10u);
+  EXPECT_EQ(st.acked, 0u);
   ExpectBalanced(s);
 }
 

@@ -29,23 +29,12 @@ bool LineQueue::Allocate(size_t byte_capacity, size_t line_capacity) noexcept {
 void LineQueue::Clear() noexcept {
   head_ = 0;
   tail_ = 0;
+  head_slot_ = 0;
   head_offset_ = 0;
   bytes_ = 0;
 }
 
-void LineQueue::Push(uint64_t seq, std::string_view a, std::string_view b) noexcept {
-  const size_t len = a.size() + b.size();
-  const size_t start = (head_offset_ + bytes_) % byte_capacity_;
-  size_t pos = start;
-  for (std::string_view part : {a, b}) {
-    size_t done = 0;
-    while (done < part.size()) {
-      const size_t chunk = std::min(part.size() - done, byte_capacity_ - pos);
-      std::memcpy(data_.get() + pos, part.data() + done, chunk);
-      done += chunk;
-      pos = (pos + chunk) % byte_capacity_;
-    }
-  }
+void LineQueue::AppendDescriptor(uint64_t seq, size_t start, size_t len) noexcept {
   Line& line = at(tail_);
   line.seq = seq;
   line.offset = static_cast<uint32_t>(start);
@@ -55,22 +44,68 @@ void LineQueue::Push(uint64_t seq, std::string_view a, std::string_view b) noexc
   bytes_ += len;
 }
 
-void LineQueue::PopFront() noexcept {
-  const Line& line = at(head_);
-  head_offset_ = (head_offset_ + line.len) % byte_capacity_;
-  bytes_ -= line.len;
-  ++head_;
-  if (head_ == tail_) head_offset_ = 0;  // keeps an empty queue's next line unwrapped
+void LineQueue::Push(uint64_t seq, std::string_view a, std::string_view b) noexcept {
+  if (empty()) head_offset_ = 0;  // an empty queue's next line starts unwrapped
+  const size_t start = BackOffset();
+  size_t pos = start;
+  for (std::string_view part : {a, b}) {
+    size_t done = 0;
+    while (done < part.size()) {
+      const size_t chunk = std::min(part.size() - done, byte_capacity_ - pos);
+      std::memcpy(data_.get() + pos, part.data() + done, chunk);
+      done += chunk;
+      pos = Wrap(pos, chunk);
+    }
+  }
+  AppendDescriptor(seq, start, a.size() + b.size());
 }
 
-LineQueue::Pieces LineQueue::BytesOf(const Line& line, size_t from) const noexcept {
-  const size_t start = (line.offset + from) % byte_capacity_;
-  const size_t len = line.len - from;
+std::span<char> LineQueue::Back() noexcept {
+  if (lines() >= line_capacity_ || bytes_ >= byte_capacity_) return {};
+  if (empty()) head_offset_ = 0;  // the whole ring, contiguous
+  const size_t start = BackOffset();
+  // Free storage runs from the back to the oldest line's first byte, or to the end of the ring
+  // when the lines held do not wrap (the rest of it is at the ring's start, not contiguous).
+  const size_t end = start < head_offset_ ? head_offset_ : byte_capacity_;
+  return {data_.get() + start, end - start};
+}
+
+void LineQueue::PushWritten(uint64_t seq, size_t len) noexcept {
+  // No reset of an empty queue here: Back() chose the offset, and pops since then kept it.
+  AppendDescriptor(seq, BackOffset(), len);
+}
+
+void LineQueue::PopFront() noexcept {
+  const Line& line = front();
+  head_offset_ = Wrap(head_offset_, line.len);
+  bytes_ -= line.len;
+  ++head_;
+  if (++head_slot_ == line_capacity_) head_slot_ = 0;
+  // An empty queue keeps head_offset_ at its back (point 4): Back() starts it over at 0.
+}
+
+LineQueue::Pieces LineQueue::Contiguous(size_t start, size_t len) const noexcept {
   const size_t first = std::min(len, byte_capacity_ - start);
   Pieces p;
   p.first = std::string_view(data_.get() + start, first);
   if (first < len) p.second = std::string_view(data_.get(), len - first);
   return p;
+}
+
+LineQueue::Pieces LineQueue::BytesOf(const Line& line, size_t from) const noexcept {
+  return Contiguous(Wrap(line.offset, from), line.len - from);
+}
+
+LineQueue::Pieces LineQueue::BytesOf(uint64_t first, size_t from, uint64_t last) const noexcept {
+  const Line& a = at(first);
+  const Line& b = at(last);
+  // The ring distance from a's first byte to one past b's last: the lines' total, which is the
+  // whole ring when they fill it (the distance is 0 then, and no line is empty).
+  const size_t end = Wrap(b.offset, b.len);
+  size_t len = end >= a.offset ? end - a.offset : end + byte_capacity_ - a.offset;
+  if (len == 0) len = byte_capacity_;
+  const size_t start = Wrap(a.offset, from);
+  return Contiguous(start, len - from);
 }
 
 }  // namespace cuflight::transport::internal

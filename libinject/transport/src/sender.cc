@@ -91,7 +91,8 @@ struct Sender::Impl {
   }
 
   // Position of the current connection's stream: the next preamble line and the next window
-  // line to write, each with the bytes of it already written (at most one of the two is > 0).
+  // line to write (a window index, design point 3), each with the bytes of it already written
+  // (at most one of the two is > 0).
   struct Cursor {
     uint64_t pre = 0;
     size_t pre_off = 0;
@@ -106,13 +107,68 @@ struct Sender::Impl {
   };
 
   bool NextItem(const Cursor& c, Item* it) const noexcept;
-  LineQueue& QueueOf(const Item& it) noexcept { return it.preamble ? preamble : window; }
-  const LineQueue& QueueOf(const Item& it) const noexcept {
-    return it.preamble ? preamble : window;
-  }
   static void Step(Cursor* c, const Item& it, size_t take, size_t len) noexcept;
+  // The window line at window index `w` that follows, with every one after it up to (not
+  // including) the returned index, in `held` and before the next preamble line of `c`: lines
+  // that go out back to back from held's storage. Returns w when line w is not in `held`.
+  uint64_t HeldRun(const Cursor& c, uint64_t w) const noexcept;
   int BuildIov(iovec* iov, size_t* total) const noexcept;
   void Advance(size_t n) noexcept;
+
+  // The window (design point 3): window indices grow by one per line, from win_head (the
+  // oldest line not acked or spilled); the oldest lines may be in `aside`, the rest are the
+  // front of `held`, up to (not including) held's index `sent`.
+  size_t WinLines() const noexcept {
+    return aside.lines() + static_cast<size_t>(sent - held.head_index());
+  }
+  uint64_t WinTail() const noexcept { return win_head + WinLines(); }
+  size_t WinBytes() const noexcept { return aside.bytes() + win_held_bytes; }
+  // True for window index w (win_head <= w < WinTail()) when its line is in `held`.
+  bool InHeld(uint64_t w) const noexcept { return w - win_head >= aside.lines(); }
+  uint64_t HeldIndex(uint64_t w) const noexcept {
+    return held.head_index() + (w - win_head - aside.lines());
+  }
+  LineQueue::Line& WinLine(uint64_t w) noexcept {
+    return InHeld(w) ? held.at(HeldIndex(w)) : aside.at(aside.head_index() + (w - win_head));
+  }
+  const LineQueue::Line& WinLine(uint64_t w) const noexcept {
+    return InHeld(w) ? held.at(HeldIndex(w)) : aside.at(aside.head_index() + (w - win_head));
+  }
+  LineQueue::Line& LineOf(const Item& it) noexcept {
+    return it.preamble ? preamble.at(it.index) : WinLine(it.index);
+  }
+  const LineQueue::Line& LineOf(const Item& it) const noexcept {
+    return it.preamble ? preamble.at(it.index) : WinLine(it.index);
+  }
+  LineQueue::Pieces PiecesOf(const Item& it) const noexcept {
+    const LineQueue& q = it.preamble ? preamble : InHeld(it.index) ? held : aside;
+    return q.BytesOf(LineOf(it), it.off);
+  }
+  bool WindowAdmits(size_t len) const noexcept {
+    return WinLines() < aside.line_capacity() && WinBytes() + len <= max_line;
+  }
+  // The window's oldest line, acked or spilled, leaves.
+  void PopWindowFront() noexcept {
+    if (!aside.empty()) {
+      aside.PopFront();
+    } else {
+      win_held_bytes -= held.front().len;
+      held.PopFront();
+    }
+    ++win_head;
+  }
+  // The oldest never-sent line, dropped or spilled, leaves. Requires the window's lines out of
+  // `held` (sent == held.head_index(), MoveAside) and a never-sent line.
+  void PopUnsentFront() noexcept {
+    held.PopFront();
+    sent = held.head_index();
+  }
+  // Copies the window's lines in `held` to `aside` (design point 3), so that the oldest
+  // never-sent line is held's front.
+  void MoveAside() noexcept;
+  size_t UnsentLines() const noexcept { return static_cast<size_t>(held.tail_index() - sent); }
+  size_t UnsentBytes() const noexcept { return held.bytes() - win_held_bytes; }
+  size_t HeldBytes() const noexcept { return held.bytes() + aside.bytes(); }
 
   bool IsDue(Clock::time_point now) const noexcept;
   void StampOldest(Clock::time_point now) noexcept;
@@ -139,11 +195,10 @@ struct Sender::Impl {
   // A batch is ready when batch_bytes wait, or when the buffer could not take batch_bytes more
   // (a small buffer, or acks lagging): waiting longer would not make the batch bigger.
   bool BatchReady() const noexcept {
-    return unsent.bytes() >= opts.batch_bytes ||
-           window.bytes() + unsent.bytes() + opts.batch_bytes > buffer_bytes;
+    return UnsentBytes() >= opts.batch_bytes || HeldBytes() + opts.batch_bytes > buffer_bytes;
   }
   bool FitsUnsent(size_t len) const noexcept {
-    return unsent.Fits(len) && window.bytes() + unsent.bytes() + len <= buffer_bytes;
+    return UnsentLines() < max_unsent_lines && held.Fits(len) && HeldBytes() + len <= buffer_bytes;
   }
   bool Connected() const noexcept { return fd >= 0 && !connecting; }
   // Takes `s` as the socket and remembers its inode for CloseAfterFork.
@@ -161,7 +216,7 @@ struct Sender::Impl {
     fd = -1;
   }
   uint64_t Unacked() const noexcept {
-    return window.lines() + unsent.lines() + (preamble.lines() - preamble_released);
+    return aside.lines() + held.lines() + (preamble.lines() - preamble_released);
   }
   void Reset() noexcept;
 
@@ -170,8 +225,22 @@ struct Sender::Impl {
   size_t buffer_bytes = 0;
   size_t max_line = 0;
   bool buffers_ok = false;
-  LineQueue unsent;    // never written to any connection, in seq order
-  LineQueue window;    // written (at least partly) to some connection, not acked, in seq order
+  size_t max_unsent_lines = 0;
+  // Every held line in seq order (design point 3): the window's newest lines (written, at least
+  // partly, to some connection, or about to be), then from index `sent` on the lines never
+  // written. Lines are encoded into it in place (Reserve/Commit) or copied in (Enqueue).
+  LineQueue held;
+  uint64_t sent = 0;
+  size_t win_held_bytes = 0;  // bytes of held's window lines (below `sent`)
+  // The window's oldest lines when a never-sent line had to be dropped behind them (design
+  // point 3), in seq order, all older than held's.
+  LineQueue aside;
+  uint64_t win_head = 0;  // the window index of the window's oldest line
+  // The storage the last Reserve() offered: valid while held's tail is still `reserved_tail`.
+  bool reserved = false;
+  uint64_t reserved_tail = 0;
+  size_t reserved_len = 0;
+  const char* reserved_at = nullptr;
   LineQueue preamble;  // never popped, so never wraps
   internal::Backoff backoff;
 
@@ -196,7 +265,7 @@ struct Sender::Impl {
   bool conn_got_ack = false;
   Cursor cur;
 
-  bool has_oldest = false;  // oldest_since is when a Poll() first saw the unsent front waiting
+  bool has_oldest = false;  // oldest_since is when a Poll() first saw the oldest never-sent line
   Clock::time_point oldest_since{};
   bool force = false;  // Flush() in progress: everything waiting is due
 
@@ -239,8 +308,11 @@ Sender::Impl::Impl(SenderOptions o) noexcept
   max_line = std::clamp<size_t>(opts.window_bytes, 1, std::max<size_t>(buffer_bytes, 1));
   const size_t window_slots =
       std::min(opts.max_lines, std::max<size_t>(1, opts.window_bytes / kWindowBytesPerSlot));
-  buffers_ok = buffer_bytes > 0 && unsent.Allocate(buffer_bytes, opts.max_lines) &&
-               window.Allocate(max_line, window_slots) &&
+  // Held's slots: the never-sent lines' (max_lines) and the window's, which a window in `held`
+  // takes until its lines are acked or moved aside.
+  max_unsent_lines = opts.max_lines;
+  buffers_ok = buffer_bytes > 0 && aside.Allocate(max_line, window_slots) &&
+               held.Allocate(buffer_bytes, max_unsent_lines + aside.line_capacity()) &&
                preamble.Allocate(std::max<size_t>(opts.preamble_bytes, 1),
                                  std::max<size_t>(opts.max_preamble_lines, 1));
 }
@@ -257,18 +329,19 @@ bool Sender::Impl::NextItem(const Cursor& c, Item* it) const noexcept {
   // Window lines an ack already covers (a restarted collector acking what it had stored) are
   // not sent again; they are released once the cursor has passed them.
   uint64_t win = c.win;
+  const uint64_t win_tail = WinTail();
   if (acked_seq) {
-    while (win < window.tail_index() && window.at(win).seq <= *acked_seq) ++win;
+    while (win < win_tail && WinLine(win).seq <= *acked_seq) ++win;
   }
-  const bool have_win = win < window.tail_index();
+  const bool have_win = win < win_tail;
   if (c.pre < preamble.tail_index()) {
     // A preamble line goes out only after every held line with a lower seq.
     const uint64_t seq = preamble.at(c.pre).seq;
     bool first = true;
     if (have_win) {
-      first = seq < window.at(win).seq;
-    } else if (!unsent.empty()) {
-      first = seq < unsent.front().seq;
+      first = seq < WinLine(win).seq;
+    } else if (UnsentLines() > 0) {
+      first = seq < held.at(sent).seq;
     }
     if (first) {
       *it = {true, c.pre, 0};
@@ -299,9 +372,23 @@ int Sender::Impl::BuildIov(iovec* iov, size_t* total) const noexcept {
   Cursor c = cur;
   Item it{};
   while (n + 2 <= kMaxIov && *total < kMaxWriteBytes && NextItem(c, &it)) {
-    const LineQueue& q = QueueOf(it);
-    const LineQueue::Line& line = q.at(it.index);
-    const LineQueue::Pieces pieces = q.BytesOf(line, it.off);
+    LineQueue::Pieces pieces;
+    const uint64_t run_end = it.preamble ? it.index : HeldRun(c, it.index);
+    if (run_end > it.index) {
+      // Window lines back to back in held's storage: one or two pieces for all of them, cut
+      // at the write's byte budget (a cut line continues in the next write, as after a
+      // partial one).
+      pieces = held.BytesOf(HeldIndex(it.index), it.off, HeldIndex(run_end - 1));
+      const size_t budget = kMaxWriteBytes - *total;
+      if (pieces.first.size() >= budget) {
+        pieces.first = pieces.first.substr(0, budget);
+        pieces.second = {};
+      } else if (pieces.first.size() + pieces.second.size() > budget) {
+        pieces.second = pieces.second.substr(0, budget - pieces.first.size());
+      }
+    } else {
+      pieces = PiecesOf(it);
+    }
     for (std::string_view piece : {pieces.first, pieces.second}) {
       if (piece.empty()) continue;
       if (n > 0 &&
@@ -314,15 +401,68 @@ int Sender::Impl::BuildIov(iovec* iov, size_t* total) const noexcept {
       }
       *total += piece.size();
     }
-    Step(&c, it, line.len - it.off, line.len);
+    if (run_end > it.index) {
+      c.win = run_end;  // the cut line, if any, is past the budget: the loop ends here
+      c.win_off = 0;
+    } else {
+      const LineQueue::Line& line = LineOf(it);
+      Step(&c, it, line.len - it.off, line.len);
+    }
   }
   return n;
+}
+
+uint64_t Sender::Impl::HeldRun(const Cursor& c, uint64_t w) const noexcept {
+  if (!InHeld(w)) return w;
+  uint64_t end = WinTail();
+  // Line w may be a half-written one an ack covers (finished all the same, point 6); the lines
+  // an ack covers after it are skipped (NextItem), so they end the run.
+  if (acked_seq && w + 1 < end && held.at(HeldIndex(w + 1)).seq <= *acked_seq) return w + 1;
+  if (c.pre < preamble.tail_index()) {
+    // Up to the first line above the next preamble line's seq (NextItem's rule); seqs grow
+    // along the window, so a binary search.
+    const uint64_t pre_seq = preamble.at(c.pre).seq;
+    uint64_t lo = w;
+    while (lo < end) {
+      const uint64_t mid = lo + (end - lo) / 2;
+      if (held.at(HeldIndex(mid)).seq < pre_seq) {
+        lo = mid + 1;
+      } else {
+        end = mid;
+      }
+    }
+  }
+  return end;
 }
 
 void Sender::Impl::Advance(size_t n) noexcept {
   Item it{};
   while (n > 0 && NextItem(cur, &it)) {
-    LineQueue::Line& line = QueueOf(it).at(it.index);
+    const uint64_t run_end = it.preamble ? it.index : HeldRun(cur, it.index);
+    if (run_end > it.index) {
+      // The lines BuildIov sent as one run, stepped without NextItem.
+      uint64_t w = it.index;
+      size_t off = it.off;
+      while (n > 0 && w < run_end) {
+        LineQueue::Line& line = held.at(HeldIndex(w));
+        if (off == 0) {
+          if (line.written) retransmitted.Add();
+          line.written = 1;
+        }
+        const size_t take = std::min<size_t>(n, line.len - off);
+        n -= take;
+        off += take;
+        if (off == line.len) {
+          if (!max_written || line.seq > *max_written) max_written = line.seq;
+          ++w;
+          off = 0;
+        }
+      }
+      cur.win = w;
+      cur.win_off = off;
+      continue;
+    }
+    LineQueue::Line& line = LineOf(it);
     const size_t remaining = line.len - it.off;
     const size_t take = std::min(n, remaining);
     if (!it.preamble && it.off == 0) {
@@ -337,7 +477,7 @@ void Sender::Impl::Advance(size_t n) noexcept {
 }
 
 void Sender::Impl::StampOldest(Clock::time_point now) noexcept {
-  if (unsent.empty()) {
+  if (UnsentLines() == 0) {
     has_oldest = false;
   } else if (!has_oldest) {
     has_oldest = true;
@@ -351,15 +491,28 @@ bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
 
 void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
   StampOldest(now);
-  if (unsent.empty() || !IsDue(now)) return;
-  while (!unsent.empty()) {
-    const LineQueue::Line& front = unsent.front();
-    if (!window.Fits(front.len)) break;  // the window is full: wait for acks
-    const LineQueue::Pieces p = unsent.BytesOf(front, 0);
-    window.Push(front.seq, p.first, p.second);
-    unsent.PopFront();
+  if (UnsentLines() == 0 || !IsDue(now)) return;
+  // Into the window where they lie (design point 3): only the boundary moves.
+  const uint64_t tail = held.tail_index();
+  while (sent < tail) {
+    const size_t len = held.at(sent).len;
+    if (!WindowAdmits(len)) break;  // the window is full: wait for acks
+    win_held_bytes += len;
+    ++sent;
   }
-  if (unsent.empty()) has_oldest = false;
+  if (UnsentLines() == 0) has_oldest = false;
+}
+
+void Sender::Impl::MoveAside() noexcept {
+  // Fits: the window is at most aside's capacity in bytes and lines (WindowAdmits).
+  while (held.head_index() != sent) {
+    const LineQueue::Line& line = held.front();
+    const LineQueue::Pieces p = held.BytesOf(line, 0);
+    aside.Push(line.seq, p.first, p.second);
+    aside.at(aside.tail_index() - 1).written = line.written;
+    held.PopFront();
+  }
+  win_held_bytes = 0;
 }
 
 void Sender::Impl::TryConnect(Clock::time_point now) noexcept {
@@ -457,7 +610,7 @@ void Sender::Impl::OnConnected(Clock::time_point now) noexcept {
   connected_since = now;
   conn_got_ack = false;
   // The stream starts over: preamble first, then the whole window again (merged by seq).
-  cur = Cursor{preamble.head_index(), 0, window.head_index(), 0};
+  cur = Cursor{preamble.head_index(), 0, win_head, 0};
   ack_len = 0;
   ack_discarding = false;
   pass_pending = pass_on;
@@ -541,13 +694,12 @@ void Sender::Impl::ApplyAck(uint64_t seq) noexcept {
 
 void Sender::Impl::ReleaseAcked() noexcept {
   if (!acked_seq) return;
-  while (!window.empty() && window.front().seq <= *acked_seq) {
-    const uint64_t index = window.head_index();
-    if (Connected() && index == cur.win && cur.win_off > 0) break;  // finish writing it first
-    window.PopFront();
+  while (WinLines() > 0 && WinLine(win_head).seq <= *acked_seq) {
+    if (Connected() && win_head == cur.win && cur.win_off > 0) break;  // finish writing it first
+    PopWindowFront();
     acked.Add();
-    if (cur.win < window.head_index()) {
-      cur.win = window.head_index();
+    if (cur.win < win_head) {
+      cur.win = win_head;
       cur.win_off = 0;
     }
   }
@@ -627,17 +779,18 @@ void Sender::Impl::SpillDue(Clock::time_point now) noexcept {
   for (;;) {
     // Window lines (sent on a lost connection) have waited already; never-sent lines go when
     // due, as they would to a collector.
-    LineQueue* q = nullptr;
-    if (!window.empty()) {
-      q = &window;
-    } else if (unsent_due && !unsent.empty()) {
-      q = &unsent;
-    }
     bool ok = false;
-    if (q != nullptr) {
-      ok = SpillLine(*q, q->head_index());
+    if (WinLines() > 0) {
+      const LineQueue& q = aside.empty() ? held : aside;
+      ok = SpillLine(q, q.head_index());
       if (ok) {
-        q->PopFront();
+        PopWindowFront();
+        spilled.Add();
+      }
+    } else if (unsent_due && UnsentLines() > 0) {
+      ok = SpillLine(held, sent);  // held's front: the window is empty
+      if (ok) {
+        PopUnsentFront();
         spilled.Add();
       }
     } else if (force && preamble_released < preamble.lines()) {
@@ -653,7 +806,7 @@ void Sender::Impl::SpillDue(Clock::time_point now) noexcept {
       break;
     }
   }
-  if (unsent.empty()) has_oldest = false;
+  if (UnsentLines() == 0) has_oldest = false;
 }
 
 bool Sender::Impl::SpillLine(const LineQueue& q, uint64_t index) noexcept {
@@ -696,9 +849,9 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
   constexpr Clock::time_point kNever = Clock::time_point::max();
   if (!SpillAllowed()) return kNever;
   Clock::time_point due = kNever;
-  if (!window.empty() || (force && Unacked() > 0)) {
+  if (WinLines() > 0 || (force && Unacked() > 0)) {
     due = Clock::time_point::min();
-  } else if (!unsent.empty()) {
+  } else if (UnsentLines() > 0) {
     due =
         !has_oldest || BatchReady() ? Clock::time_point::min() : oldest_since + opts.flush_interval;
   }
@@ -708,8 +861,12 @@ Clock::time_point Sender::Impl::SpillDeadline() const noexcept {
 void Sender::Impl::Reset() noexcept {
   if (fd >= 0) CloseSocket();
   connecting = false;
-  unsent.Clear();
-  window.Clear();
+  held.Clear();
+  aside.Clear();
+  sent = 0;
+  win_held_bytes = 0;
+  win_head = 0;
+  reserved = false;
   preamble.Clear();
   cur = Cursor{};
   next_connect = Clock::time_point::min();
@@ -780,16 +937,58 @@ bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
     return false;
   }
   // Dropping never-sent lines cannot make room taken by the window.
-  if (!s.buffers_ok || s.window.bytes() + line.size() > s.buffer_bytes) {
+  if (!s.buffers_ok || s.WinBytes() + line.size() > s.buffer_bytes) {
     s.rejected_no_room.Add();
     return false;
   }
+  s.reserved = false;  // the line goes where Reserve() offered
   while (!s.FitsUnsent(line.size())) {
-    s.unsent.PopFront();  // not empty: the window alone leaves room for the line
+    if (s.sent != s.held.head_index()) {
+      s.MoveAside();  // the window's lines in front of the oldest never-sent one
+      continue;
+    }
+    s.PopUnsentFront();  // there is one: the window alone leaves room for the line
     (s.Connected() ? s.dropped_backpressure : s.dropped_disconnected).Add();
   }
-  if (s.unsent.empty()) s.has_oldest = false;
-  s.unsent.Push(seq, line);
+  if (s.UnsentLines() == 0) s.has_oldest = false;
+  s.held.Push(seq, line);
+  s.enqueued.Add();
+  return true;
+}
+
+std::span<char> Sender::Reserve() noexcept {
+  if (!impl_ || !impl_->buffers_ok) return {};
+  Impl& s = *impl_;
+  s.reserved = false;
+  if (s.UnsentLines() >= s.max_unsent_lines) return {};
+  const std::span<char> back = s.held.Back();
+  // What can be taken without dropping anything (HasRoom): the longest line, and the buffer's
+  // bound, besides the contiguous storage.
+  const size_t room = std::min({back.size(), s.max_line, s.buffer_bytes - s.HeldBytes()});
+  if (room == 0) return {};
+  s.reserved = true;
+  s.reserved_tail = s.held.tail_index();
+  s.reserved_len = room;
+  s.reserved_at = back.data();
+  return back.first(room);
+}
+
+bool Sender::Commit(uint64_t seq, size_t n) noexcept {
+  if (!impl_) return false;
+  Impl& s = *impl_;
+  // Reserve() ran and nothing was taken since (held's tail is where it was; Clear resets
+  // `reserved`): the storage is still held's back, still free.
+  const bool valid = s.buffers_ok && s.reserved && s.reserved_tail == s.held.tail_index() &&
+                     n > 0 && n <= s.reserved_len && s.reserved_at[n - 1] == '\n' &&
+                     (!s.last_seq || seq > *s.last_seq);
+  s.reserved = false;
+  if (!valid) {
+    s.rejected_invalid.Add();
+    return false;
+  }
+  s.last_seq = seq;
+  if (s.UnsentLines() == 0) s.has_oldest = false;
+  s.held.PushWritten(seq, n);
   s.enqueued.Add();
   return true;
 }
@@ -873,7 +1072,7 @@ std::chrono::steady_clock::time_point Sender::NextDeadline() const noexcept {
   const Impl& s = *impl_;
   if (s.fd < 0) return std::min(s.addr.valid() ? s.next_connect : kNever, s.SpillDeadline());
   if (s.connecting) return s.connect_started + kConnectTimeout;
-  if (s.unsent.empty() || !s.window.Fits(s.unsent.front().len)) return kNever;
+  if (s.UnsentLines() == 0 || !s.WindowAdmits(s.held.at(s.sent).len)) return kNever;
   if (!s.has_oldest || s.force || s.BatchReady()) {
     return Clock::time_point::min();
   }
@@ -894,7 +1093,7 @@ std::optional<uint64_t> Sender::written_seq() const noexcept {
 }
 
 size_t Sender::held_bytes() const noexcept {
-  return impl_ ? impl_->window.bytes() + impl_->unsent.bytes() : 0;
+  return impl_ ? impl_->HeldBytes() : 0;
 }
 
 bool Sender::connected() const noexcept { return impl_ && impl_->Connected(); }

@@ -5,13 +5,18 @@
 //  1. One object, driven by one owner thread (the injector's sender thread, or a test/tool) that
 //     calls Poll() with its clock. Nothing blocks except Flush(), which sleeps in poll(2) until
 //     its deadline. Every socket is SOCK_NONBLOCK | SOCK_CLOEXEC, every send MSG_NOSIGNAL.
-//  2. Memory is allocated once, in the constructor: a byte ring for lines never sent (`buffer`),
-//     a second ring of at most `window_bytes` for lines sent but not acked (`window`), and fixed
-//     storage for the preamble. After that nothing allocates, grows or throws.
-//  3. A line moves from the buffer into the window when it is written for the first time (one
-//     copy); the window is what a new connection retransmits. So "the oldest line never sent" is
-//     always the buffer's front, and dropping it for room is O(1); lines in the window are never
-//     dropped. buffer_bytes bounds the two together.
+//  2. Memory is allocated once, in the constructor: a byte ring for every held line (`held`,
+//     buffer_bytes), a second ring of at most `window_bytes` for window lines moved aside (point
+//     3), and fixed storage for the preamble. After that nothing allocates, grows or throws.
+//  3. A line is written once, into the held ring (encoded there in place, point 13, or copied
+//     by Enqueue), and goes to the socket or the spill from where it lies. The window (lines due
+//     or written, at least partly, to some connection, not acked: what a new connection
+//     retransmits) is the front of that ring and the lines never sent follow it, so a line enters
+//     the window by moving a boundary, not its bytes. "The oldest line never sent" is the first
+//     past the boundary: with the window empty, dropping it for room is O(1); otherwise the
+//     window's lines in the ring are first copied into the aside ring (each line at most once,
+//     and only when a line is dropped), which the window then starts with. Lines in the window
+//     are never dropped. buffer_bytes bounds the two rings' lines together.
 //  4. Writes are batched: lines wait in the buffer until `batch_bytes` are waiting, or the buffer
 //     could not take `batch_bytes` more (a bigger batch cannot come), or the oldest has waited
 //     `flush_interval` (measured from the first Poll() that saw it); then everything the window
@@ -61,6 +66,15 @@
 // 12. Control (docs/protocol.md, "Yielding CUPTI"): besides acks the collector may send a yield
 //     line (cuflight/schema/control.h), read from the same fixed buffer; the latest one not yet
 //     taken waits for the owner's TakeYield. Anything else is garbage, as before.
+// 13. Encoding in place: Reserve() offers the held ring's free contiguous storage at its back,
+//     no more than a line taken now without dropping anything (HasRoom) may use; the owner
+//     encodes a line there and Commit(seq, n) takes its first n bytes, which are then the line's
+//     only copy. Storage reserved and not committed holds no line: nothing of it is sent,
+//     spilled or counted, and the next line is written over it. A reservation outlives Poll,
+//     Flush and WaitForRoom (popping lines never moves the ring's back) and ends at the next
+//     Reserve, Enqueue, Commit or ResetAfterFork. A line the reservation cannot hold (the ring's
+//     end is near, the buffer nearly full, the line long) is encoded elsewhere and given to
+//     Enqueue, which copies it, wrapping around the ring, and drops for room as usual.
 #ifndef CUFLIGHT_TRANSPORT_SENDER_H_
 #define CUFLIGHT_TRANSPORT_SENDER_H_
 
@@ -71,6 +85,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
 #include <string_view>
 
 #include "cuflight/transport/spill_sink.h"
@@ -95,7 +110,8 @@ struct SenderOptions {
   std::chrono::milliseconds backoff_min{10};
   std::chrono::milliseconds backoff_max{1000};
   // Most never-sent lines held at once (descriptor slots, 16 bytes each); a full set of slots
-  // is "no room" like full bytes. The window has its own slots, min(max_lines, window_bytes/32).
+  // is "no room" like full bytes. The window has its own slots, min(max_lines, window_bytes/32),
+  // in each of the two rings (design point 3).
   size_t max_lines = 1 << 17;
   // Storage for the preamble lines (process_start and device events), fixed at construction,
   // and the most preamble lines.
@@ -123,7 +139,7 @@ struct SenderOptions {
 //       acked + spilled + dropped_disconnected + dropped_backpressure + Sender::unacked_lines()
 // rejected_* lines were never taken (Enqueue returned false): the caller counts those.
 struct SenderStats {
-  uint64_t enqueued = 0;              // lines Enqueue() took
+  uint64_t enqueued = 0;              // lines Enqueue() or Commit() took
   uint64_t preamble_lines = 0;        // lines AddPreamble() took
   uint64_t acked = 0;                 // held lines (preamble included) released by an ack
   uint64_t spilled = 0;               // held lines (preamble included) released by being
@@ -136,8 +152,9 @@ struct SenderStats {
                                       // collector was connected: it had not acknowledged enough
   uint64_t rejected_no_room = 0;      // Enqueue() false: everything held is sent-unacked
   uint64_t rejected_too_large = 0;    // Enqueue() false: longer than min(window, buffer)
-  uint64_t rejected_invalid = 0;      // Enqueue()/AddPreamble() false: empty, no final '\n',
-                                      // seq not increasing, or no preamble space
+  uint64_t rejected_invalid = 0;      // Enqueue()/AddPreamble()/Commit() false: empty, no
+                                      // final '\n', seq not increasing, no preamble space, or
+                                      // (Commit) longer than its reservation or none valid
   uint64_t retransmitted = 0;         // lines written again on a later connection
   uint64_t connects = 0;              // connections established
   uint64_t connect_failures = 0;      // attempts that failed (no collector, refused, ...)
@@ -181,6 +198,20 @@ class Sender {
   // never-sent line dropped because the rest is sent-unacked (rejected_no_room), or malformed
   // (rejected_invalid). The caller counts a false return as its own drop: the seq is used.
   bool Enqueue(uint64_t seq, std::string_view line) noexcept;
+
+  // Encoding in place (design point 13): the storage a line of at most its size can be written
+  // into now and then taken by Commit() without dropping anything, the line's only copy. Empty
+  // when there is none (no buffers, no free storage at the ring's back, no line slot): the owner
+  // then encodes elsewhere and calls Enqueue. Never blocks; ends any earlier reservation.
+  std::span<char> Reserve() noexcept;
+
+  // Takes the first `n` bytes of the last Reserve()'s storage, ending in '\n', as the line
+  // `seq` (above every seq given so far), as Enqueue would have taken them; nothing is dropped.
+  // Returns false, taking nothing and leaving the seq unused, when n is 0 or above the
+  // reservation (an encoder that ran out of room wrote no line), the line does not end in '\n',
+  // the seq is not increasing, or there is no reservation still valid; each counted in
+  // rejected_invalid. Either way the reservation ends.
+  bool Commit(uint64_t seq, size_t n) noexcept;
 
   // True if a line of `bytes` would be taken now without dropping anything: the owner can stop
   // draining its ring instead (so that the ring drops, newest first, rather than this buffer).

@@ -84,6 +84,17 @@ void LineQueue::PopFront() noexcept {
   // An empty queue keeps head_offset_ at its back (point 4): Back() starts it over at 0.
 }
 
+size_t LineQueue::PopFront(size_t n) noexcept {
+  if (n == 0) return 0;
+  const size_t bytes = RunBytes(head_, head_ + n - 1);
+  head_offset_ = Wrap(head_offset_, bytes);
+  bytes_ -= bytes;
+  head_ += n;
+  head_slot_ += n;  // n <= line_capacity_
+  if (head_slot_ >= line_capacity_) head_slot_ -= line_capacity_;
+  return bytes;
+}
+
 LineQueue::Pieces LineQueue::Contiguous(size_t start, size_t len) const noexcept {
   const size_t first = std::min(len, byte_capacity_ - start);
   Pieces p;
@@ -96,16 +107,18 @@ LineQueue::Pieces LineQueue::BytesOf(const Line& line, size_t from) const noexce
   return Contiguous(Wrap(line.offset, from), line.len - from);
 }
 
-LineQueue::Pieces LineQueue::BytesOf(uint64_t first, size_t from, uint64_t last) const noexcept {
+size_t LineQueue::RunBytes(uint64_t first, uint64_t last) const noexcept {
   const Line& a = at(first);
   const Line& b = at(last);
   // The ring distance from a's first byte to one past b's last: the lines' total, which is the
   // whole ring when they fill it (the distance is 0 then, and no line is empty).
   const size_t end = Wrap(b.offset, b.len);
-  size_t len = end >= a.offset ? end - a.offset : end + byte_capacity_ - a.offset;
-  if (len == 0) len = byte_capacity_;
-  const size_t start = Wrap(a.offset, from);
-  return Contiguous(start, len - from);
+  const size_t len = end >= a.offset ? end - a.offset : end + byte_capacity_ - a.offset;
+  return len == 0 ? byte_capacity_ : len;
+}
+
+LineQueue::Pieces LineQueue::BytesOf(uint64_t first, size_t from, uint64_t last) const noexcept {
+  return Contiguous(Wrap(at(first).offset, from), RunBytes(first, last) - from);
 }
 
 }  // namespace cuflight::transport::internal

@@ -77,6 +77,8 @@ class LineQueue {
 
   // Removes the oldest line. Requires !empty().
   void PopFront() noexcept;
+  // Removes the `n` oldest lines (n <= lines()) at once; returns their bytes.
+  size_t PopFront(size_t n) noexcept;
 
   bool empty() const noexcept { return head_ == tail_; }
   size_t lines() const noexcept { return static_cast<size_t>(tail_ - head_); }
@@ -97,6 +99,9 @@ class LineQueue {
   // The bytes of the lines at indices first..last (inclusive, first <= last, both held), from
   // byte `from` (< the first line's len) of the first: back to back, so at most two pieces.
   Pieces BytesOf(uint64_t first, size_t from, uint64_t last) const noexcept;
+  // How many bytes the lines at indices first..last hold (inclusive, first <= last, both held),
+  // from their offsets alone.
+  size_t RunBytes(uint64_t first, uint64_t last) const noexcept;
 
  private:
   size_t Slot(uint64_t i) const noexcept {

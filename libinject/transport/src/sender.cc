@@ -492,13 +492,25 @@ bool Sender::Impl::IsDue(Clock::time_point now) const noexcept {
 void Sender::Impl::MoveDue(Clock::time_point now) noexcept {
   StampOldest(now);
   if (UnsentLines() == 0 || !IsDue(now)) return;
-  // Into the window where they lie (design point 3): only the boundary moves.
-  const uint64_t tail = held.tail_index();
-  while (sent < tail) {
-    const size_t len = held.at(sent).len;
-    if (!WindowAdmits(len)) break;  // the window is full: wait for acks
-    win_held_bytes += len;
-    ++sent;
+  // Into the window where they lie (design point 3): only the boundary moves, past as many
+  // lines as the window admits (the rest wait for acks), found by a binary search on the count:
+  // a run's bytes come from its first and last lines' offsets.
+  const size_t slots = aside.line_capacity();
+  if (WinLines() >= slots || WinBytes() >= max_line) return;
+  const size_t budget = max_line - WinBytes();
+  size_t lo = 0;  // admitted
+  size_t hi = std::min(UnsentLines(), slots - WinLines());
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (held.RunBytes(sent, sent + mid - 1) <= budget) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  if (lo > 0) {
+    win_held_bytes += held.RunBytes(sent, sent + lo - 1);
+    sent += lo;
   }
   if (UnsentLines() == 0) has_oldest = false;
 }
@@ -694,14 +706,37 @@ void Sender::Impl::ApplyAck(uint64_t seq) noexcept {
 
 void Sender::Impl::ReleaseAcked() noexcept {
   if (!acked_seq) return;
-  while (WinLines() > 0 && WinLine(win_head).seq <= *acked_seq) {
-    if (Connected() && win_head == cur.win && cur.win_off > 0) break;  // finish writing it first
-    PopWindowFront();
+  // A half-written line is finished first (point 6): it and the lines after it stay.
+  const uint64_t limit = Connected() && cur.win_off > 0 ? cur.win : UINT64_MAX;
+  while (!aside.empty() && win_head < limit && aside.front().seq <= *acked_seq) {
+    aside.PopFront();
+    ++win_head;
     acked.Add();
-    if (cur.win < win_head) {
-      cur.win = win_head;
-      cur.win_off = 0;
+  }
+  if (aside.empty()) {
+    // Held's window lines an ack covers: a prefix (seqs grow), found by a binary search and
+    // released at once.
+    uint64_t lo = held.head_index();
+    uint64_t hi = sent;
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (held.at(mid).seq <= *acked_seq) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
     }
+    uint64_t n = lo - held.head_index();
+    if (limit != UINT64_MAX) n = std::min(n, limit > win_head ? limit - win_head : 0);
+    if (n > 0) {
+      win_held_bytes -= held.PopFront(static_cast<size_t>(n));
+      win_head += n;
+      acked.Add(n);
+    }
+  }
+  if (cur.win < win_head) {
+    cur.win = win_head;
+    cur.win_off = 0;
   }
   while (preamble_released < preamble.lines() && preamble.at(preamble_released).seq <= *acked_seq) {
     ++preamble_released;
@@ -927,6 +962,7 @@ bool Sender::AddPreamble(uint64_t seq, std::string_view line) noexcept {
 bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
   if (!impl_) return false;
   Impl& s = *impl_;
+  s.reserved = false;  // ends any reservation: a line taken goes where it was (point 13)
   if (line.empty() || line.back() != '\n' || (s.last_seq && seq <= *s.last_seq)) {
     s.rejected_invalid.Add();
     return false;
@@ -941,7 +977,6 @@ bool Sender::Enqueue(uint64_t seq, std::string_view line) noexcept {
     s.rejected_no_room.Add();
     return false;
   }
-  s.reserved = false;  // the line goes where Reserve() offered
   while (!s.FitsUnsent(line.size())) {
     if (s.sent != s.held.head_index()) {
       s.MoveAside();  // the window's lines in front of the oldest never-sent one

@@ -38,8 +38,7 @@ void LineQueue::AppendDescriptor(uint64_t seq, size_t start, size_t len) noexcep
   Line& line = at(tail_);
   line.seq = seq;
   line.offset = static_cast<uint32_t>(start);
-  line.len = static_cast<uint32_t>(len) & 0x7fffffffu;
-  line.written = 0;
+  line.len = static_cast<uint32_t>(len);
   ++tail_;
   bytes_ += len;
 }

@@ -5,7 +5,7 @@
 //  1. Lines are stored in order, back to back, in a circular byte buffer; a line may wrap around
 //     the end, so its bytes are one or two contiguous pieces (Pieces()). Because they are back to
 //     back, so are the bytes of any run of consecutive lines (BytesOf(first, from, last)).
-//  2. Descriptors (seq, offset, length, a "written" flag) sit in a second circular array and are
+//  2. Descriptors (seq, offset, length) sit in a second circular array and are
 //     addressed by monotonic indices: head_index() <= i < tail_index(). An index stays valid for
 //     a line until that line is popped.
 //  3. Push() requires Fits(); nothing grows, allocates or throws after Allocate().
@@ -36,9 +36,8 @@ class LineQueue {
 
   struct Line {
     uint64_t seq;
-    uint32_t offset;       // physical offset of the first byte in the byte ring
-    uint32_t len : 31;     // bytes, including the final '\n'
-    uint32_t written : 1;  // set by the owner once any byte of it went out on some connection
+    uint32_t offset;  // physical offset of the first byte in the byte ring
+    uint32_t len;     // bytes, including the final '\n'
   };
   static_assert(sizeof(Line) == 16, "Line descriptors are 16 bytes");
 

@@ -114,6 +114,9 @@ struct Sender::Impl {
   uint64_t HeldRun(const Cursor& c, uint64_t w) const noexcept;
   int BuildIov(iovec* iov, size_t* total) const noexcept;
   void Advance(size_t n) noexcept;
+  // Window lines [from, to) (window indices) had their first byte written: counts those written
+  // on an earlier connection as retransmitted.
+  void NoteBegun(uint64_t from, uint64_t to) noexcept;
 
   // The window (design point 3): window indices grow by one per line, from win_head (the
   // oldest line not acked or spilled); the oldest lines may be in `aside`, the rest are the
@@ -236,6 +239,7 @@ struct Sender::Impl {
   // point 3), in seq order, all older than held's.
   LineQueue aside;
   uint64_t win_head = 0;  // the window index of the window's oldest line
+  uint64_t begun_end = 0;  // one past the highest window index any connection began writing
   // The storage the last Reserve() offered: valid while held's tail is still `reserved_tail`.
   bool reserved = false;
   uint64_t reserved_tail = 0;
@@ -435,40 +439,52 @@ uint64_t Sender::Impl::HeldRun(const Cursor& c, uint64_t w) const noexcept {
   return end;
 }
 
+void Sender::Impl::NoteBegun(uint64_t from, uint64_t to) noexcept {
+  if (to <= from) return;
+  // The window is written in order on every connection, so the lines begun before are exactly
+  // those below begun_end (lines an ack let a connection skip are released, never written).
+  if (begun_end > from) retransmitted.Add(std::min(to, begun_end) - from);
+  begun_end = std::max(begun_end, to);
+}
+
 void Sender::Impl::Advance(size_t n) noexcept {
   Item it{};
   while (n > 0 && NextItem(cur, &it)) {
     const uint64_t run_end = it.preamble ? it.index : HeldRun(cur, it.index);
     if (run_end > it.index) {
-      // The lines BuildIov sent as one run, stepped without NextItem.
-      uint64_t w = it.index;
-      size_t off = it.off;
-      while (n > 0 && w < run_end) {
-        LineQueue::Line& line = held.at(HeldIndex(w));
-        if (off == 0) {
-          if (line.written) retransmitted.Add();
-          line.written = 1;
-        }
-        const size_t take = std::min<size_t>(n, line.len - off);
-        n -= take;
-        off += take;
-        if (off == line.len) {
-          if (!max_written || line.seq > *max_written) max_written = line.seq;
-          ++w;
-          off = 0;
+      // The lines BuildIov sent as one run: how many of them the n bytes finish, by a binary
+      // search on the count (a run's bytes come from its first and last lines' offsets).
+      const uint64_t h = HeldIndex(it.index);
+      uint64_t lo = 0;
+      uint64_t hi = run_end - it.index;
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (held.RunBytes(h, h + mid - 1) - it.off <= n) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
         }
       }
+      size_t off = 0;
+      if (lo > 0) {
+        n -= held.RunBytes(h, h + lo - 1) - it.off;
+        const uint64_t seq = held.at(h + lo - 1).seq;
+        if (!max_written || seq > *max_written) max_written = seq;
+      }
+      const uint64_t w = it.index + lo;
+      if (n > 0 && w < run_end) {  // the rest of n is the start of line w, not finished
+        off = (lo == 0 ? it.off : 0) + n;
+        n = 0;
+      }
+      NoteBegun(it.off > 0 ? it.index + 1 : it.index, off > 0 ? w + 1 : w);
       cur.win = w;
       cur.win_off = off;
       continue;
     }
-    LineQueue::Line& line = LineOf(it);
+    const LineQueue::Line& line = LineOf(it);
     const size_t remaining = line.len - it.off;
     const size_t take = std::min(n, remaining);
-    if (!it.preamble && it.off == 0) {
-      if (line.written) retransmitted.Add();
-      line.written = 1;
-    }
+    if (!it.preamble && it.off == 0) NoteBegun(it.index, it.index + 1);
     const uint64_t seq = line.seq;
     Step(&cur, it, take, line.len);
     n -= take;
@@ -521,7 +537,6 @@ void Sender::Impl::MoveAside() noexcept {
     const LineQueue::Line& line = held.front();
     const LineQueue::Pieces p = held.BytesOf(line, 0);
     aside.Push(line.seq, p.first, p.second);
-    aside.at(aside.tail_index() - 1).written = line.written;
     held.PopFront();
   }
   win_held_bytes = 0;
@@ -901,6 +916,7 @@ void Sender::Impl::Reset() noexcept {
   sent = 0;
   win_held_bytes = 0;
   win_head = 0;
+  begun_end = 0;
   reserved = false;
   preamble.Clear();
   cur = Cursor{};

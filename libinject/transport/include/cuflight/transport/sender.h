@@ -84,8 +84,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "cuflight/transport/spill_sink.h"

@@ -182,7 +182,9 @@ class Builder {
             current = origin.file;
             file_key_ = ProcessKeyOfLogFile(*current);
             file_process_ = kNoProcess;
+            by_config_.clear();  // configuration ids are the file's
           }
+          config_ = origin.config;
           OnEvent(event);
         },
         read, &report_->read, error);
@@ -286,6 +288,7 @@ class Builder {
 
   void On(size_t, ProcessState& p, const schema::OwnedDeviceEvent& e) {
     p.devices[e.device] = {e.name, e.uuid, e.warp_size > 0 ? e.warp_size : 32, LimitsOf(e)};
+    by_config_.clear();  // a signature's key holds its device's model
   }
 
   void On(size_t index, ProcessState& p, const schema::OwnedKernelEvent& e) {
@@ -293,13 +296,25 @@ class Builder {
     ++s.kernels;
     p.last_kernel_seq = std::max(p.last_kernel_seq.value_or(0), e.header.seq);
 
-    StreamState& stream = p.streams[{e.device, e.stream}];
+    // The stream and the signature of a launch of a configuration already seen in this file and
+    // process are those of its configuration's first launch (Origin::config).
+    ConfigEntry* entry = nullptr;
+    if (config_ != 0 && config_ < kMaxConfigEntries) {
+      if (by_config_.size() <= config_) by_config_.resize(config_ + 1);
+      entry = &by_config_[config_];
+      if (entry->process != index) {
+        entry->process = index;
+        entry->stream = &p.streams[{e.device, e.stream}];
+        entry->signature = SignatureOf(p, e);
+      }
+    }
+    StreamState& stream = entry != nullptr ? *entry->stream : p.streams[{e.device, e.stream}];
     stream.tail.device = e.device;
     stream.tail.stream = e.stream;
     ++stream.tail.launches;
     PendingLaunch launch{static_cast<uint32_t>(index), e.header.seq, e.header.ts_ns, kNone, kNone,
                          false, kNone, nullptr, 0};
-    const uint32_t signature = SignatureOf(p, e);
+    const uint32_t signature = entry != nullptr ? entry->signature : SignatureOf(p, e);
     if (!p.last_launch || e.header.seq >= p.last_launch->seq) {
       LaunchSummary& l = p.last_launch ? *p.last_launch : p.last_launch.emplace();
       l.seq = e.header.seq;
@@ -789,12 +804,27 @@ class Builder {
 
   static constexpr size_t kNoProcess = std::numeric_limits<size_t>::max();
 
+  // What the launches of one configuration of the file being read share (Origin::config): its
+  // process's stream and its signature, whose key (name, block, shared memory, registers, the
+  // device's model) the configuration fixes. Valid for the process that read it; cleared at each
+  // new file (ids are the file's) and each device event (the model is the key's).
+  struct ConfigEntry {
+    size_t process = kNoProcess;
+    StreamState* stream = nullptr;  // a node of the process's `streams`: it stays put
+    uint32_t signature = kNone;
+  };
+  // Ids up to this are looked up in by_config_ (a producer counts them from 1); larger ones as
+  // launches read whole are.
+  static constexpr uint64_t kMaxConfigEntries = 1 << 16;
+
   const ReportOptions& options_;
   Report* report_;
   LaunchFilter filter_;
   std::optional<Resource> limiter_;
   std::optional<ProcessKey> file_key_;
   size_t file_process_ = kNoProcess;
+  uint64_t config_ = 0;                 // Origin::config of the event being read
+  std::vector<ConfigEntry> by_config_;  // by Origin::config, in the file being read
   std::map<int32_t, ProcessKey> start_of_pid_;  // from the latest process_start of each pid
   std::map<ProcessKey, size_t> process_index_;
   std::deque<ProcessState> processes_;

@@ -311,12 +311,14 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   // `kernel` whole, or as its launch after its description when the file does not hold that yet
   // (`d` made by Split with the seq `config_seq` when new). A description that fills a file is
   // written again at the start of the next, where the launch goes.
+  // `wave` is the wave the engine counted the launch's figures in: the description says it and
+  // the launch leaves the figures to the reader, as the producer sends it (waves.h; Split, 1a).
   auto write_launch = [&](const schema::OwnedKernelEvent& kernel, Described* d,
-                          uint64_t config_seq) -> bool {
+                          uint64_t config_seq, schema::WaveShape wave) -> bool {
     if (d == nullptr) return out.Write(kernel, error);
     if (d->id == 0) {
       d->id = next_config_id++;
-      schema::Split(kernel, d->id, &d->config, &launch);
+      schema::Split(kernel, d->id, &d->config, &launch, wave);
       d->config.header.seq = config_seq;
     }
     while (d->file_serial != out.file_serial()) {
@@ -324,7 +326,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
       if (!out.Write(d->config, error)) return false;
       ++totals->descriptions;
     }
-    schema::Split(kernel, d->id, &unused, &launch);
+    schema::Split(kernel, d->id, &unused, &launch, wave);
     return out.Write(launch, error);
   };
 
@@ -373,9 +375,9 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     k.dyn_shared_bytes = kind.dyn_smem;
     k.const_bytes = 616;
     k.occupancy = kind.occupancy;
-    occupancy::ComputeWaves(Gpu().limits.sm_count, report::LaunchOf(k, Gpu().limits),
-                            &k.occupancy);
-    if (!write_launch(k, d, config_seq)) return false;
+    const schema::WaveShape wave = occupancy::ComputeWaves(
+        Gpu().limits.sm_count, report::LaunchOf(k, Gpu().limits), &k.occupancy);
+    if (!write_launch(k, d, config_seq, wave)) return false;
     ++totals->launches;
     note_ts(now);
     if (spec.untimed_every == 0 || (i + 1) % spec.untimed_every != 0) {

@@ -23,7 +23,9 @@
 //  6. `intern`: each launch as an interned producer sends it and the collector stores it
 //     (docs/protocol.md, "Interned configurations"; schema::Split): a kernel_config per (kernel,
 //     stream), with its own seq, before the first launch that names it, then one `launch` line
-//     per launch. In every later file the first launch of a configuration is preceded by its
+//     per launch, the description saying the wave the launch's figures were counted in (wave_size)
+//     and the launch leaving `waves` and `tail_utilization` to the reader (waves.h), as the
+//     recorder's sender thread sends it. In every later file the first launch of a configuration is preceded by its
 //     description again, the same line (the collector's Redescribe), so each file reads alone.
 //     Off: every launch a self-contained `kernel` line, as before. Either way the same launches:
 //     expanded (schema::ConfigExpander) the interned log gives the whole one's kernel events.

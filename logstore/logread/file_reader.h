@@ -67,6 +67,10 @@ class Expansion {
   const schema::OwnedEvent* Deliver(schema::OwnedEvent* event, const std::filesystem::path& file,
                                     uint64_t line, ReadSummary* summary);
 
+  // The configuration id the event Deliver returned last was expanded from (Origin::config); 0
+  // when it was no expansion.
+  uint64_t config() const { return config_; }
+
  private:
   // Counts what a description or a refusal is (not an event), with a note for a refusal.
   void NotDelivered(const schema::OwnedEvent& event, schema::ExpandVerdict verdict,
@@ -76,6 +80,7 @@ class Expansion {
   // Per configuration id described in the file, its launches' kernel event (an OwnedKernelEvent).
   std::unordered_map<uint64_t, schema::OwnedEvent> kernels_;
   const std::filesystem::path* file_ = nullptr;
+  uint64_t config_ = 0;
 };
 
 // Reads `file` (plain or zstd, by content) into `sink`, adding to *summary (log_reader.h, 1.-4.).

@@ -288,7 +288,7 @@ class DirectSink final : public internal::LineSink {
     const schema::OwnedEvent* event = expansion_.Deliver(&result_.event, file_, line, summary_);
     if (event == nullptr) return;
     ++*events_;
-    on_event_(*event, Origin{&file_, line});
+    on_event_(*event, Origin{&file_, line, expansion_.config()});
     if (*events_ % kTickEvents == 0) tick_();
   }
   void Unknown(std::string_view type, uint64_t line) override {
@@ -381,12 +381,13 @@ bool ReadLogFiles(const std::vector<fs::path>& files, const OnEvent& on_event,
     const fs::path& file = files[b->file];
     for (size_t k = 0; k < b->size; ++k) {
       Item& item = b->items[k];
-      const Origin origin{&file, item.line};
+      Origin origin{&file, item.line};
       if (!item.unknown) {
         const schema::OwnedEvent* event =
             expansion.Deliver(&item.result.event, file, item.line, &b->summary);
         if (event == nullptr) continue;
         ++progress.events;
+        origin.config = expansion.config();
         on_event(*event, origin);
       } else if (options.on_unknown && item.result.header) {
         options.on_unknown(UnknownEvent{item.unknown_type, *item.result.header}, origin);

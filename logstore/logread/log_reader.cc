@@ -191,7 +191,7 @@ class CallbackSink final : public internal::LineSink {
   void Event(uint64_t line) override {
     if (const schema::OwnedEvent* event = expansion_.Deliver(&result_.event, file_, line,
                                                               summary_)) {
-      on_event_(*event, Origin{&file_, line});
+      on_event_(*event, Origin{&file_, line, expansion_.config()});
     }
   }
   void Unknown(std::string_view, uint64_t) override {}
@@ -305,13 +305,19 @@ const schema::OwnedEvent* Expansion::Deliver(schema::OwnedEvent* event, const fs
     kernels_.clear();
     file_ = &file;
   }
+  config_ = 0;
   if (const auto* launch = std::get_if<schema::OwnedLaunchEvent>(event)) {
     if (const schema::OwnedKernelConfigEvent* config = configs_.Find(launch->config)) {
       try {
         schema::OwnedEvent& kept = kernels_[launch->config];
-        auto* kernel = std::get_if<schema::OwnedKernelEvent>(&kept);
-        if (kernel == nullptr) kernel = &kept.emplace<schema::OwnedKernelEvent>();
-        schema::Expand(*config, *launch, kernel);
+        if (auto* kernel = std::get_if<schema::OwnedKernelEvent>(&kept)) {
+          // Its configuration's members are there since its first launch in the file (an id's
+          // description never changes within the sequence): only the launch's are written.
+          schema::ExpandLaunch(*config, *launch, kernel);
+        } else {
+          schema::Expand(*config, *launch, &kept.emplace<schema::OwnedKernelEvent>());
+        }
+        config_ = launch->config;
         return &kept;
       } catch (const std::bad_alloc&) {
         kernels_.erase(launch->config);  // expanded in place below, as ConfigExpander does

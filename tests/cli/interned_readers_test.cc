@@ -932,4 +932,40 @@ TEST(ExportJsonl, BadInputExitsTwoWithOneLine) {
 }
 
 }  // namespace
+// The report keys what a configuration's launches share by the configuration (logread's
+// Origin::config), and a signature's key holds the device's model: a device event read after
+// the first launches of a configuration must give its later launches the model, as it does to
+// the same launches read whole. Two launches before the device event (no model: ""), three after
+// ("NVIDIA A100"): two signatures of gemm, in both forms.
+TEST(InternedReport, ADeviceEventAfterTheFirstLaunchesGivesTheLaterOnesItsModel) {
+  TempDir dir;
+  const auto gemm =
+      Spec("_Z4gemmPf", "gemm(float*)", 0, 0x10, 128, schema::Resource::kRegisters, 2);
+  Producer p(4201, "/opt/app/bin/late_device", kStartNs);
+  Timed(p, gemm, {256, 1, 1}, 40'000);
+  Timed(p, gemm, {256, 1, 1}, 41'000);
+  p.Add(schema::OwnedEvent(report::testing::Device(4201, 0, 0, "NVIDIA A100")));
+  for (int i = 0; i < 3; ++i) Timed(p, gemm, {256, 1, 1}, 50'000);
+  p.Add(schema::OwnedEvent(report::testing::End(4201, 0, 0)));
+  const Written w = WriteRecording({p}, dir.path());
+  for (const fs::path& logs : {w.whole, w.interned}) {
+    SCOPED_TRACE(logs.native());
+    const CliRun r = Cuflight({"report", "--csv", logs.string()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    // RenderCsv's columns: device_model the 3rd, launches the 11th; no field here holds a comma.
+    std::map<std::string, std::string> launches;  // device model -> launches
+    std::istringstream rows(r.out);
+    std::string row;
+    std::getline(rows, row);  // the header
+    while (std::getline(rows, row)) {
+      std::vector<std::string> cells;
+      std::istringstream fields(row);
+      for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+      ASSERT_GT(cells.size(), 10u) << row;
+      launches[cells[2]] = cells[10];
+    }
+    EXPECT_EQ(launches, (std::map<std::string, std::string>{{"", "2"}, {"NVIDIA A100", "3"}}));
+  }
+}
+
 }  // namespace cuflight::cli

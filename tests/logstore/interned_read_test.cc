@@ -103,7 +103,9 @@ struct Kernels {
   std::string error;
   ReadSummary summary;
   std::vector<schema::OwnedKernelEvent> kernels;
+  std::vector<uint64_t> configs;  // each kernel's Origin::config
   uint64_t other_events = 0;
+  uint64_t other_configs = 0;  // events not expanded whose Origin::config is not 0
 };
 
 // Every reader path over `files`: ReadLogFile file by file, ReadLogFiles on the calling thread,
@@ -111,11 +113,13 @@ struct Kernels {
 std::vector<Kernels> ReadEveryWay(const std::vector<fs::path>& files) {
   std::vector<Kernels> all(3);
   auto collect = [](Kernels* r) {
-    return [r](const schema::OwnedEvent& e, const Origin&) {
+    return [r](const schema::OwnedEvent& e, const Origin& origin) {
       if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&e)) {
         r->kernels.push_back(*k);
+        r->configs.push_back(origin.config);
       } else {
         ++r->other_events;
+        if (origin.config != 0) ++r->other_configs;
       }
     };
   };
@@ -150,6 +154,9 @@ TEST(InternedReadTest, AlternatingConfigurationsReadBackAsTheKernelEventsTheyWer
       for (size_t i = 0; i < launches.size(); ++i) {
         EXPECT_EQ(r.kernels[i], launches[i]) << "launch " << i;
       }
+      // Each kernel event names the configuration it was expanded from (A is 1, B is 2).
+      EXPECT_EQ(r.configs, (std::vector<uint64_t>{1, 2, 1, 2, 1}));
+      EXPECT_EQ(r.other_configs, 0u);
       // Lines: process_start, 2 descriptions, 5 launches; events: the descriptions are none.
       EXPECT_EQ(r.summary.lines, 8u);
       EXPECT_EQ(r.summary.events, 6u);
@@ -189,6 +196,7 @@ TEST(InternedReadTest, AFilesDescriptionsDoNotServeTheNextFile) {
     ASSERT_TRUE(r.ok) << r.error;
     ASSERT_EQ(r.kernels.size(), launches.size() + 1);
     EXPECT_EQ(r.kernels.back(), later);
+    EXPECT_EQ(r.configs.back(), 1u);  // the second file's configuration 1
     EXPECT_EQ(r.summary.rejected_lines, 1u);
     ASSERT_EQ(r.summary.notes.size(), 1u);
     EXPECT_THAT(r.summary.notes[0], HasSubstr("rejected line 1 in " + second.native() +

@@ -1,8 +1,9 @@
 // Launches waiting for their kernel_time while a reader (the report, the export) reads, by join
 // key (join_key.h): an open-addressing hash table (linear probing, power-of-two capacity, at most
 // half full, removal by backward shift, consecutive correlation ids in neighbouring slots), so a
-// launch costs no allocation and few cache misses. A key may be held more
-// than once (the same launch read under two seqs); Take hands back every entry with the key.
+// launch costs no allocation and few cache misses. Each slot keeps its key's hash, so a removal's
+// shift hashes nothing. A key may be held more than once (the same launch read under two seqs);
+// Take hands back every entry with the key.
 #ifndef CUFLIGHT_REPORT_JOIN_TABLE_H_
 #define CUFLIGHT_REPORT_JOIN_TABLE_H_
 
@@ -22,9 +23,10 @@ class JoinTable {
 
   void Insert(const JoinKey& key, const V& value) {
     if ((size_ + 1) * 2 > slots_.size()) Grow();
-    size_t i = Home(key);
+    const size_t place = Place(key);
+    size_t i = place & mask_;
     while (slots_[i].used) i = (i + 1) & mask_;
-    slots_[i] = Slot{true, key, value};
+    slots_[i] = Slot{true, place, key, value};
     ++size_;
   }
 
@@ -76,6 +78,7 @@ class JoinTable {
  private:
   struct Slot {
     bool used = false;
+    size_t place = 0;  // Place(key): its home is place & mask_, found without hashing again
     JoinKey key{};
     V value{};
   };
@@ -85,12 +88,13 @@ class JoinTable {
   // in it), and a hash of the rest places the run. So a stream of launches touches one cache line
   // per few launches, not one per launch, while ids with any stride still spread over the table.
   static constexpr unsigned kRunBits = 3;
-  size_t Home(const JoinKey& key) const {
+  size_t Place(const JoinKey& key) const {
     JoinKey run = key;
     run.launch.correlation_id >>= kRunBits;
     const size_t low = key.launch.correlation_id & ((size_t{1} << kRunBits) - 1);
-    return ((JoinKeyHash()(run) << kRunBits) | low) & mask_;
+    return (JoinKeyHash()(run) << kRunBits) | low;
   }
+  size_t Home(const JoinKey& key) const { return Place(key) & mask_; }
 
   // Backward-shift deletion: later entries of the probe run move up so no lookup stops early.
   void Remove(size_t hole) {
@@ -98,7 +102,7 @@ class JoinTable {
     for (;;) {
       i = (i + 1) & mask_;
       if (!slots_[i].used) break;
-      const size_t home = Home(slots_[i].key);
+      const size_t home = slots_[i].place & mask_;
       // Move slot i into the hole when its home is not within (hole, i] (cyclically).
       const bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
       if (stays) continue;

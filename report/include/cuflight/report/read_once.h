@@ -15,6 +15,15 @@ namespace cuflight::report {
 // contiguous, so this stays small); false when it was there already (the same event read twice,
 // e.g. in a spill file and the collector's log).
 inline bool MarkSeen(std::map<uint64_t, uint64_t>* seen, uint64_t seq) {
+  // The next seq of the stream, as nearly every event is: it extends the last range (the same
+  // as the general case below, without its search).
+  if (!seen->empty()) {
+    uint64_t& last = seen->rbegin()->second;
+    if (last + 1 == seq && seq != 0) {
+      last = seq;
+      return true;
+    }
+  }
   auto next = seen->upper_bound(seq);  // first range starting after seq
   if (next != seen->begin()) {
     auto prev = std::prev(next);

@@ -115,21 +115,46 @@ void Split(const BasicKernelEvent<S>& k, uint64_t id, BasicKernelConfigEvent<S>*
   launch->timing_window = k.timing_window;
 }
 
+// The members of the kernel event `launch` stands for that the launch gives (header, ids, grid,
+// graph ids, its waves, recovered, timing_window), its configuration being `config` (the caller
+// checked that launch.config names it): what Expand writes after the configuration's members. A
+// reader that keeps one kernel event per configuration, fully expanded once, calls this for the
+// configuration's later launches: the description of an id never changes within its sequence
+// (ConfigExpander refuses a different one), so the configuration's members are already there.
+// Allocation-free.
+template <class S, class T>
+void ExpandLaunch(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& launch,
+                  BasicKernelEvent<T>* out) {
+  out->header = launch.header;
+  out->tid = launch.tid;
+  out->correlation_id = launch.correlation_id;
+  out->grid = launch.grid;
+  out->graph_id = launch.graph_id;
+  out->graph_node_id = launch.graph_node_id;
+  if (launch.waves && launch.tail_utilization) {
+    out->occupancy.waves = *launch.waves;
+    out->occupancy.tail_utilization = *launch.tail_utilization;
+  } else {
+    const GridWaves derived = WavesOfLaunch(config, launch.grid);
+    out->occupancy.waves = launch.waves.value_or(derived.waves);
+    out->occupancy.tail_utilization = launch.tail_utilization.value_or(derived.tail_utilization);
+  }
+  out->recovered = launch.recovered;
+  out->timing_window = launch.timing_window;
+}
+
 // The kernel event `launch` stands for, its configuration being `config` (the caller checked
-// that launch.config names it). Reuses *out's string storage.
+// that launch.config names it): the configuration's members, then the launch's (ExpandLaunch).
+// Reuses *out's string storage.
 template <class S, class T>
 void Expand(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& launch,
             BasicKernelEvent<T>* out) {
-  out->header = launch.header;
-  out->tid = launch.tid;
   out->device = config.device;
   out->context = config.context;
   out->stream = config.stream;
-  out->correlation_id = launch.correlation_id;
   out->api = config.api;
   out->name = config.name;
   out->demangled = config.demangled;
-  out->grid = launch.grid;
   out->block = config.block;
   out->cluster = config.cluster;
   out->num_regs = config.num_regs;
@@ -140,22 +165,11 @@ void Expand(const BasicKernelConfigEvent<S>& config, const BasicLaunchEvent<S>& 
   out->max_threads_per_block = config.max_threads_per_block;
   out->carveout = config.carveout;
   out->cooperative = config.cooperative;
-  out->graph_id = launch.graph_id;
-  out->graph_node_id = launch.graph_node_id;
   out->occupancy = config.occupancy;
-  if (launch.waves && launch.tail_utilization) {
-    out->occupancy.waves = *launch.waves;
-    out->occupancy.tail_utilization = *launch.tail_utilization;
-  } else {
-    const GridWaves derived = WavesOfLaunch(config, launch.grid);
-    out->occupancy.waves = launch.waves.value_or(derived.waves);
-    out->occupancy.tail_utilization = launch.tail_utilization.value_or(derived.tail_utilization);
-  }
   out->occupancy_source = config.occupancy_source;
   out->engine_max_active_blocks = config.engine_max_active_blocks;
   out->sm_count = config.sm_count;
-  out->recovered = launch.recovered;
-  out->timing_window = launch.timing_window;
+  ExpandLaunch(config, launch, out);
 }
 
 // *to = from, in either storage, header and id included.

@@ -34,10 +34,16 @@
 namespace cuflight::logread {
 
 // Where an event came from. `file` points at the path passed to ReadLogFile, valid during the
-// callback only; `line` is 1-based.
+// callback only; `line` is 1-based. `config`: for a kernel event expanded from an interned launch
+// (docs/protocol.md, "Interned configurations"), the id of its configuration in the file's
+// sequence (its kernel_config's `config`), else 0. Within one file every kernel event with the
+// same `config` repeats the same configuration members (device, context, stream, names, block,
+// cluster, resources, occupancy but the per-grid waves): a reader may key what it derives from
+// them by (file, config) instead of looking them up per launch.
 struct Origin {
   const std::filesystem::path* file;
   uint64_t line;
+  uint64_t config = 0;
 };
 
 // Counters of what ReadLogFile read. ReadLogFile adds to them, so one summary can span files.

@@ -586,11 +586,12 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
 }
 
 bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id,
-                              schema::WaveShape wave) noexcept {
+                              schema::WaveShape wave, bool* waves_derived) noexcept {
   if (config_id == ConfigTable::kSendWhole) return Send(event, /*preamble=*/false);
   schema::KernelConfigEvent unused;
   schema::LaunchEvent launch;
   schema::Split(event, config_id, &unused, &launch, wave);
+  if (waves_derived != nullptr) *waves_derived = !launch.waves.has_value();
   launch.header.pid = facts_.pid;
   return Send(launch, /*preamble=*/false);
 }
@@ -708,9 +709,17 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
     // (The recorder only records launches on known devices.)
     RememberLaunch(record.context, record.correlation_id);
     EnsureDeviceEvent(record.device);
+    // A configuration described before, found by what the record says (config_table.h, point
+    // 2): the launch line is made from the record, no kernel event built.
+    RecordConfigs::Key key;
+    const RecordConfigs::Entry* known = nullptr;
+    if (options_.intern_configs && record.function != nullptr) {
+      key = RecordConfigs::Key::Of(record, record.function->id);
+      known = by_record_.Find(key);
+    }
     schema::KernelEvent event;
     schema::WaveShape wave;
-    if (!builder_.BuildKernel(record, *device, &event, &wave)) {
+    if (known == nullptr && !builder_.BuildKernel(record, *device, &event, &wave)) {
       // The recorder checked the same facts; reaching here means the engine refused the launch
       // (the driver accepted it). Its seq stays unused: the collector counts it lost.
       NextSeq();
@@ -718,9 +727,10 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
     } else {
       // Under sampled, only a launch made in a timing window gets a kernel activity record.
       bool timed = true;
+      std::optional<bool> timing_window;
       if (options_.windows != nullptr) {
         timed = options_.windows->OnLaunch(record, stamp_now_);
-        event.timing_window = timed;
+        timing_window = timed;
       }
       if (stall_ != nullptr) {
         // A launch outside a timing window gets no kernel record: the tracker judges it from
@@ -737,23 +747,50 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
         launch.overlaps_previous =
             (record.launch_flags & blackbox::kLaunchProgrammaticSerialization) != 0;
         launch.function_id = record.function != nullptr ? record.function->id : 0;
-        launch.name = event.name;
-        launch.demangled = event.demangled;
-        launch.grid = event.grid;
-        launch.block = event.block;
-        launch.occupancy = event.occupancy.occupancy;
+        // The kernel event's names, grid and block are the record's and its function's
+        // (blackbox::KernelEventBuilder::BuildFrom); the occupancy figure the entry's.
+        launch.name = record.function->name;
+        launch.demangled = record.function->demangled;
+        launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
+        launch.block = {record.block[0], record.block[1], record.block[2]};
+        launch.occupancy = known != nullptr ? known->occupancy : event.occupancy.occupancy;
         launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
         launch.ts_ns = record.ts_ns;
         launch.timed = records_ && timed;
         stall_->OnLaunch(launch);
       }
-      event.header.ts_ns = record.ts_ns;
-      const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
-      event.header = MakeHeader(record.ts_ns, /*publish=*/false);
-      if (SendKernel(event, config_id, wave) && options_.blackbox != nullptr) {
+      bool sent = false;
+      uint64_t seq = 0;
+      if (known != nullptr) {
+        if (known->disagreement) fast_disagreements_.fetch_add(1, std::memory_order_relaxed);
+        schema::LaunchEvent launch;
+        launch.header = MakeHeader(record.ts_ns, /*publish=*/false);
+        launch.tid = record.tid;
+        launch.correlation_id = record.correlation_id;
+        launch.config = known->id;
+        launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
+        launch.timing_window = timing_window;
+        // waves and tail_utilization absent: the reader derives them (config_table.h, point 6).
+        seq = launch.header.seq;
+        sent = Send(launch, /*preamble=*/false);
+      } else {
+        event.timing_window = timing_window;
+        event.header.ts_ns = record.ts_ns;
+        const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
+        event.header = MakeHeader(record.ts_ns, /*publish=*/false);
+        seq = event.header.seq;
+        bool waves_derived = false;
+        sent = SendKernel(event, config_id, wave, &waves_derived);
+        if (config_id != ConfigTable::kSendWhole && waves_derived && record.function != nullptr) {
+          by_record_.Add(key, {.id = config_id,
+                               .occupancy = event.occupancy.occupancy,
+                               .disagreement = event.engine_max_active_blocks.has_value()});
+        }
+      }
+      if (sent && options_.blackbox != nullptr) {
         // The record and the state that says it is handled, in one step.
         handled_pos_ = pos + 1;
-        options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
+        options_.blackbox->Commit(seq, pos, &record, BlackboxState());
         journaled = true;
       }
       if (activity_ != nullptr && options_.timing && timed) timing_watch_.OnLaunch(record.ts_ns);
@@ -1022,7 +1059,8 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
                      timing_incomplete_.load(std::memory_order_relaxed);
   c.timing_dropped_stall_flush = stall_flush_incomplete_.load(std::memory_order_relaxed);
-  c.occupancy_disagreements = builder_.disagreements();
+  c.occupancy_disagreements =
+      builder_.disagreements() + fast_disagreements_.load(std::memory_order_relaxed);
   c.api_errors_routine = recorder_ != nullptr ? recorder_->api_errors_routine() : 0;
   c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
   c.timing_stop = timing_watch_.stop();

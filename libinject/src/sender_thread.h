@@ -338,8 +338,10 @@ class SenderThread {
   // launches need not (schema::Split, config_expander.h point 1a).
   uint64_t DescribeConfig(const schema::KernelEvent& event, schema::WaveShape wave) noexcept;
   // Sends a kernel event whose header is set, as a `launch` of configuration `config_id` (or
-  // whole), `wave` as DescribeConfig's. Returns what Send returned.
-  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave) noexcept;
+  // whole), `wave` as DescribeConfig's. Returns what Send returned. *waves_derived (when not
+  // null and sent as a launch): the launch left its waves for the reader to derive.
+  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave,
+                  bool* waves_derived = nullptr) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;
@@ -436,8 +438,13 @@ class SenderThread {
   uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked
   // Interned kernel names of graph-node activity records: mangled -> demangled.
   std::unordered_map<std::string, std::string> names_;
-  // The kernel configurations described so far (config_table.h), and the next id to give.
+  // The kernel configurations described so far (config_table.h), by content and by what a launch
+  // record says, and the next id to give.
   ConfigTable configs_;
+  RecordConfigs by_record_;
+  // Launches sent from by_record_ whose driver block count differed from the engine's (the
+  // builder counts the kernel events it builds): occupancy_disagreements is both.
+  std::atomic<uint64_t> fast_disagreements_{0};
   uint64_t next_config_id_ = 1;
 };
 

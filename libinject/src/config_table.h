@@ -52,6 +52,7 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -157,9 +158,21 @@ class RecordConfigs {
     uint16_t sm_count = 0;
     int8_t device = 0;
     uint8_t api = 0;
-    bool cooperative = false;
+    uint8_t cooperative = 0;
+    uint8_t unused[3] = {0, 0, 0};  // no padding: a key compares as its bytes
 
-    bool operator==(const Key&) const = default;
+    bool operator==(const Key& other) const noexcept {
+      // Word by word, branch-free (a memcmp call costs more than the comparison).
+      uint64_t differ = 0;
+      for (size_t i = 0; i < sizeof(Key); i += 8) {
+        uint64_t a;
+        uint64_t b;
+        std::memcpy(&a, reinterpret_cast<const char*>(this) + i, 8);
+        std::memcpy(&b, reinterpret_cast<const char*>(&other) + i, 8);
+        differ |= a ^ b;
+      }
+      return differ == 0;
+    }
 
     // The key of a launch record whose function is `function_id`.
     template <typename R>
@@ -180,10 +193,11 @@ class RecordConfigs {
       k.sm_count = r.sm_count;
       k.device = r.device;
       k.api = static_cast<uint8_t>(r.api);
-      k.cooperative = (r.launch_flags & blackbox::kLaunchCooperative) != 0;
+      k.cooperative = (r.launch_flags & blackbox::kLaunchCooperative) != 0 ? 1 : 0;
       return k;
     }
   };
+  static_assert(std::has_unique_object_representations_v<Key> && sizeof(Key) == 80);
 
   struct Entry {
     uint64_t id = 0;  // 0: an empty slot

@@ -274,6 +274,27 @@ class SenderThread {
   void EnsureDeviceEvent(int ordinal) noexcept;
   // The record at ring position `pos`.
   void HandleRecord(const LaunchRecord& record, uint64_t pos) noexcept;
+  // What became of a launch record: its kernel event built (false: the engine refused it), the
+  // seq its line took, whether the transport took it, and whether a kernel activity record is
+  // expected for it.
+  struct LaunchSent {
+    bool built = true;
+    bool sent = false;
+    bool timed = true;
+    uint64_t seq = 0;
+  };
+  // A launch record's timing window and stall tracking, `occupancy` being its kernel event's
+  // figure; sets *timing_window under sampled. Returns whether it is timed.
+  bool NoteLaunch(const LaunchRecord& record, double occupancy,
+                  std::optional<bool>* timing_window) noexcept;
+  // A launch of a configuration found by its record (config_table.h, point 2): its `launch` line
+  // made from the record and `known`.
+  LaunchSent SendKnownLaunch(const LaunchRecord& record,
+                             const RecordConfigs::Entry& known) noexcept;
+  // Any other launch: its kernel event built, described when new and sent (interned or whole);
+  // a configuration described goes into by_record_ under *key (null: not interned).
+  LaunchSent BuildAndSendKernel(const LaunchRecord& record, const DeviceInfo& device,
+                                const RecordConfigs::Key* key) noexcept;
   // The device an activity record names, read from the driver when no launch described it.
   const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;

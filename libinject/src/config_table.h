@@ -52,7 +52,6 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
-#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -142,62 +141,40 @@ class RecordConfigs {
   static constexpr size_t kMaxEntries = ConfigTable::kMaxConfigs;  // at most half full
   static_assert((kSlots & (kSlots - 1)) == 0);
 
+  // The members of point 5, packed into words: built in registers and compared a word at a time
+  // (a key stored field by field and read back in wider words would stall store forwarding).
   struct Key {
-    uint64_t function = 0;  // FunctionInfo::id
-    uint64_t context = 0;
-    uint64_t stream = 0;
-    uint32_t block[3] = {0, 0, 0};
-    uint32_t cluster[3] = {0, 0, 0};
-    uint32_t dyn_smem = 0;
-    int32_t carveout = 0;
-    int32_t func_max_dyn_smem = 0;
-    int32_t func_carveout = 0;
-    int32_t max_active_clusters = 0;
-    int16_t driver_max_active_blocks = 0;
-    uint16_t max_cluster_size = 0;
-    uint16_t sm_count = 0;
-    int8_t device = 0;
-    uint8_t api = 0;
-    uint8_t cooperative = 0;
-    uint8_t unused[3] = {0, 0, 0};  // no padding: a key compares as its bytes
+    static constexpr int kWords = 10;
+    uint64_t w[kWords] = {};
 
     bool operator==(const Key& other) const noexcept {
-      // Word by word, branch-free (a memcmp call costs more than the comparison).
       uint64_t differ = 0;
-      for (size_t i = 0; i < sizeof(Key); i += 8) {
-        uint64_t a;
-        uint64_t b;
-        std::memcpy(&a, reinterpret_cast<const char*>(this) + i, 8);
-        std::memcpy(&b, reinterpret_cast<const char*>(&other) + i, 8);
-        differ |= a ^ b;
-      }
+      for (int i = 0; i < kWords; ++i) differ |= w[i] ^ other.w[i];
       return differ == 0;
     }
 
     // The key of a launch record whose function is `function_id`.
     template <typename R>
     static Key Of(const R& r, uint64_t function_id) noexcept {
+      const auto u32 = [](int32_t v) { return uint64_t{static_cast<uint32_t>(v)}; };
       Key k;
-      k.function = function_id;
-      k.context = r.context;
-      k.stream = r.stream;
-      std::memcpy(k.block, r.block, sizeof(k.block));
-      std::memcpy(k.cluster, r.cluster, sizeof(k.cluster));
-      k.dyn_smem = r.dyn_smem;
-      k.carveout = r.carveout;
-      k.func_max_dyn_smem = r.func_max_dyn_smem;
-      k.func_carveout = r.func_carveout;
-      k.max_active_clusters = r.max_active_clusters;
-      k.driver_max_active_blocks = r.driver_max_active_blocks;
-      k.max_cluster_size = r.max_cluster_size;
-      k.sm_count = r.sm_count;
-      k.device = r.device;
-      k.api = static_cast<uint8_t>(r.api);
-      k.cooperative = (r.launch_flags & blackbox::kLaunchCooperative) != 0 ? 1 : 0;
+      k.w[0] = function_id;
+      k.w[1] = r.context;
+      k.w[2] = r.stream;
+      k.w[3] = r.block[0] | uint64_t{r.block[1]} << 32;
+      k.w[4] = r.block[2] | uint64_t{r.cluster[0]} << 32;
+      k.w[5] = r.cluster[1] | uint64_t{r.cluster[2]} << 32;
+      k.w[6] = r.dyn_smem | u32(r.carveout) << 32;
+      k.w[7] = u32(r.func_max_dyn_smem) | u32(r.func_carveout) << 32;
+      k.w[8] = u32(r.max_active_clusters) |
+               uint64_t{static_cast<uint16_t>(r.driver_max_active_blocks)} << 32 |
+               uint64_t{r.max_cluster_size} << 48;
+      k.w[9] = r.sm_count | uint64_t{static_cast<uint8_t>(r.device)} << 16 |
+               uint64_t{static_cast<uint8_t>(r.api)} << 24 |
+               uint64_t{(r.launch_flags & blackbox::kLaunchCooperative) != 0} << 32;
       return k;
     }
   };
-  static_assert(std::has_unique_object_representations_v<Key> && sizeof(Key) == 80);
 
   struct Entry {
     uint64_t id = 0;  // 0: an empty slot
@@ -248,19 +225,8 @@ class RecordConfigs {
   };
 
   static uint64_t HashOf(const Key& k) noexcept {
-    uint64_t h = Mix64(k.function ^ (k.stream << 1));
-    h = Mix64(h ^ k.context ^ (uint64_t{k.block[0]} << 32 | k.dyn_smem));
-    h = Mix64(h ^ (uint64_t{k.block[1]} | uint64_t{k.block[2]} << 16 | uint64_t{k.api} << 32 |
-                   uint64_t{static_cast<uint8_t>(k.device)} << 40 |
-                   uint64_t{k.cooperative} << 48) ^
-              (uint64_t{k.cluster[0]} | uint64_t{k.cluster[1]} << 21 | uint64_t{k.cluster[2]} << 42) *
-                  0x9E3779B97F4A7C15u);
-    // The rest seldom differ between two configurations of one function and stream: equal keys
-    // are compared in full anyway.
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.carveout) ^
-                               static_cast<uint32_t>(k.func_carveout) << 8) +
-         static_cast<uint64_t>(static_cast<uint16_t>(k.driver_max_active_blocks)) * 31 +
-         k.sm_count;
+    uint64_t h = 0;
+    for (int i = 0; i < Key::kWords; ++i) h = (h ^ k.w[i]) * 0x9E3779B97F4A7C15u;
     return Mix64(h);
   }
 

@@ -29,7 +29,8 @@
 //    dynamic shared memory limit, and the driver's answers the record carries (resident blocks,
 //    active clusters, largest cluster) and the context's SMs. A FunctionInfo never changes and
 //    a device's DeviceInfo is published once (device_table.h), so equal keys give equal
-//    descriptions. The grid, the correlation id, the thread and the time are the launch's.
+//    descriptions. The grid, the correlation id, the thread, the time and the other launch
+//    flags (timing window, programmatic serialization) are the launch's.
 // 6. An entry keeps the configuration's id and what the sender needs of the kernel event
 //    besides the record: the occupancy figure (for the stall tracker) and whether the driver's
 //    resident blocks differed from the engine's (counted per launch, as occupancy_disagreements).

@@ -331,5 +331,33 @@ TEST(RecordConfigsThroughTheSender, ARefusedDescriptionLeavesItsLaunchesWhole) {
   EXPECT_EQ(kernels[4].block.x, 128u);
 }
 
+// A configuration whose driver answer differs from the engine's (a kernel with many named
+// barriers: the fake driver counts them as cuda_occupancy.h's numBlockBarriers does, the
+// attributes do not show them) counts in occupancy_disagreements once per launch, as when every
+// launch's kernel event was built (config_table.h, point 6).
+TEST(RecordConfigsThroughTheSender, DisagreementsAreCountedPerLaunch) {
+  const std::string path = TempSocketPath("disagree");
+  StoringCollector collector(path);
+  Producer run(path);
+  SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
+                      &run.h.functions, &run.h.devices, nullptr, nullptr);
+  FakeFunction f;
+  f.block_barriers = 16;
+  run.h.fake.functions[kF] = f;
+  for (uint32_t i = 1; i <= 5; ++i) {
+    run.Launch(264 * i, 256, 0, kStream, i);
+    sender.Step(Clock::now());
+  }
+  EXPECT_EQ(sender.counters().occupancy_disagreements, 5u);
+  Producer::Finish(sender, collector);
+  EXPECT_EQ(KernelLines(collector), (std::vector<std::string>{"C1", "L1", "L1", "L1", "L1", "L1"}));
+  const std::vector<schema::OwnedKernelEvent> kernels = Kernels(collector);
+  ASSERT_EQ(kernels.size(), 5u);
+  for (const auto& k : kernels) {
+    ASSERT_TRUE(k.engine_max_active_blocks.has_value());
+    EXPECT_NE(*k.engine_max_active_blocks, k.occupancy.max_active_blocks);
+  }
+}
+
 }  // namespace
 }  // namespace cuflight::inject::testing

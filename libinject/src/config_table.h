@@ -41,9 +41,10 @@
 // 7. Only ids a description was sent for are entered: a configuration that goes out whole (past
 //    the bound, or refused) misses here every time and takes the path of point 2, which gives
 //    kSendWhole again.
-// 8. A fixed table (kSlots, open addressing, allocated at the first entry): a lookup hashes the
-//    key and compares it; nothing is allocated on a hit nor after the first entry. Past
-//    kMaxEntries a new key is not entered, and its launches take the path of point 2.
+// 8. A fixed table (kSlots of 104 bytes, 832 KiB, open addressing, allocated at the first entry):
+//    a lookup tries the slot found last, then hashes the key and compares it; nothing is
+//    allocated on a hit nor after the first entry. Past kMaxEntries (half the slots) a new key
+//    is not entered, and its launches take the path of point 2.
 #ifndef CUFLIGHT_LIBINJECT_SRC_CONFIG_TABLE_H_
 #define CUFLIGHT_LIBINJECT_SRC_CONFIG_TABLE_H_
 
@@ -224,6 +225,7 @@ class RecordConfigs {
     Key key;
     Entry entry;
   };
+  static_assert(sizeof(Slot) == 104);
 
   static uint64_t HashOf(const Key& k) noexcept {
     uint64_t h = 0;

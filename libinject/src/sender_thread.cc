@@ -598,11 +598,12 @@ uint64_t SenderThread::DescribeConfig(const schema::KernelEvent& event,
 }
 
 bool SenderThread::SendKernel(schema::KernelEvent& event, uint64_t config_id,
-                              schema::WaveShape wave) noexcept {
+                              schema::WaveShape wave, bool* waves_derived) noexcept {
   if (config_id == ConfigTable::kSendWhole) return Send(event, /*preamble=*/false);
   schema::KernelConfigEvent unused;
   schema::LaunchEvent launch;
   schema::Split(event, config_id, &unused, &launch, wave);
+  if (waves_derived != nullptr) *waves_derived = !launch.waves.has_value();
   launch.header.pid = facts_.pid;
   return Send(launch, /*preamble=*/false);
 }
@@ -712,6 +713,90 @@ bool SenderThread::TakeRecord() noexcept {
   return true;
 }
 
+bool SenderThread::NoteLaunch(const LaunchRecord& record, double occupancy,
+                              std::optional<bool>* timing_window) noexcept {
+  // Under sampled, only a launch made in a timing window gets a kernel activity record.
+  bool timed = true;
+  if (options_.windows != nullptr) {
+    timed = options_.windows->OnLaunch(record, stamp_now_);
+    *timing_window = timed;
+  }
+  if (stall_ != nullptr) {
+    // A launch outside a timing window gets no kernel record: the tracker judges it from
+    // synchronising calls only (stall_tracker.h, point 10).
+    // On the sender's clock: when the record was taken, less how long after the launch that was.
+    const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
+    StallTracker::Launch launch;
+    launch.context = record.context;
+    launch.stream = record.stream;
+    launch.device = record.device;
+    launch.correlation_id = static_cast<uint32_t>(record.correlation_id);  // CUPTI's
+    launch.tid = record.tid;
+    launch.overlaps_previous =
+        (record.launch_flags & blackbox::kLaunchProgrammaticSerialization) != 0;
+    // The kernel event's names, grid and block are the record's and its function's
+    // (blackbox::KernelEventBuilder::BuildFrom).
+    launch.function_id = record.function->id;
+    launch.name = record.function->name;
+    launch.demangled = record.function->demangled;
+    launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
+    launch.block = {record.block[0], record.block[1], record.block[2]};
+    launch.occupancy = occupancy;
+    launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
+    launch.ts_ns = record.ts_ns;
+    launch.timed = records_ && timed;
+    stall_->OnLaunch(launch);
+  }
+  return timed;
+}
+
+SenderThread::LaunchSent SenderThread::SendKnownLaunch(const LaunchRecord& record,
+                                                       const RecordConfigs::Entry& known) noexcept {
+  LaunchSent out;
+  schema::LaunchEvent launch;
+  out.timed = NoteLaunch(record, known.occupancy, &launch.timing_window);
+  if (known.disagreement) fast_disagreements_.fetch_add(1, std::memory_order_relaxed);
+  launch.header = MakeHeader(record.ts_ns, /*publish=*/false);
+  launch.tid = record.tid;
+  launch.correlation_id = record.correlation_id;
+  launch.config = known.id;
+  launch.grid = {record.grid[0], record.grid[1], record.grid[2]};
+  // waves and tail_utilization absent: the reader derives them (config_table.h, point 6).
+  out.seq = launch.header.seq;
+  out.sent = Send(launch, /*preamble=*/false);
+  return out;
+}
+
+SenderThread::LaunchSent SenderThread::BuildAndSendKernel(const LaunchRecord& record,
+                                                          const DeviceInfo& device,
+                                                          const RecordConfigs::Key* key) noexcept {
+  LaunchSent out;
+  schema::KernelEvent event;
+  schema::WaveShape wave;
+  if (!builder_.BuildKernel(record, device, &event, &wave)) {
+    // The recorder checked the same facts; reaching here means the engine refused the launch
+    // (the driver accepted it). Its seq stays unused: the collector counts it lost.
+    NextSeq();
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    out.built = false;
+    return out;
+  }
+  out.timed = NoteLaunch(record, event.occupancy.occupancy, &event.timing_window);
+  event.header.ts_ns = record.ts_ns;
+  const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
+  event.header = MakeHeader(record.ts_ns, /*publish=*/false);
+  out.seq = event.header.seq;
+  bool waves_derived = false;
+  out.sent = SendKernel(event, config_id, wave, &waves_derived);
+  // Its later launches are found by their records (config_table.h, points 5-7).
+  if (key != nullptr && config_id != ConfigTable::kSendWhole && waves_derived) {
+    by_record_.Add(*key, {.id = config_id,
+                          .occupancy = event.occupancy.occupancy,
+                          .disagreement = event.engine_max_active_blocks.has_value()});
+  }
+  return out;
+}
+
 void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexcept {
   bool journaled = false;
   if (record.kind == RecordKind::kApiError) {
@@ -720,55 +805,25 @@ void SenderThread::HandleRecord(const LaunchRecord& record, uint64_t pos) noexce
     // (The recorder only records launches on known devices.)
     RememberLaunch(record.context, record.correlation_id);
     EnsureDeviceEvent(record.device);
-    schema::KernelEvent event;
-    schema::WaveShape wave;
-    if (!builder_.BuildKernel(record, *device, &event, &wave)) {
-      // The recorder checked the same facts; reaching here means the engine refused the launch
-      // (the driver accepted it). Its seq stays unused: the collector counts it lost.
-      NextSeq();
-      rejected_.fetch_add(1, std::memory_order_relaxed);
+    LaunchSent done;
+    if (options_.intern_configs && record.function != nullptr) {
+      // A configuration described before, found by what the record says (config_table.h, point
+      // 2): the launch line is made from the record, no kernel event built.
+      const RecordConfigs::Key key = RecordConfigs::Key::Of(record, record.function->id);
+      const RecordConfigs::Entry* known = by_record_.Find(key);
+      done = known != nullptr ? SendKnownLaunch(record, *known)
+                              : BuildAndSendKernel(record, *device, &key);
     } else {
-      // Under sampled, only a launch made in a timing window gets a kernel activity record.
-      bool timed = true;
-      if (options_.windows != nullptr) {
-        timed = options_.windows->OnLaunch(record, stamp_now_);
-        event.timing_window = timed;
-      }
-      if (stall_ != nullptr) {
-        // A launch outside a timing window gets no kernel record: the tracker judges it from
-        // synchronising calls only (stall_tracker.h, point 10).
-        // On the sender's clock: when the record was taken, less how long after the launch that
-        // was.
-        const int64_t delay_ns = std::max<int64_t>(0, stamp_realtime_ns_ - record.ts_ns);
-        StallTracker::Launch launch;
-        launch.context = record.context;
-        launch.stream = record.stream;
-        launch.device = record.device;
-        launch.correlation_id = static_cast<uint32_t>(record.correlation_id);  // CUPTI's
-        launch.tid = record.tid;
-        launch.overlaps_previous =
-            (record.launch_flags & blackbox::kLaunchProgrammaticSerialization) != 0;
-        launch.function_id = record.function != nullptr ? record.function->id : 0;
-        launch.name = event.name;
-        launch.demangled = event.demangled;
-        launch.grid = event.grid;
-        launch.block = event.block;
-        launch.occupancy = event.occupancy.occupancy;
-        launch.launched_at = stamp_now_ - std::chrono::nanoseconds(delay_ns);
-        launch.ts_ns = record.ts_ns;
-        launch.timed = records_ && timed;
-        stall_->OnLaunch(launch);
-      }
-      event.header.ts_ns = record.ts_ns;
-      const uint64_t config_id = DescribeConfig(event, wave);  // before the launch's seq
-      event.header = MakeHeader(record.ts_ns, /*publish=*/false);
-      if (SendKernel(event, config_id, wave) && options_.blackbox != nullptr) {
-        // The record and the state that says it is handled, in one step.
-        handled_pos_ = pos + 1;
-        options_.blackbox->Commit(event.header.seq, pos, &record, BlackboxState());
-        journaled = true;
-      }
-      if (activity_ != nullptr && options_.timing && timed) timing_watch_.OnLaunch(record.ts_ns);
+      done = BuildAndSendKernel(record, *device, nullptr);
+    }
+    if (done.sent && options_.blackbox != nullptr) {
+      // The record and the state that says it is handled, in one step.
+      handled_pos_ = pos + 1;
+      options_.blackbox->Commit(done.seq, pos, &record, BlackboxState());
+      journaled = true;
+    }
+    if (done.built && activity_ != nullptr && options_.timing && done.timed) {
+      timing_watch_.OnLaunch(record.ts_ns);
     }
   }
   handled_pos_ = pos + 1;
@@ -1034,7 +1089,8 @@ PipelineCounters SenderThread::counters() const noexcept {
   c.timing_dropped = (activity_ != nullptr ? activity_->lost_records() : 0) +
                      timing_incomplete_.load(std::memory_order_relaxed);
   c.timing_dropped_stall_flush = stall_flush_incomplete_.load(std::memory_order_relaxed);
-  c.occupancy_disagreements = builder_.disagreements();
+  c.occupancy_disagreements =
+      builder_.disagreements() + fast_disagreements_.load(std::memory_order_relaxed);
   c.api_errors_routine = recorder_ != nullptr ? recorder_->api_errors_routine() : 0;
   c.api_errors_suppressed = recorder_ != nullptr ? recorder_->api_errors_suppressed() : 0;
   c.timing_stop = timing_watch_.stop();

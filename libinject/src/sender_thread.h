@@ -274,6 +274,27 @@ class SenderThread {
   void EnsureDeviceEvent(int ordinal) noexcept;
   // The record at ring position `pos`.
   void HandleRecord(const LaunchRecord& record, uint64_t pos) noexcept;
+  // What became of a launch record: its kernel event built (false: the engine refused it), the
+  // seq its line took, whether the transport took it, and whether a kernel activity record is
+  // expected for it.
+  struct LaunchSent {
+    bool built = true;
+    bool sent = false;
+    bool timed = true;
+    uint64_t seq = 0;
+  };
+  // A launch record's timing window and stall tracking, `occupancy` being its kernel event's
+  // figure; sets *timing_window under sampled. Returns whether it is timed.
+  bool NoteLaunch(const LaunchRecord& record, double occupancy,
+                  std::optional<bool>* timing_window) noexcept;
+  // A launch of a configuration found by its record (config_table.h, point 2): its `launch` line
+  // made from the record and `known`.
+  LaunchSent SendKnownLaunch(const LaunchRecord& record,
+                             const RecordConfigs::Entry& known) noexcept;
+  // Any other launch: its kernel event built, described when new and sent (interned or whole);
+  // a configuration described goes into by_record_ under *key (null: not interned).
+  LaunchSent BuildAndSendKernel(const LaunchRecord& record, const DeviceInfo& device,
+                                const RecordConfigs::Key* key) noexcept;
   // The device an activity record names, read from the driver when no launch described it.
   const DeviceInfo* DeviceOfActivity(int ordinal) noexcept;
   void HandleActivityBuffer(uint8_t* buffer, size_t valid_size) noexcept;
@@ -338,8 +359,10 @@ class SenderThread {
   // launches need not (schema::Split, config_expander.h point 1a).
   uint64_t DescribeConfig(const schema::KernelEvent& event, schema::WaveShape wave) noexcept;
   // Sends a kernel event whose header is set, as a `launch` of configuration `config_id` (or
-  // whole), `wave` as DescribeConfig's. Returns what Send returned.
-  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave) noexcept;
+  // whole), `wave` as DescribeConfig's. Returns what Send returned. *waves_derived (when not
+  // null and sent as a launch): the launch left its waves for the reader to derive.
+  bool SendKernel(schema::KernelEvent& event, uint64_t config_id, schema::WaveShape wave,
+                  bool* waves_derived = nullptr) noexcept;
   std::string_view Intern(const char* name, std::string_view* demangled);
 
   SenderThreadOptions options_;
@@ -436,8 +459,13 @@ class SenderThread {
   uint64_t timing_lost_seen_ = 0;  // ActivityBuffers::lost_records() when last looked
   // Interned kernel names of graph-node activity records: mangled -> demangled.
   std::unordered_map<std::string, std::string> names_;
-  // The kernel configurations described so far (config_table.h), and the next id to give.
+  // The kernel configurations described so far (config_table.h), by content and by what a launch
+  // record says, and the next id to give.
   ConfigTable configs_;
+  RecordConfigs by_record_;
+  // Launches sent from by_record_ whose driver block count differed from the engine's (the
+  // builder counts the kernel events it builds): occupancy_disagreements is both.
+  std::atomic<uint64_t> fast_disagreements_{0};
   uint64_t next_config_id_ = 1;
 };
 

@@ -3,6 +3,7 @@
 // on a stream) go through the recorder into the ring, on that thread.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -10,9 +11,14 @@
 #include "alloc_counter.h"
 #include "cuflight/blackbox/region_writer.h"
 #include "inject_test_support.h"
+#include "running_collector.h"
+#include "sender_thread.h"
+#include "temp_dir.h"
 
 namespace cuflight::inject::testing {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 TEST(HotPath, CachedLaunchesAllocateNothing) {
   Harness h(16384);
@@ -118,6 +124,45 @@ TEST(HotPath, ActivityBufferCallbacksAllocateNothing) {
   EXPECT_EQ(buffers.refused(), 1000u);
   EXPECT_EQ(buffers.cupti_dropped(), 1000u);
   EXPECT_EQ(lost, 1000u);
+}
+
+// Not the launch hot path, but per launch all the same: the sender thread's handling of launches
+// of configurations it described (config_table.h, point 8: found by the record, a `launch` line
+// encoded and handed to the transport) allocates nothing.
+TEST(HotPath, TheSendersLaunchesOfDescribedConfigurationsAllocateNothing) {
+  const std::string path = test_support::TempSocketPath("sender-alloc");
+  test_support::StoringCollector collector(path);
+  Harness h(16384);
+  h.fake.functions[0x1000] = FakeFunction{};
+  SenderThreadOptions options;
+  options.driver = &h.driver;
+  options.transport.socket_path = path;
+  options.intern_configs = true;
+  SenderThread sender(options, ReadProcessFacts(), h.ring.get(), h.recorder.get(), &h.functions,
+                      &h.devices, nullptr, nullptr);
+  const auto launch = [&h](uint32_t grid, uint32_t block, uint32_t corr) {
+    cuLaunchKernel_params p{Fn(0x1000), grid, 1, 1, block, 1, 1, 0, St(kStream), nullptr,
+                            nullptr};
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, "_Z1kv", corr);
+  };
+  // The first launch of each configuration describes it (and allocates), and the connection is
+  // made.
+  launch(1, 128, 1);
+  launch(1, 256, 2);
+  for (int i = 0; i < 100 && h.ring->SizeApprox() > 0; ++i) sender.Step(Clock::now());
+  ASSERT_EQ(h.ring->SizeApprox(), 0u);
+  const int64_t before = test_support::AllocationsOnThisThread();
+  for (uint32_t i = 0; i < 2000; ++i) {
+    launch(1 + i, 128, 3 + 2 * i);
+    launch(7 + i, 256, 4 + 2 * i);
+    if (i % 100 == 99) {
+      for (int k = 0; k < 100 && h.ring->SizeApprox() > 0; ++k) sender.Step(Clock::now());
+    }
+  }
+  const int64_t after = test_support::AllocationsOnThisThread();
+  EXPECT_EQ(h.ring->SizeApprox(), 0u);
+  EXPECT_EQ(after, before);
+  ASSERT_TRUE(sender.Finish(Clock::now() + std::chrono::seconds(20)));
 }
 
 TEST(HotPath, TheCounterSeesAllocations) {

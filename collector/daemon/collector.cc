@@ -720,7 +720,7 @@ class Collector::Impl {
     launch_ = facts_.type == schema::EventType::kLaunch && c.process != nullptr
                   ? c.process->Interned(facts_.config)
                   : nullptr;
-    if (metrics_ != nullptr && c.process != nullptr &&
+    if (metrics_ != nullptr && c.process != nullptr && c.process->metrics_join &&
         (facts_.type == schema::EventType::kKernel ||
          facts_.type == schema::EventType::kKernelTime || launch_ != nullptr)) {
       // The join probe in OnStored misses the cache; storing the line first hides most of it.
@@ -950,10 +950,11 @@ class Collector::Impl {
 
   // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a
   // process_start or device line.
-  void NoteIdentity(const ProducerProcess& p) {
+  void NoteIdentity(ProducerProcess& p) {
     if (metrics_ == nullptr) return;
     if (facts_.type == schema::EventType::kProcessStart) {
       metrics_->Process(p.id, facts_.workload, facts_.timing);
+      p.metrics_join = metrics_->RemembersLaunches(p.id);
     } else if (facts_.type == schema::EventType::kDevice) {
       metrics_->Device(p.id, facts_.device, facts_.uuid, facts_.pci_bus_id, facts_.device_name);
     }
@@ -981,8 +982,10 @@ class Collector::Impl {
             run_.config = launch_;
           }
           ++run_.launches;
-          metrics_->RememberLaunch(p.id, facts_.correlation_id, launch_->labels->name_series,
-                                   launch_->device, facts_.graph_node_id);
+          if (p.metrics_join) {
+            metrics_->RememberLaunch(p.id, facts_.correlation_id, launch_->labels->name_series,
+                                     launch_->device, facts_.graph_node_id);
+          }
         }
         break;
       case schema::EventType::kKernelTime:

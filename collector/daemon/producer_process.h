@@ -78,6 +78,11 @@ struct ProducerProcess {
   bool recovering = false;
   bool lost_written = false;  // process_lost appended
 
+  // Whether the metrics remember its launches for their kernel_time (Metrics::RemembersLaunches:
+  // not when its timing policy is off), as the metrics last answered (after Metrics::Process):
+  // a launch of a process with timing off then neither prefetches nor probes the join.
+  bool metrics_join = true;
+
   // Interned kernel configurations (docs/protocol.md): what the process described, checked and
   // bounded by `configs` (schema::kMaxConfigsPerSequence), and for each id `configs` accepted,
   // what its launches need, found with one look-up per launch line.

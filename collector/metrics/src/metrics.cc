@@ -653,13 +653,17 @@ void Metrics::Launches(uint64_t process_id, KernelLabels labels, int32_t device,
   }
 }
 
+bool Metrics::RemembersLaunches(uint64_t process_id) const {
+  const ProcessEntry* p = state_->FindProcess(process_id);
+  return p == nullptr || p->timing != TimingPolicy::kOff;
+}
+
 void Metrics::RememberLaunch(uint64_t process_id, uint64_t correlation_id, uint32_t name_series,
                              int32_t device, uint64_t graph_node_id) {
   State& s = *state_;
-  const ProcessEntry* p = s.FindProcess(process_id);
   // No kernel_time comes for a process with timing off (CUFLIGHT_TIMING=off: no activity at all,
   // schema/env/README.md): remembering its launches would only evict others' from the table.
-  if (p != nullptr && p->timing == TimingPolicy::kOff) return;
+  if (!RemembersLaunches(process_id)) return;
   if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, name_series)) {
     AddOwned(s.join_evicted);
   }
@@ -668,8 +672,7 @@ void Metrics::RememberLaunch(uint64_t process_id, uint64_t correlation_id, uint3
 
 void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
                            uint64_t graph_node_id) const {
-  const ProcessEntry* p = state_->FindProcess(process_id);
-  if (p != nullptr && p->timing == TimingPolicy::kOff) return;
+  if (!RemembersLaunches(process_id)) return;
   state_->join.Prefetch(process_id, {correlation_id, graph_node_id, device});
 }
 

@@ -246,6 +246,11 @@ class Metrics {
   // process with timing off. Kernel(labels) is Launches(..., 1) and RememberLaunch.
   void RememberLaunch(uint64_t process_id, uint64_t correlation_id, uint32_t name_series,
                       int32_t device, uint64_t graph_node_id = 0);
+  // Whether launches of `process_id` are remembered for a KernelTime (Kernel, RememberLaunch,
+  // PrefetchJoin): not for a process whose timing policy is kOff. It changes only with
+  // Process() and ProcessGone() of that process, so a caller may keep the answer until then.
+  // Join-table thread rule (above).
+  bool RemembersLaunches(uint64_t process_id) const;
   // A hint, no effect on the counts: Kernel or KernelTime for this key follows soon, so the
   // join table's entries for it are fetched into the cache now (the table is larger than the
   // caches: without the hint that call waits for memory); nothing for a process with timing

@@ -650,6 +650,46 @@ class Collector::Impl {
           Reject(c, RejectReason::kLineTooLong,
                  fmt::format("line longer than {} bytes discarded", options_.max_line_bytes));
         });
+    FlushMetrics();
+  }
+
+  // ---- the metrics of a read, added once (design point 10) ----
+
+  // The counts held for the read being handled: the run of launches of one configuration, and
+  // the lines received and stored by type. Called at the end of each read, before the turn's
+  // acks and stats, and before any line other than a launch counts (HandleLine).
+  void FlushMetrics() {
+    if (metrics_ == nullptr) return;
+    FlushLaunchRun();
+    for (size_t t = 0; t < tally_received_.size(); ++t) {
+      const auto type = static_cast<schema::EventType>(t);
+      if (tally_received_[t] != 0) metrics_->EventReceived(type, tally_received_[t]);
+      if (tally_stored_[t] != 0) metrics_->EventStored(type, tally_stored_[t]);
+    }
+    tally_received_.fill(0);
+    tally_stored_.fill(0);
+  }
+
+  // The launches of the current run, counted (Metrics::Launches: their occupancy sums take the
+  // same additions in the same order as one Kernel call per launch would).
+  void FlushLaunchRun() {
+    if (run_.launches == 0) return;
+    const ProducerProcess::InternedConfig& config = *run_.config;
+    metrics_->Launches(run_.process->id, *config.labels, config.device, config.occupancy,
+                       run_.launches);
+    run_ = {};
+  }
+
+  // The metrics' state of a process that has gone (Metrics::ProcessGone), after its launches
+  // held are counted.
+  void ForgetProcessMetrics(uint64_t process_id) {
+    FlushLaunchRun();
+    metrics_->ProcessGone(process_id);
+  }
+
+  // A tally's index: the type's, or the last (Metrics counts it as "other").
+  static size_t TypeIndex(schema::EventType type) {
+    return std::min(static_cast<size_t>(type), static_cast<size_t>(schema::kEventTypeCount));
   }
 
   // ---- lines ----
@@ -672,12 +712,15 @@ class Collector::Impl {
       Reject(c, FromSchemaReason(verdict), facts_.message);
       return;
     }
+    // Only a launch continues the run of launches held (FlushMetrics): any other line's counts,
+    // and the process and GPU changes it may bring, come after the run's.
+    if (facts_.type != schema::EventType::kLaunch) FlushLaunchRun();
     // A launch's configuration, found once for the line (the check below, Redescribe,
     // OnStored); null when the process did not describe it (refused below, unknown_config).
     launch_ = facts_.type == schema::EventType::kLaunch && c.process != nullptr
                   ? c.process->Interned(facts_.config)
                   : nullptr;
-    if (metrics_ != nullptr && c.process != nullptr &&
+    if (metrics_ != nullptr && c.process != nullptr && c.process->metrics_join &&
         (facts_.type == schema::EventType::kKernel ||
          facts_.type == schema::EventType::kKernelTime || launch_ != nullptr)) {
       // The join probe in OnStored misses the cache; storing the line first hides most of it.
@@ -712,7 +755,7 @@ class Collector::Impl {
       return;
     }
     ProducerProcess& p = *c.process;
-    if (metrics_ != nullptr) metrics_->EventReceived(facts_.type);
+    ++tally_received_[TypeIndex(facts_.type)];
     // Before the duplicate check: after a collector restart the producer's process_start and
     // device events come again as duplicates, and the metrics need them to label its series.
     NoteIdentity(p);
@@ -776,7 +819,7 @@ class Collector::Impl {
     ++p.stored;
     ++stats_.lines_stored;
     appended_ = true;
-    if (metrics_ != nullptr) metrics_->EventStored(facts_.type);
+    ++tally_stored_[TypeIndex(facts_.type)];
     OnStored(p);
   }
 
@@ -907,10 +950,11 @@ class Collector::Impl {
 
   // Who the process and its GPUs are, for the metrics' labels (Metrics::Process, Device), from a
   // process_start or device line.
-  void NoteIdentity(const ProducerProcess& p) {
+  void NoteIdentity(ProducerProcess& p) {
     if (metrics_ == nullptr) return;
     if (facts_.type == schema::EventType::kProcessStart) {
       metrics_->Process(p.id, facts_.workload, facts_.timing);
+      p.metrics_join = metrics_->RemembersLaunches(p.id);
     } else if (facts_.type == schema::EventType::kDevice) {
       metrics_->Device(p.id, facts_.device, facts_.uuid, facts_.pci_bus_id, facts_.device_name);
     }
@@ -930,8 +974,18 @@ class Collector::Impl {
           if (!launch_->labels) {
             launch_->labels = metrics_->LabelsOf(launch_->name, launch_->limiting_resource);
           }
-          metrics_->Kernel(p.id, facts_.correlation_id, *launch_->labels, launch_->device,
-                           launch_->occupancy, facts_.graph_node_id);
+          // Counted with the run of launches of its configuration (FlushLaunchRun); remembered
+          // for its kernel_time now.
+          if (run_.config != launch_ || run_.process != &p) {
+            FlushLaunchRun();
+            run_.process = &p;
+            run_.config = launch_;
+          }
+          ++run_.launches;
+          if (p.metrics_join) {
+            metrics_->RememberLaunch(p.id, facts_.correlation_id, launch_->labels->name_series,
+                                     launch_->device, facts_.graph_node_id);
+          }
         }
         break;
       case schema::EventType::kKernelTime:
@@ -1098,7 +1152,7 @@ class Collector::Impl {
         if (p->stream == nullptr) {
           Reject(c, RejectReason::kStoreFailed, "cannot open the log: " + error);
           c.close_requested = true;
-          if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+          if (metrics_ != nullptr) ForgetProcessMetrics(p->id);
           Unlinger(*p);
           processes_.erase(it);
           return false;
@@ -1715,7 +1769,7 @@ class Collector::Impl {
       ProducerProcess& p = *it->second;
       if (p.connections > 0) continue;  // came back before the release
       sink_->Release(p.stream);
-      if (metrics_ != nullptr) metrics_->ProcessGone(p.id);
+      if (metrics_ != nullptr) ForgetProcessMetrics(p.id);
       Unlinger(p);
       processes_.erase(it);
     }
@@ -1768,7 +1822,7 @@ class Collector::Impl {
     for (const uint64_t id : ids) CloseConnection(id);
     for (auto& [key, p] : processes_) {
       sink_->Release(p->stream);
-      if (metrics_ != nullptr) metrics_->ProcessGone(p->id);
+      if (metrics_ != nullptr) ForgetProcessMetrics(p->id);
     }
     processes_.clear();
     finished_.clear();
@@ -1799,6 +1853,16 @@ class Collector::Impl {
   LineFacts facts_;
   // The configuration of the launch line being handled (HandleLine to OnStored), or nullptr.
   ProducerProcess::InternedConfig* launch_ = nullptr;
+  // The metrics held for the read being handled (FlushMetrics): the launches in a row of one
+  // configuration of one process, not counted yet, and the lines received and stored by type.
+  struct LaunchRun {
+    ProducerProcess* process = nullptr;
+    ProducerProcess::InternedConfig* config = nullptr;
+    uint64_t launches = 0;
+  };
+  LaunchRun run_;
+  std::array<uint64_t, schema::kEventTypeCount + 1> tally_received_{};
+  std::array<uint64_t, schema::kEventTypeCount + 1> tally_stored_{};
   std::string rewrite_buf_;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::unordered_map<std::string, std::unique_ptr<ProducerProcess>> processes_;

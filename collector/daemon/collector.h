@@ -48,6 +48,13 @@
 //     (a full disk) and sends the acks they release, since a producer whose window is full sends
 //     nothing. Lines the log refused and the producer never sent again count as lost in its
 //     process_lost.
+// 10. With metrics, a read's counts are added once at its end (before the turn's acks and
+//     stats): the lines received and stored by type, and each run of launches in a row of one
+//     interned configuration (Metrics::Launches, whose occupancy sums take the same additions
+//     in the same order as one launch at a time; a line of another kind ends the run first).
+//     Each launch is remembered for its kernel_time as it comes, and not at all for a process
+//     with timing off. A scrape during a read may miss that read's counts; after it, it reads
+//     what counting one line at a time would have left.
 #ifndef CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
 #define CUFLIGHT_COLLECTOR_DAEMON_COLLECTOR_H_
 

@@ -78,6 +78,11 @@ struct ProducerProcess {
   bool recovering = false;
   bool lost_written = false;  // process_lost appended
 
+  // Whether the metrics remember its launches for their kernel_time (Metrics::RemembersLaunches:
+  // not when its timing policy is off), as the metrics last answered (after Metrics::Process):
+  // a launch of a process with timing off then neither prefetches nor probes the join.
+  bool metrics_join = true;
+
   // Interned kernel configurations (docs/protocol.md): what the process described, checked and
   // bounded by `configs` (schema::kMaxConfigsPerSequence), and for each id `configs` accepted,
   // what its launches need, found with one look-up per launch line.
@@ -102,10 +107,20 @@ struct ProducerProcess {
   std::unordered_map<uint64_t, InternedConfig> interned;
 
   // The configuration `config_id` names, or nullptr when the process did not describe it.
+  // Launches come in runs of one configuration (a loop launching the same kernel): the last one
+  // found is kept (entries are never erased, and a node keeps its address across rehashes).
   InternedConfig* Interned(uint64_t config_id) {
+    if (last_interned_ != nullptr && last_interned_id_ == config_id) return last_interned_;
     const auto it = interned.find(config_id);
-    return it == interned.end() ? nullptr : &it->second;
+    if (it == interned.end()) return nullptr;
+    last_interned_id_ = config_id;
+    last_interned_ = &it->second;
+    return last_interned_;
   }
+
+ private:
+  uint64_t last_interned_id_ = 0;
+  InternedConfig* last_interned_ = nullptr;
 };
 
 }  // namespace cuflight::collector

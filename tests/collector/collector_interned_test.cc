@@ -124,8 +124,10 @@ std::string Stream(const ProducerIdentity& id, int launches, bool interned, bool
 
 // The exposition of the metrics once `stream` went through a collector (acknowledged, the
 // process still connected), without the series
-// that count lines by type or bytes (an interned stream has other types and fewer bytes).
-std::string MetricsAfter(const std::string& stream, uint64_t last_seq, IngestStats* stats) {
+// that count lines by type or bytes (an interned stream has other types and fewer bytes), unless
+// `whole_text`.
+std::string MetricsAfter(const std::string& stream, uint64_t last_seq, IngestStats* stats,
+                         bool whole_text = false) {
   TempDir dir;
   const CollectorOptions options = TestOptions(dir.path());
   Metrics metrics;
@@ -138,6 +140,7 @@ std::string MetricsAfter(const std::string& stream, uint64_t last_seq, IngestSta
   const std::string rendered = metrics.Render();
   running.Stop();
   *stats = running.stats();
+  if (whole_text) return rendered;
   std::istringstream in(rendered);
   std::string kept;
   for (std::string line; std::getline(in, line);) {
@@ -209,6 +212,130 @@ TEST(CollectorInternedTest, LaunchesOfAProcessWithTimingOffWaitForNoKernelTime) 
     EXPECT_EQ(Sample(metrics,
                      R"x(cuflight_kernel_name_launches_total{kernel="gemm(float*)",limiting_resource="registers"})x"),
               6);
+  }
+}
+
+// The value of the first sample line that starts with `prefix` (a family and the opening of
+// its labels), or -1.
+double SampleStartingWith(const std::string& exposition, const std::string& prefix) {
+  const size_t at = exposition.find("\n" + prefix);
+  if (at == std::string::npos) return -1;
+  const size_t end = exposition.find('\n', at + 1);
+  const size_t space = exposition.rfind(' ', end);
+  return std::stod(exposition.substr(space + 1, end - space - 1));
+}
+
+// The collector counts a read's launches of one configuration at once (Metrics::Launches). The
+// occupancy sums are doubles, and 0.1, 0.7 and 0.3 have no exact binary form, so the sums depend
+// on the order of the additions: the metrics must be those of one launch at a time, in the
+// order sent, as for the same kernels sent whole. 40 launches of a process with timing off (no
+// kernel_time to break the runs), in runs of one to four of a kernel; the 21st is a whole
+// kernel line in both streams (the runs around it, before and after its own counts).
+TEST(CollectorInternedTest, RunsOfLaunchesSumTheirOccupancyOneLaunchAtATime) {
+  constexpr std::array<double, 3> kOccupancy = {0.1, 0.7, 0.3};
+  constexpr std::array<const char*, 3> kNames = {"a(float*)", "b(float*)", "c(float*)"};
+  constexpr std::array<int, 20> kHalf = {0, 0, 0, 1, 1, 0, 2, 2, 2, 2, 0, 1, 0, 0, 2, 1, 1, 1, 0, 2};
+  constexpr int kLaunches = 2 * static_cast<int>(kHalf.size());
+  constexpr int kWhole = 20;  // sent as a kernel line in the interned stream too
+  const auto kernel_of = [&](int i) { return kHalf[static_cast<size_t>(i) % kHalf.size()]; };
+  const ProducerIdentity id = Identity("runs", "off");
+  const auto kernel = [&](uint64_t seq, int i) {
+    schema::OwnedKernelEvent k = KernelOf(id, seq, 1000 + 3 * static_cast<uint64_t>(i), 0);
+    const auto which = static_cast<size_t>(kernel_of(i));
+    k.demangled = kNames[which];
+    k.occupancy.occupancy = kOccupancy[which];
+    return k;
+  };
+  const auto stream = [&](bool interned, uint64_t* last) {
+    std::string out = testing::ProcessStartLine(id, 0) + testing::DeviceLine(id, 1, 0);
+    uint64_t seq = 2;
+    std::array<bool, 3> described{};
+    for (int i = 0; i < kLaunches; ++i) {
+      if (!interned || i == kWhole) {
+        out += Encode(kernel(seq++, i));
+        continue;
+      }
+      schema::OwnedKernelConfigEvent config;
+      schema::OwnedLaunchEvent launch;
+      const auto which = static_cast<size_t>(kernel_of(i));
+      schema::Split(kernel(seq, i), 70 + which, &config, &launch);
+      if (!described[which]) {
+        described[which] = true;
+        config.header.seq = seq++;
+        out += Encode(config);
+      }
+      launch.header.seq = seq++;
+      out += Encode(launch);
+    }
+    *last = seq - 1;
+    return out;
+  };
+  // The sums by hand: one addition per launch in the order sent, for the GPU (and the
+  // workload) and for each name.
+  double all = 0;
+  std::array<double, 3> by_name{};
+  for (int i = 0; i < kLaunches; ++i) {
+    all += kOccupancy[static_cast<size_t>(kernel_of(i))];
+    by_name[static_cast<size_t>(kernel_of(i))] += kOccupancy[static_cast<size_t>(kernel_of(i))];
+  }
+  // The order matters for these figures (else the test could not tell): each run added as
+  // n * x, or every launch of a kernel added together, gives other doubles.
+  double runs_as_products = 0;
+  double by_kernel = 0;
+  for (int i = 0; i < kLaunches;) {
+    int j = i;
+    while (j < kLaunches && kernel_of(j) == kernel_of(i)) ++j;
+    runs_as_products += (j - i) * kOccupancy[static_cast<size_t>(kernel_of(i))];
+    i = j;
+  }
+  for (size_t k = 0; k < by_name.size(); ++k) by_kernel += by_name[k];
+  ASSERT_NE(runs_as_products, all);
+  ASSERT_NE(by_kernel, all);
+  ASSERT_NE(16 * kOccupancy[0], by_name[0]);  // a: 16 launches
+
+  uint64_t whole_last = 0;
+  uint64_t interned_last = 0;
+  IngestStats whole_stats;
+  IngestStats interned_stats;
+  const std::string whole_stream = stream(false, &whole_last);
+  const std::string interned_stream = stream(true, &interned_last);
+  const std::string whole = MetricsAfter(whole_stream, whole_last, &whole_stats);
+  const std::string interned =
+      MetricsAfter(interned_stream, interned_last, &interned_stats, true);
+  EXPECT_EQ(whole_stats.lines_rejected, 0u);
+  EXPECT_EQ(interned_stats.lines_rejected, 0u);
+  std::istringstream in(interned);
+  std::string without_counts;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("cuflight_events_") != std::string::npos ||
+        line.find("bytes") != std::string::npos || line.find("cuflight_log_") != std::string::npos) {
+      continue;
+    }
+    without_counts += line + "\n";
+  }
+  EXPECT_EQ(without_counts, whole);
+
+  EXPECT_EQ(SampleStartingWith(interned, "cuflight_kernel_occupancy_ratio_sum{"), all);
+  // (A process without attribution: the workload whose labels are all empty, written bare.)
+  EXPECT_EQ(SampleStartingWith(interned, "cuflight_workload_kernel_occupancy_ratio_sum "), all);
+  for (size_t k = 0; k < kNames.size(); ++k) {
+    EXPECT_EQ(Sample(interned, "cuflight_kernel_name_occupancy_ratio_sum{kernel=\"" +
+                                   std::string(kNames[k]) + "\"}"),
+              by_name[k])
+        << kNames[k];
+  }
+  // The lines by type, tallied per read: process_start, device, 3 descriptions, 39 launches and
+  // the one kernel line, each received and stored once.
+  for (const auto& [type, n] : std::map<std::string, double>{{"process_start", 1},
+                                                             {"device", 1},
+                                                             {"kernel_config", 3},
+                                                             {"launch", kLaunches - 1},
+                                                             {"kernel", 1},
+                                                             {"kernel_time", 0}}) {
+    EXPECT_EQ(Sample(interned, "cuflight_events_received_total{type=\"" + type + "\"}"), n)
+        << type;
+    EXPECT_EQ(Sample(interned, "cuflight_events_stored_total{type=\"" + type + "\"}"), n)
+        << type;
   }
 }
 

@@ -783,5 +783,63 @@ TEST(MetricsTest, FreshObjectRendersValidTextWithZeroes) {
   EXPECT_TRUE(e.SamplesNamed("cuflight_kernel_name_gpu_seconds_total").empty());
 }
 
+
+// Launches and RememberLaunch are Kernel(labels) in two halves (design point 12): a run of
+// launches counted at once leaves the same text as one call per launch, its occupancy sums
+// included (0.1 and 0.7 have no exact binary form: the sums are those of one addition per
+// launch in the order made, as by hand below).
+TEST(MetricsTest, ARunOfLaunchesCountedAtOnceReadsAsOneKernelCallPerLaunch) {
+  struct Run {
+    const char* name;
+    double occupancy;
+    int launches;
+  };
+  constexpr Run kRuns[] = {{"x", 0.1, 3}, {"y", 0.7, 2}, {"x", 0.1, 1}, {"y", 0.7, 4}};
+  Metrics one_by_one;
+  Metrics by_runs;
+  for (Metrics* m : {&one_by_one, &by_runs}) {
+    m->Process(1, {"job", "", "", ""}, Metrics::TimingPolicy::kAll);
+    m->Device(1, 0, kUuidA, kBusA, kModel);
+  }
+  uint64_t correlation_id = 10;
+  double by_hand = 0;  // the GPU's sum: one addition per launch, in order
+  for (const Run& run : kRuns) {
+    const Metrics::KernelLabels a = one_by_one.LabelsOf(run.name, schema::Resource::kWarps);
+    const Metrics::KernelLabels b = by_runs.LabelsOf(run.name, schema::Resource::kWarps);
+    by_runs.Launches(1, b, 0, run.occupancy, static_cast<uint64_t>(run.launches));
+    for (int i = 0; i < run.launches; ++i, ++correlation_id) {
+      one_by_one.Kernel(1, correlation_id, a, 0, run.occupancy);
+      by_runs.RememberLaunch(1, correlation_id, b.name_series, 0);
+      by_hand += run.occupancy;
+    }
+  }
+  EXPECT_EQ(by_runs.Render(), one_by_one.Render());
+  const Exposition e = Parse(by_runs);
+  EXPECT_EQ(V(e, "cuflight_kernel_occupancy_ratio_sum", GpuA()), by_hand);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "x"}, {"limiting_resource", "warps"}}),
+            4);
+  EXPECT_EQ(V(e, "cuflight_kernel_name_launches_total",
+              {{"kernel", "y"}, {"limiting_resource", "warps"}}),
+            6);
+  EXPECT_EQ(V(e, "cuflight_kernel_join_pending"), 10);  // timing all: every launch remembered
+}
+
+// A process with timing off has its launches counted, not remembered; one the metrics do not
+// know (no Process yet, or gone) is remembered, as Kernel treats it (its timing is taken as all).
+TEST(MetricsTest, LaunchesAreRememberedUnlessTheirProcessHasTimingOff) {
+  Metrics m;
+  EXPECT_TRUE(m.RemembersLaunches(1));
+  m.Process(1, {}, Metrics::TimingPolicy::kOff);
+  m.Process(2, {}, Metrics::TimingPolicy::kSampled);
+  EXPECT_FALSE(m.RemembersLaunches(1));
+  EXPECT_TRUE(m.RemembersLaunches(2));
+  m.RememberLaunch(1, 5, 0, 0);
+  m.RememberLaunch(2, 5, 0, 0);
+  EXPECT_EQ(V(Parse(m), "cuflight_kernel_join_pending"), 1);
+  m.ProcessGone(1);
+  EXPECT_TRUE(m.RemembersLaunches(1));
+}
+
 }  // namespace
 }  // namespace cuflight::collector

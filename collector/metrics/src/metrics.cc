@@ -78,8 +78,13 @@ void Add(Counter& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed)
 void AddOwned(Counter& c, uint64_t n = 1) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
-void AddOwned(std::atomic<double>& d, double x) {
-  d.store(d.load(std::memory_order_relaxed) + x, std::memory_order_relaxed);
+// `x` added `n` times, one addition after another: the double that `n` additions of `x` one
+// launch at a time leave (floating-point addition is not associative, so n * x could differ in
+// the last bits).
+void AddOwnedTimes(std::atomic<double>& d, double x, uint64_t n) {
+  double sum = d.load(std::memory_order_relaxed);
+  for (uint64_t i = 0; i < n; ++i) sum += x;
+  d.store(sum, std::memory_order_relaxed);
 }
 void AddSaturatingOwned(Counter& c, uint64_t n) {
   const uint64_t old = c.load(std::memory_order_relaxed);
@@ -142,12 +147,13 @@ struct KernelSeries {
   Counter gpu_ns{0};  // measured: the sum of kernel_time durations
   Counter timed{0};   // the kernel_time events gpu_ns sums (timed launches)
 
-  void Launch(int resource, double occupancy) {
-    AddOwned(launches[resource]);
+  // `n` launches of one kernel (Metrics::Launches).
+  void Launch(int resource, double occupancy, uint64_t n) {
+    AddOwned(launches[resource], n);
     if (!std::isnan(occupancy)) {
       const double occ = std::clamp(occupancy, 0.0, 1.0);
-      AddOwned(occupancy_buckets[BucketOf(occ)]);
-      AddOwned(occupancy_sum, occ);
+      AddOwned(occupancy_buckets[BucketOf(occ)], n);
+      AddOwnedTimes(occupancy_sum, occ, n);
     }
   }
   void Timed(uint64_t duration_ns) {
@@ -484,11 +490,15 @@ void Metrics::ProducerDisconnected() {
 
 void Metrics::EventReceived(std::string_view type) { Add(state_->received[TypeSlot(type)]); }
 
-void Metrics::EventReceived(schema::EventType type) { Add(state_->received[TypeSlot(type)]); }
+void Metrics::EventReceived(schema::EventType type, uint64_t n) {
+  Add(state_->received[TypeSlot(type)], n);
+}
 
 void Metrics::EventStored(std::string_view type) { Add(state_->stored[TypeSlot(type)]); }
 
-void Metrics::EventStored(schema::EventType type) { Add(state_->stored[TypeSlot(type)]); }
+void Metrics::EventStored(schema::EventType type, uint64_t n) {
+  Add(state_->stored[TypeSlot(type)], n);
+}
 
 void Metrics::Rejected(std::string_view reason) {
   Add(state_->rejected[state_->rejected_reasons.Index(reason)]);
@@ -621,24 +631,40 @@ Metrics::KernelLabels Metrics::LabelsOf(std::string_view name,
 
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels,
                      int32_t device, double occupancy, uint64_t graph_node_id) {
+  Launches(process_id, labels, device, occupancy, 1);
+  RememberLaunch(process_id, correlation_id, labels.name_series, device, graph_node_id);
+}
+
+void Metrics::Launches(uint64_t process_id, KernelLabels labels, int32_t device,
+                       double occupancy, uint64_t n) {
+  if (n == 0) return;
   State& s = *state_;
   const ProcessEntry* p = s.FindProcess(process_id);
   const int resource = labels.resource;
-  s.Gpu(State::GpuOf(p, device)).kernels.Launch(resource, occupancy);
-  if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Launch(resource, occupancy);
+  s.Gpu(State::GpuOf(p, device)).kernels.Launch(resource, occupancy, n);
+  if (WorkloadSeries* w = s.WorkloadOf(p)) w->kernels.Launch(resource, occupancy, n);
   const TimingPolicy timing = p != nullptr ? p->timing : TimingPolicy::kAll;
-  AddOwned(s.launches_by_timing[static_cast<int>(timing)]);
-  NameSeries& n = s.names[labels.name_series];
-  AddOwned(n.launches[resource]);
+  AddOwned(s.launches_by_timing[static_cast<int>(timing)], n);
+  NameSeries& name = s.names[labels.name_series];
+  AddOwned(name.launches[resource], n);
   if (!std::isnan(occupancy)) {
-    const double occ = std::clamp(occupancy, 0.0, 1.0);
-    AddOwned(n.occupancy_count);
-    AddOwned(n.occupancy_sum, occ);
+    AddOwned(name.occupancy_count, n);
+    AddOwnedTimes(name.occupancy_sum, std::clamp(occupancy, 0.0, 1.0), n);
   }
+}
+
+bool Metrics::RemembersLaunches(uint64_t process_id) const {
+  const ProcessEntry* p = state_->FindProcess(process_id);
+  return p == nullptr || p->timing != TimingPolicy::kOff;
+}
+
+void Metrics::RememberLaunch(uint64_t process_id, uint64_t correlation_id, uint32_t name_series,
+                             int32_t device, uint64_t graph_node_id) {
+  State& s = *state_;
   // No kernel_time comes for a process with timing off (CUFLIGHT_TIMING=off: no activity at all,
   // schema/env/README.md): remembering its launches would only evict others' from the table.
-  if (timing == TimingPolicy::kOff) return;
-  if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, labels.name_series)) {
+  if (!RemembersLaunches(process_id)) return;
+  if (s.join.Insert(process_id, {correlation_id, graph_node_id, device}, name_series)) {
     AddOwned(s.join_evicted);
   }
   s.join_pending.store(s.join.size(), std::memory_order_relaxed);
@@ -646,8 +672,7 @@ void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels 
 
 void Metrics::PrefetchJoin(uint64_t process_id, uint64_t correlation_id, int32_t device,
                            uint64_t graph_node_id) const {
-  const ProcessEntry* p = state_->FindProcess(process_id);
-  if (p != nullptr && p->timing == TimingPolicy::kOff) return;
+  if (!RemembersLaunches(process_id)) return;
   state_->join.Prefetch(process_id, {correlation_id, graph_node_id, device});
 }
 

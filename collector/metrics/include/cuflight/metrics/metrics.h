@@ -61,6 +61,13 @@
 // 11. Process state (the ordinal -> GPU map, the workload, the timing policy) is read and written
 //     by the join-table thread only (Process, Device, Kernel, KernelTime, ApiError with a
 //     process, ProcessCrashed, ProcessLost, Stall, ProcessGone); Render reads only the series.
+// 12. Runs of launches: the counts of a launch (GPU, workload, name, timing policy, occupancy)
+//     depend on its process and its kernel only, so a caller may add a run of launches of one
+//     kernel at once (Launches) and remember each for the join as it comes (RememberLaunch).
+//     The occupancy sums are doubles, whose value depends on the order of the additions: the
+//     caller adds a run before any other launch's counts (and before Device, Process or
+//     ProcessGone of its process), so every sum sees the same additions in the same order as
+//     with one Kernel call per launch, and a scrape after the run reads the same text.
 #ifndef CUFLIGHT_METRICS_METRICS_H_
 #define CUFLIGHT_METRICS_METRICS_H_
 
@@ -111,10 +118,12 @@ class Metrics {
   // One event line that passed validation, by its `type` (a schema event type name; "other"
   // when it is none).
   void EventReceived(std::string_view type);
-  void EventReceived(schema::EventType type);
+  // `n` event lines of `type` (a caller that tallies a read's lines and adds them once).
+  void EventReceived(schema::EventType type, uint64_t n = 1);
   // One event line written to the log, by its `type`.
   void EventStored(std::string_view type);
-  void EventStored(schema::EventType type);
+  // `n` event lines of `type` (as EventReceived).
+  void EventStored(schema::EventType type, uint64_t n = 1);
   // One event line refused (not stored), by reason: schema::ReasonName(...) or a daemon reason
   // such as "line_too_long", "duplicate".
   void Rejected(std::string_view reason);
@@ -226,6 +235,22 @@ class Metrics {
   // for the name and resource `labels` came from. Join-table thread rule (above).
   void Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels, int32_t device,
               double occupancy, uint64_t graph_node_id = 0);
+  // Kernel in two halves, for a caller that counts a run of launches of one kernel
+  // configuration at once (the collector, design point 12):
+  // `n` launches of one kernel with its labels resolved, counted as `n` calls of Kernel(labels)
+  // count them, without the join (RememberLaunch). Each occupancy sum takes `occupancy` `n`
+  // times, one addition after another, so that it holds the same double as after `n` calls.
+  void Launches(uint64_t process_id, KernelLabels labels, int32_t device, double occupancy,
+                uint64_t n);
+  // What Kernel remembers of one launch for its KernelTime (the name's series): nothing for a
+  // process with timing off. Kernel(labels) is Launches(..., 1) and RememberLaunch.
+  void RememberLaunch(uint64_t process_id, uint64_t correlation_id, uint32_t name_series,
+                      int32_t device, uint64_t graph_node_id = 0);
+  // Whether launches of `process_id` are remembered for a KernelTime (Kernel, RememberLaunch,
+  // PrefetchJoin): not for a process whose timing policy is kOff. It changes only with
+  // Process() and ProcessGone() of that process, so a caller may keep the answer until then.
+  // Join-table thread rule (above).
+  bool RemembersLaunches(uint64_t process_id) const;
   // A hint, no effect on the counts: Kernel or KernelTime for this key follows soon, so the
   // join table's entries for it are fetched into the cache now (the table is larger than the
   // caches: without the hint that call waits for memory); nothing for a process with timing

@@ -71,6 +71,21 @@ def proc_cpu_ns(pid):
     return total
 
 
+def fake_env(fake_dir, fake_cupti):
+    """The environment every mode starts from: the fake driver and CUPTI, none of the variables a
+    mode sets, and the fake's timing records off (FAKE_CUPTI_TIMING 0,0,0,1: the fake's own cost
+    the same in every mode). ir_run.py uses it too."""
+    env = dict(os.environ)
+    for name in ("CUDA_INJECTION64_PATH", "CUFLIGHT_COLLECTOR", "FAKE_CUPTI_TIMING",
+                 "CUFLIGHT_TIMING", "CUFLIGHT_NULL_CALLBACKS", "CUFLIGHT_INTERN_CONFIGS",
+                 "CUFLIGHT_ON_FULL"):
+        env.pop(name, None)
+    env["LD_LIBRARY_PATH"] = str(fake_dir)
+    env["CUFLIGHT_CUPTI_PATH"] = str(fake_cupti)
+    env["FAKE_CUPTI_TIMING"] = "0,0,0,1"
+    return env
+
+
 def run_once(fake_app, library, launches, env, collector_pid):
     """(app thread CPU ns, process CPU ns, collector CPU ns) of one fake_app run."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -142,14 +157,7 @@ def main():
         return 2
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="cpu_run."))
-    env = dict(os.environ)
-    for name in ("CUDA_INJECTION64_PATH", "CUFLIGHT_COLLECTOR", "FAKE_CUPTI_TIMING",
-                 "CUFLIGHT_TIMING", "CUFLIGHT_NULL_CALLBACKS", "CUFLIGHT_INTERN_CONFIGS",
-                 "CUFLIGHT_ON_FULL"):
-        env.pop(name, None)
-    env["LD_LIBRARY_PATH"] = str(fake_dir)
-    env["CUFLIGHT_CUPTI_PATH"] = str(fake_cupti)
-    env["FAKE_CUPTI_TIMING"] = "0,0,0,1"
+    env = fake_env(fake_dir, fake_cupti)
 
     try:
         with recording.PrivateCollector(build, out / "logs", env=env,

@@ -30,6 +30,9 @@ sys.path.insert(0, str(REPO / "scripts" / "gpu_check"))
 
 import recording  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import cpu_run  # noqa: E402
+
 
 def count(fake_app, library, launches, env, out):
     """(total Ir, callgrind output file) of one fake_app run under callgrind."""
@@ -103,14 +106,7 @@ def main():
                   file=sys.stderr)
             return 2
         libraries["baseline"] = baseline
-    env = dict(os.environ)
-    for name in ("CUDA_INJECTION64_PATH", "CUFLIGHT_COLLECTOR", "FAKE_CUPTI_TIMING",
-                 "CUFLIGHT_TIMING", "CUFLIGHT_NULL_CALLBACKS", "CUFLIGHT_INTERN_CONFIGS",
-                 "CUFLIGHT_ON_FULL"):
-        env.pop(name, None)
-    env["LD_LIBRARY_PATH"] = str(fake_dir)
-    env["CUFLIGHT_CUPTI_PATH"] = str(fake_dir / "libfake_cupti.so")
-    env["FAKE_CUPTI_TIMING"] = "0,0,0,1"  # as cpu_run.py: the fake's own cost the same in all
+    env = cpu_run.fake_env(fake_dir, fake_dir / "libfake_cupti.so")
     out = pathlib.Path(tempfile.mkdtemp(prefix="ir_run."))
     try:
         with recording.PrivateCollector(build, out / "logs", env=env,

@@ -378,6 +378,13 @@ class Builder {
       }
     }
 
+    // Made outside a timing window of `sampled` (schema/README.md: false, "so none will come"):
+    // no kernel_time to wait for. Kept waiting, such launches (most under `sampled`) would push
+    // the ones whose time is coming out of the bounded wait, given up untimed.
+    if (e.timing_window == false) {
+      Untimed(launch);
+      return;
+    }
     // Joined per kernel execution: the nodes of one graph launch share its correlation id, the
     // devices of one multi-device cooperative launch too (cuflight/schema/join_key.h).
     const JoinKey key{index, schema::JoinKeyOf(e)};

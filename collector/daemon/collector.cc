@@ -721,6 +721,7 @@ class Collector::Impl {
                   ? c.process->Interned(facts_.config)
                   : nullptr;
     if (metrics_ != nullptr && c.process != nullptr && c.process->metrics_join &&
+        !(facts_.type != schema::EventType::kKernelTime && facts_.untimed) &&
         (facts_.type == schema::EventType::kKernel ||
          facts_.type == schema::EventType::kKernelTime || launch_ != nullptr)) {
       // The join probe in OnStored misses the cache; storing the line first hides most of it.
@@ -966,7 +967,8 @@ class Collector::Impl {
       case schema::EventType::kKernel:
         if (metrics_ != nullptr) {
           metrics_->Kernel(p.id, facts_.correlation_id, facts_.kernel_name, facts_.device,
-                           facts_.limiting_resource, facts_.occupancy, facts_.graph_node_id);
+                           facts_.limiting_resource, facts_.occupancy, facts_.graph_node_id,
+                           /*remember=*/!facts_.untimed);
         }
         break;
       case schema::EventType::kLaunch:  // with its configuration's figures (HandleLine: launch_)
@@ -982,7 +984,9 @@ class Collector::Impl {
             run_.config = launch_;
           }
           ++run_.launches;
-          if (p.metrics_join) {
+          // A launch outside a timing window gets no kernel_time: remembering it would only
+          // evict launches whose kernel_time is coming (sampled: most launches are such).
+          if (p.metrics_join && !facts_.untimed) {
             metrics_->RememberLaunch(p.id, facts_.correlation_id, launch_->labels->name_series,
                                      launch_->device, facts_.graph_node_id);
           }

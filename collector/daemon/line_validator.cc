@@ -137,6 +137,7 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
     facts->config = info.Uint(Fact::config);
     facts->correlation_id = info.Uint(Fact::correlation_id);
     facts->graph_node_id = info.Uint(Fact::graph_node_id);
+    facts->untimed = info.Raw(Fact::timing_window) == "false";
     return schema::Reason::kOk;
   }
   if (!metrics_fields) return schema::Reason::kOk;
@@ -154,6 +155,7 @@ schema::Reason ValidateLine(std::string_view line, LineFacts* facts, bool metric
                                         facts->resource_scratch.size());
       facts->occupancy = DoubleOf(info.Raw(Fact::occupancy));
       facts->graph_node_id = info.Uint(Fact::graph_node_id);
+      facts->untimed = info.Raw(Fact::timing_window) == "false";
       break;
     }
     case schema::EventType::kKernelTime:

@@ -45,6 +45,9 @@ struct LineFacts {
   int32_t device = 0;
   uint64_t graph_node_id = 0;  // 0 when the line has none (not a graph node)
   uint64_t config = 0;  // launch: the kernel_config it names (its figures fill the kernel's above)
+  // kernel and launch: `timing_window` is false (made outside a timing window of
+  // CUFLIGHT_TIMING=sampled, schema/README.md): no kernel_time will come for it.
+  bool untimed = false;
   // kernel.
   std::string_view kernel_name;  // the demangled name when known, else the mangled one
   std::string_view limiting_resource;

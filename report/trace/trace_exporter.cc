@@ -239,6 +239,13 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
     p.flow = next_flow_++;
     writer_->Launch(HostThreadTrack(e.header.pid, e.tid), k, p.flow);
   }
+  // Made outside a timing window of `sampled` (schema/README.md: false, "so none will come"): an
+  // instant now. Kept waiting, such launches (most under `sampled`) would push those whose time
+  // is coming out of the bounded wait, written untimed.
+  if (e.timing_window == false) {
+    if (!hidden) Untimed(p);
+    return;
+  }
   if (const auto t = early_times_.find(key); t != early_times_.end()) {
     const GpuTime time = t->second;
     early_times_.erase(t);

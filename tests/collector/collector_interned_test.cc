@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -209,6 +210,71 @@ TEST(CollectorInternedTest, LaunchesOfAProcessWithTimingOffWaitForNoKernelTime) 
     EXPECT_EQ(Sample(metrics, R"x(cuflight_kernel_launches_by_timing_total{timing="off"})x"), 12);
     EXPECT_EQ(Sample(metrics, "cuflight_kernel_join_pending"), 0);
     EXPECT_EQ(Sample(metrics, "cuflight_kernel_join_evicted_total"), 0);
+    EXPECT_EQ(Sample(metrics,
+                     R"x(cuflight_kernel_name_launches_total{kernel="gemm(float*)",limiting_resource="registers"})x"),
+              6);
+  }
+}
+
+// A process with CUFLIGHT_TIMING=sampled says of each launch whether it was made in a timing
+// window (`timing_window`, schema/README.md: false, "so none will come"). Most of its launches are
+// outside one: remembered in the join, they would wait for a kernel_time that never comes and
+// evict the launches whose kernel_time is coming. 12 launches, every fourth in a window (0, 4,
+// 8: gemm, taking 1, 5 and 9 ms), the others not; whole kernel lines and interned launches.
+TEST(CollectorInternedTest, LaunchesOutsideATimingWindowWaitForNoKernelTime) {
+  for (const bool interned : {false, true}) {
+    SCOPED_TRACE(interned ? "interned" : "whole");
+    const ProducerIdentity id = Identity("sampled", "sampled");
+    std::string stream = testing::ProcessStartLine(id, 0) + testing::DeviceLine(id, 1, 0);
+    uint64_t seq = 2;
+    std::array<bool, kKernels.size()> described{};
+    for (int i = 0; i < 12; ++i) {
+      const int k = KernelOfLaunch(i);
+      const uint64_t corr = 1000 + static_cast<uint64_t>(i);
+      const bool in_window = i % 4 == 0;
+      schema::OwnedKernelEvent kernel = KernelOf(id, seq, corr, k);
+      kernel.timing_window = in_window;
+      if (!interned) {
+        kernel.header.seq = seq++;
+        stream += Encode(kernel);
+      } else {
+        schema::OwnedKernelConfigEvent config;
+        schema::OwnedLaunchEvent launch;
+        schema::Split(kernel, 40 + static_cast<uint64_t>(k), &config, &launch);
+        ASSERT_EQ(launch.timing_window, std::optional<bool>(in_window));
+        if (!described[static_cast<size_t>(k)]) {
+          described[static_cast<size_t>(k)] = true;
+          config.header.seq = seq++;
+          stream += Encode(config);
+        }
+        launch.header.seq = seq++;
+        stream += Encode(launch);
+      }
+      // The untimed launches' lines say so in the text the collector reads.
+      ASSERT_NE(stream.rfind(in_window ? R"("timing_window":true)" : R"("timing_window":false)"),
+                std::string::npos);
+    }
+    // The windows' kernel_time lines, after the launches (as an activity buffer delivers them).
+    for (int i = 0; i < 12; i += 4) {
+      schema::DecodeResult t = schema::Decode(
+          testing::KernelTimeLine(id, seq++, 1000 + static_cast<uint64_t>(i)));
+      auto& time = std::get<schema::OwnedKernelTimeEvent>(t.event);
+      time.duration_ns = static_cast<uint64_t>(i + 1) * 1'000'000;
+      time.end_ns = time.start_ns + time.duration_ns;
+      stream += Encode(time);
+    }
+    IngestStats stats;
+    const std::string metrics = MetricsAfter(stream, seq - 1, &stats);
+    EXPECT_EQ(stats.lines_rejected, 0u);
+    EXPECT_EQ(Sample(metrics, R"x(cuflight_kernel_launches_by_timing_total{timing="sampled"})x"),
+              12);
+    // Nothing left waiting, nothing evicted, every kernel_time joined to its gemm launch.
+    EXPECT_EQ(Sample(metrics, "cuflight_kernel_join_pending"), 0);
+    EXPECT_EQ(Sample(metrics, "cuflight_kernel_join_evicted_total"), 0);
+    EXPECT_EQ(Sample(metrics, "cuflight_kernel_time_unmatched_total"), 0);
+    EXPECT_DOUBLE_EQ(
+        Sample(metrics, R"x(cuflight_kernel_name_gpu_seconds_total{kernel="gemm(float*)"})x"),
+        0.015);  // 1 + 5 + 9 ms
     EXPECT_EQ(Sample(metrics,
                      R"x(cuflight_kernel_name_launches_total{kernel="gemm(float*)",limiting_resource="registers"})x"),
               6);

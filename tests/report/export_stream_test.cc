@@ -19,6 +19,7 @@
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/report/launch_filter.h"
 #include "log_gen.h"
+#include "report_test_events.h"
 #include "subprocess.h"
 #include "trace_exporter.h"
 #include "zstd_file.h"
@@ -281,6 +282,47 @@ TEST(ExportStreamTest, ALaunchWaitingTooLongIsWrittenUntimedAndCounted) {
   // orphan slice at the end; every kernel_time is accounted for.
   EXPECT_EQ(run.counts.timed + run.counts.times_given_up + run.counts.orphan_times, 10'000u);
   EXPECT_EQ(run.writer.instants, run.counts.untimed);
+}
+
+// Under sampled, a launch made outside a timing window says no kernel_time will come
+// (timing_window false): written at once as an instant, it does not wait. With room for 8
+// waiting launches, 40 launches of which the 1st, 11th, 21st and 31st are in a window, their
+// times after all 40: the four are still joined (kept waiting alongside the others, each would
+// have been pushed out by the 8 launches after it and written untimed).
+TEST(ExportStreamTest, LaunchesOutsideAWindowAreWrittenAtOnce) {
+  TempDir dir;
+  constexpr int32_t kPid = 100;
+  constexpr int64_t kStart = 1763708400000000000;  // 2025-11-21T07:00:00Z
+  schema::OwnedProcessStartEvent start = report::testing::Start(kPid, 0, kStart);
+  start.config = {{"timing", "sampled"}};
+  std::string log = report::testing::Line(start) +
+                    report::testing::Line(report::testing::Device(kPid, 1, 0, "NVIDIA A100"));
+  uint64_t seq = 2;
+  for (uint64_t i = 1; i <= 40; ++i) {
+    schema::OwnedKernelEvent k = report::testing::Kernel(
+        kPid, seq++, kStart + static_cast<int64_t>(i) * 1000, i, report::testing::KernelSpec{});
+    k.timing_window = i % 10 == 1;
+    log += report::testing::Line(k);
+  }
+  for (uint64_t i = 1; i <= 40; i += 10) {
+    log += report::testing::Line(report::testing::KernelTime(kPid, seq++, i, 10000));
+  }
+  log += report::testing::Line(report::testing::End(kPid, seq++, 0));
+  report::testing::WriteFile(dir.path() / "a.jsonl", log);
+
+  ExportRun run;
+  ExportLimits limits;
+  limits.max_pending_launches = 8;
+  ExportLog(dir.path(), limits, &run);
+  EXPECT_EQ(run.counts.kernels, 40u);
+  EXPECT_EQ(run.counts.timed, 4u);
+  EXPECT_EQ(run.counts.untimed, 36u);
+  EXPECT_EQ(run.counts.launches_given_up, 0u);
+  EXPECT_EQ(run.counts.orphan_times + run.counts.times_given_up, 0u);
+  EXPECT_EQ(run.writer.slices, 4u);
+  EXPECT_EQ(run.writer.instants, 36u);
+  EXPECT_EQ(run.peak_pending, 4u);  // the four in windows, no other
+  EXPECT_EQ(run.pending_after, 0u);
 }
 
 }  // namespace

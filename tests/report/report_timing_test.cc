@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuflight/report/build_report.h"
 #include "report_cli_run.h"
 #include "report_test_events.h"
 #include "temp_dir.h"
@@ -265,6 +266,44 @@ TEST(ReportTiming, AnUntimedSampledLaunchIsNotSaidUnfinished) {
       EXPECT_EQ(launch["finished"], false) << timing;
     }
   }
+}
+
+// Under sampled most launches are made outside a window: their kernel events say no kernel_time
+// will come (timing_window false), so the builder does not hold them waiting for one. With room
+// for 8 waiting launches, 40 gemm launches of which the 1st, 11th, 21st and 31st are in a window
+// (taking 10, 20, 30 and 40 us), their times after all 40 launches (one activity flush at the
+// end): each of the 4 still finds its launch (kept waiting alongside the 36 others, it would have
+// been pushed out by the 8 launches after it and given up untimed).
+TEST(ReportTiming, LaunchesOutsideAWindowDoNotWaitForATime) {
+  TempDir dir;
+  std::string s = Line(StartWith(100, "sampled")) + Line(Device(100, 1, 0, "NVIDIA A100"));
+  uint64_t seq = 2;
+  for (uint64_t i = 1; i <= 40; ++i) {
+    schema::OwnedKernelEvent k = Kernel(100, seq++, kStart + static_cast<int64_t>(i) * 1000, i,
+                                        Gemm());
+    k.timing_window = i % 10 == 1;
+    s += Line(k);
+  }
+  for (uint64_t i = 1; i <= 40; i += 10) s += Line(KernelTime(100, seq++, i, (i / 10 + 1) * 10000));
+  s += Line(End(100, seq++, 0));
+  WriteFile(dir.path() / "a.jsonl", s);
+
+  ReportOptions o;
+  o.max_pending_launches = 8;
+  ::cuflight::report::Report r;
+  std::string error;
+  ASSERT_TRUE(BuildReport(o, {dir.path() / "a.jsonl"}, &r, &error)) << error;
+  EXPECT_EQ(r.launches, 40u);
+  EXPECT_EQ(r.timed_launches, 4u);
+  EXPECT_EQ(r.bounds.launches_given_up, 0u);
+  EXPECT_EQ(r.bounds.times_given_up, 0u);
+  EXPECT_EQ(r.bounds.peak_pending_launches, 4u);  // the four in windows, no other
+  ASSERT_EQ(r.signatures.size(), 1u);
+  ASSERT_TRUE(r.signatures[0].gpu_time.has_value());
+  EXPECT_EQ(r.signatures[0].gpu_time->count, 4u);
+  EXPECT_EQ(r.signatures[0].gpu_time->total_ns, 10000u + 20000u + 30000u + 40000u);
+  EXPECT_EQ(r.signatures[0].sampled.launches, 40u);
+  EXPECT_EQ(r.signatures[0].sampled.timed, 4u);
 }
 
 // An `all` log reads as before, and so do an older log whose config says "1" (how producers wrote

@@ -618,10 +618,10 @@ void Metrics::SetLogTotals(const LogTotals& totals) {
 
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name,
                      int32_t device, std::string_view limiting_resource, double occupancy,
-                     uint64_t graph_node_id) {
+                     uint64_t graph_node_id, bool remember) {
   const KernelLabels labels{state_->kernel_names.Index(name),
                             static_cast<uint8_t>(ResourceSlot(limiting_resource))};
-  Kernel(process_id, correlation_id, labels, device, occupancy, graph_node_id);
+  Kernel(process_id, correlation_id, labels, device, occupancy, graph_node_id, remember);
 }
 
 Metrics::KernelLabels Metrics::LabelsOf(std::string_view name,
@@ -630,9 +630,9 @@ Metrics::KernelLabels Metrics::LabelsOf(std::string_view name,
 }
 
 void Metrics::Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels,
-                     int32_t device, double occupancy, uint64_t graph_node_id) {
+                     int32_t device, double occupancy, uint64_t graph_node_id, bool remember) {
   Launches(process_id, labels, device, occupancy, 1);
-  RememberLaunch(process_id, correlation_id, labels.name_series, device, graph_node_id);
+  if (remember) RememberLaunch(process_id, correlation_id, labels.name_series, device, graph_node_id);
 }
 
 void Metrics::Launches(uint64_t process_id, KernelLabels labels, int32_t device,

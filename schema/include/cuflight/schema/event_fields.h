@@ -353,7 +353,7 @@ struct StallLaunchItem {};
   X(occupancy) X(duration_ns) X(error_name) X(emitted) X(dropped) X(dropped_ring_full)       \
   X(dropped_disconnected) X(dropped_backpressure) X(timing_dropped)                          \
   X(occupancy_disagreements) X(hostname) X(exe) X(start_ns) X(instance_id) X(pid_ns)     \
-  X(config)
+  X(config) X(timing_window)
 
 #define CUFLIGHT_SCHEMA_FACT_ENUM(name) name,
 enum class Fact : uint8_t { CUFLIGHT_SCHEMA_FACTS(CUFLIGHT_SCHEMA_FACT_ENUM) };

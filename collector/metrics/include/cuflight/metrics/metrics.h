@@ -24,8 +24,12 @@
 //  4. Kernel GPU time joins KernelTime to Kernel by process_id and schema::JoinKey
 //     (correlation_id, graph node, device: each kernel node of a graph launch, and each device
 //     of a multi-device cooperative launch, is its own launch) in a fixed-size set-associative
-//     table; a full set evicts its oldest entry (counted). Time whose kernel is unknown (lost,
-//     evicted or never sent) is counted under its device and kernel="unknown".
+//     table; a full set evicts its oldest entry (counted). Only launches whose kernel_time will
+//     come are kept: not those of a process with timing off, nor those its event says were
+//     made outside a timing window (`timing_window: false`, most launches under `sampled`),
+//     which would otherwise fill the sets and evict the launches whose time is on its way.
+//     Time whose kernel is unknown (lost, evicted or never sent) is counted under its device and
+//     kernel="unknown".
 //  5. Stalls: the processes that report a GPU stall now (their latest stall event says stalled),
 //     with the age of the oldest unfinished kernel per GPU. Series exist only while a process
 //     is stalled; at most kMaxStallSeries (process, device) pairs get their own, the oldest
@@ -218,9 +222,12 @@ class Metrics {
   // Remembers (process_id, {correlation_id, graph_node_id, device}) for KernelTime. Join-table
   // thread rule (above).
   // A process whose timing policy is kOff sends no kernel_time: its launches are counted and
-  // not remembered (they would only evict other processes' launches from the join table).
+  // not remembered (they would only evict other processes' launches from the join table); nor is
+  // a launch with `remember` false, one whose event says no kernel_time will come for it
+  // (`timing_window: false`, made outside a window of CUFLIGHT_TIMING=sampled).
   void Kernel(uint64_t process_id, uint64_t correlation_id, std::string_view name, int32_t device,
-              std::string_view limiting_resource, double occupancy, uint64_t graph_node_id = 0);
+              std::string_view limiting_resource, double occupancy, uint64_t graph_node_id = 0,
+              bool remember = true);
   // The labels of one kernel resolved once, for a caller that counts many launches of it (the
   // collector's interned configurations, docs/protocol.md): its name's series and its limiting
   // resource's slot, as Kernel resolves `name` and `limiting_resource` on every call. A name not
@@ -234,7 +241,7 @@ class Metrics {
   // Kernel with its labels resolved (LabelsOf): the same counts as Kernel(name, limiting_resource)
   // for the name and resource `labels` came from. Join-table thread rule (above).
   void Kernel(uint64_t process_id, uint64_t correlation_id, KernelLabels labels, int32_t device,
-              double occupancy, uint64_t graph_node_id = 0);
+              double occupancy, uint64_t graph_node_id = 0, bool remember = true);
   // Kernel in two halves, for a caller that counts a run of launches of one kernel
   // configuration at once (the collector, design point 12):
   // `n` launches of one kernel with its labels resolved, counted as `n` calls of Kernel(labels)

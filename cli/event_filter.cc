@@ -45,7 +45,8 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   if (kernel_ && !std::regex_search(k->demangled.empty() ? k->name : k->demangled, *kernel_)) {
     return false;
   }
-  if (pending_.insert({header.pid, schema::JoinKeyOf(*k)}).second) {
+  // Its kernel_time, when one may come (schema::ExpectsKernelTime), is shown with it.
+  if (schema::ExpectsKernelTime(*k) && pending_.insert({header.pid, schema::JoinKeyOf(*k)}).second) {
     pending_order_.emplace_back(header.pid, schema::JoinKeyOf(*k));
     if (pending_order_.size() > kMaxPending) {
       pending_.erase(pending_order_.front());

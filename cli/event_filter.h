@@ -33,10 +33,11 @@ class EventFilter {
   // filters (only --pid selects them). Not const: remembers the kernels shown.
   bool Accept(const schema::OwnedEvent& event);
 
- private:
   // (pid, join key) of kernels shown whose kernel_time has not been seen, bounded (oldest first
   // forgotten) so a stream without timing cannot grow it without end.
   static constexpr size_t kMaxPending = 1 << 16;
+
+ private:
 
   std::optional<std::regex> kernel_;
   std::vector<int32_t> pids_;

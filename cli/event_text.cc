@@ -157,6 +157,7 @@ std::string EventText(const schema::OwnedEvent& event, std::optional<uint64_t> l
 }
 
 void LaunchStreams::Remember(int32_t pid, const schema::OwnedKernelEvent& kernel) {
+  if (!schema::ExpectsKernelTime(kernel)) return;  // no kernel_time will ask for its stream
   const Key key{pid, schema::JoinKeyOf(kernel)};
   if (streams_.insert_or_assign(key, kernel.stream).second) {
     order_.push_back(key);

@@ -381,7 +381,7 @@ class Builder {
     // Made outside a timing window of `sampled` (schema/README.md: false, "so none will come"):
     // no kernel_time to wait for. Kept waiting, such launches (most under `sampled`) would push
     // the ones whose time is coming out of the bounded wait, given up untimed.
-    if (e.timing_window == false) {
+    if (!schema::ExpectsKernelTime(e)) {
       Untimed(launch);
       return;
     }

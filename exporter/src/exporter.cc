@@ -496,7 +496,9 @@ void Exporter::Impl::HandleEvent(StreamState& s, const schema::OwnedEvent& event
         s.join_order.pop_front();
       }
       const schema::JoinKey join = schema::JoinKeyOf(k);
-      if (s.joins.emplace(join, index).second) s.join_order.push_back(join);
+      if (schema::ExpectsKernelTime(k) && s.joins.emplace(join, index).second) {
+        s.join_order.push_back(join);
+      }
       if (rollups) {
         if (s.window.empty()) {
           s.window_start = line_start;

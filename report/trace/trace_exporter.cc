@@ -242,7 +242,7 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
   // Made outside a timing window of `sampled` (schema/README.md: false, "so none will come"): an
   // instant now. Kept waiting, such launches (most under `sampled`) would push those whose time
   // is coming out of the bounded wait, written untimed.
-  if (e.timing_window == false) {
+  if (!schema::ExpectsKernelTime(e)) {
     if (!hidden) Untimed(p);
     return;
   }

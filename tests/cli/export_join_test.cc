@@ -107,6 +107,27 @@ TEST(TailFilterTest, ShowsTheKernelTimeOfEachShownGraphNodeOnly) {
   EXPECT_EQ(shown, expected);
 }
 
+// `cuflight tail --kernel` under sampled: a launch made outside a timing window says no
+// kernel_time will come (timing_window false), so the filter keeps no place for its time. One
+// launch in a window, then more launches outside one than the filter keeps places for
+// (EventFilter::kMaxPending), then the windowed launch's kernel_time (an activity flush after
+// them): still shown, as its kernel was.
+TEST(TailFilterTest, LaunchesOutsideAWindowKeepNoPlaceForATime) {
+  EventFilter filter("^gemm", {}, "");
+  report::testing::KernelSpec gemm;
+  gemm.demangled = "gemm(float*)";
+  uint64_t seq = 2;
+  schema::OwnedKernelEvent timed = report::testing::Kernel(100, seq++, 1, 1, gemm);
+  timed.timing_window = true;
+  ASSERT_TRUE(filter.Accept(timed));
+  for (uint64_t i = 0; i < EventFilter::kMaxPending + 10; ++i) {
+    schema::OwnedKernelEvent k = report::testing::Kernel(100, seq++, 2, 2 + i, gemm);
+    k.timing_window = false;
+    ASSERT_TRUE(filter.Accept(k));
+  }
+  EXPECT_TRUE(filter.Accept(report::testing::KernelTime(100, seq++, 1, 5000)));
+}
+
 // `cuflight tail`'s line names a graph node's ids after its correlation id, on the kernel and the
 // kernel_time alike; an ordinary launch's lines have none.
 TEST(TailTextTest, GraphNodeIdsFollowTheCorrelationId) {

@@ -751,6 +751,77 @@ TEST(OtlpExporterRestart, LaunchesAfterTheCursorFindTheirDescriptionBeforeIt) {
   EXPECT_EQ(kernels, expected);
 }
 
+// Under sampled a launch made outside a timing window says no kernel_time will come
+// (timing_window false): the exporter keeps no join for it. One gemm launch in a window, then
+// 16,400 outside one (more than the exporter's joins per stream, 16,384), then the windowed
+// launch's kernel_time (40 us, an activity flush after them): the process's roll-up still counts
+// that time under gemm, in both forms (kept alongside the others, its join would have been pushed
+// out and its time left out of the roll-up).
+TEST(OtlpExporterSampled, ATimeAfterManyLaunchesOutsideAWindowIsRolledUpUnderItsKernel) {
+  using schema::Resource;
+  Producer p(4301, "/opt/app/bin/serve", kStartNs);
+  p.Add(schema::OwnedEvent(report::testing::Device(4301, 0, 0, "NVIDIA A100")));
+  const auto gemm = Spec("_Z4gemmPf", "gemm(float*)", 0, 0x10, 128, Resource::kRegisters, 2);
+  const uint64_t timed = p.Correlation();
+  schema::OwnedKernelEvent k = KernelOf(p, gemm, timed, {256, 1, 1});
+  k.timing_window = true;
+  p.Launch(k);
+  for (int i = 0; i < 16'400; ++i) {
+    schema::OwnedKernelEvent u = KernelOf(p, gemm, p.Correlation(), {256, 1, 1});
+    u.timing_window = false;
+    p.Launch(u);
+  }
+  report::testing::TimeSpec t;
+  t.stream = gemm.stream;
+  p.Add(schema::OwnedEvent(report::testing::KernelTime(4301, 0, timed, 40'000, t)));
+  p.Add(schema::OwnedEvent(report::testing::End(4301, 0, 0)));
+  for (const bool interned : {false, true}) {
+    SCOPED_TRACE(interned ? "interned" : "whole");
+    TempDir dir;
+    const fs::path logs = dir.path() / "logs";
+    for (const auto& [name, text] : p.Files(interned)) {
+      report::testing::WriteFile(logs / name, text);
+    }
+    OtlpReceiver receiver;
+    exporter::ExportOptions options;
+    options.endpoint = receiver.endpoint() + "/v1/logs";
+    options.scan_interval = std::chrono::milliseconds(20);
+    options.every_launch = false;
+    options.rollup_interval = std::chrono::milliseconds(3'600'000);  // one roll-up, at the end
+    options.resource_wait = std::chrono::milliseconds(0);
+    options.cursor_file = dir.path() / "cursor.json";
+    exporter::ExportMetrics metrics;
+    collector::testing::CapturedLog log;
+    std::string error;
+    auto exp =
+        exporter::Exporter::Start(options, logs, std::nullopt, &metrics, log.logger(), &error);
+    ASSERT_NE(exp, nullptr) << error;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          for (const ReceivedRecord& r : receiver.Accepted()) {
+            if (r.event_name == "cuflight.process_end") return true;
+          }
+          return false;
+        },
+        kDeadline));
+    exp->Stop();
+    EXPECT_EQ(metrics.Get().lines_skipped, 0u) << log.text();
+    uint64_t launches = 0;
+    uint64_t timed_launches = 0;
+    uint64_t gpu_time_ns = 0;
+    for (const ReceivedRecord& r : receiver.Accepted()) {
+      if (r.event_name != "cuflight.kernel_rollup") continue;
+      EXPECT_EQ(r.attributes.at("cuflight.kernel.name"), "gemm(float*)");
+      launches += std::stoull(r.attributes.at("cuflight.rollup.launches"));
+      timed_launches += std::stoull(r.attributes.at("cuflight.rollup.timed_launches"));
+      gpu_time_ns += std::stoull(r.attributes.at("cuflight.rollup.gpu_time_ns"));
+    }
+    EXPECT_EQ(launches, 16'401u);
+    EXPECT_EQ(timed_launches, 1u);
+    EXPECT_EQ(gpu_time_ns, 40'000u);
+  }
+}
+
 // ---- the collector's /metrics ----
 
 // The /metrics samples of a collector that received every producer's wire lines in `interned`

@@ -41,6 +41,16 @@ constexpr JoinKey JoinKeyOf(const BasicKernelTimeEvent<S>& e) noexcept {
   return {e.correlation_id, e.graph_node_id.value_or(0), e.device};
 }
 
+// Whether a kernel_time may come for the launch, as its event says: not when it was made outside
+// a timing window of CUFLIGHT_TIMING=sampled (`timing_window` false: "so none will come",
+// schema/README.md). A reader that holds launches waiting for their kernel_time in a bounded
+// table holds only these: under `sampled` most launches are the others, which would push the
+// timed ones out before their time arrives.
+template <class S>
+constexpr bool ExpectsKernelTime(const BasicKernelEvent<S>& e) noexcept {
+  return e.timing_window != false;
+}
+
 // A hash of the key for unordered containers (the key's three fields mixed, so that consecutive
 // correlation ids and the nodes of one graph launch spread).
 struct JoinKeyHash {

@@ -599,12 +599,15 @@ TEST_F(InternedReaders, TailFollowingFromTheEndFindsEarlierDescriptions) {
 // Stream, seq, event name, and a roll-up's body (a stream's roll-ups carry no seq).
 using RecordKey = std::tuple<std::string, uint64_t, std::string, std::string>;
 
-std::map<RecordKey, ReceivedRecord> ExportAll(const fs::path& logs, size_t ends) {
+// Every record the exporter sends for the logs under `logs` until `ends` processes ended; a
+// record per launch when `every_launch`, else the roll-ups (one per kernel, at each end).
+std::map<RecordKey, ReceivedRecord> ExportAll(const fs::path& logs, size_t ends,
+                                              bool every_launch = true) {
   OtlpReceiver receiver;
   exporter::ExportOptions options;
   options.endpoint = receiver.endpoint() + "/v1/logs";
   options.scan_interval = std::chrono::milliseconds(20);
-  options.every_launch = true;
+  options.every_launch = every_launch;
   options.rollup_interval = std::chrono::milliseconds(3'600'000);
   options.resource_wait = std::chrono::milliseconds(0);
   options.cursor_file = logs.parent_path() / (logs.filename().string() + "-cursor.json");
@@ -782,34 +785,11 @@ TEST(OtlpExporterSampled, ATimeAfterManyLaunchesOutsideAWindowIsRolledUpUnderIts
     for (const auto& [name, text] : p.Files(interned)) {
       report::testing::WriteFile(logs / name, text);
     }
-    OtlpReceiver receiver;
-    exporter::ExportOptions options;
-    options.endpoint = receiver.endpoint() + "/v1/logs";
-    options.scan_interval = std::chrono::milliseconds(20);
-    options.every_launch = false;
-    options.rollup_interval = std::chrono::milliseconds(3'600'000);  // one roll-up, at the end
-    options.resource_wait = std::chrono::milliseconds(0);
-    options.cursor_file = dir.path() / "cursor.json";
-    exporter::ExportMetrics metrics;
-    collector::testing::CapturedLog log;
-    std::string error;
-    auto exp =
-        exporter::Exporter::Start(options, logs, std::nullopt, &metrics, log.logger(), &error);
-    ASSERT_NE(exp, nullptr) << error;
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          for (const ReceivedRecord& r : receiver.Accepted()) {
-            if (r.event_name == "cuflight.process_end") return true;
-          }
-          return false;
-        },
-        kDeadline));
-    exp->Stop();
-    EXPECT_EQ(metrics.Get().lines_skipped, 0u) << log.text();
+    const auto records = ExportAll(logs, 1, /*every_launch=*/false);  // one roll-up, at the end
     uint64_t launches = 0;
     uint64_t timed_launches = 0;
     uint64_t gpu_time_ns = 0;
-    for (const ReceivedRecord& r : receiver.Accepted()) {
+    for (const auto& [key, r] : records) {
       if (r.event_name != "cuflight.kernel_rollup") continue;
       EXPECT_EQ(r.attributes.at("cuflight.kernel.name"), "gemm(float*)");
       launches += std::stoull(r.attributes.at("cuflight.rollup.launches"));

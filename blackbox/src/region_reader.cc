@@ -346,7 +346,10 @@ uint64_t RegionRecovery::Impl::JournalStep(const RegionRecovery::Emit& emit) {
 // The ring's next position (or run of never-written slots): committed records at and above
 // handled_pos get the seqs the sender would have given them (design point 3).
 uint64_t RegionRecovery::Impl::RingStep(const RegionRecovery::Emit& emit) {
-  if (pos_ >= enqueued_) {
+  // A record may take two seqs (its device's event and its own), and the stream's end is the seq
+  // after the last: a forged state's next seq near UINT64_MAX ends the ring there, so that no
+  // seq emitted wraps and the end stays above every one (end_seq > last emitted).
+  if (pos_ >= enqueued_ || next_seq_ >= UINT64_MAX - 1) {
     result_.end_seq = next_seq_;
     phase_ = Phase::kDone;
     return 1;

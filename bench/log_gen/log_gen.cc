@@ -20,6 +20,7 @@
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/schema/log_layout.h"
+#include "timing_schedule.h"
 #include "zstd_file.h"
 
 namespace cuflight::bench {
@@ -236,9 +237,32 @@ class StreamWriter {
   std::vector<char> buf_ = std::vector<char>(1 << 16);
 };
 
-struct PendingTime {
-  schema::OwnedKernelTimeEvent time;
-};
+// process_start's config under a timing policy other than kAll (log_gen.h, 3a): the library's
+// (env::Describe), with the defaults but for the timing settings, the collector a fleet node's
+// (docs/fleet.md) and the form of the launches.
+std::vector<std::pair<std::string, std::string>> ConfigOf(const LogSpec& spec) {
+  env::Config config;
+  config.collector_path = "/run/cuflight/collector.sock";
+  config.timing = spec.timing;
+  config.timing_window_ms = spec.timing_window_ms;
+  config.timing_period_ms = spec.timing_period_ms;
+  config.timing_new_configs = spec.timing_new_configs;
+  config.intern_configs = spec.intern;
+  return env::Describe(config);
+}
+
+// The stats, process_end and process_crash members of the timing policy at `now_ns` (3a); none
+// under kAll, as before the option.
+template <class Event>
+void FillTiming(const LogSpec& spec, TimingSchedule* windows, int64_t now_ns, Event* e) {
+  if (spec.timing == schema::TimingPolicy::kAll) return;
+  e->timing_policy = spec.timing;
+  if (windows == nullptr) return;
+  windows->AdvanceTo(now_ns);
+  e->timing_windows = windows->windows();
+  e->timing_window_ns = windows->window_ns(now_ns);
+  e->launches_in_window = windows->launches_in_window();
+}
 
 bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
                   const std::vector<KernelKind>& kinds, LogTotals* totals, std::string* error) {
@@ -272,6 +296,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
   start.cuda_driver_version = 13000;
   start.cupti_version = 26;
   start.instance_id = 0;
+  if (spec.timing != schema::TimingPolicy::kAll) start.config = ConfigOf(spec);
   if (!out.Write(start, error)) return false;
   note_ts(now);
 
@@ -330,6 +355,20 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     return out.Write(launch, error);
   };
 
+  // The sampled policy's windows (3a), from the process's start; the phase, unless given, drawn
+  // from a generator of its own so that the launches are those of kAll.
+  std::optional<TimingSchedule> windows;
+  if (spec.timing == schema::TimingPolicy::kSampled) {
+    TimingSchedule::Options o;
+    o.window_ns = int64_t{spec.timing_window_ms} * 1'000'000;
+    o.period_ns = int64_t{spec.timing_period_ms} * 1'000'000;
+    o.new_configs = spec.timing_new_configs;
+    o.phase_ns = spec.timing_phase_ns >= 0
+                     ? spec.timing_phase_ns
+                     : static_cast<int64_t>(Rng(0x7135EDull + static_cast<uint64_t>(index)).Next() %
+                                            static_cast<uint64_t>(std::max<int64_t>(1, o.period_ns)));
+    windows.emplace(o, start_ns);
+  }
   std::vector<int64_t> busy_until(static_cast<size_t>(spec.streams), 0);
   std::deque<schema::OwnedKernelTimeEvent> pending;
   schema::OwnedKernelEvent k;
@@ -347,6 +386,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
       t.header = {now, pid, seq++};
       if (!out.Write(t, error)) return false;
       ++totals->timed;
+      if (windows) windows->OnRecord(t.correlation_id);
       pending.pop_front();
     }
     return true;
@@ -356,6 +396,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     now += spec.launch_gap_ns / 2 + rng.Uniform(0, spec.launch_gap_ns);
     const size_t kind_index = static_cast<size_t>(rng.Next() % kinds.size());
     const KernelKind& kind = kinds[kind_index];
+    const size_t grid_index = static_cast<size_t>(rng.Next() % kind.grids.size());
     const size_t stream = static_cast<size_t>(i % static_cast<uint64_t>(spec.streams));
     // An interned configuration first described now takes a seq of its own, below its launch's
     // (the producer's preamble line).
@@ -368,7 +409,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     k.correlation_id = ++correlation;
     k.name = kind.name;
     k.demangled = kind.demangled;
-    k.grid = kind.grids[static_cast<size_t>(rng.Next() % kind.grids.size())];
+    k.grid = kind.grids[grid_index];
     k.block = kind.block;
     k.num_regs = kind.regs;
     k.static_shared_bytes = kind.static_smem;
@@ -377,10 +418,23 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     k.occupancy = kind.occupancy;
     const schema::WaveShape wave = occupancy::ComputeWaves(
         Gpu().limits.sm_count, report::LaunchOf(k, Gpu().limits), &k.occupancy);
+    // A timing configuration is the function and its grid here: one device, and each kernel's
+    // block, cluster (none) and dynamic shared memory fixed.
+    if (windows) {
+      k.timing_window = windows->OnLaunch(kind_index * kind.grids.size() + grid_index,
+                                          k.correlation_id, now);
+      totals->in_window += *k.timing_window ? 1 : 0;
+    }
     if (!write_launch(k, d, config_seq, wave)) return false;
     ++totals->launches;
     note_ts(now);
-    if (spec.untimed_every == 0 || (i + 1) % spec.untimed_every != 0) {
+    const bool lost = spec.untimed_every != 0 && (i + 1) % spec.untimed_every == 0;
+    const bool timed = spec.timing == schema::TimingPolicy::kAll
+                           ? !lost
+                           : spec.timing == schema::TimingPolicy::kSampled && *k.timing_window && !lost;
+    if (timed || spec.timing != schema::TimingPolicy::kAll) {
+      // The kernel runs whether or not it is timed; under kAll a lost one is not drawn, as
+      // before the option.
       schema::OwnedKernelTimeEvent t;
       t.correlation_id = k.correlation_id;
       t.device = 0;
@@ -392,8 +446,10 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
       t.start_ns = static_cast<uint64_t>(begin);
       t.end_ns = static_cast<uint64_t>(end);
       t.duration_ns = t.end_ns - t.start_ns;
-      note_ts(end);
-      pending.push_back(std::move(t));
+      if (timed) {
+        note_ts(end);
+        pending.push_back(std::move(t));
+      }
     }
     if (spec.api_error_every > 0 && (i + 1) % spec.api_error_every == 0) {
       schema::OwnedApiErrorEvent e;
@@ -442,6 +498,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
       s.ring_capacity = 65536;
       s.interval_ns = 1'000'000'000;
       s.launches = i + 1;
+      FillTiming(spec, windows ? &*windows : nullptr, now, &s);
       if (!out.Write(s, error)) return false;
     }
   }
@@ -457,6 +514,7 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     c.tid = pid + 1;
     c.emitted = seq;
     c.launches = spec.launches;
+    FillTiming(spec, windows ? &*windows : nullptr, now, &c);
     if (!out.Write(c, error)) return false;
   } else {
     schema::OwnedProcessEndEvent e;
@@ -464,8 +522,10 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     e.exit_code = 0;
     e.emitted = seq;
     e.launches = spec.launches;
+    FillTiming(spec, windows ? &*windows : nullptr, now, &e);
     if (!out.Write(e, error)) return false;
   }
+  if (windows) totals->timing_windows += windows->windows();
   note_ts(now);
   return out.Close(error);
 }

@@ -15,6 +15,19 @@
 //  3. Timing: on each stream kernels run back to back from their launch; their kernel_time lines
 //     come in batches every `flush_every` launches (a CUPTI buffer flush), after the kernels. A
 //     fraction `untimed_every` (every Nth launch; 0: none) gets no kernel_time (timing lost).
+//     a. `timing`, the producer's CUFLIGHT_TIMING (schema/env/README.md): kAll (the default)
+//        times every launch and writes the lines as before this option existed, byte for byte
+//        (no config in process_start, no timing_policy in stats or process_end). kSampled writes
+//        what the library writes under the fleet's policy: process_start's config (env::Describe:
+//        timing sampled, the window, period and new-configuration setting), `timing_window` on
+//        every launch, a kernel_time only for a launch made in a timing window (timing_schedule.h:
+//        the start's window, the periodic ones from `timing_phase_ns`, or a phase drawn from the
+//        process's seed, and those for configurations not yet timed, a configuration being the
+//        kernel and its grid), and in stats and process_end (or process_crash) the policy, the
+//        windows opened, how long they were open and the launches made in one. kOff: config.timing
+//        off, no kernel_time, timing_policy off. Under kSampled and kOff every kernel still runs
+//        on its stream (its duration drawn as under kAll), so the three policies make the same
+//        launches from one seed, and differ only in what says their times.
 //  4. Every `api_error_every` launches (0: never) a failed cuLaunchKernel, and with `stall_every`
 //     (0: never) a stall event naming the stream's latest launch (the export marks it).
 //  5. Files: "<dir>/<date>/<base>.<NNNNNN>.jsonl(.zst)" segments of about `rotate_bytes` each,
@@ -38,6 +51,9 @@
 #include <string>
 #include <vector>
 
+#include "cuflight/env/config.h"
+#include "cuflight/schema/timing_policy.h"
+
 namespace cuflight::bench {
 
 struct LogSpec {
@@ -54,6 +70,13 @@ struct LogSpec {
   uint64_t rotate_bytes = 64ull << 20;
   bool compress = true;
   bool intern = false;  // 6.
+  // 3a. The window and period as CUFLIGHT_TIMING_WINDOW_MS and _PERIOD_MS (ms, their ranges);
+  // timing_phase_ns < 0: each process's phase drawn from its seed in [0, period).
+  schema::TimingPolicy timing = schema::TimingPolicy::kAll;
+  uint32_t timing_window_ms = env::kDefaultTimingWindowMs;
+  uint32_t timing_period_ms = env::kDefaultTimingPeriodMs;
+  bool timing_new_configs = true;
+  int64_t timing_phase_ns = -1;
   int zstd_level = 1;  // the collector's default (collector/daemon/log_sink.h)
   int64_t start_ns = 1'763'700'000'000'000'000;  // 2025-11-21T04:26:40Z
   // Mean time between launches of one process, and kernel durations (uniform in [min, max]).
@@ -68,6 +91,8 @@ struct LogTotals {
   uint64_t launches = 0;        // kernel events (whole, or launch lines)
   uint64_t descriptions = 0;    // kernel_config lines (intern), repeats in later files included
   uint64_t timed = 0;           // of those, with a kernel_time
+  uint64_t in_window = 0;       // 3a, kSampled: launches made in a timing window
+  uint64_t timing_windows = 0;  // 3a, kSampled: windows opened, all processes
   uint64_t events = 0;          // every line written
   uint64_t api_errors = 0;
   uint64_t stalls = 0;

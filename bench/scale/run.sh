@@ -7,12 +7,15 @@
 #
 #   bench/scale/run.sh --cuflight build/release/bin/cuflight --make-log build/release/bin/make_log \
 #       [--launches 1000000] [--dir /tmp/cuflight-scale] [--baseline OLD_CUFLIGHT]
-#       [--baseline-export-launches 100000] [--runs 3] [--plain] [--intern] [--cpus LIST]
+#       [--baseline-export-launches 100000] [--runs 3] [--plain] [--intern] [--timing POLICY]
+#       [--cpus LIST]
 #
 # The log is made once per --launches in --dir and reused; --plain leaves its closed segments
 # uncompressed (the collector compresses them with zstd: the default); --intern writes its launches
 # as interned configurations and launch lines (make_log --intern; docs/protocol.md) instead of
-# whole kernel lines. The best of --runs runs is kept (the
+# whole kernel lines; --timing writes the log under that CUFLIGHT_TIMING policy (make_log --timing:
+# all, the default, every launch timed; sampled, the fleet's, timing windows and a kernel_time only
+# for the launches made in one; off). The best of --runs runs is kept (the
 # machine is shared: the fastest run is the least disturbed). A baseline export of a large log can
 # need many GiB (the JSON was built in memory): --baseline-export-launches runs it on a smaller
 # log of its own. --cpus runs every command under `taskset -c LIST` (e.g. --cpus 0: one core, the
@@ -20,6 +23,7 @@
 set -euo pipefail
 
 cuflight="" make_log="" baseline="" launches=1000000 dir="/tmp/cuflight-scale" runs=3 plain="" intern=""
+timing="all"
 baseline_export_launches=100000 cpus=""
 while (($#)); do
   case "$1" in
@@ -32,12 +36,13 @@ while (($#)); do
     --baseline-export-launches) baseline_export_launches=$2; shift 2 ;;
     --plain) plain="--plain"; shift ;;
     --intern) intern="--intern"; shift ;;
+    --timing) timing=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 if [[ -z "$cuflight" || -z "$make_log" ]]; then
-  echo "usage: run.sh --cuflight CUFLIGHT --make-log MAKE_LOG [--launches N] [--dir DIR] [--baseline OLD] [--baseline-export-launches N] [--runs N] [--plain] [--intern] [--cpus LIST]" >&2
+  echo "usage: run.sh --cuflight CUFLIGHT --make-log MAKE_LOG [--launches N] [--dir DIR] [--baseline OLD] [--baseline-export-launches N] [--runs N] [--plain] [--intern] [--timing all|sampled|off] [--cpus LIST]" >&2
   exit 2
 fi
 [[ -x /usr/bin/time ]] || { echo "run.sh: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
@@ -45,9 +50,11 @@ fi
 mkdir -p "$dir"
 log_for() {  # log_for N -> the directory of a generated log of N launches
   local n=$1 logdir="$dir/log-$1${plain:+-plain}${intern:+-intern}"
+  [[ "$timing" == all ]] || logdir+="-$timing"  # the logs made before --timing keep their names
   if [[ ! -f "$logdir/.done" ]]; then
     rm -rf "$logdir"
-    "$make_log" "$logdir" --launches "$n" --api-error-every 300000 --stall-every 200000 $plain $intern >&2
+    "$make_log" "$logdir" --launches "$n" --api-error-every 300000 --stall-every 200000 $plain $intern \
+      --timing "$timing" >&2
     touch "$logdir/.done"
   fi
   echo "$logdir"

@@ -363,10 +363,9 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     o.window_ns = int64_t{spec.timing_window_ms} * 1'000'000;
     o.period_ns = int64_t{spec.timing_period_ms} * 1'000'000;
     o.new_configs = spec.timing_new_configs;
-    o.phase_ns = spec.timing_phase_ns >= 0
-                     ? spec.timing_phase_ns
-                     : static_cast<int64_t>(Rng(0x7135EDull + static_cast<uint64_t>(index)).Next() %
-                                            static_cast<uint64_t>(std::max<int64_t>(1, o.period_ns)));
+    const uint64_t drawn = Rng(0x7135EDull + static_cast<uint64_t>(index)).Next() %
+                           static_cast<uint64_t>(std::max<int64_t>(1, o.period_ns));
+    o.phase_ns = spec.timing_phase_ns >= 0 ? spec.timing_phase_ns : static_cast<int64_t>(drawn);
     windows.emplace(o, start_ns);
   }
   std::vector<int64_t> busy_until(static_cast<size_t>(spec.streams), 0);
@@ -429,9 +428,10 @@ bool WriteProcess(const fs::path& dir, const LogSpec& spec, int index,
     ++totals->launches;
     note_ts(now);
     const bool lost = spec.untimed_every != 0 && (i + 1) % spec.untimed_every == 0;
-    const bool timed = spec.timing == schema::TimingPolicy::kAll
-                           ? !lost
-                           : spec.timing == schema::TimingPolicy::kSampled && *k.timing_window && !lost;
+    const bool timed = spec.timing == schema::TimingPolicy::kAll ? !lost
+                       : spec.timing == schema::TimingPolicy::kSampled
+                           ? *k.timing_window && !lost
+                           : false;
     if (timed || spec.timing != schema::TimingPolicy::kAll) {
       // The kernel runs whether or not it is timed; under kAll a lost one is not drawn, as
       // before the option.

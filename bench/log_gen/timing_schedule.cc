@@ -10,7 +10,7 @@ TimingSchedule::TimingSchedule(Options options, int64_t start_ns) : options_(opt
   options_.period_ns = std::max(options_.period_ns, options_.window_ns * 2);
   options_.phase_ns = std::max<int64_t>(0, options_.phase_ns) % options_.period_ns;
   next_periodic_ = start_ns + options_.phase_ns;
-  closed_at_ = start_ns - options_.window_ns;  // no cool-down before the first configuration
+  closed_at_ = start_ns - options_.window_ns;     // no cool-down before the first configuration
   Open(start_ns, start_ns + options_.window_ns);  // 1a
 }
 

@@ -49,10 +49,10 @@ class TimingSchedule {
   static constexpr int64_t kAwaitRecordNs = 2'000'000'000;
 
   struct Options {
-    int64_t window_ns = 100'000'000;  // CUFLIGHT_TIMING_WINDOW_MS, > 0
+    int64_t window_ns = 100'000'000;     // CUFLIGHT_TIMING_WINDOW_MS, > 0
     int64_t period_ns = 10'000'000'000;  // CUFLIGHT_TIMING_PERIOD_MS, >= 2 * window_ns
-    int64_t phase_ns = 0;  // in [0, period_ns)
-    bool new_configs = true;  // CUFLIGHT_TIMING_NEW_CONFIGS
+    int64_t phase_ns = 0;                // in [0, period_ns)
+    bool new_configs = true;             // CUFLIGHT_TIMING_NEW_CONFIGS
   };
 
   // Opens the start's window (1a) at start_ns. Options out of range are taken as the library

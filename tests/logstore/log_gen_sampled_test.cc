@@ -255,7 +255,9 @@ INSTANTIATE_TEST_SUITE_P(
         // 5 s, every third launch's record lost (never timed by it), flushes every 64 launches:
         // configurations wait past the 2 s limit and ask again, up to 4 windows each.
         ReplayCase{"records_lost", 20'000, 60, 250'000, 64, 3, 5, 1'000, 0}),
-    [](const ::testing::TestParamInfo<ReplayCase>& param) { return std::string(param.param.name); });
+    [](const ::testing::TestParamInfo<ReplayCase>& param) {
+      return std::string(param.param.name);
+    });
 
 // Without a phase given, each process's is drawn from its seed: the launches each process made in
 // a periodic window lie in one window-long span of the period (modulo it), the two processes'
@@ -274,7 +276,8 @@ TEST(LogGenSampledTest, EachProcessDrawsItsOwnPhaseFromItsSeed) {
   const Log log = MakeLog(dir.path() / "a", spec);
   const Log again = MakeLog(dir.path() / "b", spec);
   std::map<int32_t, int64_t> start;
-  for (const auto& p : EventsOf<schema::OwnedProcessStartEvent>(log)) start[p.header.pid] = p.start_ns;
+  for (const auto& p : EventsOf<schema::OwnedProcessStartEvent>(log))
+    start[p.header.pid] = p.start_ns;
   ASSERT_EQ(start.size(), 2u);
   std::map<int32_t, std::vector<int64_t>> residues;  // (t - start) mod period, past the start's
   std::vector<bool> flags;
@@ -318,7 +321,7 @@ TEST(LogGenSampledTest, ThePoliciesMakeTheSameLaunchesAndDifferInTheirTimes) {
   test_support::TempDir dir;
   LogSpec spec;
   spec.launches = 120'000;  // one stats event
-  spec.intern = true;  // fewer bytes to write and read; expanded, the same events
+  spec.intern = true;       // fewer bytes to write and read; expanded, the same events
   spec.kernels = 20;
   spec.timing_window_ms = 20;
   spec.timing_period_ms = 500;

@@ -47,6 +47,7 @@ using testing::LoggedLine;
 using testing::ProducerIdentity;
 using testing::ReadLog;
 using testing::RunningCollector;
+using testing::StoredSeqs;
 using testing::TempDir;
 using testing::WaitForSocket;
 using testing::WaitUntil;
@@ -172,14 +173,6 @@ bool SendAll(int fd, std::string_view bytes, size_t piece) {
     bytes.remove_prefix(static_cast<size_t>(n));
   }
   return true;
-}
-
-std::vector<uint64_t> StoredSeqs(const std::vector<LoggedLine>& lines) {
-  std::vector<uint64_t> seqs;
-  for (const LoggedLine& l : lines) {
-    if (l.type != "process_lost") seqs.push_back(l.seq);
-  }
-  return seqs;
 }
 
 std::vector<uint64_t> Prefix(const std::vector<uint64_t>& seqs, size_t n) {

@@ -57,43 +57,24 @@ using testing::CapturedLog;
 using testing::ChildProcess;
 using testing::Credentials;
 using testing::FindLog;
+using testing::Identity;
 using testing::LoggedLine;
 using testing::ProducerIdentity;
+using testing::Range;
 using testing::RawClient;
 using testing::ReadLog;
 using testing::RunningCollector;
+using testing::StoredSeqs;
 using testing::TempDir;
 using testing::TestOptions;
 using testing::WaitForSocket;
 using testing::WaitUntil;
-
-ProducerIdentity Identity(const std::string& exe, int64_t start_ns) {
-  ProducerIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
-  id.exe = "/opt/bin/" + exe;
-  id.start_ns = start_ns;
-  return id;
-}
 
 // process_start, then kernel events up to seq `last`.
 std::string KernelStream(const ProducerIdentity& id, uint64_t last) {
   std::string out = testing::ProcessStartLine(id, 0);
   for (uint64_t seq = 1; seq <= last; ++seq) out += testing::KernelLine(id, seq, seq);
   return out;
-}
-
-std::vector<uint64_t> StoredSeqs(const std::vector<LoggedLine>& lines) {
-  std::vector<uint64_t> seqs;
-  for (const LoggedLine& l : lines) {
-    if (l.type != "process_lost") seqs.push_back(l.seq);
-  }
-  return seqs;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> r;
-  for (uint64_t s = first; s <= last; ++s) r.push_back(s);
-  return r;
 }
 
 // ---- a small disk of the test's own ----

@@ -30,9 +30,11 @@ namespace {
 using testing::LogFiles;
 using testing::LoggedLine;
 using testing::ProducerIdentity;
+using testing::Range;
 using testing::RawClient;
 using testing::ReadLog;
 using testing::RunningCollector;
+using testing::StoredSeqs;
 using testing::TempDir;
 using testing::TestOptions;
 using testing::WaitUntil;
@@ -68,20 +70,6 @@ std::vector<std::filesystem::path> FilesOf(const std::filesystem::path& log_dir,
     if (f.filename().string().find(needle) != std::string::npos) out.push_back(f);
   }
   return out;
-}
-
-std::vector<uint64_t> SeqsOf(const std::vector<LoggedLine>& lines) {
-  std::vector<uint64_t> seqs;
-  for (const LoggedLine& l : lines) {
-    if (l.type != "process_lost") seqs.push_back(l.seq);
-  }
-  return seqs;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> r;
-  for (uint64_t s = first; s <= last; ++s) r.push_back(s);
-  return r;
 }
 
 bool HasType(const std::vector<LoggedLine>& lines, const std::string& type) {
@@ -148,7 +136,7 @@ TEST(CollectorIdentityTest, ContainersWithTheSamePidAndStartAreKeptApart) {
                                                 std::to_string(1000 + i) + "-u" +
                                                 std::to_string(geteuid()) + ".jsonl");
     const std::vector<LoggedLine> lines = ReadLog(files[0]);
-    EXPECT_EQ(SeqsOf(lines), Range(0, 51));
+    EXPECT_EQ(StoredSeqs(lines), Range(0, 51));
     for (const LoggedLine& l : lines) EXPECT_EQ(l.pid, 1) << l.text;
   }
 }
@@ -180,10 +168,10 @@ TEST(CollectorIdentityTest, AProcessAfterExecIsANewStreamRecordedInFull) {
   const auto second = FilesOf(options.log_dir, 72);
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(second.size(), 1u);
-  EXPECT_EQ(SeqsOf(ReadLog(first[0])), Range(0, 30));
+  EXPECT_EQ(StoredSeqs(ReadLog(first[0])), Range(0, 30));
   EXPECT_TRUE(HasType(ReadLog(first[0]), "process_lost"));
   const std::vector<LoggedLine> lines = ReadLog(second[0]);
-  EXPECT_EQ(SeqsOf(lines), Range(0, 21));
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 21));
   EXPECT_EQ(lines.back().type, "process_end");
 }
 
@@ -235,7 +223,7 @@ TEST(CollectorIdentityTest, TcpCannotWriteIntoAnotherConnectionsStream) {
 
   const std::vector<LoggedLine> lines = ReadLog(victim_file);
   EXPECT_FALSE(HasType(lines, "process_crash"));
-  EXPECT_EQ(SeqsOf(lines), Range(0, 40)) << "no event of the victim was taken for a duplicate";
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 40)) << "no event of the victim was taken for a duplicate";
   const nlohmann::json lost = nlohmann::json::parse(lines.back().text);
   EXPECT_EQ(lost["type"], "process_lost");
   EXPECT_EQ(lost["events_stored"], 41);
@@ -274,7 +262,7 @@ TEST(CollectorIdentityTest, EachTcpConnectionWritesALogOfItsOwn) {
   EXPECT_EQ(running.stats().events_lost, 0u);
   std::vector<uint64_t> all;
   for (const auto& f : files) {
-    const std::vector<uint64_t> seqs = SeqsOf(ReadLog(f));
+    const std::vector<uint64_t> seqs = StoredSeqs(ReadLog(f));
     all.insert(all.end(), seqs.begin(), seqs.end());
   }
   EXPECT_EQ(all.size(), 31u + 2u + 37u);  // every event of both connections, once per log
@@ -310,7 +298,7 @@ TEST(CollectorIdentityTest, TrustingTcpIdentityLetsAReconnectContinueItsLog) {
   }
   ASSERT_FALSE(tcp_file.empty());
   EXPECT_EQ(FilesOf(options.log_dir, 0xabc).size(), 2u);
-  EXPECT_EQ(SeqsOf(ReadLog(tcp_file)), Range(0, 60));
+  EXPECT_EQ(StoredSeqs(ReadLog(tcp_file)), Range(0, 60));
   EXPECT_EQ(running.stats().duplicates, 1u + 6u);  // the preamble and 25..30 again
 }
 
@@ -362,7 +350,7 @@ TEST(CollectorIdentityTest, AUnixConnectionOfAnotherUidNeverReachesTheStream) {
   ASSERT_FALSE(other_file.empty());
   const std::vector<LoggedLine> lines = ReadLog(victim_file);
   EXPECT_FALSE(HasType(lines, "process_crash"));
-  EXPECT_EQ(SeqsOf(lines), Range(0, 21));
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 21));
   EXPECT_EQ(running.stats().duplicates, 0u);
 }
 
@@ -387,7 +375,7 @@ TEST(CollectorIdentityTest, AProcessStartLongerThanMaxLineBytesIsStillTaken) {
   EXPECT_EQ(running.stats().rejected_for(RejectReason::kLineTooLong), 1u);
   const auto files = FilesOf(options.log_dir, 0x10);
   ASSERT_EQ(files.size(), 1u);
-  EXPECT_EQ(SeqsOf(ReadLog(files[0])), Range(0, 2));
+  EXPECT_EQ(StoredSeqs(ReadLog(files[0])), Range(0, 2));
 }
 
 }  // namespace

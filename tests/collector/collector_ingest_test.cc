@@ -23,22 +23,17 @@ namespace {
 
 using testing::CapturedLog;
 using testing::FindLog;
+using testing::Identity;
 using testing::LoggedLine;
 using testing::ProducerIdentity;
+using testing::Range;
 using testing::RawClient;
 using testing::ReadLog;
 using testing::RunningCollector;
+using testing::StoredSeqs;
 using testing::TempDir;
 using testing::TestOptions;
 using testing::WaitUntil;
-
-ProducerIdentity Identity(const std::string& exe, int64_t start_ns) {
-  ProducerIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
-  id.exe = "/opt/bin/" + exe;
-  id.start_ns = start_ns;
-  return id;
-}
 
 // process_start, then alternating kernel / kernel_time up to seq last - 1, then process_end.
 std::string FullStream(const ProducerIdentity& id, uint64_t last) {
@@ -61,20 +56,6 @@ bool SendInPieces(RawClient& client, std::string_view stream) {
     piece = piece * 7 % 65521 + 1;
   }
   return true;
-}
-
-std::vector<uint64_t> Seqs(const std::vector<LoggedLine>& lines) {
-  std::vector<uint64_t> seqs;
-  for (const LoggedLine& l : lines) {
-    if (l.type != "process_lost") seqs.push_back(l.seq);
-  }
-  return seqs;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> r;
-  for (uint64_t s = first; s <= last; ++s) r.push_back(s);
-  return r;
 }
 
 nlohmann::json LastJson(const std::vector<LoggedLine>& lines) {
@@ -116,7 +97,7 @@ TEST(CollectorIngestTest, StoresEveryLineOfConcurrentProducersExactlyOnce) {
     const auto file = FindLog(options.log_dir, "app" + std::to_string(i), getpid());
     ASSERT_FALSE(file.empty()) << i;
     const std::vector<LoggedLine> lines = ReadLog(file);
-    EXPECT_EQ(Seqs(lines), Range(0, kLast)) << file;
+    EXPECT_EQ(StoredSeqs(lines), Range(0, kLast)) << file;
     ASSERT_EQ(lines.size(), kLast + 1);
     EXPECT_EQ(lines.front().type, "process_start");
     EXPECT_EQ(lines[1].type, "kernel");
@@ -232,7 +213,7 @@ TEST(CollectorIngestTest, BadInputIsCountedByReasonWhileHealthyProducersLoseNoth
   // The hostile process: its good lines around the bad ones, no loss, then process_lost.
   const std::vector<LoggedLine> hostile_lines =
       ReadLog(FindLog(options.log_dir, "hostile", getpid()));
-  EXPECT_EQ(Seqs(hostile_lines), (std::vector<uint64_t>{0, 1, 2, 4, 9, 11}));
+  EXPECT_EQ(StoredSeqs(hostile_lines), (std::vector<uint64_t>{0, 1, 2, 4, 9, 11}));
   const nlohmann::json lost = LastJson(hostile_lines);
   EXPECT_EQ(lost["type"], "process_lost");
   EXPECT_EQ(lost["reason"], "disconnected");
@@ -243,7 +224,7 @@ TEST(CollectorIngestTest, BadInputIsCountedByReasonWhileHealthyProducersLoseNoth
   // The healthy producer: everything, in order, nothing lost.
   const std::vector<LoggedLine> healthy_lines =
       ReadLog(FindLog(options.log_dir, "healthy", getpid()));
-  EXPECT_EQ(Seqs(healthy_lines), Range(0, kHealthyLast));
+  EXPECT_EQ(StoredSeqs(healthy_lines), Range(0, kHealthyLast));
   EXPECT_EQ(s.events_lost, 0u);
 }
 
@@ -509,7 +490,7 @@ TEST(CollectorIngestTest, ReconnectWithinTheGraceStoresEachSeqOnceAndWritesNoPro
   EXPECT_EQ(s.processes_lost, 0u);
   EXPECT_EQ(s.processes_seen, 1u);
   const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "flappy", getpid()));
-  EXPECT_EQ(Seqs(lines), Range(0, 150));
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 150));
   EXPECT_EQ(lines.back().type, "process_end");
 }
 
@@ -566,7 +547,7 @@ TEST(CollectorIngestTest, ShutdownDrainsWhatWasSentAndMarksLiveProcesses) {
 
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(options.socket)));
   const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "live", getpid()));
-  EXPECT_EQ(Seqs(lines), Range(0, 5000));
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 5000));
   const nlohmann::json lost = LastJson(lines);
   EXPECT_EQ(lost["type"], "process_lost");
   EXPECT_EQ(lost["reason"], "collector_shutdown");
@@ -605,7 +586,7 @@ TEST(CollectorIngestTest, RestartRecoversTheHighestSeqFromTheLog) {
   EXPECT_EQ(s.duplicates, 1u + 10u);
   EXPECT_EQ(s.events_lost, 0u);
   const std::vector<LoggedLine> lines = ReadLog(FindLog(options.log_dir, "survivor", getpid()));
-  EXPECT_EQ(Seqs(lines), Range(0, 100));
+  EXPECT_EQ(StoredSeqs(lines), Range(0, 100));
   // The first collector's shutdown marker sits between the two runs.
   ASSERT_EQ(lines.size(), 102u);
   EXPECT_EQ(lines[50].type, "process_lost");
@@ -644,7 +625,7 @@ TEST(CollectorIngestTest, TcpProducersAreKeyedByThePayloadPid) {
   running.Stop();
   const auto file = FindLog(options.log_dir, "remote", 31337);
   ASSERT_FALSE(file.empty());
-  EXPECT_EQ(Seqs(ReadLog(file)), Range(0, 30));
+  EXPECT_EQ(StoredSeqs(ReadLog(file)), Range(0, 30));
   EXPECT_EQ(running.stats().pid_mismatch, 0u);
 }
 
@@ -758,8 +739,8 @@ TEST(CollectorIngestTest, ReopenStartsNewFilesWhereTheOldOnesWere) {
   ASSERT_TRUE(client.Send(stream));
   ASSERT_TRUE(client.WaitAck(19));
   running.Stop();
-  EXPECT_EQ(Seqs(ReadLog(file.string() + ".1")), Range(0, 9));
-  EXPECT_EQ(Seqs(ReadLog(file)), Range(10, 19));
+  EXPECT_EQ(StoredSeqs(ReadLog(file.string() + ".1")), Range(0, 9));
+  EXPECT_EQ(StoredSeqs(ReadLog(file)), Range(10, 19));
 }
 
 // The kernel nodes of one graph launch share its correlation id (CUPTI: a kernel record's

@@ -39,10 +39,7 @@ using testing::TempDir;
 using testing::TestOptions;
 
 ProducerIdentity Identity(const std::string& exe, std::string_view timing) {
-  ProducerIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
-  id.exe = "/opt/bin/" + exe;
-  id.start_ns = 1732000000000000000;
+  ProducerIdentity id = testing::Identity(exe, 1732000000000000000);
   id.config = {{"timing", std::string(timing)}};
   return id;
 }
@@ -123,10 +120,24 @@ std::string Stream(const ProducerIdentity& id, int launches, bool interned, bool
   return out;
 }
 
+// `exposition` without the series that count lines by type or bytes (an interned stream has
+// other types and fewer bytes).
+std::string WithoutCounts(const std::string& exposition) {
+  std::istringstream in(exposition);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("cuflight_events_") != std::string::npos ||
+        line.find("bytes") != std::string::npos ||
+        line.find("cuflight_log_") != std::string::npos) {
+      continue;
+    }
+    kept += line + "\n";
+  }
+  return kept;
+}
+
 // The exposition of the metrics once `stream` went through a collector (acknowledged, the
-// process still connected), without the series
-// that count lines by type or bytes (an interned stream has other types and fewer bytes), unless
-// `whole_text`.
+// process still connected), WithoutCounts unless `whole_text`.
 std::string MetricsAfter(const std::string& stream, uint64_t last_seq, IngestStats* stats,
                          bool whole_text = false) {
   TempDir dir;
@@ -141,17 +152,7 @@ std::string MetricsAfter(const std::string& stream, uint64_t last_seq, IngestSta
   const std::string rendered = metrics.Render();
   running.Stop();
   *stats = running.stats();
-  if (whole_text) return rendered;
-  std::istringstream in(rendered);
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("cuflight_events_") != std::string::npos ||
-        line.find("bytes") != std::string::npos || line.find("cuflight_log_") != std::string::npos) {
-      continue;
-    }
-    kept += line + "\n";
-  }
-  return kept;
+  return whole_text ? rendered : WithoutCounts(rendered);
 }
 
 // Value of the sample line that starts with `series` (name and labels), or -1.
@@ -370,16 +371,7 @@ TEST(CollectorInternedTest, RunsOfLaunchesSumTheirOccupancyOneLaunchAtATime) {
       MetricsAfter(interned_stream, interned_last, &interned_stats, true);
   EXPECT_EQ(whole_stats.lines_rejected, 0u);
   EXPECT_EQ(interned_stats.lines_rejected, 0u);
-  std::istringstream in(interned);
-  std::string without_counts;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("cuflight_events_") != std::string::npos ||
-        line.find("bytes") != std::string::npos || line.find("cuflight_log_") != std::string::npos) {
-      continue;
-    }
-    without_counts += line + "\n";
-  }
-  EXPECT_EQ(without_counts, whole);
+  EXPECT_EQ(WithoutCounts(interned), whole);
 
   EXPECT_EQ(SampleStartingWith(interned, "cuflight_kernel_occupancy_ratio_sum{"), all);
   // (A process without attribution: the workload whose labels are all empty, written bare.)
@@ -504,6 +496,23 @@ TEST(CollectorInternedTest, ForgedAndMutatedInternedLinesGetTheContractsVerdicts
   std::vector<std::string> stored;  // the lines the contract accepts, in order
   std::map<std::string, uint64_t> refused;  // by reason
   schema::ConfigExpander expander;
+  // Appends `form` (without its '\n') to the stream and to what the contract accepts or refuses;
+  // returns the contract's verdict.
+  const auto add = [&](const std::string& form) {
+    const std::string verdict = Expected(form, &expander);
+    if (verdict == "stored") {
+      stored.push_back(form);
+    } else {
+      ++refused[verdict];
+    }
+    stream += form + "\n";
+    return verdict;
+  };
+  // The first line of `base` that starts with `prefix`, without its '\n'.
+  const auto first_line = [&base](std::string_view prefix) {
+    const size_t at = base.find(prefix);
+    return base.substr(at, base.find('\n', at) - at);
+  };
   std::istringstream in(base);
   int mutated = 0;
   uint64_t seq = 0;
@@ -518,45 +527,26 @@ TEST(CollectorInternedTest, ForgedAndMutatedInternedLinesGetTheContractsVerdicts
     }
     for (const std::string& form : forms) {
       if (form.find('\n') != std::string::npos) continue;
-      const std::string verdict = Expected(form, &expander);
-      if (verdict == "stored") {
-        stored.push_back(form);
-      } else {
-        ++refused[verdict];
-      }
-      stream += form + "\n";
+      add(form);
       if (&form != &forms.front()) ++mutated;
     }
   }
   // Forged by hand: the first description again (accepted), and again with another register
   // count under its id (config_redefined); a launch naming an id never described.
-  const size_t first_config = base.find(R"({"type":"kernel_config")");
-  const std::string first_description =
-      base.substr(first_config, base.find('\n', first_config) - first_config);
+  const std::string first_description = first_line(R"({"type":"kernel_config")");
   std::string redefined = first_description;
   redefined.insert(redefined.find(R"("num_regs":)") + 11, "1");
-  const size_t first_launch = base.find(R"({"type":"launch")");
-  std::string undescribed = base.substr(first_launch, base.find('\n', first_launch) - first_launch);
+  std::string undescribed = first_line(R"({"type":"launch")");
   undescribed.replace(undescribed.find(R"("config":)") + 9, 2, "77");
   for (const std::string& line : {first_description, redefined, undescribed}) {
-    const std::string form = WithSeq(line, seq++);
-    const std::string verdict = Expected(form, &expander);
-    if (verdict == "stored") {
-      stored.push_back(form);
-    } else {
-      ++refused[verdict];
-    }
-    stream += form + "\n";
+    add(WithSeq(line, seq++));
   }
 
   // Descriptions beyond the table's bound, then a launch of the last one accepted and one of the
   // first one refused: docs/protocol.md, at most 4096 descriptions from one process. The stream
   // described 3 (ids 40-42) and its mutations may have described more (other ids): fill the
   // table to 4096 from id 1000 on, then one more.
-  schema::DecodeResult base_config = schema::Decode(base.substr(
-      base.find(R"({"type":"kernel_config")"),
-      base.find('\n', base.find(R"({"type":"kernel_config")")) -
-          base.find(R"({"type":"kernel_config")")));
+  schema::DecodeResult base_config = schema::Decode(first_line(R"({"type":"kernel_config")"));
   ASSERT_TRUE(base_config.ok()) << base_config.message;
   auto description = std::get<schema::OwnedKernelConfigEvent>(base_config.event);
   const size_t described = expander.size();
@@ -564,33 +554,20 @@ TEST(CollectorInternedTest, ForgedAndMutatedInternedLinesGetTheContractsVerdicts
     description.header.seq = seq++;
     description.config = 1000 + i;
     const std::string line = Encode(description);
-    const std::string verdict = Expected(line.substr(0, line.size() - 1), &expander);
-    EXPECT_EQ(verdict, i + described < 4096 ? "stored" : "config_flood") << i;
-    if (verdict == "stored") {
-      stored.push_back(line.substr(0, line.size() - 1));
-    } else {
-      ++refused[verdict];
-    }
-    stream += line;
+    EXPECT_EQ(add(line.substr(0, line.size() - 1)),
+              i + described < 4096 ? "stored" : "config_flood")
+        << i;
   }
   const uint64_t flooded = description.config;
-  schema::DecodeResult base_launch = schema::Decode(base.substr(
-      base.find(R"({"type":"launch")"),
-      base.find('\n', base.find(R"({"type":"launch")")) - base.find(R"({"type":"launch")")));
+  schema::DecodeResult base_launch = schema::Decode(first_line(R"({"type":"launch")"));
   ASSERT_TRUE(base_launch.ok()) << base_launch.message;
   auto launch = std::get<schema::OwnedLaunchEvent>(base_launch.event);
   for (const uint64_t config : {flooded - 1, flooded}) {
     launch.header.seq = seq++;
     launch.config = config;
     const std::string line = Encode(launch);
-    const std::string verdict = Expected(line.substr(0, line.size() - 1), &expander);
-    EXPECT_EQ(verdict, config == flooded ? "unknown_config" : "stored");
-    if (verdict == "stored") {
-      stored.push_back(line.substr(0, line.size() - 1));
-    } else {
-      ++refused[verdict];
-    }
-    stream += line;
+    EXPECT_EQ(add(line.substr(0, line.size() - 1)),
+              config == flooded ? "unknown_config" : "stored");
   }
   const std::string end = testing::KernelTimeLine(id, seq, 1);  // served on to the end
   stream += end;

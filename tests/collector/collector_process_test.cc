@@ -44,11 +44,10 @@ std::vector<std::string> Args(const TempDir& dir, std::vector<std::string> extra
   return args;
 }
 
+// testing::Identity installed under /usr/local/bin.
 ProducerIdentity Identity(const std::string& exe, int64_t start_ns) {
-  ProducerIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
+  ProducerIdentity id = testing::Identity(exe, start_ns);
   id.exe = "/usr/local/bin/" + exe;
-  id.start_ns = start_ns;
   return id;
 }
 

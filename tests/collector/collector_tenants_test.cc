@@ -59,6 +59,7 @@ using testing::LoggedLine;
 using testing::ProducerIdentity;
 using testing::RawClient;
 using testing::ReadLog;
+using testing::StoredSeqs;
 using testing::TempDir;
 using testing::WaitForSocket;
 using testing::WaitUntil;
@@ -92,19 +93,8 @@ size_t Occurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
-std::vector<uint64_t> StoredSeqs(const std::vector<LoggedLine>& lines) {
-  std::vector<uint64_t> seqs;
-  for (const LoggedLine& l : lines) {
-    if (l.type != "process_lost") seqs.push_back(l.seq);
-  }
-  return seqs;
-}
-
 ProducerIdentity Identity(const std::string& exe, int64_t start_ns, uint64_t instance_id = 0) {
-  ProducerIdentity id;
-  id.pid = static_cast<int32_t>(getpid());
-  id.exe = "/opt/bin/" + exe;
-  id.start_ns = start_ns;
+  ProducerIdentity id = testing::Identity(exe, start_ns);
   id.instance_id = instance_id;
   return id;
 }

@@ -131,6 +131,14 @@ schema::Header HeaderFor(const ProducerIdentity& id, uint64_t seq) {
 
 }  // namespace
 
+ProducerIdentity Identity(const std::string& exe, int64_t start_ns) {
+  ProducerIdentity id;
+  id.pid = static_cast<int32_t>(getpid());
+  id.exe = "/opt/bin/" + exe;
+  id.start_ns = start_ns;
+  return id;
+}
+
 std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq) {
   schema::ProcessStartEvent e;
   e.header = HeaderFor(id, seq);

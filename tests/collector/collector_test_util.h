@@ -30,8 +30,10 @@ using test_support::CapturedLog;
 using test_support::FindLog;
 using test_support::LogFiles;
 using test_support::LoggedLine;
+using test_support::Range;
 using test_support::ReadLog;
 using test_support::RunningCollector;
+using test_support::StoredSeqs;
 using test_support::TempDir;
 using test_support::TestOptions;
 using test_support::WaitUntil;
@@ -81,6 +83,8 @@ struct ProducerIdentity {
   std::vector<std::pair<std::string, std::string>> attribution;
   std::vector<std::pair<std::string, std::string>> config;
 };
+// This process (getpid()) named /opt/bin/<exe>, started at `start_ns`.
+ProducerIdentity Identity(const std::string& exe, int64_t start_ns);
 std::string ProcessStartLine(const ProducerIdentity& id, uint64_t seq);
 // A process_crash (SIGSEGV) as the producer's signal handler sends it.
 std::string ProcessCrashLine(const ProducerIdentity& id, uint64_t seq);

@@ -138,8 +138,7 @@ TEST(HotPath, TheSendersLaunchesOfDescribedConfigurationsAllocateNothing) {
   options.driver = &h.driver;
   options.transport.socket_path = path;
   options.intern_configs = true;
-  SenderThread sender(options, ReadProcessFacts(), h.ring.get(), h.recorder.get(), &h.functions,
-                      &h.devices, nullptr, nullptr);
+  SenderThread sender = h.Sender(options, ReadProcessFacts());
   const auto launch = [&h](uint32_t grid, uint32_t block, uint32_t corr) {
     cuLaunchKernel_params p{Fn(0x1000), grid, 1, 1, block, 1, 1, 0, St(kStream), nullptr,
                             nullptr};

@@ -20,10 +20,6 @@
 namespace cuflight::inject::testing {
 namespace {
 
-using test_support::StoringCollector;
-using test_support::TempSocketPath;
-using Clock = std::chrono::steady_clock;
-
 constexpr uint64_t kF = 0x1000;
 constexpr uint64_t kModuleA = 0xA000;
 constexpr uint64_t kModuleB = 0xB000;
@@ -97,12 +93,6 @@ TEST(RecordConfigs, StopsEnteringAtItsBound) {
   }
 }
 
-bool HasProcessEnd(const std::vector<std::string>& lines) {
-  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-    return l.find("\"type\":\"process_end\"") != std::string::npos;
-  });
-}
-
 // A stored kernel line, as its type's letter and the configuration id it describes or names:
 // "C<id>" a kernel_config, "L<id>" a launch, "K" a whole kernel event.
 std::vector<std::string> KernelLines(const StoringCollector& collector) {
@@ -137,16 +127,15 @@ struct Producer {
   Harness h{16384};
   SenderThreadOptions options;
 
-  explicit Producer(const std::string& socket, bool intern = true) {
-    options.driver = &h.driver;
-    options.transport.socket_path = socket;
-    options.transport.backoff_min = std::chrono::milliseconds(1);
-    options.transport.backoff_max = std::chrono::milliseconds(20);
+  explicit Producer(const std::string& socket, bool intern = true)
+      : options(QuickSenderOptions(socket, &h.driver)) {
     // As the injector sizes it (injector.cc): room for every description.
     options.transport.preamble_bytes = (64 << 10) + ConfigTable::kMaxConfigs * 1024;
     options.transport.max_preamble_lines = 256 + ConfigTable::kMaxConfigs;
     options.intern_configs = intern;
   }
+  // The sender thread of these options (as a test left them) over the harness.
+  SenderThread Sender() { return h.Sender(options, FactsWithConfig("ring_size", "16384")); }
   void Launch(uint32_t grid, uint32_t block, uint32_t smem, uint64_t stream, uint32_t corr,
               const char* symbol = "_Z4gemmPKfPf") {
     cuLaunchKernel_params p{Fn(kF), grid, 1, 1, block, 1, 1, smem, St(stream), nullptr, nullptr};
@@ -170,12 +159,6 @@ struct Producer {
   }
 };
 
-ProcessFacts Facts() {
-  ProcessFacts f = ReadProcessFacts();
-  f.config = {{"ring_size", "16384"}};
-  return f;
-}
-
 // FunctionInfo ids are never reused (function_table.h, point 5): a module unloaded and another
 // loaded whose function gets the same handle is another key, even where everything the launch
 // record says is the same (the same registers and shared memory, so the same driver answer).
@@ -185,8 +168,7 @@ TEST(RecordConfigsThroughTheSender, ANewFunctionAtARetiredOnesHandleIsDescribedB
   const std::string path = TempSocketPath("reload");
   StoringCollector collector(path);
   Producer run(path);
-  SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
-                      &run.h.functions, &run.h.devices, nullptr, nullptr);
+  SenderThread sender = run.Sender();
   FakeFunction f;
   f.num_regs = 72;
   f.module = kModuleA;
@@ -231,8 +213,7 @@ TEST(RecordConfigsThroughTheSender, BlockDynamicSharedMemoryAndStreamEachGiveAnI
     const std::string path = TempSocketPath(intern ? "dims-i" : "dims-w");
     StoringCollector collector(path);
     Producer run(path, intern);
-    SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
-                        &run.h.functions, &run.h.devices, nullptr, nullptr);
+    SenderThread sender = run.Sender();
     run.h.fake.functions[kF] = FakeFunction{};
     uint32_t corr = 1;
     for (int round = 0; round < 2; ++round) {
@@ -272,8 +253,7 @@ TEST(RecordConfigsThroughTheSender, PastTheBoundLaunchesGoWhole) {
   const std::string path = TempSocketPath("bound");
   StoringCollector collector(path);
   Producer run(path);
-  SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
-                      &run.h.functions, &run.h.devices, nullptr, nullptr);
+  SenderThread sender = run.Sender();
   run.h.fake.functions[kF] = FakeFunction{};
   // 1024 block sizes x 4 dynamic shared memory sizes: 4096 configurations.
   static_assert(ConfigTable::kMaxConfigs == 4096);
@@ -312,8 +292,7 @@ TEST(RecordConfigsThroughTheSender, ARefusedDescriptionLeavesItsLaunchesWhole) {
   Producer run(path);
   // process_start, the device event and one description.
   run.options.transport.max_preamble_lines = 3;
-  SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
-                      &run.h.functions, &run.h.devices, nullptr, nullptr);
+  SenderThread sender = run.Sender();
   run.h.fake.functions[kF] = FakeFunction{};
   run.Launch(264, 256, 0, kStream, 1);
   run.Launch(264, 128, 0, kStream, 2);  // its description refused
@@ -339,8 +318,7 @@ TEST(RecordConfigsThroughTheSender, DisagreementsAreCountedPerLaunch) {
   const std::string path = TempSocketPath("disagree");
   StoringCollector collector(path);
   Producer run(path);
-  SenderThread sender(run.options, Facts(), run.h.ring.get(), run.h.recorder.get(),
-                      &run.h.functions, &run.h.devices, nullptr, nullptr);
+  SenderThread sender = run.Sender();
   FakeFunction f;
   f.block_barriers = 16;
   run.h.fake.functions[kF] = f;

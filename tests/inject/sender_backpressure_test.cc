@@ -20,10 +20,7 @@ namespace cuflight::inject::testing {
 namespace {
 
 using test_support::RecordingPeer;
-using test_support::StoringCollector;
-using test_support::TempSocketPath;
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr uint64_t kF = 0x2000;
 constexpr auto kStallLimit = milliseconds(200);
@@ -35,27 +32,21 @@ struct Pipeline {
   SenderThread sender;
 
   Pipeline(const std::string& socket, env::OnFull on_full, size_t ring_slots = 4096)
-      : h(ring_slots),
-        sender(Options(socket, on_full, &h.driver), ReadProcessFacts(), h.ring.get(),
-               h.recorder.get(), &h.functions, &h.devices, nullptr, nullptr) {
+      : h(ring_slots), sender(h.Sender(Options(socket, on_full, &h.driver), ReadProcessFacts())) {
     h.fake.functions[kF] = FakeFunction{};
   }
 
   static SenderThreadOptions Options(const std::string& socket, env::OnFull on_full,
                                      const DriverApi* driver) {
-    SenderThreadOptions o;
+    SenderThreadOptions o = QuickSenderOptions(socket, driver);
     // The whole form (CUFLIGHT_INTERN_CONFIGS=0): these tests size the launches against the
     // transport's 64 KiB in kernel lines (~0.9 KB each) and count one seq per launch; the
     // transport treats launch lines the same way, and the interned form is read back whole in
     // interned_recording_test.cc.
     o.intern_configs = false;
-    o.driver = driver;
     o.on_full = on_full;
     o.block_stall_limit = kStallLimit;
-    o.transport.socket_path = socket;
     o.transport.buffer_bytes = 64 << 10;
-    o.transport.backoff_min = milliseconds(1);
-    o.transport.backoff_max = milliseconds(20);
     o.stats_interval = std::chrono::hours(1);
     return o;
   }
@@ -82,7 +73,8 @@ struct Pipeline {
   uint32_t corr = 0;
 };
 
-bool HasProcessEnd(const std::vector<std::string>& lines) {
+// The stream ended: its last stored line is the process_end.
+bool EndsWithProcessEnd(const std::vector<std::string>& lines) {
   return !lines.empty() && lines.back().find("\"process_end\"") != std::string::npos;
 }
 
@@ -96,7 +88,7 @@ void ExitDrainWaitsForRoom(env::OnFull on_full) {
   p.Launch(4000);
   ASSERT_EQ(p.h.ring->SizeApprox(), 4000u);
   ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(20)));
-  ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
+  ASSERT_TRUE(collector.WaitFor(EndsWithProcessEnd));
   const std::vector<std::string> lines = collector.Lines();
   // process_start, the device, 4,000 kernels, process_end: seqs 0..4002 in order.
   ASSERT_EQ(lines.size(), 4003u);

@@ -23,10 +23,6 @@
 namespace cuflight::inject::testing {
 namespace {
 
-using test_support::StoringCollector;
-using test_support::TempSocketPath;
-
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
 constexpr uint64_t kG = 0x2000;
 
@@ -36,59 +32,57 @@ uint64_t SeqOf(const std::string& line) {
   return d.ok() ? schema::HeaderOf(d.event).seq : UINT64_MAX;
 }
 
-bool HasProcessEnd(const std::vector<std::string>& lines) {
-  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-    return l.find("\"type\":\"process_end\"") != std::string::npos;
-  });
+// The black box region of a ring of `ring_slots` (and as many journal entries) of this process.
+std::unique_ptr<blackbox::RegionWriter> MakeRegion(uint32_t ring_slots) {
+  blackbox::RegionOptions o;
+  o.ring_capacity = ring_slots;
+  o.journal_capacity = ring_slots;
+  o.pid = getpid();
+  std::string error;
+  std::unique_ptr<blackbox::RegionWriter> region = blackbox::RegionWriter::Create(o, &error);
+  EXPECT_NE(region, nullptr) << error;
+  return region;
 }
 
-// The injected library's pipeline over a black box, sending to `socket` with batching that holds
-// every non-preamble line until Finish (the window a kill loses without the black box).
+RecorderOptions WritingTo(blackbox::RegionWriter* region) {
+  RecorderOptions ro;
+  ro.blackbox = region;
+  return ro;
+}
+
+// The injected library's pipeline over a black box (the harness's ring in the region, the
+// recorder writing to it), sending to `socket` with batching that holds every non-preamble line
+// until Finish (the window a kill loses without the black box).
 struct BlackboxPipeline {
-  FakeCuda fake;
-  ScopedFake scope{&fake};
-  DriverApi driver;
-  CuptiApi cupti;
-  FunctionTable functions{1024};
-  DeviceTable devices;
   std::unique_ptr<blackbox::RegionWriter> region;
-  std::unique_ptr<LaunchRing> ring;
-  std::unique_ptr<Recorder> recorder;
-  std::unique_ptr<SenderThread> sender;
+  Harness h;
+  LaunchRing* ring;
+  SenderThread sender;
 
   // `hold`: non-preamble lines wait in the transport until Finish; else each Poll writes them.
-  BlackboxPipeline(const std::string& socket, uint32_t ring_slots, bool hold = true) {
-    fake.devices[0] = occupancy::FindDevicePreset("h100-sxm")->limits;
-    fake.context_device[kContext] = 0;
-    fake.context_ids[kContext] = kContextId;
-    fake.stream_ids[kStream] = kStreamId;
+  BlackboxPipeline(const std::string& socket, uint32_t ring_slots, bool hold = true)
+      : region(MakeRegion(ring_slots)),
+        h(ring_slots, WritingTo(region.get()), "h100-sxm",
+          LaunchRing::Storage{region->ring_control(), region->ring_slots()}),
+        ring(h.ring.get()),
+        sender(h.Sender(Options(socket, region.get(), &h.driver, hold), ReadProcessFacts())) {
     FakeFunction f;
     f.num_regs = 72;
     f.static_smem = 4096;
-    fake.functions[kF] = f;
-    fake.functions[kG] = FakeFunction{};
-    driver = fake.driver();
-    cupti = fake.cupti();
-    blackbox::RegionOptions o;
-    o.ring_capacity = ring_slots;
-    o.journal_capacity = ring_slots;
-    o.pid = getpid();
-    std::string error;
-    region = blackbox::RegionWriter::Create(o, &error);
-    EXPECT_NE(region, nullptr) << error;
-    ring = std::make_unique<LaunchRing>(
-        ring_slots, LaunchRing::Storage{region->ring_control(), region->ring_slots()});
-    RecorderOptions ro;
-    ro.blackbox = region.get();
-    recorder = std::make_unique<Recorder>(&driver, &cupti, ring.get(), &functions, &devices, ro);
+    h.fake.functions[kF] = f;
+    h.fake.functions[kG] = FakeFunction{};
+  }
+
+  static SenderThreadOptions Options(const std::string& socket, blackbox::RegionWriter* region,
+                                     const DriverApi* driver, bool hold) {
     SenderThreadOptions so;
     // The whole form (CUFLIGHT_INTERN_CONFIGS=0): these tests hold each recovered kernel event
     // byte for byte to the kernel line the sender sent under its seq. Recovery makes whole kernel
     // events either way (docs/crash.md, "Kills"); a kill of the interned form is
     // interned_recording_test.cc's AKillSplitsLaunchesBetweenLinesAndTheBlackBox.
     so.intern_configs = false;
-    so.driver = &driver;
-    so.blackbox = region.get();
+    so.driver = driver;
+    so.blackbox = region;
     so.transport.socket_path = socket;
     so.transport.pass_fd = region->fd();
     if (hold) {
@@ -98,16 +92,14 @@ struct BlackboxPipeline {
       so.transport.flush_interval = std::chrono::milliseconds(0);
     }
     so.stats_interval = std::chrono::hours(1);
-    sender = std::make_unique<SenderThread>(so, ReadProcessFacts(), ring.get(), recorder.get(),
-                                            &functions, &devices, nullptr, nullptr);
+    return so;
   }
 
   void Launch(uint64_t function, uint32_t correlation, unsigned dyn_smem = 0) {
     cuLaunchKernel_params params{Fn(function), 264,         1,       1,      256, 1, 1,
                                  dyn_smem,     St(kStream), nullptr, nullptr};
-    Callback cb(&params, function == kF ? "_Z4gemmPKfPf" : "_Z1kv", correlation);
-    recorder->OnCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                         &cb.data);
+    h.Launch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &params,
+             function == kF ? "_Z4gemmPKfPf" : "_Z1kv", correlation);
   }
 
   // The black box as a reader finds it after a kill now.
@@ -161,7 +153,7 @@ void ExpectRecoveryMatchesTheSend(BlackboxPipeline& p, StoringCollector& collect
   ASSERT_EQ(got.result.error, blackbox::RegionError::kNone) << got.result.message;
   EXPECT_EQ(got.result.kernels, expected_kernels);
   EXPECT_EQ(got.result.torn + got.result.unrecoverable + got.result.invalid, 0u);
-  ASSERT_TRUE(p.sender->Finish(Clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(p.sender.Finish(Clock::now() + std::chrono::seconds(10)));
   ASSERT_TRUE(collector.WaitFor(HasProcessEnd));
   std::map<uint64_t, std::string> sent;
   for (const std::string& line : collector.Lines()) sent.emplace(SeqOf(line), line);
@@ -189,7 +181,7 @@ TEST(SenderBlackbox, RecordsInTheRingComeBackAsTheSenderSendsThem) {
   const std::string path = TempSocketPath("bb-ring");
   StoringCollector collector(path);
   BlackboxPipeline p(path, 64);
-  p.sender->Step(Clock::now());  // process_start
+  p.sender.Step(Clock::now());  // process_start
   ASSERT_TRUE(collector.WaitFor([](const auto& lines) { return lines.size() == 1; }));
   for (uint32_t i = 0; i < 100; ++i) p.Launch(i % 3 == 0 ? kG : kF, 100 + i, 1024 * (i % 5));
   ASSERT_EQ(p.ring->dropped(), 36u);
@@ -209,7 +201,7 @@ TEST(SenderBlackbox, HeldEventsComeBackFromTheJournal) {
   StoringCollector collector(path);
   BlackboxPipeline p(path, 64);
   for (uint32_t i = 0; i < 40; ++i) p.Launch(kF, 200 + i);
-  p.sender->Step(Clock::now());  // all 40 handled and held; the preamble written
+  p.sender.Step(Clock::now());  // all 40 handled and held; the preamble written
   ASSERT_TRUE(collector.WaitFor([](const auto& lines) { return lines.size() == 2; }));
   ASSERT_EQ(p.ring->SizeApprox(), 0u);
   for (uint32_t i = 0; i < 10; ++i) p.Launch(kG, 300 + i);    // waiting in the ring
@@ -228,7 +220,7 @@ TEST(SenderBlackbox, WrittenLinesLeaveTheJournal) {
   StoringCollector collector(path);
   BlackboxPipeline p(path, 64, /*hold=*/false);
   for (uint32_t i = 0; i < 20; ++i) p.Launch(kF, 400 + i);
-  p.sender->Step(Clock::now());  // handled, written, and so forgotten by the journal
+  p.sender.Step(Clock::now());  // handled, written, and so forgotten by the journal
   ASSERT_TRUE(collector.WaitFor([](const auto& lines) { return lines.size() == 22; }));
   for (uint32_t i = 0; i < 5; ++i) p.Launch(kF, 500 + i);  // waiting in the ring
   const std::vector<std::string> before = collector.Lines();

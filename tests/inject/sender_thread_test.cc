@@ -21,17 +21,7 @@
 namespace cuflight::inject::testing {
 namespace {
 
-using test_support::StoringCollector;
-using test_support::TempSocketPath;
-
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kF = 0x1000;
-
-bool HasProcessEnd(const std::vector<std::string>& lines) {
-  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-    return l.find("\"type\":\"process_end\"") != std::string::npos;
-  });
-}
 
 struct Pipeline {
   Harness h;
@@ -40,25 +30,17 @@ struct Pipeline {
   Pipeline(const std::string& socket, size_t ring_slots, RecorderOptions options = {},
            ActivityBuffers* activity = nullptr, TimingWatch::Options watch = {})
       : h(ring_slots, std::move(options)),
-        sender(MakeOptions(socket, &h.driver, watch), Facts(), h.ring.get(), h.recorder.get(),
-               &h.functions, &h.devices, activity, activity != nullptr ? &h.cupti : nullptr) {}
+        sender(h.Sender(MakeOptions(socket, &h.driver, watch), Facts(), activity,
+                        activity != nullptr ? &h.cupti : nullptr)) {}
 
   static SenderThreadOptions MakeOptions(const std::string& socket, const DriverApi* driver,
                                          TimingWatch::Options watch = {}) {
-    SenderThreadOptions o;
+    SenderThreadOptions o = QuickSenderOptions(socket, driver);
     o.timing_watch = watch;
-    o.driver = driver;
-    o.transport.socket_path = socket;
-    o.transport.backoff_min = std::chrono::milliseconds(1);
-    o.transport.backoff_max = std::chrono::milliseconds(20);
     o.stats_interval = std::chrono::milliseconds(10);
     return o;
   }
-  static ProcessFacts Facts() {
-    ProcessFacts f = ReadProcessFacts();
-    f.config = {{"ring_size", "64"}};
-    return f;
-  }
+  static ProcessFacts Facts() { return FactsWithConfig("ring_size", "64"); }
 };
 
 TEST(SenderThread, SendsPreambleKernelsAndProcessEndInSeqOrder) {
@@ -124,8 +106,7 @@ TEST(SenderThread, InternedLaunchesReadBackAsTheKernelEventsSentWhole) {
     Harness h(1024, {});
     SenderThreadOptions options = Pipeline::MakeOptions(path, &h.driver);
     options.intern_configs = intern;
-    SenderThread sender(options, Pipeline::Facts(), h.ring.get(), h.recorder.get(),
-                        &h.functions, &h.devices, nullptr, nullptr);
+    SenderThread sender = h.Sender(options, Pipeline::Facts());
     FakeFunction f;
     f.num_regs = 72;
     f.static_smem = 4096;
@@ -695,8 +676,7 @@ TEST(SenderThread, ApiErrorCarriesTheContextsLatestLaunchesAndTheDriversNames) {
   SenderThreadOptions options = Pipeline::MakeOptions(path, &h.driver);
   options.api_error_history = 3;
   options.callback_names = &h.cupti;
-  SenderThread sender(options, Pipeline::Facts(), h.ring.get(), h.recorder.get(), &h.functions,
-                      &h.devices, nullptr, nullptr);
+  SenderThread sender = h.Sender(options, Pipeline::Facts());
   h.fake.functions[kF] = FakeFunction{};
   cuLaunchKernel_params params{Fn(kF), 1, 1, 1, 128, 1, 1, 0, St(kStream), nullptr, nullptr};
   for (uint32_t corr = 1; corr <= 5; ++corr) {

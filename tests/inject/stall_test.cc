@@ -25,10 +25,6 @@
 namespace cuflight::inject::testing {
 namespace {
 
-using test_support::StoringCollector;
-using test_support::TempSocketPath;
-
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr uint64_t kSpin = 0x1000;    // a kernel that waits on a flag
@@ -202,8 +198,8 @@ struct Pipeline {
                     bool timing = true, size_t buffer_bytes = kBufferBytes)
       : buffers(16, buffer_bytes),
         gpu(&h.fake, &buffers, buffer_bytes),
-        sender(Options(socket, &h.driver, threshold, timing), Facts(), h.ring.get(),
-               h.recorder.get(), &h.functions, &h.devices, &buffers, &h.cupti) {
+        sender(
+            h.Sender(Options(socket, &h.driver, threshold, timing), Facts(), &buffers, &h.cupti)) {
     h.fake.functions[kSpin] = FakeFunction{};
     h.fake.functions[kStep] = FakeFunction{};
     h.fake.functions[kReduce] = FakeFunction{};
@@ -212,21 +208,13 @@ struct Pipeline {
 
   static SenderThreadOptions Options(const std::string& socket, const DriverApi* driver,
                                      milliseconds threshold, bool timing) {
-    SenderThreadOptions o;
-    o.driver = driver;
-    o.transport.socket_path = socket;
-    o.transport.backoff_min = milliseconds(1);
-    o.transport.backoff_max = milliseconds(20);
+    SenderThreadOptions o = QuickSenderOptions(socket, driver);
     o.stats_interval = std::chrono::hours(1);
     o.timing = timing;
     o.stall_threshold = threshold;
     return o;
   }
-  static ProcessFacts Facts() {
-    ProcessFacts f = ReadProcessFacts();
-    f.config = {{"stall_ms", "1000"}};
-    return f;
-  }
+  static ProcessFacts Facts() { return FactsWithConfig("stall_ms", "1000"); }
 
   // Launches `function` on `stream` (handle) with a grid of `grid_x` blocks of `block_x` threads.
   void Launch(uint64_t function, const char* name, uint32_t corr, uint64_t stream = kStream,
@@ -279,12 +267,6 @@ struct Pipeline {
     for (Clock::time_point t = from; t <= to; t += milliseconds(50)) sender.Step(t);
   }
 };
-
-bool HasProcessEnd(const std::vector<std::string>& lines) {
-  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-    return l.find("\"type\":\"process_end\"") != std::string::npos;
-  });
-}
 
 // Ends the run and returns every event the collector got, in seq order.
 std::vector<schema::OwnedEvent> Finish(Pipeline& p, StoringCollector& collector) {

@@ -102,6 +102,20 @@ std::vector<uint64_t> StoredSeqs(const std::filesystem::path& log_dir, int64_t p
   return seqs;
 }
 
+std::vector<uint64_t> StoredSeqs(const std::vector<LoggedLine>& lines) {
+  std::vector<uint64_t> seqs;
+  for (const LoggedLine& line : lines) {
+    if (line.type != "process_lost") seqs.push_back(line.seq);
+  }
+  return seqs;
+}
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
+  std::vector<uint64_t> seqs;
+  for (uint64_t seq = first; seq <= last; ++seq) seqs.push_back(seq);
+  return seqs;
+}
+
 std::vector<schema::OwnedEvent> DecodeLog(const std::filesystem::path& file) {
   std::vector<schema::OwnedEvent> events;
   const std::string all = ReadAll(file);

@@ -40,6 +40,11 @@ std::vector<std::string> StoredLines(const std::filesystem::path& log_dir);
 // The seqs stored for process `pid` under `log_dir`, in the order stored, with the lines the
 // collector itself wrote (process_lost) left out.
 std::vector<uint64_t> StoredSeqs(const std::filesystem::path& log_dir, int64_t pid);
+// The seqs of `lines` (one log file's, ReadLog) in order, process_lost left out.
+std::vector<uint64_t> StoredSeqs(const std::vector<LoggedLine>& lines);
+
+// The seqs first to last, both included: a stream stored whole, for comparing with StoredSeqs.
+std::vector<uint64_t> Range(uint64_t first, uint64_t last);
 
 // Every complete line of `file` decoded with the schema's decoder, in order (fails the test on a
 // line that does not decode, and leaves it out). A last line still being written (no '\n' yet:

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -106,6 +107,12 @@ std::vector<schema::OwnedEvent> StoringCollector::Events() const { return Decode
 
 std::vector<uint64_t> StoringCollector::StoredSeqs(int64_t pid) const {
   return test_support::StoredSeqs(log_dir_, pid);
+}
+
+bool HasProcessEnd(const std::vector<std::string>& lines) {
+  return std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("\"type\":\"process_end\"") != std::string::npos;
+  });
 }
 
 }  // namespace cuflight::test_support

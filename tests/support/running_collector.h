@@ -107,6 +107,10 @@ class StoringCollector {
   std::unique_ptr<RunningCollector> running_;
 };
 
+// Whether any of `lines` (StoringCollector::Lines) is a process_end: for WaitFor, once a
+// producer finished its stream.
+bool HasProcessEnd(const std::vector<std::string>& lines);
+
 }  // namespace cuflight::test_support
 
 #endif  // CUFLIGHT_TESTS_SUPPORT_RUNNING_COLLECTOR_H_

@@ -18,7 +18,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <set>
 #include <span>
@@ -41,9 +40,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
+using test_support::Range;
 using test_support::RecordingPeer;
-using test_support::StoringCollector;
-using test_support::TempDir;
+using testing::EnqueuePolling;
 using testing::EventLine;
 using testing::MakeLine;
 using testing::Pump;
@@ -51,12 +50,6 @@ using testing::StartLine;
 using testing::WriteInPlace;
 
 constexpr auto kTimeout = seconds(20);
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {  // [first, last]
-  std::vector<uint64_t> v(last - first + 1);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
 
 std::string Ack(uint64_t seq) {
   char buf[schema::kMaxAckLineBytes];
@@ -69,43 +62,23 @@ std::string StreamLine(uint64_t seq, size_t size) {
   return seq == 0 ? StartLine(size) : EventLine(seq, size);
 }
 
-// The accounting identity of SenderStats.
+// The accounting identity of SenderStats, with nothing spilled.
 void ExpectBalanced(const Sender& s) {
+  testing::ExpectStatsBalance(s);
   const SenderStats st = s.stats();
-  EXPECT_EQ(st.enqueued + st.preamble_lines, st.acked + st.spilled + st.dropped_disconnected +
-                                                 st.dropped_backpressure + s.unacked_lines());
   EXPECT_EQ(st.spilled, 0u);  // no spill sink in these tests
   EXPECT_EQ(st.spill_refusals, 0u);
 }
 
-// The Sender's peer is a RecordingPeer (what each connection carried, and the faults: held acks,
-// a paused or slow reader, raw bytes, a sudden death) relaying to the real collector, which
-// stores, de-duplicates and acknowledges. The collector outlives the peers: a peer killed and
-// another started is a collector that died and came back with its log. Lines are valid events
-// (StartLine, EventLine) where they reach the collector; MakeLine where nothing is stored.
-class SenderTest : public ::testing::Test {
+// The Sender with a collector at its path from the start (testing::SenderFixture); Stored() is
+// the stream of exe "trainer".
+class SenderTest : public testing::SenderFixture {
  protected:
   void SetUp() override {
-    path_ = (dir_.path() / "collector.sock").string();
-    // A reconnect grace longer than any test: a process that comes back continues its stream.
-    collector_ = std::make_unique<StoringCollector>(upstream(), std::chrono::minutes(10));
+    SenderFixture::SetUp();
+    StartStoringCollector();
   }
 
-  // Options for fast tests: send at once, reconnect quickly.
-  SenderOptions Options() const {
-    SenderOptions o;
-    o.socket_path = path_;
-    o.flush_interval = milliseconds(1);
-    o.backoff_min = milliseconds(1);
-    o.backoff_max = milliseconds(20);
-    return o;
-  }
-  std::string upstream() const { return (dir_.path() / "store" / "c.sock").string(); }
-  std::unique_ptr<RecordingPeer> StartCollector() {
-    return std::make_unique<RecordingPeer>(path_, upstream());
-  }
-  // The seqs the collector stored for this process (the stream of exe "trainer").
-  std::vector<uint64_t> Stored() const { return collector_->StoredSeqs(getpid()); }
   // Waits until the collector stored `seq` of this process: what a peer read may still be on
   // its way to the collector.
   bool WaitStored(uint64_t seq) const {
@@ -116,13 +89,9 @@ class SenderTest : public ::testing::Test {
   }
   // The seqs stored in the stream of the process named /opt/app/bin/<exe> (StartLine).
   std::vector<uint64_t> StoredOf(std::string_view exe) const {
-    std::vector<uint64_t> seqs;
     const auto file = test_support::FindLog(collector_->log_dir(), exe, getpid());
-    if (file.empty()) return seqs;
-    for (const auto& line : test_support::ReadLog(file)) {
-      if (line.type != "process_lost") seqs.push_back(line.seq);
-    }
-    return seqs;
+    if (file.empty()) return {};
+    return test_support::StoredSeqs(test_support::ReadLog(file));
   }
   // Valid lines whose seq the collector had stored already. Stops the collector first (it reads
   // what it was sent to the end): it publishes its counts after the acks of a turn, so only then
@@ -131,10 +100,6 @@ class SenderTest : public ::testing::Test {
     collector_->Stop();
     return collector_->stats().duplicates;
   }
-
-  TempDir dir_;
-  std::string path_;
-  std::unique_ptr<StoringCollector> collector_;
 };
 
 TEST_F(SenderTest, CollectorAbsentAtStartThenAppearing) {
@@ -306,10 +271,7 @@ TEST_F(SenderTest, LinesUnreadWhenTheCollectorDiesAreSentAgain) {
 // A restarted collector may ack (from its log) lines the sender is still retransmitting, one of
 // them half written: that line is finished before it is released, so the stream stays whole.
 TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 4 << 20;
-  o.window_bytes = 1 << 20;
-  Sender s(o);
+  Sender s(Options(4 << 20, 1 << 20));
   auto size_of = [](uint64_t seq) { return 4001 + seq % 7; };
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
@@ -354,10 +316,7 @@ TEST_F(SenderTest, AckDuringRetransmissionKeepsTheStreamWhole) {
 }
 
 TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 16384;
-  o.window_bytes = 4000;
-  Sender s(o);
+  Sender s(Options(16384, 4000));
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
   for (uint64_t seq = 1; seq <= 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
@@ -373,10 +332,7 @@ TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
 
   // 100 more lines while nothing listens: the window keeps its 4000 bytes, never-sent lines
   // get the other 12384 bytes, so 30 of them fit and the 70 oldest (31..100) are dropped.
-  for (uint64_t seq = 31; seq <= 130; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
-    s.Poll(steady_clock::now());
-  }
+  ASSERT_TRUE(EnqueuePolling(s, 31, 130, [](uint64_t seq) { return EventLine(seq, 400); }));
   EXPECT_FALSE(s.connected());
   EXPECT_EQ(s.stats().dropped_disconnected, 70u);
   EXPECT_EQ(s.held_bytes(), 16000u);
@@ -400,10 +356,7 @@ TEST_F(SenderTest, OverflowWhileDisconnectedDropsOldestNeverSentLines) {
 // A line dropped for room is counted by what was happening: the same overflow with a collector
 // connected that does not acknowledge (it is behind) and with none at all.
 TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 16384;
-  o.window_bytes = 4000;
-  Sender s(o);
+  Sender s(Options(16384, 4000));
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
   a->SetHoldAcks(true);
@@ -414,10 +367,7 @@ TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
 
   // 100 more while connected: the window keeps 4000 bytes, never-sent lines get 12384, so 30 fit
   // and the 70 oldest (11..80) are dropped because the collector is behind.
-  for (uint64_t seq = 11; seq <= 110; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
-    s.Poll(steady_clock::now());
-  }
+  ASSERT_TRUE(EnqueuePolling(s, 11, 110, [](uint64_t seq) { return EventLine(seq, 400); }));
   ASSERT_TRUE(s.connected());
   SenderStats st = s.stats();
   EXPECT_EQ(st.dropped_backpressure, 70u);
@@ -427,10 +377,7 @@ TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
   // The collector goes; 50 more: each pushes out one of the 30 held never-sent lines.
   a->Kill();
   ASSERT_TRUE(Pump(s, [&] { return s.stats().disconnects == 1; }));
-  for (uint64_t seq = 111; seq <= 160; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
-    s.Poll(steady_clock::now());
-  }
+  ASSERT_TRUE(EnqueuePolling(s, 111, 160, [](uint64_t seq) { return EventLine(seq, 400); }));
   ASSERT_FALSE(s.connected());
   st = s.stats();
   EXPECT_EQ(st.dropped_backpressure, 70u);
@@ -448,10 +395,7 @@ TEST_F(SenderTest, DropsForRoomNameWhetherACollectorWasConnected) {
 
 // WaitForRoom sleeps until an ack makes room, and returns by its deadline when none comes.
 TEST_F(SenderTest, WaitForRoomReturnsWhenAnAckMakesRoomOrAtItsDeadline) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 8000;
-  o.window_bytes = 4000;
-  Sender s(o);
+  Sender s(Options(8000, 4000));
   auto a = StartCollector();
   a->SetHoldAcks(true);
   for (uint64_t seq = 0; seq < 20; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
@@ -479,10 +423,7 @@ TEST_F(SenderTest, WaitForRoomReturnsWhenAnAckMakesRoomOrAtItsDeadline) {
 }
 
 TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 4000;
-  o.window_bytes = 4000;
-  Sender s(o);
+  Sender s(Options(4000, 4000));
   auto a = StartCollector();
   a->SetHoldAcks(true);
   for (uint64_t seq = 0; seq < 10; ++seq) ASSERT_TRUE(s.Enqueue(seq, EventLine(seq, 400)));
@@ -505,10 +446,7 @@ TEST_F(SenderTest, EnqueueRefusesWhenEverythingHeldIsSentUnacked) {
 }
 
 TEST_F(SenderTest, RefusesLinesTooLargeOrMalformed) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 4096;
-  o.window_bytes = 1000;
-  Sender s(o);
+  Sender s(Options(4096, 1000));
   EXPECT_FALSE(s.Enqueue(0, MakeLine(0, 1001)));
   EXPECT_EQ(s.stats().rejected_too_large, 1u);
   EXPECT_FALSE(s.HasRoom(1001));
@@ -572,10 +510,8 @@ TEST_F(SenderTest, AReservationNotCommittedIsNeverSent) {
 // A Commit of more than was reserved (an encoder that ran out of room wrote no line) is refused
 // and counted, as are the other malformed ones, and uses no seq; the line then goes by copy.
 TEST_F(SenderTest, ACommitBeyondItsReservationIsRefusedAndCounted) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 4096;
-  o.window_bytes = 1000;
-  Sender s(o);  // nothing listens: nothing is sent, never-sent lines are dropped for room
+  // Nothing listens: nothing is sent, never-sent lines are dropped for room.
+  Sender s(Options(4096, 1000));
   // The longest line is window_bytes (SenderOptions), so that is the most a reservation offers.
   std::span<char> room = s.Reserve();
   ASSERT_EQ(room.size(), 1000u);
@@ -617,10 +553,7 @@ TEST_F(SenderTest, ACommitBeyondItsReservationIsRefusedAndCounted) {
 // three lines behind): each line that would cross the end goes by copy, wrapped, and the
 // stream is every line whole and in order.
 TEST_F(SenderTest, LinesEncodedInPlaceWrapAroundTheStorageAndArriveWhole) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 4096;
-  o.window_bytes = 2048;
-  Sender s(o);
+  Sender s(Options(4096, 2048));
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
   a->SetHoldAcks(true);  // the test acks, three lines behind: at most 4 x 499 bytes held
@@ -692,10 +625,7 @@ TEST_F(SenderTest, LinesEncodedInPlaceAreSentAgainAfterAReconnect) {
 // lie in front of the never-sent ones to drop, so they are moved aside first (design point 3),
 // and a new connection still sends them again whole, in order, before the survivors.
 TEST_F(SenderTest, WindowLinesMovedAsideForADropAreSentAgainWhole) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 16384;
-  o.window_bytes = 4000;
-  Sender s(o);
+  Sender s(Options(16384, 4000));
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   auto a = StartCollector();
   a->SetHoldAcks(true);
@@ -735,10 +665,7 @@ TEST_F(SenderTest, WindowLinesMovedAsideForADropAreSentAgainWhole) {
 }
 
 TEST_F(SenderTest, PartialWritesWithSmallSendBufferAndSlowReader) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 2 << 20;
-  o.window_bytes = 1 << 20;
-  Sender s(o);
+  Sender s(Options(2 << 20, 1 << 20));
   auto a = StartCollector();
   a->SetReadChunk(200);
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
@@ -1155,10 +1082,7 @@ TEST_F(SenderTest, InvalidAddressesNeverConnect) {
 // Many kills and restarts, paused readers, a small buffer and random line sizes: every accepted
 // seq is stored exactly once or counted as dropped, and nothing else.
 TEST_F(SenderTest, RestartsKeepExactAccounting) {
-  SenderOptions o = Options();
-  o.buffer_bytes = 32 << 10;
-  o.window_bytes = 16 << 10;
-  Sender s(o);
+  Sender s(Options(32 << 10, 16 << 10));
   std::mt19937_64 rng(12345);  // NOLINT(cert-msc32-c,cert-msc51-cpp): reproducible schedule
   ASSERT_TRUE(s.AddPreamble(0, StartLine(280)));
   std::set<uint64_t> accepted = {0};

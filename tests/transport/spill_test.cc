@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <numeric>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,6 +22,7 @@
 #include "cuflight/spill/spill_writer.h"
 #include "cuflight/transport/sender.h"
 #include "cuflight/transport/spill_sink.h"
+#include "log_files.h"
 #include "pump.h"
 #include "recording_peer.h"
 #include "running_collector.h"
@@ -36,23 +36,14 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using std::chrono::steady_clock;
-using test_support::RecordingPeer;
-using test_support::StoringCollector;
-using test_support::TempDir;
+using test_support::Range;
+using testing::EnqueuePolling;
 using testing::EventLine;
 using testing::MakeLine;
 using testing::Pump;
 using testing::ReadLines;
 using testing::StartLine;
 using testing::StreamFiles;
-
-constexpr auto kTimeout = seconds(20);
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {  // [first, last]
-  std::vector<uint64_t> v(last - first + 1);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
 
 uint64_t SeqOf(const std::string& line) {
   const size_t at = line.find("\"seq\":");
@@ -66,11 +57,7 @@ std::vector<uint64_t> Seqs(const std::vector<std::string>& lines) {
 }
 
 // The accounting identity of SenderStats, spill included.
-void ExpectBalanced(const Sender& s) {
-  const SenderStats st = s.stats();
-  EXPECT_EQ(st.enqueued + st.preamble_lines, st.acked + st.spilled + st.dropped_disconnected +
-                                                 st.dropped_backpressure + s.unacked_lines());
-}
+void ExpectBalanced(const Sender& s) { testing::ExpectStatsBalance(s); }
 
 // A SpillSink that records every line per file in memory. A new file starts every
 // `lines_per_file` lines; `refuse` makes it refuse everything.
@@ -101,21 +88,17 @@ class RecordingSink : public SpillSink {
   size_t in_file_ = 0;
 };
 
-class SpillTest : public ::testing::Test {
+// The Sender with a spill sink; a collector at its path only where a test starts one
+// (testing::SenderFixture).
+class SpillTest : public testing::SenderFixture {
  protected:
   void SetUp() override {
-    // Nothing listens there unless a test starts a collector.
-    path_ = (dir_.path() / "collector.sock").string();
+    SenderFixture::SetUp();
     spill_dir_ = (dir_.path() / "spill").string();
   }
 
-  // Fast tests: lines due after 1 ms, quick reconnects.
   SenderOptions Options(std::shared_ptr<SpillSink> sink) const {
-    SenderOptions o;
-    o.socket_path = path_;
-    o.flush_interval = milliseconds(1);
-    o.backoff_min = milliseconds(1);
-    o.backoff_max = milliseconds(20);
+    SenderOptions o = SenderFixture::Options();
     o.spill = std::move(sink);
     return o;
   }
@@ -143,25 +126,8 @@ class SpillTest : public ::testing::Test {
     }
     return all;
   }
-  // A collector at path_: a RecordingPeer (what the connections carried; held acks, a sudden
-  // death) relaying to the real collector, which stores, de-duplicates and acknowledges, and
-  // outlives the peer. Lines that reach it are valid events (StartLine, EventLine).
-  std::unique_ptr<RecordingPeer> StartCollector() {
-    const std::string upstream = (dir_.path() / "store" / "c.sock").string();
-    if (!collector_) {
-      collector_ = std::make_unique<StoringCollector>(upstream, std::chrono::minutes(10));
-    }
-    return std::make_unique<RecordingPeer>(path_, upstream);
-  }
-  // The seqs the collector stored for this process.
-  std::vector<uint64_t> Stored() const {
-    return collector_ ? collector_->StoredSeqs(getpid()) : std::vector<uint64_t>{};
-  }
 
-  TempDir dir_;
-  std::string path_;
   std::string spill_dir_;
-  std::unique_ptr<StoringCollector> collector_;
   std::vector<std::string> warnings_;
 };
 
@@ -358,10 +324,7 @@ TEST_F(SpillTest, AFullSpillRefusesAndTheRefusedLinesAreHeldThenDroppedAndCounte
   for (uint64_t seq = 1; seq <= 9; ++seq) ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
   ASSERT_TRUE(Pump(s, [&] { return s.unacked_lines() == 0; }));
   EXPECT_EQ(s.stats().spilled, 10u);
-  for (uint64_t seq = 10; seq <= 59; ++seq) {
-    ASSERT_TRUE(s.Enqueue(seq, MakeLine(seq, 100)));
-    s.Poll(steady_clock::now());
-  }
+  ASSERT_TRUE(EnqueuePolling(s, 10, 59, [](uint64_t seq) { return MakeLine(seq, 100); }));
   ASSERT_TRUE(Pump(s, [&] { return s.stats().spill_refusals >= 2; }));
   // The refused lines are still held (the newest 20), the older ones dropped for room.
   EXPECT_EQ(s.unacked_lines(), 20u);

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // the buffer-less decompression API (DecompressFd)
 #include <zstd.h>
+#include <zstd_errors.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -139,6 +143,71 @@ bool CompressFileAtomically(const std::filesystem::path& src, const std::filesys
 
 namespace {
 
+// Reading a segment decodes each block straight into the buffer the sink reads, through zstd's
+// buffer-less streaming API (zstd.h, "Buffer-less streaming decompression (synchronous mode)";
+// static-linking-only, hence ZSTD_STATIC_LINKING_ONLY above the include). ZSTD_decompressStream
+// decodes into a round buffer of its own and then copies every byte into the caller's output: on
+// a segment of launches that copy was 6 % of a report's instructions (docs/performance.md).
+//
+// 1. The round buffer is ZSTD_decodingBufferSize_min(windowSize, frameContentSize) bytes, the
+//    size ZSTD_decompressStream gives its own: each block is decoded next to the previous one,
+//    and when fewer than the frame's blockSizeMax bytes are left the next one starts over at the
+//    beginning ("decoding can resume from the beginning of the buffer"), as zstd's own stream
+//    does (lib/decompress/zstd_decompress.c, zdss_flush: only when the buffer is smaller than the
+//    frame's content; a frame that fits is decoded in one pass through it). A block's output goes to the sink as
+//    soon as it is decoded, so nothing is overwritten before it was passed on ("already decoded
+//    data stored in the buffer should be flushed before being overwritten").
+// 2. The frame is checked as ZSTD_decompressStream checks it: ZSTD_decompressContinue verifies
+//    the content checksum when the frame has one (its ZSTDds_checkChecksum stage), and a frame
+//    whose window is larger than ZSTD_decompressStream accepts by default
+//    (ZSTD_WINDOWLOG_LIMIT_DEFAULT: "windowSize ... check that values remain within valid
+//    application range") is refused with zstd's own error before any buffer is made for it.
+// 3. Skippable frames (magic 0x184D2A5?, a 4-byte size, that many bytes) are skipped here, their
+//    content read and dropped a buffer at a time, without giving it to zstd.
+// 4. Input: ZSTD_decompressContinue takes exactly ZSTD_nextSrcSizeToDecompress() bytes at once
+//    (a block header, then a block of at most 128 KiB compressed). The file is read in chunks of
+//    kInBytes; the few bytes of a block that straddle two reads are moved to the buffer's front
+//    before the next read.
+constexpr size_t kInBytes = 1 << 20;
+
+class FrameInput {
+ public:
+  FrameInput(int fd, const std::string& shown) : fd_(fd), shown_(shown), buf_(kInBytes) {}
+
+  const char* data() const { return buf_.data() + begin_; }
+  size_t size() const { return end_ - begin_; }
+  void Consume(size_t n) { begin_ += n; }
+
+  // Makes at least n bytes available, reading as needed: true when there are, false at the end
+  // of the file with fewer. False with *error set when the file cannot be read.
+  bool Fill(size_t n, bool* read_error, std::string* error) {
+    if (size() >= n) return true;
+    if (n > buf_.size()) buf_.resize(n);
+    std::memmove(buf_.data(), data(), size());
+    end_ = size();
+    begin_ = 0;
+    while (end_ < n && !eof_) {
+      const ssize_t got = ReadSome(fd_, buf_.data() + end_, buf_.size() - end_);
+      if (got < 0) {
+        *error = RateLimitedLog::Describe("cannot read", shown_, errno);
+        *read_error = true;
+        return false;
+      }
+      if (got == 0) eof_ = true;
+      end_ += static_cast<size_t>(got);
+    }
+    return end_ >= n;
+  }
+
+ private:
+  int fd_;
+  const std::string& shown_;
+  std::vector<char> buf_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  bool eof_ = false;
+};
+
 bool DecompressFd(int fd, const std::string& shown,
                   const std::function<void(std::string_view)>& sink, std::string* error) {
   std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
@@ -146,48 +215,67 @@ bool DecompressFd(int fd, const std::string& shown,
     *error = "cannot create a zstd decompression context";
     return false;
   }
-  std::vector<char> in_buf(ZSTD_DStreamInSize());
-  std::vector<char> out_buf(ZSTD_DStreamOutSize());
-  size_t last_ret = 0;  // 0 = at a frame boundary
-  for (;;) {
-    const ssize_t n = ReadSome(fd, in_buf.data(), in_buf.size());
-    if (n < 0) {
-      *error = RateLimitedLog::Describe("cannot read", shown, errno);
-      return false;
-    }
-    if (n == 0) break;
-    ZSTD_inBuffer input{in_buf.data(), static_cast<size_t>(n), 0};
-    while (input.pos < input.size) {
-      ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
-      last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
-      if (ZSTD_isError(last_ret)) {
-        *error = "zstd decompression of " + shown + " failed: " + ZSTD_getErrorName(last_ret);
-        return false;
-      }
-      if (output.pos > 0) sink(std::string_view(out_buf.data(), output.pos));
-    }
-  }
-  // Flush what zstd may still hold for the last frame.
-  for (;;) {
-    ZSTD_inBuffer input{nullptr, 0, 0};
-    ZSTD_outBuffer output{out_buf.data(), out_buf.size(), 0};
-    if (last_ret == 0) break;
-    last_ret = ZSTD_decompressStream(dctx.get(), &output, &input);
-    if (ZSTD_isError(last_ret)) {
-      *error = "zstd decompression of " + shown + " failed: " + ZSTD_getErrorName(last_ret);
-      return false;
-    }
-    if (output.pos > 0) {
-      sink(std::string_view(out_buf.data(), output.pos));
-    } else {
-      break;
-    }
-  }
-  if (last_ret != 0) {
+  const auto failed_with = [&](const char* why) {
+    *error = "zstd decompression of " + shown + " failed: " + why;
+    return false;
+  };
+  const auto failed = [&](size_t code) { return failed_with(ZSTD_getErrorName(code)); };
+  const auto truncated = [&] {
     *error = shown + " ends inside a zstd frame (truncated)";
     return false;
+  };
+  FrameInput in(fd, shown);
+  bool read_error = false;
+  std::unique_ptr<char[]> out;  // the round buffer (1.)
+  size_t out_size = 0;
+  for (;;) {  // one frame at a time
+    if (!in.Fill(1, &read_error, error)) return !read_error;  // the end, between frames
+    ZSTD_frameHeader header{};
+    size_t need = ZSTD_getFrameHeader(&header, in.data(), in.size());
+    while (need > 0 && !ZSTD_isError(need)) {
+      if (!in.Fill(need, &read_error, error)) return read_error ? false : truncated();
+      need = ZSTD_getFrameHeader(&header, in.data(), in.size());
+    }
+    if (ZSTD_isError(need)) return failed(need);
+    if (header.frameType == ZSTD_skippableFrame) {  // 3.
+      // ZSTD_getFrameHeader says a skippable frame's content size and leaves headerSize 0.
+      uint64_t skip = ZSTD_SKIPPABLEHEADERSIZE + header.frameContentSize;
+      while (skip > 0) {
+        if (!in.Fill(1, &read_error, error)) return read_error ? false : truncated();
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(skip, in.size()));
+        in.Consume(n);
+        skip -= n;
+      }
+      continue;
+    }
+    if (header.windowSize > (uint64_t{1} << ZSTD_WINDOWLOG_LIMIT_DEFAULT)) {  // 2.
+      return failed_with(ZSTD_getErrorString(ZSTD_error_frameParameter_windowTooLarge));
+    }
+    const size_t size = ZSTD_decodingBufferSize_min(header.windowSize, header.frameContentSize);
+    if (ZSTD_isError(size)) return failed(size);
+    if (size > out_size) {
+      out.reset();  // the old buffer goes before the new one comes
+      out.reset(new char[size]);
+      out_size = size;
+    }
+    const size_t begun = ZSTD_decompressBegin(dctx.get());
+    if (ZSTD_isError(begun)) return failed(begun);
+    size_t pos = 0;
+    while ((need = ZSTD_nextSrcSizeToDecompress(dctx.get())) != 0) {
+      if (!in.Fill(need, &read_error, error)) return read_error ? false : truncated();
+      // 1.: only a buffer smaller than the frame's content wraps (one that holds it all is
+      // filled once, its last block in the room that is left).
+      if (size < header.frameContentSize && size - pos < header.blockSizeMax) pos = 0;
+      const size_t n = ZSTD_decompressContinue(dctx.get(), out.get() + pos, size - pos,
+                                               in.data(), need);
+      if (ZSTD_isError(n)) return failed(n);
+      in.Consume(need);
+      if (n > 0) {
+        sink(std::string_view(out.get() + pos, n));
+        pos += n;
+      }
+    }
   }
-  return true;
 }
 
 }  // namespace

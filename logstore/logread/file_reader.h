@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "cuflight/logread/log_reader.h"
 #include "cuflight/schema/config_expander.h"
@@ -79,6 +80,21 @@ class Expansion {
   schema::ConfigExpander configs_;
   // Per configuration id described in the file, its launches' kernel event (an OwnedKernelEvent).
   std::unordered_map<uint64_t, schema::OwnedEvent> kernels_;
+  // Per configuration id below kMaxKnownIds, once launched in the file: its description in
+  // configs_ and its kernel event in kernels_, so that a later launch finds both with one load
+  // rather than two hash look-ups, each a chain of dependent loads into scattered nodes (its
+  // cache misses were most of Deliver's time). Valid as long as the two maps keep those entries:
+  // a description never changes once remembered (ConfigExpander refuses another for its id), and
+  // the nodes of an unordered_map stay put until erased, which happens only at a new file (where
+  // this is cleared too) and for a kernel event that could not be written (whose entry is
+  // forgotten here as well).
+  struct Known {
+    const schema::OwnedKernelConfigEvent* config = nullptr;
+    schema::OwnedKernelEvent* kernel = nullptr;
+    schema::OwnedEvent* kept = nullptr;  // the alternative of which `kernel` is
+  };
+  static constexpr uint64_t kMaxKnownIds = 1 << 16;
+  std::vector<Known> known_;
   const std::filesystem::path* file_ = nullptr;
   uint64_t config_ = 0;
 };

@@ -303,24 +303,39 @@ const schema::OwnedEvent* Expansion::Deliver(schema::OwnedEvent* event, const fs
   if (file_ != &file) {  // a new file: a new sequence
     configs_.Reset();
     kernels_.clear();
+    known_.clear();
     file_ = &file;
   }
   config_ = 0;
   if (const auto* launch = std::get_if<schema::OwnedLaunchEvent>(event)) {
-    if (const schema::OwnedKernelConfigEvent* config = configs_.Find(launch->config)) {
+    const uint64_t id = launch->config;
+    if (id < known_.size() && known_[id].kernel != nullptr) {
+      // Its configuration's members are there since its first launch in the file (an id's
+      // description never changes within the sequence): only the launch's are written.
+      const Known& known = known_[id];
+      schema::ExpandLaunch(*known.config, *launch, known.kernel);
+      config_ = id;
+      return known.kept;
+    }
+    if (const schema::OwnedKernelConfigEvent* config = configs_.Find(id)) {
       try {
-        schema::OwnedEvent& kept = kernels_[launch->config];
-        if (auto* kernel = std::get_if<schema::OwnedKernelEvent>(&kept)) {
-          // Its configuration's members are there since its first launch in the file (an id's
-          // description never changes within the sequence): only the launch's are written.
+        schema::OwnedEvent& kept = kernels_[id];
+        auto* kernel = std::get_if<schema::OwnedKernelEvent>(&kept);
+        if (kernel != nullptr) {
           schema::ExpandLaunch(*config, *launch, kernel);
         } else {
-          schema::Expand(*config, *launch, &kept.emplace<schema::OwnedKernelEvent>());
+          kernel = &kept.emplace<schema::OwnedKernelEvent>();
+          schema::Expand(*config, *launch, kernel);
         }
-        config_ = launch->config;
+        if (id < kMaxKnownIds) {
+          if (known_.size() <= id) known_.resize(id + 1);
+          known_[id] = Known{config, kernel, &kept};
+        }
+        config_ = id;
         return &kept;
       } catch (const std::bad_alloc&) {
-        kernels_.erase(launch->config);  // expanded in place below, as ConfigExpander does
+        kernels_.erase(id);  // expanded in place below, as ConfigExpander does
+        if (id < known_.size()) known_[id] = Known{};
       }
     }
   }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "cuflight/base/clock.h"
@@ -84,6 +85,7 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       cupti_(cupti),
       transport_(options_.transport),
       line_(kLineBytes),
+      launch_encoder_(facts_.pid),
       timing_watch_(options_.timing_watch) {
   options_.api_error_history =
       std::clamp(options_.api_error_history, 0, static_cast<int>(env::kMaxApiErrorHistory));
@@ -544,6 +546,15 @@ void SenderThread::PublishState() noexcept {
 }
 
 template <typename Event>
+size_t SenderThread::EncodeLine(const Event& event, char* buf, size_t cap) noexcept {
+  if constexpr (std::is_same_v<Event, schema::LaunchEvent>) {
+    return launch_encoder_.Encode(event, buf, cap);
+  } else {
+    return schema::Encode(event, buf, cap);
+  }
+}
+
+template <typename Event>
 bool SenderThread::Send(Event& event, bool preamble) noexcept {
   event.header.pid = facts_.pid;
   // Encoded straight into the transport's storage when it fits there (transport/sender.h, point
@@ -551,13 +562,13 @@ bool SenderThread::Send(Event& event, bool preamble) noexcept {
   // line takes without waiting or dropping. Otherwise (the storage's end is near, the buffer
   // nearly full, a preamble line) into line_, then copied, waiting for room as the mode says.
   const std::span<char> room = preamble ? std::span<char>() : transport_.Reserve();
-  size_t n = room.empty() ? 0 : schema::Encode(event, room.data(), room.size());
+  size_t n = room.empty() ? 0 : EncodeLine(event, room.data(), room.size());
   bool taken;
   if (n != 0) {
     waiting_ = false;  // there was room, as WaitForRoom would have found
     taken = transport_.Commit(event.header.seq, n);
   } else {
-    n = schema::Encode(event, line_.data(), line_.size());
+    n = EncodeLine(event, line_.data(), line_.size());
     if (n != 0 && !preamble) WaitForRoom(n);
     const std::string_view line(line_.data(), n);
     taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)

@@ -371,6 +371,7 @@ void SenderThread::Run() noexcept {
     StampClocks(Clock::now());
     while (TakeRecord()) {
     }
+    FreeTaken();
     const Clock::time_point now = Clock::now();
     if (exit_deadline_ > now) transport_.Flush(now + (exit_deadline_ - now) / 2);
     // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
@@ -425,6 +426,7 @@ void SenderThread::DrainAll() noexcept {
   StampClocks(Clock::now());
   while (TakeRecord()) {
   }
+  FreeTaken();
   if (activity_ != nullptr) {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
@@ -715,13 +717,21 @@ void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
 }
 
 bool SenderThread::TakeRecord() noexcept {
+  if (taken_ == 0) take_pos_ = ring_->popped();
   LaunchRecord record;
-  uint64_t pos = 0;
-  if (!ring_->TryPeek(&record, &pos)) return false;
-  HandleRecord(record, pos);
-  // Only now: until here a reader of the black box finds the record in its slot.
-  ring_->Consume();
+  if (!ring_->TryPeekAt(take_pos_, &record)) return false;
+  HandleRecord(record, take_pos_);
+  ++take_pos_;
+  // Freed only after it was handled (until then a reader of the black box finds the record in
+  // its slot), and kFreeBatch at a time (ring.h, point 10).
+  if (++taken_ == kFreeBatch) FreeTaken();
   return true;
+}
+
+void SenderThread::FreeTaken() noexcept {
+  if (taken_ == 0) return;
+  ring_->ConsumeTo(take_pos_);
+  taken_ = 0;
 }
 
 bool SenderThread::NoteLaunch(const LaunchRecord& record, double occupancy,
@@ -1020,6 +1030,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     if (!MayTake(now) || !TakeRecord()) break;
     busy = true;
   }
+  FreeTaken();  // before anything reads the ring's consumer position (Reclaim, SizeApprox)
   // Frees what the function table retired (no record is held now); not while an urgent flush
   // waits: a crashed thread may hold the allocator's lock.
   if (urgent_requested_.load(std::memory_order_relaxed) == urgent_served_) {

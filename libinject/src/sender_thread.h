@@ -36,14 +36,14 @@
 // synchronize finished (point 7).
 //
 // The black box (SenderThreadOptions::blackbox, cuflight/blackbox/region_layout.h). The thread
-// takes a ring record with TryPeekAt and frees its slot only once it has handled it, so until then
-// the record is still in the ring. It frees them kFreeBatch at a time (ring.h, point 10), and
-// every record it took before a step ends or a drain returns; the black box's readers start from
-// the state's handled_pos, not from the ring's consumer position, where the two differ. After every seq it uses it publishes its state there (next
-// seq, ring position handled, devices announced); a kernel event's record goes to the journal
-// with that state, in one step, and stays there until the transport wrote the event's line. A
-// collector that reads the black box after this process died knows what each record got or
-// would have got.
+// takes a ring record with TryPeekAt and frees its slot only once it has handled it, so until
+// then the record is still in the ring. It frees them kFreeBatch at a time (ring.h, point 10),
+// and every one it took before a step ends or a drain returns: a reader of the black box starts
+// from the state's handled_pos where the ring's consumer position lags behind it. After every
+// seq it uses it publishes its state there (next seq, ring position handled, devices
+// announced); a kernel event's record goes to the journal with that state, in one step, and
+// stays there until the transport wrote the event's line. A collector that reads the black box
+// after this process died knows what each record got or would have got.
 //
 // Kernel timing records lost before they became events use no number; they are counted in
 // timing_dropped instead (stats, process_end, process_crash): records lost for want of an

@@ -17,7 +17,8 @@ static_assert(kSchemaVersion == 1, "the literal below spells the version");
 // (written, or a reason for the slow path) before this builds again.
 #define CUFLIGHT_LAUNCH_NAME(kind, name, ...) #name ","
 #define CUFLIGHT_LAUNCH_RULE(name, trigger)
-static_assert(std::string_view(CUFLIGHT_SCHEMA_LAUNCH(CUFLIGHT_LAUNCH_NAME, CUFLIGHT_LAUNCH_RULE)) ==
+static_assert(std::string_view(
+                  CUFLIGHT_SCHEMA_LAUNCH(CUFLIGHT_LAUNCH_NAME, CUFLIGHT_LAUNCH_RULE)) ==
                   "tid,correlation_id,config,grid,graph_id,graph_node_id,waves,tail_utilization,"
                   "recovered,timing_window,",
               "the launch table changed: update LaunchEncoder::Encode");

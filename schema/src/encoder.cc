@@ -44,9 +44,8 @@ constexpr bool AllPlain(uint64_t w) {
   return (special & kHighs) == 0;
 }
 
+using internal::kMaxIntChars;
 using internal::WriteDecimal;
-// The bytes an integer may be written into (digits.h, point 2): 20 digits, or '-' and 19.
-constexpr size_t kMaxIntChars = internal::kMaxStore;
 
 // Exact powers of ten (every one up to 1e22 is a double).
 constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,

@@ -34,7 +34,7 @@ template <size_t N>
   return p + N - 1;
 }
 
-// Most of a launch's numbers have fewer than 9 digits: one register, no call.
+// Most of a launch's numbers have fewer than 9 digits.
 [[gnu::always_inline]] inline char* PutUnsigned(char* p, uint64_t v) {
   if (v < static_cast<uint64_t>(k1e8)) return internal::WriteBelow1e8(p, static_cast<uint32_t>(v));
   return internal::WriteDecimal(p, v);
@@ -44,7 +44,7 @@ template <size_t N>
 
 LaunchEncoder::LaunchEncoder(int32_t pid) noexcept : pid_(pid) {
   char* p = Put(pid_members_, R"(,"pid":)");
-  char digits[internal::kMaxStore];
+  char digits[internal::kMaxIntChars];
   const char* end = internal::WriteSigned(digits, pid);  // at most 11 bytes
   std::memcpy(p, digits, static_cast<size_t>(end - digits));
   p += end - digits;
@@ -60,15 +60,15 @@ size_t LaunchEncoder::Encode(const LaunchEvent& e, char* buf, size_t cap) noexce
   }
   // Room for the longest line was checked above: 38 + 20 (ts_ns) + 25 (pid members) + 20 (seq)
   // + 36 (tid members) + 20 (correlation_id) + 72 (configuration and grid) + 22 (timing_window)
-  // + 2 = 255 bytes. The kept members are copied whole (32, 48 and 96 bytes) and every number
-  // may store 20 (digits.h, point 2): nothing is stored past byte 255 either, below kMaxLine.
+  // + 2 = 255 bytes. The kept members are copied whole (16, 32, 48 and 96 bytes, the last
+  // ending by byte 255): nothing is stored past kMaxLine.
   char* p = Put(buf, R"({"type":"launch","version":1,"ts_ns":)");
   const int64_t ts = e.header.ts_ns;
   if (ts >= k1e8) {
     // Point 3: the digits above the last 8 are those of the last line, most of the time.
     const int64_t high = ts / k1e8;
     if (high != ts_high_) {
-      char digits[internal::kMaxStore];
+      char digits[internal::kMaxIntChars];
       const char* end = internal::WriteDecimal(digits, static_cast<uint64_t>(high));  // <= 11
       std::memcpy(ts_high_digits_, digits, sizeof(ts_high_digits_));
       ts_high_len_ = static_cast<uint8_t>(end - digits);
@@ -76,7 +76,7 @@ size_t LaunchEncoder::Encode(const LaunchEvent& e, char* buf, size_t cap) noexce
     }
     std::memcpy(p, ts_high_digits_, sizeof(ts_high_digits_));
     p += ts_high_len_;
-    internal::Write8Digits(p, static_cast<uint32_t>(ts - high * k1e8));
+    internal::Write8(p, static_cast<uint32_t>(ts - high * k1e8));
     p += 8;
   } else {
     p = internal::WriteSigned(p, ts);
@@ -85,7 +85,7 @@ size_t LaunchEncoder::Encode(const LaunchEvent& e, char* buf, size_t cap) noexce
   p += pid_members_len_;
   p = PutUnsigned(p, e.header.seq);
   if (e.tid != tid_ || tid_len_ == 0) {
-    // At most 7 + 11 + 18 bytes, the number's stores at most 7 + 20: within tid_members_.
+    // At most 7 + 11 + 18 bytes: within tid_members_.
     char* q = Put(tid_members_, R"(,"tid":)");
     q = internal::WriteSigned(q, e.tid);
     q = Put(q, R"(,"correlation_id":)");
@@ -96,8 +96,7 @@ size_t LaunchEncoder::Encode(const LaunchEvent& e, char* buf, size_t cap) noexce
   p += tid_len_;
   p = PutUnsigned(p, e.correlation_id);
   if (e.config != config_ || !(e.grid == grid_) || shape_len_ == 0) {
-    // At most 10 + 20 + 9 + 10 + 1 + 10 + 1 + 10 + 1 = 72 bytes; the last number's stores end by
-    // 61 + 20: within shape_members_.
+    // At most 10 + 20 + 9 + 10 + 1 + 10 + 1 + 10 + 1 = 72 bytes: within shape_members_.
     char* q = Put(shape_members_, R"(,"config":)");
     q = PutUnsigned(q, e.config);
     q = Put(q, R"(,"grid":[)");

@@ -3,8 +3,6 @@
 // Every Encode overload writes one complete JSON object followed by '\n' into buf[0, cap) and
 // returns the number of bytes written (the '\n' included). When the line does not fit it returns
 // 0: nothing is written past buf[cap - 1], and what it wrote before cap is garbage, never a line.
-// Bytes of buf past the line (never past cap) may be written too: numbers are stored a word at
-// a time (schema/src/digits.h), the digits past a number's end written over by what follows.
 // Encode never allocates, never throws, keeps no state (any thread may call it), and is defined
 // for both storages (View and Owned).
 //
@@ -17,7 +15,7 @@
 //     point above U+10FFFF, sequence cut short) becomes U+FFFD, one per maximal subpart as the
 //     Unicode standard recommends (and as Python's errors="replace" does).
 // Numbers:
-//   - integers are written exactly (the digits std::to_chars gives);
+//   - integers are written exactly (std::to_chars);
 //   - doubles are written shortest round-trip (std::to_chars), so Decode returns the same value;
 //     NaN and infinities are written as 0; occupancy fractions are clamped to [0, 1] and `waves`
 //     to >= 0, so floating-point noise never makes a line fail validation;

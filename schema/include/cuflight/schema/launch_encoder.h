@@ -16,7 +16,7 @@
 //    `,"config":K,"grid":[x,y,z]`, the same for a run of launches of one configuration and grid.
 //    Each is made again when its numbers differ from the last line's. So a launch in a run
 //    writes three numbers (the time's last 8 digits, seq, correlation_id) and copies the rest.
-// 4. The digits are encoder.cc's own (schema/src/digits.h: eight at a time in a register).
+// 4. The digits are encoder.cc's own (schema/src/digits.h: a table of digit pairs).
 // 5. The shape it writes itself is the one a producer sends for a launch found by its record
 //    (libinject/src/config_table.h, point 2): no graph ids, no waves or tail_utilization,
 //    not recovered, timing_window present or not, its own pid. Any other launch event, and any

@@ -16,6 +16,7 @@
 #include "cuflight/schema/line_decoder.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/launch_encoder.h"
 #include "cuflight/schema/validator.h"
 #include "bench_events.h"
 
@@ -84,6 +85,40 @@ void BM_EncodeKernelTime(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_EncodeKernelTime);
+
+// A run of `launch` lines as a producer sends them (docs/protocol.md, "Interned configurations"):
+// one thread, one configuration and grid, the time 15 to 23 us apart, seq and correlation id
+// counting up. Arg 0: schema::Encode; arg 1: schema::LaunchEncoder, the sender thread's.
+void BM_EncodeLaunchRun(benchmark::State& state) {
+  const bool fast = state.range(0) == 1;
+  LaunchEvent e;
+  e.header = {1764374400123456789, 31337, 1048577};
+  e.tid = 31342;
+  e.correlation_id = 734211;
+  e.config = 7;
+  e.grid = {132, 1, 1};
+  LaunchEncoder encoder(e.header.pid);
+  std::array<char, 1024> buf;
+  uint64_t rng = 88172645463325252u;  // xorshift64: the gaps between launches
+  size_t bytes = 0;
+  for (auto _ : state) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    e.header.ts_ns += 15000 + static_cast<int64_t>(rng & 8191);
+    ++e.header.seq;
+    ++e.correlation_id;
+    const size_t n = fast ? encoder.Encode(e, buf.data(), buf.size())
+                          : Encode(e, buf.data(), buf.size());
+    benchmark::DoNotOptimize(n);
+    benchmark::ClobberMemory();
+    bytes += n;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetLabel(fast ? "LaunchEncoder" : "Encode");
+}
+BENCHMARK(BM_EncodeLaunchRun)->Arg(0)->Arg(1);
 
 void BM_DecodeKernel(benchmark::State& state) {
   std::array<char, 4096> buf;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "cuflight/base/clock.h"
@@ -84,6 +85,7 @@ SenderThread::SenderThread(SenderThreadOptions options, ProcessFacts facts, Laun
       cupti_(cupti),
       transport_(options_.transport),
       line_(kLineBytes),
+      launch_encoder_(facts_.pid),
       timing_watch_(options_.timing_watch) {
   options_.api_error_history =
       std::clamp(options_.api_error_history, 0, static_cast<int>(env::kMaxApiErrorHistory));
@@ -369,6 +371,7 @@ void SenderThread::Run() noexcept {
     StampClocks(Clock::now());
     while (TakeRecord()) {
     }
+    FreeTaken();
     const Clock::time_point now = Clock::now();
     if (exit_deadline_ > now) transport_.Flush(now + (exit_deadline_ - now) / 2);
     // Completes the records of kernels that ran; their buffers reach ActivityBuffers now. On a
@@ -423,6 +426,7 @@ void SenderThread::DrainAll() noexcept {
   StampClocks(Clock::now());
   while (TakeRecord()) {
   }
+  FreeTaken();
   if (activity_ != nullptr) {
     ActivityBuffers::Completed completed;
     while (activity_->PopCompleted(&completed)) {
@@ -544,6 +548,15 @@ void SenderThread::PublishState() noexcept {
 }
 
 template <typename Event>
+size_t SenderThread::EncodeLine(const Event& event, char* buf, size_t cap) noexcept {
+  if constexpr (std::is_same_v<Event, schema::LaunchEvent>) {
+    return launch_encoder_.Encode(event, buf, cap);
+  } else {
+    return schema::Encode(event, buf, cap);
+  }
+}
+
+template <typename Event>
 bool SenderThread::Send(Event& event, bool preamble) noexcept {
   event.header.pid = facts_.pid;
   // Encoded straight into the transport's storage when it fits there (transport/sender.h, point
@@ -551,13 +564,13 @@ bool SenderThread::Send(Event& event, bool preamble) noexcept {
   // line takes without waiting or dropping. Otherwise (the storage's end is near, the buffer
   // nearly full, a preamble line) into line_, then copied, waiting for room as the mode says.
   const std::span<char> room = preamble ? std::span<char>() : transport_.Reserve();
-  size_t n = room.empty() ? 0 : schema::Encode(event, room.data(), room.size());
+  size_t n = room.empty() ? 0 : EncodeLine(event, room.data(), room.size());
   bool taken;
   if (n != 0) {
     waiting_ = false;  // there was room, as WaitForRoom would have found
     taken = transport_.Commit(event.header.seq, n);
   } else {
-    n = schema::Encode(event, line_.data(), line_.size());
+    n = EncodeLine(event, line_.data(), line_.size());
     if (n != 0 && !preamble) WaitForRoom(n);
     const std::string_view line(line_.data(), n);
     taken = n != 0 && (preamble ? transport_.AddPreamble(event.header.seq, line)
@@ -704,13 +717,21 @@ void SenderThread::HandleApiError(const LaunchRecord& record) noexcept {
 }
 
 bool SenderThread::TakeRecord() noexcept {
+  if (taken_ == 0) take_pos_ = ring_->popped();
   LaunchRecord record;
-  uint64_t pos = 0;
-  if (!ring_->TryPeek(&record, &pos)) return false;
-  HandleRecord(record, pos);
-  // Only now: until here a reader of the black box finds the record in its slot.
-  ring_->Consume();
+  if (!ring_->TryPeekAt(take_pos_, &record)) return false;
+  HandleRecord(record, take_pos_);
+  ++take_pos_;
+  // Freed only after it was handled (until then a reader of the black box finds the record in
+  // its slot), and kFreeBatch at a time (ring.h, point 10).
+  if (++taken_ == kFreeBatch) FreeTaken();
   return true;
+}
+
+void SenderThread::FreeTaken() noexcept {
+  if (taken_ == 0) return;
+  ring_->ConsumeTo(take_pos_);
+  taken_ = 0;
 }
 
 bool SenderThread::NoteLaunch(const LaunchRecord& record, double occupancy,
@@ -1009,6 +1030,7 @@ bool SenderThread::Step(Clock::time_point now) noexcept {
     if (!MayTake(now) || !TakeRecord()) break;
     busy = true;
   }
+  FreeTaken();  // before anything reads the ring's consumer position (Reclaim, SizeApprox)
   // Frees what the function table retired (no record is held now); not while an urgent flush
   // waits: a crashed thread may hold the allocator's lock.
   if (urgent_requested_.load(std::memory_order_relaxed) == urgent_served_) {

@@ -36,12 +36,14 @@
 // synchronize finished (point 7).
 //
 // The black box (SenderThreadOptions::blackbox, cuflight/blackbox/region_layout.h). The thread
-// takes a ring record with TryPeek and frees its slot only once it has handled it, so until then
-// the record is still in the ring. After every seq it uses it publishes its state there (next
-// seq, ring position handled, devices announced); a kernel event's record goes to the journal
-// with that state, in one step, and stays there until the transport wrote the event's line. A
-// collector that reads the black box after this process died knows what each record got or
-// would have got.
+// takes a ring record with TryPeekAt and frees its slot only once it has handled it, so until
+// then the record is still in the ring. It frees them kFreeBatch at a time (ring.h, point 10),
+// and every one it took before a step ends or a drain returns: a reader of the black box starts
+// from the state's handled_pos where the ring's consumer position lags behind it. After every
+// seq it uses it publishes its state there (next seq, ring position handled, devices
+// announced); a kernel event's record goes to the journal with that state, in one step, and
+// stays there until the transport wrote the event's line. A collector that reads the black box
+// after this process died knows what each record got or would have got.
 //
 // Kernel timing records lost before they became events use no number; they are counted in
 // timing_dropped instead (stats, process_end, process_crash): records lost for want of an
@@ -80,6 +82,7 @@
 #include "cuflight/env/config.h"
 #include "cuflight/env/on_full.h"
 #include "cuflight/schema/events.h"
+#include "cuflight/schema/launch_encoder.h"
 #include "cuflight/transport/sender.h"
 #include "cupti_api.h"
 #include "cupti_yield.h"
@@ -268,8 +271,15 @@ class SenderThread {
   // the transport took it.
   template <typename Event>
   bool Send(Event& event, bool preamble) noexcept;
-  // Takes the oldest ring record, handles it, then frees its slot; false when there is none.
+  // Encode's line of `event`; a launch's through launch_encoder_ (the same bytes, faster).
+  template <typename Event>
+  size_t EncodeLine(const Event& event, char* buf, size_t cap) noexcept;
+  // Takes the oldest ring record not yet taken and handles it; false when there is none. Its
+  // slot is freed with the batch it belongs to (FreeTaken).
   bool TakeRecord() noexcept;
+  // Frees the slots of every record taken and not yet freed (ring.h, point 10). After each run
+  // of TakeRecord calls, before the ring's consumer position is read.
+  void FreeTaken() noexcept;
   void SendProcessStart() noexcept;
   void EnsureDeviceEvent(int ordinal) noexcept;
   // The record at ring position `pos`.
@@ -378,6 +388,8 @@ class SenderThread {
   transport::Sender transport_;
   EventBuilder builder_;
   std::vector<char> line_;  // encode buffer, sized once
+  // The process's launch lines (cuflight/schema/launch_encoder.h): most lines it sends.
+  schema::LaunchEncoder launch_encoder_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
@@ -418,6 +430,13 @@ class SenderThread {
 
   uint64_t next_seq_ = 0;
   uint64_t ring_drops_seen_ = 0;
+  // Records taken from the ring and not yet freed (TakeRecord, FreeTaken), and the next position
+  // to take. A batch of 32 keeps the producers' reads of the consumer position off a line the
+  // sender writes every record (ring.h, point 10), and holds at most 32 slots of the ring's
+  // 16,384 (env::kDefaultRingSlots) for a few microseconds longer.
+  static constexpr uint32_t kFreeBatch = 32;
+  uint32_t taken_ = 0;
+  uint64_t take_pos_ = 0;
   // The black box's state (see above): the ring position below which every record is handled,
   // and the devices whose device event has a seq.
   uint64_t handled_pos_ = 0;

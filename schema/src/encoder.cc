@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "cuflight/schema/event_fields.h"
+#include "digits.h"
 #include "validator_bytes.h"
 
 namespace cuflight::schema {
@@ -43,70 +44,8 @@ constexpr bool AllPlain(uint64_t w) {
   return (special & kHighs) == 0;
 }
 
-// "00" "01" ... "99".
-constexpr std::array<char, 200> kDigitPairs = [] {
-  std::array<char, 200> pairs{};
-  for (int i = 0; i < 100; ++i) {
-    pairs[static_cast<size_t>(2 * i)] = static_cast<char>('0' + i / 10);
-    pairs[static_cast<size_t>(2 * i + 1)] = static_cast<char>('0' + i % 10);
-  }
-  return pairs;
-}();
-
-void Write2(char* out, uint32_t v) { std::memcpy(out, &kDigitPairs[2 * v], 2); }
-
-// Exactly 4 digits of v < 10^4, or 8 digits of v < 10^8, leading zeros included. The halves are
-// independent, which keeps the chain of divisions short: faster than std::to_chars for the
-// 14-digit handles every kernel event carries.
-void Write4(char* out, uint32_t v) {
-  Write2(out, v / 100);
-  Write2(out + 2, v % 100);
-}
-void Write8(char* out, uint32_t v) {
-  Write4(out, v / 10000);
-  Write4(out + 4, v % 10000);
-}
-
-// The digits of v < 10^8 without leading zeros; returns the end.
-char* WriteBelow1e8(char* out, uint32_t v) {
-  if (v < 100) {
-    if (v < 10) {
-      *out = static_cast<char>('0' + v);
-      return out + 1;
-    }
-    Write2(out, v);
-    return out + 2;
-  }
-  if (v < 10000) {
-    if (v < 1000) {
-      *out = static_cast<char>('0' + v / 100);
-      Write2(out + 1, v % 100);
-      return out + 3;
-    }
-    Write4(out, v);
-    return out + 4;
-  }
-  out = WriteBelow1e8(out, v / 10000);
-  Write4(out, v % 10000);
-  return out + 4;
-}
-
-// The digits of v (1 to 20 of them) at out; returns the end.
-char* WriteDecimal(char* out, uint64_t v) {
-  constexpr uint64_t k1e8 = 100'000'000;
-  constexpr uint64_t k1e16 = k1e8 * k1e8;
-  if (v < k1e8) return WriteBelow1e8(out, static_cast<uint32_t>(v));
-  if (v < k1e16) {
-    out = WriteBelow1e8(out, static_cast<uint32_t>(v / k1e8));
-    Write8(out, static_cast<uint32_t>(v % k1e8));
-    return out + 8;
-  }
-  out = WriteBelow1e8(out, static_cast<uint32_t>(v / k1e16));
-  Write8(out, static_cast<uint32_t>(v / k1e8 % k1e8));
-  Write8(out + 8, static_cast<uint32_t>(v % k1e8));
-  return out + 16;
-}
-constexpr size_t kMaxIntChars = 20;  // 18446744073709551615, or '-' and 19 digits
+using internal::kMaxIntChars;
+using internal::WriteDecimal;
 
 // Exact powers of ten (every one up to 1e22 is a double).
 constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,
@@ -192,14 +131,11 @@ class Writer {
     const bool direct = static_cast<size_t>(end_ - p_) >= kMaxIntChars;
     if (!direct) out = local;
     char* start = out;
-    uint64_t magnitude = static_cast<uint64_t>(value);
     if constexpr (std::is_signed_v<T>) {
-      if (value < 0) {
-        *out++ = '-';
-        magnitude = 0 - magnitude;
-      }
+      out = internal::WriteSigned(out, value);
+    } else {
+      out = WriteDecimal(out, value);
     }
-    out = WriteDecimal(out, magnitude);
     if (direct) {
       p_ = out;
     } else {

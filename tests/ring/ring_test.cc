@@ -144,6 +144,101 @@ TEST(MpscRingTest, PeekLeavesTheRecordInItsSlotUntilConsumed) {
   EXPECT_EQ(ring.dropped(), 1u);
 }
 
+// Design point 10: records peeked at later positions stay in their slots, taking room, until
+// ConsumeTo frees every one below its position at once.
+TEST(MpscRingTest, PeekAtLaterPositionsAndConsumeToFreesThemAtOnce) {
+  MpscRing<Record> ring(8);
+  Record r;
+  EXPECT_FALSE(ring.TryPeekAt(0, &r));  // nothing committed yet
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(ring.TryPush(Make(5, i)));
+  for (uint64_t pos = 0; pos < 5; ++pos) {
+    ASSERT_TRUE(ring.TryPeekAt(pos, &r));
+    EXPECT_EQ(r.seq, pos);
+    EXPECT_TRUE(Intact(r));
+  }
+  EXPECT_EQ(ring.popped(), 0u);
+  EXPECT_EQ(ring.SizeApprox(), 8u);
+  EXPECT_FALSE(ring.TryPush(Make(5, 8)));  // peeked, not freed: still full
+  ring.ConsumeTo(5);
+  EXPECT_EQ(ring.popped(), 5u);
+  EXPECT_EQ(ring.SizeApprox(), 3u);
+  ring.ConsumeTo(3);  // below the consumer position: nothing
+  EXPECT_EQ(ring.popped(), 5u);
+  for (uint64_t i = 9; i < 14; ++i) ASSERT_TRUE(ring.TryPush(Make(5, i)));  // 5 slots freed
+  EXPECT_FALSE(ring.TryPush(Make(5, 14)));
+  // Positions 5..12 hold 5, 6, 7 then 9..13 (8 and 14 were dropped); 13 is not committed.
+  const uint64_t expected[] = {5, 6, 7, 9, 10, 11, 12, 13};
+  for (uint64_t pos = 5; pos < 13; ++pos) {
+    ASSERT_TRUE(ring.TryPeekAt(pos, &r)) << pos;
+    EXPECT_EQ(r.seq, expected[pos - 5]);
+    EXPECT_TRUE(Intact(r));
+  }
+  EXPECT_FALSE(ring.TryPeekAt(13, &r));
+  // TryPeek still sees the oldest record not freed.
+  uint64_t pos = 0;
+  ASSERT_TRUE(ring.TryPeek(&r, &pos));
+  EXPECT_EQ(pos, 5u);
+  ring.ConsumeTo(13);
+  EXPECT_EQ(ring.SizeApprox(), 0u);
+  EXPECT_FALSE(ring.TryPeek(&r));
+  EXPECT_EQ(ring.dropped(), 2u);
+}
+
+// Producers blocking on a ring the consumer frees in batches of 32 (the sender thread's way):
+// every record arrives once, in each producer's order, none dropped.
+TEST(MpscRingTest, BlockPolicyWithABatchFreeingConsumerLosesNothing) {
+  constexpr uint32_t kProducers = 3;
+  constexpr uint64_t kPerProducer = 100000;
+  constexpr uint64_t kBatch = 32;
+  MpscRing<Record> ring(64);
+  std::atomic<uint32_t> done{0};
+  std::vector<int64_t> last(kProducers, -1);
+  uint64_t got = 0, bad = 0;
+  std::thread consumer([&] {
+    uint64_t pos = ring.popped();
+    uint64_t held = 0;
+    Record r;
+    for (;;) {
+      const bool finished = done.load(std::memory_order_acquire) == kProducers;
+      bool any = false;
+      while (ring.TryPeekAt(pos, &r)) {
+        any = true;
+        ++got;
+        if (!Intact(r) || r.producer >= kProducers ||
+            static_cast<int64_t>(r.seq) != last[r.producer] + 1) {
+          ++bad;
+        } else {
+          last[r.producer] = static_cast<int64_t>(r.seq);
+        }
+        ++pos;
+        if (++held == kBatch) {
+          ring.ConsumeTo(pos);
+          held = 0;
+        }
+      }
+      ring.ConsumeTo(pos);
+      held = 0;
+      if (finished && !any) break;
+      if (!any) std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> producers;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (uint64_t i = 0; i < kPerProducer; ++i) {
+        ASSERT_TRUE(ring.Push(Make(p, i), env::OnFull::kBlock)) << p << " " << i;
+      }
+      done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  consumer.join();
+  EXPECT_EQ(got, kProducers * kPerProducer);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(ring.dropped(), 0u);
+  for (uint32_t p = 0; p < kProducers; ++p) EXPECT_EQ(last[p], int64_t{kPerProducer} - 1);
+}
+
 // Over caller memory the ring keeps its words where Storage's layout says: a reader of the raw
 // bytes (the collector reading a producer's black box) finds the positions, the drop count, each
 // slot's turn word (position + 1 once committed, position + capacity once freed) and the record

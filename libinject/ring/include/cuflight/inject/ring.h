@@ -48,6 +48,14 @@
 //     in its slot, Consume then frees it. Until then the record is still in the ring, so a
 //     reader of the ring's memory after the process died (the collector, reading the black box)
 //     finds every record the consumer had not finished with.
+// 10. The consumer may also free in batches: TryPeekAt copies the record at a position from
+//     popped() on (the oldest not yet freed, or one after it) and leaves it there, and
+//     ConsumeTo(end) frees every slot below `end` at once: their turn words, then one store of
+//     the consumer index. That index is the word every producer reads after its push (the
+//     high-water mark, point 5's wake rule): stored once per batch instead of once per record, its
+//     cache line leaves the consumer's core once per batch. Records peeked and not yet freed are
+//     still in the ring (point 9) and still take its room: a push finds the ring full, and waits
+//     or drops, as if the consumer had not reached them.
 #ifndef CUFLIGHT_INJECT_RING_H_
 #define CUFLIGHT_INJECT_RING_H_
 
@@ -214,10 +222,28 @@ class MpscRing {
 
   // Frees the record the last successful TryPeek returned. Consumer thread only, once per
   // TryPeek that returned true.
-  void Consume() noexcept {
-    const uint64_t pos = ctl_->dequeue_pos.load(std::memory_order_relaxed);
-    slots_[pos & mask_].seq.store(pos + mask_ + 1, std::memory_order_release);
-    ctl_->dequeue_pos.store(pos + 1, std::memory_order_release);
+  void Consume() noexcept { ConsumeTo(ctl_->dequeue_pos.load(std::memory_order_relaxed) + 1); }
+
+  // Copies the record at ring position `pos` into *out and leaves it in the ring (design point
+  // 10); false when nothing is committed there yet (no record, or one claimed and still being
+  // written). `pos` in [popped(), popped() + capacity()). Consumer thread only.
+  bool TryPeekAt(uint64_t pos, T* out) noexcept {
+    const Slot& slot = slots_[pos & mask_];
+    if (slot.seq.load(std::memory_order_acquire) != pos + 1) return false;
+    std::memcpy(static_cast<void*>(out), slot.data, sizeof(T));
+    return true;
+  }
+
+  // Frees the records at positions [popped(), end) (design point 10), every one of them peeked
+  // (TryPeek or TryPeekAt returned true for it); nothing when end <= popped(). Consumer thread
+  // only.
+  void ConsumeTo(uint64_t end) noexcept {
+    uint64_t pos = ctl_->dequeue_pos.load(std::memory_order_relaxed);
+    if (end <= pos) return;
+    for (; pos < end; ++pos) {
+      slots_[pos & mask_].seq.store(pos + mask_ + 1, std::memory_order_release);
+    }
+    ctl_->dequeue_pos.store(end, std::memory_order_release);
   }
 
   // Parks the consumer until a producer finds the ring at least half full, WakeConsumer() or
@@ -317,8 +343,8 @@ class MpscRing {
     std::memcpy(slot->data, static_cast<const void*>(&record), sizeof(T));
     slot->seq.store(pos + 1, std::memory_order_release);
 
-    // The consumer frees a slot before it advances its index, so this can read one above the
-    // capacity (and never more: the acquire load of seq above saw the slot freed).
+    // The consumer frees slots before it advances its index, so this can read above the
+    // capacity (by the slots ConsumeTo is freeing at once: design point 10): clamped.
     const uint64_t popped = ctl_->dequeue_pos.load(std::memory_order_relaxed);
     const uint64_t occupancy = pos + 1 > popped ? std::min(pos + 1 - popped, mask_ + 1) : 0;
     if (occupancy > ctl_->high_water.load(std::memory_order_relaxed)) RaiseHighWater(occupancy);

@@ -66,6 +66,8 @@ class ExporterCursorTest : public ::testing::Test {
     std::ofstream(cursor()) << "{\"version\":1,\"streams\":{\"" << key_
                             << "\":{\"segment\":" << segment << ",\"offset\":" << offset << "}"
                             << extra << "}}";
+    // The collector's own file, whatever the umask (a file every user may write is refused).
+    fs::permissions(cursor(), fs::perms::owner_read | fs::perms::owner_write);
   }
 
   // Exports until api_error 7 arrives; the api_errors' seqs received, the warnings logged, the

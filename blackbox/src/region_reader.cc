@@ -346,10 +346,11 @@ uint64_t RegionRecovery::Impl::JournalStep(const RegionRecovery::Emit& emit) {
 // The ring's next position (or run of never-written slots): committed records at and above
 // handled_pos get the seqs the sender would have given them (design point 3).
 uint64_t RegionRecovery::Impl::RingStep(const RegionRecovery::Emit& emit) {
-  // A record may take two seqs (its device's event and its own), and the stream's end is the seq
-  // after the last: a forged state's next seq near UINT64_MAX ends the ring there, so that no
-  // seq emitted wraps and the end stays above every one (end_seq > last emitted).
-  if (pos_ >= enqueued_ || next_seq_ >= UINT64_MAX - 1) {
+  // The stream's end is the seq after the last, a uint64_t: the highest seq that can be given is
+  // UINT64_MAX - 1. A forged state whose next seq is near UINT64_MAX ends the ring where the seqs
+  // end (here, or below, between a record's device event and its own), so that no seq emitted
+  // wraps and the end stays above every one (end_seq > last emitted).
+  if (pos_ >= enqueued_ || next_seq_ == UINT64_MAX) {
     result_.end_seq = next_seq_;
     phase_ = Phase::kDone;
     return 1;

@@ -37,8 +37,14 @@ struct CursorEntry {
 // Key: "<date>/<base>" (a date directory and a stream base name).
 using Cursor = std::map<std::string, CursorEntry>;
 
+// A cursor holds a few dozen bytes per stream: 64 MiB is about a million streams, far more than
+// a log directory holds. A larger file is not read.
+inline constexpr uint64_t kMaxCursorBytes = uint64_t{64} << 20;
+
 // Reads `file` into *cursor. A missing file is an empty cursor (true). False with *error (one
-// line naming the file) when it cannot be read or is not a cursor.
+// line naming the file) when it cannot be read or is not a cursor, and when it is not the
+// collector's own regular file: a symbolic link (not followed), a FIFO or device, a file owned by
+// another uid or writable by every user, or one larger than kMaxCursorBytes.
 bool LoadCursor(const std::filesystem::path& file, Cursor* cursor, std::string* error);
 
 // Replaces `file` with `cursor` atomically (above). False with *error when a step fails; the

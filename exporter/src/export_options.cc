@@ -5,18 +5,61 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "cuflight/exporter/exporter.h"
 
 namespace cuflight::exporter {
 namespace {
 
+// A value as an error line shows it: its first 64 bytes, printable ASCII only (a control
+// character, DEL or a byte of another encoding shows as '?', so that a hostile value cannot
+// break the line or the log it goes to).
 std::string Quote(std::string_view text) {
   std::string out = "'";
-  for (char c : text.substr(0, 64)) out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  for (char c : text.substr(0, 64)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u >= 0x7f) ? '?' : c;
+  }
   if (text.size() > 64) out += "...";
   return out + "'";
+}
+
+// Bounds on what the environment or a flag may give (an over-long value is a broken environment,
+// refused in one line, never sent). The headers: the W3C Baggage limits, whose format
+// OTEL_EXPORTER_OTLP_HEADERS takes (specification/protocol/exporter.md, "Specifying headers via
+// environment variables"; W3C Baggage, "Limits": at most 180 list-members and 8192 bytes).
+constexpr size_t kMaxEndpointBytes = 4096;
+constexpr size_t kMaxHeadersBytes = 8192;
+constexpr size_t kMaxHeaders = 180;
+
+// Headers the HTTP client writes itself, from the request: the message's framing (RFC 9112 6:
+// Content-Length, Transfer-Encoding), its target and connection (Host, Connection and the
+// hop-by-hop fields, RFC 9110 7.6.1) and its body's type and coding (Content-Type,
+// Content-Encoding). One given as an extra header would contradict the request (a
+// Content-Length that is not the body's splits a kept-alive connection's requests differently
+// at the receiver), so none may be.
+constexpr std::string_view kOwnHeaders[] = {"host",         "content-length",   "transfer-encoding",
+                                            "content-type", "content-encoding", "connection",
+                                            "keep-alive",   "proxy-connection", "te",
+                                            "trailer",      "upgrade",          "expect"};
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// An HTTP field value (RFC 9110 5.5): no control character but HTAB, no DEL. Bytes above 0x7f
+// (obs-text: UTF-8 or not) are sent as given.
+bool IsFieldValue(std::string_view s) {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f) return false;
+  }
+  return true;
 }
 
 std::string_view TrimSpaces(std::string_view s) {
@@ -78,13 +121,48 @@ bool ParseEndpoint(std::string_view text, std::string* endpoint, std::string* wh
     *why = Quote(text) + expected;
     return false;
   }
+  if (text.size() > kMaxEndpointBytes) {
+    *why = Quote(text) + " is longer than " + std::to_string(kMaxEndpointBytes) + " bytes";
+    return false;
+  }
+  // A URL is printable ASCII (RFC 3986 2: other bytes are percent-encoded); a control character
+  // or a byte of another encoding in the request line would break it.
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) {
+      *why = Quote(text) + " has a byte that is not printable ASCII (a URL percent-encodes it)";
+      return false;
+    }
+  }
   const std::string_view rest = text.substr(http ? 7 : 8);
   const size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
   if (authority.empty() || authority.find('@') != std::string_view::npos ||
-      rest.find_first_of(" \t\r\n?#") != std::string_view::npos) {
+      rest.find_first_of("?#") != std::string_view::npos) {
     *why = Quote(text) + expected;
     return false;
+  }
+  // The port, when given (RFC 3986 3.2.3, after the host or an IPv6 literal's ']'): 1 to 65535.
+  const size_t bracket = authority.rfind(']');
+  const size_t colon = authority.find(':', bracket == std::string_view::npos ? 0 : bracket);
+  if ((authority.front() == '[' && bracket == std::string_view::npos) ||
+      (bracket != std::string_view::npos && bracket + 1 < authority.size() &&
+       authority[bracket + 1] != ':')) {
+    *why = Quote(text) + expected;
+    return false;
+  }
+  if (colon != std::string_view::npos) {
+    const std::string_view port = authority.substr(colon + 1);
+    uint32_t value = 0;
+    bool ok = !port.empty() && port.size() <= 5 && colon > 0;
+    for (char c : port) {
+      if (c < '0' || c > '9') ok = false;
+      value = value * 10 + static_cast<uint32_t>(c - '0');
+    }
+    if (!ok || value == 0 || value > 65535) {
+      *why = Quote(text) + ": the port is not a number from 1 to 65535";
+      return false;
+    }
   }
   std::string result(text);
   // OTLP's default path for logs when the URL names none.
@@ -112,6 +190,11 @@ bool ParseEncoding(std::string_view text, Encoding* out, std::string* why) {
 bool ParseHeaders(std::string_view text, std::vector<std::pair<std::string, std::string>>* out,
                   std::string* why) {
   out->clear();
+  if (text.size() > kMaxHeadersBytes) {
+    *why = Quote(text) + " is longer than " + std::to_string(kMaxHeadersBytes) +
+           " bytes (W3C Baggage's limit)";
+    return false;
+  }
   while (!text.empty()) {
     const size_t comma = text.find(',');
     const std::string_view item = TrimSpaces(text.substr(0, comma));
@@ -124,9 +207,26 @@ bool ParseHeaders(std::string_view text, std::vector<std::pair<std::string, std:
       return false;
     }
     std::string value;
-    if (!PercentDecode(TrimSpaces(item.substr(eq + 1)), &value) ||
-        value.find_first_of("\r\n") != std::string::npos || value.find('\0') != std::string::npos) {
-      *why = Quote(item) + ": the value is not percent-encoded text";
+    if (!PercentDecode(TrimSpaces(item.substr(eq + 1)), &value) || !IsFieldValue(value)) {
+      *why =
+          Quote(item) + ": the value is not percent-encoded text (no control character but a tab)";
+      return false;
+    }
+    const std::string name = Lower(key);
+    for (std::string_view own : kOwnHeaders) {
+      if (name == own) {
+        *why = Quote(item) + ": the exporter writes " + std::string(key) + " itself";
+        return false;
+      }
+    }
+    for (const auto& [k, v] : *out) {
+      if (Lower(k) == name) {
+        *why = Quote(item) + ": " + std::string(key) + " is given twice";
+        return false;
+      }
+    }
+    if (out->size() == kMaxHeaders) {
+      *why = "more than " + std::to_string(kMaxHeaders) + " headers (W3C Baggage's limit)";
       return false;
     }
     out->emplace_back(std::string(key), std::move(value));
@@ -141,6 +241,14 @@ bool CheckOptions(const ExportOptions& options, std::string* why) {
                  !options.client_key_file.empty())) {
     *why = "--otlp-ca-file, --otlp-client-cert and --otlp-client-key need an https:// endpoint";
     return false;
+  }
+  if (!options.bearer_token_file.empty()) {
+    for (const auto& [key, value] : options.headers) {
+      if (Lower(key) == "authorization") {
+        *why = "--otlp-headers gives Authorization and --otlp-bearer-token-file too: give one";
+        return false;
+      }
+    }
   }
   if (options.client_cert_file.empty() != options.client_key_file.empty()) {
     *why = "--otlp-client-cert and --otlp-client-key go together";

@@ -188,6 +188,18 @@ std::unique_ptr<SegmentReader> Exporter::Impl::OpenSegment(StreamState& s, const
   base::ScopedFd date(date_fd);
   std::string error;
   for (int attempt = 0; attempt < 4; ++attempt) {
+    if (!f.closed.empty() && s.read.segment > f.last_closed() + 1) {
+      // Past the stream's end (the active file is segment last + 1): not a position this
+      // exporter saved (a damaged or foreign cursor). Taken as is, the active file would be read
+      // as that segment and every segment before it never: read the stream again from its
+      // first segment there; the sink drops what it already has by (stream, seq).
+      log->warn(
+          "otlp: {}: the cursor's segment {} is past the stream's last ({}); reading it "
+          "again from segment {}",
+          s.key, s.read.segment, f.last_closed() + 1, f.closed.begin()->first);
+      s.read = {f.closed.begin()->first, 0};
+      cursor_dirty = true;
+    }
     const uint64_t k = s.read.segment;
     const auto closed = f.closed.find(k);
     // Closed segments are listed when the cycle began; one may since have been compressed
@@ -198,6 +210,15 @@ std::unique_ptr<SegmentReader> Exporter::Impl::OpenSegment(StreamState& s, const
     const bool zst_there = fstatat(date.Get(), zst.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     const bool plain_there =
         !zst_there && fstatat(date.Get(), plain.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (plain_there && static_cast<uint64_t>(st.st_size) < s.read.offset) {
+      // A closed segment shorter than the position exported: not a position this exporter saved
+      // (a closed segment never changes). Read it again from its start, as the active file
+      // below.
+      log->warn("otlp: {} segment {} is shorter than the position exported; reading it again",
+                s.key, k);
+      s.read.offset = 0;
+      cursor_dirty = true;
+    }
     if (zst_there || plain_there) {
       const std::string& name = zst_there ? zst : plain;
       auto r = SegmentReader::Open({date.Get(), name, dir->Shown(f.date, name)}, zst_there,

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
+#include <optional>
+#include <string>
 #include <variant>
 
 #include "region_test_util.h"
@@ -293,6 +296,103 @@ TEST(RegionRecoveryTest, AFullJournalForgetsItsOldest) {
   const Recovered got = RecoverAll(r.bytes(), 1);
   EXPECT_EQ(got.seqs, (std::vector<uint64_t>{3, 4}));  // 2 was forgotten: a gap
   EXPECT_EQ(got.result.end_seq, 5u);
+}
+
+// A forged state whose next seq is near the top of the range (only the tenant's own region can
+// say so). Design point 3 gives the ring's records the seqs seq_base + drops, +1, ..., and the
+// stream's end is one past every seq given (RecoveryResult::end_seq), a uint64_t: so the highest
+// seq recovery may give is UINT64_MAX - 1 (its end, UINT64_MAX, still fits), and the ring's
+// records end where the seqs do. Records below the state (the journal, announced devices) are
+// recovered as with any state. Each case, worked out by hand with M = UINT64_MAX:
+//
+//  A. The device event was made (seq S-3), the journal holds kernels S-2 and S-1 (never
+//     written), the state is {seq_base S, handled_pos 2}, positions 2 and 3 wait in the ring;
+//     the log holds up to S-4:
+//       S = 1000:  997 (device), 998, 999 (journal), 1000, 1001 (ring); end 1002
+//       S = M-2:   M-5, M-4, M-3, then M-2 and M-1 from the ring; end M
+//       S = M-1:   M-4, M-3, M-2, then M-1 (position 3 has no seq left); end M
+//       S = M:     M-3, M-2, M-1 and nothing from the ring; end M
+//  B. Nothing was sent after the state {seq_base S, handled_pos 0, no device announced} and two
+//     launches wait in the ring: the device event first, then the kernels:
+//       S = 1000:  1000 (device), 1001, 1002; end 1003
+//       S = M-2:   M-2 (device), M-1; end M
+//       S = M-1:   M-1 (device); end M
+//       S = M:     nothing; end M
+TEST(RegionRecoveryTest, AStateNearTheTopOfTheSeqsEndsTheRingWhereTheSeqsEnd) {
+  constexpr uint64_t M = std::numeric_limits<uint64_t>::max();
+  struct Case {
+    uint64_t s;
+    std::vector<uint64_t> a_seqs;
+    uint64_t a_end;
+    std::vector<uint64_t> b_seqs;
+    uint64_t b_end;
+  };
+  const Case cases[] = {
+      {1000, {997, 998, 999, 1000, 1001}, 1002, {1000, 1001, 1002}, 1003},
+      {M - 2, {M - 5, M - 4, M - 3, M - 2, M - 1}, M, {M - 2, M - 1}, M},
+      {M - 1, {M - 4, M - 3, M - 2, M - 1}, M, {M - 1}, M},
+      {M, {M - 3, M - 2, M - 1}, M, {}, M},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("S = " + std::to_string(c.s));
+    {  // A
+      TestRegion r;
+      const uint32_t k = r.writer->AddFunction(Kernel32(), 0, H100());
+      for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(r.ring->TryPush(Launch(900 + i, k)));
+      r.writer->AnnounceDevice(0, c.s - 3, 1'732'000'000'000'000'900);
+      r.writer->PublishState({.seq_base = c.s - 2, .handled_pos = 0, .announced_devices = 1});
+      for (uint64_t seq = c.s - 2; seq != c.s; ++seq) {
+        WireLaunchRecord record;
+        uint64_t pos = 0;
+        ASSERT_TRUE(r.ring->TryPeek(&record, &pos));
+        // seq + 1 is S at most: the forged top is in the state, not in this arithmetic.
+        r.writer->Commit(seq, pos, &record,
+                         {.seq_base = seq + 1, .handled_pos = pos + 1, .announced_devices = 1});
+        r.ring->Consume();
+      }
+      const Recovered got = RecoverAll(r.bytes(), /*after_seq=*/c.s - 4);
+      ASSERT_EQ(got.result.error, RegionError::kNone) << got.result.message;
+      EXPECT_EQ(got.seqs, c.a_seqs);
+      EXPECT_EQ(got.result.end_seq, c.a_end);
+      for (uint64_t seq : got.seqs) EXPECT_GT(got.result.end_seq, seq);
+      ASSERT_EQ(got.events.size(), c.a_seqs.size());
+      // Below the state, as with any state: the device event and the journal's two kernels.
+      const auto& device = std::get<schema::OwnedDeviceEvent>(got.events[0]);
+      EXPECT_EQ(device.header.seq, c.s - 3);
+      EXPECT_TRUE(device.recovered);
+      EXPECT_EQ(AsKernel(got.events[1]).correlation_id, 900u);
+      EXPECT_EQ(AsKernel(got.events[1]).header.seq, c.s - 2);
+      EXPECT_EQ(AsKernel(got.events[2]).correlation_id, 901u);
+      EXPECT_EQ(AsKernel(got.events[2]).header.seq, c.s - 1);
+      // From the ring, in ring order, with the seqs there were.
+      for (size_t i = 3; i < got.events.size(); ++i) {
+        EXPECT_EQ(AsKernel(got.events[i]).correlation_id, 902u + (i - 3));
+        EXPECT_EQ(AsKernel(got.events[i]).header.seq, c.s + (i - 3));
+      }
+      EXPECT_EQ(got.result.kernels, c.a_seqs.size() - 1);
+      EXPECT_EQ(got.result.torn + got.result.unrecoverable + got.result.invalid, 0u);
+    }
+    {  // B
+      TestRegion r;
+      const uint32_t k = r.writer->AddFunction(Kernel32(), 0, H100());
+      ASSERT_TRUE(r.ring->TryPush(Launch(950, k)));
+      ASSERT_TRUE(r.ring->TryPush(Launch(951, k)));
+      r.writer->PublishState({.seq_base = c.s, .handled_pos = 0, .announced_devices = 0});
+      const Recovered got = RecoverAll(r.bytes(), /*after_seq=*/std::nullopt);
+      ASSERT_EQ(got.result.error, RegionError::kNone) << got.result.message;
+      EXPECT_EQ(got.seqs, c.b_seqs);
+      EXPECT_EQ(got.result.end_seq, c.b_end);
+      for (uint64_t seq : got.seqs) EXPECT_GT(got.result.end_seq, seq);
+      ASSERT_EQ(got.events.size(), c.b_seqs.size());
+      if (!got.events.empty()) {
+        EXPECT_EQ(std::get<schema::OwnedDeviceEvent>(got.events[0]).header.seq, c.s);
+      }
+      for (size_t i = 1; i < got.events.size(); ++i) {
+        EXPECT_EQ(AsKernel(got.events[i]).correlation_id, 950u + (i - 1));
+      }
+      EXPECT_EQ(got.result.torn + got.result.unrecoverable + got.result.invalid, 0u);
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -15,9 +16,11 @@
 
 #include "collector_process.h"
 #include "collector_test_util.h"
+#include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/encoder.h"
 #include "cuflight/schema/events.h"
 #include "cuflight/transport/sender.h"
+#include "event_text.h"
 #include "h100_device.h"
 #include "log_dir_locator.h"
 #include "log_follower.h"
@@ -411,6 +414,96 @@ TEST(TailTest, ALaunchsTwoLinesNameOneStreamAndACrashItsSignal) {
                         "0x10 launches 2 emitted 5 dropped 0\n"),
             std::string::npos)
       << output;
+}
+
+// A process under CUFLIGHT_TIMING=sampled: one launch in a timing window (gemm, corr 1), then
+// more launches outside one than `tail` keeps streams for (LaunchStreams::kCapacity; their
+// kernel events say timing_window false: "so none will come", schema/README.md), then the
+// windowed launch's kernel_time (an activity flush after them). Its line names the stream its
+// kernel line named: the launches outside a window kept no place, so they pushed nothing out.
+// The kernel_time's own stream is set apart from its kernel's (7 against 16, as in logs of older
+// producers) so that the line shows which it took. `interned`: the same events as a
+// kernel_config per configuration and a short `launch` per launch (docs/protocol.md), which
+// tail expands, timing_window included.
+void SampledLaunchesKeepTheirKernelTimesStream(bool interned) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "logs");
+  constexpr int32_t kPid = 4242;
+  constexpr int64_t kTs = 1'700'000'000'000'100'000;
+  uint64_t seq = 0;
+  std::string text = Line(Start(kPid, seq++, 1));
+  text += Line(Device(kPid, seq++));
+  std::map<std::string, uint64_t> configs;  // a configuration's line -> its id
+  auto add_kernel = [&](schema::OwnedKernelEvent k) {
+    if (!interned) {
+      k.header.seq = seq++;
+      text += Line(k);
+      return;
+    }
+    schema::OwnedKernelConfigEvent config;
+    schema::OwnedLaunchEvent launch;
+    schema::Split(k, 0, &config, &launch);
+    config.header = {};
+    auto [it, added] = configs.try_emplace(Line(config), configs.size() + 1);
+    k.header.seq = seq + (added ? 1 : 0);
+    schema::Split(k, it->second, &config, &launch);
+    if (added) {
+      config.header = {k.header.ts_ns, kPid, seq++};  // described before its first launch
+      text += Line(config);
+    }
+    ++seq;
+    text += Line(launch);
+  };
+  schema::OwnedKernelEvent timed =
+      cli::Kernel(kPid, 0, kTs, 1, "gemm", schema::Resource::kRegisters);
+  timed.stream = 16;
+  timed.timing_window = true;
+  add_kernel(timed);
+  constexpr uint64_t kOutside = LaunchStreams::kCapacity + 10;
+  for (uint64_t i = 0; i < kOutside; ++i) {
+    schema::OwnedKernelEvent k = cli::Kernel(kPid, 0, kTs + 1000 + static_cast<int64_t>(i), 2 + i,
+                                             "copy", schema::Resource::kWarps);
+    k.stream = 16;
+    k.timing_window = false;
+    add_kernel(k);
+  }
+  schema::OwnedKernelTimeEvent time =
+      Time(kPid, seq++, 1, 1'700'000'000'200'000'000, 1'700'000'000'200'001'500);
+  time.stream = 7;
+  text += Line(time);
+  if (interned) {
+    ASSERT_EQ(configs.size(), 2u);
+    ASSERT_EQ(text.find("\"kernel\""), std::string::npos);  // launches only
+  }
+  Append(dir.path() / "logs" / "a.jsonl", text);
+
+  ChildProcess tail(
+      CUFLIGHT_CLI_PATH,
+      {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--interval", "20"},
+      dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output().substr(0, 4096);
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  const std::string output = tail.Output();
+  // Every launch was shown, the windowed one and the last outside a window among them.
+  EXPECT_NE(output.find("kernel gemm() grid 132x1x1 block 256x1x1 regs 64 smem 9216 "
+                        "occupancy 0.50 (registers) device 0 stream 16 corr 1\n"),
+            std::string::npos);
+  EXPECT_NE(output.find(" stream 16 corr " + std::to_string(1 + kOutside) + "\n"),
+            std::string::npos);
+  EXPECT_EQ(output.find("skipped"), std::string::npos) << output.substr(output.size() - 2048);
+  const size_t at = output.find(" kernel_time ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  EXPECT_EQ(line, " kernel_time corr 1 device 0 stream 16 1.500 us");
+}
+
+TEST(TailTest, LaunchesOutsideAWindowKeepNoStreamSoATimeNamesItsKernelsStream) {
+  SampledLaunchesKeepTheirKernelTimesStream(/*interned=*/false);
+}
+
+TEST(TailTest, InternedLaunchesOutsideAWindowKeepNoStreamEither) {
+  SampledLaunchesKeepTheirKernelTimesStream(/*interned=*/true);
 }
 
 // --limiter takes what `cuflight report --limiter` takes; a typo gets a suggestion. A kernel at

@@ -362,7 +362,30 @@ TEST_F(OtlpEnvironmentTest, BadValuesAreUsageErrorsNamingTheVariable) {
       {{"OTEL_EXPORTER_OTLP_TIMEOUT", "10s"}, "OTEL_EXPORTER_OTLP_TIMEOUT: "},
       {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc'"},
       {{"OTEL_EXPORTER_OTLP_HEADERS", "no-equals-sign"}, "OTEL_EXPORTER_OTLP_HEADERS: "},
+      // A hostile or broken environment (exporter_unit_test's OtlpOptions.Hostile* hold each
+      // rule): header injection, the request's own framing, a key twice, control characters.
+      {{"OTEL_EXPORTER_OTLP_HEADERS", "k=v\r\nX-Injected: 1"}, "OTEL_EXPORTER_OTLP_HEADERS: "},
+      {{"OTEL_EXPORTER_OTLP_LOGS_HEADERS", "Content-Length=0"},
+       "OTEL_EXPORTER_OTLP_LOGS_HEADERS: 'Content-Length=0': the exporter writes Content-Length "
+       "itself"},
+      {{"OTEL_EXPORTER_OTLP_HEADERS", "a=1,A=2"}, "OTEL_EXPORTER_OTLP_HEADERS: 'A=2': A is given"},
+      {{"OTEL_EXPORTER_OTLP_HEADERS", "k=%01"}, "OTEL_EXPORTER_OTLP_HEADERS: "},
+      {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/\x01\n"}, "OTEL_EXPORTER_OTLP_ENDPOINT: "},
+      {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:99999999999"}, "OTEL_EXPORTER_OTLP_ENDPOINT: "},
   };
+  // Over-long values: refused in one line that does not echo them.
+  const std::string huge_endpoint = "http://c:4318/" + std::string(1 << 20, 'a');
+  const std::string huge_headers = "k=" + std::string(1 << 20, 'a');
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"OTEL_EXPORTER_OTLP_ENDPOINT", &huge_endpoint},
+        {"OTEL_EXPORTER_OTLP_HEADERS", &huge_headers}}) {
+    setenv(name, value->c_str(), 1);
+    const Parsed p = Parse({});
+    EXPECT_EQ(p.status, ParseStatus::kExitUsage) << name;
+    EXPECT_EQ(p.error.rfind(std::string(name) + ": ", 0), 0u) << p.error.substr(0, 200);
+    EXPECT_LT(p.error.size(), 300u);
+    unsetenv(name);
+  }
   for (const auto& [variable, expected] : cases) {
     setenv(variable.first, variable.second, 1);
     const Parsed p = Parse({});

@@ -19,10 +19,12 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -361,6 +363,63 @@ TEST(OtlpExport, ABadEndpointIsAUsageError) {
       {"--otlp-endpoint", "http://otel:4318", "--otlp-ca-file", "/etc/hostname"});
   EXPECT_EQ(tls.exit_code, 2);
   EXPECT_NE(tls.err.find("need an https:// endpoint"), std::string::npos) << tls.err;
+}
+
+// A hostile or broken environment and cursor, through the binary: a header that would inject
+// another, or the request's own framing, stops the collector before anything starts (exit 2, one
+// line naming the variable, nothing of the value but its first 64 printable bytes); a cursor that
+// is a symbolic link stops it once its log directory is open (exit 1, one line), its target
+// untouched.
+TEST(OtlpExport, AHostileEnvironmentOrCursorIsOneLine) {
+  TempDir dir;
+  OtlpReceiver rx;
+  const std::vector<std::string> args = {"--socket", (dir.path() / "run" / "c.sock").string(),
+                                         "--log-dir", (dir.path() / "logs").string()};
+  const std::vector<std::pair<const char*, std::string>> env = {
+      {"OTEL_EXPORTER_OTLP_HEADERS", "k=v%0D%0AX-Injected:%201"},
+      {"OTEL_EXPORTER_OTLP_HEADERS", "Transfer-Encoding=chunked"},
+      {"OTEL_EXPORTER_OTLP_HEADERS", "k=" + std::string(100000, 'a')},
+      {"OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint() + "/\x1b[2J"},
+  };
+  for (const auto& [name, value] : env) {
+    ASSERT_EQ(setenv(name, value.c_str(), 1), 0);
+    ASSERT_EQ(setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", (rx.endpoint() + "/v1/logs").c_str(), 1),
+              0);
+    if (std::string_view(name) == "OTEL_EXPORTER_OTLP_ENDPOINT") {
+      unsetenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT");
+    }
+    const auto r = cuflight::testing::RunProcess(CUFLIGHT_COLLECTOR_PATH, args);
+    unsetenv(name);
+    unsetenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT");
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err.substr(0, 300);
+    EXPECT_EQ(r.err.rfind(std::string("cuflight-collector: ") + name + ": ", 0), 0u)
+        << r.err.substr(0, 300);
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err.substr(0, 300);
+    EXPECT_LT(r.err.size(), 400u);
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
+  }
+  EXPECT_EQ(rx.requests(), 0);
+
+  const auto target = dir.path() / "elsewhere.json";
+  std::ofstream(target) << R"({"version":1,"streams":{}})";
+  const auto cursor = dir.path() / "otlp-cursor.json";
+  std::filesystem::create_symlink(target, cursor);
+  std::vector<std::string> with_cursor = args;
+  for (const char* a : {"--otlp-endpoint", "", "--otlp-cursor", ""}) with_cursor.push_back(a);
+  with_cursor[with_cursor.size() - 3] = rx.endpoint();
+  with_cursor.back() = cursor.string();
+  const auto r = cuflight::testing::RunProcess(CUFLIGHT_COLLECTOR_PATH, with_cursor);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cuflight-collector: --otlp-endpoint: the cursor " + cursor.string() +
+                       " is a symbolic link: not followed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(cursor));
+  std::ifstream in(target);
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, R"({"version":1,"streams":{}})");
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ struct RecoveryResult {
   // Entries whose values the layout forbids (a corrupt or hostile region), skipped.
   uint64_t invalid = 0;
   // One past every seq the producer used, or recovery gave, as far as the region tells: the
-  // stream's end. Valid when error is kNone.
+  // stream's end. Valid when error is kNone. So recovery gives no seq above UINT64_MAX - 1: a
+  // (forged) state whose seqs reach it ends the ring's records there, the rest not made.
   uint64_t end_seq = 0;
 };
 

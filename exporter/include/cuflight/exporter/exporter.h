@@ -17,6 +17,10 @@
 //     sequence of interned configurations (docs/protocol.md): a position inside a segment is
 //     resumed by first reading that segment's kernel_config descriptions before it again
 //     (nothing else, nothing exported twice), so every launch after it is exported expanded.
+//     The cursor is the collector's own: a file that is not its regular file, or not a cursor,
+//     is refused at Start (cursor.h); a position its stream never had (a segment past the
+//     stream's end, an offset past a closed segment's) is read again from there with a warning:
+//     duplicates, never a silent loss (docs/fleet.md, "Hostile or broken values").
 //  3. One request at a time, of at most max_batch_records records and about max_batch_bytes of
 //     event text; what is held besides is per stream and bounded (the Resource, a roll-up table
 //     of at most kMaxRollupKernels kernels, the last launches ring, a launch join table), so

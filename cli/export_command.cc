@@ -55,14 +55,17 @@ ExportCounts Export(const std::vector<std::filesystem::path>& files,
   report::LaunchFilter filter(filters);
   TraceExporter exporter(&filter, writer);
   logread::ReadOptions read;
-  read.on_unknown = [&](const logread::UnknownEvent& e, const logread::Origin&) {
-    exporter.AddUnknown(e);
+  read.on_unknown = [&](const logread::UnknownEvent& e, const logread::Origin& origin) {
+    exporter.AddUnknown(e, origin.file);
   };
   read.on_progress = progress->Callback();
   std::string error;
   const bool ok = logread::ReadLogFiles(
-      files, [&](const schema::OwnedEvent& e, const logread::Origin&) { exporter.Add(e); }, read,
-      summary, &error);
+      files,
+      [&](const schema::OwnedEvent& e, const logread::Origin& origin) {
+        exporter.Add(e, origin.file);
+      },
+      read, summary, &error);
   progress->Done();
   if (!ok) throw cli::UsageError(error);
   if (!exporter.Finish(&error)) throw cli::UsageError(error);

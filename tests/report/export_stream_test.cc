@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collector_test_util.h"
@@ -178,6 +180,121 @@ TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
   }
+}
+
+// Two processes with the same pid: the first processes of two containers (pid 1 in pid
+// namespaces 4026532001 and 4026532002, on one host), each its own stream (instance ids 161 and
+// 178, each its own log file, named as docs/collector.md "Files" lays them out), sending the
+// same seqs and correlation ids, read in order of file name. Process A (trainer): corr 5 (GPU
+// 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker): corr 5 (3 us), corr 6 (4 us), and a
+// kernel_time of corr 7 (5 us) whose kernel is not in the logs (an orphan slice, never joined to
+// A's corr 7). Each is its own host process: A keeps trace pid 1, B, the second process of pid 1,
+// gets the first free trace pid from 2^29 (536870912) and is named "(pid 1 #2)".
+TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
+  using report::testing::Kernel;
+  using report::testing::KernelTime;
+  using report::testing::Line;
+  constexpr int64_t kStart = 1'763'708'400'000'000'000;  // 2025-11-21T07:00:00Z
+  TempDir dir;
+  const fs::path day = dir.path() / "logs" / "2025-11-21";
+  struct Proc {
+    std::string file, exe, mangled, kernel;
+    uint64_t instance_id, pid_ns;
+  };
+  auto write = [&](const Proc& p, const std::vector<std::pair<uint64_t, uint64_t>>& times,
+                   std::optional<uint64_t> untimed_corr, std::optional<uint64_t> orphan_corr) {
+    schema::OwnedProcessStartEvent start = report::testing::Start(1, 0, kStart, p.exe);
+    start.instance_id = p.instance_id;
+    start.pid_ns = p.pid_ns;
+    std::string text = Line(start) + Line(report::testing::Device(1, 1, 0, "NVIDIA A100"));
+    uint64_t seq = 2;
+    report::testing::KernelSpec spec;
+    spec.name = p.mangled;
+    spec.demangled = p.kernel;
+    for (const auto& [corr, ns] : times) {
+      text += Line(Kernel(1, seq++, kStart + static_cast<int64_t>(corr), corr, spec));
+      report::testing::TimeSpec at;
+      at.start_ns = static_cast<uint64_t>(kStart) + corr * 1000000;
+      text += Line(KernelTime(1, seq++, corr, ns, at));
+    }
+    // Launched after the GPU times above end (10 ms): an instant on the stream's first lane.
+    if (untimed_corr) text += Line(Kernel(1, seq++, kStart + 10'000'000, *untimed_corr, spec));
+    if (orphan_corr) {
+      report::testing::TimeSpec at;
+      at.start_ns = static_cast<uint64_t>(kStart) + *orphan_corr * 1000000;
+      text += Line(KernelTime(1, seq++, *orphan_corr, 5000, at));
+    }
+    report::testing::WriteFile(day / p.file, text);
+  };
+  write({"node1-trainer-1-1763708400000000000-161-u0.jsonl", "/opt/a/trainer", "_Z8a_kernelv", "a_kernel()", 161,
+         4026532001},
+        {{5, 1000}, {6, 2000}}, 7, std::nullopt);
+  write({"node1-worker-1-1763708400000000000-178-u0.jsonl", "/opt/b/worker", "_Z8b_kernelv", "b_kernel()", 178,
+         4026532002},
+        {{5, 3000}, {6, 4000}}, std::nullopt, 7);
+
+  const fs::path out = dir.path() / "trace.json";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"export", "--perfetto", out.string(), (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 5 kernels: 4 timed, A's corr 7 without; B's corr 7 time is an orphan.
+  EXPECT_NE(r.err.find("5 kernels (4 timed, 1 without timing)"), std::string::npos) << r.err;
+  const json trace = json::parse(ReadAll(out));
+  EXPECT_EQ(trace["otherData"]["kernel_times_without_kernel"], 1);
+
+  constexpr int64_t kB = int64_t{1} << 29;
+  std::map<int64_t, std::string> host_names, stream_names;  // trace pid / tid -> name
+  std::map<uint64_t, int64_t> flow_host;                   // flow id -> its launch's trace pid
+  std::map<uint64_t, json> flow_end;                       // flow id -> its "f"
+  std::vector<json> slices, instants;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    const int64_t pid = e["pid"].get<int64_t>();
+    if (ph == "M" && e["name"] == "process_name" && pid < (int64_t{1} << 30)) {
+      EXPECT_TRUE(host_names.emplace(pid, e["args"]["name"]).second) << e.dump();
+    }
+    if (ph == "M" && e["name"] == "thread_name" && pid >= (int64_t{1} << 30)) {
+      stream_names[e["tid"].get<int64_t>()] = e["args"]["name"];
+    }
+    if (ph == "s") flow_host[e["id"].get<uint64_t>()] = pid;
+    if (ph == "f") flow_end[e["id"].get<uint64_t>()] = e;
+    if (e.value("cat", "") == "kernel" && ph == "X") slices.push_back(e);
+    if (e.value("cat", "") == "kernel" && ph == "i") instants.push_back(e);
+  }
+  EXPECT_EQ(host_names, (std::map<int64_t, std::string>{{1, "trainer (pid 1)"},
+                                                          {kB, "worker (pid 1 #2)"}}));
+  std::set<std::string> streams;
+  for (const auto& [tid, name] : stream_names) streams.insert(name);
+  EXPECT_EQ(streams, (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
+  // Each slice is its own process's kernel, joined to its own kernel_time: (host trace pid of
+  // its launch, name, corr) -> duration (us).
+  std::map<std::tuple<int64_t, std::string, uint64_t>, double> joined;
+  int orphans = 0;
+  for (const json& s : slices) {
+    const uint64_t corr = s["args"]["correlation_id"];
+    if (s["name"] == "kernel (corr 7)") {
+      ++orphans;
+      EXPECT_EQ(s["dur"].get<double>(), 5.0);
+      EXPECT_EQ(stream_names[s["tid"].get<int64_t>()], "default stream (pid 1 #2)");
+      continue;
+    }
+    int64_t host = -1;
+    for (const auto& [id, f] : flow_end) {
+      if (f["pid"] == s["pid"] && f["tid"] == s["tid"] && f["ts"] == s["ts"]) host = flow_host[id];
+    }
+    joined[{host, s["name"], corr}] = s["dur"].get<double>();
+  }
+  EXPECT_EQ(orphans, 1);
+  const std::map<std::tuple<int64_t, std::string, uint64_t>, double> expected = {
+      {{1, "a_kernel()", 5}, 1.0},
+      {{1, "a_kernel()", 6}, 2.0},
+      {{kB, "b_kernel()", 5}, 3.0},
+      {{kB, "b_kernel()", 6}, 4.0}};
+  EXPECT_EQ(joined, expected);
+  ASSERT_EQ(instants.size(), 1u);
+  EXPECT_EQ(instants[0]["name"], "a_kernel()");
+  EXPECT_EQ(instants[0]["args"]["correlation_id"], 7);
+  EXPECT_EQ(stream_names[instants[0]["tid"].get<int64_t>()], "default stream (pid 1)");
 }
 
 // A writer that keeps nothing: the exporter's own state is what is measured.

@@ -185,18 +185,16 @@ TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
 // Two processes with the same pid: the first processes of two containers (pid 1 in pid
 // namespaces 4026532001 and 4026532002, on one host), each its own stream (instance ids 161 and
 // 178, each its own log file, named as docs/collector.md "Files" lays them out), sending the
-// same seqs and correlation ids, read in order of file name. Process A (trainer): corr 5 (GPU
-// 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker): corr 5 (3 us), corr 6 (4 us), and a
-// kernel_time of corr 7 (5 us) whose kernel is not in the logs (an orphan slice, never joined to
-// A's corr 7). Each is its own host process: A keeps trace pid 1, B, the second process of pid 1,
-// gets the first free trace pid from 2^29 (536870912) and is named "(pid 1 #2)".
-TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
+// same seqs and correlation ids, read in order of file name. Process A (trainer, a_kernel):
+// corr 5 (GPU 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker,
+// b_kernel): corr 5 (3 us), corr 6 (4 us), and a kernel_time of corr 7 (5 us) whose kernel is
+// not in the logs. Each file: process_start (seq 0), device 0 (seq 1), then kernels and times.
+void WriteTwoProcessesOfPidOne(const fs::path& logs) {
   using report::testing::Kernel;
   using report::testing::KernelTime;
   using report::testing::Line;
   constexpr int64_t kStart = 1'763'708'400'000'000'000;  // 2025-11-21T07:00:00Z
-  TempDir dir;
-  const fs::path day = dir.path() / "logs" / "2025-11-21";
+  const fs::path day = logs / "2025-11-21";
   struct Proc {
     std::string file, exe, mangled, kernel;
     uint64_t instance_id, pid_ns;
@@ -226,12 +224,21 @@ TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
     }
     report::testing::WriteFile(day / p.file, text);
   };
-  write({"node1-trainer-1-1763708400000000000-161-u0.jsonl", "/opt/a/trainer", "_Z8a_kernelv", "a_kernel()", 161,
-         4026532001},
+  write({"node1-trainer-1-1763708400000000000-161-u0.jsonl", "/opt/a/trainer", "_Z8a_kernelv",
+         "a_kernel()", 161, 4026532001},
         {{5, 1000}, {6, 2000}}, 7, std::nullopt);
-  write({"node1-worker-1-1763708400000000000-178-u0.jsonl", "/opt/b/worker", "_Z8b_kernelv", "b_kernel()", 178,
-         4026532002},
+  write({"node1-worker-1-1763708400000000000-178-u0.jsonl", "/opt/b/worker", "_Z8b_kernelv",
+         "b_kernel()", 178, 4026532002},
         {{5, 3000}, {6, 4000}}, std::nullopt, 7);
+}
+
+// The two processes of pid 1 above, each its own host process: A keeps trace pid 1; B, the
+// second process of pid 1, gets the first free trace pid from 2^29 (536870912) and is named
+// "(pid 1 #2)". Each kernel_time joins its own process's kernel; B's corr 7 time is an orphan
+// slice, never joined to A's corr 7.
+TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
+  TempDir dir;
+  WriteTwoProcessesOfPidOne(dir.path() / "logs");
 
   const fs::path out = dir.path() / "trace.json";
   const auto r = RunProcess(CUFLIGHT_CLI_PATH,
@@ -295,6 +302,36 @@ TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
   EXPECT_EQ(instants[0]["name"], "a_kernel()");
   EXPECT_EQ(instants[0]["args"]["correlation_id"], 7);
   EXPECT_EQ(stream_names[instants[0]["tid"].get<int64_t>()], "default stream (pid 1)");
+}
+
+// --jsonl --kernel a_kernel over the two processes of pid 1: A's kernels and their kernel_times
+// are written; B's kernel_times are not, though their correlation ids (5, 6, 7) are those of
+// A's kernels kept (a filter joining by pid alone writes them all). The other events pass (no
+// --since/--until).
+TEST(ExportStreamTest, JsonlKeepsTheKernelTimesOfItsOwnProcessOnly) {
+  TempDir dir;
+  WriteTwoProcessesOfPidOne(dir.path() / "logs");
+  const fs::path out = dir.path() / "a.jsonl";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--jsonl", out.string(), "--kernel",
+                                                "a_kernel", (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;  // "<exe or kernel> <type> <corr>", in order
+  std::istringstream in(ReadAll(out));
+  std::string exe;
+  for (std::string line; std::getline(in, line);) {
+    const json e = json::parse(line);
+    const std::string type = e["type"];
+    if (type == "process_start") exe = e["exe"];
+    lines.push_back(exe + " " + type +
+                    (e.contains("correlation_id") ? " " + e["correlation_id"].dump() : ""));
+  }
+  const std::vector<std::string> expected = {
+      "/opt/a/trainer process_start", "/opt/a/trainer device",
+      "/opt/a/trainer kernel 5",      "/opt/a/trainer kernel_time 5",
+      "/opt/a/trainer kernel 6",      "/opt/a/trainer kernel_time 6",
+      "/opt/a/trainer kernel 7",      "/opt/b/worker process_start",
+      "/opt/b/worker device"};
+  EXPECT_EQ(lines, expected);
 }
 
 // A writer that keeps nothing: the exporter's own state is what is measured.

@@ -182,63 +182,13 @@ TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
   }
 }
 
-// Two processes with the same pid: the first processes of two containers (pid 1 in pid
-// namespaces 4026532001 and 4026532002, on one host), each its own stream (instance ids 161 and
-// 178, each its own log file, named as docs/collector.md "Files" lays them out), sending the
-// same seqs and correlation ids, read in order of file name. Process A (trainer, a_kernel):
-// corr 5 (GPU 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker,
-// b_kernel): corr 5 (3 us), corr 6 (4 us), and a kernel_time of corr 7 (5 us) whose kernel is
-// not in the logs. Each file: process_start (seq 0), device 0 (seq 1), then kernels and times.
-void WriteTwoProcessesOfPidOne(const fs::path& logs) {
-  using report::testing::Kernel;
-  using report::testing::KernelTime;
-  using report::testing::Line;
-  constexpr int64_t kStart = 1'763'708'400'000'000'000;  // 2025-11-21T07:00:00Z
-  const fs::path day = logs / "2025-11-21";
-  struct Proc {
-    std::string file, exe, mangled, kernel;
-    uint64_t instance_id, pid_ns;
-  };
-  auto write = [&](const Proc& p, const std::vector<std::pair<uint64_t, uint64_t>>& times,
-                   std::optional<uint64_t> untimed_corr, std::optional<uint64_t> orphan_corr) {
-    schema::OwnedProcessStartEvent start = report::testing::Start(1, 0, kStart, p.exe);
-    start.instance_id = p.instance_id;
-    start.pid_ns = p.pid_ns;
-    std::string text = Line(start) + Line(report::testing::Device(1, 1, 0, "NVIDIA A100"));
-    uint64_t seq = 2;
-    report::testing::KernelSpec spec;
-    spec.name = p.mangled;
-    spec.demangled = p.kernel;
-    for (const auto& [corr, ns] : times) {
-      text += Line(Kernel(1, seq++, kStart + static_cast<int64_t>(corr), corr, spec));
-      report::testing::TimeSpec at;
-      at.start_ns = static_cast<uint64_t>(kStart) + corr * 1000000;
-      text += Line(KernelTime(1, seq++, corr, ns, at));
-    }
-    // Launched after the GPU times above end (10 ms): an instant on the stream's first lane.
-    if (untimed_corr) text += Line(Kernel(1, seq++, kStart + 10'000'000, *untimed_corr, spec));
-    if (orphan_corr) {
-      report::testing::TimeSpec at;
-      at.start_ns = static_cast<uint64_t>(kStart) + *orphan_corr * 1000000;
-      text += Line(KernelTime(1, seq++, *orphan_corr, 5000, at));
-    }
-    report::testing::WriteFile(day / p.file, text);
-  };
-  write({"node1-trainer-1-1763708400000000000-161-u0.jsonl", "/opt/a/trainer", "_Z8a_kernelv",
-         "a_kernel()", 161, 4026532001},
-        {{5, 1000}, {6, 2000}}, 7, std::nullopt);
-  write({"node1-worker-1-1763708400000000000-178-u0.jsonl", "/opt/b/worker", "_Z8b_kernelv",
-         "b_kernel()", 178, 4026532002},
-        {{5, 3000}, {6, 4000}}, std::nullopt, 7);
-}
-
-// The two processes of pid 1 above, each its own host process: A keeps trace pid 1; B, the
+// The two processes of pid 1 of report::testing::WriteTwoProcessesOfPidOne, each its own host process: A keeps trace pid 1; B, the
 // second process of pid 1, gets the first free trace pid from 2^29 (536870912) and is named
 // "(pid 1 #2)". Each kernel_time joins its own process's kernel; B's corr 7 time is an orphan
 // slice, never joined to A's corr 7.
 TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
   TempDir dir;
-  WriteTwoProcessesOfPidOne(dir.path() / "logs");
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
 
   const fs::path out = dir.path() / "trace.json";
   const auto r = RunProcess(CUFLIGHT_CLI_PATH,
@@ -304,13 +254,13 @@ TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
   EXPECT_EQ(stream_names[instants[0]["tid"].get<int64_t>()], "default stream (pid 1)");
 }
 
-// --jsonl --kernel a_kernel over the two processes of pid 1: A's kernels and their kernel_times
+// --jsonl --kernel a_kernel over the two processes of pid 1 (WriteTwoProcessesOfPidOne): A's kernels and their kernel_times
 // are written; B's kernel_times are not, though their correlation ids (5, 6, 7) are those of
 // A's kernels kept (a filter joining by pid alone writes them all). The other events pass (no
 // --since/--until).
 TEST(ExportStreamTest, JsonlKeepsTheKernelTimesOfItsOwnProcessOnly) {
   TempDir dir;
-  WriteTwoProcessesOfPidOne(dir.path() / "logs");
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
   const fs::path out = dir.path() / "a.jsonl";
   const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--jsonl", out.string(), "--kernel",
                                                 "a_kernel", (dir.path() / "logs").string()});

@@ -48,7 +48,8 @@ TraceExporter::ProcessLabel TraceExporter::ProcessLabelOf(const schema::OwnedPro
   label.rank = rank;
   std::string place = job.empty() ? "job ?" : "job " + job;
   place += rank.empty() ? " rank ?" : " rank " + rank;
-  label.name = fmt::format("{}: {}{}", place, process, s.hostname.empty() ? "" : " on " + s.hostname);
+  label.name =
+      fmt::format("{}: {}{}", place, process, s.hostname.empty() ? "" : " on " + s.hostname);
   // Ranks in order, after the GPUs; a process without a rank after the ranks.
   int64_t r = -1;
   if (!rank.empty()) {

@@ -5,14 +5,14 @@
 //  1. One track group per GPU, named "GPU <ordinal>: <device name>" from the device events (GPUs
 //     told apart by uuid, or by ordinal and name without one), and in it one track per (recorded
 //     process, stream), named "stream 0x<id> (pid <pid>)" ("default stream" for 0; "(pid <pid>
-//     #K)" for the K-th process of a pid, 7.). Kernels of
-//     one stream that overlap in time (graph branches) go to "... overlap N" tracks beside it, so
-//     every track nests.
+//     #K)" for the K-th process of a pid, 7.). Kernels of one stream that overlap in time (graph
+//     branches) go to "... overlap N" tracks beside it, so every track nests.
 //  2. A kernel joined to its kernel_time (by process, 7., and schema::JoinKey: correlation_id,
-//     graph node and device) is a slice on its stream track from start_ns for duration_ns, with the launch
-//     and occupancy fields as arguments; a kernel without one (timing off, or its kernel_time
-//     lost) is an instant on the stream track at its host time. A kernel_time whose kernel is not
-//     in the logs is a slice "kernel (corr N)" ("kernel (corr N, node M)" for a graph node).
+//     graph node and device) is a slice on its stream track from start_ns for duration_ns, with
+//     the launch and occupancy fields as arguments; a kernel without one (timing off, or its
+//     kernel_time lost) is an instant on the stream track at its host time. A kernel_time whose
+//     kernel is not in the logs is a slice "kernel (corr N)" ("kernel (corr N, node M)" for a
+//     graph node).
 //  3. Host side: one track group per recorded process (its real pid, "<exe> (pid N)"; a process
 //     whose attribution names a job or rank "job J rank R: <exe> (pid N) on <host>", ordered by
 //     rank), one track per launching thread, and an instant per launch, with a flow arrow to its

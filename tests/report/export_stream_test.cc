@@ -182,10 +182,10 @@ TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
   }
 }
 
-// The two processes of pid 1 of report::testing::WriteTwoProcessesOfPidOne, each its own host process: A keeps trace pid 1; B, the
-// second process of pid 1, gets the first free trace pid from 2^29 (536870912) and is named
-// "(pid 1 #2)". Each kernel_time joins its own process's kernel; B's corr 7 time is an orphan
-// slice, never joined to A's corr 7.
+// The two processes of pid 1 of report::testing::WriteTwoProcessesOfPidOne, each its own host
+// process: A keeps trace pid 1; B, the second process of pid 1, gets the first free trace pid
+// from 2^29 (536870912) and is named "(pid 1 #2)". Each kernel_time joins its own process's
+// kernel; B's corr 7 time is an orphan slice, never joined to A's corr 7.
 TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
   TempDir dir;
   report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
@@ -222,7 +222,8 @@ TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
                                                           {kB, "worker (pid 1 #2)"}}));
   std::set<std::string> streams;
   for (const auto& [tid, name] : stream_names) streams.insert(name);
-  EXPECT_EQ(streams, (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
+  EXPECT_EQ(streams,
+            (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
   // Each slice is its own process's kernel, joined to its own kernel_time: (host trace pid of
   // its launch, name, corr) -> duration (us).
   std::map<std::tuple<int64_t, std::string, uint64_t>, double> joined;
@@ -254,10 +255,10 @@ TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
   EXPECT_EQ(stream_names[instants[0]["tid"].get<int64_t>()], "default stream (pid 1)");
 }
 
-// --jsonl --kernel a_kernel over the two processes of pid 1 (WriteTwoProcessesOfPidOne): A's kernels and their kernel_times
-// are written; B's kernel_times are not, though their correlation ids (5, 6, 7) are those of
-// A's kernels kept (a filter joining by pid alone writes them all). The other events pass (no
-// --since/--until).
+// --jsonl --kernel a_kernel over the two processes of pid 1 (WriteTwoProcessesOfPidOne): A's
+// kernels and their kernel_times are written; B's kernel_times are not, though their correlation
+// ids (5, 6, 7) are those of A's kernels kept (a filter joining by pid alone writes them all).
+// The other events pass (no --since/--until).
 TEST(ExportStreamTest, JsonlKeepsTheKernelTimesOfItsOwnProcessOnly) {
   TempDir dir;
   report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");

@@ -434,7 +434,8 @@ TEST(PerfettoProtoPidTest, ProcessesSharingAPidAreTwoProcessDescriptors) {
   EXPECT_EQ(processes, (std::map<int64_t, std::string>{{1, "trainer (pid 1)"},
                                                         {kB, "worker (pid 1 #2)"}}));
   EXPECT_EQ(thread_pid.size(), 2u);
-  EXPECT_EQ(streams, (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
+  EXPECT_EQ(streams,
+            (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
   // flow id -> pid of the thread whose launch starts it.
   std::map<uint64_t, int64_t> launched_by;
   for (const EventInfo& e : t.events) {

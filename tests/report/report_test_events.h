@@ -94,7 +94,8 @@ void WriteFile(const std::filesystem::path& path, std::string_view bytes);
 // same seqs and correlation ids, read in order of file name. Process A (trainer, a_kernel):
 // corr 5 (GPU 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker,
 // b_kernel): corr 5 (3 us), corr 6 (4 us), and a kernel_time of corr 7 (5 us) whose kernel is
-// not in the logs. Each file (under <logs>/2025-11-21/): process_start (seq 0), device 0 (seq 1), then kernels and times.
+// not in the logs. Each file (under <logs>/2025-11-21/): process_start (seq 0), device 0 (seq
+// 1), then kernels and times.
 void WriteTwoProcessesOfPidOne(const std::filesystem::path& logs);
 
 }  // namespace cuflight::report::testing

@@ -4,7 +4,9 @@
 
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -55,14 +57,17 @@ ExportCounts Export(const std::vector<std::filesystem::path>& files,
   report::LaunchFilter filter(filters);
   TraceExporter exporter(&filter, writer);
   logread::ReadOptions read;
-  read.on_unknown = [&](const logread::UnknownEvent& e, const logread::Origin&) {
-    exporter.AddUnknown(e);
+  read.on_unknown = [&](const logread::UnknownEvent& e, const logread::Origin& origin) {
+    exporter.AddUnknown(e, origin.file);
   };
   read.on_progress = progress->Callback();
   std::string error;
   const bool ok = logread::ReadLogFiles(
-      files, [&](const schema::OwnedEvent& e, const logread::Origin&) { exporter.Add(e); }, read,
-      summary, &error);
+      files,
+      [&](const schema::OwnedEvent& e, const logread::Origin& origin) {
+        exporter.Add(e, origin.file);
+      },
+      read, summary, &error);
   progress->Done();
   if (!ok) throw cli::UsageError(error);
   if (!exporter.Finish(&error)) throw cli::UsageError(error);
@@ -71,29 +76,39 @@ ExportCounts Export(const std::vector<std::filesystem::path>& files,
 
 // --jsonl: which events are written. The process filters (--pid, --job, --rank, --pod) select
 // processes; --kernel and --since/--until select kernel events (LaunchFilter::Launch), and a
-// kernel_time goes with its kernel (joined by (pid, JoinKey), the last kMaxKept kernels
-// remembered); --since/--until also select every other event by its own time.
+// kernel_time goes with its kernel (joined by process and JoinKey, the last kMaxKept kernels
+// remembered; processes told apart as the report's model does, report::ProcessKeys, so two
+// processes sharing a pid never take each other's times); --since/--until also select every
+// other event by its own time.
 class JsonlFilter {
  public:
   JsonlFilter(report::LaunchFilter* filter, const report::ReportOptions& options)
       : filter_(filter),
         launches_filtered_(!options.kernel_regex.empty() || options.since_ns || options.until_ns) {}
 
-  bool Accept(const schema::OwnedEvent& event) {
+  // `file`: the log file the event was read from (logread::Origin::file).
+  bool Accept(const schema::OwnedEvent& event, const std::filesystem::path* file) {
     const schema::Header& h = schema::HeaderOf(event);
     if (!filter_->Pid(h.pid)) return false;
+    if (file != file_) {
+      file_ = file;
+      keys_.SetFile(file);
+    }
+    const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event);
+    if (start != nullptr) keys_.Note(*start);
+    const auto [index, added] =
+        process_index_.try_emplace(keys_.KeyOf(h.pid), static_cast<uint32_t>(selected_.size()));
+    if (added) selected_.emplace_back();
     if (filter_->filters_attribution()) {
       // A process is in when its process_start matched, as in the trace export.
-      if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-        selected_[h.pid] = filter_->Attribution(s->attribution);
-      }
-      const auto it = selected_.find(h.pid);
-      if (it == selected_.end() || !it->second) return false;
+      std::optional<bool>& selected = selected_[index->second];
+      if (start != nullptr) selected = filter_->Attribution(start->attribution);
+      if (!selected.value_or(false)) return false;
     }
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&event)) {
       if (!filter_->Launch(*k)) return false;
       if (!launches_filtered_) return true;
-      const Key key{h.pid, schema::JoinKeyOf(*k)};
+      const Key key{index->second, schema::JoinKeyOf(*k)};
       if (kept_.insert(key).second) {
         order_.push_back(key);
         if (order_.size() > kMaxKept) {
@@ -104,7 +119,7 @@ class JsonlFilter {
       return true;
     }
     if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
-      return !launches_filtered_ || kept_.count(Key{h.pid, schema::JoinKeyOf(*t)}) > 0;
+      return !launches_filtered_ || kept_.count(Key{index->second, schema::JoinKeyOf(*t)}) > 0;
     }
     return filter_->InWindow(h.ts_ns);
   }
@@ -112,18 +127,22 @@ class JsonlFilter {
  private:
   static constexpr size_t kMaxKept = 1 << 16;
   struct Key {
-    int32_t pid;
+    uint32_t process;  // index into selected_
     schema::JoinKey join;
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
     size_t operator()(const Key& k) const {
-      return schema::JoinKeyHash()(k.join) ^ (static_cast<size_t>(k.pid) * 0x9E3779B97F4A7C15ull);
+      return schema::JoinKeyHash()(k.join) ^
+             (static_cast<size_t>(k.process) * 0x9E3779B97F4A7C15ull);
     }
   };
   report::LaunchFilter* filter_;
   const bool launches_filtered_;  // --kernel, --since or --until: kernel_times follow kernels
-  std::unordered_map<int32_t, bool> selected_;
+  report::ProcessKeys keys_;
+  const std::filesystem::path* file_ = nullptr;
+  std::map<report::ProcessKey, uint32_t> process_index_;
+  std::vector<std::optional<bool>> selected_;  // by process: its process_start matched
   std::unordered_set<Key, KeyHash> kept_;
   std::deque<Key> order_;
 };
@@ -142,8 +161,8 @@ uint64_t ExportJsonl(const std::vector<std::filesystem::path>& files,
   std::string error;
   const bool ok = logread::ReadLogFiles(
       files,
-      [&](const schema::OwnedEvent& e, const logread::Origin&) {
-        if (!filter.Accept(e)) return;
+      [&](const schema::OwnedEvent& e, const logread::Origin& origin) {
+        if (!filter.Accept(e, origin.file)) return;
         size_t n = schema::Encode(e, line.data(), line.size());
         if (n == 0) {  // longer than the buffer: the collector's lines go to 16 MiB
           line.resize(size_t{32} << 20);

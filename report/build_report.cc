@@ -180,7 +180,7 @@ class Builder {
         [&](const schema::OwnedEvent& event, const logread::Origin& origin) {
           if (origin.file != current) {
             current = origin.file;
-            file_key_ = ProcessKeyOfLogFile(*current);
+            keys_.SetFile(current);
             file_process_ = kNoProcess;
             by_config_.clear();  // configuration ids are the file's
           }
@@ -216,29 +216,19 @@ class Builder {
   }
 
   size_t ProcessOf(const schema::Header& h) {
-    if (file_key_ && file_key_->pid == h.pid) {
+    if (keys_.FromFile(h.pid)) {
       // The file names the process: the same key for every event of the file.
-      if (file_process_ == kNoProcess) file_process_ = ProcessIndex(*file_key_);
+      if (file_process_ == kNoProcess) file_process_ = ProcessIndex(keys_.KeyOf(h.pid));
       return file_process_;
     }
-    const auto it = start_of_pid_.find(h.pid);
-    if (it != start_of_pid_.end()) return ProcessIndex(it->second);
-    ProcessKey key;
-    key.pid = h.pid;
-    return ProcessIndex(key);
+    return ProcessIndex(keys_.KeyOf(h.pid));
   }
 
   void OnEvent(const schema::OwnedEvent& event) {
     const schema::Header& h = schema::HeaderOf(event);
     if (!filter_.Pid(h.pid)) return;
     if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-      if (!(file_key_ && file_key_->pid == h.pid)) {
-        ProcessKey& key = start_of_pid_[h.pid];
-        key = ProcessKey();
-        key.pid = h.pid;
-        key.start_ns = start->start_ns;
-        key.instance_id = start->instance_id;
-      }
+      keys_.Note(*start);
     }
     const size_t index = ProcessOf(h);
     ProcessState& p = processes_[index];
@@ -828,11 +818,10 @@ class Builder {
   Report* report_;
   LaunchFilter filter_;
   std::optional<Resource> limiter_;
-  std::optional<ProcessKey> file_key_;
+  ProcessKeys keys_;
   size_t file_process_ = kNoProcess;
   uint64_t config_ = 0;                 // Origin::config of the event being read
   std::vector<ConfigEntry> by_config_;  // by Origin::config, in the file being read
-  std::map<int32_t, ProcessKey> start_of_pid_;  // from the latest process_start of each pid
   std::map<ProcessKey, size_t> process_index_;
   std::deque<ProcessState> processes_;
   std::unordered_map<SignatureKeyView, uint32_t, SignatureKeyHash> signature_index_;
@@ -952,6 +941,30 @@ std::optional<ProcessKey> ProcessKeyOfLogFile(const fs::path& file) {
   key.instance_id = parts.instance_id;
   key.owner = std::move(parts.owner);
   return key;
+}
+
+void ProcessKeys::SetFile(const fs::path* file) {
+  file_key_.reset();
+  if (file != nullptr) file_key_ = ProcessKeyOfLogFile(*file);
+}
+
+void ProcessKeys::Note(const schema::OwnedProcessStartEvent& start) {
+  const int32_t pid = start.header.pid;
+  if (FromFile(pid)) return;
+  ProcessKey& key = start_of_pid_[pid];
+  key = ProcessKey();
+  key.pid = pid;
+  key.start_ns = start.start_ns;
+  key.instance_id = start.instance_id;
+}
+
+const ProcessKey& ProcessKeys::KeyOf(int32_t pid) {
+  if (FromFile(pid)) return *file_key_;
+  const auto it = start_of_pid_.find(pid);
+  if (it != start_of_pid_.end()) return it->second;
+  pid_only_ = ProcessKey();
+  pid_only_.pid = pid;
+  return pid_only_;
 }
 
 bool CheckReportOptions(const ReportOptions& options, std::string* error) {

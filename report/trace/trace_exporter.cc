@@ -32,22 +32,24 @@ std::string Basename(const std::string& path) {
 
 // "<exe> (pid N)"; for a process of a job, grouped by job and ordered by rank:
 // "job 4242 rank 3: <exe> (pid N) on <host>" (docs/report.md, "The job view").
-TraceExporter::ProcessLabel TraceExporter::ProcessLabelOf(const schema::OwnedProcessStartEvent& s) {
+TraceExporter::ProcessLabel TraceExporter::ProcessLabelOf(const schema::OwnedProcessStartEvent& s,
+                                                         const std::string& who) {
   ProcessLabel label;
   std::string job, rank;
   for (const auto& [k, v] : s.attribution) {
     if (k == "job") job = v;
     if (k == "rank") rank = v;
   }
-  const std::string process = fmt::format("{} (pid {})", Basename(s.exe), s.header.pid);
+  const std::string process = fmt::format("{} ({})", Basename(s.exe), who);
   if (job.empty() && rank.empty()) {
     label.name = process;
     return label;
   }
   label.rank = rank;
-  std::string who = job.empty() ? "job ?" : "job " + job;
-  who += rank.empty() ? " rank ?" : " rank " + rank;
-  label.name = fmt::format("{}: {}{}", who, process, s.hostname.empty() ? "" : " on " + s.hostname);
+  std::string place = job.empty() ? "job ?" : "job " + job;
+  place += rank.empty() ? " rank ?" : " rank " + rank;
+  label.name =
+      fmt::format("{}: {}{}", place, process, s.hostname.empty() ? "" : " on " + s.hostname);
   // Ranks in order, after the GPUs; a process without a rank after the ranks.
   int64_t r = -1;
   if (!rank.empty()) {
@@ -68,37 +70,72 @@ TraceExporter::TraceExporter(report::LaunchFilter* filter, TraceWriter* writer, 
 
 TraceExporter::~TraceExporter() = default;
 
-bool TraceExporter::Seen(int32_t pid, uint64_t seq) { return !report::MarkSeen(&seen_[pid], seq); }
+void TraceExporter::SetFile(const std::filesystem::path* file) {
+  if (file == file_) return;
+  file_ = file;
+  keys_.SetFile(file);
+  file_process_ = kNoProcess;
+}
 
-void TraceExporter::Add(const schema::OwnedEvent& event) {
+// As the report's model: report::ProcessKeys tells the process; the first of a real pid keeps
+// it as its trace pid, a later one gets the first free from kSharedPidBase (7.).
+uint32_t TraceExporter::ProcessOf(int32_t pid) {
+  const bool from_file = keys_.FromFile(pid);
+  if (from_file && file_process_ != kNoProcess) return file_process_;
+  const auto [it, added] =
+      process_index_.try_emplace(keys_.KeyOf(pid), static_cast<uint32_t>(processes_.size()));
+  if (added) {
+    Process& p = processes_.emplace_back();
+    p.pid = pid;
+    const int32_t n = ++processes_of_pid_[pid];
+    p.who = n == 1 ? fmt::format("pid {}", pid) : fmt::format("pid {} #{}", pid, n);
+    p.trace_pid = pid;
+    if (trace_pids_.count(p.trace_pid) > 0) {
+      while (trace_pids_.count(next_shared_pid_) > 0) ++next_shared_pid_;
+      p.trace_pid = next_shared_pid_++;
+    }
+    trace_pids_.emplace(p.trace_pid, it->second);
+  }
+  if (from_file) file_process_ = it->second;
+  return it->second;
+}
+
+size_t TraceExporter::JoinProcess(uint32_t process) const {
+  return static_cast<size_t>(static_cast<uint32_t>(processes_[process].trace_pid));
+}
+
+void TraceExporter::Add(const schema::OwnedEvent& event, const std::filesystem::path* file) {
   const schema::Header& h = schema::HeaderOf(event);
   if (!filter_->Pid(h.pid)) return;
+  SetFile(file);
+  const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&event);
+  if (start != nullptr) keys_.Note(*start);
+  const uint32_t process = ProcessOf(h.pid);
+  Process& p = processes_[process];
   if (filter_->filters_attribution()) {
     // --job, --rank, --pod: a process is in when its process_start matched; its events read
     // before that are left out (who sent them is not known yet).
-    if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-      selected_[h.pid] = filter_->Attribution(s->attribution);
-    }
-    const auto it = selected_.find(h.pid);
-    if (it == selected_.end() || !it->second) return;
+    if (start != nullptr) p.selected = filter_->Attribution(start->attribution);
+    if (!p.selected.value_or(false)) return;
   }
   // process_lost is the collector's and carries the producer's last seq: never a duplicate.
-  if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) && Seen(h.pid, h.seq)) {
+  if (!std::holds_alternative<schema::OwnedProcessLostEvent>(event) &&
+      !report::MarkSeen(&p.seen, h.seq)) {
     ++counts_.duplicates;
     return;
   }
   if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&event)) {
-    OnKernel(*k);
+    OnKernel(process, *k);
   } else if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
-    OnTime(*t);
+    OnTime(process, *t);
   } else if (const auto* d = std::get_if<schema::OwnedDeviceEvent>(&event)) {
-    devices_[{h.pid, d->device}] = Device{d->name, d->uuid};
-  } else if (const auto* s = std::get_if<schema::OwnedProcessStartEvent>(&event)) {
-    ProcessLabel& label = process_labels_[h.pid];
-    label = ProcessLabelOf(*s);
-    if (const auto it = host_processes_.find(h.pid); it != host_processes_.end()) {
+    devices_[{process, d->device}] = Device{d->name, d->uuid};
+  } else if (start != nullptr) {
+    const ProcessLabel& label = p.label.emplace(ProcessLabelOf(*start, p.who));
+    if (p.host_track != 0) {
       // Named after its first use (its process_start read late): name it again.
-      Track track{it->second, TrackKind::kHostProcess, h.pid, 0, 0, label.name, label.sort_index};
+      Track track{p.host_track, TrackKind::kHostProcess, p.trace_pid, 0, 0, label.name,
+                  label.sort_index};
       writer_->DefineTrack(track);
     }
   } else if (const auto* c = std::get_if<schema::OwnedProcessCrashEvent>(&event)) {
@@ -112,7 +149,7 @@ void TraceExporter::Add(const schema::OwnedEvent& event) {
     if (c->app_handler) m.detail += "; the application's own handler ran first";
     m.pid = h.pid;
     m.seq = h.seq;
-    Mark(std::move(m), c->tid);
+    Mark(process, std::move(m), c->tid);
   } else if (const auto* a = std::get_if<schema::OwnedApiErrorEvent>(&event)) {
     if (schema::IsRoutineFailure(a->api, a->code)) return;  // part of normal operation
     Marker m;
@@ -122,7 +159,7 @@ void TraceExporter::Add(const schema::OwnedEvent& event) {
     if (!a->message.empty()) m.detail += ": " + a->message;
     m.pid = h.pid;
     m.seq = h.seq;
-    Mark(std::move(m), 0);
+    Mark(process, std::move(m), 0);
   } else if (const auto* l = std::get_if<schema::OwnedProcessLostEvent>(&event)) {
     Marker m;
     m.ts_ns = h.ts_ns;
@@ -135,7 +172,7 @@ void TraceExporter::Add(const schema::OwnedEvent& event) {
         l->last_seq ? fmt::format("{}", *l->last_seq) : std::string("none"), l->events_lost);
     m.pid = h.pid;
     m.seq = h.seq;
-    Mark(std::move(m), 0);
+    Mark(process, std::move(m), 0);
   } else if (const auto* st = std::get_if<schema::OwnedStallEvent>(&event)) {
     Marker m;
     m.ts_ns = h.ts_ns;
@@ -153,29 +190,32 @@ void TraceExporter::Add(const schema::OwnedEvent& event) {
     }
     m.pid = h.pid;
     m.seq = h.seq;
-    Mark(std::move(m), 0);
+    Mark(process, std::move(m), 0);
   }
 }
 
-void TraceExporter::AddUnknown(const logread::UnknownEvent& event) {
+void TraceExporter::AddUnknown(const logread::UnknownEvent& event,
+                               const std::filesystem::path* file) {
   if (std::find(kMarkerTypes.begin(), kMarkerTypes.end(), event.type) == kMarkerTypes.end()) {
     return;
   }
   const schema::Header& h = event.header;
-  if (!filter_->Pid(h.pid) || Seen(h.pid, h.seq)) return;
+  if (!filter_->Pid(h.pid)) return;
+  SetFile(file);
+  const uint32_t process = ProcessOf(h.pid);
+  if (!report::MarkSeen(&processes_[process].seen, h.seq)) return;
   Marker m;
   m.ts_ns = h.ts_ns;
   m.name = std::string(event.type);
   m.detail = fmt::format("a {} event (seq {})", event.type, h.seq);
   m.pid = h.pid;
   m.seq = h.seq;
-  Mark(std::move(m), 0);
+  Mark(process, std::move(m), 0);
 }
 
-void TraceExporter::Mark(Marker marker, int32_t tid) {
+void TraceExporter::Mark(uint32_t process, Marker marker, int32_t tid) {
   if (!filter_->InWindow(marker.ts_ns)) return;
-  const uint64_t track =
-      tid != 0 ? HostThreadTrack(marker.pid, tid) : HostProcessTrack(marker.pid);
+  const uint64_t track = tid != 0 ? HostThreadTrack(process, tid) : HostProcessTrack(process);
   writer_->MarkerInstant(track, marker);
   ++counts_.markers;
 }
@@ -205,11 +245,11 @@ void TraceExporter::Release(uint32_t record) {
   if (record != kHidden) free_records_.push_back(record);
 }
 
-void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
+void TraceExporter::OnKernel(uint32_t process, const schema::OwnedKernelEvent& e) {
   const bool hidden = !filter_->Launch(e);
-  const report::JoinKey key{static_cast<size_t>(static_cast<uint32_t>(e.header.pid)),
-                            schema::JoinKeyOf(e)};
+  const report::JoinKey key{JoinProcess(process), schema::JoinKeyOf(e)};
   Pending p;
+  p.process = process;
   if (hidden) {
     ++counts_.filtered;
   } else {
@@ -237,7 +277,7 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
     k.timing_window = e.timing_window;
     ++counts_.kernels;
     p.flow = next_flow_++;
-    writer_->Launch(HostThreadTrack(e.header.pid, e.tid), k, p.flow);
+    writer_->Launch(HostThreadTrack(process, e.tid), k, p.flow);
   }
   // Made outside a timing window of `sampled` (schema/README.md: false, "so none will come"): an
   // instant now. Kept waiting, such launches (most under `sampled`) would push those whose time
@@ -269,7 +309,7 @@ void TraceExporter::OnKernel(const schema::OwnedKernelEvent& e) {
   peak_pending_ = std::max(peak_pending_, pending_.size());
 }
 
-void TraceExporter::OnTime(const schema::OwnedKernelTimeEvent& e) {
+void TraceExporter::OnTime(uint32_t process, const schema::OwnedKernelTimeEvent& e) {
   GpuTime t;
   t.correlation_id = e.correlation_id;
   t.pid = e.header.pid;
@@ -280,8 +320,7 @@ void TraceExporter::OnTime(const schema::OwnedKernelTimeEvent& e) {
   t.duration_ns = e.duration_ns;
   t.graph_id = e.graph_id;
   t.graph_node_id = e.graph_node_id;
-  const report::JoinKey key{static_cast<size_t>(static_cast<uint32_t>(e.header.pid)),
-                            schema::JoinKeyOf(e)};
+  const report::JoinKey key{JoinProcess(process), schema::JoinKeyOf(e)};
   bool joined = false;
   pending_.Take(key, [&](const Waiting& w) {
     joined = true;
@@ -300,7 +339,7 @@ void TraceExporter::OnTime(const schema::OwnedKernelTimeEvent& e) {
 
 void TraceExporter::Timed(const Pending& p, const GpuTime& t) {
   const int64_t start = static_cast<int64_t>(t.start_ns);
-  const uint64_t track = StreamTrack(p.kernel.header.pid, t.device, t.stream, start,
+  const uint64_t track = StreamTrack(p.process, t.device, t.stream, start,
                                      start + static_cast<int64_t>(t.duration_ns));
   writer_->KernelSlice(track, p.kernel, t, p.flow);
   ++counts_.timed;
@@ -309,17 +348,18 @@ void TraceExporter::Timed(const Pending& p, const GpuTime& t) {
 
 void TraceExporter::Untimed(const Pending& p) {
   const int64_t ts = p.kernel.header.ts_ns;
-  const uint64_t track = StreamTrack(p.kernel.header.pid, p.kernel.device, p.kernel.stream, ts, ts);
+  const uint64_t track = StreamTrack(p.process, p.kernel.device, p.kernel.stream, ts, ts);
   writer_->KernelInstant(track, p.kernel, p.flow);
   ++counts_.untimed;
   ++counts_.flows;
 }
 
-void TraceExporter::Orphan(const GpuTime& t) {
+void TraceExporter::Orphan(uint32_t process, const GpuTime& t) {
   const int64_t start = static_cast<int64_t>(t.start_ns);
   if (filter_->filters_names() || !filter_->InWindow(start)) return;  // no name to match
   writer_->OrphanSlice(
-      StreamTrack(t.pid, t.device, t.stream, start, start + static_cast<int64_t>(t.duration_ns)),
+      StreamTrack(process, t.device, t.stream, start,
+                  start + static_cast<int64_t>(t.duration_ns)),
       t);
   ++counts_.orphan_times;
 }
@@ -336,18 +376,18 @@ bool TraceExporter::Finish(std::string* error) {
   for (const report::JoinKey& key : early_order_) {
     const auto it = early_times_.find(key);
     if (it == early_times_.end()) continue;
-    Orphan(it->second);
+    Orphan(trace_pids_.at(static_cast<int64_t>(static_cast<int32_t>(key.process))), it->second);
     early_times_.erase(it);
   }
   early_order_.clear();
   return writer_->Finish(counts_, error);
 }
 
-std::pair<uint64_t, int64_t> TraceExporter::GpuTrack(int32_t pid, int32_t ordinal) {
-  if (const auto it = gpu_of_device_.find({pid, ordinal}); it != gpu_of_device_.end()) {
+std::pair<uint64_t, int64_t> TraceExporter::GpuTrack(uint32_t process, int32_t ordinal) {
+  if (const auto it = gpu_of_device_.find({process, ordinal}); it != gpu_of_device_.end()) {
     return it->second;
   }
-  const auto found = devices_.find({pid, ordinal});
+  const auto found = devices_.find({process, ordinal});
   const Device device = found != devices_.end() ? found->second : Device{};
   const std::string key =
       device.uuid.empty() ? fmt::format("{}|{}", ordinal, device.name) : device.uuid;
@@ -364,14 +404,14 @@ std::pair<uint64_t, int64_t> TraceExporter::GpuTrack(int32_t pid, int32_t ordina
     writer_->DefineTrack(track);
   }
   // Placed once its device event has been read (a kernel before it names the GPU by ordinal).
-  if (found != devices_.end()) gpu_of_device_[{pid, ordinal}] = it->second;
+  if (found != devices_.end()) gpu_of_device_[{process, ordinal}] = it->second;
   return it->second;
 }
 
-uint64_t TraceExporter::StreamTrack(int32_t pid, int32_t device, uint64_t stream, int64_t start,
-                                    int64_t end) {
-  const auto [gpu, gpu_pid] = GpuTrack(pid, device);
-  StreamLanes& lanes = streams_[{gpu, pid, stream}];
+uint64_t TraceExporter::StreamTrack(uint32_t process, int32_t device, uint64_t stream,
+                                    int64_t start, int64_t end) {
+  const auto [gpu, gpu_pid] = GpuTrack(process, device);
+  StreamLanes& lanes = streams_[{gpu, process, stream}];
   // The first lane free at `start`; kernels of one stream normally follow one another, so this
   // is lane 0 but for overlapping graph branches. At most kMaxLanes, the last taking the rest.
   constexpr size_t kMaxLanes = 8;
@@ -384,10 +424,10 @@ uint64_t TraceExporter::StreamTrack(int32_t pid, int32_t device, uint64_t stream
     track.pid = gpu_pid;
     track.tid = next_stream_tid_++;
     track.parent_uuid = gpu;
-    const auto label = process_labels_.find(pid);
-    const std::string who = label != process_labels_.end() && !label->second.rank.empty()
-                                ? fmt::format("pid {}, rank {}", pid, label->second.rank)
-                                : fmt::format("pid {}", pid);
+    const Process& p = processes_[process];
+    const std::string who = p.label && !p.label->rank.empty()
+                                ? fmt::format("{}, rank {}", p.who, p.label->rank)
+                                : p.who;
     track.name = stream == 0 ? fmt::format("default stream ({})", who)
                              : fmt::format("stream {} ({})", Hex(stream), who);
     if (lane > 0) track.name += fmt::format(" overlap {}", lane);
@@ -400,36 +440,35 @@ uint64_t TraceExporter::StreamTrack(int32_t pid, int32_t device, uint64_t stream
   return lanes.tracks[lane];
 }
 
-uint64_t TraceExporter::HostProcessTrack(int32_t pid) {
-  const auto [it, added] = host_processes_.try_emplace(pid, 0);
-  if (added) {
+uint64_t TraceExporter::HostProcessTrack(uint32_t process) {
+  Process& p = processes_[process];
+  if (p.host_track == 0) {
     Track track;
     track.uuid = next_uuid_++;
     track.kind = TrackKind::kHostProcess;
-    track.pid = pid;
-    const auto label = process_labels_.find(pid);
-    if (label != process_labels_.end()) {
-      track.name = label->second.name;
-      track.sort_index = label->second.sort_index;
+    track.pid = p.trace_pid;
+    if (p.label) {
+      track.name = p.label->name;
+      track.sort_index = p.label->sort_index;
     } else {
-      track.name = fmt::format("pid {}", pid);
+      track.name = p.who;
     }
-    it->second = track.uuid;
+    p.host_track = track.uuid;
     writer_->DefineTrack(track);
   }
-  return it->second;
+  return p.host_track;
 }
 
-uint64_t TraceExporter::HostThreadTrack(int32_t pid, int32_t tid) {
-  const uint64_t process = HostProcessTrack(pid);
-  const auto [it, added] = host_threads_.try_emplace({pid, tid}, 0);
+uint64_t TraceExporter::HostThreadTrack(uint32_t process, int32_t tid) {
+  const uint64_t process_track = HostProcessTrack(process);
+  const auto [it, added] = host_threads_.try_emplace({process, tid}, 0);
   if (added) {
     Track track;
     track.uuid = next_uuid_++;
     track.kind = TrackKind::kHostThread;
-    track.pid = pid;
+    track.pid = processes_[process].trace_pid;
     track.tid = tid;
-    track.parent_uuid = process;
+    track.parent_uuid = process_track;
     track.name = fmt::format("thread {}", tid);
     it->second = track.uuid;
     writer_->DefineTrack(track);

@@ -18,18 +18,23 @@ namespace cuflight::trace {
 // thread descriptors), counted up from these in order of first use.
 inline constexpr int64_t kGpuPidBase = int64_t{1} << 30;
 inline constexpr int64_t kStreamTidBase = int64_t{1} << 30;
+// Trace pids of recorded processes whose real pid another process of the trace already has
+// (trace_exporter.h, 7.), counted up from this: above every real pid (Linux's PID_MAX_LIMIT is
+// 4 * 1024 * 1024, include/linux/threads.h), below the GPUs'.
+inline constexpr int64_t kSharedPidBase = int64_t{1} << 29;
 
 enum class TrackKind : uint8_t {
   kGpu,          // one per GPU, grouping its stream tracks
   kStream,       // one per (GPU, recorded process, stream); a thread of its GPU
-  kHostProcess,  // one per recorded process (its real pid)
+  kHostProcess,  // one per recorded process (its real pid, unless another process has it)
   kHostThread,   // one per launching thread (its real tid), in its process
 };
 
 struct Track {
   uint64_t uuid = 0;  // unique in the trace, never 0
   TrackKind kind = TrackKind::kGpu;
-  int64_t pid = 0;    // kGpu, kStream: the GPU's trace pid; host tracks: the real pid
+  int64_t pid = 0;    // kGpu, kStream: the GPU's trace pid; host tracks: the process's trace
+                      // pid (its real pid, unless another process of the trace has it)
   int64_t tid = 0;    // kStream: the stream's trace tid; kHostThread: the real tid
   uint64_t parent_uuid = 0;  // kStream: its GPU; kHostThread: its process; else 0
   std::string name;          // e.g. "GPU 0: NVIDIA H100 80GB HBM3", "stream 0x10 (pid 100)"
@@ -104,7 +109,7 @@ struct ExportCounts {
   uint64_t markers = 0;
   uint64_t launches_given_up = 0;  // untimed because their kernel_time came too late
   uint64_t times_given_up = 0;     // dropped because their kernel came too late
-  uint64_t duplicates = 0;         // events read twice (same pid and seq), skipped
+  uint64_t duplicates = 0;         // events read twice (same process and seq), skipped
   uint64_t filtered = 0;           // kernel events the filters left out
 };
 

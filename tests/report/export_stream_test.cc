@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collector_test_util.h"
@@ -178,6 +180,109 @@ TEST(ExportStreamTest, GzipAndZstdByTheSuffixHoldTheSameTrace) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
   }
+}
+
+// The two processes of pid 1 of report::testing::WriteTwoProcessesOfPidOne, each its own host
+// process: A keeps trace pid 1; B, the second process of pid 1, gets the first free trace pid
+// from 2^29 (536870912) and is named "(pid 1 #2)". Each kernel_time joins its own process's
+// kernel; B's corr 7 time is an orphan slice, never joined to A's corr 7.
+TEST(ExportStreamTest, ProcessesSharingAPidStayApart) {
+  TempDir dir;
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
+
+  const fs::path out = dir.path() / "trace.json";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"export", "--perfetto", out.string(), (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 5 kernels: 4 timed, A's corr 7 without; B's corr 7 time is an orphan.
+  EXPECT_NE(r.err.find("5 kernels (4 timed, 1 without timing)"), std::string::npos) << r.err;
+  const json trace = json::parse(ReadAll(out));
+  EXPECT_EQ(trace["otherData"]["kernel_times_without_kernel"], 1);
+
+  constexpr int64_t kB = int64_t{1} << 29;
+  std::map<int64_t, std::string> host_names, stream_names;  // trace pid / tid -> name
+  std::map<uint64_t, int64_t> flow_host;                   // flow id -> its launch's trace pid
+  std::map<uint64_t, json> flow_end;                       // flow id -> its "f"
+  std::vector<json> slices, instants;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    const int64_t pid = e["pid"].get<int64_t>();
+    if (ph == "M" && e["name"] == "process_name" && pid < (int64_t{1} << 30)) {
+      EXPECT_TRUE(host_names.emplace(pid, e["args"]["name"]).second) << e.dump();
+    }
+    if (ph == "M" && e["name"] == "thread_name" && pid >= (int64_t{1} << 30)) {
+      stream_names[e["tid"].get<int64_t>()] = e["args"]["name"];
+    }
+    if (ph == "s") flow_host[e["id"].get<uint64_t>()] = pid;
+    if (ph == "f") flow_end[e["id"].get<uint64_t>()] = e;
+    if (e.value("cat", "") == "kernel" && ph == "X") slices.push_back(e);
+    if (e.value("cat", "") == "kernel" && ph == "i") instants.push_back(e);
+  }
+  EXPECT_EQ(host_names, (std::map<int64_t, std::string>{{1, "trainer (pid 1)"},
+                                                          {kB, "worker (pid 1 #2)"}}));
+  std::set<std::string> streams;
+  for (const auto& [tid, name] : stream_names) streams.insert(name);
+  EXPECT_EQ(streams,
+            (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
+  // Each slice is its own process's kernel, joined to its own kernel_time: (host trace pid of
+  // its launch, name, corr) -> duration (us).
+  std::map<std::tuple<int64_t, std::string, uint64_t>, double> joined;
+  int orphans = 0;
+  for (const json& s : slices) {
+    const uint64_t corr = s["args"]["correlation_id"];
+    if (s["name"] == "kernel (corr 7)") {
+      ++orphans;
+      EXPECT_EQ(s["dur"].get<double>(), 5.0);
+      EXPECT_EQ(stream_names[s["tid"].get<int64_t>()], "default stream (pid 1 #2)");
+      continue;
+    }
+    int64_t host = -1;
+    for (const auto& [id, f] : flow_end) {
+      if (f["pid"] == s["pid"] && f["tid"] == s["tid"] && f["ts"] == s["ts"]) host = flow_host[id];
+    }
+    joined[{host, s["name"], corr}] = s["dur"].get<double>();
+  }
+  EXPECT_EQ(orphans, 1);
+  const std::map<std::tuple<int64_t, std::string, uint64_t>, double> expected = {
+      {{1, "a_kernel()", 5}, 1.0},
+      {{1, "a_kernel()", 6}, 2.0},
+      {{kB, "b_kernel()", 5}, 3.0},
+      {{kB, "b_kernel()", 6}, 4.0}};
+  EXPECT_EQ(joined, expected);
+  ASSERT_EQ(instants.size(), 1u);
+  EXPECT_EQ(instants[0]["name"], "a_kernel()");
+  EXPECT_EQ(instants[0]["args"]["correlation_id"], 7);
+  EXPECT_EQ(stream_names[instants[0]["tid"].get<int64_t>()], "default stream (pid 1)");
+}
+
+// --jsonl --kernel a_kernel over the two processes of pid 1 (WriteTwoProcessesOfPidOne): A's
+// kernels and their kernel_times are written; B's kernel_times are not, though their correlation
+// ids (5, 6, 7) are those of A's kernels kept (a filter joining by pid alone writes them all).
+// The other events pass (no --since/--until).
+TEST(ExportStreamTest, JsonlKeepsTheKernelTimesOfItsOwnProcessOnly) {
+  TempDir dir;
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
+  const fs::path out = dir.path() / "a.jsonl";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH, {"export", "--jsonl", out.string(), "--kernel",
+                                                "a_kernel", (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;  // "<exe or kernel> <type> <corr>", in order
+  std::istringstream in(ReadAll(out));
+  std::string exe;
+  for (std::string line; std::getline(in, line);) {
+    const json e = json::parse(line);
+    const std::string type = e["type"];
+    if (type == "process_start") exe = e["exe"];
+    lines.push_back(exe + " " + type +
+                    (e.contains("correlation_id") ? " " + e["correlation_id"].dump() : ""));
+  }
+  const std::vector<std::string> expected = {
+      "/opt/a/trainer process_start", "/opt/a/trainer device",
+      "/opt/a/trainer kernel 5",      "/opt/a/trainer kernel_time 5",
+      "/opt/a/trainer kernel 6",      "/opt/a/trainer kernel_time 6",
+      "/opt/a/trainer kernel 7",      "/opt/b/worker process_start",
+      "/opt/b/worker device"};
+  EXPECT_EQ(lines, expected);
 }
 
 // A writer that keeps nothing: the exporter's own state is what is measured.

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -401,6 +402,53 @@ TEST_F(PerfettoProtoTest, SlicesInstantsFlowsAndMarkersAsComputedByHand) {
   ASSERT_EQ(crash.size(), 1u);
   EXPECT_EQ(crash[0]->ts, static_cast<uint64_t>(kT0 + 10000));
   EXPECT_EQ(t.TrackOf(*crash[0]).name, "thread 100");
+}
+
+// The two processes of pid 1 (report::testing::WriteTwoProcessesOfPidOne) in the protobuf form:
+// two process descriptors, pid 1 "trainer (pid 1)" and pid 536870912 (2^29, the first trace pid
+// for a process whose pid another has) "worker (pid 1 #2)", each with its own launching thread
+// (tid 1 in both: report_test_events' kernels are launched by thread 1) and stream thread; each
+// kernel slice's flow starts at a launch on its own process's thread.
+TEST(PerfettoProtoPidTest, ProcessesSharingAPidAreTwoProcessDescriptors) {
+  TempDir dir;
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "logs");
+  const fs::path out = dir.path() / "t.pftrace";
+  const auto r = RunProcess(CUFLIGHT_CLI_PATH,
+                            {"export", "--perfetto", out.string(), (dir.path() / "logs").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Trace t = Decode(ReadAll(out));
+  constexpr int64_t kB = int64_t{1} << 29;
+  std::map<int64_t, std::string> processes;  // host pid -> name
+  std::map<uint64_t, int64_t> thread_pid;    // host thread track -> its process's pid
+  std::set<std::string> streams;
+  for (const auto& [uuid, info] : t.tracks) {
+    if (info.is_process && info.pid < (int64_t{1} << 30)) {
+      EXPECT_TRUE(processes.emplace(info.pid, info.name).second) << info.name;
+    }
+    if (info.is_thread && info.pid < (int64_t{1} << 30)) {
+      EXPECT_EQ(info.tid, 1);
+      thread_pid[uuid] = info.pid;
+    }
+    if (info.is_thread && info.pid >= (int64_t{1} << 30)) streams.insert(info.name);
+  }
+  EXPECT_EQ(processes, (std::map<int64_t, std::string>{{1, "trainer (pid 1)"},
+                                                        {kB, "worker (pid 1 #2)"}}));
+  EXPECT_EQ(thread_pid.size(), 2u);
+  EXPECT_EQ(streams,
+            (std::set<std::string>{"default stream (pid 1)", "default stream (pid 1 #2)"}));
+  // flow id -> pid of the thread whose launch starts it.
+  std::map<uint64_t, int64_t> launched_by;
+  for (const EventInfo& e : t.events) {
+    if (!thread_pid.count(e.track)) continue;
+    for (uint64_t f : e.flows) launched_by[f] = thread_pid[e.track];
+  }
+  std::map<std::string, std::set<int64_t>> slice_host;  // kernel name -> launching pids
+  for (const EventInfo& e : t.events) {
+    if (e.type != 1 || e.terminating_flows.empty()) continue;
+    for (uint64_t f : e.terminating_flows) slice_host[e.name].insert(launched_by.at(f));
+  }
+  EXPECT_EQ(slice_host, (std::map<std::string, std::set<int64_t>>{{"a_kernel()", {1}},
+                                                                   {"b_kernel()", {kB}}}));
 }
 
 TEST_F(PerfettoProtoTest, FiltersKeepKernelsByNameAndTimeAndMarkersByTime) {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -234,6 +237,47 @@ void WriteFile(const std::filesystem::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
+}
+
+// The processes and events as report_test_events.h lists them.
+void WriteTwoProcessesOfPidOne(const std::filesystem::path& logs) {
+  constexpr int64_t kStart = 1'763'708'400'000'000'000;  // 2025-11-21T07:00:00Z
+  const std::filesystem::path day = logs / "2025-11-21";
+  struct Proc {
+    std::string file, exe, mangled, kernel;
+    uint64_t instance_id, pid_ns;
+  };
+  auto write = [&](const Proc& p, const std::vector<std::pair<uint64_t, uint64_t>>& times,
+                   std::optional<uint64_t> untimed_corr, std::optional<uint64_t> orphan_corr) {
+    schema::OwnedProcessStartEvent start = Start(1, 0, kStart, p.exe);
+    start.instance_id = p.instance_id;
+    start.pid_ns = p.pid_ns;
+    std::string text = Line(start) + Line(Device(1, 1, 0, "NVIDIA A100"));
+    uint64_t seq = 2;
+    KernelSpec spec;
+    spec.name = p.mangled;
+    spec.demangled = p.kernel;
+    for (const auto& [corr, ns] : times) {
+      text += Line(Kernel(1, seq++, kStart + static_cast<int64_t>(corr), corr, spec));
+      TimeSpec at;
+      at.start_ns = static_cast<uint64_t>(kStart) + corr * 1000000;
+      text += Line(KernelTime(1, seq++, corr, ns, at));
+    }
+    // Launched after the GPU times above end (10 ms): an instant on the stream's first lane.
+    if (untimed_corr) text += Line(Kernel(1, seq++, kStart + 10'000'000, *untimed_corr, spec));
+    if (orphan_corr) {
+      TimeSpec at;
+      at.start_ns = static_cast<uint64_t>(kStart) + *orphan_corr * 1000000;
+      text += Line(KernelTime(1, seq++, *orphan_corr, 5000, at));
+    }
+    WriteFile(day / p.file, text);
+  };
+  write({"node1-trainer-1-1763708400000000000-161-u0.jsonl", "/opt/a/trainer", "_Z8a_kernelv",
+         "a_kernel()", 161, 4026532001},
+        {{5, 1000}, {6, 2000}}, 7, std::nullopt);
+  write({"node1-worker-1-1763708400000000000-178-u0.jsonl", "/opt/b/worker", "_Z8b_kernelv",
+         "b_kernel()", 178, 4026532002},
+        {{5, 3000}, {6, 4000}}, std::nullopt, 7);
 }
 
 }  // namespace cuflight::report::testing

@@ -88,6 +88,16 @@ std::vector<std::pair<uint64_t, std::string>> SharedCorrelationLines(int32_t pid
 // Writes `bytes` to `path` (creating parent directories).
 void WriteFile(const std::filesystem::path& path, std::string_view bytes);
 
+// Two processes with the same pid: the first processes of two containers (pid 1 in pid
+// namespaces 4026532001 and 4026532002, on one host), each its own stream (instance ids 161 and
+// 178, each its own log file, named as docs/collector.md "Files" lays them out), sending the
+// same seqs and correlation ids, read in order of file name. Process A (trainer, a_kernel):
+// corr 5 (GPU 1 us), corr 6 (2 us), corr 7 (no kernel_time: an instant). Process B (worker,
+// b_kernel): corr 5 (3 us), corr 6 (4 us), and a kernel_time of corr 7 (5 us) whose kernel is
+// not in the logs. Each file (under <logs>/2025-11-21/): process_start (seq 0), device 0 (seq
+// 1), then kernels and times.
+void WriteTwoProcessesOfPidOne(const std::filesystem::path& logs);
+
 }  // namespace cuflight::report::testing
 
 #endif  // CUFLIGHT_TESTS_REPORT_REPORT_TEST_EVENTS_H_

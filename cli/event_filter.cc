@@ -25,7 +25,7 @@ EventFilter::EventFilter(const std::string& kernel_regex, std::vector<int32_t> p
   }
 }
 
-bool EventFilter::Accept(const schema::OwnedEvent& event) {
+bool EventFilter::Accept(const schema::OwnedEvent& event, uint32_t process) {
   const schema::Header& header = schema::HeaderOf(event);
   if (!pids_.empty() && std::find(pids_.begin(), pids_.end(), header.pid) == pids_.end()) {
     return false;
@@ -34,7 +34,7 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
   if (!kernel_ && !limiter_) return true;
   if (std::holds_alternative<schema::OwnedStallEvent>(event)) return true;
   if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&event)) {
-    return pending_.erase({header.pid, schema::JoinKeyOf(*t)}) > 0;
+    return pending_.erase({process, schema::JoinKeyOf(*t)}) > 0;
   }
   const auto* k = std::get_if<schema::OwnedKernelEvent>(&event);
   if (k == nullptr) return false;
@@ -46,8 +46,8 @@ bool EventFilter::Accept(const schema::OwnedEvent& event) {
     return false;
   }
   // Its kernel_time, when one may come (schema::ExpectsKernelTime), is shown with it.
-  if (schema::ExpectsKernelTime(*k) && pending_.insert({header.pid, schema::JoinKeyOf(*k)}).second) {
-    pending_order_.emplace_back(header.pid, schema::JoinKeyOf(*k));
+  if (schema::ExpectsKernelTime(*k) && pending_.insert({process, schema::JoinKeyOf(*k)}).second) {
+    pending_order_.emplace_back(process, schema::JoinKeyOf(*k));
     if (pending_order_.size() > kMaxPending) {
       pending_.erase(pending_order_.front());
       pending_order_.pop_front();

@@ -156,9 +156,9 @@ std::string EventText(const schema::OwnedEvent& event, std::optional<uint64_t> l
                      schema::EventTypeName(schema::TypeOf(event)), Fields(event, launch_stream));
 }
 
-void LaunchStreams::Remember(int32_t pid, const schema::OwnedKernelEvent& kernel) {
+void LaunchStreams::Remember(uint32_t process, const schema::OwnedKernelEvent& kernel) {
   if (!schema::ExpectsKernelTime(kernel)) return;  // no kernel_time will ask for its stream
-  const Key key{pid, schema::JoinKeyOf(kernel)};
+  const Key key{process, schema::JoinKeyOf(kernel)};
   if (streams_.insert_or_assign(key, kernel.stream).second) {
     order_.push_back(key);
     if (order_.size() > kCapacity) {
@@ -168,9 +168,9 @@ void LaunchStreams::Remember(int32_t pid, const schema::OwnedKernelEvent& kernel
   }
 }
 
-std::optional<uint64_t> LaunchStreams::Of(int32_t pid,
+std::optional<uint64_t> LaunchStreams::Of(uint32_t process,
                                           const schema::OwnedKernelTimeEvent& time) const {
-  const auto it = streams_.find({pid, schema::JoinKeyOf(time)});
+  const auto it = streams_.find({process, schema::JoinKeyOf(time)});
   if (it == streams_.end()) return std::nullopt;
   return it->second;
 }

@@ -33,16 +33,18 @@ std::string EventText(const schema::OwnedEvent& event,
 
 // The streams of the latest kernel events (at most kCapacity, the oldest forgotten first), so
 // that the kernel_time line of a launch names the stream its kernel line named, also in logs of
-// older producers whose kernel events held a CUstream handle and kernel_time CUPTI's id.
+// older producers whose kernel events held a CUstream handle and kernel_time CUPTI's id. Keyed
+// by `process`, the caller's number of the sending process (as EventFilter::Accept takes it:
+// processes that share a pid have two), and schema::JoinKey.
 class LaunchStreams {
  public:
   static constexpr size_t kCapacity = 1 << 16;
-  void Remember(int32_t pid, const schema::OwnedKernelEvent& kernel);
+  void Remember(uint32_t process, const schema::OwnedKernelEvent& kernel);
   // The stream the kernel event of `time` named, if remembered.
-  std::optional<uint64_t> Of(int32_t pid, const schema::OwnedKernelTimeEvent& time) const;
+  std::optional<uint64_t> Of(uint32_t process, const schema::OwnedKernelTimeEvent& time) const;
 
  private:
-  using Key = std::pair<int32_t, schema::JoinKey>;
+  using Key = std::pair<uint32_t, schema::JoinKey>;
   std::map<Key, uint64_t> streams_;
   std::deque<Key> order_;
 };

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "arg_parse.h"
+#include "cuflight/report/build_report.h"
 #include "cuflight/schema/config_expander.h"
 #include "cuflight/schema/decoder.h"
 #include "cuflight/schema/encoder.h"
@@ -123,7 +124,8 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   std::vector<StalledProcess> stalled = FindStalledNow(dir);
   stalled.erase(std::remove_if(stalled.begin(), stalled.end(),
                                [&filter](const StalledProcess& s) {
-                                 return !filter.Accept(schema::OwnedEvent(s.event));
+                                 // A stall's process matters to no filter (--pid takes its pid).
+                                 return !filter.Accept(schema::OwnedEvent(s.event), 0);
                                }),
                 stalled.end());
   if (!stalled.empty()) {
@@ -138,6 +140,13 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
   int notes = 0;
   uint64_t skipped = 0;
   LaunchStreams streams;
+  // Which process sent each event, told apart as the report's model does (report::ProcessKeys:
+  // the key the file's name states, else the latest process_start of the pid), numbered for the
+  // filter and the streams: processes sharing a pid (the pid 1 of two containers, a reused pid)
+  // never take each other's kernel_times or streams.
+  report::ProcessKeys process_keys;
+  std::filesystem::path keys_file;  // the file process_keys was last set to
+  std::map<report::ProcessKey, uint32_t> process_numbers;
   // Interned configurations (docs/protocol.md): each file is a sequence, its kernel_config
   // descriptions kept here (not printed) and each launch printed as the kernel event it stands
   // for. A file followed from its end has its descriptions before that point read when a launch
@@ -185,7 +194,18 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
       }
       return;
     }
-    if (!filter.Accept(d.event)) return;
+    if (file != keys_file) {
+      keys_file = file;
+      process_keys.SetFile(&keys_file);
+    }
+    if (const auto* start = std::get_if<schema::OwnedProcessStartEvent>(&d.event)) {
+      process_keys.Note(*start);
+    }
+    const report::ProcessKey& key = process_keys.KeyOf(schema::HeaderOf(d.event).pid);
+    const uint32_t process =
+        process_numbers.try_emplace(key, static_cast<uint32_t>(process_numbers.size()))
+            .first->second;
+    if (!filter.Accept(d.event, process)) return;
     if (json_) {
       if (verdict == schema::ExpandVerdict::kExpanded) {
         const size_t n = schema::Encode(d.event, expanded.data(), expanded.size());
@@ -195,12 +215,11 @@ int TailCommand::Run(std::ostream& out, std::ostream& err) const {
       out << line << '\n';
       return;
     }
-    const int32_t pid = schema::HeaderOf(d.event).pid;
     std::optional<uint64_t> launch_stream;
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event)) {
-      streams.Remember(pid, *k);
+      streams.Remember(process, *k);
     } else if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
-      launch_stream = streams.Of(pid, *t);
+      launch_stream = streams.Of(process, *t);
     }
     out << EventText(d.event, launch_stream) << '\n';
   };

@@ -87,7 +87,7 @@ TEST(TailFilterTest, ShowsTheKernelTimeOfEachShownGraphNodeOnly) {
   for (const auto& [seq, line] : report::testing::SharedCorrelationLines(100, 1)) {
     const schema::DecodeResult d = schema::Decode(line);
     ASSERT_TRUE(d.ok()) << d.message;
-    if (!filter.Accept(d.event)) continue;
+    if (!filter.Accept(d.event, 0)) continue;
     if (const auto* k = std::get_if<schema::OwnedKernelEvent>(&d.event)) {
       shown.push_back("kernel " + k->demangled);
     } else if (const auto* t = std::get_if<schema::OwnedKernelTimeEvent>(&d.event)) {
@@ -119,13 +119,13 @@ TEST(TailFilterTest, LaunchesOutsideAWindowKeepNoPlaceForATime) {
   uint64_t seq = 2;
   schema::OwnedKernelEvent timed = report::testing::Kernel(100, seq++, 1, 1, gemm);
   timed.timing_window = true;
-  ASSERT_TRUE(filter.Accept(timed));
+  ASSERT_TRUE(filter.Accept(timed, 0));
   for (uint64_t i = 0; i < EventFilter::kMaxPending + 10; ++i) {
     schema::OwnedKernelEvent k = report::testing::Kernel(100, seq++, 2, 2 + i, gemm);
     k.timing_window = false;
-    ASSERT_TRUE(filter.Accept(k));
+    ASSERT_TRUE(filter.Accept(k, 0));
   }
-  EXPECT_TRUE(filter.Accept(report::testing::KernelTime(100, seq++, 1, 5000)));
+  EXPECT_TRUE(filter.Accept(report::testing::KernelTime(100, seq++, 1, 5000), 0));
 }
 
 // `cuflight tail`'s line names a graph node's ids after its correlation id, on the kernel and the

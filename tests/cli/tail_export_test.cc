@@ -24,6 +24,7 @@
 #include "h100_device.h"
 #include "log_dir_locator.h"
 #include "log_follower.h"
+#include "report_test_events.h"
 #include "subprocess.h"
 
 namespace cuflight::cli {
@@ -504,6 +505,85 @@ TEST(TailTest, LaunchesOutsideAWindowKeepNoStreamSoATimeNamesItsKernelsStream) {
 
 TEST(TailTest, InternedLaunchesOutsideAWindowKeepNoStreamEither) {
   SampledLaunchesKeepTheirKernelTimesStream(/*interned=*/true);
+}
+
+// The first processes of two containers, both pid 1 (report::testing::WriteTwoProcessesOfPidOne):
+// A's file is there when tail starts, B's arrives after (moved in, so that A's lines are read
+// first whatever order a directory lists them in). --kernel shows a_kernel and b_kernel. A's
+// corr 7 kernel (shown) has no kernel_time; B's kernel_time of corr 7 (5 us) has no kernel in the
+// logs: it is B's, so not shown, though its pid and correlation id are those of A's shown kernel.
+// B's own kernel_times (3 and 4 us) are shown, each once.
+TEST(TailTest, ProcessesSharingAPidDoNotTakeEachOthersKernelTimes) {
+  TempDir dir;
+  report::testing::WriteTwoProcessesOfPidOne(dir.path() / "all");
+  const std::filesystem::path day = dir.path() / "logs" / "2025-11-21";
+  std::filesystem::create_directories(day);
+  const std::string a = "node1-trainer-1-1763708400000000000-161-u0.jsonl";
+  const std::string b = "node1-worker-1-1763708400000000000-178-u0.jsonl";
+  std::filesystem::rename(dir.path() / "all" / "2025-11-21" / a, day / a);
+  ChildProcess tail(CUFLIGHT_CLI_PATH,
+                    {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start",
+                     "--kernel", "a_kernel|b_kernel", "--interval", "20"},
+                    dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  std::filesystem::rename(dir.path() / "all" / "2025-11-21" / b, day / b);
+  // B's corr 6 time: its file's line before the kernel_time of corr 7, read in the same pass.
+  ASSERT_TRUE(tail.WaitForOutput("kernel_time corr 6 device 0 stream 0 4.000 us\n", kDeadline))
+      << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  std::vector<std::string> times;  // the kernel_time lines, from " kernel_time " on
+  std::istringstream lines(tail.Output());
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(" kernel_time ");
+    if (at != std::string::npos) times.push_back(line.substr(at + 1));
+  }
+  EXPECT_EQ(times, (std::vector<std::string>{
+                       "kernel_time corr 5 device 0 stream 0 1.000 us",  // A
+                       "kernel_time corr 6 device 0 stream 0 2.000 us",  // A
+                       "kernel_time corr 5 device 0 stream 0 3.000 us",  // B
+                       "kernel_time corr 6 device 0 stream 0 4.000 us",  // B
+                   }))
+      << tail.Output();
+}
+
+// A kernel_time names its own process's launch's stream. Two processes of pid 1 in files whose
+// names state no process (so told apart by their process_start: start_ns and instance id), the
+// same correlation id 7: A launches on stream 16 and has no kernel_time; B's kernel_time (stream
+// 32, 5 us) has no kernel in the logs, so its line names its own stream 32, not A's 16.
+TEST(TailTest, AKernelTimeNamesItsOwnProcesssLaunchStream) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "logs");
+  std::filesystem::create_directories(dir.path() / "later");
+  schema::OwnedProcessStartEvent start_a = Start(1, 0, 1'700'000'000'000'000'000);
+  start_a.instance_id = 161;
+  schema::OwnedKernelEvent launch =
+      cli::Kernel(1, 2, 1'700'000'000'000'100'000, 7, "a_kernel", schema::Resource::kWarps);
+  launch.stream = 16;
+  Append(dir.path() / "logs" / "a.jsonl", Line(start_a) + Line(Device(1, 1)) + Line(launch));
+  schema::OwnedProcessStartEvent start_b = Start(1, 0, 1'700'000'000'000'000'000);
+  start_b.instance_id = 178;
+  schema::OwnedKernelTimeEvent time =
+      Time(1, 2, 7, 1'700'000'000'000'200'000, 1'700'000'000'000'205'000);
+  time.stream = 32;
+  Append(dir.path() / "later" / "b.jsonl", Line(start_b) + Line(Device(1, 1)) + Line(time));
+  ChildProcess tail(
+      CUFLIGHT_CLI_PATH,
+      {"tail", "--log-dir", (dir.path() / "logs").string(), "--from-start", "--interval", "20"},
+      dir.path() / "tail.txt");
+  ASSERT_TRUE(tail.WaitForOutput("following", kDeadline)) << tail.Output();
+  std::filesystem::rename(dir.path() / "later" / "b.jsonl", dir.path() / "logs" / "b.jsonl");
+  ASSERT_TRUE(tail.WaitForOutput(" kernel_time ", kDeadline)) << tail.Output();
+  tail.Signal(SIGINT);
+  EXPECT_EQ(tail.Wait(kDeadline), 0);
+  const std::string output = tail.Output();
+  EXPECT_NE(output.find("pid 1 kernel a_kernel() grid 132x1x1 block 256x1x1 regs 64 smem 9216 "
+                        "occupancy 0.50 (warps) device 0 stream 16 corr 7\n"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("pid 1 kernel_time corr 7 device 0 stream 32 5.000 us\n"),
+            std::string::npos)
+      << output;
 }
 
 // --limiter takes what `cuflight report --limiter` takes; a typo gets a suggestion. A kernel at
